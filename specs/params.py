@@ -1,0 +1,125 @@
+"""The whole `params.yaml`: one section per stage plus shared sections, loaded and checked in one place."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from specs.base import ParamsError, StrictModel, describe_errors
+from specs.ingest import IngestSpec
+from specs.run import RunSpec
+from specs.validate import ValidateSpec
+
+
+class Params(StrictModel):
+    """Every knob of a forgeline run. Each stage reads its own section (and `run`)."""
+
+    run: RunSpec = Field(default_factory=RunSpec, description="Shared run identity and seed.")
+    ingest: IngestSpec = Field(..., description="Sources and record normalization (stage `ingest`).")
+    validate_: ValidateSpec = Field(
+        default_factory=ValidateSpec, alias="validate", description="Expectation suites (stage `validate`)."
+    )
+
+    model_config = StrictModel.model_config | {"populate_by_name": True}
+
+    @model_validator(mode="after")
+    def _sources_line_up(self) -> "Params":
+        names = set(self.ingest.source_names())
+        unknown = sorted(set(self.validate_.per_source) - names)
+        if unknown:
+            raise ValueError(
+                f"validate.per_source names unknown source(s) {unknown}; ingest declares {sorted(names)}"
+            )
+        return self
+
+    def section(self, stage: str) -> StrictModel:
+        """The spec a stage's `run()` receives."""
+        return getattr(self, "validate_" if stage == "validate" else stage)
+
+    def dump(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def parse_override(item: str) -> tuple[str, Any]:
+    """`a.b.0.c=value` -> ("a.b.0.c", value); the value is read as YAML (numbers, booleans, lists)."""
+    if "=" not in item:
+        raise ParamsError([f"{item}: an override must look like key.path=value"], "override")
+    key, raw = item.split("=", 1)
+    key = key.strip()
+    if not key or any(not part for part in key.split(".")):
+        raise ParamsError([f"{item}: empty key in override"], "override")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        raise ParamsError([f"{key}: value is not valid YAML ({exc.__class__.__name__})"], "override") from exc
+    return key, value
+
+
+def apply_overrides(data: dict[str, Any], overrides: dict[str, Any] | Iterable[str]) -> dict[str, Any]:
+    """Return a copy of `data` with dotted-key overrides set; list items are addressed by index."""
+    if not isinstance(overrides, dict):
+        overrides = dict(parse_override(o) for o in overrides)
+    data = copy.deepcopy(data)
+    for key, value in overrides.items():
+        parts = key.split(".")
+        node: Any = data
+        for depth, part in enumerate(parts[:-1]):
+            where = ".".join(parts[: depth + 1])
+            if isinstance(node, list):
+                node = node[_list_index(node, part, where)]
+            elif isinstance(node, dict):
+                # Unknown intermediate keys become dicts so the schema names the bad key afterwards.
+                node = node.setdefault(part, {})
+            else:
+                raise ParamsError([f"{where}: is a value, not a section"], "override")
+        last = parts[-1]
+        if isinstance(node, list):
+            node[_list_index(node, last, key)] = value
+        elif isinstance(node, dict):
+            node[last] = value
+        else:
+            raise ParamsError([f"{key}: parent is a value, not a section"], "override")
+    return data
+
+
+def _list_index(node: list, part: str, where: str) -> int:
+    if not part.lstrip("-").isdigit() or not -len(node) <= int(part) < len(node):
+        raise ParamsError([f"{where}: list index must be 0..{len(node) - 1}, got {part!r}"], "override")
+    return int(part)
+
+
+def read_params_file(path: str | Path) -> dict[str, Any]:
+    """Read params.yaml as plain data, turning YAML syntax errors into a ParamsError with a line number."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError as exc:
+        raise ParamsError([f"{path}: file not found"], str(path)) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
+        raise ParamsError([f"{where}: {getattr(exc, 'problem', None) or exc}"], str(path)) from exc
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ParamsError([f"<root>: must be a mapping of sections, got {type(data).__name__}"], str(path))
+    return data
+
+
+def validate_params(data: dict[str, Any], source: str = "params") -> Params:
+    try:
+        return Params.model_validate(data)
+    except ValidationError as exc:
+        raise ParamsError(describe_errors(exc, Params), source) from None
+
+
+def load_params(path: str | Path = "params.yaml", overrides: dict[str, Any] | Iterable[str] = ()) -> Params:
+    """Load, override and validate params; raises ParamsError naming every bad key before any work."""
+    data = apply_overrides(read_params_file(path), overrides)
+    return validate_params(data, str(path) + (" (with overrides)" if overrides else ""))

@@ -1,0 +1,71 @@
+"""What stages hand back and leave behind: StageResult and the lineage manifest."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class FileRecord(BaseModel):
+    """One file with its content hash, relative to the project root."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str = Field(..., description="Path relative to the project root (posix separators).")
+    sha256: str = Field(..., description="Hex sha256 of the file's bytes.")
+    bytes: int = Field(..., ge=0, description="File size.")
+
+
+class StageResult(BaseModel):
+    """The typed value every stage's `run()` returns."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stage: str = Field(..., description="Stage name.")
+    ok: bool = Field(True, description="False when the stage's gate failed or it crashed (the CLI exits non-zero).")
+    error: str | None = Field(None, description="Set when the stage crashed instead of finishing (retryable).")
+    counts: dict[str, Any] = Field(default_factory=dict, description="Record counts, by kind and source.")
+    outputs: list[str] = Field(default_factory=list, description="Files written, relative to the project root.")
+    summary: str = Field("", description="Markdown summary for humans (shown in Prefect and the terminal).")
+    table: list[dict[str, Any]] = Field(
+        default_factory=list, description="Rows of the stage's main table (e.g. counts per source)."
+    )
+
+
+class Manifest(BaseModel):
+    """Lineage of a stage's outputs, written as `manifest.json` beside them.
+
+    Everything here is a function of the inputs, the spec and the code, so a rerun writes the same bytes and
+    `dvc repro` and the Prefect flow record the same hash. Wall-clock facts (start/end, host) go to the run
+    record `runs/<stage>.json` instead.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    stage: str
+    spec: dict[str, Any] = Field(..., description="The resolved spec the stage ran with.")
+    spec_hash: str
+    git_revision: str | None = Field(None, description="HEAD commit of the project, when it is a git repo.")
+    code: list[FileRecord] = Field(default_factory=list, description="The stage's code files and their hashes.")
+    inputs: list[FileRecord] = Field(default_factory=list)
+    outputs: list[FileRecord] = Field(default_factory=list)
+    counts: dict[str, Any] = Field(default_factory=dict)
+    packages: dict[str, str] = Field(default_factory=dict, description="Versions of the libraries that matter.")
+
+
+class RunRecord(BaseModel):
+    """Wall-clock facts of one execution of a stage (not versioned: they differ on every run)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    stage: str
+    started_at: str
+    finished_at: str
+    duration_s: float
+    ok: bool
+    host: str
+    python: str
+    git_revision: str | None
+    git_dirty: bool | None
+    manifest_sha256: str | None

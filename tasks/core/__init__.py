@@ -1,0 +1,1 @@
+"""Libraries every stage shares: the stage graph, atomic files, the stage runner."""

@@ -1,0 +1,1 @@
+"""Data libraries shared by the data stages: record schema, readers, embedded corpora."""

@@ -1,0 +1,99 @@
+"""The normalized record every data stage exchanges, its Parquet schema, and quarantine entries.
+
+A reader yields `Doc` (a candidate record) or `Bad` (something that could not become a record). Ingest turns
+docs into rows of RECORD_SCHEMA, or quarantines them with a reason; nothing read is ever dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+MEDIA_TYPE = pa.struct([("kind", pa.string()), ("path", pa.string())])
+
+RECORD_SCHEMA = pa.schema(
+    [
+        ("id", pa.string()),          # stable, unique per source: "<source>/<origin-derived key>"
+        ("text", pa.string()),        # normalized document text (UTF-8)
+        ("source", pa.string()),      # source label from params
+        ("lang", pa.string()),        # language tag from params
+        ("origin", pa.string()),      # where it came from: "path:line" or "package:member"
+        ("meta", pa.string()),        # JSON object with the remaining fields (sorted keys)
+        ("media", pa.list_(MEDIA_TYPE)),  # references to image/audio files (absolute or root-relative)
+    ]
+)
+
+QUARANTINE_SCHEMA = pa.schema(
+    [
+        ("source", pa.string()),
+        ("origin", pa.string()),      # file path (root-relative where possible)
+        ("location", pa.string()),    # "line 12", "row 3", "byte 1024", or "" for whole-file problems
+        ("reason", pa.string()),      # short code, one of QUARANTINE_REASONS
+        ("detail", pa.string()),      # the error message
+        ("raw", pa.string()),         # up to RAW_PREVIEW characters of the offending input, for a human
+    ]
+)
+
+QUARANTINE_REASONS = (
+    "invalid_utf8", "invalid_json", "not_an_object", "missing_text", "empty_text", "wrong_type", "oversized",
+    "missing_media", "bad_media", "unreadable_file", "unsupported_format",
+)
+RAW_PREVIEW = 500
+
+
+@dataclass
+class Doc:
+    """A candidate record produced by a reader (text not yet checked)."""
+
+    key: str                     # unique within the source; becomes id "<source>/<key>"
+    text: Any                    # should be str; ingest quarantines anything else as wrong_type
+    origin: str                  # file or package member the record came from
+    meta: dict[str, Any] = field(default_factory=dict)
+    media: list[dict[str, str]] = field(default_factory=list)
+    location: str = ""           # "line 12" / "row 3" inside `origin`, when it holds many records
+
+    @property
+    def full_origin(self) -> str:
+        return f"{self.origin}:{self.location.split()[-1]}" if self.location else self.origin
+
+
+@dataclass
+class Bad:
+    """Input that could not become a record, with where and why."""
+
+    origin: str
+    location: str
+    reason: str
+    detail: str
+    raw: str = ""
+
+    def __post_init__(self) -> None:
+        if self.reason not in QUARANTINE_REASONS:
+            raise ValueError(f"unknown quarantine reason {self.reason!r}")
+        self.raw = self.raw[:RAW_PREVIEW]
+
+
+def meta_json(meta: dict[str, Any]) -> str:
+    return json.dumps(meta, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def write_table(rows: list[dict[str, Any]], schema: pa.Schema, path: Path) -> None:
+    """Write rows as one Parquet file with a fixed schema (deterministic bytes for equal rows)."""
+    table = pa.Table.from_pylist(rows, schema=schema)
+    pq.write_table(table, path, compression="zstd", write_statistics=True)
+
+
+def read_records(folder: Path) -> Iterator[pa.Table]:
+    """Yield each record shard of an ingest-style output folder (`shards/*.parquet`) in order."""
+    for shard in sorted((folder / "shards").glob("*.parquet")):
+        yield pq.read_table(shard)
+
+
+def read_all_records(folder: Path) -> pa.Table:
+    tables = list(read_records(folder))
+    return pa.concat_tables(tables) if tables else RECORD_SCHEMA.empty_table()

@@ -1,0 +1,135 @@
+"""Stage `ingest`: read every declared source into normalized records; quarantine what cannot be a record.
+
+Outputs (in data/ingest/): `shards/<source>-NNNNN.parquet` (RECORD_SCHEMA), `quarantine.parquet`
+(QUARANTINE_SCHEMA: file, line/row/offset, reason, error, raw preview) and `stats.json`. Counts are conserved
+per source: read = kept + quarantined, checked before anything is reported.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterator
+
+from specs.ingest import EmbeddedSource, IngestSpec
+from specs.results import StageResult
+from tasks.core.files import atomic_path, write_json_atomic
+from tasks.core.runner import StagePaths
+from tasks.data.records import QUARANTINE_SCHEMA, RECORD_SCHEMA, Bad, Doc, meta_json, write_table
+
+log = logging.getLogger("forgeline.ingest")
+PROGRESS_EVERY_S = 5.0
+
+
+def run(spec: IngestSpec, paths: StagePaths) -> StageResult:
+    shard_dir = paths.out / "shards"
+    shard_dir.mkdir(parents=True, exist_ok=True)
+    quarantine: list[dict[str, Any]] = []
+    stats: dict[str, dict[str, Any]] = {}
+    for src in spec.sources:
+        stats[src.name] = _ingest_source(src, spec, paths, shard_dir, quarantine)
+        s = stats[src.name]
+        log.info("%s: read %d, kept %d, quarantined %d", src.name, s["read"], s["kept"], s["quarantined"])
+
+    with atomic_path(paths.out / "quarantine.parquet") as tmp:
+        write_table(quarantine, QUARANTINE_SCHEMA, tmp)
+    totals = {k: sum(s[k] for s in stats.values()) for k in ("read", "kept", "quarantined", "chars")}
+    counts = {**totals, "by_source": stats}
+    write_json_atomic(paths.out / "stats.json", counts)
+    return StageResult(stage="ingest", counts=counts, summary=_summary(totals, stats), table=_table(stats))
+
+
+def _ingest_source(src, spec: IngestSpec, paths: StagePaths, shard_dir: Path, quarantine: list) -> dict[str, Any]:
+    reasons: Counter[str] = Counter()
+    kept = chars = read = shard_no = 0
+    pending: list[dict[str, Any]] = []
+    last_log = time.monotonic()
+
+    def flush() -> None:
+        nonlocal shard_no, pending
+        with atomic_path(shard_dir / f"{src.name}-{shard_no:05d}.parquet") as tmp:
+            write_table(pending, RECORD_SCHEMA, tmp)
+        shard_no, pending = shard_no + 1, []
+
+    for item in _items(src, paths.root):
+        read += 1
+        outcome = _to_row(item, src, spec, paths.root) if isinstance(item, Doc) else item
+        if isinstance(outcome, Bad):
+            reasons[outcome.reason] += 1
+            quarantine.append({"source": src.name, **outcome.__dict__})
+        else:
+            pending.append(outcome)
+            kept += 1
+            chars += len(outcome["text"])
+            if len(pending) >= spec.shard_records:
+                flush()
+        if time.monotonic() - last_log > PROGRESS_EVERY_S:
+            log.info("%s: %d read, %d kept so far", src.name, read, kept)
+            last_log = time.monotonic()
+        if src.max_docs is not None and kept >= src.max_docs:
+            break
+    if pending or shard_no == 0:
+        flush()  # every source gets at least one (possibly empty) shard, so readers see its schema
+    quarantined = sum(reasons.values())
+    if read != kept + quarantined:  # the conservation law the whole data side relies on
+        raise AssertionError(f"{src.name}: read {read} != kept {kept} + quarantined {quarantined}")
+    return {"read": read, "kept": kept, "quarantined": quarantined, "chars": chars, "shards": shard_no,
+            "by_reason": dict(sorted(reasons.items()))}
+
+
+def _items(src, root: Path) -> Iterator[Doc | Bad]:
+    if isinstance(src, EmbeddedSource):
+        from tasks.data.embedded import read_embedded
+
+        return read_embedded(src.corpus)
+    from tasks.data.readers import read_files
+
+    return read_files(src, root)
+
+
+def _to_row(doc: Doc, src, spec: IngestSpec, root: Path) -> dict[str, Any] | Bad:
+    """Normalize one candidate record, or say why it must be quarantined."""
+    preview = doc.text if isinstance(doc.text, str) else repr(doc.text)
+    where = doc.location
+    if not isinstance(doc.text, str):
+        return Bad(doc.origin, where, "wrong_type", f"text must be a string, got {type(doc.text).__name__}", preview)
+    try:
+        doc.text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # lone surrogates from JSON escapes such as "\ud800"
+        return Bad(doc.origin, where, "invalid_utf8", f"text is not valid Unicode at character {exc.start}: {exc.reason}",
+                   doc.text.encode("utf-8", "backslashreplace").decode())
+    # Newlines are normalized so the same document from Windows and Unix files is the same record.
+    text = doc.text.replace("\r\n", "\n").replace("\r", "\n").strip()
+    if not text:
+        return Bad(doc.origin, where, "empty_text", "text is empty or whitespace only", preview)
+    if len(text) > spec.max_doc_chars:
+        return Bad(doc.origin, where, "oversized", f"{len(text)} characters > ingest.max_doc_chars "
+                   f"({spec.max_doc_chars})", text)
+    missing = [m["path"] for m in doc.media if not _resolve(m["path"], root).is_file()]
+    if missing:
+        return Bad(doc.origin, where, "missing_media", f"referenced file(s) not found: {', '.join(missing)}", preview)
+    return {"id": f"{src.name}/{doc.key}", "text": text, "source": src.name, "lang": src.lang,
+            "origin": doc.full_origin, "meta": meta_json(doc.meta), "media": doc.media}
+
+
+def _resolve(path: str, root: Path) -> Path:
+    p = Path(path)
+    return p if p.is_absolute() else root / p
+
+
+def _table(stats: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"source": name, "read": s["read"], "kept": s["kept"], "quarantined": s["quarantined"],
+             "chars": s["chars"], **{f"q:{r}": n for r, n in s["by_reason"].items()}} for name, s in stats.items()]
+
+
+def _summary(totals: dict[str, int], stats: dict[str, dict[str, Any]]) -> str:
+    lines = [f"**ingest**: read {totals['read']:,} records, kept {totals['kept']:,} "
+             f"({totals['chars']:,} characters), quarantined {totals['quarantined']:,}.", "",
+             "| source | read | kept | quarantined | chars | reasons |", "|---|---:|---:|---:|---:|---|"]
+    for name, s in stats.items():
+        reasons = ", ".join(f"{r}: {n}" for r, n in s["by_reason"].items()) or "-"
+        lines.append(f"| {name} | {s['read']:,} | {s['kept']:,} | {s['quarantined']:,} | {s['chars']:,} | {reasons} |")
+    return "\n".join(lines)
+

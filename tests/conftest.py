@@ -1,0 +1,88 @@
+"""Shared fixtures: a throw-away forgeline project (git + DVC) built from this checkout."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+PROJECT_FILES = ("tasks", "specs", "flows", "dvc.yaml", ".dvcignore", ".gitignore")
+
+import tempfile
+
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")
+# Prefect keeps its state (SQLite, settings) in a throw-away folder during tests, never in ~ or the checkout.
+os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="forgeline-prefect-"))
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+os.environ.setdefault("WANDB_MODE", "disabled")
+
+
+def tiny_params(root: Path) -> dict:
+    """A params set that runs in seconds: two small embedded sources and one user jsonl file."""
+    notes = root / "inputs" / "notes.jsonl"
+    notes.parent.mkdir(parents=True, exist_ok=True)
+    rows = [{"uid": f"n{i}", "body": f"Note number {i}. " + "The mill by the river grinds grain. " * 8}
+            for i in range(12)]
+    notes.write_text("".join(json.dumps(r) + "\n" for r in rows) + "{not json\n")
+    return {
+        "run": {"name": "tiny", "seed": 7},
+        "ingest": {
+            "sources": [
+                {"name": "docs", "kind": "embedded", "corpus": "docs", "max_docs": 15},
+                {"name": "literature", "kind": "embedded", "corpus": "literature", "max_docs": 5},
+                {"name": "notes", "kind": "files", "paths": ["inputs/*.jsonl"], "fields": {"text": "body", "id": "uid"}},
+            ],
+            "max_doc_chars": 100000,
+            "shard_records": 8,
+        },
+        "validate": {
+            "expectations": [
+                {"expect": "not_null", "column": "text"},
+                {"expect": "length_between", "column": "text", "min": 1, "max": 100000},
+                {"expect": "unique", "column": "id"},
+                {"expect": "in_set", "column": "source", "values": ["docs", "literature", "notes"]},
+            ],
+            "data_docs": False,
+        },
+    }
+
+
+def run(cmd: list[str], cwd: Path, check: bool = True, **kw) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")}
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{cmd} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def make_project(dest: Path, params: dict | None = None) -> Path:
+    """Copy the project's code into `dest`, write params, and make it a git + DVC repo with one commit."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in PROJECT_FILES:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(src, dest / name)
+    (dest / "params.yaml").write_text(yaml.safe_dump(params if params is not None else tiny_params(dest),
+                                                     sort_keys=False))
+    run(["git", "init", "-q"], dest)
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "empty"], dest)
+    run([sys.executable, "-m", "dvc", "init", "-q"], dest)
+    run([sys.executable, "-m", "dvc", "config", "core.analytics", "false"], dest)
+    run(["git", "add", "-A"], dest)
+    run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "project"], dest)
+    return dest
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path / "proj")

@@ -1,0 +1,52 @@
+"""ingest -> validate through `dvc repro` in a fresh git + DVC repo: up to date afterwards, identical reruns,
+and a change to one stage's params re-runs that stage only."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import yaml
+
+from tests.conftest import run
+
+
+def dvc(project, *args, check=True):
+    return run([sys.executable, "-m", "dvc", *args], project, check=check)
+
+
+def test_repro_status_rerun_and_param_change(project):
+    first = dvc(project, "repro")
+    assert "Running stage 'ingest'" in first.stdout and "Running stage 'validate'" in first.stdout
+    status = dvc(project, "status")
+    assert "Data and pipelines are up to date" in status.stdout
+    lock = (project / "dvc.lock").read_text()
+    metrics = json.loads((project / "metrics/ingest.json").read_text())
+    assert metrics["read"] == metrics["kept"] + metrics["quarantined"]
+    assert metrics["by_source"]["notes"]["by_reason"] == {"invalid_json": 1}
+
+    again = dvc(project, "repro")
+    assert "didn't change, skipping" in again.stdout and "Running stage" not in again.stdout
+
+    dvc(project, "repro", "--force")  # really re-execute both stages
+    assert (project / "dvc.lock").read_text() == lock, "outputs must be byte-identical on rerun"
+
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["validate"]["examples"] = 3
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    changed = dvc(project, "repro")
+    assert "Stage 'ingest' didn't change, skipping" in changed.stdout
+    assert "Running stage 'validate'" in changed.stdout
+    assert "Data and pipelines are up to date" in dvc(project, "status").stdout
+
+
+def test_failed_gate_stops_repro_with_readable_summary(project):
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["validate"]["expectations"].append({"expect": "in_set", "column": "source", "values": ["docs"]})
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    proc = dvc(project, "repro", check=False)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "in_set" in out and "literature" in out  # which expectation, which source
+    assert "Traceback" not in out
+    assert "validate" in dvc(project, "status").stdout  # not recorded as done

@@ -1,0 +1,112 @@
+"""params.yaml is fully typed: bad files and bad overrides fail before any work, naming the key."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from specs import ParamsError, Params, apply_overrides, load_params, parse_override, spec_hash
+from tests.conftest import REPO
+
+
+def write(tmp_path: Path, data) -> Path:
+    p = tmp_path / "params.yaml"
+    p.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
+    return p
+
+
+def base() -> dict:
+    return yaml.safe_load((REPO / "params.yaml").read_text())
+
+
+def problems_of(path: Path, overrides=()) -> list[str]:
+    with pytest.raises(ParamsError) as err:
+        load_params(path, overrides)
+    return err.value.problems
+
+
+def test_project_params_are_valid():
+    params = load_params(REPO / "params.yaml")
+    assert [s.name for s in params.ingest.sources] == ["literature", "encyclopedia", "code", "docs"]
+
+
+def test_out_of_range_value_names_key_and_bound(tmp_path):
+    p = write(tmp_path, base())
+    assert problems_of(p, ["validate.expectations.2.mostly=1.7"]) == [
+        "validate.expectations.2.mostly: must be ≤ 1.0, got 1.7"]
+    assert problems_of(p, ["ingest.max_doc_chars=0"]) == ["ingest.max_doc_chars: must be ≥ 1, got 0"]
+
+
+def test_unknown_key_is_rejected_with_suggestion(tmp_path):
+    data = base()
+    data["ingest"]["shard_record"] = 10
+    data["run"]["colour"] = "red"
+    lines = problems_of(write(tmp_path, data))
+    assert "ingest.shard_record: unknown key (did you mean 'shard_records'?)" in lines
+    assert any(line.startswith("run.colour: unknown key (allowed: name, seed)") for line in lines)
+
+
+def test_unknown_section_and_wrong_type(tmp_path):
+    data = base()
+    data["trainn"] = {}
+    data["run"]["seed"] = "abc"
+    lines = problems_of(write(tmp_path, data))
+    assert any(line.startswith("trainn: unknown key") for line in lines)
+    assert any(line.startswith("run.seed: input should be a valid integer") for line in lines)
+
+
+def test_every_error_is_reported_at_once(tmp_path):
+    data = base()
+    data["ingest"]["sources"][0]["corpus"] = "poetry"
+    data["ingest"]["sources"][1]["name"] = "literature"
+    data["validate"]["expectations"][1] = {"expect": "length_between", "column": "text"}
+    lines = problems_of(write(tmp_path, data))
+    assert any(line.startswith("ingest.sources.0.embedded.corpus:") and "poetry" in line for line in lines)
+    assert any("validate.expectations.1" in line and "needs `min` and/or `max`" in line for line in lines)
+
+
+def test_duplicate_source_names_and_unknown_per_source(tmp_path):
+    data = base()
+    data["ingest"]["sources"][1]["name"] = "literature"
+    assert any("repeated: literature" in line for line in problems_of(write(tmp_path, data)))
+    data = base()
+    data["validate"]["per_source"]["nowhere"] = []
+    assert any("unknown source(s) ['nowhere']" in line for line in problems_of(write(tmp_path, data)))
+
+
+def test_yaml_syntax_error_names_line(tmp_path):
+    p = write(tmp_path, "run:\n  name: x\n  seed: [1, 2\n")
+    (line,) = problems_of(p)
+    assert line.startswith("line 4")
+
+
+def test_overrides_parse_yaml_values_and_reject_bad_paths():
+    assert parse_override("ingest.max_doc_chars=500") == ("ingest.max_doc_chars", 500)
+    assert parse_override("validate.data_docs=false") == ("validate.data_docs", False)
+    with pytest.raises(ParamsError, match="key.path=value"):
+        parse_override("nonsense")
+    with pytest.raises(ParamsError, match=r"ingest.sources.9: list index must be 0..3"):
+        apply_overrides(base(), {"ingest.sources.9.max_docs": 3})
+    with pytest.raises(ParamsError, match="run.seed.x: .*value, not a section"):
+        apply_overrides(base(), {"run.seed.x.y": 3})
+
+
+def test_spec_hash_tracks_content():
+    a = Params.model_validate(base())
+    b = Params.model_validate(apply_overrides(base(), {"ingest.shard_records": 17}))
+    assert spec_hash(a.ingest) != spec_hash(b.ingest)
+    assert spec_hash(a.validate_) == spec_hash(b.validate_)
+
+
+def test_check_command_exit_codes(tmp_path):
+    ok = subprocess.run([sys.executable, "-m", "tasks", "check"], cwd=REPO, capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    bad = subprocess.run([sys.executable, "-m", "tasks", "check", "--set", "validate.examples=1000"], cwd=REPO,
+                         capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert "validate.examples: must be ≤ 100, got 1000" in bad.stderr
+    assert "Traceback" not in bad.stderr

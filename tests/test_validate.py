@@ -1,0 +1,195 @@
+"""The validate stage: GX suites per source over small hand-made ingest shards.
+
+GX costs seconds to import and each run builds a context, so each dataset is validated once in a
+module-scoped fixture and several tests read the same result.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from specs.validate import ValidateSpec
+from tasks.core.runner import StagePaths
+from tasks.data.records import RECORD_SCHEMA, write_table
+from tasks.validate import run
+
+SPEC: dict[str, Any] = {
+    "expectations": [
+        {"expect": "not_null", "column": "text"},
+        {"expect": "length_between", "column": "text", "min": 1, "max": 10_000},
+        {"expect": "unique", "column": "id"},
+        {"expect": "in_set", "column": "source", "values": ["literature", "code"]},
+        {"expect": "media_exist", "column": "media"},
+    ],
+    "per_source": {"code": [{"expect": "in_set", "column": "lang", "values": ["python"]}]},
+    "examples": 3,
+}
+
+
+def record(source: str, i: int, **changes: Any) -> dict[str, Any]:
+    row = {"id": f"{source}/{i}", "text": f"document {i} of {source}", "source": source,
+           "lang": "python" if source == "code" else "en", "origin": f"{source}.jsonl:{i}", "meta": "{}",
+           "media": []}
+    return {**row, **changes}
+
+
+def project(root: Path, rows: list[dict[str, Any]]) -> StagePaths:
+    """A project folder whose ingest output holds `rows`, one shard per source."""
+    shards = root / "data" / "ingest" / "shards"
+    shards.mkdir(parents=True)
+    (root / "media").mkdir()
+    (root / "media" / "cat.png").write_bytes(b"png")
+    for source in sorted({r["source"] for r in rows}):
+        write_table([r for r in rows if r["source"] == source], RECORD_SCHEMA, shards / f"{source}-00000.parquet")
+    return StagePaths(root=root, stage="validate")
+
+
+def spec(**changes: Any) -> ValidateSpec:
+    return ValidateSpec.model_validate({**SPEC, **changes})
+
+
+def results(paths: StagePaths) -> dict[str, Any]:
+    return json.loads((paths.out / "results.json").read_text())
+
+
+def entry(report: dict[str, Any], suite: str, expect: str, column: str) -> dict[str, Any]:
+    (s,) = [s for s in report["suites"] if s["name"] == suite]
+    (e,) = [e for e in s["expectations"] if e["spec"]["expect"] == expect and e["spec"]["column"] == column]
+    return e
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("clean")
+    rows = [record("literature", i) for i in range(6)] + [record("code", i) for i in range(4)]
+    rows[0]["media"] = [{"kind": "image", "path": "media/cat.png"}]                 # root-relative
+    rows[1]["media"] = [{"kind": "image", "path": str(root / "media" / "cat.png")}]  # absolute
+    paths = project(root, rows)
+    return paths, run(spec(), paths)
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory: pytest.TempPathFactory):
+    rows = [record("literature", i) for i in range(10)] + [record("code", i) for i in range(5)]
+    rows[1]["id"] = "literature/0"                                          # duplicate within a source
+    rows[2]["media"] = [{"kind": "image", "path": "media/gone.png"}]        # missing media file
+    rows[11]["text"] = ""                                                   # empty text in code
+    rows[12]["lang"] = "en"                                                 # code's per-source lang check
+    rows[13]["id"] = "literature/9"                                         # duplicate across sources only
+    rows += [record("rogue", 0), record("rogue", 1)]                        # source outside the allowed set
+    paths = project(tmp_path_factory.mktemp("broken"), rows)
+    result = run(spec(), paths)
+    first = (paths.out / "results.json").read_bytes()
+    return paths, result, first
+
+
+def test_clean_data_passes_the_gate(clean) -> None:
+    paths, result = clean
+    assert result.ok
+    report = results(paths)
+    assert report["success"] and report["records"] == 10
+    assert [s["name"] for s in report["suites"]] == ["source:code", "source:literature", "all"]
+    assert result.counts["by_source"] == {"code": {"rows": 4, "failed_expectations": 0},
+                                          "literature": {"rows": 6, "failed_expectations": 0}}
+    assert result.counts["failed_expectations"] == 0
+    assert result.summary.startswith("validate passed:")
+    # code gets its per-source lang check; the media of both path styles resolve.
+    assert entry(report, "source:code", "in_set", "lang")["success"]
+    assert entry(report, "source:literature", "media_exist", "media")["element_count"] == 6
+    assert len(result.table) == sum(len(s["expectations"]) for s in report["suites"])
+
+
+def test_data_docs_site_is_written(clean) -> None:
+    paths, _ = clean
+    docs = paths.reports / "data_docs"
+    assert (docs / "index.html").is_file()
+    assert list((docs / "validations").rglob("*.html"))
+    assert not [p for p in paths.out.iterdir() if ".tmp-" in p.name]
+
+
+def test_broken_data_fails_with_readable_summary(broken) -> None:
+    paths, result, _ = broken
+    assert not result.ok
+    report = results(paths)
+    assert not report["success"]
+
+    dup = entry(report, "source:literature", "unique", "id")
+    assert (dup["success"], dup["unexpected_count"], dup["examples"]) == (False, 2, ["literature/0"])
+    media = entry(report, "source:literature", "media_exist", "media")
+    assert (media["success"], media["unexpected_count"], media["examples"]) == (False, 1, ["literature/2"])
+    empty = entry(report, "source:code", "length_between", "text")
+    assert (empty["unexpected_count"], empty["examples"]) == (1, ["code/1"])
+    assert entry(report, "source:code", "in_set", "lang")["examples"] == ["code/2"]
+    rogue = entry(report, "source:rogue", "in_set", "source")
+    assert (rogue["unexpected_count"], rogue["unexpected_percent"]) == (2, 100.0)
+    assert rogue["examples"] == ["rogue/0", "rogue/1"]
+    # The per-source suites cannot see an id shared by two sources; the `all` suite does (examples come in
+    # record order, and the code shard is read first).
+    assert entry(report, "source:code", "unique", "id")["success"]
+    assert entry(report, "all", "unique", "id")["examples"] == ["literature/9", "literature/0"]
+
+    summary = result.summary
+    assert "failed**" in summary and "the gate fails" in summary
+    assert "`unique(id)` on source `literature`" in summary and "2 of 10 rows failed (20.00%)" in summary
+    assert "`media_exist(media)` on source `literature`" in summary and "`literature/2`" in summary
+    assert "source `rogue`" in summary and "`rogue/0`, `rogue/1`" in summary
+    assert "`length_between(text, min=1, max=10000)` on source `code`" in summary and "`code/1`" in summary
+    assert result.counts["failed_expectations"] == 6
+    assert result.counts["by_source"]["rogue"] == {"rows": 2, "failed_expectations": 1}
+    failed_rows = [r for r in result.table if not r["success"]]
+    assert ("all", "unique(id)") in {(r["suite"], r["expectation"]) for r in failed_rows}
+    assert ("source:rogue", "in_set(source, values=['literature', 'code'])") in {
+        (r["suite"], r["expectation"]) for r in failed_rows}
+
+
+def test_results_json_is_deterministic(broken) -> None:
+    paths, _, first = broken
+    run(spec(), paths)
+    assert (paths.out / "results.json").read_bytes() == first
+
+
+def test_fail_on_error_false_only_reports(broken) -> None:
+    paths, _, _ = broken
+    result = run(spec(fail_on_error=False, data_docs=False, examples=1), paths)
+    assert result.ok
+    assert result.counts["failed_expectations"] == 6
+    assert "reported only" in result.summary
+    assert entry(results(paths), "source:rogue", "in_set", "source")["examples"] == ["rogue/0"]
+    assert not (paths.reports / "data_docs").exists()  # the previous run's site does not linger
+
+
+def test_mostly_tolerates_a_small_failure_fraction(tmp_path: Path) -> None:
+    rows = [record("literature", i) for i in range(20)]
+    rows[5]["text"] = ""
+    paths = project(tmp_path, rows)
+    lenient = [{"expect": "length_between", "column": "text", "min": 1, "mostly": 0.9}]
+    result = run(spec(expectations=lenient, per_source={}, data_docs=False), paths)
+    assert result.ok, result.summary
+    e = entry(results(paths), "source:literature", "length_between", "text")
+    assert (e["success"], e["unexpected_count"], e["examples"]) == (True, 1, ["literature/5"])
+
+    strict = [{**lenient[0], "mostly": 0.99}]
+    result = run(spec(expectations=strict, per_source={}, data_docs=False), paths)
+    assert not result.ok and "mostly=0.99" in result.summary
+
+
+def test_no_records_fails_the_gate(tmp_path: Path) -> None:
+    paths = project(tmp_path, [])
+    result = run(spec(fail_on_error=False), paths)
+    assert not result.ok
+    assert "no records" in result.summary
+    assert results(paths)["success"] is False
+
+
+def test_unknown_per_source_key_is_noted(tmp_path: Path) -> None:
+    paths = project(tmp_path, [record("code", i) for i in range(3)])
+    result = run(spec(per_source={"cod": SPEC["per_source"]["code"]}, data_docs=False), paths)
+    assert result.ok
+    assert "`per_source` names sources with no records: cod" in result.summary
+    assert results(paths)["unused_per_source"] == ["cod"]
+    # With one source there is no `all` suite: it would repeat source:code exactly.
+    assert [s["name"] for s in results(paths)["suites"]] == ["source:code"]
