@@ -74,3 +74,16 @@ def test_flow_override_is_written_to_params_and_gate_failure_is_reported(tmp_pat
     assert err.value.gate and err.value.stage == "validate"
     assert "in_set" in err.value.summary and "literature" in err.value.summary
     assert "- docs" in (project / "params.yaml").read_text()  # the override is in params, reproducible by DVC
+
+    # A gate that said no is not retried (the same data would fail the same way); crashes would be.
+    import anyio
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterName
+
+    async def failed_validate_runs():
+        async with get_client() as client:
+            runs = await client.read_task_runs(task_run_filter=TaskRunFilter(name=TaskRunFilterName(any_=["validate"])))
+            return [r for r in runs if r.state and r.state.is_failed()]
+
+    (failed,) = anyio.run(failed_validate_runs)
+    assert failed.run_count == 1
