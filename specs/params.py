@@ -10,7 +10,9 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from specs.base import ParamsError, StrictModel, describe_errors
+from specs.clean import CleanSpec
 from specs.ingest import IngestSpec
+from specs.mix import MixSpec
 from specs.run import RunSpec
 from specs.validate import ValidateSpec
 
@@ -24,16 +26,25 @@ class Params(StrictModel):
         default_factory=ValidateSpec, alias="validate", description="Expectation suites (stage `validate`)."
     )
 
+    clean: CleanSpec = Field(default_factory=CleanSpec, description="Filters and dedup (stage `clean`).")
+    mix: MixSpec = Field(
+        default_factory=MixSpec, description="Tokenizer, train/val split, weighted mix, packing (stage `mix`)."
+    )
+
     model_config = StrictModel.model_config | {"populate_by_name": True}
 
     @model_validator(mode="after")
     def _sources_line_up(self) -> "Params":
         names = set(self.ingest.source_names())
-        unknown = sorted(set(self.validate_.per_source) - names)
-        if unknown:
-            raise ValueError(
-                f"validate.per_source names unknown source(s) {unknown}; ingest declares {sorted(names)}"
-            )
+        for where, keys in (("validate.per_source", self.validate_.per_source),
+                            ("clean.quality.profiles", self.clean.quality.profiles),
+                            ("mix.weights", self.mix.weights)):
+            unknown = sorted(set(keys) - names)
+            if unknown:
+                raise ValueError(f"{where} names unknown source(s) {unknown}; ingest declares {sorted(names)}")
+        missing = sorted(names - set(self.mix.weights)) if self.mix.weights else []
+        if missing:
+            raise ValueError(f"mix.weights lacks ingest source(s) {missing}; give each a weight (0 = leave out)")
         return self
 
     def section(self, stage: str) -> StrictModel:

@@ -27,6 +27,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         problems += [f"{exc.source}: {p}" for p in exc.problems]
         params = None
     problems += graph.check_dvc_yaml(root)
+    if params is not None:
+        from specs.params import read_params_file
+
+        problems += graph.missing_param_keys(read_params_file(root / args.params))
     if problems:
         print("check failed:", *problems, sep="\n  ", file=sys.stderr)
         return 2

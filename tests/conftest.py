@@ -52,6 +52,7 @@ def tiny_params(root: Path) -> dict:
             ],
             "data_docs": False,
         },
+        "mix": {"token_budget": None, "seq_len": 64, "tokenizer": {"vocab_size": 1024}},
     }
 
 
@@ -72,8 +73,11 @@ def make_project(dest: Path, params: dict | None = None) -> Path:
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
         else:
             shutil.copy2(src, dest / name)
-    (dest / "params.yaml").write_text(yaml.safe_dump(params if params is not None else tiny_params(dest),
-                                                     sort_keys=False))
+    from specs import Params
+
+    # Written out in full (defaults included): DVC tracks the values in the file, not pydantic's defaults.
+    data = Params.model_validate(params if params is not None else tiny_params(dest)).dump()
+    (dest / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     run(["git", "init", "-q"], dest)
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "empty"], dest)
     run([sys.executable, "-m", "dvc", "init", "-q"], dest)

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from tasks.core.graph import STAGE_NAMES
 from tests.conftest import make_project, run
 
 pytestmark = pytest.mark.prefect
@@ -38,7 +39,7 @@ def test_flow_and_dvc_repro_end_in_the_same_state(tmp_path, prefect_server):
     run([sys.executable, "-m", "dvc", "repro"], by_dvc)
 
     outcomes = forgeline(root=str(by_flow))
-    assert [(o.stage, o.ran) for o in outcomes] == [("ingest", True), ("validate", True)]
+    assert [(o.stage, o.ran) for o in outcomes] == [(s, True) for s in STAGE_NAMES]
     assert outcomes[0].result.counts["kept"] > 0
     assert (by_flow / "dvc.lock").read_text() == (by_dvc / "dvc.lock").read_text()
     assert lock_outs(by_flow) == lock_outs(by_dvc)
@@ -47,7 +48,7 @@ def test_flow_and_dvc_repro_end_in_the_same_state(tmp_path, prefect_server):
 
     # A second flow run finds everything up to date and skips it, like `dvc repro` would.
     again = forgeline(root=str(by_flow))
-    assert [(o.stage, o.ran) for o in again] == [("ingest", False), ("validate", False)]
+    assert [(o.stage, o.ran) for o in again] == [(s, False) for s in STAGE_NAMES]
 
     import anyio
 
@@ -56,7 +57,7 @@ def test_flow_and_dvc_repro_end_in_the_same_state(tmp_path, prefect_server):
             return {a.key for a in await client.read_artifacts()}
 
     keys = anyio.run(artifact_keys)
-    assert {"ingest-report", "ingest-counts", "validate-report", "validate-counts"} <= keys
+    assert {f"{s}-{kind}" for s in STAGE_NAMES for kind in ("report", "counts")} <= keys
 
 
 def test_flow_override_is_written_to_params_and_gate_failure_is_reported(tmp_path, prefect_server):

@@ -13,6 +13,8 @@ from typing import Any, Iterator
 from specs.results import FileRecord
 
 TEMP_MARK = ".tmp-"
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # read once: mkstemp creates 0600 files, outputs should get the usual 0644 (per umask)
 
 
 @contextlib.contextmanager
@@ -29,6 +31,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        os.chmod(tmp_path, 0o666 & ~_UMASK)
         with open(tmp_path, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp_path, path)

@@ -32,6 +32,7 @@ class StageDef:
     params: tuple[str, ...] = ()
     extra_outs: tuple[str, ...] = field(default=())
     resumable: bool = False
+    seeded: bool = False  # uses run.seed, so it is a DVC param of the stage
 
     @property
     def out_dir(self) -> str:
@@ -45,12 +46,19 @@ class StageDef:
         return [*COMMON_CODE, f"tasks/{self.name}.py", f"specs/{self.name}.py", *self.code]
 
     def param_keys(self) -> list[str]:
-        return [self.name, *self.params]
+        return [self.name, *(["run.seed"] if self.seeded else []), *self.params]
 
 
 STAGES: tuple[StageDef, ...] = (
     StageDef("ingest", code=("tasks/data",)),
     StageDef("validate", upstream=("ingest",), code=("tasks/data/records.py", "tasks/data/expectations.py")),
+    # clean reads ingest's records but runs only after validate passed (its out is a dependency too).
+    StageDef("clean", upstream=("ingest", "validate"), seeded=True, code=(
+        "tasks/data/cleaning.py", "tasks/data/normalize.py", "tasks/data/pii.py", "tasks/data/quality.py",
+        "tasks/data/toxicity.py", "tasks/data/wordlists", "tasks/data/minhash.py", "tasks/data/lsh.py",
+        "tasks/data/records.py")),
+    StageDef("mix", upstream=("clean",), seeded=True, code=(
+        "tasks/data/tokenizer.py", "tasks/data/packing.py", "tasks/data/records.py")),
 )
 
 STAGE_NAMES = tuple(s.name for s in STAGES)
@@ -109,6 +117,21 @@ def check_dvc_yaml(root: Path) -> list[str]:
             if not (root / dep).exists():
                 problems.append(f"stage '{s.name}': code dependency {dep} does not exist")
     return problems
+
+
+def missing_param_keys(raw_params: dict[str, Any]) -> list[str]:
+    """Param keys that dvc.yaml tracks but params.yaml lacks (DVC refuses to run a stage without them, even
+    when the schema has defaults)."""
+    missing = []
+    for s in STAGES:
+        for key in s.param_keys():
+            node: Any = raw_params
+            for part in key.split("."):
+                node = node.get(part) if isinstance(node, dict) else None
+            if node is None:
+                missing.append(f"params.yaml: '{key}' is missing (stage '{s.name}' tracks it: DVC needs "
+                               f"the value written out even where the schema has a default)")
+    return missing
 
 
 def dvc_stage_order(root: Path, until: str | None = None) -> list[str]:

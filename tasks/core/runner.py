@@ -32,6 +32,7 @@ class StagePaths:
 
     root: Path
     stage: str
+    seed: int = 0  # the run's master seed (`run.seed`); stages derive all their randomness from it
 
     @property
     def out(self) -> Path:
@@ -89,7 +90,7 @@ def _now() -> str:
 def run_stage(name: str, params: Params, root: Path) -> StageResult:
     """Execute stage `name` and write its manifest, metrics, result and run record."""
     sdef = graph.stage(name)
-    paths = StagePaths(root=root, stage=name)
+    paths = StagePaths(root=root, stage=name, seed=params.run.seed)
     spec = params.section(name)
     module = importlib.import_module(f"tasks.{name}")
 

@@ -1,0 +1,241 @@
+"""Near-duplicate detection benchmark: forgeline vs a naive datasketch loop vs HuggingFace datatrove.
+
+    python benchmarks/dedup.py                      # 10k / 50k / 200k documents
+    python benchmarks/dedup.py --quick              # 2k / 5k
+    python benchmarks/dedup.py --sizes 20000 --skip datatrove
+    python benchmarks/dedup.py --setup-datatrove    # create the datatrove virtualenv first (PyPI only)
+
+Every method runs on the same synthetic corpus (`tasks.data.synthetic`: Zipfian English-like documents with
+planted near-duplicates and hard-negative relatives, word-5-gram Jaccard known exactly) in its own process with
+one thread, and the table reports docs / CPU-second of the detection itself (input already in memory; for
+datatrove its stages 1–3, which read the corpus JSONL and write their own files), the process's peak RSS, and
+pair precision / recall / F1: a pair is predicted when both documents end in one cluster, and true when their
+exact word-5-gram Jaccard is ≥ the threshold. Truth = every planted pair (the generator computed all of them)
+∪ any predicted pair that turns out ≥ threshold when checked exactly; random pairs are checked to be far apart.
+datatrove runs from its own virtualenv (`--datatrove-venv`, default /tmp/bench-datatrove) as a subprocess; it
+is skipped with a message when that venv is absent. No datatrove code is part of forgeline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tasks.data.lsh import clusters_of  # noqa: E402
+from tasks.data.synthetic import cluster_pairs, exact_jaccard, make_corpus, pair_scores  # noqa: E402
+
+METHODS = ("forgeline", "forgeline-est", "datasketch-naive", "datatrove")
+SLOW = ("datasketch-naive", "datatrove")   # ~150–400 docs/s: skipped above --slow-max documents
+SINGLE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                  "NUMEXPR_NUM_THREADS", "RAYON_NUM_THREADS", "TOKENIZERS_PARALLELISM")}
+DATATROVE_PACKAGES = ["datatrove", "spacy", "regex", "xxhash<4", "orjson", "tokenizers"]
+
+# Runs inside the datatrove venv: stages 1–3 of its MinHash pipeline with its default config (English word
+# tokenizer = spacy.blank("en"), 5-grams, 64-bit xxhash), then the clusters it saved (doc index, cluster id).
+DATATROVE_RUNNER = r'''
+import json, struct, sys, time
+from pathlib import Path
+corpus, work, result, buckets, rows = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+from datatrove.executor import LocalPipelineExecutor
+from datatrove.pipeline.readers import JsonlReader
+from datatrove.pipeline.dedup.minhash import (MinhashConfig, MinhashDedupBuckets, MinhashDedupCluster,
+                                              MinhashDedupSignature)
+config = MinhashConfig() if buckets == 0 else MinhashConfig(num_buckets=buckets, hashes_per_bucket=rows)
+def run(pipeline, name, tasks=1):
+    LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=1, logging_dir=str(work / "logs" / name)).run()
+cpu, wall = time.process_time(), time.perf_counter()
+run([JsonlReader(str(Path(corpus).parent), glob_pattern=Path(corpus).name),
+     MinhashDedupSignature(output_folder=str(work / "sigs"), config=config)], "sigs")
+run([MinhashDedupBuckets(input_folder=str(work / "sigs"), output_folder=str(work / "buckets"), config=config)],
+    "buckets", tasks=config.num_buckets)
+run([MinhashDedupCluster(input_folder=str(work / "buckets"), output_folder=str(work / "remove"), config=config,
+                         save_cluster_id=True)], "clusters")
+cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+clusters = {}
+path = work / "remove" / "000000.clusters"
+data = path.read_bytes() if path.exists() else b""
+for doc, cid in struct.iter_unpack("<II", data):
+    clusters.setdefault(cid, []).append(doc)
+from importlib.metadata import version
+b, r = config.num_buckets, config.hashes_per_bucket
+json.dump({"cpu_s": cpu, "wall_s": wall, "clusters": list(clusters.values()),
+           "config": f"{b}x{r} ({b * r} hashes), {config.n_grams}-grams, {config.hash_config}, "
+                     f"datatrove {version('datatrove')}"},
+          open(result, "w"))
+'''
+
+
+def worker(method: str, corpus_path: str, result_path: str) -> None:
+    """One method on one corpus, timed in this (single-threaded) process; clusters as doc-index lists."""
+    import resource
+
+    from specs.clean import DedupSpec
+    from tasks.data.minhash import near_duplicates, shingle_sets, signatures
+
+    ids, texts, scores = [], [], []
+    for line in open(corpus_path):
+        row = json.loads(line)
+        ids.append(row["id"]), texts.append(row["text"]), scores.append(row["score"])
+    loaded_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    cpu, wall = time.process_time(), time.perf_counter()
+    if method.startswith("forgeline"):
+        spec = DedupSpec()
+        index = {d: i for i, d in enumerate(ids)}
+        exact = (lambda batch: shingle_sets([texts[index[d]] for d in batch], spec)) if method == "forgeline" else None
+        result = near_duplicates(ids, signatures(texts, spec), scores, spec, shingle_sets_fn=exact)
+        groups: dict[str, list[int]] = {}
+        for dropped, kept, _ in result.dropped:
+            groups.setdefault(kept, [index[kept]]).append(index[dropped])
+        clusters = list(groups.values())
+        config = (f"{result.bands}x{result.rows}, verify={'exact' if exact else 'estimated'} Jaccard, "
+                  f"{result.candidate_pairs} candidates, {result.verified_pairs} verified")
+    else:
+        clusters, config = _naive_datasketch(texts)
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    json.dump({"cpu_s": cpu, "wall_s": wall, "clusters": clusters, "config": config, "loaded_mb": loaded_mb},
+              open(result_path, "w"))
+
+
+def _naive_datasketch(texts: list[str]) -> tuple[list[list[int]], str]:
+    """What a first attempt looks like: MinHash() + update() per shingle, MinHashLSH(threshold=0.8), query."""
+    import re
+
+    from datasketch import MinHash, MinHashLSH
+
+    from tasks.data.lsh import clusters_of
+
+    import numpy as np
+    word = re.compile(r"\w+")
+    lsh = MinHashLSH(threshold=0.8, num_perm=128)
+    sketches = []
+    for i, text in enumerate(texts):
+        words = word.findall(text.lower())
+        m = MinHash(num_perm=128)
+        for k in range(max(len(words) - 4, 1)):
+            m.update(" ".join(words[k:k + 5]).encode("utf-8"))
+        lsh.insert(i, m)
+        sketches.append(m)
+    pairs = sorted({(min(i, j), max(i, j)) for i, m in enumerate(sketches) for j in lsh.query(m) if j != i})
+    return clusters_of(np.array(pairs, dtype=np.int64).reshape(-1, 2), len(texts)), f"{lsh.b}x{lsh.r}, no verify"
+
+
+def run_method(cmd: list[str], env: dict[str, str], log) -> tuple[int, float]:
+    """Run a child to completion; its exit status and peak RSS in MB (wait4 reports that child's own)."""
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, usage.ru_maxrss / 1024
+
+
+def setup_datatrove(venv: Path) -> None:
+    print(f"creating {venv} and installing {' '.join(DATATROVE_PACKAGES)} from PyPI ...", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", *DATATROVE_PACKAGES], check=True)
+
+
+def evaluate(corpus, clusters: list[list[int]], threshold: float, checked: dict) -> tuple[float, float, float]:
+    predicted = cluster_pairs(clusters)
+    for pair in predicted - corpus.pair_jaccard.keys() - checked.keys():   # unplanted pairs: check exactly
+        checked[pair] = exact_jaccard(corpus.texts[pair[0]], corpus.texts[pair[1]])
+    truth = corpus.true_pairs(threshold) | {p for p, j in checked.items() if j >= threshold}
+    return pair_scores(predicted, truth)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,50000,200000", help="comma-separated corpus sizes")
+    parser.add_argument("--quick", action="store_true", help="sizes 2000,5000")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--skip", default="", help=f"comma-separated methods to skip, of {','.join(METHODS)}")
+    parser.add_argument("--slow-max", type=int, default=50_000,
+                        help=f"largest corpus for the slow methods ({', '.join(SLOW)}); default 50000")
+    parser.add_argument("--datatrove-venv", type=Path, default=Path("/tmp/bench-datatrove"))
+    parser.add_argument("--datatrove-banding", default="", help="BxR instead of datatrove's default (14x8)")
+    parser.add_argument("--setup-datatrove", action="store_true", help="create the datatrove venv, then run")
+    parser.add_argument("--worker", nargs=3, metavar=("METHOD", "CORPUS", "RESULT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        return worker(*args.worker)
+    if args.setup_datatrove and not (args.datatrove_venv / "bin" / "python").exists():
+        setup_datatrove(args.datatrove_venv)
+    sizes = [2000, 5000] if args.quick else [int(s) for s in args.sizes.split(",")]
+    methods = [m for m in METHODS if m not in args.skip.split(",")]
+    dt_python = args.datatrove_venv / "bin" / "python"
+    if "datatrove" in methods and not dt_python.exists():
+        print(f"note: datatrove skipped: no venv at {args.datatrove_venv} (create it with --setup-datatrove)")
+        methods.remove("datatrove")
+    env = {**os.environ, **SINGLE_THREAD, "PYTHONPATH": str(ROOT), "DATATROVE_COLORIZE_LOGS": "0"}
+
+    rows, notes = [], []
+    with tempfile.TemporaryDirectory(prefix="forgeline-dedup-bench-") as tmp:
+        for size in sizes:
+            started = time.perf_counter()
+            corpus = make_corpus(size, seed=args.seed)
+            corpus_path = Path(tmp) / f"corpus-{size}.jsonl"
+            with open(corpus_path, "w") as f:
+                for i, text, score in zip(corpus.ids, corpus.texts, corpus.scores):
+                    f.write(json.dumps({"id": i, "text": text, "score": score}) + "\n")
+            rng = random.Random(args.seed)
+            randoms = {tuple(sorted(rng.sample(range(size), 2))) for _ in range(2000)} - corpus.pair_jaccard.keys()
+            far = max(exact_jaccard(corpus.texts[i], corpus.texts[j]) for i, j in randoms)
+            true = corpus.true_pairs(0.8)
+            ceiling = pair_scores(cluster_pairs(clusters_of(np.array(sorted(true)).reshape(-1, 2), size)), true)[2]
+            notes.append(f"{size} docs: {len(corpus.families)} planted families, "
+                         f"{len(corpus.true_pairs(0.8))} planted pairs with J ≥ 0.8, {len(corpus.pair_jaccard)} "
+                         f"planted pairs in all; F1 of a perfect detector + union-find = {ceiling:.3f}; "
+                         f"max exact J of {len(randoms)} random unplanted pairs = {far:.3f}; "
+                         f"corpus built in {time.perf_counter() - started:.0f} s")
+            checked: dict = {}
+            for method in methods:
+                if method in SLOW and size > args.slow_max:
+                    notes.append(f"{method} at {size}: skipped (above --slow-max {args.slow_max}; it runs at "
+                                 f"~{size // 250 // 60} min or more per core at this size)")
+                    continue
+                result_path = Path(tmp) / f"{method}-{size}.json"
+                if method == "datatrove":
+                    work = Path(tempfile.mkdtemp(dir=tmp))
+                    banding = args.datatrove_banding.split("x") if args.datatrove_banding else ["0", "0"]
+                    runner = Path(tmp) / "datatrove_runner.py"
+                    runner.write_text(DATATROVE_RUNNER)
+                    cmd = [str(dt_python), str(runner), str(corpus_path), str(work), str(result_path), *banding]
+                else:
+                    cmd = [sys.executable, __file__, "--worker", method, str(corpus_path), str(result_path)]
+                t0 = time.perf_counter()
+                with open(Path(tmp) / f"{method}-{size}.log", "w") as log:
+                    code, rss = run_method(cmd, env, log)
+                if code != 0:
+                    tail = (Path(tmp) / f"{method}-{size}.log").read_text()[-2000:]
+                    notes.append(f"{method} at {size} docs failed (exit {code}): …{tail}")
+                    continue
+                res = json.load(open(result_path))
+                precision, recall, f1 = evaluate(corpus, res["clusters"], 0.8, checked)
+                rows.append((method, size, size / res["cpu_s"], rss, precision, recall, f1))
+                extra = f", {rss - res['loaded_mb']:.0f} MB over the loaded corpus" if "loaded_mb" in res else ""
+                notes.append(f"{method} at {size}: {res['config']}; detection {res['cpu_s']:.1f} s CPU, "
+                             f"{res['wall_s']:.1f} s wall; process {time.perf_counter() - t0:.0f} s in all{extra}")
+                print(f"  done {method} {size}", file=sys.stderr, flush=True)
+
+    header = ("method", "docs", "docs/s per core", "peak RSS (MB)", "pair precision", "recall", "F1")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+    for method, size, rate, rss, p, r, f in rows:
+        print(f"| {method} | {size:,} | {rate:,.0f} | {rss:,.0f} | {p:.3f} | {r:.3f} | {f:.3f} |")
+    print()
+    for note in notes:
+        print(f"- {note}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,137 @@
+"""Stage `clean`: normalize, scrub PII, filter by quality and toxicity, then exact + near deduplicate.
+
+Per ingest shard (resumable): normalize -> scrub PII (before anything downstream sees the text) -> quality score
+(prose or code rules per source) -> toxicity -> MinHash signature. Finished shards are kept in a work folder
+outside the DVC out (DVC deletes outs before a rerun), keyed by the spec and the input's manifest, so a killed
+and re-run stage skips them. Then, over all shards: exact dedup on normalized text and MinHash-LSH near dedup,
+keeping the highest-quality document of each cluster.
+
+Outputs (data/clean/): `shards/<source>-NNNNN.parquet` (RECORD_SCHEMA), `dropped.parquet` (the ledger: id,
+source, reason, score, kept_id, detail, text), `report.json`. Counts are conserved: in = kept + dropped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from specs.base import spec_hash
+from specs.clean import CleanSpec
+from specs.results import StageResult
+from tasks.core import faults
+from tasks.core.files import atomic_path, sha256_file, write_json_atomic
+from tasks.core.runner import MANIFEST, StagePaths
+from tasks.data import cleaning
+from tasks.data.records import RECORD_SCHEMA, write_table
+
+log = logging.getLogger("forgeline.clean")
+WORK_DIR = "work"
+
+
+def run(spec: CleanSpec, paths: StagePaths) -> StageResult:
+    ingest = paths.input("ingest")
+    work = _work_dir(spec, paths)
+    shards = sorted((ingest / "shards").glob("*.parquet"))
+    done = 0
+    for i, shard in enumerate(shards, start=1):
+        target = work / f"{shard.stem}.parquet"
+        if target.exists() and (work / f"{shard.stem}.sig.npy").exists():
+            done += 1
+            continue  # finished by an earlier, interrupted run
+        cleaning.process_shard(shard, target, work / f"{shard.stem}.sig.npy", spec, paths.seed, paths.root)
+        log.info("shard %d/%d %s cleaned", i, len(shards), shard.name)
+        faults.checkpoint("clean.shard_done")
+    if done:
+        log.info("resumed: %d of %d shards were already finished", done, len(shards))
+
+    rows, sigs = _load_work(work, shards)
+    dedup_report = cleaning.deduplicate(rows, sigs, spec, paths.seed)
+    counts = _write_outputs(rows, spec, paths, dedup_report)
+    shutil.rmtree(work, ignore_errors=True)  # finished: the work folder has served its purpose
+    return StageResult(stage="clean", counts=counts, summary=_summary(counts), table=_table(counts))
+
+
+def _work_dir(spec: CleanSpec, paths: StagePaths) -> Path:
+    """A folder unique to (spec, seed, input): work from another configuration is never reused."""
+    ingest_manifest = paths.input("ingest") / MANIFEST
+    key = hashlib.sha256(
+        f"{spec_hash(spec)}:{paths.seed}:{sha256_file(ingest_manifest) if ingest_manifest.exists() else ''}".encode()
+    ).hexdigest()[:16]
+    work = paths.root / WORK_DIR / "clean" / key
+    work.mkdir(parents=True, exist_ok=True)
+    return work
+
+
+def _load_work(work: Path, shards: list[Path]) -> tuple[pa.Table, np.ndarray]:
+    tables = [pq.read_table(work / f"{s.stem}.parquet") for s in shards]
+    sigs = [np.load(work / f"{s.stem}.sig.npy") for s in shards]  # each [rows_in_shard, num_perm]
+    table = pa.concat_tables(tables) if tables else cleaning.WORK_SCHEMA.empty_table()
+    return table, (np.concatenate(sigs) if sigs else np.zeros((0, 1), dtype=np.uint64))
+
+
+def _write_outputs(rows: pa.Table, spec: CleanSpec, paths: StagePaths, dedup: dict[str, Any]) -> dict[str, Any]:
+    records = rows.to_pylist()
+    final_reason = dedup["reasons"]  # row index -> (reason, kept_id, score/similarity) for dedup drops
+    kept_by_source: dict[str, list[dict]] = defaultdict(list)
+    ledger: list[dict[str, Any]] = []
+    by_source: dict[str, Counter] = defaultdict(Counter)
+    pii: Counter[str] = Counter()
+    for i, r in enumerate(records):
+        src = r["source"]
+        by_source[src]["in"] += 1
+        pii.update({k: v for k, v in zip(r["pii_kinds"], r["pii_counts"])})
+        reason, kept_id, detail = r["reason"], None, r["detail"]
+        if reason is None and i in final_reason:
+            reason, kept_id, detail = final_reason[i]
+        if reason is None:
+            by_source[src]["kept"] += 1
+            kept_by_source[src].append({k: r[k] for k in RECORD_SCHEMA.names})
+        else:
+            by_source[src][f"dropped:{reason}"] += 1
+            ledger.append({"id": r["id"], "source": src, "reason": reason, "score": r["quality"],
+                           "kept_id": kept_id, "detail": detail, "text": r["text"]})
+
+    shard_dir = paths.out / "shards"
+    shard_dir.mkdir(parents=True, exist_ok=True)
+    for src, kept in sorted(kept_by_source.items()):
+        for n, start in enumerate(range(0, len(kept), spec.shard_records)):
+            with atomic_path(shard_dir / f"{src}-{n:05d}.parquet") as tmp:
+                write_table(kept[start:start + spec.shard_records], RECORD_SCHEMA, tmp)
+    with atomic_path(paths.out / "dropped.parquet") as tmp:
+        write_table(ledger, cleaning.LEDGER_SCHEMA, tmp)
+
+    sources = {s: dict(sorted(c.items())) for s, c in sorted(by_source.items())}
+    for s, c in sources.items():  # the conservation law: every record is kept or dropped with a reason
+        dropped = sum(v for k, v in c.items() if k.startswith("dropped:"))
+        if c["in"] != c.get("kept", 0) + dropped:
+            raise AssertionError(f"clean: source {s} lost records: in {c['in']} != kept + dropped")
+    totals = Counter()
+    for c in sources.values():
+        totals.update(c)
+    counts = {"in": totals["in"], "kept": totals.get("kept", 0), "dropped": totals["in"] - totals.get("kept", 0),
+              "dropped_by_reason": {k.split(":", 1)[1]: v for k, v in sorted(totals.items()) if ":" in k},
+              "by_source": sources, "pii_replaced": dict(sorted(pii.items())), "dedup": dedup["summary"]}
+    write_json_atomic(paths.out / "report.json", {**counts, "dedup_detail": dedup["detail"]})
+    return counts
+
+
+def _table(counts: dict[str, Any]) -> list[dict[str, Any]]:
+    return [{"source": s, **c} for s, c in counts["by_source"].items()]
+
+
+def _summary(counts: dict[str, Any]) -> str:
+    reasons = ", ".join(f"{k}: {v:,}" for k, v in counts["dropped_by_reason"].items()) or "none"
+    pii = ", ".join(f"{k}: {v:,}" for k, v in counts["pii_replaced"].items()) or "none"
+    d = counts["dedup"]
+    return (f"**clean**: {counts['in']:,} records in, {counts['kept']:,} kept, {counts['dropped']:,} dropped "
+            f"({reasons}).\n\nPII replaced: {pii}.\n\nNear dedup: {d.get('bands')}×{d.get('rows')} banding, "
+            f"{d.get('candidate_pairs', 0):,} candidate pairs, {d.get('verified_pairs', 0):,} verified, "
+            f"estimated precision {d.get('precision')}.")

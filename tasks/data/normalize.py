@@ -1,0 +1,64 @@
+"""Text normalization for the clean stage, and the key that exact deduplication compares.
+
+`normalize_text` is what every later stage sees, so it must be safe for source code as well as prose:
+- line breaks: `\\r\\n`, `\\r` and the other breaks `str.splitlines` knows (`\\f`, `\\v`, NEL, U+2028/9) → `\\n`;
+- invisible characters are removed: C0/C1 controls except `\\t` and `\\n`, DEL, zero-width space, word joiner,
+  BOM, soft hyphen, Mongolian vowel separator. ZWJ/ZWNJ are kept: they change how Persian, Indic scripts and
+  emoji sequences render, so they carry meaning;
+- exotic spaces (NBSP, en/em/thin spaces, ideographic space, …) → an ASCII space;
+- Unicode normalization (`NFC` or `NFKC`), applied after the removals so that a removed character between a
+  base letter and its combining mark cannot leave an uncomposed pair behind;
+- trailing spaces/tabs of every line are stripped, runs of more than two blank lines become two (PEP 8 puts two
+  blank lines between top-level definitions), leading blank lines and trailing whitespace of the document go.
+Runs of spaces *inside* a line and leading indentation are kept: collapsing them would re-indent code and break
+aligned tables and comments. The function is idempotent.
+
+`exact_key` is deliberately more aggressive (NFKC, casefold, all whitespace runs → one space, ends stripped) and
+returns a digest, not text: two documents that differ only in case, compatibility forms or layout are exact
+duplicates for deduplication, although `normalize_text` keeps them different.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from typing import Literal
+
+NormalForm = Literal["NFC", "NFKC", "none"]
+
+
+def _translation_table() -> dict[int, str | None]:
+    table: dict[int, str | None] = {}
+    for code in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]:    # C0, DEL, C1 controls: removed ...
+        table[code] = None
+    for code in (0x09, 0x0A):                                          # ... except tab and newline
+        del table[code]
+    for code in (0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x85, 0x2028, 0x2029):   # what splitlines() breaks on
+        table[code] = "\n"
+    for code in (0x200B, 0x2060, 0xFEFF, 0x00AD, 0x180E):             # zero-width / invisible
+        table[code] = None
+    for code in (0x00A0, 0x1680, *range(0x2000, 0x200B), 0x202F, 0x205F, 0x3000):  # space-like
+        table[code] = " "
+    return table
+
+
+_TABLE = _translation_table()
+_TRAILING_SPACE = re.compile(r"[ \t]+$", re.MULTILINE)
+_MANY_BLANK_LINES = re.compile(r"\n{4,}")          # 4 newlines = 3 blank lines
+
+
+def normalize_text(text: str, form: NormalForm = "NFC") -> str:
+    """Normalize `text` for training: see the module docstring for the exact rules."""
+    text = text.replace("\r\n", "\n").translate(_TABLE)
+    if form != "none":
+        text = unicodedata.normalize(form, text)
+    text = _TRAILING_SPACE.sub("", text)
+    text = _MANY_BLANK_LINES.sub("\n\n\n", text)
+    return text.lstrip("\n").rstrip()
+
+
+def exact_key(text: str) -> str:
+    """A 32-hex-digit digest of `text` folded for exact dedup (case, compatibility forms and layout ignored)."""
+    folded = unicodedata.normalize("NFKC", normalize_text(text, "NFKC").casefold())
+    return hashlib.blake2b(" ".join(folded.split()).encode("utf-8"), digest_size=16).hexdigest()

@@ -1,0 +1,93 @@
+"""Byte-level BPE tokenizer (HF `tokenizers`): train on text, save as `tokenizer.json`, encode documents.
+
+Byte-level means every string round-trips: `decode(encode(x)) == x` for any Unicode text, with no unknown
+token. Special tokens get ids 0..k-1 (in the order given), then the 256 byte symbols, then merges.
+
+Determinism: BPE training here was checked to give byte-identical `tokenizer.json` across runs, processes,
+thread counts (RAYON_NUM_THREADS=1, 2, 8, 16) and input order (tokenizers 0.23): word counts are summed
+before merging, and ties between equally frequent pairs are broken by token ids, which come from the sorted
+initial byte alphabet. So training keeps all threads; callers still feed text in a fixed order, and the
+mix test trains twice and compares the bytes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+from tasks.core.files import write_text_atomic
+
+log = logging.getLogger("forgeline.mix")
+ENCODE_BATCH = 256  # documents per encode_batch call: big enough for threads, small enough for steady progress
+PROGRESS_EVERY_S = 5.0
+
+
+def new_byte_level_bpe() -> Tokenizer:
+    """An untrained byte-level BPE: no normalizer (text is already cleaned), GPT-2 style pre-tokenizer."""
+    tok = Tokenizer(models.BPE())
+    # add_prefix_space=False: a leading space would be invented by encode and break the round trip.
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def train_tokenizer(texts: Sequence[str], vocab_size: int, min_frequency: int,
+                    special_tokens: list[str]) -> Tokenizer:
+    """Train a byte-level BPE on `texts` (in the given order)."""
+    tok = new_byte_level_bpe()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=special_tokens,
+        # All 256 byte symbols up front, so text the sample never saw still encodes (no <unk>).
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    log.info("tokenizer: training a %d-token byte-level BPE on %d texts (one call, no progress until done)",
+             vocab_size, len(texts))
+    t0 = time.perf_counter()
+    tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    log.info("tokenizer: trained on %d texts (%s chars) in %.1fs, vocab %d", len(texts),
+             f"{sum(map(len, texts)):,}", time.perf_counter() - t0, tok.get_vocab_size())
+    return tok
+
+
+def save_tokenizer(tok: Tokenizer, path: Path) -> None:
+    """Write HF `tokenizer.json` (loadable by `Tokenizer.from_file` and transformers' PreTrainedTokenizerFast)."""
+    write_text_atomic(path, tok.to_str(pretty=True) + "\n")
+
+
+def load_tokenizer(path: Path) -> Tokenizer:
+    return Tokenizer.from_file(str(path))
+
+
+def encode_documents(tok: Tokenizer, texts: Sequence[str], dtype: str, what: str = "documents") -> list[np.ndarray]:
+    """Token ids of each text, as arrays of `dtype` (no end-of-document token: the packer adds it).
+
+    Special-token strings *inside* a document (a doc about tokenizers may contain "<|endoftext|>") are
+    encoded as plain text, so no document can forge a document boundary or a chat turn.
+    """
+    tok = Tokenizer.from_str(tok.to_str())  # a private copy: the flag below must not leak into saved files
+    tok.encode_special_tokens = True
+    out: list[np.ndarray] = []
+    t0 = last = time.perf_counter()
+    for start in range(0, len(texts), ENCODE_BATCH):
+        batch = list(texts[start:start + ENCODE_BATCH])
+        encode = getattr(tok, "encode_batch_fast", tok.encode_batch)  # _fast skips offsets (tokenizers ≥ 0.21)
+        out.extend(np.asarray(e.ids, dtype=dtype) for e in encode(batch, add_special_tokens=False))
+        if time.perf_counter() - last > PROGRESS_EVERY_S:
+            log.info("tokenize %s: %d/%d", what, len(out), len(texts))
+            last = time.perf_counter()
+    log.info("tokenize %s: %d texts, %s tokens in %.1fs", what, len(out),
+             f"{sum(len(a) for a in out):,}", time.perf_counter() - t0)
+    return out
+
+
+def roundtrip_ok(tok: Tokenizer, texts: Iterable[str]) -> bool:
+    """decode(encode(x)) == x for every text (a cheap self-check of a byte-level tokenizer)."""
+    return all(tok.decode(tok.encode(t, add_special_tokens=False).ids, skip_special_tokens=False) == t for t in texts)

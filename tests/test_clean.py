@@ -1,0 +1,141 @@
+"""The clean stage end to end on a small real corpus with planted problems: every record kept or dropped with
+a reason, PII gone before anything downstream, duplicates resolved to the best copy, and a killed run resumes."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from specs import Params
+from tasks.core.runner import run_stage
+from tasks.data.embedded import read_embedded
+from tasks.data.records import RECORD_SCHEMA, Doc, read_all_records, write_table
+
+SOURCES = [{"name": "wiki", "kind": "embedded", "corpus": "encyclopedia"},
+           {"name": "code", "kind": "embedded", "corpus": "code", "lang": "python"}]
+PARAMS = {"run": {"seed": 3}, "ingest": {"sources": SOURCES},
+          "clean": {"quality": {"profiles": {"code": "code"}}, "shard_records": 7}}
+
+
+def record(source: str, key: str, text: str) -> dict:
+    return {"id": f"{source}/{key}", "text": text, "source": source, "lang": "en", "origin": key, "meta": "{}",
+            "media": []}
+
+
+def toxic_words() -> list[str]:
+    path = Path(__file__).resolve().parents[1] / "tasks/data/wordlists/toxic_en.txt"
+    words = [w.strip() for w in path.read_text().splitlines() if w.strip() and not w.startswith("#")]
+    return [w for w in words if " " not in w][:6]
+
+
+def build_corpus(root: Path, shard_size: int = 6) -> dict[str, str]:
+    """Real articles and stdlib modules plus planted cases; returns planted id -> what it is."""
+    wiki = [d for d in itertools.islice(read_embedded("encyclopedia"), 24) if isinstance(d, Doc)]
+    code = [d for d in itertools.islice(read_embedded("code"), 40) if isinstance(d, Doc) and len(d.text) > 500][:6]
+    rows = [record("wiki", d.key, d.text) for d in wiki] + [record("code", d.key, d.text) for d in code]
+    base = wiki[0].text
+    other = max(wiki[1:], key=lambda d: len(d.text))  # a long article: surely kept on quality
+    def edit(line: str, offset: int) -> str:  # change every 100th word: ~5 % of 5-gram shingles, J ≈ 0.9
+        return " ".join(w.upper() + "x" if (offset + i) % 100 == 0 else w for i, w in enumerate(line.split(" ")))
+    near = "\n".join(edit(line, n * 7) for n, line in enumerate(other.text.split("\n")))
+    pii = base[:600] + "\nContact Jane at jane.doe+news@example.org or +1 (415) 555-0132; card 4111 1111 1111 1111."
+    planted = {  # id -> (text, expected outcome, the original it duplicates)
+        "wiki/zz-exact": ("  " + base.upper().replace("\n", "\n\n") + "  ", "exact_duplicate", f"wiki/{wiki[0].key}"),
+        "wiki/zz-near": (near, "near_duplicate", f"wiki/{other.key}"),
+        "wiki/zz-spam": ("BUY NOW!!! $$$ ### " * 200, "low_quality", None),
+        "wiki/zz-toxic": ("\n".join(f"You are a {w}." for w in toxic_words()) + "\n" + base[:300], "toxic", None),
+        "wiki/zz-pii": (pii, "kept", None),
+    }
+    rows += [record("wiki", k.split("/", 1)[1], text) for k, (text, _, _) in planted.items()]
+    shard_dir = root / "data/ingest/shards"
+    shard_dir.mkdir(parents=True)
+    for n, start in enumerate(range(0, len(rows), shard_size)):
+        write_table(rows[start:start + shard_size], RECORD_SCHEMA, shard_dir / f"mixed-{n:05d}.parquet")
+    (root / "params.yaml").write_text(yaml.safe_dump(PARAMS))
+    return {k: (why, original) for k, (_, why, original) in planted.items()}
+
+
+@pytest.fixture(scope="module")
+def cleaned(tmp_path_factory):
+    root = tmp_path_factory.mktemp("clean")
+    planted = build_corpus(root)
+    result = run_stage("clean", Params.model_validate(PARAMS), root)
+    return root, result, planted
+
+
+def test_counts_are_conserved_and_ledger_matches(cleaned):
+    root, result, _ = cleaned
+    c = result.counts
+    assert c["in"] == 24 + 6 + 5 == c["kept"] + c["dropped"]
+    ledger = pq.read_table(root / "data/clean/dropped.parquet").to_pylist()
+    assert len(ledger) == c["dropped"] == sum(c["dropped_by_reason"].values())
+    kept_ids = set(read_all_records(root / "data/clean").column("id").to_pylist())
+    assert len(kept_ids) == c["kept"] and not kept_ids & {r["id"] for r in ledger}
+
+
+def test_planted_problems_are_dropped_for_the_right_reason(cleaned):
+    root, _, planted = cleaned
+    ledger = {r["id"]: r for r in pq.read_table(root / "data/clean/dropped.parquet").to_pylist()}
+    for rid, (why, original) in planted.items():
+        if why == "kept":
+            assert rid not in ledger
+        elif why == "near_duplicate":  # one of the pair goes (the lower quality); the ledger names the survivor
+            pair = {rid, original}
+            (gone,) = [i for i in pair if i in ledger]
+            assert ledger[gone]["reason"] == "near_duplicate" and ledger[gone]["kept_id"] in pair - {gone}
+        else:
+            assert ledger[rid]["reason"] == why, (rid, ledger.get(rid))
+            if original:
+                assert ledger[rid]["kept_id"] == original
+
+
+def test_pii_is_replaced_before_output(cleaned):
+    root, result, _ = cleaned
+    kept = {r["id"]: r["text"] for r in read_all_records(root / "data/clean").to_pylist()}
+    text = kept["wiki/zz-pii"]
+    assert "jane.doe" not in text and "555-0132" not in text and "4111" not in text
+    assert "<EMAIL>" in text and "<PHONE>" in text and "<CREDIT_CARD>" in text
+    assert result.counts["pii_replaced"]["email"] >= 1
+
+
+def test_code_is_judged_by_code_rules(cleaned):
+    root, _, _ = cleaned
+    kept = read_all_records(root / "data/clean").column("source").to_pylist()
+    assert kept.count("code") == 6
+
+
+def test_report_has_lsh_curve_and_precision(cleaned):
+    root, _, _ = cleaned
+    report = json.loads((root / "data/clean/report.json").read_text())
+    curve = report["dedup_detail"]["s_curve"]
+    assert curve[0][1] < 0.01 and curve[-1][1] > 0.99
+    assert report["dedup"]["bands"] * report["dedup"]["rows"] <= 128
+
+
+def test_killed_run_resumes_and_matches_uninterrupted(cleaned, tmp_path):
+    reference, _, _ = cleaned
+    root = tmp_path / "p"
+    root.mkdir()
+    build_corpus(root)
+    cmd = [sys.executable, "-m", "tasks", "--root", str(root), "clean"]
+    env_kill = {"FORGELINE_FAULT": "clean.shard_done=2"}
+    import os
+
+    killed = subprocess.run(cmd, env={**os.environ, **env_kill}, capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr
+    assert not (root / "data/clean/manifest.json").exists()
+    finished = list((root / "work/clean").glob("*/mixed-*.parquet"))
+    assert len(finished) == 2
+    resumed = subprocess.run(cmd, capture_output=True, text=True)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed: 2 of 6 shards were already finished" in resumed.stderr
+    for f in ("dropped.parquet", "report.json", *(f"shards/{p.name}" for p in (reference / "data/clean/shards").iterdir())):
+        assert (root / "data/clean" / f).read_bytes() == (reference / "data/clean" / f).read_bytes(), f
+    assert not (root / "work/clean").exists() or not any((root / "work/clean").iterdir())

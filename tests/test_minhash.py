@@ -1,0 +1,186 @@
+"""MinHash near-dedup: datasketch compatibility, stable shingles, planted-duplicate recovery, keep rule, determinism."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from datasketch import LeanMinHash, MinHash, MinHashLSH
+
+import tasks.data.minhash as minhash
+from specs.clean import DedupSpec
+from tasks.data.lsh import candidate_pairs, choose_banding
+from tasks.data.minhash import estimate_precision, near_duplicates, s_curve, shingle_sets, shingles, signatures
+from tasks.data.synthetic import cluster_pairs, exact_jaccard, make_corpus, pair_scores
+
+REPO = Path(__file__).resolve().parents[1]
+FOX = "The quick brown fox jumps over the lazy dog, again and again."
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return make_corpus(3000, seed=11)
+
+
+@pytest.fixture(scope="module")
+def sigs(corpus):
+    return signatures(corpus.texts, DedupSpec())
+
+
+def exact_fn(corpus, spec):
+    index = {doc_id: i for i, doc_id in enumerate(corpus.ids)}
+    return lambda ids: shingle_sets([corpus.texts[index[d]] for d in ids], spec)
+
+
+def predicted_clusters(corpus, result) -> list[list[int]]:
+    index = {doc_id: i for i, doc_id in enumerate(corpus.ids)}
+    groups: dict[str, list[int]] = {}
+    for dropped, kept, _ in result.dropped:
+        groups.setdefault(kept, [index[kept]]).append(index[dropped])
+    return list(groups.values())
+
+
+def f1_against_truth(corpus, result, threshold=0.8) -> tuple[float, float, float]:
+    predicted = cluster_pairs(predicted_clusters(corpus, result))
+    extra = {p for p in predicted - corpus.pair_jaccard.keys()
+             if exact_jaccard(corpus.texts[p[0]], corpus.texts[p[1]]) >= threshold}
+    return pair_scores(predicted, corpus.true_pairs(threshold) | extra)
+
+
+def test_shingles_are_stable_and_normalized():
+    # Golden values: the same on every machine, process and Python hash seed.
+    assert shingles(FOX, DedupSpec()).tolist() == [
+        113988696, 191647464, 788065952, 1493546701, 1652040582, 2170549824, 3468372547, 3546938170]
+    assert shingles(FOX, DedupSpec(shingle="char", shingle_size=4))[:3].tolist() == [617847, 50779075, 60085756]
+    code = ("from specs.clean import DedupSpec; from tasks.data.minhash import shingles; "
+            f"print(shingles({FOX!r}, DedupSpec()).tolist())")
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={"PYTHONHASHSEED": "123", "PYTHONPATH": str(REPO)}, cwd=REPO)
+    assert other.stdout.strip() == str(shingles(FOX, DedupSpec()).tolist())
+    # lowercase `\w+` words: case, punctuation and spacing do not matter; non-ASCII words are words
+    assert np.array_equal(shingles("Hello, WORLD!  this is—fine", DedupSpec(shingle_size=2)),
+                          shingles("hello world this is fine", DedupSpec(shingle_size=2)))
+    assert len(shingles("Über straße — “quoted” text here now", DedupSpec(shingle_size=2))) == 5  # 6 words
+    # shorter than n units: one shingle of the whole text; empty and punctuation-only texts still get one
+    for text in ("two words", "", "!!!"):
+        assert len(shingles(text, DedupSpec())) == 1
+    assert not np.array_equal(shingles("two words", DedupSpec()), shingles("other words", DedupSpec()))
+
+
+def test_signatures_equal_datasketch_minhash():
+    spec = DedupSpec(num_perm=64)
+    texts = [FOX, "short", "", "Ünïcode wörds “quoted” here and there again", FOX.upper()]
+    rows = signatures(texts, spec, seed=7)
+    assert rows.shape == (5, 64) and rows.dtype == np.uint32
+    for text, row in zip(texts, rows):
+        m = MinHash(num_perm=64, seed=7, hashfunc=int)  # our shingle hashes are the datasketch input hashes
+        m.update_batch(shingles(text, spec).tolist())
+        assert np.array_equal(m.hashvalues, row)
+    assert np.array_equal(rows[0], rows[4])
+    assert signatures([], spec).shape == (0, 64)
+
+
+def test_chunking_does_not_change_signatures(monkeypatch, corpus):
+    texts = corpus.texts[:300] + ["word " * 3000]  # one document longer than a whole block
+    expected = signatures(texts, DedupSpec())
+    monkeypatch.setattr(minhash, "CHUNK_DOCS", 7)
+    monkeypatch.setattr(minhash, "BLOCK_SHINGLES", 64)
+    assert np.array_equal(signatures(texts, DedupSpec()), expected)
+
+
+def test_candidates_equal_datasketch_lsh(corpus, sigs):
+    spec = DedupSpec()
+    bands, rows = choose_banding(spec.threshold, spec.num_perm, spec.verify)
+    lsh = MinHashLSH(num_perm=spec.num_perm, params=(bands, rows))
+    subset = sigs[:1500]
+    with lsh.insertion_session() as session:
+        for i, row in enumerate(subset):
+            session.insert(i, LeanMinHash(seed=1, hashvalues=row, scheme="affine32"))
+    theirs = {(min(i, j), max(i, j)) for i, row in enumerate(subset)
+              for j in lsh.query(LeanMinHash(seed=1, hashvalues=row, scheme="affine32")) if i != j}
+    ours = {tuple(p) for p in candidate_pairs(subset, bands, rows).tolist()}
+    assert ours == theirs and len(ours) > 100
+
+
+@pytest.mark.parametrize("exact", [True, False], ids=["exact-verify", "estimated-verify"])
+def test_planted_near_duplicates_found(corpus, sigs, exact):
+    spec = DedupSpec()
+    result = near_duplicates(corpus.ids, sigs, corpus.scores, spec, exact_fn(corpus, spec) if exact else None)
+    precision, recall, f1 = f1_against_truth(corpus, result)
+    assert f1 >= (0.95 if exact else 0.9), (precision, recall, f1)
+    assert result.candidate_pairs >= result.verified_pairs > 0 and result.clusters > 0
+    # distinct documents are kept: only members of planted families are ever dropped
+    planted = {i for family in corpus.families for i in family}
+    index = {doc_id: i for i, doc_id in enumerate(corpus.ids)}
+    assert all(index[dropped] in planted for dropped, _, _ in result.dropped)
+    assert all(sim >= spec.threshold for *_, sim in result.pairs)
+
+
+def test_distinct_corpus_keeps_everything():
+    corpus = make_corpus(1500, seed=5, family_rate=0.0)
+    result = near_duplicates(corpus.ids, signatures(corpus.texts, DedupSpec()), corpus.scores, DedupSpec())
+    assert result.dropped == [] and result.clusters == 0
+
+
+def test_kept_document_has_the_best_score(corpus, sigs):
+    score = dict(zip(corpus.ids, corpus.scores))
+    result = near_duplicates(corpus.ids, sigs, corpus.scores, DedupSpec())
+    for dropped, kept, similarity in result.dropped:
+        assert score[kept] >= score[dropped] and 0 < similarity <= 1
+    # ties go to the smallest id; without scores every document ties
+    texts = [FOX * 3, FOX * 3 + " extra", "unrelated text " * 20, FOX * 3]
+    ids = ["d", "b", "a", "c"]
+    tied = near_duplicates(ids, signatures(texts, DedupSpec()), [0.5, 0.5, 0.9, 0.5], DedupSpec())
+    assert [(d, k) for d, k, _ in tied.dropped] == [("c", "b"), ("d", "b")]
+    best = near_duplicates(ids, signatures(texts, DedupSpec()), [0.1, 0.2, 0.9, 0.7], DedupSpec())
+    assert [(d, k) for d, k, _ in best.dropped] == [("b", "c"), ("d", "c")]
+    assert near_duplicates(ids, signatures(texts, DedupSpec()), None, DedupSpec()).dropped == tied.dropped
+
+
+def test_deterministic(corpus, sigs):
+    spec = DedupSpec()
+    again = signatures(corpus.texts, spec)
+    assert np.array_equal(sigs, again)
+    first = near_duplicates(corpus.ids, sigs, corpus.scores, spec, exact_fn(corpus, spec))
+    second = near_duplicates(corpus.ids, again, corpus.scores, spec, exact_fn(corpus, spec))
+    assert first == second and first.dropped == sorted(first.dropped)
+
+
+def test_s_curve_and_banding():
+    verify = choose_banding(0.8, 128, True)
+    plain = choose_banding(0.8, 128, False)
+    assert verify == (16, 8) and plain == (9, 13)
+    for bands, rows in (verify, plain):
+        curve = s_curve(bands, rows)
+        assert len(curve) == 21 and curve[0] == (0.0, 0.0) and curve[-1] == (1.0, 1.0)
+        assert all(p1 <= p2 for (_, p1), (_, p2) in zip(curve, curve[1:]))
+    at = dict(s_curve(*plain))
+    assert 0.3 <= at[0.8] <= 0.7          # without verification the S-curve is centred near the threshold
+    at = dict(s_curve(*verify))
+    assert at[0.8] >= 0.9 and at[0.5] <= 0.1   # with verification it leans to recall, verification cleans up
+    for threshold in (0.5, 0.7, 0.9):
+        for num_perm in (16, 64, 256):
+            b, r = choose_banding(threshold, num_perm, True)
+            assert b * r <= num_perm and 1 - (1 - threshold**r) ** b >= 0.89
+
+
+def test_explicit_banding_is_honoured(corpus, sigs):
+    spec = DedupSpec(bands=4, rows=8)
+    result = near_duplicates(corpus.ids, sigs, corpus.scores, spec)
+    assert (result.bands, result.rows) == (4, 8)
+    assert result.candidate_pairs == len(candidate_pairs(sigs, 4, 8))
+    with pytest.raises(ValueError):
+        DedupSpec(bands=20, rows=8)
+
+
+def test_estimate_precision(corpus, sigs):
+    spec = DedupSpec()
+    result = near_duplicates(corpus.ids, sigs, corpus.scores, spec)
+    texts = dict(zip(corpus.ids, corpus.texts))
+    report = estimate_precision(result.pairs, texts, spec, sample=50, seed=3)
+    assert report["sampled"] == 50 and report["precision"] >= 0.8 and report["min_jaccard"] > 0.6
+    assert report == estimate_precision(result.pairs, texts, spec, sample=50, seed=3)
+    assert estimate_precision([], texts, spec, sample=50, seed=3)["precision"] is None

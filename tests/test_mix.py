@@ -1,0 +1,211 @@
+"""Stage `mix`: weighted mixing, repetition cap, determinism, hash split, packed index, tokenizer round trip."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from pydantic import ValidationError
+
+from specs.mix import MixSpec
+from specs.results import StageResult
+from tasks import mix
+from tasks.core.files import atomic_path
+from tasks.core.runner import StagePaths
+from tasks.data.packing import PackedDataset
+from tasks.data.records import RECORD_SCHEMA, write_table
+from tasks.data.tokenizer import load_tokenizer, roundtrip_ok
+
+SMALL_TOKENIZER = {"vocab_size": 1024, "train_chars": 200_000}
+
+
+def _text(rng: np.random.Generator, vocab: list[str], words: int, tag: str) -> str:
+    body = " ".join(rng.choice(vocab, size=words))
+    return f"{tag}. {body}."  # the tag makes every document's text unique and findable
+
+
+def write_corpus(root: Path, sizes: dict[str, tuple[int, int]], seed: int = 0) -> dict[str, str]:
+    """Clean-stage shards for sources {name: (documents, words per document)}; returns id -> text."""
+    rng = np.random.default_rng(seed)
+    letters = list("abcdefghijklmnopqrstuvwxyz")
+    texts = {}
+    for s, (n_docs, words) in sizes.items():
+        # Each source has its own vocabulary, so its text looks different (as prose and code do).
+        vocab = ["".join(rng.choice(letters, size=rng.integers(2, 9))) for _ in range(300)]
+        rows = []
+        for k in range(n_docs):
+            doc_id = f"{s}/doc{k:04d}"
+            texts[doc_id] = _text(rng, vocab, int(words * rng.uniform(0.5, 1.5)), f"{s} {k}")
+            rows.append({"id": doc_id, "text": texts[doc_id], "source": s, "lang": "en", "origin": "synthetic",
+                         "meta": "{}", "media": []})
+        with atomic_path(root / "data" / "clean" / "shards" / f"{s}-00000.parquet") as tmp:
+            write_table(rows, RECORD_SCHEMA, tmp)
+    return texts
+
+
+CORPUS = {"prose": (150, 300), "code": (120, 200), "tiny": (12, 100)}
+
+
+def run_mix(root: Path, seed: int = 7, **spec) -> tuple[StageResult, dict]:
+    spec = MixSpec(**{"tokenizer": SMALL_TOKENIZER, "seq_len": 64, **spec})
+    paths = StagePaths(root=root, stage="mix", seed=seed)
+    paths.out.mkdir(parents=True, exist_ok=True)
+    result = mix.run(spec, paths)
+    return result, json.loads((paths.out / "report.json").read_text())
+
+
+def _fresh(tmp_path: Path, name: str = "p") -> tuple[Path, dict[str, str]]:
+    root = tmp_path / name
+    return root, write_corpus(root, CORPUS)
+
+
+def test_realized_shares_follow_weights(tmp_path):
+    root, _ = _fresh(tmp_path)
+    weights = {"prose": 0.5, "code": 0.3, "tiny": 0.2}
+    result, report = run_mix(root, token_budget=60_000, weights=weights)
+    for s, w in weights.items():
+        row = report["sources"][s]
+        assert row["target_share"] == pytest.approx(w)
+        assert abs(row["realized_share"] - w) <= 0.02, (s, row)
+        assert not row["capped"] and row["epochs"] <= 4
+    assert report["sources"]["tiny"]["epochs"] > 1  # upsampled ...
+    assert report["sources"]["prose"]["epochs"] < 1  # ... and downsampled in one mix
+    assert abs(report["realized_tokens"] - 60_000) / 60_000 < 0.02
+    assert result.counts["train_tokens"] == report["realized_tokens"]
+    assert result.counts["by_source"]["tiny"]["realized_share"] == report["sources"]["tiny"]["realized_share"]
+    assert "| tiny |" in result.summary and len(result.table) == 3
+
+    _, report = run_mix(root, token_budget=40_000, weights={"prose": 7, "code": 3, "tiny": 0})  # general:code 7:3
+    shares = {s: v["realized_share"] for s, v in report["sources"].items()}
+    assert shares["prose"] == pytest.approx(0.7, abs=0.02) and shares["tiny"] == 0
+
+
+def test_no_weights_and_no_budget_use_everything_once(tmp_path):
+    root, _ = _fresh(tmp_path)
+    _, report = run_mix(root, token_budget=None)
+    for row in report["sources"].values():
+        assert row["epochs"] == 1 and row["realized_tokens"] == row["tokens_available"]
+
+
+def test_repetition_cap_is_honoured_and_shortfall_reported(tmp_path):
+    root, _ = _fresh(tmp_path)
+    weights = {"prose": 0.4, "code": 0.1, "tiny": 0.5}  # tiny has ~1.5k tokens: 0.5 x 60k needs ~20 epochs
+    _, report = run_mix(root, token_budget=60_000, weights=weights, max_repetition=3)
+    tiny = report["sources"]["tiny"]
+    assert tiny["capped"] and tiny["epochs"] <= 3 and tiny["shortfall_tokens"] > 0
+    assert tiny["realized_tokens"] <= 3 * tiny["tokens_available"]
+    assert tiny["realized_share"] < 0.5 - 0.1
+    assert abs(report["realized_tokens"] - 60_000) / 60_000 < 0.02  # redistributed: the budget holds
+    assert report["sources"]["prose"]["realized_share"] > 0.4  # ... taking more than its target
+
+    _, shrunk = run_mix(root, token_budget=60_000, weights=weights, max_repetition=3, on_shortfall="shrink")
+    assert shrunk["sources"]["tiny"]["epochs"] <= 3 and shrunk["sources"]["tiny"]["capped"]
+    assert shrunk["realized_tokens"] < 60_000 * 0.75  # the others stay at target: fewer tokens overall
+    assert abs(shrunk["sources"]["prose"]["realized_tokens"] - 24_000) < 1_000
+
+
+def test_same_params_give_byte_identical_outputs(tmp_path):
+    outs = []
+    for name in ("a", "b"):
+        root, _ = _fresh(tmp_path, name)
+        run_mix(root, token_budget=30_000, weights={"prose": 0.6, "code": 0.3, "tiny": 0.1}, shard_sequences=100)
+        out = root / "data" / "mix"
+        outs.append({p.name: p.read_bytes() for p in sorted(out.iterdir())})
+    assert outs[0] == outs[1]
+    assert {"tokenizer.json", "train-00000.bin", "train-00001.bin", "train.idx.parquet", "val.idx.parquet",
+            "packing.json", "report.json"} <= set(outs[0])
+
+    root, _ = _fresh(tmp_path, "other-seed")
+    run_mix(root, seed=8, token_budget=30_000, weights={"prose": 0.6, "code": 0.3, "tiny": 0.1}, shard_sequences=100)
+    other = root / "data" / "mix"
+    assert (other / "tokenizer.json").read_bytes() == outs[0]["tokenizer.json"]  # sample ignores the seed
+    assert (other / "train-00000.bin").read_bytes() != outs[0]["train-00000.bin"]  # the shuffle does not
+
+
+def test_val_split_is_disjoint_and_stable(tmp_path):
+    root, _ = _fresh(tmp_path)
+    run_mix(root, token_budget=20_000, val_fraction=0.1)
+    out = root / "data" / "mix"
+    ids = {split: set(pq.read_table(out / f"{split}.idx.parquet").column("doc_ids").combine_chunks().flatten()
+                      .to_pylist()) for split in ("train", "val")}
+    assert ids["val"] and not ids["train"] & ids["val"]
+    assert {i.split("/")[0] for i in ids["val"]} == set(CORPUS)  # every source has val documents
+
+    docs = mix.read_corpus(root / "data" / "clean")
+    train, val = mix.split_docs(docs, 0.1, 1)
+    grown = {s: sorted(items + [(f"{s}/new{k}", "more text") for k in range(200)]) for s, items in docs.items()}
+    train2, val2 = mix.split_docs(grown, 0.1, 1)
+    for s in docs:
+        assert {i for i, _ in val[s]} <= {i for i, _ in val2[s]}  # old val documents stay in val
+        assert {i for i, _ in train[s]} <= {i for i, _ in train2[s]}  # old train documents stay in train
+        assert abs(len(val2[s]) / len(grown[s]) - 0.1) < 0.06
+
+
+def test_index_names_the_documents_of_each_sequence(tmp_path):
+    root, texts = _fresh(tmp_path)
+    run_mix(root, token_budget=20_000, weights={"prose": 0.5, "code": 0.3, "tiny": 0.2}, shard_sequences=50)
+    out = root / "data" / "mix"
+    tok = load_tokenizer(out / "tokenizer.json")
+    eos = tok.token_to_id("<|endoftext|>")
+    for split in ("train", "val"):
+        ds = PackedDataset(out, split)
+        assert len(ds) > 0 and ds[0].shape == (65,) and ds[0].dtype == np.uint16
+        for i in range(len(ds)):
+            seq = np.asarray(ds[i])
+            if i + 1 < len(ds):
+                assert seq[-1] == ds[i + 1][0]  # windows share one boundary token
+            for start, end, doc_id, source in ds.spans(i):
+                assert doc_id.startswith(source + "/")
+                piece = seq[start:end]
+                assert eos not in piece[:-1]  # a document's tokens never contain the boundary token
+                text = tok.decode([int(t) for t in piece if t != eos])
+                assert text in texts[doc_id], (split, i, doc_id)
+            assert ds.docs(i) == [d for _, _, d, _ in ds.spans(i)] and len(ds.sources(i)) == len(ds.docs(i))
+
+
+def test_tokenizer_round_trips_text(tmp_path):
+    root, texts = _fresh(tmp_path)
+    run_mix(root, token_budget=10_000)
+    tok = load_tokenizer(root / "data" / "mix" / "tokenizer.json")
+    samples = [next(iter(texts.values())), "  leading and trailing  ", "tabs\tand\nnewlines\r\n",
+               "naïve café — 東京 🚀 ∑x²", "def f(x):\n    return {'a': [1, 2]}\n", "<|endoftext|> in text", ""]
+    assert roundtrip_ok(tok, samples)
+    assert tok.token_to_id("<|endoftext|>") == 0 and tok.token_to_id("<|pad|>") == 1
+    assert tok.token_to_id("<|reserved_13|>") == 15
+
+
+def test_special_token_text_inside_a_document_is_not_a_boundary(tmp_path):
+    from tasks.data.tokenizer import encode_documents
+
+    root, _ = _fresh(tmp_path)
+    run_mix(root, token_budget=10_000)
+    tok = load_tokenizer(root / "data" / "mix" / "tokenizer.json")
+    (ids,) = encode_documents(tok, ["see <|endoftext|> here"], "<u2")
+    assert 0 not in ids and tok.decode(ids.tolist()) == "see <|endoftext|> here"
+
+
+def test_weights_must_match_the_sources(tmp_path):
+    root, _ = _fresh(tmp_path)
+    with pytest.raises(ValueError, match=r"not in the cleaned data: nosuch"):
+        run_mix(root, weights={"prose": 1, "code": 1, "tiny": 1, "nosuch": 1})
+    with pytest.raises(ValueError, match=r"lacks source\(s\) present in the cleaned data: tiny"):
+        run_mix(root, weights={"prose": 1, "code": 1})
+    _, report = run_mix(root, token_budget=None, weights={"prose": 1, "code": 1, "tiny": 0})
+    assert report["sources"]["tiny"]["realized_tokens"] == 0
+    assert max(report["sources"][s]["epochs"] for s in ("prose", "code")) == pytest.approx(1, abs=0.05)
+
+
+def test_spec_bounds():
+    with pytest.raises(ValidationError, match="vocab_size must exceed"):
+        MixSpec(tokenizer={"vocab_size": 512, "reserved_special_tokens": 300})
+    with pytest.raises(ValidationError, match="uint16"):
+        MixSpec(dtype="uint16", tokenizer={"vocab_size": 70_000})
+    with pytest.raises(ValidationError, match="weights must be finite"):
+        MixSpec(weights={"code": -1})
+    with pytest.raises(ValidationError, match="extra"):
+        MixSpec(token_budgets=5)
+    assert MixSpec(tokenizer={"vocab_size": 70_000}).token_dtype() == "<u4"
+    assert MixSpec().token_dtype() == "<u2"
