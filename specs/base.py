@@ -104,6 +104,13 @@ def describe_errors(exc: ValidationError, model: type[BaseModel] | None = None, 
         if kind == "missing":
             lines.append(f"{path}: required key is missing")
             continue
+        if kind == "value_error" and (isinstance(got, dict) or not loc):
+            # A cross-field check on a whole section: its message already names the keys and values.
+            for part in err["msg"].removeprefix("Value error, ").split("; "):
+                key, sep, rest = part.partition(": ")
+                named = sep and "." in key and " " not in key
+                lines.append(f"{key}: {rest}" if named else f"{path}: {part}")
+            continue
         if kind in _BOUND_PHRASES:
             ctx_key, phrase = _BOUND_PHRASES[kind]
             reason = phrase.format(err.get("ctx", {}).get(ctx_key))

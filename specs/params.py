@@ -13,6 +13,7 @@ from specs.base import ParamsError, StrictModel, describe_errors
 from specs.clean import CleanSpec
 from specs.ingest import IngestSpec
 from specs.mix import MixSpec
+from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec, layout_problems
 from specs.run import RunSpec
 from specs.validate import ValidateSpec
 
@@ -31,6 +32,10 @@ class Params(StrictModel):
         default_factory=MixSpec, description="Tokenizer, train/val split, weighted mix, packing (stage `mix`)."
     )
 
+    model: ModelSpec = Field(default_factory=ModelSpec, description="Model shape (pretrain, SFT, export).")
+    parallel: ParallelSpec = Field(default_factory=ParallelSpec, description="Rank layout and ZeRO.")
+    pretrain: PretrainSpec = Field(default_factory=PretrainSpec, description="Pretraining (stage `pretrain`).")
+
     model_config = StrictModel.model_config | {"populate_by_name": True}
 
     @model_validator(mode="after")
@@ -41,14 +46,19 @@ class Params(StrictModel):
                             ("mix.weights", self.mix.weights)):
             unknown = sorted(set(keys) - names)
             if unknown:
-                raise ValueError(f"{where} names unknown source(s) {unknown}; ingest declares {sorted(names)}")
+                raise ValueError(f"{where}: names unknown source(s) {unknown} (ingest declares {sorted(names)})")
+        problems = layout_problems(self.model, self.parallel)
+        if problems:
+            raise ValueError("; ".join(problems))
         missing = sorted(names - set(self.mix.weights)) if self.mix.weights else []
         if missing:
-            raise ValueError(f"mix.weights lacks ingest source(s) {missing}; give each a weight (0 = leave out)")
+            raise ValueError(f"mix.weights: lacks ingest source(s) {missing} (give each a weight, 0 = leave out)")
         return self
 
     def section(self, stage: str) -> StrictModel:
         """The spec a stage's `run()` receives."""
+        if stage == "pretrain":
+            return PretrainJob(model=self.model, parallel=self.parallel, train=self.pretrain)
         return getattr(self, "validate_" if stage == "validate" else stage)
 
     def dump(self) -> dict[str, Any]:

@@ -1,0 +1,141 @@
+"""The `model`, `parallel` and `pretrain` sections: what to train, how to lay it out, and how to train it."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from specs.base import StrictModel
+
+# Named shapes; any field set explicitly in `model` overrides the flavor's value.
+FLAVORS: dict[str, dict[str, int]] = {
+    "tiny": {"n_layers": 4, "n_heads": 4, "n_kv_heads": 2, "d_model": 128},
+    "gpt2-124m": {"n_layers": 12, "n_heads": 12, "n_kv_heads": 12, "d_model": 768},
+    "350m": {"n_layers": 24, "n_heads": 16, "n_kv_heads": 16, "d_model": 1024},
+    "1b": {"n_layers": 16, "n_heads": 32, "n_kv_heads": 8, "d_model": 2048},
+}
+
+
+class ModelSpec(StrictModel):
+    """A Llama-style decoder (RMSNorm, RoPE, SwiGLU, optional GQA), shared by pretrain, SFT and export."""
+
+    flavor: Literal["tiny", "gpt2-124m", "350m", "1b"] = Field(
+        "tiny", description="Named shape; fields below left null take the flavor's value."
+    )
+    n_layers: int | None = Field(None, ge=1, le=256, description="Transformer blocks.")
+    n_heads: int | None = Field(None, ge=1, le=256, description="Attention (query) heads.")
+    n_kv_heads: int | None = Field(
+        None, ge=1, le=256, description="Key/value heads (GQA); equal to n_heads for plain multi-head attention."
+    )
+    d_model: int | None = Field(None, ge=8, le=65_536, description="Residual stream width.")
+    ffn_multiple_of: int = Field(
+        64, ge=1, le=4096, description="SwiGLU hidden width is ~8/3·d_model rounded up to a multiple of this."
+    )
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on attention and MLP outputs (0 for pretraining).")
+    tie_embeddings: bool = Field(True, description="Share the input embedding and output projection weights.")
+    rope_theta: float = Field(10_000.0, gt=0, description="RoPE base frequency.")
+    norm_eps: float = Field(1e-5, gt=0, lt=1, description="RMSNorm epsilon.")
+    init_std: float = Field(0.02, gt=0, lt=1, description="Std of the normal weight initialization.")
+
+    def resolved(self) -> dict[str, int]:
+        """n_layers, n_heads, n_kv_heads, d_model with the flavor's values filled in."""
+        base = FLAVORS[self.flavor]
+        return {k: (getattr(self, k) if getattr(self, k) is not None else v) for k, v in base.items()}
+
+    @model_validator(mode="after")
+    def _shape_fits(self) -> "ModelSpec":
+        r = self.resolved()
+        if r["d_model"] % r["n_heads"]:
+            raise ValueError(f"d_model ({r['d_model']}) must be divisible by n_heads ({r['n_heads']})")
+        if r["n_heads"] % r["n_kv_heads"]:
+            raise ValueError(f"n_heads ({r['n_heads']}) must be divisible by n_kv_heads ({r['n_kv_heads']})")
+        if (r["d_model"] // r["n_heads"]) % 2:
+            raise ValueError("head dimension (d_model / n_heads) must be even for RoPE")
+        return self
+
+
+class ParallelSpec(StrictModel):
+    """Layout of the ranks: data × tensor × pipeline parallel, and ZeRO."""
+
+    dp: int = Field(1, ge=1, le=4096, description="Data-parallel replicas.")
+    tp: int = Field(1, ge=1, le=64, description="Tensor-parallel ranks (attention heads and MLP split).")
+    pp: int = Field(1, ge=1, le=256, description="Pipeline stages (transformer blocks split).")
+    zero_stage: int = Field(0, ge=0, le=3, description="DeepSpeed ZeRO stage (≤ 1 when pp > 1).")
+    launcher: Literal["spawn", "deepspeed", "torchrun"] = Field(
+        "spawn", description="spawn: forgeline starts local ranks itself (CPU/tests); deepspeed: the DeepSpeed "
+        "launcher (hostfile/SLURM); torchrun."
+    )
+    hostfile: str | None = Field(None, description="DeepSpeed hostfile for multi-node runs (launcher: deepspeed).")
+    accelerator: Literal["auto", "cpu", "cuda"] = Field(
+        "auto", description="auto: CUDA when available, else CPU ranks with gloo."
+    )
+
+    @property
+    def world_size(self) -> int:
+        return self.dp * self.tp * self.pp
+
+    @model_validator(mode="after")
+    def _zero_fits_pipeline(self) -> "ParallelSpec":
+        if self.pp > 1 and self.zero_stage > 1:
+            raise ValueError(f"zero_stage {self.zero_stage} is incompatible with pipeline parallelism "
+                             f"(pp = {self.pp}): DeepSpeed allows ZeRO ≤ 1 with a pipeline")
+        if self.hostfile and self.launcher != "deepspeed":
+            raise ValueError("hostfile needs launcher: deepspeed")
+        return self
+
+
+class OptimSpec(StrictModel):
+    """AdamW with linear warmup and cosine decay."""
+
+    lr: float = Field(3e-3, gt=0, lt=1, description="Peak learning rate.")
+    min_lr: float = Field(3e-4, ge=0, lt=1, description="Learning rate at the end of the cosine decay.")
+    warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
+    weight_decay: float = Field(0.1, ge=0, lt=1, description="Decoupled weight decay (not on norms/biases).")
+    betas: tuple[float, float] = Field((0.9, 0.95), description="Adam betas.")
+    grad_clip: float = Field(1.0, ge=0, description="Global gradient-norm clip (0 disables).")
+
+
+class PretrainSpec(StrictModel):
+    """Pretraining on mix's packed shards."""
+
+    steps: int = Field(200, ge=1, description="Optimizer steps.")
+    micro_batch_size: int = Field(8, ge=1, description="Sequences per rank per micro-batch.")
+    grad_accum: int = Field(1, ge=1, description="Micro-batches per optimizer step (per pipeline: micro-batches).")
+    precision: Literal["fp32", "bf16", "fp16"] = Field(
+        "fp32", description="fp32 on CPU by default; bf16/fp16 (dynamic loss scaling) for GPUs."
+    )
+    optim: OptimSpec = Field(default_factory=OptimSpec, description="Optimizer and schedule.")
+    activation_checkpointing: bool = Field(False, description="Recompute block activations in backward.")
+    eval_every: int = Field(50, ge=1, description="Steps between validation-loss evaluations.")
+    eval_batches: int = Field(4, ge=1, description="Validation micro-batches per evaluation.")
+    checkpoint_every: int = Field(50, ge=1, description="Steps between checkpoints (and one at the end).")
+    keep_checkpoints: int = Field(2, ge=1, description="Newest checkpoints kept on disk.")
+    log_every: int = Field(10, ge=1, description="Steps between progress lines / metric rows.")
+
+
+class PretrainJob(StrictModel):
+    """What the pretrain stage's `run()` receives: the shared `model` and `parallel` sections and its own."""
+
+    model: ModelSpec
+    parallel: ParallelSpec
+    train: PretrainSpec
+
+    @model_validator(mode="after")
+    def _layout_fits_model(self) -> "PretrainJob":
+        problems = layout_problems(self.model, self.parallel)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+def layout_problems(model: ModelSpec, parallel: ParallelSpec) -> list[str]:
+    """Why this rank layout cannot hold this model (empty when it can), each naming the params key."""
+    r, p = model.resolved(), parallel
+    problems = []
+    if r["n_heads"] % p.tp or r["n_kv_heads"] % p.tp:
+        problems.append(f"parallel.tp: must divide model n_heads ({r['n_heads']}) and n_kv_heads "
+                        f"({r['n_kv_heads']}), got {p.tp}")
+    if r["n_layers"] % p.pp:
+        problems.append(f"parallel.pp: must divide model n_layers ({r['n_layers']}), got {p.pp}")
+    return problems
