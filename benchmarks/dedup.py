@@ -8,12 +8,17 @@
 Every method runs on the same synthetic corpus (`tasks.data.synthetic`: Zipfian English-like documents with
 planted near-duplicates and hard-negative relatives, word-5-gram Jaccard known exactly) in its own process with
 one thread, and the table reports docs / CPU-second of the detection itself (input already in memory; for
-datatrove its stages 1–3, which read the corpus JSONL and write their own files), the process's peak RSS, and
-pair precision / recall / F1: a pair is predicted when both documents end in one cluster, and true when their
-exact word-5-gram Jaccard is ≥ the threshold. Truth = every planted pair (the generator computed all of them)
-∪ any predicted pair that turns out ≥ threshold when checked exactly; random pairs are checked to be far apart.
-datatrove runs from its own virtualenv (`--datatrove-venv`, default /tmp/bench-datatrove) as a subprocess; it
-is skipped with a message when that venv is absent. No datatrove code is part of forgeline.
+datatrove its stages 1–3, which read the corpus JSONL and write their own files), the process's peak RSS
+(VmHWM, read by the process itself: the rusage of a child forked from this big parent would also count the
+parent's pages, shared until exec), and pair precision / recall / F1: a pair is predicted when both documents
+end in one cluster, and true when their exact word-5-gram Jaccard is ≥ the threshold. Truth = every planted
+pair (the generator computed all of them) ∪ any predicted pair that turns out ≥ threshold when checked
+exactly; random pairs are checked to be far apart. `forgeline` verifies candidates by the exact Jaccard of
+their shingle sets, `forgeline-est` by the signatures' estimate only (`near_duplicates` without
+`shingle_sets_fn`). datatrove runs from its own virtualenv (`--datatrove-venv`, default /tmp/bench-datatrove)
+as a subprocess, with its default MinhashConfig (or `--datatrove-banding 16x8`); it is skipped with a message
+when that venv is absent. No datatrove code is part of forgeline. The slow methods (~150–400 docs/s) are
+skipped above `--slow-max` documents (default 50k: datatrove at 200k would take ~15 min per core).
 """
 
 from __future__ import annotations
@@ -33,13 +38,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tasks.data.lsh import clusters_of  # noqa: E402
+from tasks.data.lsh import clusters_of  # noqa: E402  (after the sys.path insert above)
 from tasks.data.synthetic import cluster_pairs, exact_jaccard, make_corpus, pair_scores  # noqa: E402
 
 METHODS = ("forgeline", "forgeline-est", "datasketch-naive", "datatrove")
 SLOW = ("datasketch-naive", "datatrove")   # ~150–400 docs/s: skipped above --slow-max documents
-SINGLE_THREAD = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                                  "NUMEXPR_NUM_THREADS", "RAYON_NUM_THREADS", "TOKENIZERS_PARALLELISM")}
+SINGLE_THREAD = {**{k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                                     "NUMEXPR_NUM_THREADS", "RAYON_NUM_THREADS")}, "TOKENIZERS_PARALLELISM": "false"}
 DATATROVE_PACKAGES = ["datatrove", "spacy", "regex", "xxhash<4", "orjson", "tokenizers"]
 
 # Runs inside the datatrove venv: stages 1–3 of its MinHash pipeline with its default config (English word
@@ -70,7 +75,8 @@ for doc, cid in struct.iter_unpack("<II", data):
     clusters.setdefault(cid, []).append(doc)
 from importlib.metadata import version
 b, r = config.num_buckets, config.hashes_per_bucket
-json.dump({"cpu_s": cpu, "wall_s": wall, "clusters": list(clusters.values()),
+peak_mb = next(int(l.split()[1]) / 1024 for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+json.dump({"cpu_s": cpu, "wall_s": wall, "clusters": list(clusters.values()), "peak_mb": peak_mb,
            "config": f"{b}x{r} ({b * r} hashes), {config.n_grams}-grams, {config.hash_config}, "
                      f"datatrove {version('datatrove')}"},
           open(result, "w"))
@@ -79,16 +85,15 @@ json.dump({"cpu_s": cpu, "wall_s": wall, "clusters": list(clusters.values()),
 
 def worker(method: str, corpus_path: str, result_path: str) -> None:
     """One method on one corpus, timed in this (single-threaded) process; clusters as doc-index lists."""
-    import resource
-
     from specs.clean import DedupSpec
     from tasks.data.minhash import near_duplicates, shingle_sets, signatures
 
     ids, texts, scores = [], [], []
-    for line in open(corpus_path):
-        row = json.loads(line)
-        ids.append(row["id"]), texts.append(row["text"]), scores.append(row["score"])
-    loaded_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    with open(corpus_path) as f:
+        for line in f:
+            row = json.loads(line)
+            ids.append(row["id"]), texts.append(row["text"]), scores.append(row["score"])
+    loaded_mb = peak_rss_mb()
     cpu, wall = time.process_time(), time.perf_counter()
     if method.startswith("forgeline"):
         spec = DedupSpec()
@@ -104,8 +109,18 @@ def worker(method: str, corpus_path: str, result_path: str) -> None:
     else:
         clusters, config = _naive_datasketch(texts)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    json.dump({"cpu_s": cpu, "wall_s": wall, "clusters": clusters, "config": config, "loaded_mb": loaded_mb},
-              open(result_path, "w"))
+    with open(result_path, "w") as f:
+        json.dump({"cpu_s": cpu, "wall_s": wall, "clusters": clusters, "config": config, "loaded_mb": loaded_mb,
+                   "peak_mb": peak_rss_mb()}, f)
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set since exec (VmHWM), in MB."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
 
 
 def _naive_datasketch(texts: list[str]) -> tuple[list[list[int]], str]:
@@ -114,9 +129,6 @@ def _naive_datasketch(texts: list[str]) -> tuple[list[list[int]], str]:
 
     from datasketch import MinHash, MinHashLSH
 
-    from tasks.data.lsh import clusters_of
-
-    import numpy as np
     word = re.compile(r"\w+")
     lsh = MinHashLSH(threshold=0.8, num_perm=128)
     sketches = []
@@ -131,12 +143,9 @@ def _naive_datasketch(texts: list[str]) -> tuple[list[list[int]], str]:
     return clusters_of(np.array(pairs, dtype=np.int64).reshape(-1, 2), len(texts)), f"{lsh.b}x{lsh.r}, no verify"
 
 
-def run_method(cmd: list[str], env: dict[str, str], log) -> tuple[int, float]:
-    """Run a child to completion; its exit status and peak RSS in MB (wait4 reports that child's own)."""
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_maxrss / 1024
+def run_method(cmd: list[str], env: dict[str, str], log) -> int:
+    """Run a child to completion; its exit status."""
+    return subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, check=False).returncode
 
 
 def setup_datatrove(venv: Path) -> None:
@@ -214,13 +223,14 @@ def main() -> None:
                     cmd = [sys.executable, __file__, "--worker", method, str(corpus_path), str(result_path)]
                 t0 = time.perf_counter()
                 with open(Path(tmp) / f"{method}-{size}.log", "w") as log:
-                    code, rss = run_method(cmd, env, log)
+                    code = run_method(cmd, env, log)
                 if code != 0:
                     tail = (Path(tmp) / f"{method}-{size}.log").read_text()[-2000:]
                     notes.append(f"{method} at {size} docs failed (exit {code}): …{tail}")
                     continue
-                res = json.load(open(result_path))
+                res = json.loads(result_path.read_text())
                 precision, recall, f1 = evaluate(corpus, res["clusters"], 0.8, checked)
+                rss = res["peak_mb"]
                 rows.append((method, size, size / res["cpu_s"], rss, precision, recall, f1))
                 extra = f", {rss - res['loaded_mb']:.0f} MB over the loaded corpus" if "loaded_mb" in res else ""
                 notes.append(f"{method} at {size}: {res['config']}; detection {res['cpu_s']:.1f} s CPU, "

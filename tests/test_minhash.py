@@ -1,17 +1,18 @@
-"""MinHash near-dedup: datasketch compatibility, stable shingles, planted-duplicate recovery, keep rule, determinism."""
+"""MinHash near-dedup: datasketch compatibility, stable shingles, planted duplicates found, keep rule, determinism."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
 import pytest
 from datasketch import LeanMinHash, MinHash, MinHashLSH
 
-import tasks.data.minhash as minhash
 from specs.clean import DedupSpec
+from tasks.data import minhash
 from tasks.data.lsh import candidate_pairs, choose_banding
 from tasks.data.minhash import estimate_precision, near_duplicates, s_curve, shingle_sets, shingles, signatures
 from tasks.data.synthetic import cluster_pairs, exact_jaccard, make_corpus, pair_scores
@@ -156,7 +157,7 @@ def test_s_curve_and_banding():
     for bands, rows in (verify, plain):
         curve = s_curve(bands, rows)
         assert len(curve) == 21 and curve[0] == (0.0, 0.0) and curve[-1] == (1.0, 1.0)
-        assert all(p1 <= p2 for (_, p1), (_, p2) in zip(curve, curve[1:]))
+        assert all(p1 <= p2 for (_, p1), (_, p2) in pairwise(curve))
     at = dict(s_curve(*plain))
     assert 0.3 <= at[0.8] <= 0.7          # without verification the S-curve is centred near the threshold
     at = dict(s_curve(*verify))

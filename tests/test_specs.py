@@ -110,3 +110,12 @@ def test_check_command_exit_codes(tmp_path):
     assert bad.returncode == 2
     assert "validate.examples: must be ≤ 100, got 1000" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_parallel_layout_must_fit_the_model(tmp_path):
+    p = write(tmp_path, base())
+    assert problems_of(p, ["parallel.tp=3", "parallel.pp=3"]) == [
+        "parallel.tp: must divide model n_heads (4) and n_kv_heads (2), got 3",
+        "parallel.pp: must divide model n_layers (4), got 3"]
+    (line,) = problems_of(p, ["parallel.pp=2", "parallel.zero_stage=2"])
+    assert line.startswith("parallel: zero_stage 2 is incompatible with pipeline parallelism")

@@ -31,6 +31,8 @@ class StageDef:
     code: tuple[str, ...] = ()
     params: tuple[str, ...] = ()
     extra_outs: tuple[str, ...] = field(default=())
+    # Outs DVC must not delete before a rerun (e.g. checkpoints a retried stage resumes from).
+    persist_outs: tuple[str, ...] = field(default=())
     resumable: bool = False
     seeded: bool = False  # uses run.seed, so it is a DVC param of the stage
 
@@ -77,7 +79,7 @@ def dvc_stage_entry(s: StageDef) -> dict[str, Any]:
         "cmd": f"python -m tasks {s.name}",
         "deps": deps,
         "params": s.param_keys(),
-        "outs": [s.out_dir, *s.extra_outs],
+        "outs": [s.out_dir, *s.extra_outs, *({p: {"persist": True}} for p in s.persist_outs)],
         "metrics": [{s.metrics_file: {"cache": False}}],
     }
 

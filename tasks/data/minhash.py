@@ -10,7 +10,7 @@
   h ↦ a·fmix32(h) + b mod 2^32 (a odd), applied with numpy to thousands of documents at once instead of one
   `update()` per shingle. Rows can be wrapped as `LeanMinHash(seed=seed, hashvalues=row, scheme="affine32")`
   for datasketch's `MinHashLSH`. Work is chunked (CHUNK_DOCS documents, then cache-sized blocks of shingles),
-  so memory stays bounded: a single huge [shingles, num_perm] product was measured 12× slower.
+  so memory stays bounded (and time too: one huge [shingles, num_perm] product was measured 12× slower).
 - `near_duplicates(ids, sigs, scores, spec)`: LSH banding (see `tasks.data.lsh`) → optional verification →
   union-find clusters → keep the best-scored document of each cluster; `estimate_precision` audits the pairs.
 """

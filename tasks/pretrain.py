@@ -1,0 +1,73 @@
+"""Stage `pretrain`: mix's packed token shards -> a pretrained Llama-style decoder, trained with DeepSpeed
+(data × tensor × pipeline parallel, ZeRO 0–3), resumable from checkpoints.
+
+Inputs: data/mix/ (packing.json: seq_len, vocab; train/val shards and index; tokenizer.json).
+Outputs (data/pretrain/): `model.pt` (consolidated fp32 state dict of the plain pp = 1, tp = 1 model, load with
+`torch.load(..., weights_only=True)` into `tasks.train.model.Transformer(ModelConfig.from_dict(config["model"]),
+seed)`), `config.json`, `ds_config.json`, `metrics.jsonl`, `report.json` — all byte-identical on an identical
+rerun (wall-clock facts are in the StageResult summary, the log and reports/pretrain/throughput.jsonl only).
+Checkpoints: `checkpoints/pretrain/` (not inside data/pretrain, which DVC deletes before a rerun; declared a
+`persist: true` out). A rerun resumes from the newest intact checkpoint and ends exactly where an
+uninterrupted run ends; see tasks/train/checkpoint.py and tasks/train/loop.py.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from specs.pretrain import PretrainJob
+from specs.results import StageResult
+from tasks.core.runner import StagePaths
+from tasks.train.launch import launch
+from tasks.train.loop import Job
+
+log = logging.getLogger("forgeline.pretrain")
+CHECKPOINT_DIR = Path("checkpoints") / "pretrain"
+
+
+def checkpoint_dir(root: Path) -> Path:
+    return root / CHECKPOINT_DIR
+
+
+def make_job(spec: PretrainJob, paths: StagePaths) -> Job:
+    launch_dir = paths.run_record.parent / "pretrain-launch"
+    return Job(spec=spec.model_dump(mode="json"), mix_dir=str(paths.input("mix").resolve()),
+               out_dir=str(paths.out.resolve()), ckpt_dir=str(checkpoint_dir(paths.root).resolve()),
+               reports_dir=str(paths.reports.resolve()), marker_dir=str((launch_dir / "markers").resolve()),
+               seed=paths.seed)
+
+
+def run(spec: PretrainJob, paths: StagePaths) -> StageResult:
+    mix = paths.input("mix")
+    if not (mix / "packing.json").exists():
+        raise FileNotFoundError(f"pretrain: {mix}/packing.json not found (run the mix stage first)")
+    paths.out.mkdir(parents=True, exist_ok=True)
+    job = make_job(spec, paths)
+    result = launch(job, paths.run_record.parent / "pretrain-launch", root=paths.root)
+    report = result["report"]
+    counts = {"steps": report["steps"], "tokens": report["tokens"], "final_train_loss": report["final_train_loss"],
+              "val_loss": report["val_loss"], "val_loss_by_source": report["val_loss_by_source"],
+              "param_count": report["param_count"]}
+    return StageResult(stage="pretrain", counts=counts, summary=_summary(spec, result),
+                       table=[{"source": s, "val_loss": v} for s, v in report["val_loss_by_source"].items()])
+
+
+def _summary(spec: PretrainJob, result: dict[str, Any]) -> str:
+    rep, t, p = result["report"], result["timing"], spec.parallel
+    lines = [
+        f"**pretrain**: {rep['steps']} steps, {rep['tokens']:,} tokens, {rep['param_count']:,} parameters "
+        f"({spec.model.flavor}); layout dp={p.dp} × tp={p.tp} × pp={p.pp}, ZeRO-{p.zero_stage}, "
+        f"{spec.train.precision}, launcher {p.launcher}.",
+        f"- train loss {rep['first_train_loss']} → {rep['final_train_loss']}; val loss {rep['val_loss']}",
+    ]
+    if result.get("resumed_from"):
+        lines.append(f"- resumed from checkpoint {result['resumed_from']} (step {result['start_step']})")
+    if t.get("tokens_per_s"):
+        lines.append(f"- {t['tokens_per_s']:,.0f} tokens/s, {t['s_per_step']} s/step; start-up {t['startup_s']} s, "
+                     f"training {t['train_s']} s, rank-0 wall {t['wall_s']} s")
+    if rep["val_loss_by_source"]:
+        lines += ["", "| source | val loss |", "|---|---:|"]
+        lines += [f"| {s} | {v} |" for s, v in rep["val_loss_by_source"].items()]
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Pretraining libraries: model, parallel layout, DeepSpeed engine, training loop, stability and telemetry."""

@@ -1,0 +1,144 @@
+"""Checkpoint folder management around DeepSpeed's own save/load: manifests, `latest`, rotation, resume choice.
+
+Layout (`<root>/checkpoints/pretrain/`, outside the DVC out, which DVC deletes before a rerun; declared a
+`persist: true` out):
+
+    step000050/                 DeepSpeed's files for this tag (model/optimizer states per rank)
+        rng-rank00000.pt        torch RNG state of each rank
+        metrics.jsonl           the run's metric rows up to this step (so a resumed run's metrics.jsonl is whole)
+        forgeline.json          manifest: step, sha256 + size of every other file of the tag, the resolved spec,
+                                the identity of the run (written last, atomically)
+    latest                      the newest complete tag (DeepSpeed's convention), written after the manifest
+    ds_config.json              the DeepSpeed config of the run
+
+A tag counts only when its manifest exists and every file matches it; a newest tag that fails (killed mid-save,
+flipped bytes, missing file) is skipped with a warning and the next older valid one is used.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+from tasks.core.files import list_files, sha256_file, write_json_atomic, write_text_atomic
+
+log = logging.getLogger("forgeline.pretrain")
+MANIFEST = "forgeline.json"
+LATEST = "latest"
+TAG_RE = re.compile(r"^step(\d{6,})$")
+
+# Fields of the run identity that a checkpoint must share with the run resuming from it: they change tensor
+# shapes, the rank layout of the saved states, or what the steps so far mean (data, order, batch).
+IDENTITY_FIELDS = (
+    "model", "parallel.dp", "parallel.tp", "parallel.pp", "parallel.zero_stage", "train.precision",
+    "train.micro_batch_size", "train.grad_accum", "seq_len", "vocab_size", "seed", "data",
+)
+
+
+def tag_name(step: int) -> str:
+    return f"step{step:06d}"
+
+
+def tag_step(name: str) -> int | None:
+    m = TAG_RE.match(name)
+    return int(m.group(1)) if m else None
+
+
+def identity_problems(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """Each identity field whose value differs, as 'field: checkpoint has X, this run has Y' (nested dicts
+    are compared key by key so the message names e.g. model.d_model)."""
+    problems: list[str] = []
+
+    def compare(prefix: str, a: Any, b: Any) -> None:
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in sorted(set(a) | set(b)):
+                compare(f"{prefix}.{k}", a.get(k), b.get(k))
+        elif a != b:
+            problems.append(f"{prefix}: checkpoint has {json.dumps(a)}, this run has {json.dumps(b)}")
+
+    for field in IDENTITY_FIELDS:
+        compare(field, _get(stored, field), _get(current, field))
+    return problems
+
+
+def _get(data: dict[str, Any], dotted: str) -> Any:
+    node: Any = data
+    for part in dotted.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return node
+
+
+class CheckpointStore:
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+
+    def tags(self) -> list[tuple[int, str]]:
+        """(step, tag) of every tag folder, newest first."""
+        if not self.folder.is_dir():
+            return []
+        found = [(tag_step(p.name), p.name) for p in self.folder.iterdir() if p.is_dir()]
+        return sorted(((s, n) for s, n in found if s is not None), reverse=True)
+
+    def prepare(self, tag: str) -> None:
+        """Before saving `tag`: remove any earlier (stale or partial) folder of that name."""
+        if (self.folder / tag).exists():
+            shutil.rmtree(self.folder / tag)
+
+    def write_manifest(self, tag: str, step: int, identity: dict[str, Any], spec: dict[str, Any]) -> None:
+        folder = self.folder / tag
+        files = {p.relative_to(folder).as_posix(): {"sha256": sha256_file(p), "bytes": p.stat().st_size}
+                 for p in list_files(folder) if p.name != MANIFEST}
+        write_json_atomic(folder / MANIFEST, {"format": "forgeline-checkpoint-v1", "tag": tag, "step": step,
+                                              "identity": identity, "spec": spec, "files": files})
+
+    def publish(self, tag: str) -> None:
+        write_text_atomic(self.folder / LATEST, tag)
+
+    def verify(self, tag: str) -> tuple[dict[str, Any] | None, str]:
+        """(manifest, '') when the tag is complete and intact, else (None, why not)."""
+        folder = self.folder / tag
+        try:
+            manifest = json.loads((folder / MANIFEST).read_text())
+        except FileNotFoundError:
+            return None, "no manifest (the save did not finish)"
+        except (OSError, ValueError) as exc:
+            return None, f"unreadable manifest ({exc})"
+        for rel, want in sorted(manifest.get("files", {}).items()):
+            path = folder / rel
+            if not path.is_file():
+                return None, f"{rel} is missing"
+            if path.stat().st_size != want["bytes"] or sha256_file(path) != want["sha256"]:
+                return None, f"{rel} does not match its checksum"
+        return manifest, ""
+
+    def find_resumable(self) -> tuple[str | None, dict[str, Any] | None, list[str]]:
+        """The newest verified tag, its manifest, and a warning per newer tag that was skipped."""
+        warnings = []
+        for step, tag in self.tags():
+            manifest, why = self.verify(tag)
+            if manifest is not None:
+                return tag, manifest, warnings
+            warnings.append(f"checkpoint {tag} skipped: {why}")
+        return None, None, warnings
+
+    def prune(self, keep: int, protect: str | None = None) -> list[str]:
+        """Delete all but the newest `keep` verified-at-save tags (by step); folders of other names stay."""
+        removed = []
+        for _step, tag in self.tags()[keep:]:
+            if tag != protect:
+                shutil.rmtree(self.folder / tag, ignore_errors=True)
+                removed.append(tag)
+        return removed
+
+    def drop_newer_than(self, step: int) -> list[str]:
+        """Tags beyond the resume point (skipped as corrupt): removed so rotation never keeps them."""
+        removed = []
+        for s, tag in self.tags():
+            if s > step:
+                shutil.rmtree(self.folder / tag, ignore_errors=True)
+                removed.append(tag)
+        return removed

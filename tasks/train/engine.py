@@ -1,0 +1,273 @@
+"""DeepSpeed set-up for one rank: process groups, topology, the model (plain or pipeline), and a small
+`Engine` wrapper with the operations the loop needs (train step, evaluation, save/load, consolidation).
+
+Topology: `PipeModelDataParallelTopology(num_pp=pp, num_mp=tp, num_dp=dp)`; axes (pipe, data, model), model
+fastest, so TP peers are neighbouring ranks (same node). With pp > 1 the model is a `PipelineModule` (blocks
+split evenly by `partition_method="type:Block"`, the tied embedding/head as DeepSpeed `TiedLayerSpec`s whose
+gradients DeepSpeed all-reduces between the first and last stage); TP layers use process groups built over
+the topology's model axis. With pp = 1 the plain `Transformer` is used; when tp > 1 a `PipelineParallelGrid`
+over the same topology is the `mpu` DeepSpeed needs for its data-parallel groups, and its slice group is the TP
+group.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from tasks.train.data import EvalData, TrainData, loss_sums
+from tasks.train.dsconfig import make_optimizer, scheduler_factory
+from tasks.train.model import Block, Embedding, FinalNorm, LMHead, ModelConfig, Transformer, head_index, lm_head_forward, lm_loss
+from tasks.train.tensor_parallel import NO_TP, TPContext, gather_full
+
+log = logging.getLogger("forgeline.pretrain")
+
+
+def disable_shm_comm() -> None:
+    """Keep DeepSpeed from JIT-compiling its `deepspeed_shm_comm` op (30–77 s) at the first init_distributed.
+
+    `deepspeed.comm.torch.build_shm_op()` builds it only when `deepspeed.ops.__compatible_ops__` (a dict probed
+    once per process, ~0.1 s, edits persist) says the op is compatible; we mark it incompatible, so collectives
+    use plain gloo. Set FORGELINE_DS_SHM=1 to allow it (faster CPU all-reduce once the op is cached).
+    """
+    if os.environ.get("FORGELINE_DS_SHM") == "1":
+        return
+    import deepspeed.ops
+
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+
+
+def init_distributed(backend: str | None = None) -> None:
+    """`deepspeed.init_distributed` from RANK/WORLD_SIZE/MASTER_* in the environment (gloo on CPU)."""
+    import deepspeed
+
+    disable_shm_comm()
+    if backend is None:
+        from deepspeed.accelerator import get_accelerator
+
+        backend = get_accelerator().communication_backend_name()
+    deepspeed.init_distributed(dist_backend=backend, timeout=timedelta(minutes=30))
+
+
+@dataclass
+class Layout:
+    rank: int
+    world: int
+    dp: int
+    tp: int
+    pp: int
+    dp_rank: int
+    tp_rank: int
+    stage: int
+    topo: Any
+    tp_ctx: TPContext
+    mpu: Any = None  # the grid (pp = 1, tp > 1); a PipelineModule brings its own
+
+    @property
+    def is_first(self) -> bool:
+        return self.stage == 0
+
+    @property
+    def is_last(self) -> bool:
+        return self.stage == self.pp - 1
+
+
+def build_layout(parallel: Any) -> Layout:
+    """Topology and groups for this rank; every rank must call it (group creation is collective)."""
+    from deepspeed.runtime.pipe.topology import PipeModelDataParallelTopology, PipelineParallelGrid
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if world != parallel.world_size:
+        raise ValueError(f"world size {world} != dp × tp × pp = {parallel.world_size}")
+    topo = PipeModelDataParallelTopology(num_pp=parallel.pp, num_mp=parallel.tp, num_dp=parallel.dp)
+    c = topo.get_coord(rank)
+    mpu, tp_ctx = None, NO_TP
+    if parallel.pp == 1 and parallel.tp > 1:
+        mpu = PipelineParallelGrid(topology=topo)
+        tp_ctx = TPContext(c.model, parallel.tp, mpu.get_slice_parallel_group())
+    elif parallel.tp > 1:
+        for ranks in topo.get_axis_comm_lists("model"):
+            group = dist.new_group(ranks=ranks)
+            if rank in ranks:
+                tp_ctx = TPContext(c.model, parallel.tp, group)
+    return Layout(rank, world, parallel.dp, parallel.tp, parallel.pp, c.data, c.model, c.pipe, topo, tp_ctx, mpu)
+
+
+def pipeline_layers(cfg: ModelConfig, seed: int, tp: TPContext) -> list[Any]:
+    """LayerSpecs of the whole model, built lazily by PipelineModule on the stage that owns each."""
+    from deepspeed.pipe import LayerSpec, TiedLayerSpec
+
+    if cfg.tie_embeddings:
+        first = TiedLayerSpec("embed", Embedding, cfg, seed, tied_weight_attr="weight")
+        last = TiedLayerSpec("embed", Embedding, cfg, seed, forward_fn=lm_head_forward, tied_weight_attr="weight")
+    else:
+        first = LayerSpec(Embedding, cfg, seed)
+        last = LayerSpec(LMHead, cfg, seed, head_index(cfg))
+    blocks = [LayerSpec(Block, cfg, i, seed, tp) for i in range(1, cfg.n_layers + 1)]
+    return [first, *blocks, LayerSpec(FinalNorm, cfg), last]
+
+
+def _eval_loss_fn(n_sources: int, logits: torch.Tensor, labels: tuple) -> torch.Tensor:
+    y, src, w = labels
+    return loss_sums(logits, y, src, w, n_sources)
+
+
+class Engine:
+    """One rank's DeepSpeed engine plus what the training loop asks of it."""
+
+    def __init__(self, cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: dict[str, Any]):
+        import deepspeed
+        from deepspeed.pipe import PipelineModule
+
+        self.cfg, self.job, self.layout = cfg, job, layout
+        train = job.train
+        if layout.pp > 1:
+            module = PipelineModule(
+                layers=pipeline_layers(cfg, seed, layout.tp_ctx), topology=layout.topo, loss_fn=lm_loss,
+                partition_method="type:Block", activation_checkpoint_interval=1 if train.activation_checkpointing else 0,
+                checkpointable_layers=["Block"])
+        else:
+            module = Transformer(cfg, seed, layout.tp_ctx, checkpointing=train.activation_checkpointing)
+        optimizer = make_optimizer(module, train.optim)
+        self.ds, self.optimizer, _, self.scheduler = deepspeed.initialize(
+            model=module, optimizer=optimizer, lr_scheduler=scheduler_factory(train.optim, train.steps),
+            config=ds_cfg, mpu=layout.mpu if layout.pp == 1 else None)
+        if layout.pp > 1:
+            self.dp_group = self.ds.mpu.get_data_parallel_group()
+        else:
+            self.dp_group = layout.mpu.get_data_parallel_group() if layout.mpu is not None else None
+
+    # ------------------------------------------------------------------------------------------------ training
+    def train_step(self, step: int, data: TrainData) -> tuple[float, float | None]:
+        """One optimizer step on step `step`'s global batch; returns (mean loss over the global batch, grad norm)."""
+        L = self.layout
+        if L.pp > 1:
+            it = data.iterator(step, L.dp_rank) if (L.is_first or L.is_last) else None
+            loss = self.ds.train_batch(data_iter=it).detach().float()  # averaged over dp, on every stage
+        else:
+            losses = []
+            for x, y in data.micro_batches(step, L.dp_rank):
+                out = self.ds(x.to(self.ds.device), y.to(self.ds.device))
+                self.ds.backward(out)
+                self.ds.step()
+                losses.append(out.detach().float())
+            loss = torch.stack(losses).mean()
+            if L.dp > 1:
+                dist.all_reduce(loss, group=self.dp_group)
+                loss = loss / L.dp
+        return float(loss), _as_float(self.ds.get_global_grad_norm())
+
+    def lr(self) -> float:
+        return float(self.ds.get_lr()[0])
+
+    # ---------------------------------------------------------------------------------------------- evaluation
+    def evaluate(self, ev: EvalData) -> torch.Tensor:
+        """[2·S + 2] float64 loss sums and token counts (see data.loss_sums), identical on every rank.
+
+        Every rank evaluates every eval micro-batch (they are few) and one rank per pipeline's last stage
+        (dp 0, tp 0) contributes, so the result does not depend on the layout.
+        """
+        L, S = self.layout, len(ev.sources)
+        total = torch.zeros(2 * S + 2, dtype=torch.float64)
+        for b in ev.batches:
+            if L.pp > 1:
+                module = self.ds.module
+                module.loss_fn = partial(_eval_loss_fn, S)
+                self.ds.total_loss = None  # eval_batch adds to the last train_batch's scalar loss otherwise
+                try:
+                    out = self.ds.eval_batch(iter([(b.inputs, (b.labels, b.source, b.weight))]), compute_loss=True,
+                                             reduce_output=None, bcast_loss=False, num_micro_batches=1)
+                finally:
+                    module.loss_fn, self.ds.total_loss = lm_loss, None
+                sums = out[0].cpu().double() if L.is_last else None
+            else:
+                self.ds.module.eval()
+                with torch.no_grad():
+                    logits = self.ds(b.inputs.to(self.ds.device))
+                self.ds.module.train()
+                sums = loss_sums(logits.cpu(), b.labels, b.source, b.weight, S)
+            if L.is_last and L.tp_rank == 0 and L.dp_rank == 0:
+                total += sums
+        if L.world > 1:
+            dist.all_reduce(total)
+        return total
+
+    # ------------------------------------------------------------------------------------------- checkpoints
+    def save(self, folder: str, tag: str, client_state: dict[str, Any]) -> None:
+        self.ds.save_checkpoint(folder, tag=tag, client_state=client_state, save_latest=False)
+
+    def load(self, folder: str, tag: str) -> dict[str, Any]:
+        path, client_state = self.ds.load_checkpoint(folder, tag=tag, load_optimizer_states=True,
+                                                     load_lr_scheduler_states=True)
+        if path is None:
+            raise RuntimeError(f"DeepSpeed could not load checkpoint {folder}/{tag}")
+        return client_state or {}
+
+    # ---------------------------------------------------------------------------------------- consolidation
+    def _local_layers(self) -> list[tuple[int, torch.nn.Module]]:
+        m = self.ds.module
+        if self.layout.pp == 1:
+            return [(i, layer) for i, layer in enumerate(m.layers)]
+        from deepspeed.pipe import TiedLayerSpec
+
+        out = []
+        for idx in range(m._local_start, m._local_stop):
+            spec = m._layer_specs[idx]
+            if isinstance(spec, TiedLayerSpec):
+                if idx == head_index(self.cfg):
+                    continue  # the tied head's weight is layer 0's
+                out.append((idx, m.tied_modules[spec.key]))
+            else:
+                out.append((idx, getattr(m, str(idx))))
+        return out
+
+    def consolidated_state_dict(self) -> dict[str, torch.Tensor] | None:
+        """The plain model's fp32 state dict (`layers.<i>.<name>`), on global rank 0 (None elsewhere).
+
+        A collective: every rank walks its layers in the same order; fp32 master weights come from the
+        optimizer (`safe_get_full_fp32_param`, gathered over dp: ZeRO 1–3 and bf16), TP shards are all-gathered
+        over the TP group, and one rank per stage (dp 0, tp 0) sends its stage to rank 0.
+        """
+        from deepspeed.utils import safe_get_full_fp32_param
+
+        L = self.layout
+        part: dict[str, torch.Tensor] = {}
+        for idx, layer in self._local_layers():
+            for name, p in layer.named_parameters():
+                full = safe_get_full_fp32_param(p)
+                full = (p.detach() if full is None else full).float().cpu()
+                if hasattr(p, "partition_dim"):
+                    full = gather_full(full, p.partition_dim, L.tp_ctx)
+                part[f"layers.{idx}.{name}"] = full.clone()
+        keep = L.dp_rank == 0 and L.tp_rank == 0
+        if L.world == 1:
+            return part
+        gathered: list[Any] = [None] * L.world if L.rank == 0 else None  # type: ignore[assignment]
+        dist.gather_object(part if keep else {}, gathered, dst=0)
+        if L.rank != 0:
+            return None
+        merged: dict[str, torch.Tensor] = {}
+        for piece in gathered:
+            merged.update(piece or {})
+        return dict(sorted(merged.items(), key=lambda kv: _key_order(kv[0])))
+
+
+def _key_order(key: str) -> tuple[int, str]:
+    parts = key.split(".")
+    return int(parts[1]), key
+
+
+def _as_float(x: Any) -> float | None:
+    if x is None:
+        return None
+    if isinstance(x, torch.Tensor):
+        x = x.item()
+    x = float(x)
+    return x if x == x and x not in (float("inf"), float("-inf")) and x >= 0 else None

@@ -1,0 +1,262 @@
+"""A small Llama-style decoder, written as a flat list of layers so a DeepSpeed pipeline can cut it.
+
+    layer 0         Embedding          ids [B, T] -> x [B, T, d]
+    layers 1..N     Block              x -> x + Attn(RMSNorm(x)) -> x + SwiGLU(RMSNorm(x))
+    layer N+1       FinalNorm          RMSNorm
+    layer N+2       LMHead             x [B, T, d] -> logits [B, T, V]  (weight = embedding's when tied)
+
+Attention: RoPE (rotate-half convention, as Hugging Face Llama), grouped-query attention (each kv head serves
+n_heads / n_kv_heads query heads, repeated before `F.scaled_dot_product_attention(is_causal=True)`).
+Tensor parallelism (`tensor_parallel.py`) splits q/k/v/gate/up by output rows and o/down by input columns;
+heads are split contiguously, so TP rank r holds query heads [r·h/tp, (r+1)·h/tp) and exactly the kv heads they
+use. Embedding, norms and the LM head are replicated over TP ranks (vocab is not split).
+
+Initialization is a pure function of (seed, parameter name in the plain model): N(0, init_std), the residual
+output projections (o, down) scaled by 1/sqrt(2·n_layers) (GPT-2), norms = 1. Hence the pp = 1 / tp = 1
+model, its TP shards and its pipeline stages all start from the same weights.
+
+`Transformer` (pp = 1) is the plain wrapper: `state_dict()` keys `layers.<i>.<param>` are the format of the
+consolidated `model.pt`; a tied head has no key of its own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from tasks.train.tensor_parallel import NO_TP, ColumnParallelLinear, RowParallelLinear, TPContext, init_normal
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    vocab_size: int
+    seq_len: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    d_model: int
+    ffn_hidden: int
+    dropout: float = 0.0
+    tie_embeddings: bool = True
+    rope_theta: float = 10_000.0
+    norm_eps: float = 1e-5
+    init_std: float = 0.02
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+    @classmethod
+    def from_spec(cls, spec: Any, vocab_size: int, seq_len: int) -> "ModelConfig":
+        """From a `specs.pretrain.ModelSpec` plus the data's vocab and sequence length."""
+        r = spec.resolved()
+        return cls(vocab_size=vocab_size, seq_len=seq_len, **r,
+                   ffn_hidden=ffn_hidden_size(r["d_model"], spec.ffn_multiple_of), dropout=spec.dropout,
+                   tie_embeddings=spec.tie_embeddings, rope_theta=spec.rope_theta, norm_eps=spec.norm_eps,
+                   init_std=spec.init_std)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def ffn_hidden_size(d_model: int, multiple_of: int) -> int:
+    """SwiGLU width: 2/3 of 4·d (same parameters as a 4·d GELU MLP), rounded up to `multiple_of`."""
+    hidden = int(2 * 4 * d_model / 3)
+    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+
+
+# ----------------------------------------------------------------------------------------------- building blocks
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return xf.type_as(x) * self.weight
+
+
+_ROPE_CACHE: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def rope_tables(seq_len: int, head_dim: int, theta: float, device: torch.device, dtype: torch.dtype):
+    """cos, sin tables [T, head_dim] for the rotate-half convention (cached per shape/device/dtype)."""
+    key = (seq_len, head_dim, theta, str(device), dtype)
+    if key not in _ROPE_CACHE:
+        inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # [hd/2]
+        ang = torch.outer(torch.arange(seq_len, dtype=torch.float64), inv)                  # [T, hd/2]
+        ang = torch.cat([ang, ang], dim=-1)                                                 # [T, hd]
+        _ROPE_CACHE[key] = (ang.cos().to(device, dtype), ang.sin().to(device, dtype))
+    return _ROPE_CACHE[key]
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [B, H, T, hd] rotated by position: x·cos + rotate_half(x)·sin."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
+
+
+def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
+    """[B, Hkv, T, hd] -> [B, Hkv·n_rep, T, hd]: kv head j serves query heads j·n_rep .. j·n_rep + n_rep - 1."""
+    return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=1)
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig, prefix: str, seed: int, tp: TPContext = NO_TP):
+        super().__init__()
+        d, hd, std = cfg.d_model, cfg.head_dim, cfg.init_std
+        self.n_heads, self.n_kv_heads = cfg.n_heads // tp.size, cfg.n_kv_heads // tp.size  # local heads
+        self.head_dim, self.cfg = hd, cfg
+        self.wq = ColumnParallelLinear(d, cfg.n_heads * hd, tp, std, seed, f"{prefix}.wq.weight")
+        self.wk = ColumnParallelLinear(d, cfg.n_kv_heads * hd, tp, std, seed, f"{prefix}.wk.weight")
+        self.wv = ColumnParallelLinear(d, cfg.n_kv_heads * hd, tp, std, seed, f"{prefix}.wv.weight")
+        self.wo = RowParallelLinear(cfg.n_heads * hd, d, tp, std / math.sqrt(2 * cfg.n_layers), seed,
+                                    f"{prefix}.wo.weight")
+        self.resid_dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, _ = x.shape
+        q = self.wq(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)     # [B, h, T, hd]
+        k = self.wk(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # [B, hkv, T, hd]
+        v = self.wv(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # [B, hkv, T, hd]
+        cos, sin = rope_tables(T, self.head_dim, self.cfg.rope_theta, x.device, q.dtype)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        rep = self.n_heads // self.n_kv_heads
+        k, v = repeat_kv(k, rep), repeat_kv(v, rep)                                # [B, h, T, hd]
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                           dropout_p=self.cfg.dropout if self.training else 0.0)  # [B, h, T, hd]
+        y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)          # [B, T, h·hd]
+        return self.resid_dropout(self.wo(y))                                      # [B, T, d]
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, cfg: ModelConfig, prefix: str, seed: int, tp: TPContext = NO_TP):
+        super().__init__()
+        d, h, std = cfg.d_model, cfg.ffn_hidden, cfg.init_std
+        self.w1 = ColumnParallelLinear(d, h, tp, std, seed, f"{prefix}.w1.weight")  # gate
+        self.w3 = ColumnParallelLinear(d, h, tp, std, seed, f"{prefix}.w3.weight")  # up
+        self.w2 = RowParallelLinear(h, d, tp, std / math.sqrt(2 * cfg.n_layers), seed, f"{prefix}.w2.weight")
+        self.dropout = nn.Dropout(cfg.dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.dropout(self.w2(F.silu(self.w1(x)) * self.w3(x)))              # [B, T, h/tp] -> [B, T, d]
+
+
+# --------------------------------------------------------------------------------------------- pipeline layers
+class Embedding(nn.Module):
+    def __init__(self, cfg: ModelConfig, seed: int, index: int = 0):
+        super().__init__()
+        self.weight = nn.Parameter(init_normal((cfg.vocab_size, cfg.d_model), cfg.init_std, seed,
+                                               f"layers.{index}.weight"))         # [V, d]
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return F.embedding(ids, self.weight)                                       # [B, T] -> [B, T, d]
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig, index: int, seed: int, tp: TPContext = NO_TP, checkpointing: bool = False):
+        super().__init__()
+        self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.attn = Attention(cfg, f"layers.{index}.attn", seed, tp)
+        self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.mlp = SwiGLU(cfg, f"layers.{index}.mlp", seed, tp)
+        self.checkpointing = checkpointing  # recompute in backward (pp = 1; a pipeline does its own)
+
+    def _forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x))                                       # [B, T, d]
+        return x + self.mlp(self.mlp_norm(x))                                      # [B, T, d]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.checkpointing and self.training and torch.is_grad_enabled():
+            return checkpoint(self._forward, x, use_reentrant=False)
+        return self._forward(x)
+
+
+class FinalNorm(RMSNorm):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__(cfg.d_model, cfg.norm_eps)
+
+
+class LMHead(nn.Module):
+    """logits = x @ Wᵀ; `tied_to` shares the embedding's weight (then this layer owns no parameter)."""
+
+    def __init__(self, cfg: ModelConfig, seed: int, index: int, tied_to: Embedding | None = None):
+        super().__init__()
+        if tied_to is not None:
+            self.tied = [tied_to]  # a list: not registered as a submodule, so parameters are not listed twice
+        else:
+            self.tied = []
+            self.weight = nn.Parameter(init_normal((cfg.vocab_size, cfg.d_model), cfg.init_std, seed,
+                                                   f"layers.{index}.weight"))     # [V, d]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.tied[0].weight if self.tied else self.weight
+        return F.linear(x, w)                                                      # [B, T, d] -> [B, T, V]
+
+
+def lm_head_forward(embedding: Embedding, x: torch.Tensor) -> torch.Tensor:
+    """The tied head inside a pipeline (DeepSpeed TiedLayerSpec forward_fn): the embedding's weight as output."""
+    return F.linear(x, embedding.weight)                                           # [B, T, V]
+
+
+def lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean next-token cross entropy; logits [B, T, V], labels [B, T]."""
+    return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1))
+
+
+def head_index(cfg: ModelConfig) -> int:
+    return cfg.n_layers + 2
+
+
+class Transformer(nn.Module):
+    """The plain (pp = 1) model: the same layers, run in order. forward(ids) -> logits, or the loss with labels."""
+
+    def __init__(self, cfg: ModelConfig, seed: int, tp: TPContext = NO_TP, checkpointing: bool = False):
+        super().__init__()
+        self.cfg = cfg
+        emb = Embedding(cfg, seed)
+        blocks = [Block(cfg, i, seed, tp, checkpointing) for i in range(1, cfg.n_layers + 1)]
+        head = LMHead(cfg, seed, head_index(cfg), tied_to=emb if cfg.tie_embeddings else None)
+        self.layers = nn.ModuleList([emb, *blocks, FinalNorm(cfg), head])
+
+    def forward(self, ids: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+        x = ids                                                                    # [B, T]
+        for layer in self.layers:
+            x = layer(x)                                                           # ... -> [B, T, V]
+        return x if labels is None else lm_loss(x, labels)
+
+
+# ------------------------------------------------------------------------------------------------- accounting
+def param_count(cfg: ModelConfig) -> int:
+    """Trainable parameters of the plain model (a tied head counted once)."""
+    d, hd = cfg.d_model, cfg.head_dim
+    attn = d * cfg.n_heads * hd * 2 + d * cfg.n_kv_heads * hd * 2                  # q, o + k, v
+    block = attn + 3 * d * cfg.ffn_hidden + 2 * d                                  # + gate, up, down + 2 norms
+    head = 0 if cfg.tie_embeddings else cfg.vocab_size * d
+    return cfg.vocab_size * d + cfg.n_layers * block + d + head
+
+
+def flops_per_token(cfg: ModelConfig) -> int:
+    """Training FLOPs per token (forward + backward), PaLM appendix B: 6·N + 12·L·d·T.
+
+    N counts every weight used in a matmul: blocks plus the LM head projection (V·d, also when tied, since
+    the output matmul is done either way), but not the embedding lookup (no FLOPs). 12·L·d·T is the attention
+    score and value matmuls (2·2·T·d per token per layer forward, ×3 for backward). Norms, RoPE and softmax
+    are ignored. MFU = tokens/s · flops_per_token / peak FLOP/s.
+    """
+    matmul_params = param_count(cfg) - cfg.vocab_size * cfg.d_model * (1 if not cfg.tie_embeddings else 0) \
+        - (cfg.n_layers * 2 + 1) * cfg.d_model                                     # drop norms (no matmul)
+    return 6 * matmul_params + 12 * cfg.n_layers * cfg.d_model * cfg.seq_len

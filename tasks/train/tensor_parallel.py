@@ -1,0 +1,143 @@
+"""Megatron-style tensor parallelism over one process group (the pipeline grid's model-parallel "slice" group).
+
+A block's two matmul pairs are split so that each needs one all-reduce forward and one backward:
+
+    x ─copy_to_tp─► ColumnParallelLinear (q/k/v, gate/up: output features split) ─► local heads / hidden units
+      ─► RowParallelLinear (o, down: input features split) ─► partial sums ─reduce_from_tp─► y
+
+`copy_to_tp` is the identity forward and all-reduces the gradient backward (every TP rank used the same x);
+`reduce_from_tp` all-reduces forward and is the identity backward. With a group of size 1 (or None) both are the
+identity and the layers are plain linears, so one code path serves tp = 1 and tp > 1.
+
+Weights are initialized *full* from a generator seeded by the parameter's name (`init_normal`), then sliced,
+so a TP model holds exactly the shards of the non-TP model with the same seed and their losses agree.
+Split parameters carry `tensor_model_parallel = True` (DeepSpeed counts them once per TP rank in the global
+gradient norm; replicated ones only on TP rank 0) and `partition_dim` (how `gather_full` reassembles them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass(frozen=True)
+class TPContext:
+    """This rank's place in its tensor-parallel group (rank 0 of 1 and no group: no tensor parallelism)."""
+
+    rank: int = 0
+    size: int = 1
+    group: Any = None  # torch.distributed ProcessGroup
+
+    @property
+    def active(self) -> bool:
+        return self.size > 1
+
+
+NO_TP = TPContext()
+
+
+def name_seed(seed: int, name: str) -> int:
+    """A 63-bit seed from (run seed, parameter name): stable across machines, processes and layouts."""
+    digest = hashlib.blake2b(f"{seed}:{name}".encode(), digest_size=8, person=b"forgeline-init").digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
+def init_normal(shape: tuple[int, ...], std: float, seed: int, name: str) -> torch.Tensor:
+    """The full (unsplit) weight `name` drawn from N(0, std²) with its own generator."""
+    gen = torch.Generator().manual_seed(name_seed(seed, name))
+    return torch.empty(shape).normal_(0.0, std, generator=gen)
+
+
+class _CopyToTP(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, group):  # type: ignore[override]
+        ctx.group = group
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        grad = grad.contiguous()
+        dist.all_reduce(grad, group=ctx.group)
+        return grad, None
+
+
+class _ReduceFromTP(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, group):  # type: ignore[override]
+        x = x.contiguous()
+        dist.all_reduce(x, group=group)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        return grad, None
+
+
+def copy_to_tp(x: torch.Tensor, tp: TPContext) -> torch.Tensor:
+    """Identity forward; all-reduce of the gradient over the TP group backward."""
+    return _CopyToTP.apply(x, tp.group) if tp.active else x
+
+
+def reduce_from_tp(x: torch.Tensor, tp: TPContext) -> torch.Tensor:
+    """All-reduce (sum) over the TP group forward; identity backward."""
+    return _ReduceFromTP.apply(x, tp.group) if tp.active else x
+
+
+def _shard(full: torch.Tensor, dim: int, tp: TPContext) -> torch.Tensor:
+    if full.shape[dim] % tp.size:
+        raise ValueError(f"dimension {dim} of size {full.shape[dim]} does not split over {tp.size} TP ranks")
+    return full.chunk(tp.size, dim=dim)[tp.rank].clone()
+
+
+class ColumnParallelLinear(nn.Module):
+    """y_local = x @ W[rows of this rank]ᵀ: output features split; the input is the full (replicated) x."""
+
+    partition_dim = 0
+
+    def __init__(self, in_features: int, out_features: int, tp: TPContext, std: float, seed: int, name: str):
+        super().__init__()
+        self.tp, self.in_features, self.out_features = tp, in_features, out_features
+        full = init_normal((out_features, in_features), std, seed, name)           # [out, in]
+        self.weight = nn.Parameter(_shard(full, 0, tp))                            # [out/tp, in]
+        _mark(self.weight, 0, tp)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.linear(copy_to_tp(x, self.tp), self.weight)                       # [..., out/tp]
+
+
+class RowParallelLinear(nn.Module):
+    """y = Σ_ranks x_local @ W[:, columns of this rank]ᵀ: input features split, partial sums all-reduced."""
+
+    partition_dim = 1
+
+    def __init__(self, in_features: int, out_features: int, tp: TPContext, std: float, seed: int, name: str):
+        super().__init__()
+        self.tp, self.in_features, self.out_features = tp, in_features, out_features
+        full = init_normal((out_features, in_features), std, seed, name)           # [out, in]
+        self.weight = nn.Parameter(_shard(full, 1, tp))                            # [out, in/tp]
+        _mark(self.weight, 1, tp)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return reduce_from_tp(F.linear(x, self.weight), self.tp)                   # [..., out]
+
+
+def _mark(p: nn.Parameter, dim: int, tp: TPContext) -> None:
+    p.partition_dim = dim  # type: ignore[attr-defined]
+    if tp.active:
+        p.tensor_model_parallel = True  # type: ignore[attr-defined]
+
+
+def gather_full(shard: torch.Tensor, dim: int, tp: TPContext) -> torch.Tensor:
+    """Reassemble a split tensor from every TP rank (a collective over the TP group)."""
+    if not tp.active:
+        return shard
+    parts = [torch.empty_like(shard) for _ in range(tp.size)]
+    dist.all_gather(parts, shard.contiguous(), group=tp.group)
+    return torch.cat(parts, dim=dim)

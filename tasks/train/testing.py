@@ -1,0 +1,118 @@
+"""Helpers for tests and benchmarks of the training engine: a synthetic mix output, a plain-PyTorch reference
+trainer, and spawning local gloo ranks.
+
+`synthetic_mix` writes what the mix stage writes (packed train/val shards, index, packing.json) from random
+token documents with per-source token ranges, without training a tokenizer: seconds instead of a mix run.
+`reference_losses` trains the pp = 1, tp = 1 model with the same data order, AdamW, schedule and clipping as the
+engine, in plain PyTorch — the independent yardstick the parallel layouts are compared against.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from tasks.data.packing import pack_split, write_layout
+
+
+def synthetic_mix(folder: Path, vocab_size: int = 256, seq_len: int = 32, docs: int = 120, val_docs: int = 12,
+                  sources: tuple[str, ...] = ("prose", "code"), seed: int = 0) -> Path:
+    """A mix-shaped folder of random documents; source k draws tokens from its own band of the vocab (so the
+    model can learn something and per-source losses differ)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    eos, pad = 0, 1
+    band = (vocab_size - 2) // len(sources)
+    layout = {}
+    for split, n in (("train", docs), ("val", val_docs)):
+        arrays, ids, srcs = [], [], []
+        for i in range(n):
+            k = i % len(sources)
+            length = int(rng.integers(seq_len // 2, seq_len * 3))
+            # a repetitive pattern per source plus noise: learnable within a few steps
+            base = 2 + k * band + (np.arange(length) * (k + 1)) % band
+            noise = rng.integers(0, band, size=length)
+            toks = np.where(rng.random(length) < 0.3, 2 + k * band + noise, base).astype(np.uint16)
+            arrays.append(toks)
+            ids.append(f"{split}/{sources[k]}/{i:05d}")
+            srcs.append(sources[k])
+        layout[split] = pack_split(arrays, ids, srcs, folder, split, seq_len, eos, "uint16", 10_000)
+    write_layout(folder, seq_len, "uint16", vocab_size, eos, {"<|endoftext|>": eos, "<|pad|>": pad}, layout)
+    return folder
+
+
+def reference_losses(spec: Any, mix_dir: Path, seed: int, steps: int | None = None) -> list[float]:
+    """Per-step mean train loss of a plain single-process run equivalent to `spec` (a PretrainJob) at any
+    layout: the global batch of each step as dp·grad_accum micro-batches, mean loss, AdamW + clip + LambdaLR."""
+    from tasks.train.data import TrainData
+    from tasks.train.dsconfig import make_optimizer, scheduler_factory
+    from tasks.train.loop import data_facts
+    from tasks.train.model import ModelConfig, Transformer
+
+    facts = data_facts(Path(mix_dir))
+    cfg = ModelConfig.from_spec(spec.model, facts["vocab_size"], facts["seq_len"])
+    t = spec.train
+    model = Transformer(cfg, seed)
+    opt = make_optimizer(model, t.optim)
+    sched = scheduler_factory(t.optim, t.steps)(opt)
+    data = TrainData(Path(mix_dir), seed, t.micro_batch_size, t.grad_accum * spec.parallel.dp, 1)
+    out = []
+    for step in range(steps or t.steps):
+        batches = data.micro_batches(step, 0)
+        losses = []
+        for x, y in batches:
+            loss = model(x, y)
+            (loss / len(batches)).backward()
+            losses.append(loss.detach())
+        if t.optim.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), t.optim.grad_clip)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        sched.step()
+        out.append(float(torch.stack(losses).mean()))
+    return out
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _gloo_entry(rank: int, world: int, port: int, fn: Callable, args: tuple, out_dir: str) -> None:
+    import torch.distributed as dist
+
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank),
+                       "LOCAL_RANK": str(rank), "WORLD_SIZE": str(world)})
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        result = fn(rank, world, *args)
+        torch.save(result, Path(out_dir) / f"rank{rank}.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+def spawn_gloo(fn: Callable, world: int, args: tuple, out_dir: Path) -> list[Any]:
+    """Run `fn(rank, world, *args)` on `world` spawned processes in one gloo group (plain torch.distributed,
+    no DeepSpeed: starts in ~2 s); returns each rank's return value (tensors/dicts, saved with torch.save)."""
+    import torch.multiprocessing as mp
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    old = os.environ.get("OMP_NUM_THREADS")
+    os.environ["OMP_NUM_THREADS"] = "1"
+    try:
+        mp.spawn(_gloo_entry, args=(world, free_port(), fn, args, str(out_dir)), nprocs=world, join=True)
+    finally:
+        if old is None:
+            os.environ.pop("OMP_NUM_THREADS", None)
+        else:
+            os.environ["OMP_NUM_THREADS"] = old
+    return [torch.load(out_dir / f"rank{r}.pt", weights_only=True) for r in range(world)]

@@ -1,0 +1,149 @@
+"""Layout planner: memory arithmetic, the seed rule (dp → ZeRO → tp in a node → pp across nodes), rejections."""
+
+from __future__ import annotations
+
+import pytest
+
+from specs.pretrain import ModelSpec, ParallelSpec
+from tasks.train.planner import (
+    GIB, ClusterSpec, candidate_layouts, estimate_memory, param_counts, plan, validate_layout,
+)
+
+GPT2_VOCAB = 50257
+SEVEN_B = dict(flavor="1b", n_layers=32, d_model=4096, n_heads=32, n_kv_heads=32)  # Llama-7B shape
+H100_NODE = ClusterSpec(nodes=1, gpus_per_node=8, memory_gb=80, device="h100-sxm")
+
+
+def test_param_counts_match_the_flavors():
+    gpt2 = param_counts(ModelSpec(flavor="gpt2-124m"), GPT2_VOCAB)
+    # 12 blocks × (4·768² attention + 3·768·2048 SwiGLU + 2·768 norms) + 50257·768 tied table + final norm.
+    assert gpt2.total == 12 * (4 * 768**2 + 3 * 768 * 2048 + 2 * 768) + GPT2_VOCAB * 768 + 768 == 123_551_232
+    assert param_counts(ModelSpec(flavor="gpt2-124m", tie_embeddings=False), GPT2_VOCAB).total == \
+        gpt2.total + GPT2_VOCAB * 768
+    assert param_counts(ModelSpec(**SEVEN_B), 32000).total == pytest.approx(6.6e9, rel=0.02)
+
+
+def test_parameter_bytes_are_exact_and_zero_shards_them():
+    m = ModelSpec(flavor="gpt2-124m")
+    n = param_counts(m, GPT2_VOCAB).total
+    kw = dict(vocab_size=GPT2_VOCAB, seq_len=1024, micro_batch=8, precision="bf16", tp=1, pp=1,
+              activation_checkpointing=False)
+    plain = estimate_memory(m, dp=8, zero_stage=0, **kw)
+    assert plain.parameters == 2 * n == 247_102_464  # ≈ 248 MB of bf16 weights
+    assert plain.gradients == 2 * n and plain.optimizer == 12 * n  # fp32 master + Adam m, v
+    assert estimate_memory(m, dp=8, zero_stage=1, **kw).optimizer == 12 * n // 8
+    z2 = estimate_memory(m, dp=8, zero_stage=2, **kw)
+    assert (z2.gradients, z2.parameters) == (2 * n // 8, 2 * n)
+    z3 = estimate_memory(m, dp=8, zero_stage=3, **kw)
+    assert z3.parameters == 2 * n // 8 and z3.activations == plain.activations
+    fp32 = estimate_memory(m, dp=1, zero_stage=0, **{**kw, "precision": "fp32"})
+    assert (fp32.parameters, fp32.gradients, fp32.optimizer) == (4 * n, 4 * n, 8 * n)
+
+
+def test_activations_follow_korthikanti_and_shrink_with_tp_pp_and_checkpointing():
+    m = ModelSpec(flavor="gpt2-124m")
+    kw = dict(vocab_size=GPT2_VOCAB, seq_len=1024, micro_batch=4, precision="bf16", dp=1, zero_stage=0)
+    base = estimate_memory(m, tp=1, pp=1, activation_checkpointing=False, fused_attention=False, **kw)
+    s, b, h, a, L = 1024, 4, 768, 12, 12
+    logits = s * b * GPT2_VOCAB * (2 + 4)
+    assert base.activations == int(s * b * h * (34 + 5 * a * s / h)) * L + logits
+    fused = estimate_memory(m, tp=1, pp=1, activation_checkpointing=False, **kw)
+    assert fused.activations == s * b * h * 34 * L + logits
+    tp2 = estimate_memory(m, tp=2, pp=1, activation_checkpointing=False, **kw)
+    assert tp2.activations == s * b * h * (10 + 12) * L + logits
+    ckpt = estimate_memory(m, tp=1, pp=1, activation_checkpointing=True, **kw)
+    assert ckpt.activations == 2 * s * b * h * L + s * b * h * 34 + logits
+    # 1F1B: the first of 4 stages keeps 4 micro-batches of its 3 layers in flight = all 12 layers' worth.
+    small_vocab = {**kw, "vocab_size": 256}  # so the last stage's logits do not make it the fullest
+    pp4 = estimate_memory(m, tp=1, pp=4, activation_checkpointing=False, grad_accum=8, **small_vocab)
+    assert pp4.stage == "first" and pp4.activations == s * b * h * 34 * L
+
+
+def test_candidates_cover_every_factorization():
+    assert sorted(candidate_layouts(1)) == [(1, 1, 1)]
+    layouts = candidate_layouts(8)
+    assert len(layouts) == 10 and all(dp * tp * pp == 8 for dp, tp, pp in layouts)
+    assert layouts[0] == (8, 1, 1)  # least model parallelism first
+
+
+@pytest.mark.parametrize("flavor", ["tiny", "gpt2-124m"])
+def test_small_models_get_pure_data_parallel_on_8_h100(flavor):
+    p = plan(ModelSpec(flavor=flavor), H100_NODE, vocab_size=GPT2_VOCAB, seq_len=1024, micro_batch=8)
+    c = p.chosen
+    assert (c.dp, c.tp, c.pp, c.zero_stage) == (8, 1, 1, 0)
+    assert "Data parallel is preferred" in p.why
+    text = p.render()
+    assert "chosen: dp=8 tp=1 pp=1 zero_stage=0" in text and "why:" in text
+
+
+def test_tiny_on_one_cpu():
+    cpu = ClusterSpec(device="cpu", memory_gb=16, precision="fp32", overhead_gb=0.5, intra_node="shm",
+                      inter_node="none")
+    p = plan(ModelSpec(flavor="tiny"), cpu, vocab_size=8192, seq_len=256, micro_batch=8)
+    assert [(r.dp, r.tp, r.pp, r.zero_stage) for r in p.rows] == [(1, 1, 1, 0)]
+    assert p.chosen is p.rows[0]
+
+
+def test_zero_before_tensor_parallel_when_plain_dp_does_not_fit():
+    # 1B on 8 × 12 GiB: ZeRO-0 needs ~15 GiB (weights + grads + 12 bytes/param of Adam states), ZeRO-1 fits.
+    small = ClusterSpec(nodes=1, gpus_per_node=8, memory_gb=12, device="l4")
+    p = plan(ModelSpec(flavor="1b"), small, vocab_size=8192, seq_len=256, micro_batch=8)
+    zero0 = next(r for r in p.rows if (r.dp, r.tp, r.pp, r.zero_stage) == (8, 1, 1, 0))
+    assert not zero0.fits and "GiB per device" in zero0.reasons[0]
+    assert (p.chosen.dp, p.chosen.tp, p.chosen.pp, p.chosen.zero_stage) == (8, 1, 1, 1)
+    # A 7B shape on 8 × 24 GiB: only ZeRO-3 keeps it data parallel.
+    p7 = plan(ModelSpec(**SEVEN_B), small.model_copy(update={"memory_gb": 24}), vocab_size=32000, seq_len=2048,
+              micro_batch=1)
+    assert (p7.chosen.tp, p7.chosen.pp, p7.chosen.zero_stage) == (1, 1, 3)
+    assert "ZeRO-3 shards" in p7.why
+
+
+def test_tensor_parallel_inside_a_node_when_zero_is_not_enough():
+    # Activations dominate (ZeRO cannot shard them); tp splits most of them.
+    node = ClusterSpec(nodes=1, gpus_per_node=8, memory_gb=32, device="a100")
+    p = plan(ModelSpec(flavor="1b"), node, vocab_size=8192, seq_len=2048, micro_batch=16)
+    assert not any(r.fits for r in p.rows if r.tp == 1 and r.pp == 1)
+    c = p.chosen
+    assert c.pp == 1 and c.tp > 1 and c.dp * c.tp == 8
+    assert "Tensor parallel" in p.why
+
+
+def test_pipeline_across_nodes_when_tensor_parallel_in_a_node_is_not_enough():
+    two_by_two = ClusterSpec(nodes=2, gpus_per_node=2, memory_gb=40, device="a100")
+    p = plan(ModelSpec(flavor="1b"), two_by_two, vocab_size=8192, seq_len=4096, micro_batch=16)
+    assert not any(r.fits for r in p.rows if r.pp == 1)
+    c = p.chosen
+    assert c.pp > 1 and c.zero_stage <= 1 and c.tp <= 2
+    assert "pipeline" in p.why and "ZeRO ≤ 1" in p.why
+    assert all(r.zero_stage in (None, 0, 1) for r in p.rows if r.pp > 1)  # DeepSpeed's limit
+
+
+def test_impossible_layouts_are_rejected_with_reasons():
+    p = plan(ModelSpec(flavor="gpt2-124m"), ClusterSpec(nodes=2, gpus_per_node=8, memory_gb=80),
+             vocab_size=GPT2_VOCAB, seq_len=1024, micro_batch=8)
+    reasons = {(r.dp, r.tp, r.pp): " ".join(r.reasons) for r in p.rows if r.zero_stage is None}
+    assert "must divide model n_heads (12)" in reasons[(2, 8, 1)]
+    assert "16 > 8 devices per node" in reasons[(1, 16, 1)]
+    assert "must divide model n_layers (12)" in reasons[(2, 1, 8)]
+    too_small = plan(ModelSpec(flavor="1b"), ClusterSpec(memory_gb=4), vocab_size=8192, seq_len=256, micro_batch=8)
+    assert too_small.chosen is None and "needs" in too_small.rows[0].reasons[0]
+    assert "No layout" in too_small.why and "chosen: none fits" in too_small.render()
+
+
+def test_validate_layout_adds_world_size_and_node_checks():
+    m = ModelSpec(flavor="gpt2-124m")
+    assert validate_layout(m, ParallelSpec(dp=2, tp=2, pp=2), 8) == []
+    problems = validate_layout(m, ParallelSpec(dp=2, tp=2, pp=2), 4)
+    assert problems == ["parallel: dp × tp × pp = 2 × 2 × 2 = 8, but the world size is 4"]
+    bad = validate_layout(m, ParallelSpec(dp=1, tp=8, pp=8), 64, gpus_per_node=4)
+    assert any(p.startswith("parallel.tp: must divide model n_heads") for p in bad)
+    assert any(p.startswith("parallel.pp: must divide model n_layers") for p in bad)
+    assert any("8 > 4 devices per node" in p for p in bad)
+
+
+def test_cluster_spec_is_strict():
+    with pytest.raises(ValueError, match="extra"):
+        ClusterSpec(gpus=8)
+    assert ClusterSpec(nodes=2, gpus_per_node=8).world_size == 16
+    assert all(f.description for f in ClusterSpec.model_fields.values())
+    assert GIB == 2**30
