@@ -52,6 +52,34 @@ def cmd_graph(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Memory per device of every dp × tp × pp × ZeRO layout for the params' model on a described cluster."""
+    from tasks.train.planner import ClusterSpec, plan, validate_layout
+
+    root = _root(args)
+    try:
+        params = load_params(root / args.params, args.set or ())
+    except ParamsError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    world = params.parallel.world_size
+    gpus = args.gpus_per_node or max(1, world // args.nodes)
+    cluster = ClusterSpec(
+        nodes=args.nodes, gpus_per_node=gpus, memory_gb=args.memory_gb, device=args.device,
+        intra_node=args.intra_node, inter_node=args.inter_node,
+        precision=args.precision or params.pretrain.precision, overhead_gb=args.overhead_gb,
+    )
+    result = plan(params.model, cluster, vocab_size=params.mix.tokenizer.vocab_size, seq_len=params.mix.seq_len,
+                  micro_batch=params.pretrain.micro_batch_size, grad_accum=params.pretrain.grad_accum,
+                  activation_checkpointing=params.pretrain.activation_checkpointing)
+    print(result.render())
+    own = validate_layout(params.model, params.parallel, cluster.world_size, cluster.gpus_per_node)
+    p = params.parallel
+    print(f"\nparams.yaml layout dp={p.dp} tp={p.tp} pp={p.pp} zero_stage={p.zero_stage}: "
+          + ("; ".join(own) if own else "valid for this cluster"))
+    return 0 if result.chosen is not None and not own else 2
+
+
 def cmd_stage(args: argparse.Namespace) -> int:
     from tasks.core.files import write_json_atomic
     from tasks.core.runner import StagePaths, run_stage
@@ -87,6 +115,17 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("graph", help="show the stage graph, or --write dvc.yaml from the registry")
     g.add_argument("--write", action="store_true")
     g.set_defaults(func=cmd_graph)
+    pl = sub.add_parser("plan", help="memory per device of each parallel layout; the layout the seed rule picks")
+    pl.add_argument("--set", action="append", metavar="KEY=VALUE", help="params override")
+    pl.add_argument("--nodes", type=int, default=1, help="nodes in the cluster")
+    pl.add_argument("--gpus-per-node", type=int, default=None, help="devices per node (default: world / nodes)")
+    pl.add_argument("--memory-gb", type=float, default=16.0, help="usable memory per device, GiB")
+    pl.add_argument("--device", default="cpu", help="device name, e.g. h100-sxm, a100, l4, cpu")
+    pl.add_argument("--intra-node", default="shm", choices=["nvlink", "pcie", "shm"])
+    pl.add_argument("--inter-node", default="none", choices=["infiniband", "ethernet", "none"])
+    pl.add_argument("--precision", default=None, choices=["fp32", "bf16", "fp16"], help="default: pretrain's")
+    pl.add_argument("--overhead-gb", type=float, default=0.5, help="fixed reserve per device, GiB")
+    pl.set_defaults(func=cmd_plan)
     for s in graph.STAGES:
         sp = sub.add_parser(s.name, help=f"run stage {s.name} from params.yaml")
         sp.set_defaults(func=cmd_stage)

@@ -26,43 +26,12 @@ from enum import Enum
 from statistics import median
 from typing import Any, Iterable, Literal
 
-from pydantic import Field, model_validator
-
-from specs.base import StrictModel
+from specs.pretrain import StabilitySpec
 
 # Consistency constant: 1.4826·MAD estimates the standard deviation of normally distributed values.
 MAD_TO_STD = 1.4826
 
 
-class StabilitySpec(StrictModel):
-    """Spike detection and recovery during pretraining (to move into specs/pretrain.py as `pretrain.stability`)."""
-
-    enabled: bool = Field(True, description="Watch loss and grad norm; off: every step is applied as is.")
-    window: int = Field(50, ge=5, le=100_000, description="Accepted steps forming the reference statistics; "
-                        "also the span in which spikes are counted toward a rollback.")
-    min_history: int = Field(20, ge=3, description="Accepted steps needed before z-scores are judged "
-                             "(NaN/Inf is a spike from the first step).")
-    z_threshold: float = Field(6.0, gt=0, description="Robust z-score (median/MAD) above which loss or grad "
-                               "norm (on a log scale: it varies multiplicatively) is a spike; only upward jumps "
-                               "count.")
-    min_rel_std: float = Field(0.01, ge=0, lt=1, description="Floor of the robust std as a fraction of the "
-                               "median, so a very smooth curve does not turn tiny wiggles into spikes.")
-    on_spike: Literal["skip", "downweight"] = Field(
-        "skip", description="skip: drop the optimizer update of the step; downweight: scale its loss by "
-        "downweight_factor (a NaN/Inf step is always skipped).")
-    downweight_factor: float = Field(0.1, gt=0, lt=1, description="Loss (hence gradient) scale of a spiking step.")
-    max_spikes: int = Field(3, ge=1, description="Spikes within `window` steps that trigger a rollback.")
-    skip_before: int = Field(0, ge=0, description="Also skip this many batches before the first spike of a "
-                             "rolled-back episode (PaLM skipped a few hundred around each spike).")
-    lr_cool_factor: float = Field(0.5, gt=0, le=1, description="LR multiplier after a rollback.")
-    lr_cool_steps: int = Field(100, ge=0, description="Steps after the restored checkpoint that use the cooled LR.")
-    max_rollbacks: int = Field(3, ge=0, description="Rollbacks allowed per run; one more escalation aborts.")
-
-    @model_validator(mode="after")
-    def _history_fits_window(self) -> "StabilitySpec":
-        if self.min_history > self.window:
-            raise ValueError(f"min_history ({self.min_history}) must be ≤ window ({self.window})")
-        return self
 
 
 class Action(str, Enum):

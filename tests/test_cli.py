@@ -1,0 +1,28 @@
+"""`python -m tasks plan`: the planner as a user meets it, from params.yaml and a described cluster."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+
+def tasks_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tasks", *args], cwd=REPO, capture_output=True, text=True)
+
+
+def test_plan_for_the_default_model_on_one_cpu_accepts_the_params_layout():
+    proc = tasks_cli("plan")
+    assert proc.returncode == 0, proc.stderr
+    assert "chosen: dp=1 tp=1 pp=1 zero_stage=0" in proc.stdout
+    assert "params.yaml layout dp=1 tp=1 pp=1 zero_stage=0: valid for this cluster" in proc.stdout
+
+
+def test_plan_rejects_a_layout_that_does_not_match_the_cluster():
+    proc = tasks_cli("plan", "--nodes", "1", "--gpus-per-node", "8", "--memory-gb", "80", "--device", "h100-sxm",
+                     "--set", "parallel.tp=2")
+    assert proc.returncode == 2
+    assert "chosen: dp=8 tp=1 pp=1" in proc.stdout  # the seed rule: data parallel while the model fits
+    assert "world size is 8" in proc.stdout
+    assert "parallel.tp: must divide model n_heads (4) and n_kv_heads (2), got 8" in proc.stdout
