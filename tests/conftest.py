@@ -53,6 +53,8 @@ def tiny_params(root: Path) -> dict:
             "data_docs": False,
         },
         "mix": {"token_budget": None, "seq_len": 64, "tokenizer": {"vocab_size": 1024}},
+        "pretrain": {"steps": 4, "micro_batch_size": 2, "eval_every": 2, "eval_batches": 1, "checkpoint_every": 2,
+                     "log_every": 1, "optim": {"warmup_steps": 1}},
     }
 
 

@@ -61,6 +61,10 @@ STAGES: tuple[StageDef, ...] = (
         "tasks/data/records.py")),
     StageDef("mix", upstream=("clean",), seeded=True, code=(
         "tasks/data/tokenizer.py", "tasks/data/packing.py", "tasks/data/records.py")),
+    # Checkpoints persist across reruns (a retried stage resumes from them) and stay out of the DVC cache.
+    StageDef("pretrain", upstream=("mix",), seeded=True, params=("model", "parallel"),
+             code=("tasks/train", "tasks/data/packing.py", "tasks/data/tokenizer.py"),
+             persist_outs=("checkpoints/pretrain",)),
 )
 
 STAGE_NAMES = tuple(s.name for s in STAGES)
@@ -79,7 +83,7 @@ def dvc_stage_entry(s: StageDef) -> dict[str, Any]:
         "cmd": f"python -m tasks {s.name}",
         "deps": deps,
         "params": s.param_keys(),
-        "outs": [s.out_dir, *s.extra_outs, *({p: {"persist": True}} for p in s.persist_outs)],
+        "outs": [s.out_dir, *s.extra_outs, *({p: {"persist": True, "cache": False}} for p in s.persist_outs)],
         "metrics": [{s.metrics_file: {"cache": False}}],
     }
 

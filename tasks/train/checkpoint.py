@@ -118,7 +118,7 @@ class CheckpointStore:
     def find_resumable(self) -> tuple[str | None, dict[str, Any] | None, list[str]]:
         """The newest verified tag, its manifest, and a warning per newer tag that was skipped."""
         warnings = []
-        for step, tag in self.tags():
+        for _step, tag in self.tags():
             manifest, why = self.verify(tag)
             if manifest is not None:
                 return tag, manifest, warnings

@@ -9,7 +9,7 @@ the optimizer for any dp (a dp = 1 run with grad_accum·dp micro-batches sees th
 basis of the tests that compare layouts. TP ranks and pipeline stages of one data-parallel replica read the same
 micro-batches; only the first and last pipeline stages need them (inputs, labels).
 
-Evaluation: the first `eval_batches × micro_batch` val sequences (mix shuffled val already), the same on every
+Evaluation: `eval_batches × micro_batch` val sequences spread evenly over the val split, the same on every
 rank and layout. Per-source loss: each target token is attributed to the source of the document it belongs to
 (the packed index's spans), so a sequence straddling two documents splits its loss between their sources.
 """
@@ -104,8 +104,11 @@ class EvalData:
             return
         count = max(1, min(eval_batches, n // micro_batch))
         total = count * micro_batch
-        idx = np.arange(total) % n
-        real = np.arange(total) < min(n, total)
+        if n >= total:  # evenly spaced over the split: long documents span many sequences, so the first
+            idx = (np.arange(total) * n) // total  # `total` would cover few documents and sources
+            real = np.ones(total, dtype=bool)
+        else:
+            idx, real = np.arange(total) % n, np.arange(total) < n
         code = {s: k for k, s in enumerate(self.sources)}
         T = self.ds.seq_len
         for b in range(count):
@@ -127,8 +130,8 @@ def loss_sums(logits: torch.Tensor, batch_labels: torch.Tensor, source: torch.Te
     """[2·S + 2] float64: per-source loss sums, per-source token counts, total loss sum, total count."""
     tok = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)), batch_labels.reshape(-1),
                                             reduction="none").double()           # [m·T]
-    w = weight.reshape(-1).double()
-    src = source.reshape(-1)
-    sums = torch.zeros(n_sources, dtype=torch.float64).index_add_(0, src, tok * w)
-    counts = torch.zeros(n_sources, dtype=torch.float64).index_add_(0, src, w)
+    w = weight.reshape(-1).double().to(tok.device)
+    src = source.reshape(-1).to(tok.device)
+    sums = torch.zeros(n_sources, dtype=torch.float64, device=tok.device).index_add_(0, src, tok * w)
+    counts = torch.zeros(n_sources, dtype=torch.float64, device=tok.device).index_add_(0, src, w)
     return torch.cat([sums, counts, (tok * w).sum().reshape(1), w.sum().reshape(1)])

@@ -24,7 +24,8 @@ import torch.distributed as dist
 
 from tasks.train.data import EvalData, TrainData, loss_sums
 from tasks.train.dsconfig import make_optimizer, scheduler_factory
-from tasks.train.model import Block, Embedding, FinalNorm, LMHead, ModelConfig, Transformer, head_index, lm_head_forward, lm_loss
+from tasks.train.model import (Block, Embedding, FinalNorm, LMHead, ModelConfig, Transformer, head_index,
+                               lm_head_forward, lm_loss)
 from tasks.train.tensor_parallel import NO_TP, TPContext, gather_full
 
 log = logging.getLogger("forgeline.pretrain")
@@ -33,15 +34,20 @@ log = logging.getLogger("forgeline.pretrain")
 def disable_shm_comm() -> None:
     """Keep DeepSpeed from JIT-compiling its `deepspeed_shm_comm` op (30–77 s) at the first init_distributed.
 
-    `deepspeed.comm.torch.build_shm_op()` builds it only when `deepspeed.ops.__compatible_ops__` (a dict probed
-    once per process, ~0.1 s, edits persist) says the op is compatible; we mark it incompatible, so collectives
-    use plain gloo. Set FORGELINE_DS_SHM=1 to allow it (faster CPU all-reduce once the op is cached).
+    `deepspeed.comm.torch.build_shm_op()` builds it only when `deepspeed.ops.__compatible_ops__` says the op is
+    compatible. That dict is probed lazily on first access (compiler checks: ~0.1 s and `ld` noise on stderr);
+    we put the entry there first, marked incompatible, so nothing is probed and collectives use plain gloo
+    (ops missing from the dict read as incompatible; only the shm op is looked up there when training).
+    Set FORGELINE_DS_SHM=1 to allow the op (faster CPU all-reduce once it is built and cached).
     """
     if os.environ.get("FORGELINE_DS_SHM") == "1":
         return
     import deepspeed.ops
 
-    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+    ops = vars(deepspeed.ops)
+    if "__compatible_ops__" not in ops:
+        ops["__compatible_ops__"] = {}
+    ops["__compatible_ops__"]["deepspeed_shm_comm"] = False
 
 
 def init_distributed(backend: str | None = None) -> None:
@@ -54,6 +60,19 @@ def init_distributed(backend: str | None = None) -> None:
 
         backend = get_accelerator().communication_backend_name()
     deepspeed.init_distributed(dist_backend=backend, timeout=timedelta(minutes=30))
+
+
+def teardown() -> None:
+    """Destroy the process groups (before exit: ZeRO-3 runs abort at interpreter exit otherwise, ~3/20) and
+    forget DeepSpeed's cached groups, so a later run in the same process (tests, in-process world 1) starts
+    clean. `deepspeed.utils.groups` keeps them in module globals; reloading the module resets them in place."""
+    import importlib
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+    import deepspeed.utils.groups as groups
+
+    importlib.reload(groups)
 
 
 @dataclass
@@ -114,6 +133,35 @@ def pipeline_layers(cfg: ModelConfig, seed: int, tp: TPContext) -> list[Any]:
     return [first, *blocks, LayerSpec(FinalNorm, cfg), last]
 
 
+def _count_once_per_stage(module: torch.nn.Module, tp_rank: int) -> None:
+    """Make DeepSpeed's global gradient norm count every pipeline stage's replicated parameters.
+
+    Without ZeRO, `deepspeed.runtime.utils.clip_grad_norm_` counts a parameter when the rank is rank 0 of the
+    grid's model-parallel group (pipe × model: only stage 0) or the parameter is "model parallel", then sums over
+    that group — so the norms, and non-TP weights of stages > 0 would be left out and clipping would differ from
+    a pp = 1 run. Marking each stage's replicated parameters `model_parallel` on TP rank 0 counts each exactly
+    once (TP shards are counted on every TP rank already; the tied head's copy on the last stage, which DeepSpeed
+    marks `ds_pipe_replicated`, stays uncounted). The ZeRO 1–2 norm gives the same result with or without it.
+    """
+    if tp_rank != 0:
+        return
+    for p in module.parameters():
+        if not getattr(p, "tensor_model_parallel", False) and not getattr(p, "ds_pipe_replicated", False):
+            p.model_parallel = True  # type: ignore[attr-defined]
+
+
+def _record_clip_norm(ds: Any) -> None:
+    """fp32 without ZeRO: DeepSpeed clips with `clip_grad_norm_` but drops the norm it computed; keep it so
+    `get_global_grad_norm()` answers as it does under ZeRO and bf16/fp16 (same function, same arguments)."""
+    from deepspeed.runtime.utils import clip_grad_norm_
+
+    def clip_and_record() -> None:
+        ds._global_grad_norm = clip_grad_norm_(parameters=ds.module.parameters(), max_norm=ds.gradient_clipping(),
+                                               mpu=ds.mpu)
+
+    ds.clip_fp32_gradients = clip_and_record
+
+
 def _eval_loss_fn(n_sources: int, logits: torch.Tensor, labels: tuple) -> torch.Tensor:
     y, src, w = labels
     return loss_sums(logits, y, src, w, n_sources)
@@ -131,14 +179,18 @@ class Engine:
         if layout.pp > 1:
             module = PipelineModule(
                 layers=pipeline_layers(cfg, seed, layout.tp_ctx), topology=layout.topo, loss_fn=lm_loss,
-                partition_method="type:Block", activation_checkpoint_interval=1 if train.activation_checkpointing else 0,
+                partition_method="type:Block",
+                activation_checkpoint_interval=1 if train.activation_checkpointing else 0,
                 checkpointable_layers=["Block"])
+            _count_once_per_stage(module, layout.tp_rank)
         else:
             module = Transformer(cfg, seed, layout.tp_ctx, checkpointing=train.activation_checkpointing)
         optimizer = make_optimizer(module, train.optim)
         self.ds, self.optimizer, _, self.scheduler = deepspeed.initialize(
             model=module, optimizer=optimizer, lr_scheduler=scheduler_factory(train.optim, train.steps),
             config=ds_cfg, mpu=layout.mpu if layout.pp == 1 else None)
+        if train.precision == "fp32" and job.parallel.zero_stage == 0:
+            _record_clip_norm(self.ds)
         if layout.pp > 1:
             self.dp_group = self.ds.mpu.get_data_parallel_group()
         else:
@@ -186,7 +238,7 @@ class Engine:
                                              reduce_output=None, bcast_loss=False, num_micro_batches=1)
                 finally:
                     module.loss_fn, self.ds.total_loss = lm_loss, None
-                sums = out[0].cpu().double() if L.is_last else None
+                sums = out[0].double() if L.is_last else None
             else:
                 self.ds.module.eval()
                 with torch.no_grad():
@@ -194,9 +246,11 @@ class Engine:
                 self.ds.module.train()
                 sums = loss_sums(logits.cpu(), b.labels, b.source, b.weight, S)
             if L.is_last and L.tp_rank == 0 and L.dp_rank == 0:
-                total += sums
-        if L.world > 1:
-            dist.all_reduce(total)
+                total += sums.cpu()
+        if L.world > 1:  # on the engine's device: NCCL reduces only device tensors
+            on_device = total.to(self.ds.device)
+            dist.all_reduce(on_device)
+            total = on_device.cpu()
         return total
 
     # ------------------------------------------------------------------------------------------- checkpoints
@@ -242,13 +296,13 @@ class Engine:
         for idx, layer in self._local_layers():
             for name, p in layer.named_parameters():
                 full = safe_get_full_fp32_param(p)
-                full = (p.detach() if full is None else full).float().cpu()
+                full = (p.detach() if full is None else full).float()  # on the device: NCCL gathers there
                 if hasattr(p, "partition_dim"):
                     full = gather_full(full, p.partition_dim, L.tp_ctx)
-                part[f"layers.{idx}.{name}"] = full.clone()
+                part[f"layers.{idx}.{name}"] = full.cpu().clone()
         keep = L.dp_rank == 0 and L.tp_rank == 0
         if L.world == 1:
-            return part
+            return dict(sorted(part.items(), key=lambda kv: _key_order(kv[0])))
         gathered: list[Any] = [None] * L.world if L.rank == 0 else None  # type: ignore[assignment]
         dist.gather_object(part if keep else {}, gathered, dst=0)
         if L.rank != 0:

@@ -31,6 +31,8 @@ from typing import Any, Iterator
 
 from tasks.train.loop import Job, marker_path, run_rank
 
+CODE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `tasks` package: importable by workers
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -103,6 +105,10 @@ def _spawn_entry(local_rank: int, job_json: str, world: int) -> None:
 def _setup_child_logging(rank: int) -> None:
     import logging
 
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning, module="torch.distributed")
+    warnings.filterwarnings("ignore", message=".*an autograd kernel was not registered.*")
     if not logging.getLogger().handlers:
         logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("forgeline").setLevel(logging.INFO if rank == 0 else logging.WARNING)
@@ -113,6 +119,9 @@ def launch(job: Job, launch_dir: Path, root: Path | None = None) -> dict[str, An
     spec = job.pretrain_job()
     par = spec.parallel
     world = par.world_size
+    if spec.train.precision == "fp16" and par.launcher == "spawn" and use_cpu(par.accelerator):
+        raise ValueError("pretrain.precision: fp16 needs a GPU (DeepSpeed's CPU accelerator has no fp16); "
+                         "use bf16 or fp32 on CPU")
     markers = Path(job.marker_dir)
     shutil.rmtree(markers, ignore_errors=True)
     markers.mkdir(parents=True, exist_ok=True)
@@ -136,7 +145,7 @@ def launch(job: Job, launch_dir: Path, root: Path | None = None) -> dict[str, An
         job_file.write_text(job.to_json())
         cmd = build_command(par.launcher, world, job_file, port, par.hostfile)
         env = {**os.environ, **{k: v for k, v in rank_env(par.accelerator).items() if v is not None}}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root or Path.cwd()), env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CODE_ROOT), env.get("PYTHONPATH")]))
         proc = subprocess.run(cmd, cwd=root, env=env)
         if proc.returncode:
             error = RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}")
@@ -160,5 +169,6 @@ def collect(markers: Path, world: int, error: BaseException | None = None) -> di
         errors = [d.get("error", "") for d in results.values() if not d.get("ok")]
         if errors and all(e.startswith("ValueError: ") for e in errors):
             raise ValueError(errors[0].removeprefix("ValueError: "))  # a refusal, the same on every rank
-        raise RuntimeError(f"pretrain failed: {detail}") from error
+        cause = f" [{str(error).strip().splitlines()[0]}]" if error is not None and str(error).strip() else ""
+        raise RuntimeError(f"pretrain failed: {detail}{cause}") from error
     return results[0]["result"]

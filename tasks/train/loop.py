@@ -27,7 +27,7 @@ import torch.distributed as dist
 
 from tasks.core import faults
 from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
-from tasks.train.checkpoint import LATEST, CheckpointStore, identity_problems, tag_name
+from tasks.train.checkpoint import CheckpointStore, identity_problems, tag_name
 from tasks.train.dsconfig import ds_config, lr_at
 
 log = logging.getLogger("forgeline.pretrain")
@@ -98,8 +98,9 @@ def run_rank(job: Job) -> dict[str, Any]:
         write_json_atomic(marker, {"rank": rank, "ok": False, "error": f"{type(exc).__name__}: {exc}"})
         raise
     finally:
-        if dist.is_available() and dist.is_initialized():
-            dist.destroy_process_group()  # before exit: ZeRO-3 runs abort at exit otherwise (~3/20)
+        from tasks.train.engine import teardown
+
+        teardown()  # destroy the process groups before exit (ZeRO-3 runs abort at exit otherwise, ~3/20)
 
 
 def _quiet_deepspeed() -> None:
@@ -122,15 +123,12 @@ def _run(job: Job, rank: int, t_start: float) -> dict[str, Any]:
         raise ValueError(f"parallel.tp: must divide the SwiGLU width {cfg.ffn_hidden} (model.ffn_multiple_of)")
 
     _quiet_deepspeed()
-    init_distributed("nccl" if par.accelerator == "cuda" else None)
     if torch.cuda.is_available() and par.accelerator != "cpu":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    init_distributed("nccl" if par.accelerator == "cuda" else None)
     layout = build_layout(par)
     torch.manual_seed(job.seed)
     dsc = ds_config(train, par)
-    engine = Engine(cfg, spec, layout, job.seed, dsc)
-    data = TrainData(mix_dir / "", job.seed, train.micro_batch_size, train.grad_accum, par.dp)
-    evald = EvalData(mix_dir, train.micro_batch_size, train.eval_batches)
     store = CheckpointStore(ckpt_dir)
     identity = {"model": {k: v for k, v in cfg.to_dict().items() if k not in ("vocab_size", "seq_len")},
                 "parallel": {"dp": par.dp, "tp": par.tp, "pp": par.pp, "zero_stage": par.zero_stage},
@@ -138,8 +136,6 @@ def _run(job: Job, rank: int, t_start: float) -> dict[str, Any]:
                           "grad_accum": train.grad_accum},
                 **facts, "seed": job.seed}
     spec_json = spec.model_dump(mode="json")
-    if rank == 0:
-        write_json_atomic(ckpt_dir / "ds_config.json", dsc)
 
     # ---- resume: rank 0 picks the tag, every rank loads it
     decision: list[Any] = [None]
@@ -149,17 +145,23 @@ def _run(job: Job, rank: int, t_start: float) -> dict[str, Any]:
         dist.broadcast_object_list(decision, src=0)
     tag, start, rows, error = decision[0]
     if error:
-        raise ValueError(error)
+        raise ValueError(error)  # before the costly set-up: nothing has been touched
+    if rank == 0:
+        write_json_atomic(ckpt_dir / "ds_config.json", dsc)
+    engine = Engine(cfg, spec, layout, job.seed, dsc)
+    data = TrainData(mix_dir, job.seed, train.micro_batch_size, train.grad_accum, par.dp)
+    evald = EvalData(mix_dir, train.micro_batch_size, train.eval_batches)
     if tag is not None:
         engine.load(str(ckpt_dir), tag)
         rng = ckpt_dir / tag / f"rng-rank{rank:05d}.pt"
         if rng.exists():
-            torch.set_rng_state(torch.load(rng, weights_only=True))
+            _set_rng(torch.load(rng, weights_only=True))
         if rank == 0:
             log.info("resumed from %s at step %d", tag, start)
     metrics_file = out_dir / "metrics.jsonl"
     if rank == 0:
-        write_text_atomic(metrics_file, "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        write_text_atomic(metrics_file, _jsonl(rows))
+        write_text_atomic(Path(job.reports_dir) / "throughput.jsonl", "")  # this launch's wall-clock rows only
 
     tokens_per_step = data.plan.global_batch * cfg.seq_len
     G = data.plan.global_batch
@@ -183,7 +185,8 @@ def _run(job: Job, rank: int, t_start: float) -> dict[str, Any]:
                 log.info("step %d/%d loss %.4f lr %.3g grad_norm %s tokens/s %.0f", done, train.steps, loss,
                          row["lr"], "-" if gnorm is None else f"{gnorm:.3f}", tps)
                 _append(Path(job.reports_dir) / "throughput.jsonl",
-                        {"step": done, "tokens_per_s": round(tps, 1), "s_per_step": round((now - last_t) / max(done - last_step, 1), 4)})
+                        {"step": done, "tokens_per_s": round(tps, 1),
+                         "s_per_step": round((now - last_t) / max(done - last_step, 1), 4)})
                 last_t, last_step = now, done
         if done % train.eval_every == 0 or done == train.steps:
             ev = _eval_row(engine, evald, done)
@@ -264,10 +267,10 @@ def _save(engine: Any, store: CheckpointStore, layout: Any, rank: int, step: int
     _barrier(layout)
     engine.save(str(store.folder), tag, {"step": step})
     with atomic_path(store.folder / tag / f"rng-rank{rank:05d}.pt") as tmp:
-        torch.save(torch.get_rng_state(), tmp)
+        torch.save(_get_rng(), tmp)
     _barrier(layout)
     if rank == 0:
-        write_text_atomic(store.folder / tag / "metrics.jsonl", "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows))
+        write_text_atomic(store.folder / tag / "metrics.jsonl", _jsonl(rows))
         store.write_manifest(tag, step, identity, spec_json)
         store.publish(tag)
         removed = store.prune(keep, protect=tag)
@@ -275,9 +278,27 @@ def _save(engine: Any, store: CheckpointStore, layout: Any, rank: int, step: int
     _barrier(layout)
 
 
+def _get_rng() -> dict[str, torch.Tensor]:
+    """This rank's torch RNG states (dropout is 0 by default, but a resumed run must not depend on it)."""
+    state = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def _set_rng(state: dict[str, torch.Tensor]) -> None:
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+
+
 def _barrier(layout: Any) -> None:
     if layout.world > 1:
         dist.barrier()
+
+
+def _jsonl(rows: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
 
 
 def _append(path: Path, row: dict[str, Any]) -> None:
@@ -305,4 +326,4 @@ def _report(rows: list[dict[str, Any]], cfg: Any, spec_json: dict[str, Any], ste
     }
 
 
-__all__ = ["Job", "run_rank", "marker_path", "data_facts", "LATEST"]
+__all__ = ["Job", "run_rank", "marker_path", "data_facts"]

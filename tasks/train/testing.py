@@ -47,9 +47,11 @@ def synthetic_mix(folder: Path, vocab_size: int = 256, seq_len: int = 32, docs: 
     return folder
 
 
-def reference_losses(spec: Any, mix_dir: Path, seed: int, steps: int | None = None) -> list[float]:
-    """Per-step mean train loss of a plain single-process run equivalent to `spec` (a PretrainJob) at any
-    layout: the global batch of each step as dp·grad_accum micro-batches, mean loss, AdamW + clip + LambdaLR."""
+def reference_run(spec: Any, mix_dir: Path, seed: int, steps: int | None = None
+                  ) -> tuple[list[float], dict[str, torch.Tensor]]:
+    """Per-step mean train loss and final state dict of a plain single-process run equivalent to `spec` (a
+    PretrainJob) at any layout: each step's global batch as dp·grad_accum micro-batches, mean loss, AdamW +
+    global-norm clipping + LambdaLR."""
     from tasks.train.data import TrainData
     from tasks.train.dsconfig import make_optimizer, scheduler_factory
     from tasks.train.loop import data_facts
@@ -76,7 +78,39 @@ def reference_losses(spec: Any, mix_dir: Path, seed: int, steps: int | None = No
         opt.zero_grad(set_to_none=True)
         sched.step()
         out.append(float(torch.stack(losses).mean()))
-    return out
+    return out, {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def make_job(base: Path, mix_dir: Path, spec: Any, seed: int) -> Any:
+    """A Job writing under `base` (out/, checkpoints/, reports/, markers/)."""
+    from tasks.train.loop import Job
+
+    base = Path(base)
+    (base / "out").mkdir(parents=True, exist_ok=True)
+    return Job(spec=spec.model_dump(mode="json"), mix_dir=str(mix_dir), out_dir=str(base / "out"),
+               ckpt_dir=str(base / "checkpoints"), reports_dir=str(base / "reports"),
+               marker_dir=str(base / "markers"), seed=seed)
+
+
+def tp_forward_check(rank: int, world: int, cfg_dict: dict[str, Any], seed: int) -> dict[str, torch.Tensor]:
+    """On each of `world` TP ranks: logits, loss and the full (re-gathered) gradients of the TP model."""
+    import torch.distributed as dist
+
+    from tasks.train.model import ModelConfig, Transformer
+    from tasks.train.tensor_parallel import TPContext, gather_full
+
+    cfg = ModelConfig.from_dict(cfg_dict)
+    tp = TPContext(rank, world, dist.new_group(list(range(world))))
+    model = Transformer(cfg, seed, tp)
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len), generator=gen)
+    labels = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len), generator=gen)
+    logits = model(ids)
+    loss = model(ids, labels)
+    loss.backward()
+    grads = {n: gather_full(p.grad, p.partition_dim, tp) if hasattr(p, "partition_dim") else p.grad
+             for n, p in model.named_parameters()}
+    return {"logits": logits.detach(), "loss": loss.detach(), **{f"grad:{k}": v for k, v in grads.items()}}
 
 
 def free_port() -> int:

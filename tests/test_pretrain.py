@@ -1,0 +1,207 @@
+"""Stage `pretrain` end to end on a small real mix output (tasks.mix.run on synthetic clean shards): outputs,
+byte-identical reruns, kill-and-resume, a corrupt newest checkpoint, an incompatible spec, launcher commands."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from specs.mix import MixSpec
+from specs.pretrain import PretrainJob
+from tasks import mix, pretrain
+from tasks.core import graph
+from tasks.core.files import atomic_path
+from tasks.core.runner import StagePaths
+from tasks.data.records import RECORD_SCHEMA, write_table
+from tasks.train.launch import build_command
+from tasks.train.model import ModelConfig, Transformer
+
+REPO = Path(__file__).resolve().parents[1]
+SEED = 11
+OUTPUTS = ("report.json", "metrics.jsonl", "config.json", "ds_config.json")
+SPEC = {
+    "model": {"flavor": "tiny", "n_layers": 2, "d_model": 32, "n_heads": 4, "n_kv_heads": 2},
+    "parallel": {},
+    "train": {"steps": 6, "micro_batch_size": 4, "log_every": 1, "eval_every": 3, "eval_batches": 4,
+              "checkpoint_every": 2, "keep_checkpoints": 2, "optim": {"warmup_steps": 2}},
+}
+# The registry may not list the stage yet; the same entry a subprocess driver adds (see DRIVER).
+PRETRAIN_STAGE = graph.StageDef("pretrain", upstream=("mix",), seeded=True)
+
+
+@pytest.fixture(autouse=True)
+def registered(monkeypatch):
+    if "pretrain" not in [s.name for s in graph.STAGES]:
+        monkeypatch.setattr(graph, "STAGES", (*graph.STAGES, PRETRAIN_STAGE))
+
+
+def write_clean_shards(root: Path) -> None:
+    rng = np.random.default_rng(0)
+    for source, n_docs in (("prose", 40), ("code", 30)):
+        vocab = ["".join(rng.choice(list("abcdefghijklmnop"), size=rng.integers(2, 7))) for _ in range(120)]
+        rows = [{"id": f"{source}/{k:03d}", "text": f"{source} {k}. " + " ".join(rng.choice(vocab, size=50)) + ".",
+                 "source": source, "lang": "en", "origin": "synthetic", "meta": "{}", "media": []}
+                for k in range(n_docs)]
+        with atomic_path(root / "data" / "clean" / "shards" / f"{source}-00000.parquet") as tmp:
+            write_table(rows, RECORD_SCHEMA, tmp)
+
+
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory) -> Path:
+    """A project root holding data/mix/ from the real mix stage (tokenizer.json, shards, index)."""
+    root = tmp_path_factory.mktemp("mixed")
+    write_clean_shards(root)
+    paths = StagePaths(root=root, stage="mix", seed=SEED)
+    paths.out.mkdir(parents=True)
+    mix.run(MixSpec(tokenizer={"vocab_size": 512, "train_chars": 100_000}, seq_len=32, val_fraction=0.1), paths)
+    return root
+
+
+def fresh_root(mixed: Path, dest: Path) -> Path:
+    shutil.copytree(mixed / "data" / "mix", dest / "data" / "mix")
+    return dest
+
+
+def run_stage(root: Path, spec: dict | None = None):
+    """What `python -m tasks pretrain` does around run(): a clean out folder (DVC deletes it before a rerun)."""
+    paths = StagePaths(root=root, stage="pretrain", seed=SEED)
+    shutil.rmtree(paths.out, ignore_errors=True)
+    paths.out.mkdir(parents=True)
+    return pretrain.run(PretrainJob.model_validate(spec or SPEC), paths)
+
+
+def outputs(root: Path) -> dict[str, bytes]:
+    return {name: (root / "data" / "pretrain" / name).read_bytes() for name in OUTPUTS}
+
+
+@pytest.fixture(scope="module")
+def reference(mixed, tmp_path_factory):
+    """An uninterrupted run: its root (with checkpoints step000004 and step000006), outputs and result."""
+    with pytest.MonkeyPatch.context() as mp:
+        if "pretrain" not in [s.name for s in graph.STAGES]:
+            mp.setattr(graph, "STAGES", (*graph.STAGES, PRETRAIN_STAGE))
+        root = fresh_root(mixed, tmp_path_factory.mktemp("reference"))
+        result = run_stage(root)
+    return root, outputs(root), result
+
+
+def test_outputs_and_byte_identical_rerun(reference, mixed, tmp_path):
+    root, ref_out, result = reference
+    report = json.loads(ref_out["report.json"])
+    assert result.counts["steps"] == 6 and result.counts["tokens"] == 6 * 4 * 32
+    assert result.counts["final_train_loss"] == report["final_train_loss"] < report["first_train_loss"]
+    assert set(result.counts["val_loss_by_source"]) == {"code", "prose"} and result.counts["val_loss"] > 0
+    assert [r["source"] for r in result.table] == ["code", "prose"]
+    assert "tokens/s" in result.summary and "| prose |" in result.summary
+    rows = [json.loads(line) for line in ref_out["metrics.jsonl"].decode().splitlines()]
+    assert [r["step"] for r in rows if r["kind"] == "train"] == [1, 2, 3, 4, 5, 6]
+    assert [r["step"] for r in rows if r["kind"] == "eval"] == [3, 6]
+    # model.pt: the plain model's fp32 weights, loadable without unpickling code
+    config = json.loads(ref_out["config.json"])
+    state = torch.load(root / "data" / "pretrain" / "model.pt", weights_only=True)
+    model = Transformer(ModelConfig.from_dict(config["model"]), SEED)
+    model.load_state_dict(state, strict=True)
+    assert config["vocab_size"] == json.loads((mixed / "data" / "mix" / "packing.json").read_text())["vocab_size"]
+    assert sorted(p.name for p in (root / "checkpoints" / "pretrain").iterdir()) == [
+        "ds_config.json", "latest", "step000004", "step000006"]
+    # an identical run elsewhere writes the same bytes
+    other = fresh_root(mixed, tmp_path / "other")
+    run_stage(other)
+    assert outputs(other) == ref_out
+    # rerun in place: resumes at the final checkpoint, trains nothing, writes the same bytes again
+    again = run_stage(other)
+    assert outputs(other) == ref_out and "resumed from checkpoint step000006" in again.summary
+
+
+DRIVER = """
+import json, sys
+from pathlib import Path
+from specs.pretrain import PretrainJob
+from tasks import pretrain
+from tasks.core import graph
+from tasks.core.runner import StagePaths
+if "pretrain" not in [s.name for s in graph.STAGES]:
+    graph.STAGES = (*graph.STAGES, graph.StageDef("pretrain", upstream=("mix",), seeded=True))
+paths = StagePaths(root=Path(sys.argv[1]), stage="pretrain", seed=int(sys.argv[2]))
+paths.out.mkdir(parents=True, exist_ok=True)
+pretrain.run(PretrainJob.model_validate(json.loads(sys.argv[3])), paths)
+"""
+
+
+def test_killed_run_resumes_to_the_same_end(reference, mixed, tmp_path):
+    _, ref_out, _ = reference
+    root = fresh_root(mixed, tmp_path / "p")
+    env = {**os.environ, "FORGELINE_FAULT": "pretrain.step_done=3"}
+    proc = subprocess.run([sys.executable, "-c", DRIVER, str(root), str(SEED), json.dumps(SPEC)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -9, proc.stderr[-2000:]  # SIGKILLed after step 3: checkpoint 2 is the newest
+    assert sorted(p.name for p in (root / "checkpoints" / "pretrain").glob("step*")) == ["step000002"]
+    result = run_stage(root)
+    assert "resumed from checkpoint step000002" in result.summary
+    assert outputs(root) == ref_out  # same final loss, same metrics.jsonl (whole, not only the tail), report
+
+
+def test_corrupt_newest_checkpoint_falls_back(reference, tmp_path, caplog):
+    ref_root, ref_out, _ = reference
+    root = tmp_path / "p"
+    shutil.copytree(ref_root / "data" / "mix", root / "data" / "mix")
+    shutil.copytree(ref_root / "checkpoints", root / "checkpoints")
+    victim = root / "checkpoints" / "pretrain" / "step000006" / "mp_rank_00_model_states.pt"
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    with caplog.at_level(logging.WARNING, logger="forgeline.pretrain"):
+        result = run_stage(root)
+    assert "checkpoint step000006 skipped: mp_rank_00_model_states.pt does not match its checksum" in caplog.text
+    assert "resumed from checkpoint step000004" in result.summary
+    assert outputs(root) == ref_out
+
+
+def test_incompatible_spec_is_refused(reference, tmp_path):
+    ref_root, _, _ = reference
+    root = tmp_path / "p"
+    shutil.copytree(ref_root / "data" / "mix", root / "data" / "mix")
+    shutil.copytree(ref_root / "checkpoints", root / "checkpoints")
+    wider = {**SPEC, "model": {**SPEC["model"], "d_model": 64}}
+    with pytest.raises(ValueError, match=r"model\.d_model: checkpoint has 32, this run has 64") as err:
+        run_stage(root, wider)
+    assert "ffn_hidden" in str(err.value) and "Delete" in str(err.value)
+    # a change that keeps shapes and meaning (more steps) resumes
+    longer = {**SPEC, "train": {**SPEC["train"], "steps": 7}}
+    result = run_stage(root, longer)
+    assert result.counts["steps"] == 7 and "resumed from checkpoint step000006" in result.summary
+
+
+def test_launcher_commands(tmp_path):
+    job = tmp_path / "job.json"
+    ds = build_command("deepspeed", 8, job, 29500, python="/venv/bin/python")
+    assert ds == ["deepspeed", "--num_gpus", "8", "--master_port", "29500", "--no_local_rank", "--module",
+                  "tasks.train.worker", "--job", str(job)]
+    multi = build_command("deepspeed", 16, job, 29500, hostfile="/etc/hosts.ds", python="/venv/bin/python")
+    assert multi[:3] == ["deepspeed", "--hostfile", "/etc/hosts.ds"] and "--num_gpus" not in multi
+    tr = build_command("torchrun", 4, job, 29501, python="/venv/bin/python")
+    assert tr == ["/venv/bin/python", "-m", "torch.distributed.run", "--nproc_per_node", "4", "--master_port",
+                  "29501", "-m", "tasks.train.worker", "--job", str(job)]
+    with pytest.raises(ValueError):
+        build_command("spawn", 2, job, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", ["torchrun", "deepspeed"])
+def test_external_launcher_on_cpu(mixed, tmp_path, launcher):
+    """The external-launcher path for real: the launcher starts 2 CPU ranks running tasks.train.worker."""
+    root = fresh_root(mixed, tmp_path / "p")
+    spec = {**SPEC, "parallel": {"dp": 2, "launcher": launcher}}
+    result = run_stage(root, spec)
+    assert result.counts["steps"] == 6
+    markers = sorted((root / "runs" / "pretrain-launch" / "markers").glob("rank-*.json"))
+    assert [json.loads(m.read_text())["ok"] for m in markers] == [True, True]
