@@ -19,7 +19,8 @@ import torch
 from specs.pretrain import PretrainJob
 from tasks.train.launch import launch
 from tasks.train.model import ModelConfig, Transformer
-from tasks.train.testing import make_job, reference_run, spawn_gloo, synthetic_mix, tp_forward_check
+from tasks.train.testing import (forward_backward, make_job, reference_run, spawn_gloo, synthetic_mix,
+                                 tp_forward_check)
 
 SEED = 3
 STEPS = 5
@@ -62,12 +63,7 @@ def test_tp2_forward_and_grads_equal_tp1(tmp_path):
     cfg = ModelConfig.from_spec(job_spec({}).model, vocab_size=256, seq_len=32)
     ranks = spawn_gloo(tp_forward_check, 2, (cfg.to_dict(), SEED), tmp_path)
     plain = Transformer(cfg, SEED)
-    gen = torch.Generator().manual_seed(SEED)
-    ids = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len), generator=gen)
-    labels = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len), generator=gen)
-    logits = plain(ids)
-    loss = plain(ids, labels)
-    loss.backward()
+    logits, loss = forward_backward(plain, cfg, SEED)
     for out in ranks:
         torch.testing.assert_close(out["logits"], logits, rtol=0, atol=1e-5)
         torch.testing.assert_close(out["loss"], loss.detach(), rtol=0, atol=1e-6)

@@ -24,7 +24,7 @@ from collections import deque
 from dataclasses import dataclass
 from enum import Enum
 from statistics import median
-from typing import Any, Iterable, Literal
+from typing import Any, Iterable
 
 from specs.pretrain import StabilitySpec
 

@@ -92,6 +92,18 @@ def make_job(base: Path, mix_dir: Path, spec: Any, seed: int) -> Any:
                marker_dir=str(base / "markers"), seed=seed)
 
 
+def forward_backward(model, cfg, seed: int):
+    """Seeded random batch [2, seq_len] through `model`: (logits, loss) with gradients accumulated."""
+
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len), generator=gen)
+    labels = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len), generator=gen)
+    logits = model(ids)
+    loss = model(ids, labels)
+    loss.backward()
+    return logits, loss
+
+
 def tp_forward_check(rank: int, world: int, cfg_dict: dict[str, Any], seed: int) -> dict[str, torch.Tensor]:
     """On each of `world` TP ranks: logits, loss and the full (re-gathered) gradients of the TP model."""
     import torch.distributed as dist
@@ -102,12 +114,7 @@ def tp_forward_check(rank: int, world: int, cfg_dict: dict[str, Any], seed: int)
     cfg = ModelConfig.from_dict(cfg_dict)
     tp = TPContext(rank, world, dist.new_group(list(range(world))))
     model = Transformer(cfg, seed, tp)
-    gen = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len), generator=gen)
-    labels = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len), generator=gen)
-    logits = model(ids)
-    loss = model(ids, labels)
-    loss.backward()
+    logits, loss = forward_backward(model, cfg, seed)
     grads = {n: gather_full(p.grad, p.partition_dim, tp) if hasattr(p, "partition_dim") else p.grad
              for n, p in model.named_parameters()}
     return {"logits": logits.detach(), "loss": loss.detach(), **{f"grad:{k}": v for k, v in grads.items()}}
