@@ -36,9 +36,10 @@ class StageResult(BaseModel):
 class Manifest(BaseModel):
     """Lineage of a stage's outputs, written as `manifest.json` beside them.
 
-    Everything here is a function of the inputs, the spec and the code, so a rerun writes the same bytes and
-    `dvc repro` and the Prefect flow record the same hash. Wall-clock facts (start/end, host) go to the run
-    record `runs/<stage>.json` instead.
+    Everything here is a function of the inputs, the spec and the code (its files' hashes), so a rerun writes
+    the same bytes and `dvc repro` and the Prefect flow record the same hash — at any commit. Facts of one
+    execution (start/end, host, git revision and dirty flag) go to the run record `runs/<stage>.json` instead:
+    a git revision here would change every output's hash with each commit, even when nothing it depends on did.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -46,7 +47,6 @@ class Manifest(BaseModel):
     stage: str
     spec: dict[str, Any] = Field(..., description="The resolved spec the stage ran with.")
     spec_hash: str
-    git_revision: str | None = Field(None, description="HEAD commit of the project, when it is a git repo.")
     code: list[FileRecord] = Field(default_factory=list, description="The stage's code files and their hashes.")
     inputs: list[FileRecord] = Field(default_factory=list)
     outputs: list[FileRecord] = Field(default_factory=list)

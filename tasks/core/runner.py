@@ -110,7 +110,6 @@ def run_stage(name: str, params: Params, root: Path) -> StageResult:
         stage=name,
         spec=spec.model_dump(mode="json", by_alias=True),
         spec_hash=spec_hash(spec),
-        git_revision=rev,
         code=file_records([root / c for c in sdef.code_deps()], root),
         inputs=file_records([paths.input(u) for u in sdef.upstream], root),
         outputs=file_records([paths.out], root),
