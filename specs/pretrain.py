@@ -166,6 +166,11 @@ class PretrainSpec(StrictModel):
         "with a retry cap.")
     telemetry: TelemetrySpec = Field(
         default_factory=TelemetrySpec, description="Throughput, MFU, device stats and metric sinks.")
+    sanity_overfit: bool = Field(
+        False, description="Sanity mode (\"overfit a tiny set first\"): train `steps` times on the first global "
+        "batch only and fail the stage unless its loss falls to sanity_target_loss.")
+    sanity_target_loss: float = Field(0.2, gt=0, description="Sanity mode: the train loss the repeated batch must "
+                                      "reach by the last step.")
 
 
 class PretrainJob(StrictModel):

@@ -5,7 +5,8 @@ Inputs: data/mix/ (packing.json: seq_len, vocab; train/val shards and index; tok
 Outputs (data/pretrain/): `model.pt` (consolidated fp32 state dict of the plain pp = 1, tp = 1 model, load with
 `torch.load(..., weights_only=True)` into `tasks.train.model.Transformer(ModelConfig.from_dict(config["model"]),
 seed)`), `config.json`, `ds_config.json`, `metrics.jsonl`, `report.json` — all byte-identical on an identical
-rerun (wall-clock facts are in the StageResult summary, the log and reports/pretrain/throughput.jsonl only).
+rerun (wall-clock facts are in the StageResult summary, the log, wandb and reports/pretrain/telemetry.jsonl only),
+plus `incidents.jsonl` (stability guard) and `plots/*.csv` (loss curves for `dvc plots show`).
 Checkpoints: `checkpoints/pretrain/` (not inside data/pretrain, which DVC deletes before a rerun; declared a
 `persist: true` out). A rerun resumes from the newest intact checkpoint and ends exactly where an
 uninterrupted run ends; see tasks/train/checkpoint.py and tasks/train/loop.py.
@@ -67,6 +68,15 @@ def _summary(spec: PretrainJob, result: dict[str, Any]) -> str:
     if t.get("tokens_per_s"):
         lines.append(f"- {t['tokens_per_s']:,.0f} tokens/s, {t['s_per_step']} s/step; start-up {t['startup_s']} s, "
                      f"training {t['train_s']} s, rank-0 wall {t['wall_s']} s")
+    tel = result.get("telemetry") or {}
+    if tel:
+        mfu = tel["mfu"] if isinstance(tel["mfu"], str) else f"{tel['mfu']:.1%}"
+        lines.append(f"- MFU {mfu} ({tel['mfu_peak']})")
+        lines += [f"- ⚠ {alert}" for alert in tel.get("throttle_alerts", [])]
+    stab = rep.get("stability", {})
+    if stab.get("incidents"):
+        lines.append(f"- stability: {stab['incidents']} incident(s) {stab['actions']}, {stab['rollbacks']} "
+                     f"rollback(s), skipped batches {stab['skipped_batches']} (see incidents.jsonl)")
     if rep["val_loss_by_source"]:
         lines += ["", "| source | val loss |", "|---|---:|"]
         lines += [f"| {s} | {v} |" for s, v in rep["val_loss_by_source"].items()]

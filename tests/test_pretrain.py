@@ -144,7 +144,7 @@ def test_killed_run_resumes_to_the_same_end(reference, mixed, tmp_path):
     proc = subprocess.run([sys.executable, "-c", DRIVER, str(root), str(SEED), json.dumps(SPEC)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == -9, proc.stderr[-2000:]  # SIGKILLed after step 3: checkpoint 2 is the newest
-    assert sorted(p.name for p in (root / "checkpoints" / "pretrain").glob("step*")) == ["step000002"]
+    assert sorted(p.name for p in (root / "checkpoints" / "pretrain").glob("step*")) == ["step000000", "step000002"]
     result = run_stage(root)
     assert "resumed from checkpoint step000002" in result.summary
     assert outputs(root) == ref_out  # same final loss, same metrics.jsonl (whole, not only the tail), report

@@ -69,6 +69,15 @@ STAGES: tuple[StageDef, ...] = (
 
 STAGE_NAMES = tuple(s.name for s in STAGES)
 
+# `dvc plots show` / `dvc plots diff`: CSV curves the stages write inside their outs.
+PLOTS: tuple[dict[str, Any], ...] = (
+    {"pretrain_train_loss": {"template": "linear", "x": "step", "y": {"data/pretrain/plots/train_loss.csv": "loss"},
+                             "title": "pretrain: train loss"}},
+    {"pretrain_val_loss": {"template": "linear", "x": "step",
+                           "y": {"data/pretrain/plots/val_loss.csv": "val_loss"},
+                           "title": "pretrain: validation loss"}},
+)
+
 
 def stage(name: str) -> StageDef:
     for s in STAGES:
@@ -89,7 +98,9 @@ def dvc_stage_entry(s: StageDef) -> dict[str, Any]:
 
 
 def dvc_yaml_data() -> dict[str, Any]:
-    return {"stages": {s.name: dvc_stage_entry(s) for s in STAGES}}
+    names = set(STAGE_NAMES)
+    plots = [p for p in PLOTS if next(iter(p)).split("_")[0] in names]
+    return {"stages": {s.name: dvc_stage_entry(s) for s in STAGES}, **({"plots": plots} if plots else {})}
 
 
 HEADER = "# Generated from tasks/core/graph.py by `python -m tasks graph --write`; edit the registry, not this file.\n"
@@ -118,6 +129,8 @@ def check_dvc_yaml(root: Path) -> list[str]:
             problems.append(f"dvc.yaml: stage '{name}' differs from the registry in: {', '.join(keys)}")
     if problems:
         problems.append("regenerate it with `python -m tasks graph --write`")
+    if on_disk.get("plots") != dvc_yaml_data().get("plots"):
+        problems.append("dvc.yaml: plots differ from the registry; regenerate it with `python -m tasks graph --write`")
     for s in STAGES:
         for dep in s.code_deps():
             if not (root / dep).exists():

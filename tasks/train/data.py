@@ -78,6 +78,10 @@ class TrainData:
     def micro_batches(self, step: int, dp_rank: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
         return [to_tensors(self.ds, idx) for idx in self.plan.micro_indexes(step, dp_rank)]
 
+    def doc_ids(self, step: int) -> list[str]:
+        """The documents in step `step`'s global batch (every rank's share), sorted: for incident reports."""
+        return sorted({d for i in self.plan.positions(step) for d in self.ds.docs(int(i))})
+
     def iterator(self, step: int, dp_rank: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """The pipeline engine's `train_batch(data_iter)` format: (inputs, labels) tuples."""
         return iter(self.micro_batches(step, dp_rank))

@@ -17,11 +17,12 @@ import os
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
 
+from tasks.core import faults
 from tasks.train.data import EvalData, TrainData, loss_sums
 from tasks.train.dsconfig import make_optimizer, scheduler_factory
 from tasks.train.model import (Block, Embedding, FinalNorm, LMHead, ModelConfig, Transformer, head_index,
@@ -197,24 +198,63 @@ class Engine:
             self.dp_group = layout.mpu.get_data_parallel_group() if layout.mpu is not None else None
 
     # ------------------------------------------------------------------------------------------------ training
-    def train_step(self, step: int, data: TrainData) -> tuple[float, float | None]:
-        """One optimizer step on step `step`'s global batch; returns (mean loss over the global batch, grad norm)."""
+    @property
+    def judges_before_update(self) -> bool:
+        """One micro-batch per rank and no pipeline: the step's loss is known before any backward, so the
+        stability guard can skip or down-weight the update. With gradient accumulation the earlier micro-batches'
+        gradients are already reduced (ZeRO) when the last loss is known, and a pipeline's `train_batch` is one
+        call; holding every micro-batch's graph to judge first would undo what accumulation saves."""
+        return self.layout.pp == 1 and self.job.train.grad_accum == 1
+
+    def _set_lr_scale(self, scale: float) -> None:
+        """Multiply this step's scheduled LR (the scheduler sets the next step's value after `step()`)."""
+        if scale != 1.0:
+            for group in self.ds.optimizer.param_groups:
+                group["lr"] *= scale
+
+    def train_step(self, batch: int, data: TrainData, lr_scale: float = 1.0,
+                   judge: Callable[[float], Any] | None = None) -> tuple[float, float | None, Any]:
+        """One optimizer step on data batch `batch`; returns (mean loss over the global batch, grad norm,
+        the judge's decision or None).
+
+        `judge(loss)` is called after the forward and before the backward when `judges_before_update`; a decision
+        whose `apply_update` is false skips the backward and the optimizer step (the LR schedule still advances),
+        one with a `factor` scales the loss (hence the gradient).
+        """
         L = self.layout
+        inject = faults.loss_factor(batch + 1)  # 1-based, as in incidents.jsonl
+        self._set_lr_scale(lr_scale)
         if L.pp > 1:
-            it = data.iterator(step, L.dp_rank) if (L.is_first or L.is_last) else None
+            it = data.iterator(batch, L.dp_rank) if (L.is_first or L.is_last) else None
             loss = self.ds.train_batch(data_iter=it).detach().float()  # averaged over dp, on every stage
-        else:
+            return float(loss) * inject, _as_float(self.ds.get_global_grad_norm()), None
+        if not self.judges_before_update:
             losses = []
-            for x, y in data.micro_batches(step, L.dp_rank):
-                out = self.ds(x.to(self.ds.device), y.to(self.ds.device))
+            for x, y in data.micro_batches(batch, L.dp_rank):
+                out = self.ds(x.to(self.ds.device), y.to(self.ds.device)) * inject
                 self.ds.backward(out)
                 self.ds.step()
                 losses.append(out.detach().float())
-            loss = torch.stack(losses).mean()
-            if L.dp > 1:
-                dist.all_reduce(loss, group=self.dp_group)
-                loss = loss / L.dp
-        return float(loss), _as_float(self.ds.get_global_grad_norm())
+            return self._dp_mean(torch.stack(losses).mean()), _as_float(self.ds.get_global_grad_norm()), None
+        (x, y), = data.micro_batches(batch, L.dp_rank)
+        out = self.ds(x.to(self.ds.device), y.to(self.ds.device)) * inject
+        loss = self._dp_mean(out.detach().float())
+        decision = judge(loss) if judge else None
+        if decision is not None and not decision.apply_update:
+            del out
+            self.scheduler.step()  # the step is skipped, not the schedule: LR stays a function of the step
+            return loss, None, decision
+        factor = getattr(decision, "factor", 1.0)
+        self.ds.backward(out * factor if factor != 1.0 else out)
+        self.ds.step()
+        return loss, _as_float(self.ds.get_global_grad_norm()), decision
+
+    def _dp_mean(self, loss: torch.Tensor) -> float:
+        if self.layout.dp > 1:
+            loss = loss.clone()
+            dist.all_reduce(loss, group=self.dp_group)
+            loss = loss / self.layout.dp
+        return float(loss)
 
     def lr(self) -> float:
         return float(self.ds.get_lr()[0])

@@ -8,7 +8,9 @@ every `log_every` (and the last) a metrics row and a log line; every `eval_every
 overall and per source; every `checkpoint_every` (and the last) a checkpoint; then the fault point
 `pretrain.step_done`. metrics.jsonl rows hold only deterministic values (step, loss, lr, grad norm, tokens,
 val losses: rounded to 6 decimals), so an identical rerun or a killed-and-resumed run writes the same bytes;
-wall-clock throughput goes to the log, `reports/pretrain/throughput.jsonl` and the StageResult summary.
+wall-clock telemetry (tokens/s, MFU, memory, NVML) goes to the log, `reports/pretrain/telemetry.jsonl`, wandb
+and the StageResult summary (tasks/train/monitor.py). The stability guard (tasks/train/stability.py) judges
+every step; its incidents go to `incidents.jsonl` and its state into each checkpoint.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import logging
 import os
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +32,13 @@ from tasks.core import faults
 from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
 from tasks.train.checkpoint import CheckpointStore, identity_problems, tag_name
 from tasks.train.dsconfig import ds_config, lr_at
+from tasks.train.monitor import Monitor
+from tasks.train.runlog import (append_row, build_report, check_overfit, eval_row, jsonl, rounded,
+                                 write_plots)
+from tasks.train.stability import Action, StabilityGuard
 
 log = logging.getLogger("forgeline.pretrain")
-ROUND = 6
+GUARD_FILE = "stability.json"
 
 
 @dataclass
@@ -79,10 +86,6 @@ def data_facts(mix_dir: Path) -> dict[str, Any]:
         if (mix_dir / name).exists():
             digest.update(name.encode() + b"\0" + (mix_dir / name).read_bytes())
     return {"seq_len": layout["seq_len"], "vocab_size": vocab, "data": digest.hexdigest()[:16]}
-
-
-def _r(x: float | None) -> float | None:
-    return None if x is None else round(float(x), ROUND)
 
 
 def run_rank(job: Job) -> dict[str, Any]:
@@ -158,51 +161,94 @@ def _run(job: Job, rank: int, t_start: float) -> dict[str, Any]:
             _set_rng(torch.load(rng, weights_only=True))
         if rank == 0:
             log.info("resumed from %s at step %d", tag, start)
-    metrics_file = out_dir / "metrics.jsonl"
-    if rank == 0:
-        write_text_atomic(metrics_file, _jsonl(rows))
-        write_text_atomic(Path(job.reports_dir) / "throughput.jsonl", "")  # this launch's wall-clock rows only
-
+    guard = StabilityGuard(train.stability)
+    if tag is not None:
+        _load_guard(guard, ckpt_dir, tag)
+    metrics_file, incidents_file = out_dir / "metrics.jsonl", out_dir / "incidents.jsonl"
     tokens_per_step = data.plan.global_batch * cfg.seq_len
     G = data.plan.global_batch
+    monitor = None
+    if rank == 0:
+        write_text_atomic(metrics_file, jsonl(rows))
+        write_text_atomic(incidents_file, guard.incidents_jsonl())
+        monitor = Monitor(train.telemetry, precision=train.precision, flops_per_token=flops_per_token(cfg),
+                          n_devices=layout.world, tokens_per_step=tokens_per_step,
+                          reports_dir=Path(job.reports_dir), config=spec_json, run_name=f"pretrain-seed{job.seed}",
+                          resume_step=start)
+    if start == 0 and tag is None and train.stability.enabled and train.stability.max_rollbacks > 0:
+        # A rollback before the first checkpoint returns to the initial weights: keep them as checkpoint 0.
+        _save(engine, store, layout, rank, 0, rows, identity, spec_json, train.keep_checkpoints, guard)
+
     t_ready = time.perf_counter()
     losses: list[float] = []
-    last_t, last_step, step_times = t_ready, start, []
-    for step in range(start, train.steps):
-        t0 = time.perf_counter()
-        loss, gnorm = engine.train_step(step, data)
-        step_times.append(time.perf_counter() - t0)
-        losses.append(loss)
-        done = step + 1
-        new_rows = []
-        if done % train.log_every == 0 or done == train.steps:
-            row = {"kind": "train", "step": done, "loss": _r(loss), "lr": _r(lr_at(step, train.optim, train.steps)),
-                   "grad_norm": _r(gnorm), "tokens": done * tokens_per_step}
-            new_rows.append(row)
+    step_times: list[float] = []
+    n_incidents = len(guard.incidents)
+    step = start
+    try:
+        while step < train.steps:
+            t0 = time.perf_counter()
+            done = step + 1  # the guard counts steps from 1, as metrics.jsonl does; data batches from 0
+            batch = 0 if train.sanity_overfit else guard.batch_index(done) - 1
+            doc_ids = partial(data.doc_ids, batch)
+            judge = partial(guard.observe, done, doc_ids=doc_ids) if engine.judges_before_update else None
+            loss, gnorm, decision = engine.train_step(batch, data, guard.lr_scale(done), judge)
+            if decision is None:
+                decision = guard.observe(done, loss, gnorm, doc_ids, update_done=True)
+            elif decision.action is Action.OK:
+                decision = guard.observe_grad_norm(done, gnorm, doc_ids)
+            if rank == 0 and len(guard.incidents) != n_incidents:
+                write_text_atomic(incidents_file, guard.incidents_jsonl())
+                for inc in guard.incidents[n_incidents:]:
+                    log.warning("stability: step %d %s: %s", inc["step"], inc["action"], inc["reason"])
+                n_incidents = len(guard.incidents)
+            decision.raise_if_abort()
+            if decision.action is Action.ROLLBACK:
+                rows = _rollback(engine, guard, decision.to_step, ckpt_dir, layout, rank, rows, metrics_file)
+                step = decision.to_step
+                if monitor:
+                    monitor.resync()
+                continue
+            step_times.append(time.perf_counter() - t0)
+            losses.append(loss)
+            if monitor:
+                monitor.step_done()
+            new_rows = []
+            if done % train.log_every == 0 or done == train.steps:
+                row = {"kind": "train", "step": done, "loss": rounded(loss),
+                       "lr": rounded(lr_at(step, train.optim, train.steps) * guard.lr_scale(done)),
+                       "grad_norm": rounded(gnorm), "tokens": done * tokens_per_step}
+                new_rows.append(row)
+                if monitor:
+                    wall = monitor.row(done, {k: v for k, v in row.items() if k not in ("kind", "step")})
+                    log.info("step %d/%d loss %.4f lr %.3g grad_norm %s tokens/s %s mfu %s", done, train.steps,
+                             loss, row["lr"], "-" if gnorm is None else f"{gnorm:.3f}",
+                             "-" if wall["tokens_per_s"] is None else f"{wall['tokens_per_s']:.0f}",
+                             "unknown" if wall["mfu"] is None else f"{wall['mfu']:.1%}")
+            if done % train.eval_every == 0 or done == train.steps:
+                ev = eval_row(engine, evald, done)
+                if ev:
+                    new_rows.append(ev)
+                    if monitor:
+                        monitor.sink.log(done, {"val_loss": ev["val_loss"],
+                                                **{f"val_loss/{k}": v for k, v in ev["val_loss_by_source"].items()}})
+                        log.info("step %d val loss %.4f %s", done, ev["val_loss"],
+                                 " ".join(f"{s}={v:.3f}" for s, v in ev["val_loss_by_source"].items()))
+            rows += new_rows
             if rank == 0:
-                now = time.perf_counter()
-                tps = (done - last_step) * tokens_per_step / max(now - last_t, 1e-9)
-                log.info("step %d/%d loss %.4f lr %.3g grad_norm %s tokens/s %.0f", done, train.steps, loss,
-                         row["lr"], "-" if gnorm is None else f"{gnorm:.3f}", tps)
-                _append(Path(job.reports_dir) / "throughput.jsonl",
-                        {"step": done, "tokens_per_s": round(tps, 1),
-                         "s_per_step": round((now - last_t) / max(done - last_step, 1), 4)})
-                last_t, last_step = now, done
-        if done % train.eval_every == 0 or done == train.steps:
-            ev = _eval_row(engine, evald, done)
-            if ev:
-                new_rows.append(ev)
-                if rank == 0:
-                    log.info("step %d val loss %.4f %s", done, ev["val_loss"],
-                             " ".join(f"{s}={v:.3f}" for s, v in ev["val_loss_by_source"].items()))
-        rows += new_rows
-        if rank == 0:
-            for r in new_rows:
-                _append(metrics_file, r)
-        if done % train.checkpoint_every == 0 or done == train.steps:
-            _save(engine, store, layout, rank, done, rows, identity, spec_json, train.keep_checkpoints)
-        faults.checkpoint("pretrain.step_done")
+                for r in new_rows:
+                    append_row(metrics_file, r)
+            if done % train.checkpoint_every == 0 or done == train.steps:
+                _save(engine, store, layout, rank, done, rows, identity, spec_json, train.keep_checkpoints, guard)
+            if monitor and (new_rows or done % train.checkpoint_every == 0):
+                monitor.resync()  # evaluation and checkpoint time is not training throughput
+            faults.checkpoint("pretrain.step_done")
+            step = done
+    finally:
+        if monitor:
+            monitor.close()
     t_trained = time.perf_counter()
+    if train.sanity_overfit:
+        check_overfit(rows, train)
 
     state = engine.consolidated_state_dict()
     result: dict[str, Any] = {}
@@ -213,10 +259,12 @@ def _run(job: Job, rank: int, t_start: float) -> dict[str, Any]:
                                                    "seq_len": cfg.seq_len, "param_count": param_count(cfg),
                                                    "flops_per_token": flops_per_token(cfg)})
         write_json_atomic(out_dir / "ds_config.json", dsc)
-        report = _report(rows, cfg, spec_json, train.steps, G, tokens_per_step, evald.sources)
+        report = build_report(rows, cfg, spec_json, train.steps, G, tokens_per_step, evald.sources, guard)
+        write_plots(out_dir, rows)
         write_json_atomic(out_dir / "report.json", report)
         trained = train.steps - start
         result = {"report": report, "start_step": start, "resumed_from": tag, "losses": losses,
+                  "telemetry": monitor.summary() if monitor else {},
                   "timing": {"startup_s": round(t_ready - t_start, 3), "train_s": round(t_trained - t_ready, 3),
                              "s_per_step": round(sum(step_times) / len(step_times), 4) if step_times else None,
                              "tokens_per_s": round(trained * tokens_per_step / max(t_trained - t_ready, 1e-9), 1)
@@ -249,19 +297,10 @@ def _choose_resume(store: CheckpointStore, identity: dict[str, Any], steps: int)
     return tag, step, rows, None
 
 
-def _eval_row(engine: Any, evald: Any, done: int) -> dict[str, Any] | None:
-    if not evald.batches:
-        return None
-    sums = engine.evaluate(evald)
-    S = len(evald.sources)
-    by_source = {s: _r(sums[k] / sums[S + k]) for k, s in enumerate(evald.sources) if sums[S + k] > 0}
-    return {"kind": "eval", "step": done, "val_loss": _r(sums[2 * S] / sums[2 * S + 1]),
-            "val_loss_by_source": by_source, "val_tokens": int(sums[2 * S + 1])}
-
-
 def _save(engine: Any, store: CheckpointStore, layout: Any, rank: int, step: int, rows: list[dict[str, Any]],
-          identity: dict[str, Any], spec_json: dict[str, Any], keep: int) -> None:
+          identity: dict[str, Any], spec_json: dict[str, Any], keep: int, guard: StabilityGuard) -> None:
     tag = tag_name(step)
+    guard.note_checkpoint(step)  # before its state is saved: a resumed run must hold the same rollback target
     if rank == 0:
         store.prepare(tag)
     _barrier(layout)
@@ -270,12 +309,40 @@ def _save(engine: Any, store: CheckpointStore, layout: Any, rank: int, step: int
         torch.save(_get_rng(), tmp)
     _barrier(layout)
     if rank == 0:
-        write_text_atomic(store.folder / tag / "metrics.jsonl", _jsonl(rows))
+        write_text_atomic(store.folder / tag / "metrics.jsonl", jsonl(rows))
+        write_json_atomic(store.folder / tag / GUARD_FILE, guard.state_dict())
         store.write_manifest(tag, step, identity, spec_json)
         store.publish(tag)
         removed = store.prune(keep, protect=tag)
         log.info("checkpoint %s saved%s", tag, f" (removed {', '.join(removed)})" if removed else "")
     _barrier(layout)
+
+
+def _load_guard(guard: StabilityGuard, ckpt_dir: Path, tag: str) -> None:
+    """The guard state saved with `tag`, or the one written at a later rollback (which returned to `tag` or an
+    earlier checkpoint and so is newer than what `tag` holds): whichever has counted more rollbacks."""
+    states = [json.loads(f.read_text()) for f in (ckpt_dir / tag / GUARD_FILE, ckpt_dir / GUARD_FILE) if f.exists()]
+    if states:
+        guard.load_state_dict(max(states, key=lambda st: st["rollbacks"]))
+
+
+def _rollback(engine: Any, guard: StabilityGuard, to_step: int, ckpt_dir: Path, layout: Any, rank: int,
+              rows: list[dict[str, Any]], metrics_file: Path) -> list[dict[str, Any]]:
+    """Restore the checkpoint of `to_step` (weights, optimizer, LR schedule, RNG) and keep the guard (it holds the
+    rollback count and the skipped data windows); metric rows past `to_step` are dropped and will be rewritten."""
+    tag = tag_name(to_step)
+    log.warning("stability: rolling back to checkpoint %s (rollback %d of %d)", tag, guard.rollbacks,
+                guard.spec.max_rollbacks)
+    engine.load(str(ckpt_dir), tag)
+    rng = ckpt_dir / tag / f"rng-rank{rank:05d}.pt"
+    if rng.exists():
+        _set_rng(torch.load(rng, weights_only=True))
+    rows = [r for r in rows if r["step"] <= to_step]
+    if rank == 0:
+        write_json_atomic(ckpt_dir / GUARD_FILE, guard.state_dict())  # a resume from `tag` must not forget this
+        write_text_atomic(metrics_file, jsonl(rows))
+    _barrier(layout)
+    return rows
 
 
 def _get_rng() -> dict[str, torch.Tensor]:
@@ -297,33 +364,6 @@ def _barrier(layout: Any) -> None:
         dist.barrier()
 
 
-def _jsonl(rows: list[dict[str, Any]]) -> str:
-    return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
-
-
-def _append(path: Path, row: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(row, sort_keys=True) + "\n")
-
-
-def _report(rows: list[dict[str, Any]], cfg: Any, spec_json: dict[str, Any], steps: int, global_batch: int,
-            tokens_per_step: int, sources: list[str]) -> dict[str, Any]:
-    from tasks.train.model import flops_per_token, param_count
-
-    train_rows = [r for r in rows if r["kind"] == "train"]
-    eval_rows = [r for r in rows if r["kind"] == "eval"]
-    last_eval = eval_rows[-1] if eval_rows else {}
-    return {
-        "steps": steps, "global_batch_sequences": global_batch, "tokens_per_step": tokens_per_step,
-        "tokens": steps * tokens_per_step,
-        "final_train_loss": train_rows[-1]["loss"] if train_rows else None,
-        "first_train_loss": train_rows[0]["loss"] if train_rows else None,
-        "val_loss": last_eval.get("val_loss"), "val_loss_by_source": last_eval.get("val_loss_by_source", {}),
-        "val_tokens": last_eval.get("val_tokens", 0), "val_sources": sources,
-        "model": cfg.to_dict(), "param_count": param_count(cfg), "flops_per_token": flops_per_token(cfg),
-        "spec": spec_json,
-    }
 
 
 __all__ = ["Job", "run_rank", "marker_path", "data_facts"]

@@ -14,6 +14,10 @@ How the loop uses it:
 - Checkpoint `state_dict()` with the model. After a ROLLBACK also write it beside the checkpoints (the
   checkpoint being resumed predates the rollback) and on a resume load whichever has more `rollbacks`.
 - With fp16 dynamic loss scaling, overflow steps the scaler already skipped are not spikes: don't observe them.
+- Where the loss is only known after the update (gradient accumulation, pipeline stages), call
+  `observe(..., update_done=True)`: a spike is then NOTED (recorded, counted toward a rollback) instead of skipped.
+  Where it is known before (one micro-batch per rank), observe the loss first and the grad norm after the update
+  with `observe_grad_norm`: an update is applied before its grad norm exists, so grad-norm spikes are NOTED too.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from collections import deque
 from dataclasses import dataclass
 from enum import Enum
 from statistics import median
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from specs.pretrain import StabilitySpec
 
@@ -38,6 +42,7 @@ class Action(str, Enum):
     OK = "ok"
     SKIP = "skip"
     DOWNWEIGHT = "downweight"
+    NOTED = "noted"  # a spike seen after its update was applied: recorded and counted, nothing undone
     ROLLBACK = "rollback"
     ABORT = "abort"
 
@@ -58,7 +63,7 @@ class Decision:
 
     @property
     def apply_update(self) -> bool:
-        return self.action in (Action.OK, Action.DOWNWEIGHT)
+        return self.action in (Action.OK, Action.DOWNWEIGHT, Action.NOTED)
 
     def raise_if_abort(self) -> None:
         if self.action is Action.ABORT:
@@ -126,8 +131,12 @@ class StabilityGuard:
         return (x - med) / max(MAD_TO_STD * mad, floor, 1e-12)
 
     def observe(self, step: int, loss: float, grad_norm: float | None = None,
-                doc_ids: Iterable[Any] = ()) -> Decision:
-        """Judge one step; accepted steps feed the statistics, spikes are written to `incidents`."""
+                doc_ids: Iterable[Any] | Callable[[], Iterable[Any]] = (), update_done: bool = False) -> Decision:
+        """Judge one step; accepted steps feed the statistics, spikes are written to `incidents`.
+
+        `doc_ids`: the batch's document ids, or a function returning them (called only for an incident).
+        `update_done`: the optimizer already applied this step, so a spike short of a rollback is NOTED.
+        """
         if self.aborted:
             return Decision(Action.ABORT, reason=self.aborted)
         loss = float(loss)
@@ -142,24 +151,58 @@ class StabilityGuard:
             self._history.append((step, loss, grad_norm))
             return Decision(Action.OK)
 
+        batch = self.batch_index(step)  # before a rollback adds this batch to the skipped windows
         reason = "non-finite loss or grad norm" if non_finite else \
             " and ".join(f"{n} z={z:.1f}" for n, z in (("loss", z_loss), ("grad_norm", z_grad)) if n in over)
         self._spikes = [s for s in self._spikes if s > step - self.spec.window] + [step]
         if len(self._spikes) >= self.spec.max_spikes:
             decision = self._escalate(step, reason)
+        elif update_done:
+            decision = Decision(Action.NOTED, reason=reason + " (update already applied)")
         elif non_finite or self.spec.on_spike == "skip":
             decision = Decision(Action.SKIP, reason=reason)
         else:
             decision = Decision(Action.DOWNWEIGHT, factor=self.spec.downweight_factor, reason=reason)
+        self._record(step, batch, loss, grad_norm, z_loss, z_grad, decision, doc_ids)
+        return decision
+
+    def observe_grad_norm(self, step: int, grad_norm: float | None,
+                          doc_ids: Iterable[Any] | Callable[[], Iterable[Any]] = ()) -> Decision:
+        """After an update that `observe` accepted on its loss: judge the grad norm it produced.
+
+        The step's entry (the newest in the window, grad norm unknown until now) gets the value when it is
+        ordinary; a spiking value takes the entry out of the reference and is NOTED (or escalates).
+        """
+        if not self.spec.enabled or grad_norm is None or not self._history or self._history[-1][0] != step:
+            return Decision(Action.OK)
+        grad_norm = float(grad_norm)
+        _, loss, _ = self._history[-1]
+        z_grad = self._robust_z(grad_norm, 2, log_scale=True)
+        if math.isfinite(grad_norm) and (z_grad is None or z_grad <= self.spec.z_threshold):
+            self._history[-1] = (step, loss, grad_norm)
+            return Decision(Action.OK)
+        self._history.pop()
+        batch = self.batch_index(step)
+        reason = ("non-finite grad norm" if not math.isfinite(grad_norm) else f"grad_norm z={z_grad:.1f}")
+        self._spikes = [s for s in self._spikes if s > step - self.spec.window] + [step]
+        if len(self._spikes) >= self.spec.max_spikes:
+            decision = self._escalate(step, reason)
+        else:
+            decision = Decision(Action.NOTED, reason=reason + " (update already applied)")
+        self._record(step, batch, loss, grad_norm, None, z_grad, decision, doc_ids)
+        return decision
+
+    def _record(self, step: int, batch: int, loss: float, grad_norm: float | None, z_loss: float | None,
+                z_grad: float | None, decision: Decision, doc_ids: Any) -> None:
+        ids = doc_ids() if callable(doc_ids) else doc_ids
         self.incidents.append({
-            "step": step, "batch": self.batch_index(step), "loss": _json_float(loss),
+            "step": step, "batch": batch, "loss": _json_float(loss),
             "grad_norm": _json_float(grad_norm), "z_loss": _json_float(z_loss), "z_grad_norm": _json_float(z_grad),
-            "action": decision.action.value, "reason": decision.reason, "doc_ids": list(doc_ids),
+            "action": decision.action.value, "reason": decision.reason, "doc_ids": list(ids),
             **({"to_step": decision.to_step, "skip_batches": list(decision.skip_batches),
                 "lr_factor": decision.lr_factor, "cool_steps": decision.cool_steps}
                if decision.action is Action.ROLLBACK else {}),
         })
-        return decision
 
     def _escalate(self, step: int, reason: str) -> Decision:
         spikes, window = list(self._spikes), self.spec.window
