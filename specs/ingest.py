@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from specs.base import StrictModel
+from specs.base import require_unique, StrictModel
 
 SOURCE_NAME = r"^[a-z][a-z0-9_]{0,31}$"
 
@@ -76,10 +76,7 @@ class IngestSpec(StrictModel):
     @field_validator("sources")
     @classmethod
     def _unique_names(cls, sources: list) -> list:
-        names = [s.name for s in sources]
-        dupes = sorted({n for n in names if names.count(n) > 1})
-        if dupes:
-            raise ValueError(f"source names must be unique; repeated: {', '.join(dupes)}")
+        require_unique([s.name for s in sources], "source names")
         return sources
 
     def source_names(self) -> list[str]:

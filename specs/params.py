@@ -11,9 +11,12 @@ from pydantic import Field, ValidationError, model_validator
 
 from specs.base import ParamsError, StrictModel, describe_errors
 from specs.clean import CleanSpec
+from specs.evaluate import EvaluateSpec
 from specs.ingest import IngestSpec
+from specs.instruct import InstructJob, InstructSpec
 from specs.mix import MixSpec
 from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec, layout_problems
+from specs.review import ReviewSpec
 from specs.run import RunSpec
 from specs.validate import ValidateSpec
 
@@ -35,6 +38,11 @@ class Params(StrictModel):
     model: ModelSpec = Field(default_factory=ModelSpec, description="Model shape (pretrain, SFT, export).")
     parallel: ParallelSpec = Field(default_factory=ParallelSpec, description="Rank layout and ZeRO.")
     pretrain: PretrainSpec = Field(default_factory=PretrainSpec, description="Pretraining (stage `pretrain`).")
+    evaluate: EvaluateSpec = Field(default_factory=EvaluateSpec, description="Perplexity, generations and the "
+                                   "spot-check sample (stage `evaluate`).")
+    review: ReviewSpec = Field(default_factory=ReviewSpec, description="The review gate before SFT (stage `review`).")
+    instruct: InstructSpec = Field(default_factory=InstructSpec, description="Instruction curation (stage "
+                                   "`instruct`).")
 
     model_config = StrictModel.model_config | {"populate_by_name": True}
 
@@ -59,10 +67,34 @@ class Params(StrictModel):
         """The spec a stage's `run()` receives."""
         if stage == "pretrain":
             return PretrainJob(model=self.model, parallel=self.parallel, train=self.pretrain)
+        if stage == "instruct":
+            return InstructJob(instruct=self.instruct, eval_prompts=[p.text for p in self.evaluate.prompts])
         return getattr(self, "validate_" if stage == "validate" else stage)
 
     def dump(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
+
+
+# PyYAML raises more than YAMLError: ValueError for a scalar that matches a tag's pattern but not its range
+# (`2001-13-45` read as a date, `!!int x`, `0x_`) and RecursionError for deep nesting. All are params errors.
+YAML_ERRORS = (yaml.YAMLError, ValueError, RecursionError)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice in one mapping (PyYAML silently keeps the last one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` then overriding a key is intended
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float, bool)) or key is None:  # unhashable keys fail later, as before
+                if (type(key), key) in seen:  # 1 and true are different keys
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key {key!r}", key_node.start_mark)
+                seen.add((type(key), key))
+        return super().construct_mapping(node, deep=deep)
 
 
 def parse_override(item: str) -> tuple[str, Any]:
@@ -75,8 +107,8 @@ def parse_override(item: str) -> tuple[str, Any]:
         raise ParamsError([f"{item}: empty key in override"], "override")
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError as exc:
-        raise ParamsError([f"{key}: value is not valid YAML ({exc.__class__.__name__})"], "override") from exc
+    except YAML_ERRORS as exc:
+        raise ParamsError([f"{key}: value is not valid YAML ({exc.__class__.__name__})"], "override") from None
     return key, value
 
 
@@ -120,12 +152,19 @@ def read_params_file(path: str | Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise ParamsError([f"{path}: file not found"], str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise ParamsError([f"byte {exc.start}: not UTF-8 text ({exc.reason})"], str(path)) from None
+    except OSError as exc:  # a directory, a permission problem
+        raise ParamsError([f"{path}: cannot be read ({exc.strerror or exc})"], str(path)) from None
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         raise ParamsError([f"{where}: {getattr(exc, 'problem', None) or exc}"], str(path)) from exc
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else f"a value cannot be read ({exc})"
+        raise ParamsError([f"<document>: {reason}"], str(path)) from None
     if data is None:
         data = {}
     if not isinstance(data, dict):

@@ -81,6 +81,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_stage(args: argparse.Namespace) -> int:
+    if getattr(args, "interactive", False):  # `review --interactive`: a human walks the sample
+        from tasks.review import review_cli
+
+        return review_cli(_root(args), target=args.target, reviewer=args.reviewer, params_file=args.params)
     from tasks.core.files import write_json_atomic
     from tasks.core.runner import StagePaths, run_stage
 
@@ -129,6 +133,11 @@ def build_parser() -> argparse.ArgumentParser:
     for s in graph.STAGES:
         sp = sub.add_parser(s.name, help=f"run stage {s.name} from params.yaml")
         sp.set_defaults(func=cmd_stage)
+        if s.name == "review":
+            sp.add_argument("--interactive", action="store_true", help="walk the spot-check sample in this "
+                            "terminal and write reviews/<target>.json (terminal mode)")
+            sp.add_argument("--target", default=None, help="what is reviewed: pretrain (default) or sft")
+            sp.add_argument("--reviewer", default=None, help="your name (default: git user.name)")
     return parser
 
 

@@ -17,7 +17,7 @@ from specs.ingest import EmbeddedSource, IngestSpec
 from specs.results import StageResult
 from tasks.core.files import atomic_path, write_json_atomic
 from tasks.core.runner import StagePaths
-from tasks.data.records import QUARANTINE_SCHEMA, RECORD_SCHEMA, Bad, Doc, meta_json, write_table
+from tasks.data.records import QUARANTINE_SCHEMA, RECORD_SCHEMA, Bad, Doc, meta_json, unicode_error, write_table
 
 log = logging.getLogger("forgeline.ingest")
 PROGRESS_EVERY_S = 5.0
@@ -44,6 +44,7 @@ def run(spec: IngestSpec, paths: StagePaths) -> StageResult:
 def _ingest_source(src, spec: IngestSpec, paths: StagePaths, shard_dir: Path, quarantine: list) -> dict[str, Any]:
     reasons: Counter[str] = Counter()
     kept = chars = read = shard_no = 0
+    first_origin: dict[str, str] = {}  # id -> origin of the record that kept it: ids are unique per source
     pending: list[dict[str, Any]] = []
     last_log = time.monotonic()
 
@@ -56,11 +57,16 @@ def _ingest_source(src, spec: IngestSpec, paths: StagePaths, shard_dir: Path, qu
     for item in _items(src, paths.root):
         read += 1
         outcome = _to_row(item, src, spec, paths.root) if isinstance(item, Doc) else item
+        if not isinstance(outcome, Bad) and outcome["id"] in first_origin:
+            # Two records under one id would make every later join by id ambiguous; the first one wins.
+            outcome = Bad(item.origin, item.location, "duplicate_id", f"id {outcome['id']!r} was already given to "
+                          f"the record from {first_origin[outcome['id']]}", outcome["text"])
         if isinstance(outcome, Bad):
             reasons[outcome.reason] += 1
             quarantine.append({"source": src.name, **outcome.__dict__})
         else:
             pending.append(outcome)
+            first_origin[outcome["id"]] = outcome["origin"]
             kept += 1
             chars += len(outcome["text"])
             if len(pending) >= spec.shard_records:
@@ -110,8 +116,14 @@ def _to_row(doc: Doc, src, spec: IngestSpec, root: Path) -> dict[str, Any] | Bad
     missing = [m["path"] for m in doc.media if not _resolve(m["path"], root).is_file()]
     if missing:
         return Bad(doc.origin, where, "missing_media", f"referenced file(s) not found: {', '.join(missing)}", preview)
+    meta = meta_json(doc.meta)
+    # The text passed the check above, but a lone surrogate in the id or in another field ("\ud800" in JSON)
+    # would still make the shard unwritable: quarantine the record rather than lose the whole source.
+    for what, value in (("id", doc.key), ("meta", meta)):
+        if (why := unicode_error(value)) is not None:
+            return Bad(doc.origin, where, "invalid_utf8", f"{what} is {why}", preview)
     return {"id": f"{src.name}/{doc.key}", "text": text, "source": src.name, "lang": src.lang,
-            "origin": doc.full_origin, "meta": meta_json(doc.meta), "media": doc.media}
+            "origin": doc.full_origin, "meta": meta, "media": doc.media}
 
 
 def _resolve(path: str, root: Path) -> Path:

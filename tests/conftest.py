@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-PROJECT_FILES = ("tasks", "specs", "flows", "dvc.yaml", ".dvcignore", ".gitignore")
+PROJECT_FILES = ("tasks", "specs", "flows", "reviews", "dvc.yaml", ".dvcignore", ".gitignore")
 
 import tempfile
 
@@ -55,6 +55,16 @@ def tiny_params(root: Path) -> dict:
         "mix": {"token_budget": None, "seq_len": 64, "tokenizer": {"vocab_size": 1024}},
         "pretrain": {"steps": 4, "micro_batch_size": 2, "eval_every": 2, "eval_batches": 1, "checkpoint_every": 2,
                      "log_every": 1, "optim": {"warmup_steps": 1}},
+        "evaluate": {"perplexity_batches": 2, "batch_size": 4, "sampling": {"max_new_tokens": 8},
+                     "prompts": [{"id": "p-mill", "category": "prose", "text": "The mill by the river"},
+                                 {"id": "d-with", "category": "docs", "text": "The with statement"}],
+                     "spotcheck": {"per_stratum": 1}},
+        # An untrained 4-step model scores about the vocabulary size: the tiny run's gate only checks flags.
+        "review": {"max_val_perplexity": None},
+        "instruct": {"sources": [{"name": "chatterbot", "kind": "embedded", "corpus": "chatterbot", "max_pairs": 200},
+                                 {"name": "pydoc_topics", "kind": "embedded", "corpus": "pydoc_topics",
+                                  "max_pairs": 60}],
+                     "max_train_pairs": 150},
     }
 
 

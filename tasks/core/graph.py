@@ -35,6 +35,15 @@ class StageDef:
     persist_outs: tuple[str, ...] = field(default=())
     resumable: bool = False
     seeded: bool = False  # uses run.seed, so it is a DVC param of the stage
+    # Paths outside data/ the stage reads (e.g. committed human review decisions): DVC deps too.
+    extra_deps: tuple[str, ...] = field(default=())
+    # The stage's code lives in tasks/<module>.py and specs/<module>.py (default: its name), so two stages can
+    # share one implementation with their own params section (review and review_sft).
+    module: str | None = None
+
+    @property
+    def module_name(self) -> str:
+        return self.module or self.name
 
     @property
     def out_dir(self) -> str:
@@ -45,7 +54,7 @@ class StageDef:
         return f"{METRICS_DIR}/{self.name}.json"
 
     def code_deps(self) -> list[str]:
-        return [*COMMON_CODE, f"tasks/{self.name}.py", f"specs/{self.name}.py", *self.code]
+        return [*COMMON_CODE, f"tasks/{self.module_name}.py", f"specs/{self.module_name}.py", *self.code]
 
     def param_keys(self) -> list[str]:
         return [self.name, *(["run.seed"] if self.seeded else []), *self.params]
@@ -65,6 +74,17 @@ STAGES: tuple[StageDef, ...] = (
     StageDef("pretrain", upstream=("mix",), seeded=True, params=("model", "parallel"),
              code=("tasks/train", "tasks/data/packing.py", "tasks/data/tokenizer.py"),
              persist_outs=("checkpoints/pretrain",)),
+    StageDef("evaluate", upstream=("pretrain", "mix", "clean"), seeded=True, code=(
+        "tasks/eval/__init__.py", "tasks/eval/generate.py", "tasks/eval/perplexity.py", "tasks/eval/spotcheck.py",
+        "tasks/train/model.py", "tasks/train/tensor_parallel.py", "tasks/train/data.py", "tasks/data/packing.py",
+        "tasks/data/tokenizer.py", "tasks/data/pii.py", "tasks/data/toxicity.py", "tasks/data/quality.py",
+        "tasks/data/wordlists", "specs/clean.py", "specs/review.py")),
+    # The gate before SFT: approves by policy (auto) or reads a human decision committed under reviews/.
+    StageDef("review", upstream=("evaluate",), extra_deps=("reviews",), code=(
+        "tasks/eval/review_gate.py", "tasks/eval/spotcheck.py", "specs/evaluate.py")),
+    StageDef("instruct", seeded=True, params=("evaluate.prompts",), code=(
+        "tasks/data/instructions.py", "tasks/data/decontaminate.py", "tasks/data/minhash.py", "tasks/data/lsh.py",
+        "tasks/data/normalize.py", "tasks/data/embedded.py", "tasks/data/records.py", "specs/clean.py")),
 )
 
 STAGE_NAMES = tuple(s.name for s in STAGES)
@@ -87,7 +107,7 @@ def stage(name: str) -> StageDef:
 
 
 def dvc_stage_entry(s: StageDef) -> dict[str, Any]:
-    deps = [*s.code_deps(), *(stage(u).out_dir for u in s.upstream)]
+    deps = [*s.code_deps(), *(stage(u).out_dir for u in s.upstream), *s.extra_deps]
     return {
         "cmd": f"python -m tasks {s.name}",
         "deps": deps,

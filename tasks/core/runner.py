@@ -92,7 +92,7 @@ def run_stage(name: str, params: Params, root: Path) -> StageResult:
     sdef = graph.stage(name)
     paths = StagePaths(root=root, stage=name, seed=params.run.seed)
     spec = params.section(name)
-    module = importlib.import_module(f"tasks.{name}")
+    module = importlib.import_module(f"tasks.{sdef.module_name}")
 
     # A previous run's manifest must not vouch for what this run is about to (re)write.
     (paths.out / MANIFEST).unlink(missing_ok=True)
@@ -111,7 +111,8 @@ def run_stage(name: str, params: Params, root: Path) -> StageResult:
         spec=spec.model_dump(mode="json", by_alias=True),
         spec_hash=spec_hash(spec),
         code=file_records([root / c for c in sdef.code_deps()], root),
-        inputs=file_records([paths.input(u) for u in sdef.upstream], root),
+        inputs=file_records([*(paths.input(u) for u in sdef.upstream),
+                             *(root / d for d in sdef.extra_deps if (root / d).exists())], root),
         outputs=file_records([paths.out], root),
         counts=result.counts,
         packages=package_versions(),

@@ -6,13 +6,14 @@ for everything it cannot, so ingest can account for every input.
 
 from __future__ import annotations
 
+import codecs
 import glob
 import json
 from pathlib import Path
 from typing import Any, Iterator
 
 from specs.ingest import FilesSource
-from tasks.data.records import Bad, Doc
+from tasks.data.records import Bad, Doc, unicode_error, valid_unicode
 
 FORMAT_BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet", ".txt": "txt", ".md": "md",
                     ".markdown": "md"}
@@ -33,18 +34,24 @@ def expand_paths(patterns: list[str], root: Path, source: str) -> list[Path]:
             matches = [p for p in base.rglob("*")]
         else:
             matches = [base] if base.exists() else []
-        files = [m for m in matches if m.is_file()]
+        # A dangling (or looping) symlink is kept so it is quarantined as unreadable, not skipped silently.
+        files = [m for m in matches if m.is_file() or (m.is_symlink() and not m.exists())]
         if not files:
             raise FileNotFoundError(f"ingest source '{source}': path {pattern!r} matched no files under {root}")
-        found.update(m.resolve() for m in files)
+        found.update(m.resolve() if m.exists() else m.absolute() for m in files)
     return sorted(found)
 
 
 def display_path(path: Path, root: Path) -> str:
+    """`path` relative to `root` where possible, as valid Unicode (it becomes part of ids and origins)."""
+    dangling = path.is_symlink() and not path.exists()  # name the link, not the target it fails to reach
     try:
-        return path.resolve().relative_to(root.resolve()).as_posix()
+        shown = (path.absolute() if dangling else path.resolve()).relative_to(root.resolve()).as_posix()
     except ValueError:
-        return path.as_posix()
+        shown = path.as_posix()
+    # A file name that is not UTF-8 arrives with its bytes as lone surrogates, which Parquet cannot store:
+    # show those bytes as `\xNN` so the file's records keep a stable, writable id instead of crashing ingest.
+    return valid_unicode(shown)
 
 
 def read_files(src: FilesSource, root: Path) -> Iterator[Doc | Bad]:
@@ -61,7 +68,8 @@ def read_files(src: FilesSource, root: Path) -> Iterator[Doc | Bad]:
             yield Bad(shown, "", "unreadable_file", f"{exc.__class__.__name__}: {exc.strerror or exc}")
             continue
         if fmt == "jsonl":
-            yield from _read_jsonl(data, path, shown, src, root)
+            # A UTF-8 byte-order mark (written by some Windows tools) is not part of the first record.
+            yield from _read_jsonl(data.removeprefix(codecs.BOM_UTF8), path, shown, src, root)
         elif fmt == "parquet":
             yield from _read_parquet(path, shown, src, root)
         else:
@@ -70,10 +78,12 @@ def read_files(src: FilesSource, root: Path) -> Iterator[Doc | Bad]:
 
 def _read_text_file(data: bytes, path: Path, shown: str, fmt: str) -> Iterator[Doc | Bad]:
     """A .txt/.md file is one document."""
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0  # a byte-order mark is not text
     try:
-        text = data.decode("utf-8")
+        text = data[bom:].decode("utf-8")
     except UnicodeDecodeError as exc:
-        yield Bad(shown, f"byte {exc.start}", "invalid_utf8", str(exc), data[max(0, exc.start - 40): exc.start + 40]
+        at = exc.start + bom  # offsets stay those of the file on disk
+        yield Bad(shown, f"byte {at}", "invalid_utf8", str(exc), data[max(0, at - 40): at + 40]
                   .decode("utf-8", "backslashreplace"))
         return
     yield Doc(key=shown, text=text, origin=shown, meta={"file": shown, "format": fmt})
@@ -92,8 +102,10 @@ def _read_jsonl(data: bytes, path: Path, shown: str, src: FilesSource, root: Pat
             continue
         try:
             obj = json.loads(line)
-        except (json.JSONDecodeError, RecursionError) as exc:
-            detail = str(exc) if isinstance(exc, json.JSONDecodeError) else "nesting too deep to parse"
+        except (ValueError, RecursionError) as exc:
+            # ValueError, not only JSONDecodeError: an integer longer than Python's int_max_str_digits (4300)
+            # is valid JSON syntax that json.loads still refuses with a plain ValueError.
+            detail = "nesting too deep to parse" if isinstance(exc, RecursionError) else str(exc)
             yield Bad(shown, where, "invalid_json", detail, line)
             continue
         yield _from_object(obj, path, shown, where, src, root, line)
@@ -108,10 +120,24 @@ def _read_parquet(path: Path, shown: str, src: FilesSource, root: Path) -> Itera
         yield Bad(shown, "", "unreadable_file", f"not a readable Parquet file: {exc}")
         return
     row = 0
-    for batch in pf.iter_batches(batch_size=1024):
-        for obj in batch.to_pylist():
-            row += 1
-            yield _from_object(obj, path, shown, f"row {row}", src, root, "")
+    for group in range(pf.metadata.num_row_groups):
+        start, size = row, pf.metadata.row_group(group).num_rows
+        batches = pf.iter_batches(batch_size=1024, row_groups=[group])
+        while True:
+            try:
+                objs = next(batches, None)
+                objs = None if objs is None else objs.to_pylist()
+            except Exception as exc:  # a damaged page (bad compression, bad encoding) inside an intact footer
+                # The rest of this row group is lost; one entry stands for it, the other row groups are read.
+                yield Bad(shown, f"row {row + 1}", "unreadable_file", f"rows {row + 1}-{start + size} (row group "
+                          f"{group}) could not be read: {exc.__class__.__name__}: {exc}")
+                break
+            if objs is None:
+                break
+            for obj in objs:
+                row += 1
+                yield _from_object(obj, path, shown, f"row {row}", src, root, "")
+        row = start + size
 
 
 def _from_object(obj: Any, path: Path, shown: str, where: str, src: FilesSource, root: Path, raw: str) -> Doc | Bad:
@@ -154,6 +180,8 @@ def _media_refs(value: Any, base: Path, root: Path) -> list[dict[str, str]]:
             raise ValueError(f"media reference must be a path or {{kind, path}}, got {type(item).__name__}")
         if not ref.strip():
             raise ValueError("media reference has an empty path")
+        if (why := unicode_error(ref)) is not None:
+            raise ValueError(f"media path is {why}")
         target = Path(ref) if Path(ref).is_absolute() else base / ref
         refs.append({"kind": kind or MEDIA_KIND_BY_SUFFIX.get(target.suffix.lower(), "file"),
                      "path": display_path(target, root)})

@@ -41,7 +41,7 @@ QUARANTINE_SCHEMA = pa.schema(
 
 QUARANTINE_REASONS = (
     "invalid_utf8", "invalid_json", "not_an_object", "missing_text", "empty_text", "wrong_type", "oversized",
-    "missing_media", "bad_media", "unreadable_file", "unsupported_format",
+    "missing_media", "bad_media", "unreadable_file", "unsupported_format", "duplicate_id",
 )
 RAW_PREVIEW = 500
 
@@ -75,7 +75,37 @@ class Bad:
     def __post_init__(self) -> None:
         if self.reason not in QUARANTINE_REASONS:
             raise ValueError(f"unknown quarantine reason {self.reason!r}")
-        self.raw = self.raw[:RAW_PREVIEW]
+        # Quarantine text often quotes the hostile input itself (a lone surrogate, an undecodable file name):
+        # escape it, or writing quarantine.parquet would fail on exactly the records it exists to keep.
+        self.origin, self.location = valid_unicode(self.origin), valid_unicode(self.location)
+        self.detail = valid_unicode(self.detail)
+        self.raw = valid_unicode(self.raw[:RAW_PREVIEW])[:RAW_PREVIEW]
+
+
+def valid_unicode(text: str) -> str:
+    """`text` unchanged when UTF-8 can hold it; else with lone surrogates written as backslash escapes.
+
+    Surrogates come from two places: file names that are not UTF-8 (Python decodes their bytes as U+DC80..
+    U+DCFF, "surrogateescape"; shown here as `\\xNN`) and JSON escapes such as "\\ud800" (shown as `\\ud800`).
+    """
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # surrogates outside the surrogateescape range
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def unicode_error(text: str) -> str | None:
+    """Why `text` cannot be stored as UTF-8 (a lone surrogate and where), or None when it can."""
+    try:
+        text.encode("utf-8")
+        return None
+    except UnicodeEncodeError as exc:
+        return f"not valid Unicode at character {exc.start}: {exc.reason}"
 
 
 def meta_json(meta: dict[str, Any]) -> str:

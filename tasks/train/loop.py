@@ -30,6 +30,7 @@ import torch.distributed as dist
 
 from tasks.core import faults
 from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
+from tasks.train.adaptive import AdaptiveMixer
 from tasks.train.checkpoint import CheckpointStore, identity_problems, tag_name
 from tasks.train.dsconfig import ds_config, lr_at
 from tasks.train.monitor import Monitor
@@ -52,6 +53,8 @@ class Job:
     reports_dir: str
     marker_dir: str
     seed: int
+    kind: str = "pretrain"  # "sft": the same launch path runs tasks.train.sft_loop instead
+    extra: dict[str, Any] | None = None  # kind-specific inputs (sft: instruct dir, pretrained weights)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -94,7 +97,12 @@ def run_rank(job: Job) -> dict[str, Any]:
     rank = int(os.environ.get("RANK", "0"))
     marker = marker_path(job.marker_dir, rank)
     try:
-        result = _run(job, rank, t_start)
+        if job.kind == "sft":
+            from tasks.train.sft_loop import run_sft
+
+            result = run_sft(job, rank, t_start)
+        else:
+            result = _run(job, rank, t_start)
         write_json_atomic(marker, {"rank": rank, "ok": True, "result": result})
         return result
     except BaseException as exc:
@@ -153,6 +161,9 @@ def _run(job: Job, rank: int, t_start: float) -> dict[str, Any]:
         write_json_atomic(ckpt_dir / "ds_config.json", dsc)
     engine = Engine(cfg, spec, layout, job.seed, dsc)
     data = TrainData(mix_dir, job.seed, train.micro_batch_size, train.grad_accum, par.dp)
+    mixer = AdaptiveMixer.attach(job, train, data, ckpt_dir, tag)  # mix.adaptive: None when off
+    if mixer and tag is None:
+        rows.append(mixer.row(0))
     evald = EvalData(mix_dir, train.micro_batch_size, train.eval_batches)
     if tag is not None:
         engine.load(str(ckpt_dir), tag)
@@ -177,7 +188,7 @@ def _run(job: Job, rank: int, t_start: float) -> dict[str, Any]:
                           resume_step=start)
     if start == 0 and tag is None and train.stability.enabled and train.stability.max_rollbacks > 0:
         # A rollback before the first checkpoint returns to the initial weights: keep them as checkpoint 0.
-        _save(engine, store, layout, rank, 0, rows, identity, spec_json, train.keep_checkpoints, guard)
+        _save(engine, store, layout, rank, 0, rows, identity, spec_json, train.keep_checkpoints, guard, mixer)
 
     t_ready = time.perf_counter()
     losses: list[float] = []
@@ -204,6 +215,8 @@ def _run(job: Job, rank: int, t_start: float) -> dict[str, Any]:
             decision.raise_if_abort()
             if decision.action is Action.ROLLBACK:
                 rows = _rollback(engine, guard, decision.to_step, ckpt_dir, layout, rank, rows, metrics_file)
+                if mixer:
+                    mixer.restore(ckpt_dir / tag_name(decision.to_step))
                 step = decision.to_step
                 if monitor:
                     monitor.resync()
@@ -224,7 +237,7 @@ def _run(job: Job, rank: int, t_start: float) -> dict[str, Any]:
                              loss, row["lr"], "-" if gnorm is None else f"{gnorm:.3f}",
                              "-" if wall["tokens_per_s"] is None else f"{wall['tokens_per_s']:.0f}",
                              "unknown" if wall["mfu"] is None else f"{wall['mfu']:.1%}")
-            if done % train.eval_every == 0 or done == train.steps:
+            if done % train.eval_every == 0 or done == train.steps or (mixer and mixer.due(done)):
                 ev = eval_row(engine, evald, done)
                 if ev:
                     new_rows.append(ev)
@@ -233,12 +246,17 @@ def _run(job: Job, rank: int, t_start: float) -> dict[str, Any]:
                                                 **{f"val_loss/{k}": v for k, v in ev["val_loss_by_source"].items()}})
                         log.info("step %d val loss %.4f %s", done, ev["val_loss"],
                                  " ".join(f"{s}={v:.3f}" for s, v in ev["val_loss_by_source"].items()))
+                    if mixer and mixer.due(done):  # new weights from the next data batch on
+                        new_rows.append(mixer.update(done, ev["val_loss_by_source"], guard.batch_index(done + 1) - 1))
+                        if monitor:
+                            monitor.sink.log(done, mixer.log_values())
             rows += new_rows
             if rank == 0:
                 for r in new_rows:
                     append_row(metrics_file, r)
             if done % train.checkpoint_every == 0 or done == train.steps:
-                _save(engine, store, layout, rank, done, rows, identity, spec_json, train.keep_checkpoints, guard)
+                _save(engine, store, layout, rank, done, rows, identity, spec_json, train.keep_checkpoints, guard,
+                      mixer)
             if monitor and (new_rows or done % train.checkpoint_every == 0):
                 monitor.resync()  # evaluation and checkpoint time is not training throughput
             faults.checkpoint("pretrain.step_done")
@@ -261,6 +279,8 @@ def _run(job: Job, rank: int, t_start: float) -> dict[str, Any]:
         write_json_atomic(out_dir / "ds_config.json", dsc)
         report = build_report(rows, cfg, spec_json, train.steps, G, tokens_per_step, evald.sources, guard)
         write_plots(out_dir, rows)
+        if mixer:
+            mixer.write_csv(out_dir, rows)
         write_json_atomic(out_dir / "report.json", report)
         trained = train.steps - start
         result = {"report": report, "start_step": start, "resumed_from": tag, "losses": losses,
@@ -270,6 +290,8 @@ def _run(job: Job, rank: int, t_start: float) -> dict[str, Any]:
                              "tokens_per_s": round(trained * tokens_per_step / max(t_trained - t_ready, 1e-9), 1)
                              if trained else None,
                              "wall_s": round(time.perf_counter() - t_start, 3)}}
+        if mixer:
+            result["adaptive_mix"] = mixer.summary()
     return result
 
 
@@ -298,7 +320,8 @@ def _choose_resume(store: CheckpointStore, identity: dict[str, Any], steps: int)
 
 
 def _save(engine: Any, store: CheckpointStore, layout: Any, rank: int, step: int, rows: list[dict[str, Any]],
-          identity: dict[str, Any], spec_json: dict[str, Any], keep: int, guard: StabilityGuard) -> None:
+          identity: dict[str, Any], spec_json: dict[str, Any], keep: int, guard: StabilityGuard,
+          mixer: AdaptiveMixer | None = None) -> None:
     tag = tag_name(step)
     guard.note_checkpoint(step)  # before its state is saved: a resumed run must hold the same rollback target
     if rank == 0:
@@ -311,6 +334,8 @@ def _save(engine: Any, store: CheckpointStore, layout: Any, rank: int, step: int
     if rank == 0:
         write_text_atomic(store.folder / tag / "metrics.jsonl", jsonl(rows))
         write_json_atomic(store.folder / tag / GUARD_FILE, guard.state_dict())
+        if mixer:
+            mixer.save(store.folder / tag)  # the weight history: a resumed run draws the same batches
         store.write_manifest(tag, step, identity, spec_json)
         store.publish(tag)
         removed = store.prune(keep, protect=tag)

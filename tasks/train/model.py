@@ -7,6 +7,12 @@
 
 Attention: RoPE (rotate-half convention, as Hugging Face Llama), grouped-query attention (each kv head serves
 n_heads / n_kv_heads query heads, repeated before `F.scaled_dot_product_attention(is_causal=True)`).
+
+Packed SFT rows (optional, pp = 1 only): `Transformer.forward(ids, segment_ids=..., position_ids=...)` makes
+attention block-diagonal causal (token i sees j only if j ≤ i and seg[j] == seg[i]) and RoPE use the given
+positions, so samples packed into one row cannot see each other and each starts at position 0. Without them the
+forward is the unchanged `is_causal=True` path; pipeline layers only ever get the activation tensor.
+
 Tensor parallelism (`tensor_parallel.py`) splits q/k/v/gate/up by output rows and o/down by input columns;
 heads are split contiguously, so TP rank r holds query heads [r·h/tp, (r+1)·h/tp) and exactly the kv heads they
 use. Embedding, norms and the LM head are replicated over TP ranks (vocab is not split).
@@ -109,6 +115,33 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + torch.cat([-x2, x1], dim=-1) * sin
 
 
+def rope_at(position_ids: torch.Tensor, head_dim: int, theta: float, n_table: int, dtype: torch.dtype):
+    """cos, sin [B, 1, T, hd] for explicit positions [B, T] (each < n_table), broadcast over heads."""
+    cos, sin = rope_tables(n_table, head_dim, theta, position_ids.device, dtype)       # [n_table, hd]
+    return cos[position_ids].unsqueeze(1), sin[position_ids].unsqueeze(1)           # [B, 1, T, hd]
+
+
+def block_causal_mask(segment_ids: torch.Tensor) -> torch.Tensor:
+    """Boolean SDPA mask [B, 1, T, T] (True = may attend): j ≤ i and seg[j] == seg[i].
+
+    The diagonal is always allowed, so no row is fully masked (padding in its own segment stays finite).
+    """
+    T = segment_ids.size(-1)
+    same = segment_ids[:, :, None] == segment_ids[:, None, :]                         # [B, T, T]
+    causal = torch.ones(T, T, dtype=torch.bool, device=segment_ids.device).tril()   # [T, T]
+    return (same & causal).unsqueeze(1)                                             # [B, 1, T, T]
+
+
+def positions_from_segments(segment_ids: torch.Tensor) -> torch.Tensor:
+    """Positions [B, T] restarting at 0 wherever the segment id changes (segments are contiguous runs)."""
+    B, T = segment_ids.shape
+    idx = torch.arange(T, device=segment_ids.device).expand(B, T)                   # [B, T]
+    start = torch.ones_like(segment_ids, dtype=torch.bool)
+    start[:, 1:] = segment_ids[:, 1:] != segment_ids[:, :-1]                        # a run begins here
+    first = torch.where(start, idx, torch.zeros_like(idx)).cummax(dim=1).values     # [B, T] start of own run
+    return idx - first
+
+
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     """[B, Hkv, T, hd] -> [B, Hkv·n_rep, T, hd]: kv head j serves query heads j·n_rep .. j·n_rep + n_rep - 1."""
     return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=1)
@@ -127,17 +160,26 @@ class Attention(nn.Module):
                                     f"{prefix}.wo.weight")
         self.resid_dropout = nn.Dropout(cfg.dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """x [B, T, d]; optional attn_mask [B, 1, T, T] bool (replaces the causal mask) and positions [B, T]."""
         B, T, _ = x.shape
         q = self.wq(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)     # [B, h, T, hd]
         k = self.wk(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # [B, hkv, T, hd]
         v = self.wv(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # [B, hkv, T, hd]
-        cos, sin = rope_tables(T, self.head_dim, self.cfg.rope_theta, x.device, q.dtype)
+        if position_ids is None:
+            cos, sin = rope_tables(T, self.head_dim, self.cfg.rope_theta, x.device, q.dtype)  # [T, hd]
+        else:  # table long enough for any position of a packed row (positions restart per sample)
+            cos, sin = rope_at(position_ids, self.head_dim, self.cfg.rope_theta, max(T, self.cfg.seq_len),
+                               q.dtype)                                             # [B, 1, T, hd]
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         rep = self.n_heads // self.n_kv_heads
         k, v = repeat_kv(k, rep), repeat_kv(v, rep)                                # [B, h, T, hd]
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True,
-                                           dropout_p=self.cfg.dropout if self.training else 0.0)  # [B, h, T, hd]
+        p = self.cfg.dropout if self.training else 0.0
+        if attn_mask is None:  # the pretraining path: is_causal lets SDPA pick its fastest (flash) kernel
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)          # [B, h, T, hd]
+        else:  # an explicit boolean mask: SDPA's memory-efficient / math kernels (flash takes no mask)
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)     # [B, h, T, hd]
         y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)          # [B, T, h·hd]
         return self.resid_dropout(self.wo(y))                                      # [B, T, d]
 
@@ -175,14 +217,17 @@ class Block(nn.Module):
         self.mlp = SwiGLU(cfg, f"layers.{index}.mlp", seed, tp)
         self.checkpointing = checkpointing  # recompute in backward (pp = 1; a pipeline does its own)
 
-    def _forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x))                                       # [B, T, d]
+    def _forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                 position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), attn_mask, position_ids)              # [B, T, d]
         return x + self.mlp(self.mlp_norm(x))                                      # [B, T, d]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """A pipeline calls this with x alone; the packed-SFT extras come only from `Transformer.forward`."""
         if self.checkpointing and self.training and torch.is_grad_enabled():
-            return checkpoint(self._forward, x, use_reentrant=False)
-        return self._forward(x)
+            return checkpoint(self._forward, x, attn_mask, position_ids, use_reentrant=False)
+        return self._forward(x, attn_mask, position_ids)
 
 
 class FinalNorm(RMSNorm):
@@ -222,7 +267,11 @@ def head_index(cfg: ModelConfig) -> int:
 
 
 class Transformer(nn.Module):
-    """The plain (pp = 1) model: the same layers, run in order. forward(ids) -> logits, or the loss with labels."""
+    """The plain (pp = 1) model: the same layers, run in order. forward(ids) -> logits, or the loss with labels.
+
+    Packed rows: pass `segment_ids` [B, T] (block-diagonal causal attention; positions then restart at 0 per
+    segment unless `position_ids` [B, T] are given) and/or `position_ids` alone (RoPE positions, causal mask).
+    """
 
     def __init__(self, cfg: ModelConfig, seed: int, tp: TPContext = NO_TP, checkpointing: bool = False):
         super().__init__()
@@ -232,10 +281,18 @@ class Transformer(nn.Module):
         head = LMHead(cfg, seed, head_index(cfg), tied_to=emb if cfg.tie_embeddings else None)
         self.layers = nn.ModuleList([emb, *blocks, FinalNorm(cfg), head])
 
-    def forward(self, ids: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, labels: torch.Tensor | None = None,
+                segment_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None) -> torch.Tensor:
         x = ids                                                                    # [B, T]
-        for layer in self.layers:
-            x = layer(x)                                                           # ... -> [B, T, V]
+        if segment_ids is None and position_ids is None:
+            for layer in self.layers:
+                x = layer(x)                                                       # ... -> [B, T, V]
+        else:
+            if position_ids is None:
+                position_ids = positions_from_segments(segment_ids)                # [B, T]
+            mask = None if segment_ids is None else block_causal_mask(segment_ids)  # [B, 1, T, T], built once
+            for layer in self.layers:
+                x = layer(x, mask, position_ids) if isinstance(layer, Block) else layer(x)
         return x if labels is None else lm_loss(x, labels)
 
 

@@ -1,0 +1,185 @@
+"""The spot-check sample: generations plus kept and dropped documents from clean, each with automatic flags.
+
+Strata: `generation:<prompt category>`, `kept_doc:<source>`, `dropped_doc:<source | reason | source/reason>`.
+Within a stratum, items are ranked by an 8-byte blake2b hash of (run.seed, item id) and the first
+`per_stratum` are taken — no RNG state, so the draw is the same on every machine, and adding documents to a
+source only ever swaps in a newcomer that hashes lower. Items are written in stratum order, then by id.
+
+Flags come from the project's own detectors (`tasks/data/pii.py`, `toxicity.py`, `quality.py`) run on the
+full text, with the stricter settings of `evaluate.spotcheck.flags`: they point a reviewer at items, they decide
+nothing by themselves (the review gate's auto mode counts them on generations).
+
+`spotcheck.jsonl` is canonical JSON (one item per line, sorted keys), so its sha256 identifies the sample: a
+human decision records it, and the review stage refuses a decision made on another sample.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from specs.evaluate import FLAGS, FlagSpec, SpotcheckSpec, SpotItem
+from tasks.data.pii import scrub_pii
+from tasks.data.quality import quality_score
+from tasks.data.toxicity import load_lexicon, toxicity
+
+KIND_ORDER = {"generation": 0, "kept_doc": 1, "dropped_doc": 2}
+ID_PREFIX = {"generation": "gen:", "kept_doc": "kept:", "dropped_doc": "dropped:"}
+
+
+class Flagger:
+    """Automatic flags for a text: `pii` (any PII kind found), `toxic` (word list), `low_quality` (rules of the
+    profile that `quality.profiles` gives the text's source or prompt category; prose by default)."""
+
+    def __init__(self, spec: FlagSpec, root: Path):
+        self.spec = spec
+        wordlist = spec.toxicity.wordlist
+        self.lexicon = load_lexicon(root / wordlist if wordlist else None) if spec.toxicity.enabled else None
+
+    def __call__(self, text: str, group: str) -> tuple[list[str], str]:
+        """(flags in FLAGS order, a one-line explanation)."""
+        raised: dict[str, str] = {}
+        if self.spec.pii_kinds:
+            _, found = scrub_pii(text, self.spec.pii_kinds)
+            if found:
+                raised["pii"] = "pii: " + ", ".join(f"{k} ×{n}" for k, n in found.items())
+        if self.lexicon is not None:
+            tox = toxicity(text, self.lexicon, self.spec.toxicity)
+            if not tox.keep:
+                raised["toxic"] = f"toxic: {tox.hits} hit(s): {', '.join(tox.matched)}"
+        if self.spec.quality.enabled:
+            profile = self.spec.quality.profiles.get(group, "prose")
+            verdict = quality_score(text, getattr(self.spec.quality, profile))
+            if not verdict.keep:
+                failed = ", ".join(verdict.failed_rules) or "mean below threshold"
+                raised["low_quality"] = f"low_quality: {profile} score {verdict.score:.3f}; failed: {failed}"
+        flags = [f for f in FLAGS if f in raised]
+        return flags, "; ".join(raised[f] for f in flags)
+
+
+def rank(seed: int, item_id: str) -> float:
+    """A stable pseudo-random number in [0, 1) for an item (the same on every machine and Python run)."""
+    digest = hashlib.blake2b(f"{seed}\x1f{item_id}".encode(), digest_size=8, person=b"forgeline-spot").digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def draw(candidates: dict[str, list[str]], k: int, seed: int) -> dict[str, list[str]]:
+    """Per stratum, the `k` ids of lowest rank, returned sorted by id."""
+    return {s: sorted(sorted(ids, key=lambda i: (rank(seed, i), i))[:k]) for s, ids in candidates.items()}
+
+
+def _truncate(text: str, max_chars: int) -> str:
+    return text if len(text) <= max_chars else text[:max_chars]
+
+
+def generation_items(gens: list[dict[str, Any]], spec: SpotcheckSpec, seed: int) -> list[SpotItem]:
+    """Generations (with their flags already computed) drawn per prompt category."""
+    by_id = {ID_PREFIX["generation"] + g["id"]: g for g in gens}
+    strata: dict[str, list[str]] = defaultdict(list)
+    for item_id, g in by_id.items():
+        strata[f"generation:{g['category']}"].append(item_id)
+    items = []
+    for stratum, ids in draw(strata, spec.per_stratum, seed).items():
+        for item_id in ids:
+            g = by_id[item_id]
+            items.append(SpotItem(id=item_id, kind="generation", stratum=stratum, source=g["category"],
+                                  prompt=g["prompt"], text=_truncate(g["completion"], spec.max_chars),
+                                  chars=len(g["completion"]), flags=g["flags"], flag_detail=g["flag_detail"]))
+    return items
+
+
+def _rows(files: list[Path], columns: list[str], ids: set[str] | None = None) -> list[dict[str, Any]]:
+    """Rows of parquet `files` (only `columns`; only ids in `ids` when given), reading one file at a time."""
+    rows: list[dict[str, Any]] = []
+    for f in files:
+        table = pq.read_table(f, columns=columns)
+        if ids is not None:
+            table = table.filter(pc.is_in(table.column("id"), value_set=_string_array(ids)))
+        rows += table.to_pylist()
+    return rows
+
+
+def _string_array(values: Iterable[str]) -> pa.Array:
+    return pa.array(sorted(values), pa.string())
+
+
+def kept_items(clean_dir: Path, spec: SpotcheckSpec, seed: int, flagger: Flagger) -> list[SpotItem]:
+    """Documents clean kept, drawn per source. Only the chosen documents' texts are read."""
+    files = sorted((clean_dir / "shards").glob("*.parquet"))
+    strata: dict[str, list[str]] = defaultdict(list)
+    for r in _rows(files, ["id", "source"]):
+        strata[f"kept_doc:{r['source']}"].append(r["id"])
+    chosen = draw(strata, spec.per_stratum, seed)
+    wanted = {i for ids in chosen.values() for i in ids}
+    texts = {r["id"]: r for r in _rows(files, ["id", "source", "text"], wanted)} if wanted else {}
+    items = []
+    for stratum, ids in chosen.items():
+        for doc_id in ids:
+            r = texts[doc_id]
+            flags, why = flagger(r["text"] or "", r["source"])
+            items.append(SpotItem(id=ID_PREFIX["kept_doc"] + doc_id, kind="kept_doc", stratum=stratum,
+                                  source=r["source"], text=_truncate(r["text"] or "", spec.max_chars),
+                                  chars=len(r["text"] or ""), flags=flags, flag_detail=why))
+    return items
+
+
+def dropped_items(clean_dir: Path, spec: SpotcheckSpec, seed: int, flagger: Flagger) -> list[SpotItem]:
+    """Documents in clean's drop ledger, drawn per source, reason or both (`spotcheck.dropped_strata`)."""
+    ledger = clean_dir / "dropped.parquet"
+    if not ledger.exists():
+        raise FileNotFoundError(f"evaluate: {ledger} not found (clean writes its drop ledger there)")
+    rows = {}
+    for r in _rows([ledger], ["id", "source", "reason", "detail", "text"]):
+        rows.setdefault(r["id"], r)  # ids are unique in clean's output; keep the first should that ever break
+    strata: dict[str, list[str]] = defaultdict(list)
+    for doc_id, r in rows.items():
+        key = {"source": r["source"], "reason": r["reason"],
+               "source_reason": f"{r['source']}/{r['reason']}"}[spec.dropped_strata]
+        strata[f"dropped_doc:{key}"].append(doc_id)
+    items = []
+    for stratum, ids in draw(strata, spec.per_stratum, seed).items():
+        for doc_id in ids:
+            r = rows[doc_id]
+            text = r["text"] or ""
+            flags, why = flagger(text, r["source"])
+            items.append(SpotItem(id=ID_PREFIX["dropped_doc"] + doc_id, kind="dropped_doc", stratum=stratum,
+                                  source=r["source"], text=_truncate(text, spec.max_chars), chars=len(text),
+                                  reason=r["reason"], detail=r["detail"], flags=flags, flag_detail=why))
+    return items
+
+
+def build_sample(gens: list[dict[str, Any]], clean_dir: Path, spec: SpotcheckSpec, seed: int,
+                 flagger: Flagger) -> list[SpotItem]:
+    """The whole sample, ordered by kind, stratum and id."""
+    items: list[SpotItem] = []
+    if spec.generations:
+        items += generation_items(gens, spec, seed)
+    if spec.kept_docs:
+        items += kept_items(clean_dir, spec, seed, flagger)
+    if spec.dropped_docs:
+        items += dropped_items(clean_dir, spec, seed, flagger)
+    return sorted(items, key=lambda it: (KIND_ORDER[it.kind], it.stratum, it.id))
+
+
+def sample_text(items: list[SpotItem]) -> str:
+    """The canonical bytes of spotcheck.jsonl: one sorted-key JSON object per line."""
+    return "".join(json.dumps(it.model_dump(mode="json"), sort_keys=True, ensure_ascii=False) + "\n"
+                   for it in items)
+
+
+def sample_sha256(items: list[SpotItem]) -> str:
+    return hashlib.sha256(sample_text(items).encode("utf-8")).hexdigest()
+
+
+def read_sample(path: Path) -> list[SpotItem]:
+    """The items of a spotcheck.jsonl."""
+    return [SpotItem.model_validate_json(line) for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip()]

@@ -1,0 +1,262 @@
+"""The review gate: auto mode approves/rejects by thresholds, a scripted terminal review, stale and missing
+decisions refused with their messages, a reject fails the gate with the notes, and the Prefect pause/resume
+form through a test server's API."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from specs.evaluate import SpotItem
+from specs.review import ReviewDecision, ReviewSpec
+from tasks import review
+from tasks.core import graph
+from tasks.core.files import sha256_file, write_json_atomic, write_text_atomic
+from tasks.core.runner import StagePaths
+from tasks.eval import review_gate
+from tasks.eval.spotcheck import sample_text
+
+NEW_STAGES = (graph.StageDef("evaluate", upstream=("pretrain", "mix", "clean"), seeded=True),
+              graph.StageDef("review", upstream=("evaluate",)))
+ITEMS = [
+    SpotItem(id="gen:p1", kind="generation", stratum="generation:prose", source="prose", prompt="Once", text="upon a",
+             chars=7),
+    SpotItem(id="gen:p2", kind="generation", stratum="generation:prose", source="prose", prompt="Twice",
+             text="a shit time", chars=11, flags=["toxic"], flag_detail="toxic: 1 hit(s): shit"),
+    SpotItem(id="kept:docs/a", kind="kept_doc", stratum="kept_doc:docs", source="docs", text="Mail a@b.org",
+             chars=300, flags=["pii", "low_quality"], flag_detail="pii: email ×1; low_quality: prose score 0.5"),
+    SpotItem(id="dropped:docs/b", kind="dropped_doc", stratum="dropped_doc:docs", source="docs", text="short",
+             chars=5, reason="low_quality", detail="prose score 0.4; failed: length"),
+]
+
+
+def _register(mp: pytest.MonkeyPatch) -> None:
+    known = {s.name for s in graph.STAGES}
+    mp.setattr(graph, "STAGES", (*graph.STAGES, *(s for s in NEW_STAGES if s.name not in known)))
+
+
+@pytest.fixture(autouse=True)
+def registered(monkeypatch):
+    _register(monkeypatch)
+
+
+def write_evaluate(root: Path, items=ITEMS, perplexity: float = 120.0, toxic: float = 0.5, pii: float = 0.0) -> str:
+    """An evaluate output folder (spotcheck.jsonl + report.json); returns the sample's sha256."""
+    out = root / "data" / "evaluate"
+    write_text_atomic(out / "spotcheck.jsonl", sample_text(items))
+    write_json_atomic(out / "report.json", {
+        "perplexity": {"loss": 4.787, "perplexity": perplexity, "tokens": 1000},
+        "generations": {"count": 2, "flagged_fraction": {"toxic": toxic, "pii": pii, "low_quality": 0.0}}})
+    return sha256_file(out / "spotcheck.jsonl")
+
+
+def run_review(root: Path, **spec):
+    paths = StagePaths(root=root, stage="review", seed=0)
+    paths.out.mkdir(parents=True, exist_ok=True)
+    return review.run(ReviewSpec(**spec), paths)
+
+
+def decision_file(root: Path) -> dict:
+    return json.loads((root / "data" / "review" / "decision.json").read_text())
+
+
+def test_auto_approves_when_thresholds_pass_and_is_byte_identical(tmp_path):
+    sha = write_evaluate(tmp_path)
+    result = run_review(tmp_path, mode="auto", max_toxic_fraction=0.5)
+    assert result.ok and result.counts["decision"] == "approve"
+    d = decision_file(tmp_path)
+    assert (d["decision"], d["reviewer"], d["mode"], d["time"], d["sample_sha256"]) == (
+        "approve", "auto", "auto", None, sha)
+    assert {i["id"]: i["label"] for i in d["items"]} == {
+        "gen:p1": "ok", "gen:p2": "toxic", "kept:docs/a": "pii-leak", "dropped:docs/b": "ok"}
+    assert "val perplexity 120 ≤ 1000: pass" in d["notes"]
+    first = (tmp_path / "data" / "review" / "decision.json").read_bytes()
+    run_review(tmp_path, mode="auto", max_toxic_fraction=0.5)
+    assert (tmp_path / "data" / "review" / "decision.json").read_bytes() == first
+
+
+@pytest.mark.parametrize("spec, report, failing", [
+    ({"max_val_perplexity": 100.0, "max_toxic_fraction": 1.0}, {}, "val perplexity 120 > 100: FAIL"),
+    ({}, {"toxic": 0.5}, "share of generations flagged toxic 0.5 > 0.25: FAIL"),
+    ({"max_pii_fraction": 0.0}, {"toxic": 0.0, "pii": 0.5}, "share of generations flagged pii 0.5 > 0: FAIL"),
+])
+def test_auto_rejects_by_threshold(tmp_path, spec, report, failing):
+    write_evaluate(tmp_path, **report)
+    result = run_review(tmp_path, mode="auto", **spec)
+    assert not result.ok and result.error is None  # a gate, not a crash: the flow does not retry it
+    assert "REJECTED" in result.summary and failing in result.summary
+    assert decision_file(tmp_path)["decision"] == "reject"
+
+
+def scripted(answers: list[str]):
+    feed = iter(answers)
+    asked: list[str] = []
+
+    def input_fn(prompt: str) -> str:
+        asked.append(prompt)
+        return next(feed)
+    return input_fn, asked
+
+
+def test_terminal_review_writes_the_decision_the_stage_accepts(tmp_path):
+    sha = write_evaluate(tmp_path)
+    # per item: label, note; "x" is refused and asked again; enter = ok; then decision and notes
+    input_fn, asked = scripted(["", "", "x", "t", "slur in a generation", "p", "", "l", "too short",
+                                "maybe", "a", "fine for SFT"])
+    shown: list[str] = []
+    rc = review.review_cli(tmp_path, target="pretrain", reviewer="ada", input_fn=input_fn,
+                           print_fn=lambda *a: shown.append(" ".join(map(str, a))))
+    assert rc == 0
+    saved = ReviewDecision.model_validate_json((tmp_path / "reviews" / "pretrain.json").read_text())
+    assert (saved.decision, saved.reviewer, saved.mode, saved.notes, saved.sample_sha256) == (
+        "approve", "ada", "terminal", "fine for SFT", sha)
+    assert [(i.id, i.label, i.note) for i in saved.items] == [
+        ("gen:p1", "ok", ""), ("gen:p2", "toxic", "slur in a generation"), ("kept:docs/a", "pii-leak", ""),
+        ("dropped:docs/b", "low-quality", "too short")]
+    assert saved.time and saved.time.endswith("+00:00")
+    text = "\n".join(shown)
+    assert "a shit time" in text and "toxic: 1 hit(s): shit" in text and "dropped by clean: low_quality" in text
+    assert "first 12 of 300 characters" in text and sum("please answer" in s for s in shown) == 2
+    assert len(asked) == 12
+
+    result = run_review(tmp_path, mode="terminal")
+    assert result.ok and result.counts["labels"]["toxic"] == 1 and "ada" in result.summary
+    assert decision_file(tmp_path) == json.loads((tmp_path / "reviews" / "pretrain.json").read_text())
+
+
+def test_terminal_abort_writes_nothing(tmp_path):
+    write_evaluate(tmp_path)
+
+    def eof(_prompt: str) -> str:
+        raise EOFError
+
+    assert review.review_cli(tmp_path, target="pretrain", reviewer="ada", input_fn=eof, print_fn=lambda *a: None) == 1
+    assert not (tmp_path / "reviews").exists()
+
+
+def test_missing_decision_is_refused_with_the_message(tmp_path):
+    write_evaluate(tmp_path)
+    for mode in ("terminal", "prefect"):
+        result = run_review(tmp_path, mode=mode, target="pretrain")
+        assert not result.ok and result.error is None
+        assert review_gate.AWAITING in result.summary and "reviews/pretrain.json" in result.summary
+        assert "awaiting review: run `python -m tasks review --interactive` or approve in the Prefect UI" in result.summary
+        assert not (tmp_path / "data" / "review" / "decision.json").exists()
+
+
+def human(sha: str, decision: str = "approve", notes: str = "", ids=("gen:p1",)) -> ReviewDecision:
+    return ReviewDecision(decision=decision, items=[{"id": i, "label": "hallucination"} for i in ids], notes=notes,
+                          reviewer="grace", time="2026-11-02T10:00:00+00:00", mode="terminal", sample_sha256=sha)
+
+
+def test_stale_sample_is_refused(tmp_path):
+    sha = write_evaluate(tmp_path)
+    review_gate.write_review(tmp_path, "pretrain", human(sha))
+    assert run_review(tmp_path, mode="terminal").ok
+    changed = [*ITEMS[:3], ITEMS[3].model_copy(update={"text": "another"})]
+    write_evaluate(tmp_path, items=changed)  # e.g. evaluate re-ran on a new model
+    result = run_review(tmp_path, mode="terminal")
+    assert not result.ok
+    assert "sample changed since the review — review again with `python -m tasks review --interactive`" in result.summary
+    assert not (tmp_path / "data" / "review" / "decision.json").exists()  # the old verdict does not linger
+
+
+def test_unknown_items_and_malformed_files_are_refused(tmp_path):
+    sha = write_evaluate(tmp_path)
+    review_gate.write_review(tmp_path, "pretrain", human(sha, ids=("gen:nope",)))
+    result = run_review(tmp_path, mode="terminal")
+    assert not result.ok and "not in the sample: gen:nope" in result.summary
+    (tmp_path / "reviews" / "pretrain.json").write_text('{"decision": "maybe"}')
+    result = run_review(tmp_path, mode="terminal")
+    assert not result.ok and "is not a valid review decision" in result.summary
+
+
+def test_rejection_fails_the_gate_with_the_notes(tmp_path):
+    sha = write_evaluate(tmp_path)
+    review_gate.write_review(tmp_path, "pretrain", human(sha, "reject", "invents facts about Paris"))
+    result = run_review(tmp_path, mode="prefect")
+    assert not result.ok and result.error is None
+    assert "REJECTED" in result.summary and "invents facts about Paris" in result.summary
+    assert "| gen:p1 | hallucination |" in result.summary
+    assert decision_file(tmp_path)["decision"] == "reject"  # the verdict that stopped the run is on record
+
+
+# ------------------------------------------------------------------------------------------------ Prefect mode
+@pytest.fixture(scope="module")
+def prefect_server():
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=90):
+        yield
+
+
+def _paused_run_id(flow_name: str, timeout: float = 60.0):
+    from prefect import get_client
+    from prefect.client.schemas.filters import (
+        FlowFilter,
+        FlowFilterName,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+
+    deadline = time.monotonic() + timeout
+    with get_client(sync_client=True) as client:
+        while time.monotonic() < deadline:
+            runs = client.read_flow_runs(
+                flow_filter=FlowFilter(name=FlowFilterName(any_=[flow_name])),
+                flow_run_filter=FlowRunFilter(state=FlowRunFilterState(type=FlowRunFilterStateType(
+                    any_=[StateType.PAUSED]))))
+            if runs:
+                return runs[0].id
+            time.sleep(0.5)
+    raise AssertionError("the flow never paused")
+
+
+@pytest.mark.prefect
+def test_prefect_form_pauses_the_flow_and_resume_writes_the_decision(tmp_path, prefect_server):
+    from prefect import flow, get_client
+    from prefect.flow_runs import resume_flow_run
+
+    from flows.review import ask_review
+
+    sha = write_evaluate(tmp_path)
+
+    @flow(name="review-under-test")
+    def review_flow(root: str) -> dict:
+        return ask_review(root, "pretrain", timeout_s=120, poll_interval_s=1).model_dump(mode="json")
+
+    box: dict = {}
+    worker = threading.Thread(target=lambda: box.update(out=review_flow(str(tmp_path))), daemon=True)
+    worker.start()
+    run_id = _paused_run_id("review-under-test")
+
+    with get_client(sync_client=True) as client:
+        keys = {a.key for a in client.read_artifacts()}
+    assert {"review-pretrain-sample", "review-pretrain-items"} <= keys
+    # The server validates the answers against the form's schema: an unknown label is refused, still paused.
+    with pytest.raises(RuntimeError, match="Cannot resume"):
+        resume_flow_run(run_id, run_input={"decision": "reject", "reviewer": "grace",
+                                           "items": [{"id": "gen:p1", "label": "great"}]})
+    resume_flow_run(run_id, run_input={
+        "decision": "reject", "reviewer": "grace", "notes": "hallucinates capitals",
+        "items": [{"id": "gen:p1", "label": "hallucination", "note": "Paris is not in Spain"},
+                  {"id": "gen:p2", "label": "toxic"}]})
+    worker.join(60)
+    assert not worker.is_alive() and box["out"]["decision"] == "reject"
+
+    saved = json.loads((tmp_path / "reviews" / "pretrain.json").read_text())
+    assert saved == box["out"]
+    assert (saved["reviewer"], saved["mode"], saved["notes"], saved["sample_sha256"]) == (
+        "grace", "prefect", "hallucinates capitals", sha)
+    assert [(i["id"], i["label"]) for i in saved["items"]] == [("gen:p1", "hallucination"), ("gen:p2", "toxic")]
+    result = run_review(tmp_path, mode="prefect")
+    assert not result.ok and "hallucinates capitals" in result.summary
+
+    # A decision on file for the current sample is returned without pausing again.
+    assert review_flow(str(tmp_path)) == saved
