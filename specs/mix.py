@@ -63,6 +63,81 @@ class TokenizerSpec(StrictModel):
         return self
 
 
+class AdaptiveMixSpec(StrictModel):
+    """Source weights that follow the per-source validation loss during pretraining (`mix.adaptive`).
+
+    The mix stage ignores this section; pretrain reads it. At each update point the weights move by
+    exponentiated gradient (DoReMi, Xie et al. 2023, Alg. 1) on a per-source lag signal λ:
+    `a = w ⊙ exp(step_size · λ)` normalized, `w' = (1 − smoothing) · a + smoothing · w0`, then projected into
+    the per-source [min, max] bounds (a common scale factor, clipped: ratios between unclamped sources stay).
+    w0 = the train split's own source shares (what the fixed sampler draws). See tasks/train/adaptive.py.
+    """
+
+    enabled: bool = Field(
+        False, description="Turn adaptive source weights on; off = the fixed, seeded data order (unchanged)."
+    )
+    reference: Literal["initial", "target"] = Field(
+        "initial",
+        description="Lag signal λ per source. initial: λ = ln(L / L_ref), L_ref the source's val loss at the first "
+        "update point (which only records it): sources that improved least since then gain weight. target: "
+        "λ = max(L − targets[source], 0) nats, DoReMi's clipped excess loss over a reference model's loss.",
+    )
+    targets: dict[str, float] = Field(
+        default_factory=dict,
+        description="reference: target — the reference val loss (nats/token) of every train source, e.g. what a "
+        "run at fixed weights reached.",
+    )
+    step_size: float = Field(
+        1.0, ge=0.0, le=1000.0,
+        description="η of the exponentiated-gradient update (0 leaves only smoothing toward the base weights).",
+    )
+    smoothing: float = Field(
+        0.1, ge=0.0, le=1.0,
+        description="Share of the base weights w0 mixed into every update (DoReMi's c), so no source starves.",
+    )
+    min_weight: float = Field(0.02, ge=0.0, le=1.0, description="Lowest weight of a source without `bounds`.")
+    max_weight: float = Field(0.9, ge=0.0, le=1.0, description="Highest weight of a source without `bounds`.")
+    bounds: dict[str, tuple[float, float]] = Field(
+        default_factory=dict,
+        description="Per-source [min, max] weight, overriding min_weight/max_weight (each in [0, 1], min ≤ max; "
+        "the sums over the train sources must allow weights summing to 1).",
+    )
+    every: int | None = Field(
+        None, ge=1, le=10_000_000,
+        description="Steps between weight updates; null = at every pretrain evaluation (`pretrain.eval_every`). "
+        "Other steps are evaluated too when they are update points.",
+    )
+    warmup_steps: int = Field(
+        0, ge=0, le=10_000_000, description="No update point before this step (early losses mostly reflect "
+        "initialization)."
+    )
+
+    @field_validator("targets")
+    @classmethod
+    def _check_targets(cls, targets: dict[str, float]) -> dict[str, float]:
+        bad = sorted(k for k, v in targets.items() if not re.match(SOURCE_NAME, k) or not (math.isfinite(v) and v >= 0))
+        if bad:
+            raise ValueError(f"targets must name sources and be finite losses ≥ 0; bad: {', '.join(bad)}")
+        return dict(sorted(targets.items()))
+
+    @field_validator("bounds")
+    @classmethod
+    def _check_bounds(cls, bounds: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+        bad = sorted(k for k, (lo, hi) in bounds.items()
+                     if not re.match(SOURCE_NAME, k) or not (0.0 <= lo <= hi <= 1.0))
+        if bad:
+            raise ValueError(f"bounds must name sources with 0 ≤ min ≤ max ≤ 1; bad: {', '.join(bad)}")
+        return dict(sorted(bounds.items()))
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "AdaptiveMixSpec":
+        if self.min_weight > self.max_weight:
+            raise ValueError(f"min_weight ({self.min_weight}) must be ≤ max_weight ({self.max_weight})")
+        if self.enabled and self.reference == "target" and not self.targets:
+            raise ValueError("reference: target needs `targets` (a reference val loss per train source)")
+        return self
+
+
 class MixSpec(StrictModel):
     """Turn cleaned records into a tokenizer plus packed, weighted train/val token shards."""
 
@@ -110,6 +185,10 @@ class MixSpec(StrictModel):
     )
     shard_sequences: int = Field(
         16_384, ge=1, le=1 << 24, description="Packed sequences per `.bin` shard file."
+    )
+    adaptive: AdaptiveMixSpec = Field(
+        default_factory=AdaptiveMixSpec,
+        description="Adaptive source weights during pretraining (read by pretrain; off by default).",
     )
 
     @field_validator("weights")

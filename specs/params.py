@@ -18,6 +18,8 @@ from specs.mix import MixSpec
 from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec, layout_problems
 from specs.review import ReviewSpec
 from specs.run import RunSpec
+from specs.export import ExportSpec
+from specs.sft import SFTJob, SFTSpec
 from specs.validate import ValidateSpec
 
 
@@ -43,6 +45,10 @@ class Params(StrictModel):
     review: ReviewSpec = Field(default_factory=ReviewSpec, description="The review gate before SFT (stage `review`).")
     instruct: InstructSpec = Field(default_factory=InstructSpec, description="Instruction curation (stage "
                                    "`instruct`).")
+    sft: SFTSpec = Field(default_factory=SFTSpec, description="Supervised finetuning (stage `sft`).")
+    review_sft: ReviewSpec = Field(default_factory=lambda: ReviewSpec(target="sft"), description="The review gate "
+                                   "after SFT, before export (stage `review_sft`).")
+    export: ExportSpec = Field(default_factory=ExportSpec, description="Hugging Face export (stage `export`).")
 
     model_config = StrictModel.model_config | {"populate_by_name": True}
 
@@ -67,6 +73,8 @@ class Params(StrictModel):
         """The spec a stage's `run()` receives."""
         if stage == "pretrain":
             return PretrainJob(model=self.model, parallel=self.parallel, train=self.pretrain)
+        if stage == "sft":
+            return SFTJob.from_sections(self.sft, self.parallel)
         if stage == "instruct":
             return InstructJob(instruct=self.instruct, eval_prompts=[p.text for p in self.evaluate.prompts])
         return getattr(self, "validate_" if stage == "validate" else stage)

@@ -53,7 +53,8 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    """Memory per device of every dp × tp × pp × ZeRO layout for the params' model on a described cluster."""
+    """Memory per device of every dp × tp × pp × ZeRO layout for the params' model on a described cluster; with
+    --measure, the measured speed of every layout that runs on the local ranks (tasks/train/measure.py)."""
     from tasks.train.planner import ClusterSpec, plan, validate_layout
 
     root = _root(args)
@@ -62,6 +63,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
     except ParamsError as exc:
         print(exc, file=sys.stderr)
         return 2
+    if args.measure:  # time real steps of each layout on the local ranks instead of estimating memory
+        from tasks.train.measure import run_measure
+
+        return run_measure(params, ranks=args.ranks, steps=args.measure_steps, memory_gb=args.memory_gb,
+                           precision=args.precision)
     world = params.parallel.world_size
     gpus = args.gpus_per_node or max(1, world // args.nodes)
     cluster = ClusterSpec(
@@ -129,6 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--inter-node", default="none", choices=["infiniband", "ethernet", "none"])
     pl.add_argument("--precision", default=None, choices=["fp32", "bf16", "fp16"], help="default: pretrain's")
     pl.add_argument("--overhead-gb", type=float, default=0.5, help="fixed reserve per device, GiB")
+    pl.add_argument("--measure", action="store_true",
+                    help="time a few real training steps of every layout on the local ranks; pick the fastest")
+    pl.add_argument("--ranks", type=int, default=None,
+                    help="--measure: most local ranks (default: the GPUs, or the CPU count capped at 4)")
+    pl.add_argument("--measure-steps", type=int, default=5, help="--measure: timed steps per layout")
     pl.set_defaults(func=cmd_plan)
     for s in graph.STAGES:
         sp = sub.add_parser(s.name, help=f"run stage {s.name} from params.yaml")

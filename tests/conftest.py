@@ -65,6 +65,10 @@ def tiny_params(root: Path) -> dict:
                                  {"name": "pydoc_topics", "kind": "embedded", "corpus": "pydoc_topics",
                                   "max_pairs": 60}],
                      "max_train_pairs": 150},
+        "sft": {"steps": 4, "micro_batch_size": 2, "seq_len": 64, "eval_every": 2, "checkpoint_every": 2,
+                "log_every": 1, "compare_prompts": 2, "sampling": {"max_new_tokens": 8},
+                "optim": {"warmup_steps": 1}},
+        "review_sft": {"target": "sft", "max_val_perplexity": None},
     }
 
 

@@ -26,7 +26,7 @@ def test_every_stage_has_a_module_with_run():
     import importlib
 
     for s in graph.STAGES:
-        module = importlib.import_module(f"tasks.{s.name}")
+        module = importlib.import_module(f"tasks.{s.module_name}")
         assert callable(module.run), s.name
         assert s.code_deps()[0] == "tasks/__main__.py"
 

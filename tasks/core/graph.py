@@ -85,6 +85,17 @@ STAGES: tuple[StageDef, ...] = (
     StageDef("instruct", seeded=True, params=("evaluate.prompts",), code=(
         "tasks/data/instructions.py", "tasks/data/decontaminate.py", "tasks/data/minhash.py", "tasks/data/lsh.py",
         "tasks/data/normalize.py", "tasks/data/embedded.py", "tasks/data/records.py", "specs/clean.py")),
+    # Finetuning starts only from an approved model; it launches ranks like pretrain (launcher from `parallel`).
+    StageDef("sft", upstream=("pretrain", "mix", "instruct", "review"), seeded=True, params=("parallel",),
+             code=("tasks/train", "tasks/eval/generate.py", "tasks/eval/spotcheck.py", "tasks/data/tokenizer.py",
+                   "tasks/data/packing.py", "tasks/data/pii.py", "tasks/data/toxicity.py", "tasks/data/quality.py",
+                   "specs/pretrain.py", "specs/evaluate.py"),
+             persist_outs=("checkpoints/sft",)),
+    # The second gate (same implementation, its own params section): the finetuned model's answers.
+    StageDef("review_sft", module="review", upstream=("sft",), extra_deps=("reviews",), code=(
+        "tasks/eval/review_gate.py", "tasks/eval/spotcheck.py", "specs/evaluate.py")),
+    StageDef("export", upstream=("sft", "review_sft"), code=(
+        "tasks/train/hf_export.py", "tasks/train/chat.py", "tasks/train/model.py")),
 )
 
 STAGE_NAMES = tuple(s.name for s in STAGES)

@@ -171,7 +171,9 @@ def _eval_loss_fn(n_sources: int, logits: torch.Tensor, labels: tuple) -> torch.
 class Engine:
     """One rank's DeepSpeed engine plus what the training loop asks of it."""
 
-    def __init__(self, cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: dict[str, Any]):
+    def __init__(self, cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: dict[str, Any],
+                 init_state: dict[str, torch.Tensor] | None = None):
+        """`init_state`: plain-model weights to start from (SFT: the pretrained model; pp = tp = 1 only)."""
         import deepspeed
         from deepspeed.pipe import PipelineModule
 
@@ -186,6 +188,10 @@ class Engine:
             _count_once_per_stage(module, layout.tp_rank)
         else:
             module = Transformer(cfg, seed, layout.tp_ctx, checkpointing=train.activation_checkpointing)
+            if init_state is not None:
+                if layout.tp > 1:
+                    raise ValueError("starting from a plain state dict needs tp = 1")
+                module.load_state_dict(init_state, strict=True)
         optimizer = make_optimizer(module, train.optim)
         self.ds, self.optimizer, _, self.scheduler = deepspeed.initialize(
             model=module, optimizer=optimizer, lr_scheduler=scheduler_factory(train.optim, train.steps),

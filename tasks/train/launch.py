@@ -116,11 +116,11 @@ def _setup_child_logging(rank: int) -> None:
 
 def launch(job: Job, launch_dir: Path, root: Path | None = None) -> dict[str, Any]:
     """Run every rank of `job`; return rank 0's result. Raises when any rank failed or left no marker."""
-    spec = job.pretrain_job()
+    spec = job.train_spec()
     par = spec.parallel
     world = par.world_size
     if spec.train.precision == "fp16" and par.launcher == "spawn" and use_cpu(par.accelerator):
-        raise ValueError("pretrain.precision: fp16 needs a GPU (DeepSpeed's CPU accelerator has no fp16); "
+        raise ValueError(f"{job.kind}.precision: fp16 needs a GPU (DeepSpeed's CPU accelerator has no fp16); "
                          "use bf16 or fp32 on CPU")
     markers = Path(job.marker_dir)
     shutil.rmtree(markers, ignore_errors=True)
@@ -149,10 +149,10 @@ def launch(job: Job, launch_dir: Path, root: Path | None = None) -> dict[str, An
         proc = subprocess.run(cmd, cwd=root, env=env)
         if proc.returncode:
             error = RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}")
-    return collect(markers, world, error)
+    return collect(markers, world, error, job.kind)
 
 
-def collect(markers: Path, world: int, error: BaseException | None = None) -> dict[str, Any]:
+def collect(markers: Path, world: int, error: BaseException | None = None, kind: str = "pretrain") -> dict[str, Any]:
     results, problems = {}, []
     for r in range(world):
         path = marker_path(markers, r)
@@ -170,5 +170,5 @@ def collect(markers: Path, world: int, error: BaseException | None = None) -> di
         if errors and all(e.startswith("ValueError: ") for e in errors):
             raise ValueError(errors[0].removeprefix("ValueError: "))  # a refusal, the same on every rank
         cause = f" [{str(error).strip().splitlines()[0]}]" if error is not None and str(error).strip() else ""
-        raise RuntimeError(f"pretrain failed: {detail}{cause}") from error
+        raise RuntimeError(f"{kind} failed: {detail}{cause}") from error
     return results[0]["result"]

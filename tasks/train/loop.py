@@ -10,7 +10,9 @@ overall and per source; every `checkpoint_every` (and the last) a checkpoint; th
 val losses: rounded to 6 decimals), so an identical rerun or a killed-and-resumed run writes the same bytes;
 wall-clock telemetry (tokens/s, MFU, memory, NVML) goes to the log, `reports/pretrain/telemetry.jsonl`, wandb
 and the StageResult summary (tasks/train/monitor.py). The stability guard (tasks/train/stability.py) judges
-every step; its incidents go to `incidents.jsonl` and its state into each checkpoint.
+every step; its incidents go to `incidents.jsonl` and its state into each checkpoint. With `mix.adaptive` on
+(tasks/train/adaptive.py) the sampler follows per-source weights updated from the eval losses at update points;
+the updates are `kind: mix` rows, and the weight history is saved into each checkpoint (`adaptive_mix.json`).
 """
 
 from __future__ import annotations
@@ -62,6 +64,14 @@ class Job:
     @classmethod
     def from_json(cls, text: str) -> "Job":
         return cls(**json.loads(text))
+
+    def train_spec(self) -> Any:
+        """The typed job: `PretrainJob`, or `SFTJob` for kind "sft" (both have `.train` and `.parallel`)."""
+        if self.kind == "sft":
+            from specs.sft import SFTJob
+
+            return SFTJob.model_validate(self.spec)
+        return self.pretrain_job()
 
     def pretrain_job(self) -> Any:
         from specs.pretrain import PretrainJob
@@ -247,7 +257,8 @@ def _run(job: Job, rank: int, t_start: float) -> dict[str, Any]:
                         log.info("step %d val loss %.4f %s", done, ev["val_loss"],
                                  " ".join(f"{s}={v:.3f}" for s, v in ev["val_loss_by_source"].items()))
                     if mixer and mixer.due(done):  # new weights from the next data batch on
-                        new_rows.append(mixer.update(done, ev["val_loss_by_source"], guard.batch_index(done + 1) - 1))
+                        next_batch = guard.batch_index(done + 1) - 1
+                        new_rows.append(mixer.update(done, ev["val_loss_by_source"], next_batch))
                         if monitor:
                             monitor.sink.log(done, mixer.log_values())
             rows += new_rows

@@ -1,0 +1,272 @@
+"""Stage `export`: the SFT model as a Hugging Face `LlamaForCausalLM` folder, verified by reloading it.
+
+Inputs: data/sft/ (`model.pt` consolidated fp32 state dict, `config.json`, `tokenizer.json` with the chat role
+tokens, `chat_template.jinja`, `report.json`). For the model card's lineage it also reads, without declaring them
+(they are upstream of sft transitively), every earlier stage's `data/<stage>/manifest.json` and
+`metrics/<stage>.json`, `data/review/decision.json` and `params.yaml`.
+Outputs (data/export/):
+  hf/           config.json, generation_config.json, model.safetensors, tokenizer.json, tokenizer_config.json
+                (with the chat template), special_tokens_map.json, README.md (card) — see tasks/train/hf_export.py
+  report.json   max logit difference, files + sha256, parameter count, lineage
+Both byte-identical on rerun: the card has no timestamps, the verification runs on one thread and its max
+difference is rounded to two significant digits.
+
+Publish only what was verified: the folder is written as `hf-unverified/`, reloaded with transformers (logits
+within `verify_tolerance` of forgeline's, and the chat template rendering and tokenizing a probe conversation
+exactly like forgeline's SFT did), and only then renamed to `hf/`. On a failure the stage raises with the
+difference and leaves `hf-unverified/` for inspection; `data/export/hf` never holds a model that failed its check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from specs.export import ExportSpec
+from specs.results import StageResult
+from tasks.core.files import sha256_file, write_json_atomic
+from tasks.core.graph import DATA_DIR, METRICS_DIR
+from tasks.core.runner import MANIFEST, StagePaths
+from tasks.data.tokenizer import load_tokenizer
+from tasks.train.chat import render, render_jinja, render_text
+from tasks.train.hf_export import ExportMismatch, _publish, check_hf, export_hf
+from tasks.train.model import ModelConfig
+
+log = logging.getLogger("forgeline.export")
+
+HF_DIR = "hf"
+STAGING_DIR = "hf-unverified"
+REPORT = "report.json"
+SFT_FILES = ("model.pt", "config.json", "tokenizer.json", "chat_template.jinja")
+LINEAGE_STAGES = ("ingest", "validate", "clean", "mix", "pretrain", "evaluate", "review", "instruct", "sft")
+PARAM_SECTIONS = ("model", "pretrain", "sft")
+VERIFY_BATCH = 2
+VERIFY_THREADS = 1  # matmul blocking depends on the thread count: fix it so the reported difference is stable
+# Licenses of the embedded corpora (tasks/data/embedded.py, specs/instruct.py); user files: unknown to forgeline.
+CORPUS_LICENSES = {
+    ("ingest", "literature"): "public domain", ("ingest", "encyclopedia"): "CC BY-SA 4.0",
+    ("ingest", "code"): "PSF-2.0", ("ingest", "docs"): "PSF-2.0",
+    ("instruct", "chatterbot"): "BSD-3-Clause", ("instruct", "docstrings"): "PSF-2.0",
+    ("instruct", "pydoc_topics"): "PSF-2.0",
+}
+UNKNOWN_LICENSE = "user-supplied (unknown)"
+# A conversation exercising every role, turn separators, leading whitespace and the generation prompt.
+PROBE = [
+    {"role": "system", "content": "You answer briefly."},
+    {"role": "user", "content": "What does the mill grind?"},
+    {"role": "assistant", "content": " Grain, by the river.\n"},
+    {"role": "user", "content": "  And then?"},
+]
+
+
+def run(spec: ExportSpec, paths: StagePaths) -> StageResult:
+    sft = paths.input("sft")
+    for name in SFT_FILES:
+        if not (sft / name).is_file():
+            raise FileNotFoundError(f"export: {sft / name} not found (run the sft stage first)")
+    cfg = ModelConfig.from_dict(json.loads((sft / "config.json").read_text())["model"])
+    state = torch.load(sft / "model.pt", map_location="cpu", weights_only=True)
+    template = (sft / "chat_template.jinja").read_text(encoding="utf-8")
+    params = read_params(paths.root / "params.yaml")
+    lineage = lineage_rows(paths.root)
+
+    out, staging = paths.out / HF_DIR, paths.out / STAGING_DIR
+    card = build_card(spec, params, lineage, template, paths.root, sft)
+    exported = export_hf(state, cfg, sft / "tokenizer.json", staging, card=card, chat_template=template,
+                         special_tokens={"eos_token": spec.eos_token} if spec.eos_token else None)
+    seq = min(spec.verify_seq, cfg.seq_len)
+    try:
+        with _threads(VERIFY_THREADS):
+            diff = check_hf(staging, state, cfg, tol=spec.verify_tolerance, seq=seq, batch=VERIFY_BATCH)
+        check_chat(staging, sft / "tokenizer.json")
+    except ExportMismatch as exc:
+        raise ExportMismatch(f"export: verification failed, nothing was published to {_rel(out, paths.root)}: "
+                             f"{exc} (the unverified folder is kept at {_rel(staging, paths.root)})") from exc
+    _publish(staging, out)
+    log.info("export: %s verified (max |Δlogit| %.2g) and published", out, diff)
+
+    report = {
+        "hf_dir": _rel(out, paths.root),
+        "check": {"max_logit_diff": _round2(diff), "tolerance": spec.verify_tolerance, "seq": seq, "batch": VERIFY_BATCH,
+                  "chat_template": "renders and tokenizes as forgeline's SFT format"},
+        "param_count": exported["param_count"],
+        "special_tokens": exported["special_tokens"],
+        "files": {f"{HF_DIR}/{name}": rec for name, rec in exported["files"].items()},
+        "lineage": lineage,
+    }
+    write_json_atomic(paths.out / REPORT, report)
+    counts = {"param_count": exported["param_count"], "max_logit_diff": report["check"]["max_logit_diff"],
+              "files": len(exported["files"]), "bytes": sum(r["bytes"] for r in exported["files"].values())}
+    return StageResult(stage="export", counts=counts, summary=_summary(spec, report),
+                       table=[{"file": name, **rec} for name, rec in report["files"].items()])
+
+
+# ------------------------------------------------------------------------------------------------ checks
+@contextlib.contextmanager
+def _threads(n: int) -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def check_chat(hf_dir: Path, tokenizer_json: Path) -> None:
+    """The exported tokenizer's chat template must render PROBE as forgeline's `render_text` and tokenize it to
+    the ids `render` produced during SFT (with and without the generation prompt); raises ExportMismatch."""
+    from transformers import AutoTokenizer
+
+    hf_tok = AutoTokenizer.from_pretrained(hf_dir, local_files_only=True)
+    raw = load_tokenizer(tokenizer_json)
+    for gen in (False, True):
+        text = hf_tok.apply_chat_template(PROBE, tokenize=False, add_generation_prompt=gen)
+        want = render_text(PROBE, add_generation_prompt=gen)
+        if text != want:
+            raise ExportMismatch(f"{hf_dir}: the chat template renders {text!r}, forgeline's SFT format is {want!r}")
+        ids = hf_tok(text, add_special_tokens=False)["input_ids"]
+        want_ids = render(PROBE, raw, add_generation_prompt=gen)[0]
+        if ids != want_ids:
+            raise ExportMismatch(f"{hf_dir}: the HF tokenizer encodes the chat template's text to {ids}, "
+                                 f"SFT trained on {want_ids}")
+
+
+# ------------------------------------------------------------------------------------------------- card
+def read_params(path: Path) -> dict[str, Any]:
+    """params.yaml as plain data ({} when absent). Raw, not re-validated: the runner validated it already."""
+    if not path.is_file():
+        return {}
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return data if isinstance(data, dict) else {}
+
+
+def _scalars(data: dict[str, Any], depth: int, prefix: str = "") -> dict[str, Any]:
+    """Scalar values of `data` (nested dicts up to `depth` levels, keys dotted), sorted; lists are left out."""
+    out: dict[str, Any] = {}
+    for key in sorted(data, key=str):
+        value = data[key]
+        if isinstance(value, dict) and depth > 1:
+            out.update(_scalars(value, depth - 1, f"{prefix}{key}."))
+        elif value is None or isinstance(value, (str, int, float, bool)):
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return data if isinstance(data, dict) else {}
+
+
+def lineage_rows(root: Path) -> list[dict[str, Any]]:
+    """One row per upstream stage folder present under data/: its manifest's sha256 (None when the stage left
+    none) and the headline metrics (top-level scalars of metrics/<stage>.json) as `key=value` strings."""
+    rows = []
+    for name in LINEAGE_STAGES:
+        folder = root / DATA_DIR / name
+        if not folder.is_dir():
+            continue
+        manifest = folder / MANIFEST
+        metrics = _scalars(_read_json(root / METRICS_DIR / f"{name}.json"), depth=1)
+        rows.append({"stage": name, "manifest_sha256": sha256_file(manifest) if manifest.is_file() else None,
+                     "headline": [f"{k}={_fmt(v)}" for k, v in metrics.items()]})
+    return rows
+
+
+def training_data(params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The declared sources of pretraining (`ingest`) and SFT (`instruct`) with their licenses."""
+    rows = []
+    for section, used_by in (("ingest", "pretrain"), ("instruct", "sft")):
+        for src in (params.get(section) or {}).get("sources") or []:
+            kind = src.get("kind", "embedded")
+            embedded = kind == "embedded"
+            rows.append({"used by": used_by, "source": src.get("name"), "kind": kind,
+                         "data": src.get("corpus") if embedded else ", ".join(map(str, src.get("paths") or [])),
+                         "license": CORPUS_LICENSES.get((section, src.get("corpus")), UNKNOWN_LICENSE)
+                         if embedded else UNKNOWN_LICENSE})
+    return rows
+
+
+def license_note(license_id: str, data: list[dict[str, Any]]) -> str:
+    """Why the card's license is what it is, given the licenses of the training data."""
+    share_alike = sorted({f"{r['source']} ({r['license']})" for r in data if "BY-SA" in r["license"]})
+    unknown = sorted({str(r["source"]) for r in data if r["license"] == UNKNOWN_LICENSE})
+    if not data:
+        parts = ["params.yaml lists no sources here: check the training data's licenses before publishing."]
+    elif share_alike:
+        parts = [f"The training data includes share-alike text: {', '.join(share_alike)}. Whether model weights "
+                 "are an adaptation of their training text is legally unsettled; "
+                 + (f"this card declares `{license_id}` to honour the share-alike terms conservatively."
+                    if license_id.startswith("cc-by-sa") else
+                    f"this card declares `{license_id}`: make sure that is compatible with the share-alike terms.")]
+    else:
+        parts = [f"No share-alike or non-commercial source is listed; this card declares `{license_id}`."]
+    if unknown:
+        parts.append(f"Sources supplied by the user ({', '.join(unknown)}) carry licenses forgeline does not "
+                     "know: check them before publishing.")
+    return " ".join(parts)
+
+
+def build_card(spec: ExportSpec, params: dict[str, Any], lineage: list[dict[str, Any]], template: str,
+               root: Path, sft: Path) -> dict[str, Any]:
+    """The `card` dict for `render_card`: sections in the order they appear in README.md."""
+    data = training_data(params)
+    rendered = render_jinja(template, PROBE, add_generation_prompt=True)
+    card: dict[str, Any] = {
+        "name": spec.name, "license": spec.license, "description": spec.description,
+        "chat_format": "The chat template is in `tokenizer_config.json` (`tokenizer.apply_chat_template`); "
+                       f"generation ends at `{spec.eos_token or 'the eos token'}`. A conversation with the "
+                       "generation prompt renders as:\n\n```text\n" + rendered + "\n```",
+        "training_data": data or "No sources are listed in params.yaml.",
+        "license_notes": license_note(spec.license, data),
+        "lineage": lineage or "No upstream stage folders were found under data/.",
+    }
+    decision = _read_json(root / DATA_DIR / "review" / "decision.json")
+    if decision:
+        card["review"] = {k: decision.get(k) for k in ("decision", "reviewer", "mode")}
+    sft_report = _scalars(_read_json(sft / "report.json"), depth=2)
+    if sft_report:
+        card["fine_tuning_metrics"] = sft_report  # rendered as "## Fine tuning metrics"
+    chosen = {s: params[s] for s in PARAM_SECTIONS if isinstance(params.get(s), dict)}
+    if chosen:
+        card["params"] = chosen
+    return card
+
+
+# ---------------------------------------------------------------------------------------------- summary
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root.resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _round2(x: float) -> float:
+    """Two significant digits: the last bits of a max difference are noise across CPUs and BLAS builds."""
+    return float(f"{x:.2g}")
+
+
+def _summary(spec: ExportSpec, report: dict[str, Any]) -> str:
+    chk, hf = report["check"], report["hf_dir"]
+    lines = [
+        (f"**export**: `{hf}` — LlamaForCausalLM, {report['param_count']:,} parameters, `{spec.name}`, "
+         f"license `{spec.license}`."),
+        (f"- check passed: reloaded with transformers, max |Δlogit| {chk['max_logit_diff']:.2g} ≤ "
+         f"{chk['tolerance']:g} on {chk['batch']}×{chk['seq']} seeded ids; the chat template renders and "
+         "tokenizes a probe conversation exactly as SFT did."),
+        f"- model card `{hf}/README.md` with the lineage of {len(report['lineage'])} upstream stage(s).",
+        "", "```python", "from transformers import AutoModelForCausalLM, AutoTokenizer", "",
+        f'model = AutoModelForCausalLM.from_pretrained("{hf}")',
+        f'tok = AutoTokenizer.from_pretrained("{hf}")', "```",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,145 @@
+"""Stage `sft`: finetune the pretrained model on instruct's conversations (after the review gate approved it).
+
+Inputs: data/review/decision.json (must say approve), data/pretrain/{model.pt, config.json}, data/mix/tokenizer.json,
+data/instruct/{train,heldout}.jsonl. Ranks are launched like pretraining's (tasks/train/launch.py, kind "sft";
+tasks/train/sft_loop.py trains). Outputs (data/sft/): `model.pt`, `config.json`, `tokenizer.json` (with the chat
+role tokens), `chat_template.jinja`, `metrics.jsonl`, `incidents.jsonl`, `plots/*.csv`, `comparisons.jsonl`
+(held-out prompts answered by the pretrained and the finetuned model, side by side), `spotcheck.jsonl` (the
+finetuned answers, flagged, for the second review gate `review_sft`) and `report.json`. Checkpoints:
+`checkpoints/sft/` (persist), so a killed or retried stage resumes exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from specs.evaluate import FlagSpec, SpotcheckSpec
+from specs.results import StageResult
+from specs.sft import SFTJob
+from tasks.core.files import sha256_file, write_json_atomic, write_text_atomic
+from tasks.core.runner import StagePaths
+from tasks.eval.generate import generate, prompt_seed, torch_threads
+from tasks.eval.spotcheck import Flagger, generation_items, sample_text
+from tasks.train.chat import render
+from tasks.train.launch import launch
+from tasks.train.loop import Job
+from tasks.train.model import ModelConfig, Transformer
+from tasks.train.sft_loop import prepare, read_jsonl
+
+log = logging.getLogger("forgeline.sft")
+CHECKPOINT_DIR = Path("checkpoints") / "sft"
+
+
+def run(spec: SFTJob, paths: StagePaths) -> StageResult:
+    pretrain, mix, instruct = paths.input("pretrain"), paths.input("mix"), paths.input("instruct")
+    decision_file = paths.input("review") / "decision.json"
+    if not decision_file.exists():
+        raise FileNotFoundError(f"sft: {decision_file} not found: the review gate has not decided (run `review`)")
+    decision = json.loads(decision_file.read_text())
+    if decision.get("decision") != "approve":
+        raise ValueError(f"sft: the review gate rejected the pretrained model ({decision.get('reviewer')}): "
+                         f"{decision.get('notes')}")
+    for needed in (pretrain / "model.pt", mix / "tokenizer.json", instruct / "train.jsonl"):
+        if not needed.exists():
+            raise FileNotFoundError(f"sft: {needed} not found (run the upstream stages first)")
+    paths.out.mkdir(parents=True, exist_ok=True)
+    launch_dir = paths.run_record.parent / "sft-launch"
+    job = Job(spec=spec.model_dump(mode="json"), mix_dir=str(mix.resolve()), out_dir=str(paths.out.resolve()),
+              ckpt_dir=str((paths.root / CHECKPOINT_DIR).resolve()), reports_dir=str(paths.reports.resolve()),
+              marker_dir=str((launch_dir / "markers").resolve()), seed=paths.seed, kind="sft",
+              extra={"pretrain_dir": str(pretrain.resolve()), "instruct_dir": str(instruct.resolve()),
+                     "pretrain_fingerprint": sha256_file(pretrain / "model.pt")[:16]})
+    result = launch(job, launch_dir, root=paths.root)
+
+    data = prepare(pretrain, mix, instruct, spec.train, paths.seed)  # tokenizer and starting weights, again
+    comparisons = compare(spec, paths, data, instruct)
+    write_text_atomic(paths.out / "comparisons.jsonl", _jsonl(comparisons))
+    flagger = Flagger(FlagSpec(), paths.root)
+    gens = []
+    for c in comparisons:
+        flags, detail = flagger(c["finetuned"], c["source"])
+        gens.append({"id": c["id"], "category": c["source"], "prompt": c["prompt"], "completion": c["finetuned"],
+                     "flags": flags, "flag_detail": detail})
+    items = generation_items(gens, SpotcheckSpec(per_stratum=spec.train.spotcheck_per_stratum), paths.seed)
+    write_text_atomic(paths.out / "spotcheck.jsonl", sample_text(items))
+    report = _report(spec, result, gens)
+    write_json_atomic(paths.out / "report.json", report)
+    counts = {"steps": spec.train.steps, "heldout_loss_before": result["heldout_loss_before"],
+              "heldout_loss_after": result["heldout_loss_after"], "train_rows": result["data"]["train"]["rows"],
+              "train_loss_tokens": result["data"]["train"]["loss_tokens"], "incidents": result["incidents"]}
+    table = [{"id": c["id"], "prompt": c["prompt"][:80], "pretrained": c["pretrained"][:120],
+              "finetuned": c["finetuned"][:120]} for c in comparisons]
+    return StageResult(stage="sft", counts=counts, summary=_summary(spec, result, comparisons), table=table)
+
+
+def compare(spec: SFTJob, paths: StagePaths, data: Any, instruct: Path) -> list[dict[str, Any]]:
+    """The first user turn of `compare_prompts` held-out conversations, answered by both models (seeded)."""
+    records = read_jsonl(instruct / "heldout.jsonl")[: spec.train.compare_prompts]
+    tok = data.tokenizer
+    end_id = tok.token_to_id("<|end|>")
+    cfg = ModelConfig.from_dict({**data.cfg.to_dict(), "dropout": 0.0})
+    models = {}
+    for name, state in (("pretrained", data.init_state),
+                        ("finetuned", torch.load(paths.out / "model.pt", map_location="cpu", weights_only=True))):
+        model = Transformer(cfg, seed=0)
+        model.load_state_dict(state, strict=True)
+        models[name] = model.eval()
+    rows = []
+    with torch_threads(1), torch.no_grad():
+        for rec in records:
+            msgs = rec["messages"]
+            first = next(i for i, m in enumerate(msgs) if m["role"] == "user")
+            prompt_msgs = msgs[: first + 1]
+            ids, _ = render(prompt_msgs, tok, add_generation_prompt=True)
+            row = {"id": rec["id"], "source": rec.get("source", "unknown"), "prompt": msgs[first]["content"],
+                   "reference": next((m["content"] for m in msgs[first + 1:] if m["role"] == "assistant"), "")}
+            for name, model in models.items():
+                gen = torch.Generator().manual_seed(prompt_seed(paths.seed, rec["id"]))
+                new, _stop = generate(model, list(ids), spec.train.sampling, gen, end_id)
+                row[name] = tok.decode(new, skip_special_tokens=True)
+            rows.append(row)
+    return rows
+
+
+def _report(spec: SFTJob, result: dict[str, Any], gens: list[dict[str, Any]]) -> dict[str, Any]:
+    after = result["heldout_loss_after"]
+    flagged = {f: (sum(f in g["flags"] for g in gens) / len(gens) if gens else 0.0)
+               for f in ("toxic", "pii", "low_quality")}
+    return {
+        "steps": spec.train.steps, "data": result["data"], "heldout_loss_before": result["heldout_loss_before"],
+        "heldout_loss_after": after,
+        # The shape review_gate.auto_checks reads (as evaluate's report): the second gate uses the same policy.
+        "perplexity": {"perplexity": None if after is None else round(math.exp(min(after, 50.0)), 4)},
+        "generations": {"count": len(gens), "flagged_fraction": flagged},
+        "incidents": result["incidents"], "rollbacks": result["rollbacks"], "spec": spec.model_dump(mode="json"),
+    }
+
+
+def _summary(spec: SFTJob, result: dict[str, Any], comparisons: list[dict[str, Any]]) -> str:
+    d, t = result["data"]["train"], result["timing"]
+    lines = [f"**sft**: {spec.train.steps} steps on {d['rows']} packed rows ({d['loss_tokens']:,} assistant tokens "
+             f"carry loss); dp={spec.parallel.dp}, ZeRO-{spec.parallel.zero_stage}, dropout {spec.train.dropout}.",
+             f"- held-out instruction loss {result['heldout_loss_before']} → {result['heldout_loss_after']}",
+             f"- training {t['train_s']} s, rank-0 wall {t['wall_s']} s"]
+    if result.get("resumed_from"):
+        lines.append(f"- resumed from checkpoint {result['resumed_from']} (step {result['start_step']})")
+    if comparisons:
+        lines += ["", "| prompt | pretrained | finetuned |", "|---|---|---|"]
+        lines += [f"| {_cell(c['prompt'])} | {_cell(c['pretrained'])} | {_cell(c['finetuned'])} |"
+                  for c in comparisons[:8]]
+    return "\n".join(lines)
+
+
+def _cell(text: str, width: int = 70) -> str:
+    one = " ".join(text.split()).replace("|", "\\|")
+    return one if len(one) <= width else one[: width - 1] + "…"
+
+
+def _jsonl(rows: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(r, sort_keys=True, ensure_ascii=False) + "\n" for r in rows)

@@ -1,0 +1,137 @@
+"""Stage `sft` end to end on a real (tiny) pretrain output: outputs and the held-out loss falling, byte-identical
+rerun, kill-and-resume equal to an uninterrupted run, the review gate's rejection, and two ZeRO-2 ranks."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from specs.pretrain import ParallelSpec
+from specs.sft import SFTJob, SFTSpec
+from tasks import sft
+from tasks.core.runner import StagePaths
+from tests.test_pretrain import SEED, fresh_root, mixed, run_stage  # noqa: F401
+
+REPO = Path(__file__).resolve().parents[1]
+OUTPUTS = ("model.pt", "metrics.jsonl", "report.json", "comparisons.jsonl", "spotcheck.jsonl", "tokenizer.json",
+           "config.json")
+SFT = {"steps": 6, "micro_batch_size": 4, "seq_len": 32, "eval_every": 3, "checkpoint_every": 2, "log_every": 1,
+       "compare_prompts": 3, "sampling": {"max_new_tokens": 6}, "optim": {"warmup_steps": 1, "lr": 3e-3}}
+TOPICS = ["rivers", "mills", "bread", "grain", "boats", "bridges", "stones", "roads", "wells", "barns"]
+
+
+def conversations(n: int, offset: int = 0) -> list[dict]:
+    rows = []
+    for i in range(offset, offset + n):
+        topic = TOPICS[i % len(TOPICS)]
+        rows.append({"id": f"c{i:03d}", "source": "synthetic", "score": 1.0, "messages": [
+            {"role": "user", "content": f"Tell me about {topic} {i}."},
+            {"role": "assistant", "content": f"The {topic} are old and the {topic} are near the river."}]})
+    return rows
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@pytest.fixture(scope="module")
+def pretrained(mixed, tmp_path_factory) -> Path:  # noqa: F811
+    """A root with data/mix, data/pretrain (6 tiny steps), data/instruct and an approving review."""
+    root = fresh_root(mixed, tmp_path_factory.mktemp("sft"))
+    run_stage(root)
+    write_jsonl(root / "data" / "instruct" / "train.jsonl", conversations(40))
+    write_jsonl(root / "data" / "instruct" / "heldout.jsonl", conversations(6, offset=100))
+    decide(root, "approve")
+    return root
+
+
+def decide(root: Path, decision: str) -> None:
+    (root / "data" / "review").mkdir(parents=True, exist_ok=True)
+    (root / "data" / "review" / "decision.json").write_text(json.dumps(
+        {"decision": decision, "reviewer": "ada", "notes": "answers are made up" if decision == "reject" else ""}))
+
+
+def copy_inputs(src: Path, dest: Path) -> Path:
+    for name in ("mix", "pretrain", "instruct", "review"):
+        shutil.copytree(src / "data" / name, dest / "data" / name)
+    return dest
+
+
+def run_sft(root: Path, **overrides) -> object:
+    paths = StagePaths(root=root, stage="sft", seed=SEED)
+    shutil.rmtree(paths.out, ignore_errors=True)
+    paths.out.mkdir(parents=True)
+    spec = SFTJob.from_sections(SFTSpec.model_validate({**SFT, **overrides}), ParallelSpec())
+    return sft.run(spec, paths)
+
+
+def outputs(root: Path) -> dict[str, bytes]:
+    return {n: (root / "data" / "sft" / n).read_bytes() for n in OUTPUTS}
+
+
+@pytest.fixture(scope="module")
+def reference(pretrained, tmp_path_factory):
+    root = copy_inputs(pretrained, tmp_path_factory.mktemp("sft-ref"))
+    result = run_sft(root)
+    return root, outputs(root), result
+
+
+def test_outputs_loss_falls_and_rerun_is_byte_identical(reference, pretrained, tmp_path):
+    root, ref, result = reference
+    report = json.loads(ref["report.json"])
+    assert report["heldout_loss_after"] < report["heldout_loss_before"]
+    assert result.counts["train_rows"] > 0 and result.counts["train_loss_tokens"] > 0
+    comparisons = [json.loads(x) for x in ref["comparisons.jsonl"].decode().splitlines()]
+    assert [c["id"] for c in comparisons] == ["c100", "c101", "c102"]
+    assert all({"prompt", "reference", "pretrained", "finetuned"} <= c.keys() for c in comparisons)
+    items = [json.loads(x) for x in ref["spotcheck.jsonl"].decode().splitlines()]
+    assert items and all(i["kind"] == "generation" and i["id"].split(":", 1)[1] in {"c100", "c101", "c102"}
+                         for i in items)
+    tok = json.loads(ref["tokenizer.json"])
+    assert {"<|user|>", "<|assistant|>", "<|end|>"} <= {t["content"] for t in tok["added_tokens"]}
+    assert "<|assistant|>" in (root / "data" / "sft" / "chat_template.jinja").read_text()
+    assert "| prompt | pretrained | finetuned |" in result.summary
+    other = copy_inputs(pretrained, tmp_path / "other")
+    run_sft(other)
+    assert outputs(other) == ref
+
+
+def test_killed_sft_resumes_to_the_same_end(reference, pretrained, tmp_path):
+    _, ref, _ = reference
+    root = copy_inputs(pretrained, tmp_path / "p")
+    driver = (
+        "import json, sys\nfrom pathlib import Path\nfrom tests.test_sft import run_sft\n"
+        "run_sft(Path(sys.argv[1]))\n")
+    env = {**os.environ, "FORGELINE_FAULT": "sft.step_done=3"}
+    proc = subprocess.run([sys.executable, "-c", driver, str(root)], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    assert (root / "checkpoints" / "sft" / "step000002").is_dir()
+    result = run_sft(root)
+    assert "resumed from checkpoint step000002" in result.summary
+    assert outputs(root) == ref
+
+
+def test_rejected_review_stops_sft(pretrained, tmp_path):
+    root = copy_inputs(pretrained, tmp_path / "p")
+    decide(root, "reject")
+    with pytest.raises(ValueError, match="rejected the pretrained model.*answers are made up"):
+        run_sft(root)
+    assert not (root / "checkpoints" / "sft").exists()
+
+
+def test_two_zero2_ranks_train(pretrained, tmp_path):
+    root = copy_inputs(pretrained, tmp_path / "p")
+    run_sft(root, dp=2, zero_stage=2, micro_batch_size=2, steps=4)
+    report = json.loads((root / "data" / "sft" / "report.json").read_text())
+    assert report["heldout_loss_after"] < report["heldout_loss_before"]
+    state = torch.load(root / "data" / "sft" / "model.pt", weights_only=True)
+    assert all(torch.isfinite(t).all() for t in state.values())
