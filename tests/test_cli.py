@@ -26,3 +26,25 @@ def test_plan_rejects_a_layout_that_does_not_match_the_cluster():
     assert "chosen: dp=8 tp=1 pp=1" in proc.stdout  # the seed rule: data parallel while the model fits
     assert "world size is 8" in proc.stdout
     assert "parallel.tp: must divide model n_heads (4) and n_kv_heads (2), got 8" in proc.stdout
+
+
+def test_review_interactive_walks_the_sample_and_writes_the_decision(tmp_path):
+    """`python -m tasks review --interactive` in a project with an evaluate sample: scripted answers on stdin."""
+    import json
+    import shutil
+
+    from specs.evaluate import SpotItem
+    from tasks.eval.spotcheck import sample_text
+
+    shutil.copy(REPO / "params.yaml", tmp_path / "params.yaml")
+    items = [SpotItem(id="generation:p1", kind="generation", stratum="generation:prose", source="prose",
+                      prompt="The mill", text="ground the grain", chars=16, flags=[], flag_detail="")]
+    (tmp_path / "data" / "evaluate").mkdir(parents=True)
+    (tmp_path / "data" / "evaluate" / "spotcheck.jsonl").write_text(sample_text(items))
+    proc = subprocess.run([sys.executable, "-m", "tasks", "--root", str(tmp_path), "review", "--interactive",
+                           "--reviewer", "ada"], cwd=REPO, capture_output=True, text=True,
+                          input="h\nmade up\nr\nnot yet\n")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    decision = json.loads((tmp_path / "reviews" / "pretrain.json").read_text())
+    assert decision["decision"] == "reject" and decision["reviewer"] == "ada" and decision["mode"] == "terminal"
+    assert decision["items"] == [{"id": "generation:p1", "label": "hallucination", "note": "made up"}]
