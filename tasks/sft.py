@@ -79,8 +79,9 @@ def run(spec: SFTJob, paths: StagePaths) -> StageResult:
 
 
 def compare(spec: SFTJob, paths: StagePaths, data: Any, instruct: Path) -> list[dict[str, Any]]:
-    """The first user turn of `compare_prompts` held-out conversations, answered by both models (seeded)."""
-    records = read_jsonl(instruct / "heldout.jsonl")[: spec.train.compare_prompts]
+    """The first user turn of `compare_prompts` held-out conversations, taken round-robin over their sources (so
+    every source reaches the comparison and the review sample), answered by both models (seeded)."""
+    records = round_robin(read_jsonl(instruct / "heldout.jsonl"), spec.train.compare_prompts)
     tok = data.tokenizer
     end_id = tok.token_to_id("<|end|>")
     cfg = ModelConfig.from_dict({**data.cfg.to_dict(), "dropout": 0.0})
@@ -105,6 +106,20 @@ def compare(spec: SFTJob, paths: StagePaths, data: Any, instruct: Path) -> list[
                 row[name] = tok.decode(new, skip_special_tokens=True)
             rows.append(row)
     return rows
+
+
+def round_robin(records: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """Up to `n` records, one per source in turn (file order within a source; sources alphabetical)."""
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        by_source.setdefault(rec.get("source", "unknown"), []).append(rec)
+    queues = [by_source[s] for s in sorted(by_source)]
+    picked: list[dict[str, Any]] = []
+    while len(picked) < n and any(queues):
+        for q in queues:
+            if q and len(picked) < n:
+                picked.append(q.pop(0))
+    return picked
 
 
 def _report(spec: SFTJob, result: dict[str, Any], gens: list[dict[str, Any]]) -> dict[str, Any]:

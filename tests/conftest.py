@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-PROJECT_FILES = ("tasks", "specs", "flows", "reviews", "dvc.yaml", ".dvcignore", ".gitignore")
+PROJECT_FILES = ("tasks", "specs", "flows", "reviews", "dvc.yaml", "prefect.yaml", ".dvcignore", ".gitignore")
 
 import tempfile
 

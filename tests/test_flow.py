@@ -30,8 +30,9 @@ def lock_outs(project) -> dict:
 
 
 def test_flow_and_dvc_repro_end_in_the_same_state(tmp_path, prefect_server):
-    from flows.pipeline import forgeline
     from prefect.client.orchestration import get_client
+
+    from flows.pipeline import forgeline
 
     by_dvc = make_project(tmp_path / "by_dvc")
     by_flow = tmp_path / "by_flow"
@@ -57,7 +58,119 @@ def test_flow_and_dvc_repro_end_in_the_same_state(tmp_path, prefect_server):
             return {a.key for a in await client.read_artifacts()}
 
     keys = anyio.run(artifact_keys)
-    assert {f"{s}-{kind}" for s in STAGE_NAMES for kind in ("report", "counts")} <= keys
+    assert {f"{s.replace('_', '-')}-{kind}" for s in STAGE_NAMES for kind in ("report", "counts")} <= keys
+    check_ui_artifacts(by_flow, outcomes)
+
+
+def latest_artifacts() -> dict:
+    """The newest artifact per key (a key gets a new version on every run)."""
+    import anyio
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.sorting import ArtifactSort
+
+    async def read():
+        async with get_client() as client:
+            return await client.read_artifacts(sort=ArtifactSort.CREATED_DESC)
+
+    latest: dict = {}
+    for a in anyio.run(read):
+        latest.setdefault(a.key, a)
+    return latest
+
+
+def check_ui_artifacts(project, outcomes) -> None:
+    """The stage-specific artifacts: funnel, Data Docs note, dedup report, loss curve image, throughput, progress."""
+    import base64
+    import json
+
+    arts = latest_artifacts()
+    counts = {o.stage: o.result.counts for o in outcomes}
+    funnel = arts["data-funnel"]
+    rows = json.loads(funnel.data) if isinstance(funnel.data, str) else funnel.data
+    total = rows[-1]
+    assert total["source"] == "total" and total["accounted"] is True
+    assert total["read"] == counts["ingest"]["read"] and total["ingested"] == counts["ingest"]["kept"]
+    assert total["kept"] == counts["clean"]["kept"]
+    assert 0 < total["train tokens"] and all(r["accounted"] for r in rows)
+    assert "mix" in funnel.description  # the funnel was last published after mix, with its token columns
+
+    assert arts["validate-data-docs"].type in ("markdown", "link")
+    assert "Deduplication" in arts["clean-dedup"].data
+    image = arts["pretrain-loss"]
+    assert image.type == "image"
+    png = (project / "reports" / "pretrain" / "loss.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and image.data == "data:image/png;base64," + base64.b64encode(png).decode()
+    assert arts["pretrain-throughput"].type == "table"
+    progress = arts["pretrain-progress"]  # fed from `step i/n` log lines, finished at 100 %
+    assert progress.type == "progress" and float(progress.data) == 100.0
+
+
+def write_json(path, data) -> None:
+    import json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def test_data_funnel_adds_up_per_source_and_flags_counts_that_do_not(tmp_path):
+    from tasks.core.artifacts import data_funnel
+
+    assert data_funnel(tmp_path) == []  # nothing ran yet
+    src = {"a": (10, 2, {"oversized": 2}), "b": (5, 0, {})}  # read, quarantined, reasons
+    write_json(tmp_path / "data/ingest/stats.json", {"by_source": {
+        n: {"read": r, "quarantined": q, "kept": r - q, "by_reason": why} for n, (r, q, why) in src.items()}})
+    after_ingest = data_funnel(tmp_path)
+    assert [r["source"] for r in after_ingest] == ["a", "b", "total"]
+    assert after_ingest[-1] == {"source": "total", "read": 15, "quarantined": 2, "quarantine reasons": "oversized: 2",
+                                "ingested": 13, "accounted": True}
+
+    write_json(tmp_path / "data/clean/report.json", {"by_source": {
+        "a": {"in": 8, "kept": 5, "dropped:near_duplicate": 2, "dropped:low_quality": 1},
+        "b": {"in": 5, "kept": 4, "dropped:pii": 0}}})  # b: 5 in, 4 kept, nothing dropped -> one lost
+    write_json(tmp_path / "data/mix/report.json", {"sources": {"a": {"realized_tokens": 700, "val_tokens": 30},
+                                                               "b": {"realized_tokens": 300, "val_tokens": 9}}})
+    rows = {r["source"]: r for r in data_funnel(tmp_path)}
+    assert rows["a"]["dropped: near_duplicate"] == 2 and rows["b"]["dropped: near_duplicate"] == 0
+    assert rows["a"]["accounted"] is True and rows["b"]["accounted"] is False
+    assert rows["total"]["accounted"] is False and rows["total"]["kept"] == 9
+    assert rows["total"]["train tokens"] == 1000 and rows["total"]["val tokens"] == 39
+
+
+def test_progress_is_read_from_the_stage_log_lines():
+    from tasks.core.artifacts import progress_from_line
+
+    assert progress_from_line("pretrain", "12:00:01 forgeline.pretrain: step 3/4 loss 7.1 lr 0.001") == 75.0
+    assert progress_from_line("clean", "12:00:01 forgeline.clean: step 3/4") is None  # only pretrain has steps
+    assert progress_from_line("clean", "forgeline.clean: shard 2/8 shard-00001.parquet cleaned") == 25.0
+    assert progress_from_line("mix", "tokenize train: 50/200") == 25.0
+    assert progress_from_line("ingest", "docs: read 15, kept 15") is None
+
+
+def test_loss_curve_is_drawn_from_the_pretrain_metrics(tmp_path):
+    from tasks.core.artifacts import loss_curve_png, stage_artifacts
+
+    assert loss_curve_png(tmp_path) is None
+    rows = [{"kind": "train", "step": s, "loss": 9.0 / s} for s in range(1, 9)] + [
+        {"kind": "eval", "step": 8, "val_loss": 1.5}]
+    metrics = tmp_path / "data/pretrain/metrics.jsonl"
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text("".join(__import__("json").dumps(r) + "\n" for r in rows))
+    png = loss_curve_png(tmp_path)
+    assert png == tmp_path / "reports/pretrain/loss.png" and png.read_bytes().startswith(b"\x89PNG")
+    first = png.read_bytes()
+    assert loss_curve_png(tmp_path).read_bytes() == first  # same curve, same bytes
+    kinds = {a.key: a.kind for a in stage_artifacts(tmp_path, "pretrain")}
+    assert kinds == {"pretrain-loss": "image"}  # no throughput rows were written
+
+    # Telemetry rows: wall-clock columns only, rows without a rate yet (warm-up) left out.
+    telemetry = [{"step": s, "loss": 9.0 / s, "tokens_per_s": None if s == 1 else 1000.0 * s, "step_time_s": 0.5,
+                  "mfu": None, "mem_gib": 1.0} for s in (1, 2, 3)]
+    (tmp_path / "reports/pretrain/telemetry.jsonl").write_text(
+        "".join(__import__("json").dumps(r) + "\n" for r in telemetry))
+    arts = {a.key: a for a in stage_artifacts(tmp_path, "pretrain")}
+    assert arts["pretrain-throughput"].table == [
+        {"step": s, "tokens_per_s": 1000.0 * s, "step_time_s": 0.5, "mfu": None} for s in (2, 3)]
+    assert "mean 2,500 tokens/s" in arts["pretrain-throughput-summary"].markdown
 
 
 def test_flow_override_is_written_to_params_and_gate_failure_is_reported(tmp_path, prefect_server):

@@ -1,0 +1,155 @@
+"""The Prefect UI, seen by a real browser: a local server on 127.0.0.1, the tiny flow until validate, then
+headless Chromium (Debian's, driven by playwright) opens the flow run and checks that every stage completed
+and the artifacts are listed and render. Screenshots go to test-artifacts/ (git-ignored).
+
+Needs `bash scripts/setup-browser.sh` (chromium + playwright). Skipped when they are absent, except under
+CI=true, where a missing browser is a failure: CI must not go green without having looked.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, make_project
+
+pytestmark = [pytest.mark.slow, pytest.mark.prefect]
+
+CHROMIUM = os.environ.get("FORGELINE_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SHOTS = REPO / "test-artifacts"
+STAGES = ("ingest", "validate")
+
+
+def _browser_or_skip():
+    missing = []
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        missing.append(f"chromium ({CHROMIUM})")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing.append("the playwright package")
+    if missing:
+        why = f"{' and '.join(missing)} missing: run `bash scripts/setup-browser.sh`"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI must run the browser test: {why}")
+        pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def ui_run(tmp_path_factory):
+    """A local server and one finished flow run on it: (UI base URL, flow run id, project)."""
+    _browser_or_skip()
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.server import local_server, prefect_env
+
+    base = tmp_path_factory.mktemp("browser")
+    with local_server(base / "prefect-home") as api_url, temporary_settings(updates={PREFECT_API_URL: api_url}):
+        project = make_project(base / "proj")
+        proc = subprocess.run([sys.executable, "-m", "flows", "--until", STAGES[-1]], cwd=project,
+                              env=prefect_env(api_url, base / "prefect-home"), capture_output=True, text=True,
+                              timeout=600)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out
+        run_id = re.search(r"/runs/flow-run/([0-9a-f-]{36})", out).group(1)
+        yield api_url.removesuffix("/api"), run_id, project
+
+
+def launch(p):
+    return p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+
+
+def test_flow_run_page_shows_every_stage_completed_and_the_artifacts(ui_run):
+    from playwright.sync_api import expect, sync_playwright
+
+    ui, run_id, _ = ui_run
+    SHOTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = launch(p)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(60_000)  # a busy 2-core machine renders slowly
+            page.goto(f"{ui}/runs/flow-run/{run_id}")
+            expect(page.get_by_text(f"{len(STAGES)} Task runs")).to_be_visible()
+            # The run's own state badge, beside its name in the header.
+            expect(page.locator(".p-tabs").first).to_be_visible()
+            assert "Completed" in page.inner_text("body")
+
+            page.locator("li.p-tab#task-runs").click()
+            panel = page.locator("#task-runs-content")
+            expect(panel.get_by_text(f"({len(STAGES)} Completed)", exact=False)).to_be_visible()
+            items = panel.locator(".state-list-item")  # one row per task run: name, flow, state, duration
+            expect(items).to_have_count(len(STAGES))
+            rows = [item.inner_text().split("\n") for item in items.all()]
+            assert {r[0] for r in rows} == set(STAGES), rows
+            assert all("Completed" in r for r in rows), rows
+            page.screenshot(path=str(SHOTS / "flow-run.png"), full_page=True)
+
+            page.locator("li.p-tab#artifacts").click()
+            panel = page.locator("#artifacts-content")
+            for key in ("ingest-report", "ingest-counts", "data-funnel", "validate-report", "validate-counts",
+                        "validate-data-docs"):
+                expect(panel.get_by_text(key, exact=True).first).to_be_visible()
+            page.screenshot(path=str(SHOTS / "flow-run-artifacts.png"), full_page=True)
+
+            # The data funnel renders as a table with a row per source and the counts of ingest.
+            panel.get_by_text("data-funnel", exact=True).first.click()
+            expect(page.get_by_text("quarantine reasons").first).to_be_visible()
+            table = page.locator("table").first
+            for source in ("docs", "literature", "notes", "total"):
+                expect(table.get_by_text(source, exact=True).first).to_be_visible()
+            expect(table.get_by_text("invalid_json: 1").first).to_be_visible()  # the tiny project's bad line
+            page.screenshot(path=str(SHOTS / "data-funnel.png"), full_page=True)
+        finally:
+            browser.close()
+    assert (SHOTS / "flow-run.png").stat().st_size > 10_000
+
+
+def test_the_loss_curve_artifact_renders_as_an_image(ui_run, tmp_path):
+    """pretrain's loss curve travels as a data: URI in an image artifact; the UI must draw it (no file server)."""
+    import json
+    import math
+
+    from playwright.sync_api import expect, sync_playwright
+    from prefect import flow
+
+    from flows.pipeline import _publish
+    from tasks.core.dvcrun import StageOutcome
+
+    ui, _, _ = ui_run
+    out = tmp_path / "data" / "pretrain"
+    out.mkdir(parents=True)
+    rows = [{"kind": "train", "step": s, "loss": round(8 * math.exp(-s / 30) + 2, 4)} for s in range(1, 61)]
+    (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    @flow(name="publish-pretrain-artifacts")
+    def publish() -> None:  # the flow's own publishing code, on files a pretrain run would leave
+        _publish(StageOutcome(stage="pretrain", ran=True), tmp_path)
+
+    publish()
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        (art,) = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["pretrain-loss"])))
+    assert art.type == "image" and (tmp_path / "reports" / "pretrain" / "loss.png").exists()
+    with sync_playwright() as p:
+        browser = launch(p)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(60_000)
+            page.goto(f"{ui}/artifacts/artifact/{art.id}")
+            img = page.locator("img[src^='data:image/png']")
+            expect(img).to_have_count(1)
+            page.wait_for_function("() => document.querySelector(\"img[src^='data:image/png']\").naturalWidth > 0")
+            page.screenshot(path=str(SHOTS / "loss-curve.png"), full_page=True)
+        finally:
+            browser.close()
