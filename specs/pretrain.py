@@ -188,6 +188,12 @@ class PretrainJob(StrictModel):
         return self
 
 
+def ffn_hidden_size(d_model: int, multiple_of: int) -> int:
+    """SwiGLU width: 2/3 of 4·d (same parameters as a 4·d GELU MLP), rounded up to `multiple_of`."""
+    hidden = int(2 * 4 * d_model / 3)
+    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+
+
 def layout_problems(model: ModelSpec, parallel: ParallelSpec) -> list[str]:
     """Why this rank layout cannot hold this model (empty when it can), each naming the params key."""
     r, p = model.resolved(), parallel
@@ -195,6 +201,10 @@ def layout_problems(model: ModelSpec, parallel: ParallelSpec) -> list[str]:
     if r["n_heads"] % p.tp or r["n_kv_heads"] % p.tp:
         problems.append(f"parallel.tp: must divide model n_heads ({r['n_heads']}) and n_kv_heads "
                         f"({r['n_kv_heads']}), got {p.tp}")
+    ffn = ffn_hidden_size(r["d_model"], model.ffn_multiple_of)
+    if ffn % p.tp:
+        problems.append(f"parallel.tp: must divide the SwiGLU width {ffn} (from model.d_model and "
+                        f"model.ffn_multiple_of), got {p.tp}")
     if r["n_layers"] % p.pp:
         problems.append(f"parallel.pp: must divide model n_layers ({r['n_layers']}), got {p.pp}")
     return problems

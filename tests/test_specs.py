@@ -119,3 +119,12 @@ def test_parallel_layout_must_fit_the_model(tmp_path):
         "parallel.pp: must divide model n_layers (4), got 3"]
     (line,) = problems_of(p, ["parallel.pp=2", "parallel.zero_stage=2"])
     assert line.startswith("parallel: zero_stage 2 is incompatible with pipeline parallelism")
+
+
+def test_tensor_parallel_must_divide_the_swiglu_width():
+    from specs.pretrain import ModelSpec, ParallelSpec, layout_problems
+
+    model = ModelSpec(flavor="tiny", d_model=48, n_heads=3, n_kv_heads=3, ffn_multiple_of=64)  # SwiGLU width 128
+    assert layout_problems(model, ParallelSpec(tp=3, dp=1)) == [
+        "parallel.tp: must divide the SwiGLU width 128 (from model.d_model and model.ffn_multiple_of), got 3"]
+    assert layout_problems(model, ParallelSpec(tp=1)) == []

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from specs.pretrain import ffn_hidden_size  # noqa: F401  (shared with the params check)
 from tasks.train.tensor_parallel import NO_TP, ColumnParallelLinear, RowParallelLinear, TPContext, init_normal
 
 
@@ -74,12 +75,6 @@ class ModelConfig:
     def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
-
-
-def ffn_hidden_size(d_model: int, multiple_of: int) -> int:
-    """SwiGLU width: 2/3 of 4·d (same parameters as a 4·d GELU MLP), rounded up to `multiple_of`."""
-    hidden = int(2 * 4 * d_model / 3)
-    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
 
 
 # ----------------------------------------------------------------------------------------------- building blocks
