@@ -76,10 +76,12 @@ class AdaptiveMixSpec(StrictModel):
     enabled: bool = Field(
         False, description="Turn adaptive source weights on; off = the fixed, seeded data order (unchanged)."
     )
-    reference: Literal["initial", "target"] = Field(
+    reference: Literal["initial", "previous", "target"] = Field(
         "initial",
-        description="Lag signal λ per source. initial: λ = ln(L / L_ref), L_ref the source's val loss at the first "
-        "update point (which only records it): sources that improved least since then gain weight. target: "
+        description="Signal λ per source. initial: λ = ln(L / L_ref), L_ref the source's val loss at the first "
+        "update point (which only records it): sources that improved least since then gain weight (\"upweight "
+        "the laggards\"; an unlearnable source also lags). previous: λ = ln(L_prev / L), the relative drop since "
+        "the last update point: sources still improving fastest gain weight, plateaued ones lose it. target: "
         "λ = max(L − targets[source], 0) nats, DoReMi's clipped excess loss over a reference model's loss.",
     )
     targets: dict[str, float] = Field(

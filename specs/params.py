@@ -57,7 +57,9 @@ class Params(StrictModel):
         names = set(self.ingest.source_names())
         for where, keys in (("validate.per_source", self.validate_.per_source),
                             ("clean.quality.profiles", self.clean.quality.profiles),
-                            ("mix.weights", self.mix.weights)):
+                            ("mix.weights", self.mix.weights),
+                            ("mix.adaptive.bounds", self.mix.adaptive.bounds),
+                            ("mix.adaptive.targets", self.mix.adaptive.targets)):
             unknown = sorted(set(keys) - names)
             if unknown:
                 raise ValueError(f"{where}: names unknown source(s) {unknown} (ingest declares {sorted(names)})")
@@ -72,7 +74,8 @@ class Params(StrictModel):
     def section(self, stage: str) -> StrictModel:
         """The spec a stage's `run()` receives."""
         if stage == "pretrain":
-            return PretrainJob(model=self.model, parallel=self.parallel, train=self.pretrain)
+            return PretrainJob(model=self.model, parallel=self.parallel, train=self.pretrain,
+                               adaptive=self.mix.adaptive)
         if stage == "sft":
             return SFTJob.from_sections(self.sft, self.parallel)
         if stage == "instruct":

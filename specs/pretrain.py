@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from specs.base import StrictModel
+from specs.mix import AdaptiveMixSpec
 
 # Named shapes; any field set explicitly in `model` overrides the flavor's value.
 FLAVORS: dict[str, dict[str, int]] = {
@@ -179,6 +180,9 @@ class PretrainJob(StrictModel):
     model: ModelSpec
     parallel: ParallelSpec
     train: PretrainSpec
+    adaptive: AdaptiveMixSpec = Field(
+        default_factory=AdaptiveMixSpec, description="mix.adaptive: source weights following the per-source val "
+        "loss (read by the training loop).")
 
     @model_validator(mode="after")
     def _layout_fits_model(self) -> "PretrainJob":

@@ -71,8 +71,8 @@ STAGES: tuple[StageDef, ...] = (
     StageDef("mix", upstream=("clean",), seeded=True, code=(
         "tasks/data/tokenizer.py", "tasks/data/packing.py", "tasks/data/records.py")),
     # Checkpoints persist across reruns (a retried stage resumes from them) and stay out of the DVC cache.
-    StageDef("pretrain", upstream=("mix",), seeded=True, params=("model", "parallel"),
-             code=("tasks/train", "tasks/data/packing.py", "tasks/data/tokenizer.py"),
+    StageDef("pretrain", upstream=("mix",), seeded=True, params=("model", "parallel", "mix.adaptive"),
+             code=("tasks/train", "tasks/data/packing.py", "tasks/data/tokenizer.py", "specs/mix.py"),
              persist_outs=("checkpoints/pretrain",)),
     StageDef("evaluate", upstream=("pretrain", "mix", "clean"), seeded=True, code=(
         "tasks/eval/__init__.py", "tasks/eval/generate.py", "tasks/eval/perplexity.py", "tasks/eval/spotcheck.py",

@@ -6,6 +6,8 @@ at an update point (every `every` steps, default each evaluation, from `warmup_s
 gets a lag signal λ_s from its validation loss L_s:
     reference initial:  λ_s = ln(L_s / L_ref,s), L_ref = the loss at the first update point (that point only
                         records it) — the source that improved least since then lags most;
+    reference previous: λ_s = ln(L_prev,s / L_s), the relative drop since the previous update point — the
+                        sources still learning fastest gain, plateaued ones (learned, or unlearnable) lose;
     reference target:   λ_s = max(L_s − target_s, 0), DoReMi's clipped excess loss over a reference model's.
 A source without a val loss this time gets the mean λ of the others (it neither gains nor loses on average).
 Then  a = w ⊙ exp(η·λ) / Σ(…),  w' = (1 − c)·a + c·w0,  w'' = clip(k·w', lo, hi) with the one k that makes
@@ -16,15 +18,16 @@ decimals), so every rank computes the same weights, and a resumed run the same o
 
 Sampler (`AdaptivePlan`, same interface as data.BatchPlan): a sequence belongs to the source holding most of
 its L + 1 window tokens (ties: the alphabetically first source); each source has its own stream of its
-sequences, epoch e being the permutation numpy PCG64([seed, SALT, source code, e]) of the source's pool. Step t
-draws c_t,s sequences from source s's stream, where the targets T_s(t) = Σ_{u≤t} G·w_s(u) accumulate and
-c_t = largest-remainder allocation of G over max(T(t) − N(t−1), 0) (N = sequences drawn so far): every step's
-batch has exactly G sequences, the realized counts stay within about one sequence per source of the targets,
-and no fractional share is lost to rounding. The G drawn sequences are shuffled with PCG64([seed, SALT2, t]) so
-data-parallel ranks see mixed sources, then sliced per rank as BatchPlan does. Everything is a pure function
-of (seed, step, weight history): the history — (from-batch, weights) entries, weights applying to every data
-batch from `batch` on — is saved with each checkpoint (`adaptive_mix.json`), so a resumed run draws the same
-batches. Batch indexes, not steps, key the history, so the stability guard's skipped windows keep working.
+sequences, epoch e being the permutation PCG64([seed, SALT_STREAM, source code, e]) of the source's pool.
+Step t draws c_t,s sequences from source s's stream, where the targets T_s(t) = Σ_{u≤t} G·w_s(u) accumulate
+and c_t = largest-remainder allocation of G over max(T(t) − N(t−1), 0) (N = sequences drawn so far): every
+step's batch has exactly G sequences, the realized counts stay within one sequence per source of the targets,
+and no fractional share is lost to rounding. The G drawn sequences are shuffled with PCG64([seed,
+SALT_SHUFFLE, t]) so data-parallel ranks see mixed sources, then sliced per rank as BatchPlan does. Everything
+is a pure function of (seed, step, weight history): the history — (from-batch, weights) entries, weights
+applying to every data batch from `batch` on — is saved with each checkpoint (`adaptive_mix.json`), so a
+resumed run draws the same batches. Batch indexes, not steps, key the history, so the stability guard's
+skipped windows keep working (a rollback restores the history saved with the checkpoint it returns to).
 The cumulative counts are cached per step (16·S bytes per step) and recomputed from step 0 after a resume.
 """
 
@@ -34,6 +37,7 @@ import bisect
 import json
 import math
 from functools import lru_cache
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +81,12 @@ def project(v: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 def lag_signal(losses: np.ndarray, reference: np.ndarray, mode: str) -> np.ndarray:
     """λ per source ([S]); NaN losses (no val tokens) or references get the mean of the others."""
-    lam = np.log(losses / reference) if mode == "initial" else np.maximum(losses - reference, 0.0)
+    if mode == "initial":
+        lam = np.log(losses / reference)
+    elif mode == "previous":
+        lam = np.log(reference / losses)
+    else:
+        lam = np.maximum(losses - reference, 0.0)
     known = np.isfinite(lam)
     return np.where(known, lam, lam[known].mean() if known.any() else 0.0)
 
@@ -104,15 +113,15 @@ def bounds_for(spec: AdaptiveMixSpec, sources: list[str]) -> tuple[np.ndarray, n
 # ---------------------------------------------------------------------------------------------- the sampler
 def majority_sources(ds: PackedDataset) -> tuple[list[str], np.ndarray]:
     """(sorted source names, [n] code of each train sequence's majority source; ties: the first name)."""
-    idx = ds.index
-    names = sorted(set(idx.column("sources").combine_chunks().flatten().to_pylist()))
     n = len(ds)
+    src_col, start_col = ds.index.column("sources").combine_chunks(), ds.index.column("starts").combine_chunks()
+    encoded = src_col.flatten().dictionary_encode()                       # no Python string per piece
+    seen = encoded.dictionary.to_pylist()
+    names = sorted(seen)
     if n == 0:
         return names, np.zeros(0, dtype=np.int64)
-    src_col, start_col = idx.column("sources").combine_chunks(), idx.column("starts").combine_chunks()
     offsets = src_col.offsets.to_numpy()                                  # [n + 1] into the flat pieces
-    code = {s: k for k, s in enumerate(names)}
-    flat_src = np.array([code[s] for s in src_col.flatten().to_pylist()], dtype=np.int64)   # [pieces]
+    flat_src = np.array([names.index(s) for s in seen], dtype=np.int64)[encoded.indices.to_numpy()]  # [pieces]
     starts = start_col.flatten().to_numpy().astype(np.int64)              # [pieces] window position of each
     seq_of = np.repeat(np.arange(n), np.diff(offsets))                    # [pieces] its sequence
     ends = np.append(starts[1:], ds.window)                               # next piece's start …
@@ -170,7 +179,7 @@ class AdaptivePlan:
     def set_history(self, history: list[tuple[int, np.ndarray]]) -> None:
         """Replace the (from-batch, weights) history; cached counts beyond the first change are dropped."""
         history = [(int(b), np.asarray(w, dtype=np.float64)) for b, w in history]
-        if not history or history[0][0] != 0 or any(b2 < b1 for (b1, _), (b2, _) in zip(history, history[1:])):
+        if not history or history[0][0] != 0 or any(b2 < b1 for (b1, _), (b2, _) in pairwise(history)):
             raise ValueError("weight history must start at batch 0 and be ordered by batch")
         changed = _first_difference(getattr(self, "history", []), history)
         self.history = history
@@ -224,10 +233,11 @@ class AdaptivePlan:
 
 # ------------------------------------------------------------------------------------------ the loop's mixer
 def spec_of(job: Any) -> AdaptiveMixSpec:
-    """mix.adaptive for a pretrain Job: `PretrainJob.adaptive` once params route it there, else
-    `job.extra["adaptive_mix"]` (how tests and benchmarks pass it); absent = disabled."""
-    raw = job.spec.get("adaptive") or (job.extra or {}).get("adaptive_mix") or {}
-    return AdaptiveMixSpec.model_validate(raw)
+    """mix.adaptive for a pretrain Job: `job.extra["adaptive_mix"]` when given (tests, benchmarks), else
+    `job.spec["adaptive"]` (PretrainJob's copy of params' mix.adaptive); absent = disabled."""
+    extra = job.extra or {}
+    raw = extra["adaptive_mix"] if "adaptive_mix" in extra else job.spec.get("adaptive")
+    return AdaptiveMixSpec.model_validate(raw or {})
 
 
 class AdaptiveMixer:
@@ -252,7 +262,7 @@ class AdaptiveMixer:
         self._sync()
 
     @classmethod
-    def attach(cls, job: Any, train: Any, data: Any, ckpt_dir: Path, tag: str | None) -> "AdaptiveMixer | None":
+    def attach(cls, job: Any, train: Any, data: Any, ckpt_dir: Path, tag: str | None) -> AdaptiveMixer | None:
         """Put an AdaptivePlan into `data` (a TrainData) when mix.adaptive is on, restoring the history saved
         with checkpoint `tag`; None when off. Refuses to resume across a change of sampler (the data order of
         the steps done so far would not be the one the checkpoint was trained on)."""
@@ -290,11 +300,13 @@ class AdaptiveMixer:
         """Apply the rule to step `done`'s per-source val losses; the new weights govern data batches from
         `next_batch` on. Returns the metrics row (`kind: mix`)."""
         losses = np.array([val_loss_by_source.get(s, math.nan) for s in self.sources], dtype=np.float64)
-        if self.spec.reference == "initial":
+        if self.spec.reference != "target":
             first = np.isnan(self.reference) & np.isfinite(losses)
             self.reference = np.where(first, losses, self.reference)
             losses = np.where(first, np.nan, losses)  # a source's first loss only records its reference
         lam = lag_signal(losses, self.reference, self.spec.reference)
+        if self.spec.reference == "previous":
+            self.reference = np.where(np.isfinite(losses), losses, self.reference)
         w = next_weights(self.weights, lam, self.base, self.lo, self.hi, self.spec.step_size, self.spec.smoothing)
         self.entries.append({"batch": int(next_batch), "step": int(done), "weights": w.tolist()})
         self._sync()
@@ -331,6 +343,9 @@ class AdaptiveMixer:
         if state["sources"] != self.sources:
             raise ValueError(f"pretrain: checkpoint {Path(tag_dir).name} mixes sources {state['sources']}, the "
                              f"data now has {self.sources}")
+        if state["spec"]["reference"] != self.spec.reference:  # the saved reference losses mean something else
+            raise ValueError(f"pretrain: checkpoint {Path(tag_dir).name} used mix.adaptive.reference "
+                             f"{state['spec']['reference']!r}, this run has {self.spec.reference!r}")
         self.reference = np.array([math.nan if x is None else x for x in state["reference"]], dtype=np.float64)
         if self.spec.reference == "target":  # changed targets apply from here on; the history stays
             self.reference = np.array([self.spec.targets[s] for s in self.sources], dtype=np.float64)
@@ -349,5 +364,15 @@ class AdaptiveMixer:
                 "final": [round(x, ROUND) for x in self.weights.tolist()], "updates": len(self.entries) - 1}
 
 
-__all__ = ["AdaptiveMixer", "AdaptivePlan", "STATE_FILE", "allocate", "bounds_for", "lag_signal",
-           "majority_sources", "next_weights", "project", "spec_of"]
+__all__ = [
+    "STATE_FILE",
+    "AdaptiveMixer",
+    "AdaptivePlan",
+    "allocate",
+    "bounds_for",
+    "lag_signal",
+    "majority_sources",
+    "next_weights",
+    "project",
+    "spec_of",
+]

@@ -342,6 +342,7 @@ def _save(engine: Any, store: CheckpointStore, layout: Any, rank: int, step: int
     with atomic_path(store.folder / tag / f"rng-rank{rank:05d}.pt") as tmp:
         torch.save(_get_rng(), tmp)
     _barrier(layout)
+    faults.checkpoint("pretrain.checkpoint_write")  # tests: killed with the tag's files written, its manifest not
     if rank == 0:
         write_text_atomic(store.folder / tag / "metrics.jsonl", jsonl(rows))
         write_json_atomic(store.folder / tag / GUARD_FILE, guard.state_dict())
