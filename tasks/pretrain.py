@@ -72,6 +72,9 @@ def _summary(spec: PretrainJob, result: dict[str, Any]) -> str:
     if tel:
         mfu = tel["mfu"] if isinstance(tel["mfu"], str) else f"{tel['mfu']:.1%}"
         lines.append(f"- MFU {mfu} ({tel['mfu_peak']})")
+        if tel.get("checkpoint_saves"):
+            lines.append(f"- checkpoints: {tel['checkpoint_saves']} synchronous saves, training stalled "
+                         f"{tel['checkpoint_stall_s']} s per save")
         lines += [f"- ⚠ {alert}" for alert in tel.get("throttle_alerts", [])]
     stab = rep.get("stability", {})
     if stab.get("incidents"):

@@ -120,4 +120,5 @@ def test_telemetry_rows_and_mfu(mixed, tmp_path):
     config = json.loads((root / "data" / "pretrain" / "config.json").read_text())
     r = late[-1]  # MFU is the model's FLOP rate over the stated peak
     assert r["mfu"] == pytest.approx(r["tokens_per_s"] * config["flops_per_token"] / 1e12, rel=1e-3)
-    assert "MFU" in result.summary
+    assert "MFU" in result.summary and "synchronous saves, training stalled" in result.summary
+    assert any("checkpoint_stall_s" in r for r in rows)

@@ -266,8 +266,11 @@ def _run(job: Job, rank: int, t_start: float) -> dict[str, Any]:
                 for r in new_rows:
                     append_row(metrics_file, r)
             if done % train.checkpoint_every == 0 or done == train.steps:
+                t_ckpt = time.perf_counter()
                 _save(engine, store, layout, rank, done, rows, identity, spec_json, train.keep_checkpoints, guard,
                       mixer)
+                if monitor:  # saves are synchronous here: training waits for them (the stall is reported)
+                    monitor.checkpoint_saved(done, time.perf_counter() - t_ckpt)
             if monitor and (new_rows or done % train.checkpoint_every == 0):
                 monitor.resync()  # evaluation and checkpoint time is not training throughput
             faults.checkpoint("pretrain.step_done")

@@ -64,6 +64,7 @@ class Monitor:
                                   spec.wandb, project=spec.wandb_project, run_name=run_name,
                                   config=config, jsonl_name="telemetry.jsonl")
         self.mfu_values: list[float] = []
+        self.checkpoint_stalls: list[float] = []
         self.alerts: list[str] = []
         self.nvml = spec.nvml and torch.cuda.is_available()
 
@@ -91,9 +92,18 @@ class Monitor:
         self.sink.log(step, {**metrics, **wall})
         return wall
 
+    def checkpoint_saved(self, step: int, seconds: float) -> None:
+        """A synchronous save (DeepSpeed's `torch.save` engine): training stood still for `seconds`. DeepSpeed's
+        decoupled/fast writers need its async_io op (GPU nodes); until they are wired in, the stall is measured."""
+        self.checkpoint_stalls.append(seconds)
+        self.sink.log(step, {"checkpoint_stall_s": round(seconds, 4)})
+
     def summary(self) -> dict[str, Any]:
         mean_mfu = sum(self.mfu_values) / len(self.mfu_values) if self.mfu_values else None
+        stalls = self.checkpoint_stalls
         return {"mfu": "unknown" if mean_mfu is None else round(mean_mfu, 4), "mfu_peak": self.peak.reason,
+                "checkpoint_saves": len(stalls),
+                "checkpoint_stall_s": round(sum(stalls) / len(stalls), 4) if stalls else None,
                 "throttle_alerts": self.alerts[-5:], **memory_gib()}
 
     def close(self) -> None:

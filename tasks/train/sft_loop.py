@@ -187,7 +187,10 @@ def run_sft(job: Any, rank: int, t_start: float) -> dict[str, Any]:
                 for r in new_rows:
                     append_row(metrics_file, r)
             if done % train.checkpoint_every == 0 or done == train.steps:
+                t_ckpt = time.perf_counter()
                 _save(engine, store, layout, rank, done, rows, identity, spec_json, train.keep_checkpoints, guard)
+                if monitor:
+                    monitor.checkpoint_saved(done, time.perf_counter() - t_ckpt)
             if monitor and new_rows:
                 monitor.resync()
             faults.checkpoint("sft.step_done")
