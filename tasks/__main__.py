@@ -106,7 +106,10 @@ def cmd_stage(args: argparse.Namespace) -> int:
         failure = StageResult(stage=args.command, ok=False, error=f"{type(exc).__name__}: {exc}",
                               summary=f"**{args.command} failed**: {exc}")
         write_json_atomic(StagePaths(root, args.command).result_file, failure.model_dump(mode="json"))
-        if os.environ.get("FORGELINE_TRACEBACK") or not isinstance(exc, (ValueError, FileNotFoundError)):
+        from tasks.core.files import StorageError
+
+        if os.environ.get("FORGELINE_TRACEBACK") or not isinstance(exc, (ValueError, FileNotFoundError,
+                                                                         StorageError)):
             traceback.print_exc()
         print(f"{args.command} failed: {exc}", file=sys.stderr)
         return 1

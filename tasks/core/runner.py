@@ -16,7 +16,8 @@ from pathlib import Path
 from specs import Params, spec_hash
 from specs.results import Manifest, RunRecord, StageResult
 from tasks.core import graph
-from tasks.core.files import file_records, sha256_file, write_json_atomic
+from tasks.core.files import check_writable, file_records, sha256_file, write_json_atomic
+from tasks.core.integrity import verify_upstream
 
 MANIFEST = "manifest.json"
 # Libraries whose versions can change a stage's output; recorded in every manifest.
@@ -94,6 +95,13 @@ def run_stage(name: str, params: Params, root: Path) -> StageResult:
     spec = params.section(name)
     module = importlib.import_module(f"tasks.{sdef.module_name}")
 
+    # Before any work: the upstream folders must be what their producers wrote (a truncated or flipped file
+    # fails here, named), and the output folder must take files. In a pipeline project (dvc.yaml) every
+    # upstream folder was written by this runner, so one without a manifest is a stage that did not finish.
+    upstream_records = verify_upstream({u: paths.input(u) for u in sdef.upstream}, root,
+                                       require_manifest=(root / "dvc.yaml").exists())
+    check_writable(paths.out)
+
     # A previous run's manifest must not vouch for what this run is about to (re)write.
     (paths.out / MANIFEST).unlink(missing_ok=True)
     if not sdef.resumable and paths.out.exists():
@@ -111,8 +119,7 @@ def run_stage(name: str, params: Params, root: Path) -> StageResult:
         spec=spec.model_dump(mode="json", by_alias=True),
         spec_hash=spec_hash(spec),
         code=file_records([root / c for c in sdef.code_deps()], root),
-        inputs=file_records([*(paths.input(u) for u in sdef.upstream),
-                             *(root / d for d in sdef.extra_deps if (root / d).exists())], root),
+        inputs=upstream_records + file_records([root / d for d in sdef.extra_deps if (root / d).exists()], root),
         outputs=file_records([paths.out], root),
         counts=result.counts,
         packages=package_versions(),

@@ -60,7 +60,13 @@ def init_distributed(backend: str | None = None) -> None:
         from deepspeed.accelerator import get_accelerator
 
         backend = get_accelerator().communication_backend_name()
-    deepspeed.init_distributed(dist_backend=backend, timeout=timedelta(minutes=30))
+    init_file = os.environ.get("FORGELINE_INIT_FILE")
+    if init_file:  # local ranks: a file rendezvous, so no TCP store listens on every interface (MASTER_PORT)
+        deepspeed.init_distributed(dist_backend=backend, timeout=timedelta(minutes=30), init_method=f"file://{init_file}",
+                                   rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]),
+                                   auto_mpi_discovery=False)
+    else:
+        deepspeed.init_distributed(dist_backend=backend, timeout=timedelta(minutes=30))
 
 
 def teardown() -> None:
@@ -304,6 +310,9 @@ class Engine:
         self.ds.save_checkpoint(folder, tag=tag, client_state=client_state, save_latest=False)
 
     def load(self, folder: str, tag: str) -> dict[str, Any]:
+        # DeepSpeed's engine unpickles with weights_only=False: a tampered file would run code on resume (the
+        # checksum manifest can be forged with it). Load tensors and DeepSpeed's few plain classes only.
+        self.ds.checkpoint_engine.load = _load_weights_only
         path, client_state = self.ds.load_checkpoint(folder, tag=tag, load_optimizer_states=True,
                                                      load_lr_scheduler_states=True)
         if path is None:
@@ -357,6 +366,15 @@ class Engine:
         for piece in gathered:
             merged.update(piece or {})
         return dict(sorted(merged.items(), key=lambda kv: _key_order(kv[0])))
+
+
+def _load_weights_only(path: str, map_location: Any = None) -> Any:
+    from deepspeed.runtime.fp16.loss_scaler import LossScaler
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+    from deepspeed.utils.tensor_fragment import fragment_address
+
+    with torch.serialization.safe_globals([LossScaler, ZeroStageEnum, fragment_address]):
+        return torch.load(path, map_location=map_location, weights_only=True)
 
 
 def _key_order(key: str) -> tuple[int, str]:

@@ -126,7 +126,13 @@ def launch(job: Job, launch_dir: Path, root: Path | None = None) -> dict[str, An
     shutil.rmtree(markers, ignore_errors=True)
     markers.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    base = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    base: dict[str, str | None] = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+    if par.launcher == "spawn":  # one node: rendezvous through a fresh file, gloo pairs on the loopback only
+        init_file = Path(launch_dir) / f"rendezvous-{port}"
+        init_file.parent.mkdir(parents=True, exist_ok=True)
+        init_file.unlink(missing_ok=True)
+        base.update(FORGELINE_INIT_FILE=str(init_file.resolve()),
+                    GLOO_SOCKET_IFNAME="lo" if use_cpu(par.accelerator) else os.environ.get("GLOO_SOCKET_IFNAME"))
     error: BaseException | None = None
     if par.launcher == "spawn" and world == 1:
         with environ(**base, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", **rank_env(par.accelerator, threads=False)):
