@@ -106,3 +106,18 @@ def make_project(dest: Path, params: dict | None = None) -> Path:
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     return make_project(tmp_path / "proj")
+
+
+def drain_prefect_workers(timeout: float = 30.0) -> None:
+    """Flush and drop Prefect's process-wide log and event workers while their server is still up.
+
+    Tests that point Prefect at a server of their own (deployments, the browser test) stop that server when done;
+    a worker left bound to it made the next module's `prefect_test_harness` teardown wait forever draining it."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for worker in (APILogWorker, EventsWorker):
+        try:
+            worker.drain_all(timeout=timeout)
+        except Exception:  # nothing started, or already drained: nothing to flush
+            pass

@@ -61,6 +61,9 @@ def ui_run(tmp_path_factory):
         assert proc.returncode == 0, out
         run_id = re.search(r"/runs/flow-run/([0-9a-f-]{36})", out).group(1)
         yield api_url.removesuffix("/api"), run_id, project
+        from tests.conftest import drain_prefect_workers
+
+        drain_prefect_workers()  # before the server stops
 
 
 def launch(p):

@@ -36,6 +36,9 @@ def server(tmp_path_factory):
     with local_server(home) as api_url, temporary_settings(updates={PREFECT_API_URL: api_url}):
         TIMINGS["server start"] = time.monotonic() - t0
         yield prefect_env(api_url, home)
+        from tests.conftest import drain_prefect_workers
+
+        drain_prefect_workers()  # before the server stops
     print("\ntimings (s):", json.dumps({k: round(v, 1) for k, v in TIMINGS.items()}))
 
 
