@@ -19,10 +19,8 @@ difference and leaves `hf-unverified/` for inspection; `data/export/hf` never ho
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +36,7 @@ from tasks.data.tokenizer import load_tokenizer
 from tasks.train.chat import render, render_jinja, render_text
 from tasks.train.hf_export import ExportMismatch, _publish, check_hf, export_hf
 from tasks.train.model import ModelConfig
+from tasks.eval.generate import torch_threads
 
 log = logging.getLogger("forgeline.export")
 
@@ -83,7 +82,7 @@ def run(spec: ExportSpec, paths: StagePaths) -> StageResult:
                          special_tokens={"eos_token": spec.eos_token} if spec.eos_token else None)
     seq = min(spec.verify_seq, cfg.seq_len)
     try:
-        with _threads(VERIFY_THREADS):
+        with torch_threads(VERIFY_THREADS):
             diff = check_hf(staging, state, cfg, tol=spec.verify_tolerance, seq=seq, batch=VERIFY_BATCH)
         check_chat(staging, sft / "tokenizer.json")
     except ExportMismatch as exc:
@@ -109,16 +108,6 @@ def run(spec: ExportSpec, paths: StagePaths) -> StageResult:
 
 
 # ------------------------------------------------------------------------------------------------ checks
-@contextlib.contextmanager
-def _threads(n: int) -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
 def check_chat(hf_dir: Path, tokenizer_json: Path) -> None:
     """The exported tokenizer's chat template must render PROBE as forgeline's `render_text` and tokenize it to
     the ids `render` produced during SFT (with and without the generation prompt); raises ExportMismatch."""

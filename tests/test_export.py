@@ -17,6 +17,7 @@ import yaml
 from specs.export import ExportSpec
 from specs.results import StageResult
 from tasks import export
+from tasks.eval.generate import torch_threads
 from tasks.core import graph
 from tasks.core.files import sha256_file
 from tasks.core.runner import StagePaths
@@ -92,7 +93,7 @@ def make_project(root: Path, template: str | None = None) -> ModelConfig:
 
 
 def run_export(root: Path, **spec) -> StageResult:
-    with export._threads(1):
+    with torch_threads(1):
         return export.run(ExportSpec(**spec), StagePaths(root=root, stage="export", seed=3))
 
 

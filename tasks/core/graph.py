@@ -95,7 +95,7 @@ STAGES: tuple[StageDef, ...] = (
     StageDef("review_sft", module="review", upstream=("sft",), extra_deps=("reviews",), code=(
         "tasks/eval/review_gate.py", "tasks/eval/spotcheck.py", "specs/evaluate.py")),
     StageDef("export", upstream=("sft", "review_sft"), code=(
-        "tasks/train/hf_export.py", "tasks/train/chat.py", "tasks/train/model.py")),
+        "tasks/train/hf_export.py", "tasks/train/chat.py", "tasks/train/model.py", "tasks/eval/generate.py")),
 )
 
 STAGE_NAMES = tuple(s.name for s in STAGES)
