@@ -34,7 +34,7 @@ class SFTSpec(StrictModel):
     activation_checkpointing: bool = Field(False, description="Recompute block activations in backward.")
     dp: int = Field(1, ge=1, le=4096, description="Data-parallel ranks (SFT runs without tensor/pipeline "
                     "parallelism; the launcher, hostfile and accelerator come from `parallel`).")
-    zero_stage: Literal[0, 1, 2, 3] = Field(0, description="ZeRO stage over the data-parallel ranks.")
+    zero_stage: int = Field(0, ge=0, le=3, description="ZeRO stage over the data-parallel ranks (0-3).")
     eval_every: int = Field(50, ge=1, description="Steps between held-out instruction-loss evaluations.")
     checkpoint_every: int = Field(50, ge=1, description="Steps between checkpoints (and one at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="Newest checkpoints kept on disk.")
