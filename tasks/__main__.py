@@ -1,4 +1,5 @@
-"""Command line: `python -m tasks <stage>` runs one stage; `check`, `graph` inspect the run's definition."""
+"""Command line: `python -m tasks <stage>` runs one stage; `check`, `graph`, `plan` inspect the run's definition;
+`reports` serves reports/ on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -117,6 +118,23 @@ def cmd_stage(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def cmd_reports(args: argparse.Namespace) -> int:
+    from tasks.core.reports_server import ENV, reports_server
+
+    server = reports_server(_root(args), args.host, args.port)
+    host, port = server.server_address[:2]
+    print(f"Serving {_root(args) / graph.REPORTS_DIR} on http://{host}:{port}/ (Ctrl-C stops it).\n"
+          f"For links in the Prefect UI, start the flow/worker/serve process with: export {ENV}=http://{host}:{port}",
+          flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tasks", description=__doc__)
     parser.add_argument("--root", default=".", help="project root (holds params.yaml and dvc.yaml)")
@@ -144,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="--measure: most local ranks (default: the GPUs, or the CPU count capped at 4)")
     pl.add_argument("--measure-steps", type=int, default=5, help="--measure: timed steps per layout")
     pl.set_defaults(func=cmd_plan)
+    rp = sub.add_parser("reports", help="serve reports/ (Data Docs, plots) on 127.0.0.1 for the UI's links")
+    rp.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
+    rp.add_argument("--port", type=int, default=8765)
+    rp.set_defaults(func=cmd_reports)
     for s in graph.STAGES:
         sp = sub.add_parser(s.name, help=f"run stage {s.name} from params.yaml")
         sp.set_defaults(func=cmd_stage)

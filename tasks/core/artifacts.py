@@ -24,6 +24,7 @@ from pydantic import BaseModel, Field
 
 from tasks.core import graph
 from tasks.core.files import atomic_path
+from tasks.core.reports_server import report_url
 
 LOSS_PNG = "loss.png"
 DATA_DOCS = "data_docs/index.html"
@@ -119,15 +120,16 @@ def _sum_reasons(ingest: dict[str, Any]) -> dict[str, int]:
 # -------------------------------------------------------------------------------------------- stage specifics
 
 def data_docs_artifacts(root: Path) -> list[UIArtifact]:
-    """Where the Great Expectations Data Docs of the last validate run are (a local file, not served)."""
+    """Where the Great Expectations Data Docs of the last validate run are: on `python -m tasks reports` when
+    FORGELINE_REPORTS_URL names it, else the local file."""
     index = _reports(root, "validate") / DATA_DOCS
     if not index.exists():
         return [UIArtifact(kind="markdown", key="validate-data-docs", description="validate: GX Data Docs",
                            markdown="No Data Docs were written (`validate.data_docs: false`); the results are "
                                     f"in `{graph.stage('validate').out_dir}/results.json`.")]
-    uri = index.resolve().as_uri()
-    return [UIArtifact(kind="link", key="validate-data-docs", description="validate: GX Data Docs (local file)",
-                       url=uri, link_text=str(index.relative_to(root)))]
+    url, where = report_url(root, index)
+    return [UIArtifact(kind="link", key="validate-data-docs", description=f"validate: GX Data Docs ({where})",
+                       url=url, link_text=str(index.relative_to(root)))]
 
 
 def dedup_markdown(root: Path) -> str | None:
