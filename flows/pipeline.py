@@ -21,6 +21,7 @@ from prefect.artifacts import (
     update_progress_artifact,
 )
 from prefect.runtime import flow_run
+from prefect.settings import PREFECT_API_URL
 from pydantic import Field
 
 from flows.params import ParamsOverride, StageName, to_dotted
@@ -90,7 +91,9 @@ def run_stage(stage: str, root: str, force: bool = False) -> StageOutcome:
         logger.info(line)
         progress.feed(line)
 
-    outcome = reproduce_stage(Path(root), stage, log=log, force=force)
+    # The stage's own Prefect runs (clean's shard tasks on Dask, `run.executor`) report to this flow's server.
+    api = {"PREFECT_API_URL": PREFECT_API_URL.value()} if PREFECT_API_URL.value() else {}
+    outcome = reproduce_stage(Path(root), stage, log=log, force=force, env=api)
     progress.finish()
     _publish(outcome, Path(root))
     return outcome

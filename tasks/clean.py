@@ -1,6 +1,6 @@
 """Stage `clean`: normalize, scrub PII, filter by quality and toxicity, then exact + near deduplicate.
 
-Per ingest shard (resumable): normalize -> scrub PII (before anything downstream sees the text) -> quality score
+Per ingest shard (resumable; in this process or as Prefect tasks on Dask, see `run.executor`): normalize -> scrub PII (before anything downstream sees the text) -> quality score
 (prose or code rules per source) -> toxicity -> MinHash signature. Finished shards are kept in a work folder
 outside the DVC out (DVC deletes outs before a rerun), keyed by the spec and the input's manifest, so a killed
 and re-run stage skips them. Then, over all shards: exact dedup on normalized text and MinHash-LSH near dedup,
@@ -29,6 +29,7 @@ from specs.results import StageResult
 from tasks.core import faults
 from tasks.core.files import atomic_path, sha256_file, write_json_atomic
 from tasks.core.runner import MANIFEST, StagePaths
+from tasks.core.shardmap import map_shards
 from tasks.data import cleaning
 from tasks.data.records import RECORD_SCHEMA, write_table
 
@@ -40,17 +41,21 @@ def run(spec: CleanSpec, paths: StagePaths) -> StageResult:
     ingest = paths.input("ingest")
     work = _work_dir(spec, paths)
     shards = sorted((ingest / "shards").glob("*.parquet"))
-    done = 0
-    for i, shard in enumerate(shards, start=1):
-        target = work / f"{shard.stem}.parquet"
-        if target.exists() and (work / f"{shard.stem}.sig.npy").exists():
-            done += 1
-            continue  # finished by an earlier, interrupted run
-        cleaning.process_shard(shard, target, work / f"{shard.stem}.sig.npy", spec, paths.seed, paths.root)
-        log.info("shard %d/%d %s cleaned", i, len(shards), shard.name)
+    # Finished shards (their work table is renamed into place last) were done by an earlier, interrupted run.
+    todo = [s for s in shards if not ((work / f"{s.stem}.parquet").exists() and (work / f"{s.stem}.sig.npy").exists())]
+    if len(todo) < len(shards):
+        log.info("resumed: %d of %d shards were already finished", len(shards) - len(todo), len(shards))
+
+    finished = [len(shards) - len(todo)]
+
+    def done(i: int, run: dict) -> None:  # here, in the stage's process, as each shard finishes (any order)
+        finished[0] += 1
+        log.info("shard %d/%d %s cleaned: %d records in %.1f s (pid %d)", finished[0], len(shards), todo[i].name,
+                 run["result"], run["seconds"], run["pid"])
         faults.checkpoint("clean.shard_done")
-    if done:
-        log.info("resumed: %d of %d shards were already finished", done, len(shards))
+
+    args = [(s, work / f"{s.stem}.parquet", work / f"{s.stem}.sig.npy", spec, paths.seed, paths.root) for s in todo]
+    map_shards(cleaning.process_shard, args, [s.stem for s in todo], paths.executor, "clean", done)
 
     rows, sigs = _load_work(work, shards)
     dedup_report = cleaning.deduplicate(rows, sigs, spec, paths.seed)

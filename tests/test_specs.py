@@ -47,7 +47,7 @@ def test_unknown_key_is_rejected_with_suggestion(tmp_path):
     data["run"]["colour"] = "red"
     lines = problems_of(write(tmp_path, data))
     assert "ingest.shard_record: unknown key (did you mean 'shard_records'?)" in lines
-    assert any(line.startswith("run.colour: unknown key (allowed: name, seed)") for line in lines)
+    assert any(line.startswith("run.colour: unknown key (allowed: name, seed, executor)") for line in lines)
 
 
 def test_unknown_section_and_wrong_type(tmp_path):

@@ -75,15 +75,17 @@ def read_result(root: Path, stage: str) -> StageResult | None:
     return StageResult.model_validate_json(path.read_text())
 
 
-def reproduce_stage(root: Path, stage: str, log: Callable[[str], None] = print, force: bool = False) -> StageOutcome:
-    """Bring one stage up to date through DVC; raise StageFailed (with the stage's summary) on failure."""
+def reproduce_stage(root: Path, stage: str, log: Callable[[str], None] = print, force: bool = False,
+                    env: dict[str, str] | None = None) -> StageOutcome:
+    """Bring one stage up to date through DVC; raise StageFailed (with the stage's summary) on failure.
+    `env`: extra environment for the stage's process (the flow passes its Prefect API address)."""
     if not force and stage_is_up_to_date(root, stage):
         log(f"{stage}: up to date (dvc.lock matches); skipped")
         return StageOutcome(stage=stage, ran=False, result=read_result(root, stage))
     result_file = root / graph.RUNS_DIR / f"{stage}.result.json"
     result_file.unlink(missing_ok=True)  # so a crash cannot be reported with the previous run's summary
     cmd = [sys.executable, "-m", "dvc", "repro", "--single-item", *(["--force"] if force else []), stage]
-    proc = subprocess.Popen(cmd, cwd=root, env=_child_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(cmd, cwd=root, env={**_child_env(), **(env or {})}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, errors="replace", bufsize=1)
     tail: list[str] = []
     assert proc.stdout is not None

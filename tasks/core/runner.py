@@ -8,13 +8,14 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
 from specs import Params, spec_hash
 from specs.results import Manifest, RunRecord, StageResult
+from specs.run import ExecutorSpec
 from tasks.core import graph
 from tasks.core.files import check_writable, file_records, sha256_file, write_json_atomic
 from tasks.core.integrity import verify_upstream
@@ -34,6 +35,7 @@ class StagePaths:
     root: Path
     stage: str
     seed: int = 0  # the run's master seed (`run.seed`); stages derive all their randomness from it
+    executor: ExecutorSpec = field(default_factory=ExecutorSpec)  # `run.executor`: where per-shard work runs
 
     @property
     def out(self) -> Path:
@@ -91,7 +93,7 @@ def _now() -> str:
 def run_stage(name: str, params: Params, root: Path) -> StageResult:
     """Execute stage `name` and write its manifest, metrics, result and run record."""
     sdef = graph.stage(name)
-    paths = StagePaths(root=root, stage=name, seed=params.run.seed)
+    paths = StagePaths(root=root, stage=name, seed=params.run.seed, executor=params.run.executor)
     spec = params.section(name)
     module = importlib.import_module(f"tasks.{sdef.module_name}")
 

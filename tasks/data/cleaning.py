@@ -65,9 +65,9 @@ def clean_record(r: dict[str, Any], spec: CleanSpec, root: Path) -> dict[str, An
             "exact_key": exact_key(text), "pii_kinds": list(pii), "pii_counts": list(pii.values())}
 
 
-def process_shard(shard: Path, target: Path, sig_target: Path, spec: CleanSpec, seed: int, root: Path) -> None:
-    """Phase 1 for one ingest shard. Signatures are written first and the table last, so the table's presence
-    (atomically renamed into place) means the shard is finished."""
+def process_shard(shard: Path, target: Path, sig_target: Path, spec: CleanSpec, seed: int, root: Path) -> int:
+    """Phase 1 for one ingest shard; returns its record count. Signatures are written first and the table last,
+    so the table's presence (atomically renamed into place) means the shard is finished."""
     rows = [clean_record(r, spec, root) for r in pq.read_table(shard).to_pylist()]
     sigs = minhash.signatures([r["text"] for r in rows], spec.dedup, seed)  # [rows, num_perm]
     with atomic_path(sig_target) as tmp:
@@ -75,6 +75,7 @@ def process_shard(shard: Path, target: Path, sig_target: Path, spec: CleanSpec, 
             np.save(fh, sigs)
     with atomic_path(target) as tmp:
         write_table(rows, WORK_SCHEMA, tmp)
+    return len(rows)
 
 
 def deduplicate(rows: pa.Table, sigs: np.ndarray, spec: CleanSpec, seed: int) -> dict[str, Any]:
