@@ -100,3 +100,19 @@ def test_clean_on_dask_is_byte_identical_to_one_process(prefect_api, tmp_path):
     assert len(clean_runs) == 2 and all(r.state.is_completed() for r in clean_runs)
     for run in clean_runs:
         assert sorted(t.name for t in task_runs_of(run.id)) == [f"clean:mixed-{n:05d}" for n in range(6)]
+
+
+def test_under_the_forgeline_flow_the_shards_report_to_the_flows_server(prefect_api, tmp_path, monkeypatch):
+    from flows.pipeline import forgeline
+    from tests.conftest import make_project
+
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)  # only the flow's settings know the server: it passes it on
+    project = make_project(tmp_path / "proj")
+    before = len(flow_runs_named("clean-shards"))
+    got = forgeline(root=str(project), until="clean", params={"run": {"executor": DASK}})
+    assert [(o.stage, o.ran) for o in got] == [("ingest", True), ("validate", True), ("clean", True)]
+    runs = flow_runs_named("clean-shards")
+    assert len(runs) == before + 1
+    newest = max(runs, key=lambda r: r.created)
+    shards = sorted(p.stem for p in (project / "data/ingest/shards").glob("*.parquet"))
+    assert sorted(t.name for t in task_runs_of(newest.id)) == [f"clean:{s}" for s in shards]
