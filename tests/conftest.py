@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -121,3 +122,22 @@ def drain_prefect_workers(timeout: float = 30.0) -> None:
             worker.drain_all(timeout=timeout)
         except Exception:  # nothing started, or already drained: nothing to flush
             pass
+
+
+# Kill points are drawn at random for each session (the seed is in every row, so a failure can be replayed
+# with FORGELINE_FAULT_SEED=<seed>); each scenario draws from its own stream, so adding one moves no other.
+# Kept in the environment, so every import of this module and every child process agree on it.
+FAULT_SEED = int(os.environ.setdefault("FORGELINE_FAULT_SEED", str(random.SystemRandom().randrange(1 << 32))))
+
+
+def pytest_report_header(config) -> str:
+    return f"fault seed: {FAULT_SEED} (replay the same kill points with FORGELINE_FAULT_SEED={FAULT_SEED})"
+
+
+def kill_point(scenario: str, lo: int, hi: int) -> int:
+    """A point in [lo, hi] for `scenario`, from the session's fault seed."""
+    return random.Random(f"{FAULT_SEED}:{scenario}").randint(lo, max(lo, hi))
+
+
+def seed_note() -> str:
+    return f"; seed {FAULT_SEED}"

@@ -17,6 +17,7 @@ from specs.pretrain import ParallelSpec
 from specs.sft import SFTJob, SFTSpec
 from tasks import sft
 from tasks.core.runner import StagePaths
+from tests.conftest import kill_point, seed_note
 from tests.test_pretrain import SEED, fresh_root, mixed, run_stage  # noqa: F401
 
 REPO = Path(__file__).resolve().parents[1]
@@ -104,20 +105,33 @@ def test_outputs_loss_falls_and_rerun_is_byte_identical(reference, pretrained, t
     assert outputs(other) == ref
 
 
-def test_killed_sft_resumes_to_the_same_end(reference, pretrained, tmp_path):
+def kill_cases() -> list[tuple[str, str | None]]:
+    """(fault, checkpoint the re-run resumes from) at points drawn from the session's fault seed. SFT saves
+    step 0, then every 2 of 6 steps, each before the step's fault point; a tag killed mid-write (no manifest)
+    is skipped, so the re-run resumes from the one before it (none before step 0's)."""
+    step = kill_point("sft-step", 1, 6)
+    write = kill_point("sft-checkpoint-write", 1, 4)  # the n-th checkpoint: step 0, 2, 4, 6
+    return [(f"sft.step_done={step}", f"step{2 * (step // 2):06d}"),
+            (f"pretrain.checkpoint_write={write}", f"step{2 * (write - 2):06d}" if write > 1 else None)]
+
+
+@pytest.mark.parametrize("fault, resumes_from", kill_cases(), ids=["mid-step", "mid-checkpoint-write"])
+def test_killed_sft_resumes_to_the_same_end(reference, pretrained, tmp_path, fault, resumes_from):
     _, ref, _ = reference
     root = copy_inputs(pretrained, tmp_path / "p")
     driver = (
         "import json, sys\nfrom pathlib import Path\nfrom tests.test_sft import run_sft\n"
         "run_sft(Path(sys.argv[1]))\n")
-    env = {**os.environ, "FORGELINE_FAULT": "sft.step_done=3"}
+    env = {**os.environ, "FORGELINE_FAULT": fault}  # the checkpoint writer is shared with pretrain: its point name
     proc = subprocess.run([sys.executable, "-c", driver, str(root)], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=300)
-    assert proc.returncode == -9, proc.stderr[-2000:]
-    assert (root / "checkpoints" / "sft" / "step000002").is_dir()
+    assert proc.returncode == -9, (fault, seed_note(), proc.stderr[-2000:])
     result = run_sft(root)
-    assert "resumed from checkpoint step000002" in result.summary
-    assert outputs(root) == ref
+    if resumes_from is None:
+        assert "resumed from" not in result.summary, (fault, seed_note())
+    else:
+        assert f"resumed from checkpoint {resumes_from}" in result.summary, (fault, seed_note(), result.summary)
+    assert outputs(root) == ref, (fault, seed_note())
 
 
 def test_rejected_review_stops_sft(pretrained, tmp_path):

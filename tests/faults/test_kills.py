@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from tasks.core.integrity import stray_temp_files
-from tests.conftest import make_project, tiny_params
+from tests.conftest import kill_point, make_project, seed_note, tiny_params
 
 # ------------------------------------------------------------------------------------------ planted input
 # Found by tasks/data/pii.py: they must reach ingest and never get past clean.
@@ -205,11 +205,13 @@ def assert_row(row: Row) -> None:
     assert row.checks and not failed, f"{row.fault} @ {row.where}: did not hold: {failed}\n{evidence}"
 
 
-def kill_clean_between_shards(tmp_root: Path, nth: int = 2) -> Row:
-    """SIGKILL clean after its nth finished shard under `dvc repro`; re-run `dvc repro` by hand."""
+def kill_clean_between_shards(tmp_root: Path, nth: int | None = None) -> Row:
+    """SIGKILL clean after its nth finished shard (drawn at random unless given) under `dvc repro`; re-run
+    `dvc repro` by hand."""
     base = base_projects(tmp_root)
     proj = workspace(tmp_root, "kill-clean-shard")
-    row = Row("SIGKILL", f"clean, after shard {nth} (dvc repro)")
+    nth = nth or kill_point("clean-shard", 1, ingest_shard_count(proj) - 1)
+    row = Row("SIGKILL", f"clean, after shard {nth} (dvc repro{seed_note()})")
     killed = dvc(proj, "repro", "clean", env=child_env(FORGELINE_FAULT=f"clean.shard_done={nth}"), check=False)
     manifest_after_kill = (proj / "data/clean/manifest.json").exists()
     finished = sorted(p.name for p in (proj / "work/clean").glob("*/*.parquet"))
@@ -319,20 +321,23 @@ def kill_pretrain_mid_checkpoint(tmp_root: Path) -> Row:
     return row
 
 
-def kill_pretrain_mid_step(tmp_root: Path) -> Row:
-    """SIGKILL after step 3 of 4 (checkpoints every 2 steps): the re-run resumes from step 2."""
+def kill_pretrain_mid_step(tmp_root: Path, step: int | None = None) -> Row:
+    """SIGKILL after a step of 4 drawn at random (checkpoints at 0 and every 2 steps, each written before the
+    step's fault point): the re-run resumes from the newest checkpoint at or before it."""
     ref = pretrain_reference(tmp_root)
-    proj, killed, after, rerun, took = kill_pretrain(tmp_root, "pretrain.step_done=3", "kill-pretrain-step")
+    step = step or kill_point("pretrain-step", 1, 4)
+    tag = 2 * (step // 2)
+    proj, killed, after, rerun, took = kill_pretrain(tmp_root, f"pretrain.step_done={step}", "kill-pretrain-step")
     log = rerun.stdout + rerun.stderr
-    row = Row("SIGKILL", "pretrain, after step 3 of 4 (dvc repro)", recover_s=took)
+    row = Row("SIGKILL", f"pretrain, after step {step} of 4 (dvc repro{seed_note()})", recover_s=took)
     row.checks = {
         "killed run failed": killed.returncode != 0,
-        "checkpoint of step 2 is complete": after.get("step000002") is True,
-        "resumed from step 2": "resumed from step000002 at step 2" in log,
+        f"checkpoint of step {tag} is complete": after.get(f"step{tag:06d}") is True,
+        f"resumed from step {tag}": f"resumed from step{tag:06d} at step {tag}" in log,
         **pretrain_recovered(proj, ref, rerun),
     }
-    row.outcome = "resumed from step 2; byte-identical" if row.ok else "FAILED"
-    row.lost = "1 step (step 3, after the last checkpoint)"
+    row.outcome = f"resumed from step {tag}; byte-identical" if row.ok else "FAILED"
+    row.lost = f"{step - tag} step(s) after the last checkpoint"
     row.details = {"killed": killed.stderr[-1500:], "tags": after, "rerun": log[-2500:]}
     return row
 
