@@ -36,6 +36,7 @@ from tasks.core.dvcrun import (
     reproduce_stage,
     select_stages,
     stages_not_up_to_date,
+    LOCK_HELD_ENV,
     workspace_lock,
 )
 from tasks.core.files import write_text_atomic
@@ -92,8 +93,10 @@ def run_stage(stage: str, root: str, force: bool = False) -> StageOutcome:
         progress.feed(line)
 
     # The stage's own Prefect runs (clean's shard tasks on Dask, `run.executor`) report to this flow's server.
-    api = {"PREFECT_API_URL": PREFECT_API_URL.value()} if PREFECT_API_URL.value() else {}
-    outcome = reproduce_stage(Path(root), stage, log=log, force=force, env=api)
+    env = {LOCK_HELD_ENV: "forgeline flow"}  # the flow holds the workspace lock; the stage runs on its behalf
+    if PREFECT_API_URL.value():
+        env["PREFECT_API_URL"] = PREFECT_API_URL.value()
+    outcome = reproduce_stage(Path(root), stage, log=log, force=force, env=env)
     progress.finish()
     _publish(outcome, Path(root))
     return outcome

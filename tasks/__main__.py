@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -87,11 +88,22 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0 if result.chosen is not None and not own else 2
 
 
+def _workspace(root: Path, stage: str):
+    """The workspace lock for a stage started by hand or by a plain `dvc repro` (refused at once, naming the
+    holder, while a flow or another stage holds it); nothing when a lock holder started this stage."""
+    from tasks.core.dvcrun import LOCK_HELD_ENV, workspace_lock
+
+    if os.environ.get(LOCK_HELD_ENV) or not (root / "dvc.yaml").exists():
+        return contextlib.nullcontext()
+    return workspace_lock(root, f"stage {stage} (`python -m tasks {stage}`)", timeout=0)
+
+
 def cmd_stage(args: argparse.Namespace) -> int:
     if getattr(args, "interactive", False):  # `review --interactive`: a human walks the sample
         from tasks.review import review_cli
 
         return review_cli(_root(args), target=args.target, reviewer=args.reviewer, params_file=args.params)
+    from tasks.core.dvcrun import WorkspaceBusy
     from tasks.core.files import write_json_atomic
     from tasks.core.runner import StagePaths, run_stage
 
@@ -102,7 +114,11 @@ def cmd_stage(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 2
     try:
-        result = run_stage(args.command, params, root)
+        with _workspace(root, args.command):
+            result = run_stage(args.command, params, root)
+    except WorkspaceBusy as exc:
+        print(exc, file=sys.stderr)
+        return 1
     except Exception as exc:  # record the failure for the flow, then fail loudly
         failure = StageResult(stage=args.command, ok=False, error=f"{type(exc).__name__}: {exc}",
                               summary=f"**{args.command} failed**: {exc}")

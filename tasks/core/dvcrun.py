@@ -138,6 +138,9 @@ class WorkspaceBusy(RuntimeError):
 
 
 LOCK_FILE = ".dvc/tmp/forgeline-run.lock"  # beside DVC's own repo lock; .dvc/tmp is git-ignored by DVC
+# Set for the processes a lock holder starts (the flow's `dvc repro` and the stage under it): they run on its
+# behalf, so a stage seeing it does not take the lock again (a second flock from a child would wait forever).
+LOCK_HELD_ENV = "FORGELINE_WORKSPACE_LOCKED"
 
 
 @contextlib.contextmanager
