@@ -76,19 +76,13 @@ def prefect_api(home: Path):
         return
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from flows.server import local_server
+    from flows.server import drain_prefect_workers, local_server
 
     with local_server(home) as url, temporary_settings(updates={PREFECT_API_URL: url}):
-        yield
-
-
-def drain_prefect_workers() -> None:
-    """Flush Prefect's log and event workers while the server is still up (else exit waits on them)."""
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-
-    for worker in (APILogWorker, EventsWorker):
-        worker.drain_all(timeout=30)
+        try:
+            yield
+        finally:
+            drain_prefect_workers()  # while the server is up
 
 
 def main() -> None:
@@ -107,7 +101,6 @@ def main() -> None:
         for n, (name, executor) in enumerate(configs):
             wall, busy, digest = run_once(shards, Path(tmp) / f"work{n}", executor)
             rows.append((name, wall, busy, digest))
-        drain_prefect_workers()
 
     base_wall, base_digest = rows[0][1], rows[0][3]
     print(f"\n{args.shards} shards x {args.docs_per_shard} documents, {os.cpu_count()} CPUs\n")

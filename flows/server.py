@@ -90,3 +90,16 @@ def local_server(home: Path, port: int | None = None, log_file: Path | None = No
     finally:
         stop(proc)
         log.close()
+
+
+def drain_prefect_workers(timeout: float = 30.0) -> None:
+    """Flush and drop Prefect's process-wide log and event workers while their server is still up: call it before
+    stopping a server this process talked to, or a later drain (at exit, or a test harness's) waits on a dead one."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for worker in (APILogWorker, EventsWorker):
+        try:
+            worker.drain_all(timeout=timeout)
+        except Exception:  # nothing started, or already drained: nothing to flush
+            pass

@@ -110,18 +110,11 @@ def project(tmp_path: Path) -> Path:
 
 
 def drain_prefect_workers(timeout: float = 30.0) -> None:
-    """Flush and drop Prefect's process-wide log and event workers while their server is still up.
+    """Tests that point Prefect at a server of their own (deployments, the browser test) stop that server when
+    done; a log/event worker left bound to it made the next module's `prefect_test_harness` teardown wait forever."""
+    from flows.server import drain_prefect_workers as drain
 
-    Tests that point Prefect at a server of their own (deployments, the browser test) stop that server when done;
-    a worker left bound to it made the next module's `prefect_test_harness` teardown wait forever draining it."""
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-
-    for worker in (APILogWorker, EventsWorker):
-        try:
-            worker.drain_all(timeout=timeout)
-        except Exception:  # nothing started, or already drained: nothing to flush
-            pass
+    drain(timeout)
 
 
 # Kill points are drawn at random for each session (the seed is in every row, so a failure can be replayed
