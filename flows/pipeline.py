@@ -29,6 +29,7 @@ from flows.review import ask_review
 from specs import load_params
 from tasks.core import artifacts, dvcrun, graph
 from tasks.core.dvcrun import (
+    LOCK_HELD_ENV,
     StageFailed,
     StageOutcome,
     StagesNotUpToDate,
@@ -36,7 +37,6 @@ from tasks.core.dvcrun import (
     reproduce_stage,
     select_stages,
     stages_not_up_to_date,
-    LOCK_HELD_ENV,
     workspace_lock,
 )
 from tasks.core.files import write_text_atomic
@@ -92,9 +92,8 @@ def run_stage(stage: str, root: str, force: bool = False) -> StageOutcome:
         logger.info(line)
         progress.feed(line)
 
-    # The stage's own Prefect runs (clean's shard tasks on Dask, `run.executor`) report to this flow's server.
     env = {LOCK_HELD_ENV: "forgeline flow"}  # the flow holds the workspace lock; the stage runs on its behalf
-    if PREFECT_API_URL.value():
+    if PREFECT_API_URL.value():  # the stage's own Prefect runs (clean's shard tasks on Dask) report here too
         env["PREFECT_API_URL"] = PREFECT_API_URL.value()
     outcome = reproduce_stage(Path(root), stage, log=log, force=force, env=env)
     progress.finish()
