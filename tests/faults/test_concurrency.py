@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.test_kills import (Row, assert_row, base_projects, child_env, dvc, fault_dir, lock_entry,
+from tests.faults.test_kills import (Row, assert_row, base_projects, child_env, dvc, lock_entry,
                                      temp_free, tree_digest, workspace)
 
 
@@ -117,10 +117,6 @@ def _blocked_on(lock: Path, pid: int) -> bool:
 
 
 # ------------------------------------------------------------------------------------------ tests
-@pytest.fixture(scope="session")
-def fault_root(tmp_path_factory) -> Path:
-    return fault_dir(tmp_path_factory)
-
 
 def test_second_dvc_repro_is_refused_and_nothing_is_corrupted(fault_root):
     assert_row(two_dvc_repro(fault_root))

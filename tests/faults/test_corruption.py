@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tasks.core.integrity import IntegrityError, verify_upstream
-from tests.faults.test_kills import (Row, assert_row, base_projects, dvc, fault_dir, lock_entry, pretrain_reference,
+from tests.faults.test_kills import (Row, assert_row, base_projects, dvc, lock_entry, pretrain_reference,
                                      stage_cli, timed, tree_digest, workspace)
 
 
@@ -107,10 +107,6 @@ def corrupt_checkpoint(tmp_root: Path, mode: str) -> Row:
 
 
 # ------------------------------------------------------------------------------------------ tests
-@pytest.fixture(scope="session")
-def fault_root(tmp_path_factory) -> Path:
-    return fault_dir(tmp_path_factory)
-
 
 @pytest.mark.parametrize("mode", ["flip", "truncate"])
 def test_damaged_clean_shard_stops_mix_naming_the_file(fault_root, mode):

@@ -24,7 +24,7 @@ import pytest
 from tasks.core import files
 from tasks.core.files import StorageError, atomic_path
 from tasks.core.integrity import stray_temp_files
-from tests.faults.test_kills import (Row, assert_row, base_projects, child_env, fault_dir, ingest_shard_count, sh,
+from tests.faults.test_kills import (Row, assert_row, base_projects, child_env, ingest_shard_count, sh,
                                      stage_cli, timed, tree_digest, workspace)
 
 
@@ -136,10 +136,6 @@ def read_only_output(tmp_root: Path) -> Row:
 
 
 # ------------------------------------------------------------------------------------------ tests
-@pytest.fixture(scope="session")
-def fault_root(tmp_path_factory) -> Path:
-    return fault_dir(tmp_path_factory)
-
 
 def test_injected_enospc_names_the_file_and_publishes_nothing(fault_root):
     assert_row(disk_full_by_fault(fault_root))

@@ -392,10 +392,6 @@ def fault_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture(scope="session")
-def fault_root(tmp_path_factory) -> Path:
-    return fault_dir(tmp_path_factory)
-
 
 def test_clean_killed_between_shards_resumes_byte_identical(fault_root):
     assert_row(kill_clean_between_shards(fault_root))

@@ -22,15 +22,11 @@ import pytest
 import torch
 
 from tests.faults.test_kills import (EMAILS, FAKE_KEY, PHONES, PLANTED_FILE, WANDB_SECRET, Row, assert_row,
-                                     base_projects, child_env, fault_dir, pretrain_reference, sh, timed, workspace)
+                                     base_projects, child_env, pretrain_reference, sh, timed, workspace)
 
 REPO = Path(__file__).resolve().parents[2]
 LOOPBACK = {"127.0.0.1", "::1", "::ffff:127.0.0.1"}
 
-
-@pytest.fixture(scope="session")
-def fault_root(tmp_path_factory) -> Path:
-    return fault_dir(tmp_path_factory)
 
 
 # ------------------------------------------------------------------------------------------ listeners
