@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from specs.base import StrictModel
 from specs.mix import AdaptiveMixSpec
+from tasks.train.config import ffn_hidden_size  # noqa: F401  (pure Python: the one owner of the shape numbers)
 
 # Named shapes; any field set explicitly in `model` overrides the flavor's value.
 FLAVORS: dict[str, dict[str, int]] = {
@@ -190,12 +191,6 @@ class PretrainJob(StrictModel):
         if problems:
             raise ValueError("; ".join(problems))
         return self
-
-
-def ffn_hidden_size(d_model: int, multiple_of: int) -> int:
-    """SwiGLU width: 2/3 of 4·d (same parameters as a 4·d GELU MLP), rounded up to `multiple_of`."""
-    hidden = int(2 * 4 * d_model / 3)
-    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
 
 
 def layout_problems(model: ModelSpec, parallel: ParallelSpec) -> list[str]:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import logging
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -270,6 +271,56 @@ class Engine:
 
     def lr(self) -> float:
         return float(self.ds.get_lr()[0])
+
+    # ----------------------------------------------------------------------- the step API objectives build on
+    @property
+    def device(self) -> Any:
+        return self.ds.device
+
+    def set_lr_scale(self, scale: float) -> None:
+        """Multiply this step's scheduled LR (the scheduler sets the next step's value after its `step()`)."""
+        self._set_lr_scale(scale)
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """The wrapped module's forward (training mode): logits, or the mean loss when labels are given."""
+        return self.ds(*args, **kwargs)
+
+    def backward_and_step(self, loss: torch.Tensor) -> None:
+        """Backward of one micro-batch's loss and DeepSpeed's step (it updates at the accumulation boundary)."""
+        self.ds.backward(loss)
+        self.ds.step()
+
+    def skip_update(self) -> None:
+        """Skip this optimizer step; the LR schedule still advances (LR stays a function of the step)."""
+        self.scheduler.step()
+
+    def grad_norm(self) -> float | None:
+        """The global gradient norm of the last update (None when unknown or not finite)."""
+        return _as_float(self.ds.get_global_grad_norm())
+
+    def pipeline_train_batch(self, data_iter: Any) -> float:
+        """A pipeline's whole optimizer step (`train_batch`): the mean loss over dp, the same on every stage."""
+        return float(self.ds.train_batch(data_iter=data_iter).detach().float())
+
+    def dp_sum(self, x: torch.Tensor) -> float:
+        """Sum over the data-parallel ranks (every rank gets the same value)."""
+        if self.layout.dp > 1:
+            x = x.detach().clone().double()
+            dist.all_reduce(x, group=self.dp_group)
+        return float(x)
+
+    def dp_mean(self, x: torch.Tensor) -> float:
+        return self._dp_mean(x.detach().float())
+
+    @contextmanager
+    def eval_mode(self) -> Iterator[None]:
+        """Evaluation mode and no autograd for the block; training mode again after."""
+        self.ds.module.eval()
+        try:
+            with torch.no_grad():
+                yield
+        finally:
+            self.ds.module.train()
 
     # ---------------------------------------------------------------------------------------------- evaluation
     def evaluate(self, ev: EvalData) -> torch.Tensor:
