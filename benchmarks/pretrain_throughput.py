@@ -18,13 +18,15 @@ Each run happens in its own child process so that its peak memory (CUDA `max_mem
 process's peak RSS, which includes the imported libraries) is its own and DeepSpeed state cannot leak
 into the references. tokens/s is timed over --steps steps after --warmup untimed ones, with
 `torch.cuda.synchronize()` at both ends. MFU = tokens/s · FLOPs/token / device peak (tasks.train.telemetry);
-FLOPs/token is the PaLM 6·N + 12·L·d·T count of each model; CPU (or an unlisted device) gives "unknown".
+FLOPs/token is the PaLM 6·N + 12·L·d·T count of each model (tasks.train.config); CPU (or an unlisted device)
+gives "unknown".
 Every run reads its loss back once per step (the engine does so before the backward, by design).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import json
 import math
 import os
@@ -97,18 +99,18 @@ class MiniGPT(nn.Module):
 
     def flops_per_token(self, seq_len: int) -> float:
         """6·N + 12·L·d·T with N = matmul weights: blocks' Linear weights + the head (V·d), as for forgeline."""
-        from tasks.train.telemetry import flops_per_token
+        from tasks.train.config import transformer_flops_per_token
 
         n = sum(m.weight.numel() for b in self.blocks for m in b.modules() if isinstance(m, nn.Linear))
         n += self.head.weight.numel()
         d = self.wte.weight.size(1)
-        return flops_per_token(n, len(self.blocks), d, seq_len)
+        return float(transformer_flops_per_token(n, len(self.blocks), d, seq_len))
 
 
 # ------------------------------------------------------------------------------------------------ helpers
 def model_config(args: argparse.Namespace):
     from specs.pretrain import ModelSpec
-    from tasks.train.model import ModelConfig
+    from tasks.train.config import ModelConfig
 
     vocab = args.vocab or (8192 if args.shape == "tiny" else 50304)  # tokenizer-like vocab for tiny; GPT-2 padded
     return ModelConfig.from_spec(ModelSpec(flavor=args.shape), vocab, args.seq)
@@ -122,7 +124,7 @@ def make_batches(args: argparse.Namespace, vocab: int) -> list[tuple[torch.Tenso
 
 
 class SyntheticData:
-    """What `Engine.train_step` reads from `TrainData`: one micro-batch per step (grad_accum 1, dp 1)."""
+    """What the pretrain objective reads from `TrainData`: one micro-batch per step (grad_accum 1, dp 1)."""
 
     def __init__(self, batches: list[tuple[torch.Tensor, torch.Tensor]]):
         self.batches = batches
@@ -159,13 +161,21 @@ def timed(step_fn, args: argparse.Namespace, device: torch.device, min_warmup: i
     return time.perf_counter() - t0
 
 
+def engine_step(engine, data: SyntheticData, i: int) -> float | None:
+    """The trainer's step on the engine's step API (forward, backward + DeepSpeed step, grad norm), as the pretrain
+    objective drives it with one micro-batch per rank (the stability guard's bookkeeping is not timed)."""
+    for x, y in data.micro_batches(i, 0):
+        engine.backward_and_step(engine.forward(x.to(engine.device), y.to(engine.device)))
+    return engine.grad_norm()
+
+
 # ------------------------------------------------------------------------------------------------- runs
 def run_engine(args, cfg, batches, device) -> tuple[float, int, float]:
     from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec, StabilitySpec
+    from tasks.train.config import flops_per_token, param_count
     from tasks.train.dsconfig import ds_config
     from tasks.train.engine import Engine, build_layout, init_distributed, teardown
-    from tasks.train.loop import _quiet_deepspeed
-    from tasks.train.model import flops_per_token, param_count
+    from deepspeed.utils import logger as ds_logger
 
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
                       MASTER_PORT=str(free_port()))
@@ -173,13 +183,13 @@ def run_engine(args, cfg, batches, device) -> tuple[float, int, float]:
                       parallel=ParallelSpec(zero_stage=args.zero, accelerator=device.type),
                       train=PretrainSpec(steps=args.warmup + args.steps, micro_batch_size=args.batch,
                                          precision=args.precision, stability=StabilitySpec(enabled=False)))
-    _quiet_deepspeed()
+    ds_logger.setLevel(logging.WARNING)
     init_distributed("nccl" if device.type == "cuda" else None)
     try:
         layout = build_layout(job.parallel)
         engine = Engine(cfg, job, layout, args.seed, ds_config(job.train, job.parallel))
         data = SyntheticData(batches)
-        seconds = timed(lambda i: engine.train_step(i, data), args, device)
+        seconds = timed(lambda i: engine_step(engine, data, i), args, device)
     finally:
         teardown()
     return seconds, param_count(cfg), float(flops_per_token(cfg))
@@ -215,7 +225,8 @@ def run_plain(args, model: nn.Module, batches, device) -> float:
 
 def child(args: argparse.Namespace) -> dict:
     """One run in this process; returns its measurements."""
-    from tasks.train.model import Transformer, flops_per_token, param_count
+    from tasks.train.config import flops_per_token, param_count
+    from tasks.train.model import Transformer
 
     torch.manual_seed(args.seed)
     device = torch.device(args.device)

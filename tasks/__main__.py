@@ -54,29 +54,69 @@ def cmd_graph(args: argparse.Namespace) -> int:
     return 0
 
 
+# `plan` options the params answer when they are not given: plan for the precision the run trains in and for its
+# own world size; every other cluster option takes ClusterSpec's default.
+PLAN_DEFAULTS_FROM_PARAMS = {"precision": "the params' pretrain.precision",
+                             "gpus_per_node": "the params' world size (dp × tp × pp) / nodes"}
+
+
+def add_spec_options(parser: argparse.ArgumentParser, model, defaults_shown: dict[str, str] | None = None) -> None:
+    """One `--kebab-case` option per field of the pydantic `model`: the field's type (a Literal as choices), its
+    description as help with its default. Left out, an option is absent from the parsed namespace
+    (argparse.SUPPRESS), so the model itself applies its default: the fields are the one source."""
+    import typing
+
+    for name, f in model.model_fields.items():
+        kind, choices = f.annotation, None
+        if typing.get_origin(kind) is typing.Literal:
+            choices = list(typing.get_args(kind))
+            kind = type(choices[0])
+        if kind not in (int, float, str):  # a new field of another type needs its command-line form chosen here
+            raise TypeError(f"{model.__name__}.{name}: no command-line option for {f.annotation}")
+        default = (defaults_shown or {}).get(name, f.default)
+        parser.add_argument("--" + name.replace("_", "-"), type=kind, choices=choices, default=argparse.SUPPRESS,
+                            metavar=None if choices else name.upper(),
+                            help=f"{f.description} (default: {default})".replace("%", "%%"))
+
+
+def cluster_from_args(args: argparse.Namespace, params):
+    """The ClusterSpec of the given `plan` options (PLAN_DEFAULTS_FROM_PARAMS, then the spec's defaults, fill the
+    rest); raises ParamsError naming the option of each invalid value."""
+    from pydantic import ValidationError
+
+    from specs.base import describe_errors
+    from tasks.train.planner import ClusterSpec
+
+    given = {name: getattr(args, name) for name in ClusterSpec.model_fields if hasattr(args, name)}
+    given.setdefault("precision", params.pretrain.precision)
+    given.setdefault("gpus_per_node", max(1, params.parallel.world_size // max(1, given.get("nodes", 1))))
+    try:
+        return ClusterSpec(**given)
+    except ValidationError as exc:
+        lines = []
+        for line in describe_errors(exc, ClusterSpec):
+            key, sep, rest = line.partition(": ")
+            lines.append(f"--{key.replace('_', '-')}: {rest}" if sep and key in ClusterSpec.model_fields else line)
+        raise ParamsError(lines, "the cluster given to plan") from None
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
     """Memory per device of every dp × tp × pp × ZeRO layout for the params' model on a described cluster; with
     --measure, the measured speed of every layout that runs on the local ranks (tasks/train/measure.py)."""
-    from tasks.train.planner import ClusterSpec, plan, validate_layout
+    from tasks.train.planner import plan, validate_layout
 
     root = _root(args)
     try:
         params = load_params(root / args.params, args.set or ())
+        cluster = cluster_from_args(args, params)
     except ParamsError as exc:
         print(exc, file=sys.stderr)
         return 2
     if args.measure:  # time real steps of each layout on the local ranks instead of estimating memory
         from tasks.train.measure import run_measure
 
-        return run_measure(params, ranks=args.ranks, steps=args.measure_steps, memory_gb=args.memory_gb,
-                           precision=args.precision)
-    world = params.parallel.world_size
-    gpus = args.gpus_per_node or max(1, world // args.nodes)
-    cluster = ClusterSpec(
-        nodes=args.nodes, gpus_per_node=gpus, memory_gb=args.memory_gb, device=args.device,
-        intra_node=args.intra_node, inter_node=args.inter_node,
-        precision=args.precision or params.pretrain.precision, overhead_gb=args.overhead_gb,
-    )
+        return run_measure(params, ranks=args.ranks, steps=args.measure_steps, memory_gb=cluster.memory_gb,
+                           precision=cluster.precision)
     result = plan(params.model, cluster, vocab_size=params.mix.tokenizer.vocab_size, seq_len=params.mix.seq_len,
                   micro_batch=params.pretrain.micro_batch_size, grad_accum=params.pretrain.grad_accum,
                   activation_checkpointing=params.pretrain.activation_checkpointing)
@@ -164,14 +204,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=cmd_graph)
     pl = sub.add_parser("plan", help="memory per device of each parallel layout; the layout the seed rule picks")
     pl.add_argument("--set", action="append", metavar="KEY=VALUE", help="params override")
-    pl.add_argument("--nodes", type=int, default=1, help="nodes in the cluster")
-    pl.add_argument("--gpus-per-node", type=int, default=None, help="devices per node (default: world / nodes)")
-    pl.add_argument("--memory-gb", type=float, default=16.0, help="usable memory per device, GiB")
-    pl.add_argument("--device", default="cpu", help="device name, e.g. h100-sxm, a100, l4, cpu")
-    pl.add_argument("--intra-node", default="shm", choices=["nvlink", "pcie", "shm"])
-    pl.add_argument("--inter-node", default="none", choices=["infiniband", "ethernet", "none"])
-    pl.add_argument("--precision", default=None, choices=["fp32", "bf16", "fp16"], help="default: pretrain's")
-    pl.add_argument("--overhead-gb", type=float, default=0.5, help="fixed reserve per device, GiB")
+    from tasks.train.planner import ClusterSpec
+
+    add_spec_options(pl, ClusterSpec, PLAN_DEFAULTS_FROM_PARAMS)  # the cluster, from its spec's fields
     pl.add_argument("--measure", action="store_true",
                     help="time a few real training steps of every layout on the local ranks; pick the fastest")
     pl.add_argument("--ranks", type=int, default=None,

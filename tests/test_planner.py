@@ -5,27 +5,30 @@ from __future__ import annotations
 import pytest
 
 from specs.pretrain import ModelSpec, ParallelSpec
-from tasks.train.planner import (
-    GIB, ClusterSpec, candidate_layouts, estimate_memory, param_counts, plan, validate_layout,
-)
+from tasks.train.config import ModelConfig, ParamCounts, param_counts
+from tasks.train.planner import GIB, ClusterSpec, candidate_layouts, estimate_memory, plan, validate_layout
 
 GPT2_VOCAB = 50257
 SEVEN_B = dict(flavor="1b", n_layers=32, d_model=4096, n_heads=32, n_kv_heads=32)  # Llama-7B shape
 H100_NODE = ClusterSpec(nodes=1, gpus_per_node=8, memory_gb=80, device="h100-sxm")
 
 
+def counts_of(model: ModelSpec, vocab_size: int) -> ParamCounts:
+    return param_counts(ModelConfig.from_spec(model, vocab_size, seq_len=1024))  # the count ignores seq_len
+
+
 def test_param_counts_match_the_flavors():
-    gpt2 = param_counts(ModelSpec(flavor="gpt2-124m"), GPT2_VOCAB)
+    gpt2 = counts_of(ModelSpec(flavor="gpt2-124m"), GPT2_VOCAB)
     # 12 blocks × (4·768² attention + 3·768·2048 SwiGLU + 2·768 norms) + 50257·768 tied table + final norm.
     assert gpt2.total == 12 * (4 * 768**2 + 3 * 768 * 2048 + 2 * 768) + GPT2_VOCAB * 768 + 768 == 123_551_232
-    assert param_counts(ModelSpec(flavor="gpt2-124m", tie_embeddings=False), GPT2_VOCAB).total == \
+    assert counts_of(ModelSpec(flavor="gpt2-124m", tie_embeddings=False), GPT2_VOCAB).total == \
         gpt2.total + GPT2_VOCAB * 768
-    assert param_counts(ModelSpec(**SEVEN_B), 32000).total == pytest.approx(6.6e9, rel=0.02)
+    assert counts_of(ModelSpec(**SEVEN_B), 32000).total == pytest.approx(6.6e9, rel=0.02)
 
 
 def test_parameter_bytes_are_exact_and_zero_shards_them():
     m = ModelSpec(flavor="gpt2-124m")
-    n = param_counts(m, GPT2_VOCAB).total
+    n = counts_of(m, GPT2_VOCAB).total
     kw = dict(vocab_size=GPT2_VOCAB, seq_len=1024, micro_batch=8, precision="bf16", tp=1, pp=1,
               activation_checkpointing=False)
     plain = estimate_memory(m, dp=8, zero_stage=0, **kw)
@@ -147,3 +150,37 @@ def test_cluster_spec_is_strict():
     assert ClusterSpec(nodes=2, gpus_per_node=8).world_size == 16
     assert all(f.description for f in ClusterSpec.model_fields.values())
     assert GIB == 2**30
+
+
+def test_plan_cli_options_are_the_cluster_spec_fields(monkeypatch, capsys):
+    """`python -m tasks plan`'s cluster options are generated from ClusterSpec: same names, defaults and help."""
+    from specs import load_params
+    from tasks.__main__ import PLAN_DEFAULTS_FROM_PARAMS, build_parser, cluster_from_args
+    from tests.conftest import REPO
+
+    fields = ClusterSpec.model_fields
+    params = load_params(REPO / "params.yaml", ["pretrain.precision=fp16", "parallel.dp=2"])
+    cluster = cluster_from_args(build_parser().parse_args(["plan"]), params)
+    spec_defaults = {name: f.default for name, f in fields.items() if name not in PLAN_DEFAULTS_FROM_PARAMS}
+    assert {name: getattr(cluster, name) for name in spec_defaults} == spec_defaults
+    assert (cluster.precision, cluster.gpus_per_node) == ("fp16", 2)  # the run's precision and world size
+    given = cluster_from_args(build_parser().parse_args(
+        ["plan", "--gpus-per-node", "8", "--memory-gb", "24", "--precision", "bf16", "--intra-node", "pcie"]), params)
+    assert (given.gpus_per_node, given.memory_gb, given.precision, given.intra_node) == (8, 24.0, "bf16", "pcie")
+
+    monkeypatch.setenv("COLUMNS", "400")  # no wrapping inside a help text (argparse would break "h100-sxm")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["plan", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name, f in fields.items():
+        shown = PLAN_DEFAULTS_FROM_PARAMS.get(name, f.default)
+        assert f"--{name.replace('_', '-')} " in text and f"{f.description} (default: {shown})" in text, name
+
+
+def test_plan_cli_reports_an_invalid_cluster_option_by_its_flag(capsys):
+    from tasks.__main__ import main
+    from tests.conftest import REPO
+
+    assert main(["--root", str(REPO), "plan", "--nodes", "0", "--memory-gb", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--nodes: must be ≥ 1, got 0" in err and "--memory-gb: must be > 0.0, got 0.0" in err

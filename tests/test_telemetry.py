@@ -10,9 +10,10 @@ import pytest
 
 from specs.pretrain import ModelSpec
 from tasks.train import telemetry
+from tasks.train.config import ModelConfig, flops_per_token, transformer_flops_per_token
 from tasks.train.telemetry import (
-    DEVICE_PEAK_TFLOPS, MetricsLogger, Throughput, UnknownDeviceError, canonical_device, flops_per_token, gpu_stats,
-    mfu, model_flops_per_token, peak_flops, throttling_alert,
+    DEVICE_PEAK_TFLOPS, MetricsLogger, Throughput, UnknownDeviceError, canonical_device, gpu_stats, mfu, peak_flops,
+    throttling_alert,
 )
 
 
@@ -20,8 +21,8 @@ def test_mfu_of_gpt2_124m_on_h100():
     # Matmul weights: 12 blocks × (4·768² attention + 3·768·2048 SwiGLU) + the 50257·768 LM head (tied, still a
     # matmul); attention: 12·L·d·T with T = 1024.
     n = 12 * (4 * 768**2 + 3 * 768 * 2048) + 50257 * 768
-    fpt = model_flops_per_token(ModelSpec(flavor="gpt2-124m"), 50257, 1024)
-    assert fpt == flops_per_token(n, 12, 768, 1024) == 6 * n + 12 * 12 * 768 * 1024 == 854_438_400
+    fpt = flops_per_token(ModelConfig.from_spec(ModelSpec(flavor="gpt2-124m"), 50257, 1024))
+    assert fpt == transformer_flops_per_token(n, 12, 768, 1024) == 6 * n + 12 * 12 * 768 * 1024 == 854_438_400
     peak = peak_flops("NVIDIA H100 80GB HBM3", "bf16")
     assert peak.flops == 989.4e12 and "h100-sxm" in peak.reason
     # 8 GPUs together at 400k tokens/s: 400e3 · 854.4e6 / (8 · 989.4e12) ≈ 4.3 % MFU.

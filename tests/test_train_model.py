@@ -14,7 +14,8 @@ from specs.pretrain import ModelSpec, OptimSpec, ParallelSpec, PretrainSpec
 from tasks.train.checkpoint import CheckpointStore, identity_problems
 from tasks.train.data import BatchPlan
 from tasks.train.dsconfig import ds_config, lr_at, param_groups
-from tasks.train.model import ModelConfig, Transformer, flops_per_token, param_count, repeat_kv
+from tasks.train.config import ModelConfig, flops_per_token, param_count
+from tasks.train.model import Transformer, repeat_kv
 
 
 def cfg_of(**kw) -> ModelConfig:
@@ -87,12 +88,42 @@ def test_param_count_matches_module(kw):
     assert param_count(cfg) == sum(p.numel() for p in model.parameters())
 
 
-def test_flops_per_token_formula():
-    spec = ModelSpec()  # tiny: 4 layers, d 128, 4 heads, 2 kv heads
-    cfg = ModelConfig.from_spec(spec, vocab_size=8192, seq_len=256)
+# Counted by hand for cfg_of() (V 64, T 16, d 32, L 2, H 4 of head_dim 8, ffn 96: int(8·32/3) = 85 rounded up to
+# a multiple of 16), as (params, FLOPs per token). Per block: wq 32·32 = 1024, wo 1024, wk = wv = 32·(kv heads·8);
+# gate 32·96 = 3072, up 3072, down 96·32 = 3072; norms 2·32 = 64. Embedding 64·32 = 2048, final norm 32.
+# FLOPs = 6·N + 12·L·d·T with N = 2 blocks' matrices + the 64·32 head (tied or not: its matmul runs) and
+# 12·2·32·16 = 12,288 for attention scores and values.
+HAND_COUNTS = [
+    # GQA, 2 kv heads: wk = wv = 32·16 = 512; matrices 1024 + 512 + 512 + 1024 + 3·3072 = 12,288 per block.
+    # params 2048 + 2·(12,288 + 64) + 32 = 26,784; N = 2·12,288 + 2048 = 26,624; 6·26,624 + 12,288 = 172,032
+    ({}, 26_784, 172_032),
+    # untied: + the 64·32 head = 28,832 params; FLOPs unchanged (the tied head's matmul was already counted)
+    ({"tie_embeddings": False}, 28_832, 172_032),
+    # MHA, 4 kv heads: wk = wv = 32·32 = 1024; matrices 4·1024 + 9216 = 13,312 per block.
+    # params 2048 + 2·(13,312 + 64) + 32 = 28,832; N = 2·13,312 + 2048 = 28,672; 6·28,672 + 12,288 = 184,320
+    ({"n_kv_heads": 4}, 28_832, 184_320),
+    # MQA, 1 kv head: wk = wv = 32·8 = 256; matrices 1024 + 256 + 256 + 1024 + 9216 = 11,776 per block.
+    # params 2048 + 2·(11,776 + 64) + 32 = 25,760; N = 2·11,776 + 2048 = 25,600; 6·25,600 + 12,288 = 165,888
+    ({"n_kv_heads": 1}, 25_760, 165_888),
+]
+
+
+@pytest.mark.parametrize("kw, params, flops", HAND_COUNTS)
+def test_param_count_and_flops_per_token_by_hand(kw, params, flops):
+    cfg = cfg_of(**kw)
+    assert cfg.ffn_hidden == 96
+    assert param_count(cfg) == params
+    assert flops_per_token(cfg) == flops
+
+
+def test_flops_per_token_of_the_tiny_flavor_by_hand():
+    # tiny: V 8192, T 256, d 128, L 4, 4 heads of 32, 2 kv heads, ffn int(8·128/3) = 341 → 384 (multiple of 64).
+    # Per block: wq = wo = 128·128 = 16,384, wk = wv = 128·64 = 8192, gate = up = down = 128·384 = 49,152:
+    # 2·16,384 + 2·8192 + 3·49,152 = 196,608. N = 4·196,608 + 8192·128 (head) = 786,432 + 1,048,576 = 1,835,008.
+    # 6·1,835,008 + 12·4·128·256 = 11,010,048 + 1,572,864 = 12,582,912
+    cfg = ModelConfig.from_spec(ModelSpec(), vocab_size=8192, seq_len=256)
     assert cfg.ffn_hidden == 384
-    n_matmul = param_count(cfg) - (2 * cfg.n_layers + 1) * cfg.d_model  # tied: V·d counts once, as the head
-    assert flops_per_token(cfg) == 6 * n_matmul + 12 * 4 * 128 * 256
+    assert flops_per_token(cfg) == 12_582_912
 
 
 def test_init_is_a_function_of_seed_and_name():

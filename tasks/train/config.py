@@ -1,6 +1,7 @@
 """The architecture numbers' one owner: `ModelConfig` (the resolved shape a model is built from), its parameter
-count, its training FLOPs per token and the SwiGLU width. Pure Python (no torch): the params check in specs/, the
-planner, telemetry and the training engine all call these, so a formula exists once.
+count and the breakdown the layout planner shards, its training FLOPs per token and the SwiGLU width. Pure Python
+(no torch): the params check in specs/, the planner, telemetry, the benchmarks and the training engine all call
+these, so a formula exists once.
 """
 
 from __future__ import annotations
@@ -53,23 +54,65 @@ class ModelConfig:
 
 
 # ------------------------------------------------------------------------------------------------- accounting
+@dataclass(frozen=True)
+class ParamCounts:
+    """Parameters of the Llama-style decoder (no biases), split the way a layout shards them."""
+
+    embedding: int        # V·d input table
+    head: int             # V·d output projection when untied, else 0 (it reuses the table)
+    block_matrices: int   # wq, wk, wv, wo, gate, up, down of one block: split over tp
+    block_norms: int      # the two RMSNorm weights of one block: replicated over tp
+    final_norm: int       # the RMSNorm weight before the head
+    n_layers: int         # blocks
+
+    @property
+    def block(self) -> int:
+        return self.block_matrices + self.block_norms
+
+    @property
+    def non_embedding(self) -> int:
+        return self.n_layers * self.block + self.final_norm
+
+    @property
+    def total(self) -> int:
+        """Trainable parameters (a tied head counted once)."""
+        return self.embedding + self.head + self.non_embedding
+
+    @property
+    def matmul(self) -> int:
+        """Weights used in a matmul: every block matrix plus the V·d output projection, also when it is tied
+        (the output matmul runs either way); not the embedding lookup (no FLOPs), not the norms (no matmul)."""
+        return self.n_layers * self.block_matrices + self.embedding
+
+
+def param_counts(cfg: ModelConfig) -> ParamCounts:
+    """The parameter breakdown of `cfg`'s model."""
+    d, hd = cfg.d_model, cfg.head_dim
+    attention = 2 * d * cfg.n_heads * hd + 2 * d * cfg.n_kv_heads * hd  # wq, wo: d×H·hd; wk, wv: d×Hkv·hd (GQA)
+    mlp = 3 * d * cfg.ffn_hidden                                         # gate, up: d×f; down: f×d
+    return ParamCounts(embedding=cfg.vocab_size * d, head=0 if cfg.tie_embeddings else cfg.vocab_size * d,
+                       block_matrices=attention + mlp, block_norms=2 * d, final_norm=d, n_layers=cfg.n_layers)
+
+
 def param_count(cfg: ModelConfig) -> int:
     """Trainable parameters of the plain model (a tied head counted once)."""
-    d, hd = cfg.d_model, cfg.head_dim
-    attn = d * cfg.n_heads * hd * 2 + d * cfg.n_kv_heads * hd * 2                  # q, o + k, v
-    block = attn + 3 * d * cfg.ffn_hidden + 2 * d                                  # + gate, up, down + 2 norms
-    head = 0 if cfg.tie_embeddings else cfg.vocab_size * d
-    return cfg.vocab_size * d + cfg.n_layers * block + d + head
+    return param_counts(cfg).total
+
+
+def transformer_flops_per_token(matmul_params: int, n_layers: int, d_model: int, seq_len: int) -> int:
+    """Training FLOPs per token (forward + backward), PaLM (Chowdhery et al. 2022) appendix B: 6·N + 12·L·d·T.
+
+    6·N: forward 2·N and backward 4·N multiply-adds of the weight matmuls. N counts every weight used in a
+    matmul, including the LM head projection (V·d) even when tied to the input embedding: its matmul is real
+    compute; only the input table lookup is free. 12·L·d·T (PaLM's 12·L·H·Q·T with H·Q = d_model): the attention
+    score and value matmuls (2·2·T·d per token per layer forward, ×3 with backward; not parameters) over
+    T = seq_len, counted as full (non-causal) attention by convention, so MFU is comparable with published
+    numbers. Norms, RoPE and softmax are ignored; activation recomputation is not counted (that would be
+    hardware FLOPs utilization). MFU = tokens/s · flops_per_token / peak FLOP/s.
+    """
+    return 6 * matmul_params + 12 * n_layers * d_model * seq_len
 
 
 def flops_per_token(cfg: ModelConfig) -> int:
-    """Training FLOPs per token (forward + backward), PaLM appendix B: 6·N + 12·L·d·T.
-
-    N counts every weight used in a matmul: blocks plus the LM head projection (V·d, also when tied, since
-    the output matmul is done either way), but not the embedding lookup (no FLOPs). 12·L·d·T is the attention
-    score and value matmuls (2·2·T·d per token per layer forward, ×3 for backward). Norms, RoPE and softmax
-    are ignored. MFU = tokens/s · flops_per_token / peak FLOP/s.
-    """
-    matmul_params = param_count(cfg) - cfg.vocab_size * cfg.d_model * (1 if not cfg.tie_embeddings else 0) \
-        - (cfg.n_layers * 2 + 1) * cfg.d_model                                     # drop norms (no matmul)
-    return 6 * matmul_params + 12 * cfg.n_layers * cfg.d_model * cfg.seq_len
+    """`transformer_flops_per_token` of `cfg`'s model (N = `ParamCounts.matmul`)."""
+    return transformer_flops_per_token(param_counts(cfg).matmul, cfg.n_layers, cfg.d_model, cfg.seq_len)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec, layout_problems
-from tasks.train.planner import GIB, candidate_layouts, estimate_memory, ffn_hidden
+from tasks.train.planner import GIB, candidate_layouts, estimate_memory
 
 
 @dataclass
@@ -64,16 +64,13 @@ def candidates(model: ModelSpec, train: PretrainSpec, ranks: int, *, vocab_size:
                ) -> list[Measurement]:
     """Every layout of 1 … ranks ranks, those that cannot run with `problem` set (not to be measured)."""
     out = []
-    d_model = model.resolved()["d_model"]
     for world in range(1, ranks + 1):
         for dp, tp, pp in candidate_layouts(world):
             # ZeRO shards over dp (nothing to shard at dp = 1); DeepSpeed allows ZeRO ≤ 1 with a pipeline.
             zero = 0 if dp == 1 else (min(zero_stage, 1) if pp > 1 else zero_stage)
             m = Measurement(dp, tp, pp, zero, train.micro_batch_size * train.grad_accum * dp)
+            # heads, kv heads and the SwiGLU width divisible by tp, layers by pp
             problems = layout_problems(model, ParallelSpec.model_construct(dp=dp, tp=tp, pp=pp))
-            width = ffn_hidden(d_model, model.ffn_multiple_of)
-            if width % tp:
-                problems.append(f"parallel.tp: must divide the SwiGLU width {width}")
             if not problems and memory_gb is not None:
                 est = estimate_memory(model, vocab_size, seq_len, train.micro_batch_size,
                                       precision or train.precision, dp, tp, pp, zero,
@@ -100,7 +97,7 @@ def measure_layout(m: Measurement, model: ModelSpec, train: PretrainSpec, mix_di
                    steps: int, warmup: int, seed: int, accelerator: str) -> Measurement:
     """Train `warmup + steps` real steps at layout `m` (spawned local ranks) and read rank 0's telemetry."""
     from tasks.train.launch import environ, launch
-    from tasks.train.loop import Job
+    from specs.ranks import PretrainRun
 
     total = warmup + steps
     short = train.model_copy(update={
@@ -112,9 +109,9 @@ def measure_layout(m: Measurement, model: ModelSpec, train: PretrainSpec, mix_di
     parallel = ParallelSpec(dp=m.dp, tp=m.tp, pp=m.pp, zero_stage=m.zero_stage, accelerator=accelerator)
     spec = PretrainJob(model=model, parallel=parallel, train=short)
     base = Path(work) / f"dp{m.dp}-tp{m.tp}-pp{m.pp}"
-    job = Job(spec=spec.model_dump(mode="json"), mix_dir=str(mix_dir), out_dir=str(base / "out"),
-              ckpt_dir=str(base / "checkpoints"), reports_dir=str(base / "reports"),
-              marker_dir=str(base / "markers"), seed=seed)
+    job = PretrainRun(spec=spec, mix_dir=str(mix_dir), out_dir=str(base / "out"),
+                      ckpt_dir=str(base / "checkpoints"), reports_dir=str(base / "reports"),
+                      marker_dir=str(base / "markers"), seed=seed)
     (base / "out").mkdir(parents=True, exist_ok=True)
     try:
         with environ(WANDB_MODE="disabled"):
@@ -129,7 +126,7 @@ def measure_layout(m: Measurement, model: ModelSpec, train: PretrainSpec, mix_di
         m.problem = "no timed steps (raise --measure-steps)"
         return m
     m.tokens_per_s, m.s_per_step = float(last["tokens_per_s"]), float(last["step_time_s"])
-    m.startup_s = result.get("timing", {}).get("startup_s")
+    m.startup_s = result.timing.startup_s if result.timing else None
     return m
 
 

@@ -6,7 +6,6 @@ All sizes are bytes; GiB (2**30) only when rendered.
 
 from __future__ import annotations
 
-import math
 import textwrap
 from dataclasses import dataclass, field
 from typing import Literal
@@ -15,6 +14,7 @@ from pydantic import Field
 
 from specs.base import StrictModel
 from specs.pretrain import ModelSpec, ParallelSpec, layout_problems
+from tasks.train.config import ModelConfig, ParamCounts, param_counts
 
 GIB = 1 << 30
 BYTES_PER_PARAM = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -40,44 +40,6 @@ class ClusterSpec(StrictModel):
     @property
     def world_size(self) -> int:
         return self.nodes * self.gpus_per_node
-
-
-def ffn_hidden(d_model: int, multiple_of: int) -> int:
-    """SwiGLU hidden width: 2/3 of 4·d (Shazeer 2020, as in Llama) rounded up to `multiple_of`."""
-    return multiple_of * math.ceil(int(8 * d_model / 3) / multiple_of)
-
-
-@dataclass(frozen=True)
-class ParamCounts:
-    """Parameter counts of the Llama-style decoder (no biases), split the way the layout splits them."""
-
-    embedding: int        # V·d input table
-    head: int             # V·d output projection when untied, else 0 (it reuses the table)
-    block_matrices: int   # q, k, v, o, w1, w2, w3 of one block: split over tp
-    block_norms: int      # two RMSNorm weights of one block: replicated over tp
-    final_norm: int
-    n_layers: int
-
-    @property
-    def block(self) -> int:
-        return self.block_matrices + self.block_norms
-
-    @property
-    def non_embedding(self) -> int:
-        return self.n_layers * self.block + self.final_norm
-
-    @property
-    def total(self) -> int:
-        return self.embedding + self.head + self.non_embedding
-
-
-def param_counts(model: ModelSpec, vocab_size: int) -> ParamCounts:
-    r = model.resolved()
-    d, kv_dim = r["d_model"], r["n_kv_heads"] * (r["d_model"] // r["n_heads"])
-    attention = 2 * d * d + 2 * d * kv_dim  # wq, wo: d×d; wk, wv: d×kv_dim (GQA)
-    mlp = 3 * d * ffn_hidden(d, model.ffn_multiple_of)
-    return ParamCounts(embedding=vocab_size * d, head=0 if model.tie_embeddings else vocab_size * d,
-                       block_matrices=attention + mlp, block_norms=2 * d, final_norm=d, n_layers=r["n_layers"])
 
 
 @dataclass(frozen=True)
@@ -126,7 +88,7 @@ def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch
                     grad_accum: int = 1, overhead_bytes: int = 0, fused_attention: bool = True) -> MemoryEstimate:
     """Memory per device of the fullest pipeline stage (the first holds the embedding and the most micro-batches
     in flight, the last the output head and logits)."""
-    r, counts = model.resolved(), param_counts(model, vocab_size)
+    r, counts = model.resolved(), param_counts(ModelConfig.from_spec(model, vocab_size, seq_len))
     w_bytes = BYTES_PER_PARAM[precision]
     # Rajbhandari et al. 2020 (ZeRO), §3.1: mixed-precision Adam keeps 2Ψ weights + 2Ψ grads + 12Ψ optimizer
     # states (fp32 master weights, momentum, variance); in plain fp32 the weights are the master: 4Ψ + 4Ψ + 8Ψ.
@@ -272,7 +234,7 @@ def plan(model: ModelSpec, cluster: ClusterSpec, *, vocab_size: int, seq_len: in
     # group inside a node, then the fewest pipeline stages — least model parallelism, least communication.
     fitting = sorted((r for r in rows if r.fits), key=lambda r: (r.pp, r.tp, r.zero_stage))
     chosen = fitting[0] if fitting else None
-    counts = param_counts(model, vocab_size)
+    counts = param_counts(ModelConfig.from_spec(model, vocab_size, seq_len))
     why = _why(model, cluster, rows, chosen, counts, micro_batch, grad_accum, seq_len)
     r = model.resolved()
     name = (f"{model.flavor} (layers {r['n_layers']}, d_model {r['d_model']}, heads {r['n_heads']}/"

@@ -1,4 +1,5 @@
-"""Telemetry: model FLOPs and MFU, throughput, NVML device stats with a throttling alert, metrics logging.
+"""Telemetry: MFU (of tasks.train.config.flops_per_token), throughput, NVML device stats with a throttling alert,
+metrics logging.
 
 Only the logging rank (global rank 0) creates a `MetricsLogger`; every rank may read its own `gpu_stats`.
 """
@@ -96,31 +97,11 @@ def peak_flops(device_name: str, precision: str, device_peak_tflops: float | Non
     return PeakFlops(table[precision] * 1e12, f"{key} {precision} dense peak {table[precision]:g} TFLOP/s")
 
 
-def flops_per_token(n_params_non_embedding: int, n_layers: int, d_model: int, seq_len: int) -> float:
-    """Training FLOPs per token, PaLM (Chowdhery et al. 2022) appendix B: 6·N + 12·L·H·Q·T, with H·Q = d_model.
-
-    6·N: forward 2·N and backward 4·N multiply-adds of the weight matmuls. Count in N every matmul weight,
-    including the LM head (V·d) even when tied to the input embedding: its matmul is real compute; only the input
-    table lookup is free. 12·L·d·T: the attention score and value matmuls (not parameters) over T = seq_len,
-    counted as full (non-causal) attention by convention, so MFU is comparable with published numbers.
-    Activation recomputation is not counted (that would be hardware FLOPs utilization).
-    """
-    return 6.0 * n_params_non_embedding + 12.0 * n_layers * d_model * seq_len
-
-
-def model_flops_per_token(model, vocab_size: int, seq_len: int) -> float:
-    """`flops_per_token` for a ModelSpec: every block matmul weight plus the LM head (norms do no matmul)."""
-    from tasks.train.planner import param_counts
-
-    counts, r = param_counts(model, vocab_size), model.resolved()
-    matmul_params = counts.n_layers * counts.block_matrices + vocab_size * r["d_model"]
-    return flops_per_token(matmul_params, r["n_layers"], r["d_model"], seq_len)
-
-
 def mfu(tokens_per_s: float, flops_per_token: float, peak_flops: float | None, n_devices: int) -> float | None:
     """Model FLOPs utilization (Chowdhery et al. 2022): achieved model FLOP/s over the peak of all devices.
 
-    `tokens_per_s` is the global rate (all data-parallel replicas together). None when there is no peak.
+    `tokens_per_s` is the global rate (all data-parallel replicas together); `flops_per_token` is the model's
+    (tasks.train.config.flops_per_token). None when there is no peak.
     """
     if peak_flops is None or peak_flops <= 0 or n_devices <= 0:
         return None
