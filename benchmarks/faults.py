@@ -4,7 +4,7 @@
     python benchmarks/faults.py --quick    # data stages only: no training, no Prefect (~3 min)
     python benchmarks/faults.py --keep /tmp/faults-work   # keep (and reuse) the work folder
 
-Each scenario is the function its test asserts on (tests/faults/test_*.py): it injects the fault into a copy
+Each scenario is the function its test asserts on (tests/faults/scenarios/*.py): it injects the fault into a copy
 of the tiny project (planted PII and fake secrets in its input), recovers the way a user would, and returns a
 row of facts plus the promises it checked. Columns: the fault; where it was injected; the outcome ("FAILED:
 <promise>" when a promise did not hold); what was lost (records for data stages, steps for training: work
@@ -26,14 +26,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.chdir(ROOT)
 
-import pytest  # noqa: E402  (MonkeyPatch for the flow scenario; the scenarios live in the test modules)
+import pytest  # noqa: E402  (MonkeyPatch for the flow scenario)
 
-from tests.faults import test_concurrency as conc  # noqa: E402
-from tests.faults import test_corruption as corr  # noqa: E402
-from tests.faults import test_disk as disk  # noqa: E402
-from tests.faults import test_kills as kills  # noqa: E402
-from tests.faults import test_security as sec  # noqa: E402
-from tests.faults.test_kills import Row  # noqa: E402
+from tests.faults.scenarios import concurrency as conc  # noqa: E402
+from tests.faults.scenarios import corruption as corr  # noqa: E402
+from tests.faults.scenarios import disk  # noqa: E402
+from tests.faults.scenarios import kills  # noqa: E402
+from tests.faults.scenarios import security as sec  # noqa: E402
+from tests.faults.scenarios.common import Row  # noqa: E402
 
 
 def scenarios(quick: bool):

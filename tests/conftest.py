@@ -109,6 +109,15 @@ def project(tmp_path: Path) -> Path:
     return make_project(tmp_path / "proj")
 
 
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory) -> Path:
+    """A project root holding data/mix/ from the real mix stage (tokenizer.json, shards, index), built once per
+    module that asks (see tests/helpers/pretrain.py)."""
+    from tests.helpers.pretrain import build_mixed
+
+    return build_mixed(tmp_path_factory.mktemp("mixed"))
+
+
 def drain_prefect_workers(timeout: float = 30.0) -> None:
     """Tests that point Prefect at a server of their own (deployments, the browser test) stop that server when
     done; a log/event worker left bound to it made the next module's `prefect_test_harness` teardown wait forever."""

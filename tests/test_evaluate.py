@@ -17,7 +17,6 @@ import torch.nn.functional as F
 from specs.evaluate import EvaluateSpec, PromptSpec, SamplingSpec, SpotcheckSpec
 from specs.mix import MixSpec
 from tasks import evaluate, mix
-from tasks.core import graph
 from tasks.core.files import atomic_path
 from tasks.core.runner import StagePaths
 from tasks.data.cleaning import LEDGER_SCHEMA
@@ -29,24 +28,11 @@ from tasks.eval.generate import encode_prompt, filter_logits, load_model, run_ge
 from tasks.eval.perplexity import perplexity
 
 SEED = 5
-# The registry may not list these stages yet (see the report for the entries to add to tasks/core/graph.py).
-NEW_STAGES = (graph.StageDef("evaluate", upstream=("pretrain", "mix", "clean"), seeded=True),
-              graph.StageDef("review", upstream=("evaluate",)))
 PROMPTS = [PromptSpec(id="p-one", category="prose", text="the mill by the river"),
            PromptSpec(id="p-two", category="prose", text="grain and water"),
            PromptSpec(id="p-three", category="prose", text="an old tale"),
            PromptSpec(id="c-one", category="code", text="def f(x):\n    return")]
 EMAIL_DOC = "Write to jane.doe@mailhost.org about the shit mill. " * 3
-
-
-def _register(mp: pytest.MonkeyPatch) -> None:
-    known = {s.name for s in graph.STAGES}
-    mp.setattr(graph, "STAGES", (*graph.STAGES, *(s for s in NEW_STAGES if s.name not in known)))
-
-
-@pytest.fixture(autouse=True)
-def registered(monkeypatch):
-    _register(monkeypatch)
 
 
 @pytest.fixture(autouse=True)
@@ -96,12 +82,9 @@ def inputs(tmp_path_factory) -> Path:
     """A project root with data/clean, data/mix (from the real mix stage) and data/pretrain."""
     root = tmp_path_factory.mktemp("eval-inputs")
     write_clean(root)
-    with pytest.MonkeyPatch.context() as mp:
-        _register(mp)
-        paths = StagePaths(root=root, stage="mix", seed=SEED)
-        paths.out.mkdir(parents=True)
-        mix.run(MixSpec(tokenizer={"vocab_size": 512, "train_chars": 50_000}, seq_len=24, val_fraction=0.25),
-                paths)
+    paths = StagePaths(root=root, stage="mix", seed=SEED)
+    paths.out.mkdir(parents=True)
+    mix.run(MixSpec(tokenizer={"vocab_size": 512, "train_chars": 50_000}, seq_len=24, val_fraction=0.25), paths)
     write_model(root)
     return root
 

@@ -18,17 +18,16 @@ from specs.export import ExportSpec
 from specs.results import StageResult
 from tasks import export
 from tasks.eval.generate import torch_threads
-from tasks.core import graph
 from tasks.core.files import sha256_file
 from tasks.core.runner import StagePaths
 from tasks.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from tasks.train.chat import ChatFormat, extend_tokenizer, jinja_template, render, render_text, vocab_size
 from tasks.train.hf_export import ExportMismatch
-from tasks.train.model import ModelConfig, Transformer, param_count
+from tasks.train.config import ModelConfig, param_count
+from tasks.train.model import Transformer
 
 TEXTS = ["The mill by the river grinds grain. What does the miller do?\n", "def add(a, b):\n    return a + b\n",
          "Hello there! How are you today? I am fine, thanks.", "Numbers 12345 and symbols <> {} [] ()."] * 20
-NEW_STAGES = (graph.StageDef("sft"), graph.StageDef("export", upstream=("sft",)))
 CONVERSATION = [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "Who grinds grain?"},
                 {"role": "assistant", "content": "The miller.\n"}, {"role": "user", "content": " And the fox?"}]
 MANIFESTED = ("ingest", "mix", "pretrain", "review", "sft")  # stage folders given a manifest.json
@@ -41,16 +40,6 @@ PARAMS = {
     "pretrain": {"steps": 4, "optim": {"lr": 0.003, "betas": [0.9, 0.95]}},
     "sft": {"steps": 3},
 }
-
-
-def _register(mp: pytest.MonkeyPatch) -> None:
-    known = {s.name for s in graph.STAGES}
-    mp.setattr(graph, "STAGES", (*graph.STAGES, *(s for s in NEW_STAGES if s.name not in known)))
-
-
-@pytest.fixture(autouse=True)
-def registered(monkeypatch):
-    _register(monkeypatch)
 
 
 def tiny_state(cfg: ModelConfig) -> dict[str, torch.Tensor]:
@@ -104,10 +93,8 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory) -> tuple[Path, ModelConfig, StageResult]:
     root = tmp_path_factory.mktemp("project")
-    with pytest.MonkeyPatch.context() as mp:
-        _register(mp)
-        cfg = make_project(root)
-        result = run_export(root)
+    cfg = make_project(root)
+    result = run_export(root)
     return root, cfg, result
 
 
@@ -131,6 +118,7 @@ def test_folder_loads_with_transformers_and_reproduces_logits(exported):
     report = json.loads((root / "data" / "export" / "report.json").read_text())
     assert 0 <= report["check"]["max_logit_diff"] <= 1e-4 and report["check"]["seq"] == cfg.seq_len  # capped
     assert report["param_count"] == param_count(cfg) == result.counts["param_count"]
+    assert report["param_count"] == sum(p.numel() for p in model.parameters())  # what transformers loaded
     for name, rec in report["files"].items():
         assert sha256_file(root / "data" / "export" / name) == rec["sha256"]
     assert set(report["files"]) >= {"hf/model.safetensors", "hf/config.json", "hf/tokenizer_config.json",

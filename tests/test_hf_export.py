@@ -13,7 +13,8 @@ import torch
 from tasks.data.tokenizer import save_tokenizer, train_tokenizer
 from tasks.train.hf_export import (ExportMismatch, check_hf, export_hf, key_map, llama_config, to_hf_state_dict,
                                    verify_hf)
-from tasks.train.model import ModelConfig, Transformer, param_count
+from tasks.train.config import ModelConfig, param_count
+from tasks.train.model import Transformer
 
 SPECIALS = ["<|endoftext|>", "<|pad|>", "<|user|>", "<|assistant|>"]
 TEMPLATE = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|endoftext|>{% endfor %}"
@@ -61,7 +62,6 @@ def test_logits_match_transformers(tmp_path, tokenizer_json, tie, n_kv_heads):
     state = trained_like_state(cfg)
     out = tmp_path / "hf"
     summary = export_hf(state, cfg, tokenizer_json, out, card=CARD)
-    assert summary["param_count"] == param_count(cfg)
     ref_logits = Transformer(cfg, 0)
     ref_logits.load_state_dict(state)
     assert ref_logits(torch.arange(8)[None]).abs().max() > 1.0  # the comparison below is on real-sized logits
@@ -73,6 +73,8 @@ def test_logits_match_transformers(tmp_path, tokenizer_json, tie, n_kv_heads):
     hf = AutoModelForCausalLM.from_pretrained(out, local_files_only=True, dtype=torch.float32)
     tied = hf.lm_head.weight.data_ptr() == hf.model.embed_tokens.weight.data_ptr()
     assert tied == tie
+    # what transformers loads has the parameters the summary counts (a tied head once)
+    assert sum(p.numel() for p in hf.parameters()) == summary["param_count"] == param_count(cfg)
     assert hf.config.num_key_value_heads == n_kv_heads and hf.config.max_position_embeddings == cfg.seq_len
     # sdpa attention reads the same weights; it must agree as well.
     assert verify_hf(out, state, cfg, attn_implementation="sdpa") < 1e-4

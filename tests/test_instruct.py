@@ -12,7 +12,6 @@ from pydantic import ValidationError
 
 from specs.instruct import DecontaminationSpec, EmbeddedInstructSource, FilterSpec, InstructJob, InstructSpec
 from tasks import instruct
-from tasks.core import graph
 from tasks.core.runner import StagePaths
 from tasks.data import instructions
 from tasks.data.decontaminate import EvalIndex
@@ -20,17 +19,6 @@ from tasks.data.instructions import FILTERS, Turns, check_format, read_source, t
 from tasks.data.normalize import exact_key
 
 OUTPUTS = ("train.jsonl", "heldout.jsonl", "dropped.parquet", "report.json")
-
-
-def _register(mp: pytest.MonkeyPatch) -> None:
-    """The registry may not list `instruct` yet (the entry to add is in the report)."""
-    if "instruct" not in {s.name for s in graph.STAGES}:
-        mp.setattr(graph, "STAGES", (*graph.STAGES, graph.StageDef("instruct", params=("evaluate.prompts",))))
-
-
-@pytest.fixture(autouse=True)
-def registered(monkeypatch):
-    _register(monkeypatch)
 
 
 def turns(prompt: str, response: str) -> Turns:
@@ -263,9 +251,7 @@ def run_stage(root: Path, spec: InstructJob, seed: int = 7):
 def staged(tmp_path_factory):
     root = tmp_path_factory.mktemp("instruct")
     expected = write_inputs(root)
-    with pytest.MonkeyPatch.context() as mp:  # module scope: built before the autouse fixture runs
-        _register(mp)
-        return root, expected, *run_stage(root, job())
+    return root, expected, *run_stage(root, job())
 
 
 def test_every_filter_drops_its_planted_case_and_keeps_the_good_ones(staged):

@@ -11,72 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
-from specs.mix import MixSpec
-from specs.pretrain import PretrainJob
-from tasks import mix, pretrain
-from tasks.core import graph
-from tasks.core.files import atomic_path
-from tasks.core.runner import StagePaths
-from tasks.data.records import RECORD_SCHEMA, write_table
 from tasks.train.launch import build_command
 from tasks.train.model import ModelConfig, Transformer
+from tests.helpers.pretrain import DRIVER, REPO, SEED, SPEC, fresh_root, run_stage
 
-REPO = Path(__file__).resolve().parents[1]
-SEED = 11
 OUTPUTS = ("report.json", "metrics.jsonl", "config.json", "ds_config.json")
-SPEC = {
-    "model": {"flavor": "tiny", "n_layers": 2, "d_model": 32, "n_heads": 4, "n_kv_heads": 2},
-    "parallel": {},
-    "train": {"steps": 6, "micro_batch_size": 4, "log_every": 1, "eval_every": 3, "eval_batches": 4,
-              "checkpoint_every": 2, "keep_checkpoints": 2, "optim": {"warmup_steps": 2}},
-}
-# The registry may not list the stage yet; the same entry a subprocess driver adds (see DRIVER).
-PRETRAIN_STAGE = graph.StageDef("pretrain", upstream=("mix",), seeded=True)
-
-
-@pytest.fixture(autouse=True)
-def registered(monkeypatch):
-    if "pretrain" not in [s.name for s in graph.STAGES]:
-        monkeypatch.setattr(graph, "STAGES", (*graph.STAGES, PRETRAIN_STAGE))
-
-
-def write_clean_shards(root: Path) -> None:
-    rng = np.random.default_rng(0)
-    for source, n_docs in (("prose", 40), ("code", 30)):
-        vocab = ["".join(rng.choice(list("abcdefghijklmnop"), size=rng.integers(2, 7))) for _ in range(120)]
-        rows = [{"id": f"{source}/{k:03d}", "text": f"{source} {k}. " + " ".join(rng.choice(vocab, size=50)) + ".",
-                 "source": source, "lang": "en", "origin": "synthetic", "meta": "{}", "media": []}
-                for k in range(n_docs)]
-        with atomic_path(root / "data" / "clean" / "shards" / f"{source}-00000.parquet") as tmp:
-            write_table(rows, RECORD_SCHEMA, tmp)
-
-
-@pytest.fixture(scope="module")
-def mixed(tmp_path_factory) -> Path:
-    """A project root holding data/mix/ from the real mix stage (tokenizer.json, shards, index)."""
-    root = tmp_path_factory.mktemp("mixed")
-    write_clean_shards(root)
-    paths = StagePaths(root=root, stage="mix", seed=SEED)
-    paths.out.mkdir(parents=True)
-    mix.run(MixSpec(tokenizer={"vocab_size": 512, "train_chars": 100_000}, seq_len=32, val_fraction=0.1), paths)
-    return root
-
-
-def fresh_root(mixed: Path, dest: Path) -> Path:
-    shutil.copytree(mixed / "data" / "mix", dest / "data" / "mix")
-    return dest
-
-
-def run_stage(root: Path, spec: dict | None = None):
-    """What `python -m tasks pretrain` does around run(): a clean out folder (DVC deletes it before a rerun)."""
-    paths = StagePaths(root=root, stage="pretrain", seed=SEED)
-    shutil.rmtree(paths.out, ignore_errors=True)
-    paths.out.mkdir(parents=True)
-    return pretrain.run(PretrainJob.model_validate(spec or SPEC), paths)
 
 
 def outputs(root: Path) -> dict[str, bytes]:
@@ -86,11 +28,8 @@ def outputs(root: Path) -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def reference(mixed, tmp_path_factory):
     """An uninterrupted run: its root (with checkpoints step000004 and step000006), outputs and result."""
-    with pytest.MonkeyPatch.context() as mp:
-        if "pretrain" not in [s.name for s in graph.STAGES]:
-            mp.setattr(graph, "STAGES", (*graph.STAGES, PRETRAIN_STAGE))
-        root = fresh_root(mixed, tmp_path_factory.mktemp("reference"))
-        result = run_stage(root)
+    root = fresh_root(mixed, tmp_path_factory.mktemp("reference"))
+    result = run_stage(root)
     return root, outputs(root), result
 
 
@@ -120,21 +59,6 @@ def test_outputs_and_byte_identical_rerun(reference, mixed, tmp_path):
     # rerun in place: resumes at the final checkpoint, trains nothing, writes the same bytes again
     again = run_stage(other)
     assert outputs(other) == ref_out and "resumed from checkpoint step000006" in again.summary
-
-
-DRIVER = """
-import json, sys
-from pathlib import Path
-from specs.pretrain import PretrainJob
-from tasks import pretrain
-from tasks.core import graph
-from tasks.core.runner import StagePaths
-if "pretrain" not in [s.name for s in graph.STAGES]:
-    graph.STAGES = (*graph.STAGES, graph.StageDef("pretrain", upstream=("mix",), seeded=True))
-paths = StagePaths(root=Path(sys.argv[1]), stage="pretrain", seed=int(sys.argv[2]))
-paths.out.mkdir(parents=True, exist_ok=True)
-pretrain.run(PretrainJob.model_validate(json.loads(sys.argv[3])), paths)
-"""
 
 
 def test_killed_run_resumes_to_the_same_end(reference, mixed, tmp_path):

@@ -15,7 +15,7 @@ import torch
 
 from tasks.train.dsconfig import lr_at
 from specs.pretrain import OptimSpec
-from tests.test_pretrain import DRIVER, REPO, SEED, SPEC, fresh_root, mixed, registered, run_stage  # noqa: F401
+from tests.helpers.pretrain import DRIVER, REPO, SEED, SPEC, fresh_root, run_stage
 
 # Few steps from a fresh model: a wide noise floor, so only the injected faults count as spikes.
 GUARD = {"min_history": 3, "window": 5, "max_spikes": 2, "z_threshold": 6.0, "min_rel_std": 0.5}

@@ -14,14 +14,11 @@ import pytest
 from specs.evaluate import SpotItem
 from specs.review import ReviewDecision, ReviewSpec
 from tasks import review
-from tasks.core import graph
 from tasks.core.files import sha256_file, write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
 from tasks.eval import review_gate
 from tasks.eval.spotcheck import sample_text
 
-NEW_STAGES = (graph.StageDef("evaluate", upstream=("pretrain", "mix", "clean"), seeded=True),
-              graph.StageDef("review", upstream=("evaluate",)))
 ITEMS = [
     SpotItem(id="gen:p1", kind="generation", stratum="generation:prose", source="prose", prompt="Once", text="upon a",
              chars=7),
@@ -32,16 +29,6 @@ ITEMS = [
     SpotItem(id="dropped:docs/b", kind="dropped_doc", stratum="dropped_doc:docs", source="docs", text="short",
              chars=5, reason="low_quality", detail="prose score 0.4; failed: length"),
 ]
-
-
-def _register(mp: pytest.MonkeyPatch) -> None:
-    known = {s.name for s in graph.STAGES}
-    mp.setattr(graph, "STAGES", (*graph.STAGES, *(s for s in NEW_STAGES if s.name not in known)))
-
-
-@pytest.fixture(autouse=True)
-def registered(monkeypatch):
-    _register(monkeypatch)
 
 
 def write_evaluate(root: Path, items=ITEMS, perplexity: float = 120.0, toxic: float = 0.5, pii: float = 0.0) -> str:

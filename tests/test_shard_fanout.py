@@ -15,7 +15,7 @@ from specs import Params
 from specs.run import ExecutorSpec
 from tasks.core.runner import run_stage
 from tasks.core.shardmap import map_shards
-from tests.test_clean import PARAMS, build_corpus
+from tests.helpers.clean import PARAMS, build_corpus
 
 pytestmark = pytest.mark.prefect
 DASK = {"kind": "dask", "workers": 2, "retries": 0}

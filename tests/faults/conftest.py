@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.test_kills import fault_dir
-
 
 @pytest.fixture(scope="session")
 def fault_root(tmp_path_factory) -> Path:
-    return fault_dir(tmp_path_factory)
+    """One folder for the whole session: the base projects are built once and shared by the fault suites."""
+    root = tmp_path_factory.getbasetemp() / "faults"
+    root.mkdir(exist_ok=True)
+    return root
