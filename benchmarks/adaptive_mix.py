@@ -43,14 +43,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from specs.mix import MixSpec  # noqa: E402
+from specs.mix import AdaptiveMixSpec, MixSpec  # noqa: E402
 from specs.pretrain import PretrainJob  # noqa: E402
 from tasks import mix  # noqa: E402
 from tasks.core.files import atomic_path  # noqa: E402
 from tasks.core.runner import StagePaths  # noqa: E402
 from tasks.data.records import RECORD_SCHEMA, write_table  # noqa: E402
 from tasks.train.launch import environ, launch  # noqa: E402
-from tasks.train.loop import Job  # noqa: E402
+from specs.ranks import PretrainRun  # noqa: E402
 
 
 def synthetic_clean(root: Path, seed: int) -> dict[str, float]:
@@ -112,17 +112,18 @@ def train(name: str, mix_dir: Path, work: Path, steps: int, seed: int, micro_bat
     })
     base = work / name
     (base / "out").mkdir(parents=True)
-    job = Job(spec=spec.model_dump(mode="json"), mix_dir=str(mix_dir), out_dir=str(base / "out"),
-              ckpt_dir=str(base / "ckpt"), reports_dir=str(base / "reports"), marker_dir=str(base / "markers"),
-              seed=seed, extra={"adaptive_mix": adaptive} if adaptive else None)
+    if adaptive:
+        spec = spec.model_copy(update={"adaptive": AdaptiveMixSpec.model_validate(adaptive)})
+    job = PretrainRun(spec=spec, mix_dir=str(mix_dir), out_dir=str(base / "out"), ckpt_dir=str(base / "ckpt"),
+                      reports_dir=str(base / "reports"), marker_dir=str(base / "markers"), seed=seed)
     t0 = time.perf_counter()
     with environ(WANDB_MODE="disabled"):
         result = launch(job, base / "launch")
-    report = result["report"]
+    report = result.outputs["report"]
     by = report["val_loss_by_source"]
     return {"name": name, "by_source": by, "overall": report["val_loss"], "mean": float(np.mean(list(by.values()))),
             "tokens": report["tokens"], "seconds": time.perf_counter() - t0,
-            "weights": result.get("adaptive_mix")}
+            "weights": result.outputs.get("adaptive_mix")}
 
 
 def main() -> int:

@@ -8,7 +8,8 @@ from pydantic import Field
 
 from specs.base import StrictModel
 from specs.evaluate import SamplingSpec
-from specs.pretrain import OptimSpec, ParallelSpec, StabilitySpec, TelemetrySpec
+from specs.pretrain import ParallelSpec
+from specs.train import OptimSpec, TrainLoopSpec
 
 
 def _sft_optim() -> OptimSpec:
@@ -16,29 +17,22 @@ def _sft_optim() -> OptimSpec:
     return OptimSpec(lr=1e-3, min_lr=1e-4, warmup_steps=10)
 
 
-class SFTSpec(StrictModel):
+class SFTSpec(TrainLoopSpec):
     """Finetuning on instruct's conversations: chat template with role tokens, loss on assistant tokens only,
     packed rows with block-diagonal attention (no attention across samples), per-token loss over the whole
-    optimizer step (all micro-batches and ranks), DeepSpeed with ZeRO over data-parallel ranks."""
+    optimizer step (all micro-batches and ranks), DeepSpeed with ZeRO over data-parallel ranks. The loop knobs
+    (steps, batches, optimizer, cadences, stability, telemetry, sanity mode) are the shared `TrainLoopSpec`'s."""
 
     steps: int = Field(150, ge=1, description="Optimizer steps.")
-    micro_batch_size: int = Field(8, ge=1, description="Packed rows per rank per micro-batch.")
-    grad_accum: int = Field(1, ge=1, description="Micro-batches per optimizer step.")
+    optim: OptimSpec = Field(default_factory=_sft_optim, description="Optimizer and schedule.")
     seq_len: int | None = Field(None, ge=8, description="Packed row length in tokens (null: pretraining's).")
     overflow: Literal["drop", "truncate"] = Field(
         "truncate", description="A conversation longer than seq_len: truncate it (its tail carries no loss) or "
         "drop it (counted in the report).")
     dropout: float = Field(0.1, ge=0.0, lt=1.0, description="Dropout while finetuning (pretraining uses 0).")
-    precision: Literal["fp32", "bf16", "fp16"] = Field("fp32", description="fp32 on CPU; bf16/fp16 on GPUs.")
-    optim: OptimSpec = Field(default_factory=_sft_optim, description="Optimizer and schedule.")
-    activation_checkpointing: bool = Field(False, description="Recompute block activations in backward.")
     dp: int = Field(1, ge=1, le=4096, description="Data-parallel ranks (SFT runs without tensor/pipeline "
                     "parallelism; the launcher, hostfile and accelerator come from `parallel`).")
     zero_stage: int = Field(0, ge=0, le=3, description="ZeRO stage over the data-parallel ranks (0-3).")
-    eval_every: int = Field(50, ge=1, description="Steps between held-out instruction-loss evaluations.")
-    checkpoint_every: int = Field(50, ge=1, description="Steps between checkpoints (and one at the end).")
-    keep_checkpoints: int = Field(2, ge=1, description="Newest checkpoints kept on disk.")
-    log_every: int = Field(10, ge=1, description="Steps between progress lines / metric rows.")
     compare_prompts: int = Field(8, ge=0, le=1000, description="Held-out conversations whose first user turn "
                                  "both the pretrained and the finetuned model answer (side by side in the report).")
     sampling: SamplingSpec = Field(
@@ -46,11 +40,6 @@ class SFTSpec(StrictModel):
         "(stops at the end-of-turn marker).")
     spotcheck_per_stratum: int = Field(2, ge=0, le=1000, description="Finetuned answers per source in the "
                                        "spot-check sample of the second review gate (`review_sft`).")
-    stability: StabilitySpec = Field(default_factory=StabilitySpec, description="Spike detection and recovery, "
-                                     "as in pretraining.")
-    telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec, description="Throughput, MFU, metric sinks.")
-    sanity_overfit: bool = Field(False, description="Not used by SFT (kept so the training loop's checks read "
-                                 "one shape of spec).")
 
 
 class SFTJob(StrictModel):

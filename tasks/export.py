@@ -34,7 +34,7 @@ from tasks.core.graph import DATA_DIR, METRICS_DIR
 from tasks.core.runner import MANIFEST, StagePaths
 from tasks.data.tokenizer import load_tokenizer
 from tasks.train.chat import render, render_jinja, render_text
-from tasks.train.hf_export import ExportMismatch, _publish, check_hf, export_hf
+from tasks.train.hf_export import ExportMismatch, check_hf, export_hf, publish_folder
 from tasks.train.model import ModelConfig
 from tasks.eval.generate import torch_threads
 
@@ -88,7 +88,7 @@ def run(spec: ExportSpec, paths: StagePaths) -> StageResult:
     except ExportMismatch as exc:
         raise ExportMismatch(f"export: verification failed, nothing was published to {_rel(out, paths.root)}: "
                              f"{exc} (the unverified folder is kept at {_rel(staging, paths.root)})") from exc
-    _publish(staging, out)
+    publish_folder(staging, out)
     log.info("export: %s verified (max |Δlogit| %.2g) and published", out, diff)
 
     report = {

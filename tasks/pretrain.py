@@ -9,20 +9,19 @@ rerun (wall-clock facts are in the StageResult summary, the log, wandb and repor
 plus `incidents.jsonl` (stability guard) and `plots/*.csv` (loss curves for `dvc plots show`).
 Checkpoints: `checkpoints/pretrain/` (not inside data/pretrain, which DVC deletes before a rerun; declared a
 `persist: true` out). A rerun resumes from the newest intact checkpoint and ends exactly where an
-uninterrupted run ends; see tasks/train/checkpoint.py and tasks/train/loop.py.
+uninterrupted run ends; see tasks/train/checkpoint.py and tasks/train/trainer.py.
 """
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 from specs.pretrain import PretrainJob
 from specs.results import StageResult
 from tasks.core.runner import StagePaths
-from tasks.train.launch import launch
-from tasks.train.loop import Job
+from specs.ranks import PretrainRun, TrainResult
+from tasks.train.launch import environ_context, launch
 
 log = logging.getLogger("forgeline.pretrain")
 CHECKPOINT_DIR = Path("checkpoints") / "pretrain"
@@ -32,12 +31,12 @@ def checkpoint_dir(root: Path) -> Path:
     return root / CHECKPOINT_DIR
 
 
-def make_job(spec: PretrainJob, paths: StagePaths) -> Job:
+def make_job(spec: PretrainJob, paths: StagePaths) -> PretrainRun:
     launch_dir = paths.run_record.parent / "pretrain-launch"
-    return Job(spec=spec.model_dump(mode="json"), mix_dir=str(paths.input("mix").resolve()),
-               out_dir=str(paths.out.resolve()), ckpt_dir=str(checkpoint_dir(paths.root).resolve()),
-               reports_dir=str(paths.reports.resolve()), marker_dir=str((launch_dir / "markers").resolve()),
-               seed=paths.seed)
+    return PretrainRun(spec=spec, mix_dir=str(paths.input("mix").resolve()), out_dir=str(paths.out.resolve()),
+                       ckpt_dir=str(checkpoint_dir(paths.root).resolve()), reports_dir=str(paths.reports.resolve()),
+                       marker_dir=str((launch_dir / "markers").resolve()), seed=paths.seed,
+                       context=environ_context())
 
 
 def run(spec: PretrainJob, paths: StagePaths) -> StageResult:
@@ -47,7 +46,7 @@ def run(spec: PretrainJob, paths: StagePaths) -> StageResult:
     paths.out.mkdir(parents=True, exist_ok=True)
     job = make_job(spec, paths)
     result = launch(job, paths.run_record.parent / "pretrain-launch", root=paths.root)
-    report = result["report"]
+    report = result.outputs["report"]
     counts = {"steps": report["steps"], "tokens": report["tokens"], "final_train_loss": report["final_train_loss"],
               "val_loss": report["val_loss"], "val_loss_by_source": report["val_loss_by_source"],
               "param_count": report["param_count"]}
@@ -55,20 +54,21 @@ def run(spec: PretrainJob, paths: StagePaths) -> StageResult:
                        table=[{"source": s, "val_loss": v} for s, v in report["val_loss_by_source"].items()])
 
 
-def _summary(spec: PretrainJob, result: dict[str, Any]) -> str:
-    rep, t, p = result["report"], result["timing"], spec.parallel
+def _summary(spec: PretrainJob, result: TrainResult) -> str:
+    rep, p = result.outputs["report"], spec.parallel
+    t = result.timing.model_dump() if result.timing else {}
     lines = [
         f"**pretrain**: {rep['steps']} steps, {rep['tokens']:,} tokens, {rep['param_count']:,} parameters "
         f"({spec.model.flavor}); layout dp={p.dp} × tp={p.tp} × pp={p.pp}, ZeRO-{p.zero_stage}, "
         f"{spec.train.precision}, launcher {p.launcher}.",
         f"- train loss {rep['first_train_loss']} → {rep['final_train_loss']}; val loss {rep['val_loss']}",
     ]
-    if result.get("resumed_from"):
-        lines.append(f"- resumed from checkpoint {result['resumed_from']} (step {result['start_step']})")
+    if result.resumed_from:
+        lines.append(f"- resumed from checkpoint {result.resumed_from} (step {result.start_step})")
     if t.get("tokens_per_s"):
         lines.append(f"- {t['tokens_per_s']:,.0f} tokens/s, {t['s_per_step']} s/step; start-up {t['startup_s']} s, "
                      f"training {t['train_s']} s, rank-0 wall {t['wall_s']} s")
-    tel = result.get("telemetry") or {}
+    tel = result.telemetry
     if tel:
         mfu = tel["mfu"] if isinstance(tel["mfu"], str) else f"{tel['mfu']:.1%}"
         lines.append(f"- MFU {mfu} ({tel['mfu_peak']})")

@@ -1,8 +1,8 @@
 """Stage `sft`: finetune the pretrained model on instruct's conversations (after the review gate approved it).
 
 Inputs: data/review/decision.json (must say approve), data/pretrain/{model.pt, config.json}, data/mix/tokenizer.json,
-data/instruct/{train,heldout}.jsonl. Ranks are launched like pretraining's (tasks/train/launch.py, kind "sft";
-tasks/train/sft_loop.py trains). Outputs (data/sft/): `model.pt`, `config.json`, `tokenizer.json` (with the chat
+data/instruct/{train,heldout}.jsonl. Ranks are launched like pretraining's (tasks/train/launch.py) and run the
+one Trainer with the SFT objective (tasks/train/objectives/sft.py). Outputs (data/sft/): `model.pt`, `config.json`, `tokenizer.json` (with the chat
 role tokens), `chat_template.jinja`, `metrics.jsonl`, `incidents.jsonl`, `plots/*.csv`, `comparisons.jsonl`
 (held-out prompts answered by the pretrained and the finetuned model, side by side), `spotcheck.jsonl` (the
 finetuned answers, flagged, for the second review gate `review_sft`) and `report.json`. Checkpoints:
@@ -18,19 +18,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from pydantic import ValidationError
 
 from specs.evaluate import FlagSpec, SpotcheckSpec
+from specs.ranks import SFTRun, TrainResult
 from specs.results import StageResult
+from specs.review import ReviewDecision
 from specs.sft import SFTJob
 from tasks.core.files import sha256_file, write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
 from tasks.eval.generate import generate, prompt_seed, torch_threads
 from tasks.eval.spotcheck import Flagger, generation_items, sample_text
 from tasks.train.chat import render
-from tasks.train.launch import launch
-from tasks.train.loop import Job
-from tasks.train.model import ModelConfig, Transformer
-from tasks.train.sft_loop import prepare, read_jsonl
+from tasks.train.config import ModelConfig
+from tasks.train.launch import environ_context, launch
+from tasks.train.model import Transformer
+from tasks.train.objectives.sft import prepare_data, read_jsonl
 
 log = logging.getLogger("forgeline.sft")
 CHECKPOINT_DIR = Path("checkpoints") / "sft"
@@ -41,23 +44,27 @@ def run(spec: SFTJob, paths: StagePaths) -> StageResult:
     decision_file = paths.input("review") / "decision.json"
     if not decision_file.exists():
         raise FileNotFoundError(f"sft: {decision_file} not found: the review gate has not decided (run `review`)")
-    decision = json.loads(decision_file.read_text())
-    if decision.get("decision") != "approve":
-        raise ValueError(f"sft: the review gate rejected the pretrained model ({decision.get('reviewer')}): "
-                         f"{decision.get('notes')}")
+    try:  # typed: a hand-edited or truncated decision is refused, naming the field, not read as "not approve"
+        decision = ReviewDecision.model_validate_json(decision_file.read_text())
+    except ValidationError as exc:
+        raise ValueError(f"sft: {decision_file} is not a valid review decision: {exc}") from exc
+    if decision.decision != "approve":
+        raise ValueError(f"sft: the review gate rejected the pretrained model ({decision.reviewer}): "
+                         f"{decision.notes}")
     for needed in (pretrain / "model.pt", mix / "tokenizer.json", instruct / "train.jsonl"):
         if not needed.exists():
             raise FileNotFoundError(f"sft: {needed} not found (run the upstream stages first)")
     paths.out.mkdir(parents=True, exist_ok=True)
     launch_dir = paths.run_record.parent / "sft-launch"
-    job = Job(spec=spec.model_dump(mode="json"), mix_dir=str(mix.resolve()), out_dir=str(paths.out.resolve()),
-              ckpt_dir=str((paths.root / CHECKPOINT_DIR).resolve()), reports_dir=str(paths.reports.resolve()),
-              marker_dir=str((launch_dir / "markers").resolve()), seed=paths.seed, kind="sft",
-              extra={"pretrain_dir": str(pretrain.resolve()), "instruct_dir": str(instruct.resolve()),
-                     "pretrain_fingerprint": sha256_file(pretrain / "model.pt")[:16]})
+    job = SFTRun(spec=spec, mix_dir=str(mix.resolve()), out_dir=str(paths.out.resolve()),
+                 ckpt_dir=str((paths.root / CHECKPOINT_DIR).resolve()), reports_dir=str(paths.reports.resolve()),
+                 marker_dir=str((launch_dir / "markers").resolve()), seed=paths.seed, context=environ_context(),
+                 pretrain_dir=str(pretrain.resolve()), instruct_dir=str(instruct.resolve()),
+                 pretrain_fingerprint=sha256_file(pretrain / "model.pt")[:16])
     result = launch(job, launch_dir, root=paths.root)
+    out = result.outputs
 
-    data = prepare(pretrain, mix, instruct, spec.train, paths.seed)  # tokenizer and starting weights, again
+    data = prepare_data(pretrain, mix, instruct, spec.train, paths.seed)  # tokenizer and starting weights, again
     comparisons = compare(spec, paths, data, instruct)
     write_text_atomic(paths.out / "comparisons.jsonl", _jsonl(comparisons))
     flagger = Flagger(FlagSpec(), paths.root)
@@ -70,9 +77,9 @@ def run(spec: SFTJob, paths: StagePaths) -> StageResult:
     write_text_atomic(paths.out / "spotcheck.jsonl", sample_text(items))
     report = _report(spec, result, gens)
     write_json_atomic(paths.out / "report.json", report)
-    counts = {"steps": spec.train.steps, "heldout_loss_before": result["heldout_loss_before"],
-              "heldout_loss_after": result["heldout_loss_after"], "train_rows": result["data"]["train"]["rows"],
-              "train_loss_tokens": result["data"]["train"]["loss_tokens"], "incidents": result["incidents"]}
+    counts = {"steps": spec.train.steps, "heldout_loss_before": out["heldout_loss_before"],
+              "heldout_loss_after": out["heldout_loss_after"], "train_rows": out["data"]["train"]["rows"],
+              "train_loss_tokens": out["data"]["train"]["loss_tokens"], "incidents": result.incidents}
     table = [{"id": c["id"], "prompt": c["prompt"][:80], "pretrained": c["pretrained"][:120],
               "finetuned": c["finetuned"][:120]} for c in comparisons]
     return StageResult(stage="sft", counts=counts, summary=_summary(spec, result, comparisons), table=table)
@@ -122,28 +129,30 @@ def round_robin(records: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
     return picked
 
 
-def _report(spec: SFTJob, result: dict[str, Any], gens: list[dict[str, Any]]) -> dict[str, Any]:
-    after = result["heldout_loss_after"]
+def _report(spec: SFTJob, result: TrainResult, gens: list[dict[str, Any]]) -> dict[str, Any]:
+    out = result.outputs
+    after = out["heldout_loss_after"]
     flagged = {f: (sum(f in g["flags"] for g in gens) / len(gens) if gens else 0.0)
                for f in ("toxic", "pii", "low_quality")}
     return {
-        "steps": spec.train.steps, "data": result["data"], "heldout_loss_before": result["heldout_loss_before"],
+        "steps": spec.train.steps, "data": out["data"], "heldout_loss_before": out["heldout_loss_before"],
         "heldout_loss_after": after,
         # The shape review_gate.auto_checks reads (as evaluate's report): the second gate uses the same policy.
         "perplexity": {"perplexity": None if after is None else round(math.exp(min(after, 50.0)), 4)},
         "generations": {"count": len(gens), "flagged_fraction": flagged},
-        "incidents": result["incidents"], "rollbacks": result["rollbacks"], "spec": spec.model_dump(mode="json"),
+        "incidents": result.incidents, "rollbacks": result.rollbacks, "spec": spec.model_dump(mode="json"),
     }
 
 
-def _summary(spec: SFTJob, result: dict[str, Any], comparisons: list[dict[str, Any]]) -> str:
-    d, t = result["data"]["train"], result["timing"]
+def _summary(spec: SFTJob, result: TrainResult, comparisons: list[dict[str, Any]]) -> str:
+    d, out = result.outputs["data"]["train"], result.outputs
+    t = result.timing.model_dump() if result.timing else {"train_s": None, "wall_s": None}
     lines = [f"**sft**: {spec.train.steps} steps on {d['rows']} packed rows ({d['loss_tokens']:,} assistant tokens "
              f"carry loss); dp={spec.parallel.dp}, ZeRO-{spec.parallel.zero_stage}, dropout {spec.train.dropout}.",
-             f"- held-out instruction loss {result['heldout_loss_before']} → {result['heldout_loss_after']}",
+             f"- held-out instruction loss {out['heldout_loss_before']} → {out['heldout_loss_after']}",
              f"- training {t['train_s']} s, rank-0 wall {t['wall_s']} s"]
-    if result.get("resumed_from"):
-        lines.append(f"- resumed from checkpoint {result['resumed_from']} (step {result['start_step']})")
+    if result.resumed_from:
+        lines.append(f"- resumed from checkpoint {result.resumed_from} (step {result.start_step})")
     if comparisons:
         lines += ["", "| prompt | pretrained | finetuned |", "|---|---|---|"]
         lines += [f"| {_cell(c['prompt'])} | {_cell(c['pretrained'])} | {_cell(c['finetuned'])} |"

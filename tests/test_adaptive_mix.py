@@ -27,8 +27,8 @@ from tasks.train.adaptive import (
     next_weights,
     project,
 )
+from specs.ranks import JobFile, PretrainRun
 from tasks.train.launch import launch
-from tasks.train.loop import Job
 from tasks.train.testing import make_job, synthetic_mix
 
 REPO = Path(__file__).resolve().parents[1]
@@ -190,7 +190,7 @@ def mix_dir(tmp_path_factory) -> Path:
 
 
 def adaptive_job(base: Path, mix_dir: Path, parallel: dict | None = None, grad_accum: int = 2,
-                 adaptive: dict | None = None) -> Job:
+                 adaptive: dict | None = None) -> PretrainRun:
     spec = PretrainJob.model_validate({
         "model": {"flavor": "tiny", "n_layers": 2, "d_model": 32, "n_heads": 4, "n_kv_heads": 2},
         "parallel": parallel or {},
@@ -198,9 +198,8 @@ def adaptive_job(base: Path, mix_dir: Path, parallel: dict | None = None, grad_a
                   "eval_batches": 2, "checkpoint_every": 2, "keep_checkpoints": 2, "optim": {"warmup_steps": 2},
                   "telemetry": {"wandb": "disabled"}},
     })
-    job = make_job(base, mix_dir, spec, SEED)
-    job.extra = {"adaptive_mix": adaptive or ADAPTIVE}
-    return job
+    spec = spec.model_copy(update={"adaptive": AdaptiveMixSpec.model_validate(adaptive or ADAPTIVE)})
+    return make_job(base, mix_dir, spec, SEED)
 
 
 def rows_of(base: Path) -> list[dict]:
@@ -235,7 +234,7 @@ def test_weights_follow_the_rule_in_a_real_run(reference):
     assert np.abs(w - base_w).max() > 0.05  # they really moved
     csv = (base / "out" / "plots" / "mix_weights.csv").read_text().splitlines()
     assert csv[0] == "step,batch,code,math,prose" and len(csv) == 5
-    assert result["adaptive_mix"]["updates"] == 3
+    assert result.outputs["adaptive_mix"]["updates"] == 3
     state = json.loads((base / "checkpoints" / "step000008" / STATE_FILE).read_text())
     assert [e["step"] for e in state["history"]] == [0, 2, 4, 6]
 
@@ -243,16 +242,16 @@ def test_weights_follow_the_rule_in_a_real_run(reference):
 DRIVER = """
 import sys
 from pathlib import Path
+from specs.ranks import JobFile
 from tasks.train.launch import launch
-from tasks.train.loop import Job
-launch(Job.from_json(Path(sys.argv[1]).read_text()), Path(sys.argv[2]))
+launch(JobFile.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2]))
 """
 
 
 def test_killed_adaptive_run_resumes_to_the_same_end(reference, mix_dir, tmp_path):
     ref_base, _ = reference
     job = adaptive_job(tmp_path, mix_dir)
-    (tmp_path / "job.json").write_text(job.to_json())
+    (tmp_path / "job.json").write_text(JobFile.dumps(job))
     env = {**os.environ, "FORGELINE_FAULT": "pretrain.step_done=5", "WANDB_MODE": "disabled"}
     proc = subprocess.run([sys.executable, "-c", DRIVER, str(tmp_path / "job.json"), str(tmp_path / "launch")],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
@@ -264,7 +263,7 @@ def test_killed_adaptive_run_resumes_to_the_same_end(reference, mix_dir, tmp_pat
     with pytest.raises(ValueError, match="trained with mix.adaptive on but this run has it off"):
         launch(off, tmp_path / "launch")
     result = launch(job, tmp_path / "launch")
-    assert result["start_step"] == 4
+    assert result.start_step == 4
     for name in ("metrics.jsonl", "report.json", "plots/mix_weights.csv"):
         assert (tmp_path / "out" / name).read_bytes() == (ref_base / "out" / name).read_bytes(), name
 
@@ -274,7 +273,7 @@ def test_two_data_parallel_ranks_draw_and_weigh_alike(reference, mix_dir, tmp_pa
     same global batch as 2 accumulated micro-batches."""
     ref_base, ref_result = reference
     double = launch(adaptive_job(tmp_path, mix_dir, parallel={"dp": 2}, grad_accum=1), tmp_path / "launch")
-    np.testing.assert_allclose(double["losses"], ref_result["losses"], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(double.losses, ref_result.losses, rtol=0, atol=1e-5)
     mix_one = [r for r in rows_of(ref_base) if r["kind"] == "mix"]
     mix_two = [r for r in rows_of(tmp_path) if r["kind"] == "mix"]
     assert [r["step"] for r in mix_two] == [0, 2, 4, 6]

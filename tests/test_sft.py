@@ -13,18 +13,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from specs.pretrain import ParallelSpec
-from specs.sft import SFTJob, SFTSpec
-from tasks import sft
-from tasks.core.runner import StagePaths
 from tests.conftest import kill_point, seed_note
-from tests.test_pretrain import SEED, fresh_root, mixed, run_stage  # noqa: F401
+from tests.helpers.pretrain import fresh_root, run_stage
+from tests.helpers.sft import run_sft
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUTS = ("model.pt", "metrics.jsonl", "report.json", "comparisons.jsonl", "spotcheck.jsonl", "tokenizer.json",
            "config.json")
-SFT = {"steps": 6, "micro_batch_size": 4, "seq_len": 32, "eval_every": 3, "checkpoint_every": 2, "log_every": 1,
-       "compare_prompts": 3, "sampling": {"max_new_tokens": 6}, "optim": {"warmup_steps": 1, "lr": 3e-3}}
 TOPICS = ["rivers", "mills", "bread", "grain", "boats", "bridges", "stones", "roads", "wells", "barns"]
 
 
@@ -44,7 +39,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 @pytest.fixture(scope="module")
-def pretrained(mixed, tmp_path_factory) -> Path:  # noqa: F811
+def pretrained(mixed, tmp_path_factory) -> Path:
     """A root with data/mix, data/pretrain (6 tiny steps), data/instruct and an approving review."""
     root = fresh_root(mixed, tmp_path_factory.mktemp("sft"))
     run_stage(root)
@@ -64,14 +59,6 @@ def copy_inputs(src: Path, dest: Path) -> Path:
     for name in ("mix", "pretrain", "instruct", "review"):
         shutil.copytree(src / "data" / name, dest / "data" / name)
     return dest
-
-
-def run_sft(root: Path, **overrides) -> object:
-    paths = StagePaths(root=root, stage="sft", seed=SEED)
-    shutil.rmtree(paths.out, ignore_errors=True)
-    paths.out.mkdir(parents=True)
-    spec = SFTJob.from_sections(SFTSpec.model_validate({**SFT, **overrides}), ParallelSpec())
-    return sft.run(spec, paths)
 
 
 def outputs(root: Path) -> dict[str, bytes]:
@@ -112,7 +99,7 @@ def kill_cases() -> list[tuple[str, str | None]]:
     step = kill_point("sft-step", 1, 6)
     write = kill_point("sft-checkpoint-write", 1, 4)  # the n-th checkpoint: step 0, 2, 4, 6
     return [(f"sft.step_done={step}", f"step{2 * (step // 2):06d}"),
-            (f"pretrain.checkpoint_write={write}", f"step{2 * (write - 2):06d}" if write > 1 else None)]
+            (f"sft.checkpoint_write={write}", f"step{2 * (write - 2):06d}" if write > 1 else None)]
 
 
 @pytest.mark.parametrize("fault, resumes_from", kill_cases(), ids=["mid-step", "mid-checkpoint-write"])
@@ -120,9 +107,9 @@ def test_killed_sft_resumes_to_the_same_end(reference, pretrained, tmp_path, fau
     _, ref, _ = reference
     root = copy_inputs(pretrained, tmp_path / "p")
     driver = (
-        "import json, sys\nfrom pathlib import Path\nfrom tests.test_sft import run_sft\n"
+        "import json, sys\nfrom pathlib import Path\nfrom tests.helpers.sft import run_sft\n"
         "run_sft(Path(sys.argv[1]))\n")
-    env = {**os.environ, "FORGELINE_FAULT": fault}  # the checkpoint writer is shared with pretrain: its point name
+    env = {**os.environ, "FORGELINE_FAULT": fault}
     proc = subprocess.run([sys.executable, "-c", driver, str(root)], cwd=REPO, env=env, capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == -9, (fault, seed_note(), proc.stderr[-2000:])

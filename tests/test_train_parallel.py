@@ -44,9 +44,9 @@ def job_spec(parallel: dict, **train) -> PretrainJob:
 def run_and_compare(tmp_path: Path, mix_dir: Path, spec: PretrainJob, atol: float = 1e-5) -> dict:
     result = launch(make_job(tmp_path, mix_dir, spec, SEED), tmp_path / "launch")
     ref_losses, ref_state = reference_run(spec, mix_dir, SEED)
-    start = result["start_step"]  # > 0 when resumed from a checkpoint
-    assert len(result["losses"]) == STEPS - start
-    np.testing.assert_allclose(result["losses"], ref_losses[start:], rtol=0, atol=atol)
+    start = result.start_step  # > 0 when resumed from a checkpoint
+    assert len(result.losses) == STEPS - start
+    np.testing.assert_allclose(result.losses, ref_losses[start:], rtol=0, atol=atol)
     rows = [json.loads(x) for x in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
     np.testing.assert_allclose([r["loss"] for r in rows if r["kind"] == "train"], ref_losses, rtol=0, atol=2e-6)
     assert ref_losses[-1] < ref_losses[0]  # it learns
@@ -54,7 +54,7 @@ def run_and_compare(tmp_path: Path, mix_dir: Path, spec: PretrainJob, atol: floa
     assert set(state) == set(ref_state)
     for k, v in ref_state.items():
         torch.testing.assert_close(state[k], v, rtol=0, atol=2e-4, msg=k)
-    cfg = ModelConfig.from_dict(result["report"]["model"])
+    cfg = ModelConfig.from_dict(result.outputs["report"]["model"])
     Transformer(cfg, SEED).load_state_dict(state, strict=True)  # loads into the plain pp = tp = 1 model
     return result
 
@@ -73,7 +73,7 @@ def test_tp2_forward_and_grads_equal_tp1(tmp_path):
 
 def test_dp2_zero2(tmp_path, mix_dir):
     result = run_and_compare(tmp_path, mix_dir, job_spec({"dp": 2, "zero_stage": 2}))
-    assert result["report"]["val_loss"] is not None
+    assert result.outputs["report"]["val_loss"] is not None
 
 
 def test_pp2_tied_embeddings(tmp_path, mix_dir):
@@ -96,7 +96,7 @@ def test_pp2_zero1_killed_and_resumed(tmp_path, mix_dir, monkeypatch):
     monkeypatch.delenv("FORGELINE_FAULT")
     assert sorted(p.name for p in (tmp_path / "checkpoints").glob("step*")) == ["step000000", "step000002"]
     result = run_and_compare(tmp_path, mix_dir, spec)
-    assert result["resumed_from"] == "step000002" and result["start_step"] == 2
+    assert result.resumed_from == "step000002" and result.start_step == 2
 
 
 @pytest.mark.slow
@@ -104,7 +104,7 @@ def test_3d_pp2_tp2_dp2_zero1(tmp_path, mix_dir):
     """The full 3D layout on 8 ranks (~35 s, mostly start-up)."""
     result = run_and_compare(tmp_path, mix_dir, job_spec({"pp": 2, "tp": 2, "dp": 2, "zero_stage": 1},
                                                           activation_checkpointing=True))
-    assert result["report"]["val_loss_by_source"].keys() == {"code", "prose"}
+    assert result.outputs["report"]["val_loss_by_source"].keys() == {"code", "prose"}
 
 
 @pytest.mark.slow

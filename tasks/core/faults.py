@@ -9,9 +9,10 @@
 `FORGELINE_FAULT_ONCE=<file>`: fire at most once across processes (firing creates the file first), so a retried
 or re-run stage meets no fault, as a retry after a real crash would not meet the same crash.
 
-Points: clean.shard_done, pretrain.step_done, sft.step_done, pretrain.checkpoint_write (between DeepSpeed's
-files and the checkpoint's manifest), files.atomic_write (a temp file written, not yet renamed into place).
-Unset, `checkpoint` costs one dict lookup.
+Points: clean.shard_done, <objective>.step_done and <objective>.checkpoint_write (pretrain, sft: between
+DeepSpeed's files and the checkpoint's manifest), files.atomic_write (a temp file written, not yet renamed into place).
+Unset, `checkpoint` costs one dict lookup. The trainer calls it through its `Hooks.point` (tasks/train/trainer.py),
+so in-process tests can install their own hook instead.
 """
 
 from __future__ import annotations
@@ -56,17 +57,3 @@ def checkpoint(point: str, path: str | Path | None = None) -> None:
     if not isinstance(code, int):
         raise ValueError(f"FORGELINE_FAULT: unknown action {action!r} (kill, or an errno name such as ENOSPC)")
     raise OSError(code, os.strerror(code), None if path is None else str(path))
-
-
-def loss_factor(batch: int) -> float:
-    """`FORGELINE_INJECT_LOSS=<batch>:<factor>[,...]` multiplies the training loss of those data batches (numbered
-    from 1 as in incidents.jsonl; `nan` allowed), so tests can drive the stability guard through real ranks. Keyed by data batch, not step: a
-    rollback that skips the batch no longer meets the fault, as it would not meet a truly bad batch again."""
-    spec = os.environ.get("FORGELINE_INJECT_LOSS")
-    if not spec:
-        return 1.0
-    for item in spec.split(","):
-        key, _, factor = item.partition(":")
-        if key.strip() and int(key) == batch:
-            return float(factor)
-    return 1.0

@@ -1,13 +1,24 @@
-"""Pretraining libraries: model, parallel layout, DeepSpeed engine, training loop, stability and telemetry.
+"""Training libraries: model, parallel layout, DeepSpeed engine, the one Trainer and its objectives, stability and
+telemetry.
 
-model.py            ModelConfig, Transformer (plain pp = 1 model), pipeline layers, param_count, flops_per_token
-tensor_parallel.py  TPContext, ColumnParallelLinear / RowParallelLinear, copy_to_tp / reduce_from_tp, gather_full
+config.py           ModelConfig, param_count, flops_per_token, ffn_hidden_size: the architecture numbers' one owner
+model.py            the plain decoder (Transformer, its layers, lm_loss, init_normal): no parallel code
+tensor_parallel.py  TPContext, ColumnParallelLinear / RowParallelLinear (from_linear), copy_to_tp / reduce_from_tp,
+                    gather_full
+parallelize.py      init_distributed, build_layout (topology, groups), apply_tensor_parallel (BLOCK_TP_PLAN),
+                    pipeline_layers, build_module / build_engine (`deepspeed.initialize`), teardown
+deepspeed_adapter.py  every DeepSpeed internal touched (shm op, cached groups, grad-norm marks, weights-only
+                    loader, pipeline internals), each with a version-contract test in tests/test_deepspeed_adapter.py
 dsconfig.py         ds_config(train, parallel), the client AdamW and LR schedule (lr_at, scheduler_factory)
 data.py             BatchPlan / TrainData (which sequences each rank trains on per step), EvalData, loss_sums
-engine.py           init_distributed (no shm op build), build_layout (topology, groups), Engine, teardown
-checkpoint.py       CheckpointStore (manifests, latest, rotation, resume choice), identity_problems
-loop.py             Job, run_rank: one rank's whole run (resume, train, eval, checkpoint, consolidate, report)
-launch.py           launch(job): in-process / torch.multiprocessing.spawn / deepspeed / torchrun; build_command
+engine.py           Engine: what the loop asks of one rank's DeepSpeed engine (step, evaluate, save/load,
+                    consolidation); re-exports Layout, build_layout, init_distributed, teardown, disable_shm_comm
+checkpoint.py       CheckpointStore (manifests, latest, rotation), choose_resume, identity_problems, RNG state
+trainer.py          run_rank(job) and Trainer: the ONE loop (rank set-up, resume, step + accumulation, stability
+                    guard and rollback, checkpoints, eval cadence, telemetry, final weights) for every objective
+objectives/         base.py (the Objective protocol), pretrain.py (PretrainObjective), sft.py (SFTObjective);
+                    the registry in objectives/__init__.py maps a job's `objective` to its class
+launch.py           launch(job) -> TrainResult: in-process / spawn / deepspeed / torchrun; typed markers back
 worker.py           `python -m tasks.train.worker --job job.json`, the entry point under external launchers
 testing.py          synthetic_mix, reference_run (plain-PyTorch yardstick), spawn_gloo, make_job
 planner.py, stability.py, telemetry.py: layout planning, spike handling, throughput/MFU (see each module)

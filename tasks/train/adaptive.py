@@ -232,14 +232,6 @@ class AdaptivePlan:
 
 
 # ------------------------------------------------------------------------------------------ the loop's mixer
-def spec_of(job: Any) -> AdaptiveMixSpec:
-    """mix.adaptive for a pretrain Job: `job.extra["adaptive_mix"]` when given (tests, benchmarks), else
-    `job.spec["adaptive"]` (PretrainJob's copy of params' mix.adaptive); absent = disabled."""
-    extra = job.extra or {}
-    raw = extra["adaptive_mix"] if "adaptive_mix" in extra else job.spec.get("adaptive")
-    return AdaptiveMixSpec.model_validate(raw or {})
-
-
 class AdaptiveMixer:
     """Owns the weight history of one run: decides update points, applies the rule, feeds the sampler, and
     saves/restores its state with the checkpoints. Every rank holds one and computes the same values."""
@@ -262,11 +254,11 @@ class AdaptiveMixer:
         self._sync()
 
     @classmethod
-    def attach(cls, job: Any, train: Any, data: Any, ckpt_dir: Path, tag: str | None) -> AdaptiveMixer | None:
+    def attach(cls, spec: AdaptiveMixSpec, train: Any, data: Any, ckpt_dir: Path, tag: str | None
+               ) -> AdaptiveMixer | None:
         """Put an AdaptivePlan into `data` (a TrainData) when mix.adaptive is on, restoring the history saved
         with checkpoint `tag`; None when off. Refuses to resume across a change of sampler (the data order of
         the steps done so far would not be the one the checkpoint was trained on)."""
-        spec = spec_of(job)
         saved = Path(ckpt_dir) / tag / STATE_FILE if tag is not None else None
         if saved is not None and saved.exists() != spec.enabled:
             raise ValueError(f"pretrain: checkpoint {tag} was trained with mix.adaptive "
@@ -374,5 +366,4 @@ __all__ = [
     "majority_sources",
     "next_weights",
     "project",
-    "spec_of",
 ]

@@ -35,7 +35,7 @@ TAG_RE = re.compile(r"^step(\d{6,})$")
 # shapes, the rank layout of the saved states, or what the steps so far mean (data, order, batch).
 IDENTITY_FIELDS = (
     "model", "parallel.dp", "parallel.tp", "parallel.pp", "parallel.zero_stage", "train.precision",
-    "train.micro_batch_size", "train.grad_accum", "seq_len", "vocab_size", "seed", "data",
+    "train.micro_batch_size", "train.grad_accum", "seq_len", "vocab_size", "seed", "data", "init",
 )
 
 
@@ -142,3 +142,55 @@ class CheckpointStore:
                 shutil.rmtree(self.folder / tag, ignore_errors=True)
                 removed.append(tag)
         return removed
+
+
+def choose_resume(store: CheckpointStore, identity: dict[str, Any], steps: int, stage: str
+                  ) -> tuple[str | None, int, list[dict[str, Any]], str | None]:
+    """(tag, step, metric rows, error): the newest intact checkpoint this run may resume from; tag None to start
+    fresh; `error` set to refuse (another model, layout, data or seed, or a checkpoint beyond `steps`)."""
+    tag, manifest, warnings = store.find_resumable()
+    for w in warnings:
+        log.warning("%s", w)
+    if tag is None or manifest is None:
+        return None, 0, [], None
+    problems = identity_problems(manifest["identity"], identity)
+    if problems:
+        return None, 0, [], (f"{stage}: refusing to resume from {store.folder / tag}: the run differs in "
+                             + "; ".join(problems)
+                             + f". Delete {store.folder} to start over, or restore the previous settings.")
+    step = int(manifest["step"])
+    if step > steps:
+        return None, 0, [], (f"{stage}: checkpoint {tag} is at step {step}, beyond train.steps = {steps}; "
+                             f"delete {store.folder} to start over or raise train.steps")
+    removed = store.drop_newer_than(step)
+    if removed:
+        log.warning("removed unusable newer checkpoint(s): %s", ", ".join(removed))
+    mfile = store.folder / tag / "metrics.jsonl"
+    rows = [json.loads(line) for line in mfile.read_text().splitlines() if line.strip()] if mfile.exists() else []
+    return tag, step, rows, None
+
+
+def rng_file(folder: Path, tag: str, rank: int) -> Path:
+    return folder / tag / f"rng-rank{rank:05d}.pt"
+
+
+def rng_state() -> dict[str, Any]:
+    """This rank's torch RNG states (dropout draws from them: a resumed run must continue the same stream)."""
+    import torch
+
+    state = {"cpu": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state()
+    return state
+
+
+def restore_rng(path: Path) -> None:
+    """Set the RNG states saved at `path` (tensors only: `weights_only=True`); a missing file changes nothing."""
+    import torch
+
+    if not path.exists():
+        return
+    state = torch.load(path, weights_only=True)
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])

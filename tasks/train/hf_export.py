@@ -36,7 +36,8 @@ from typing import Any
 import torch
 
 from tasks.core.files import TEMP_MARK, atomic_path, sha256_file, write_json_atomic, write_text_atomic
-from tasks.train.model import ModelConfig, Transformer, head_index, param_count
+from tasks.train.config import ModelConfig, param_count
+from tasks.train.model import Transformer, head_index
 
 DEFAULT_TOL = 1e-4
 SPECIAL_KEYS = ("bos_token", "eos_token", "pad_token", "unk_token")
@@ -248,7 +249,7 @@ def _file_record(path: Path) -> dict[str, Any]:
     return {"sha256": sha256_file(path), "bytes": path.stat().st_size}
 
 
-def _publish(tmp: Path, out_dir: Path) -> None:
+def publish_folder(tmp: Path, out_dir: Path) -> None:
     """Rename the finished temp folder to `out_dir`, moving an older export aside first (dirs can't be
     os.replace'd over non-empty ones) and deleting it only after the new one is in place."""
     old = None
@@ -304,7 +305,7 @@ def export_hf(state: dict[str, torch.Tensor], cfg: ModelConfig, tokenizer_json: 
         files = {p.name: _file_record(p) for p in sorted(tmp.iterdir())}
         write_text_atomic(tmp / "README.md", render_card(card, config, n_params, files))
         files["README.md"] = _file_record(tmp / "README.md")
-        _publish(tmp, out_dir)
+        publish_folder(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

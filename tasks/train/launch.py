@@ -1,4 +1,4 @@
-"""Start the ranks of a pretraining job and collect their results.
+"""Start the ranks of a training job (a typed `specs.ranks` job: pretrain or sft) and collect their typed results.
 
 launcher `spawn` (the default; CPU and tests):
   world = 1  -> in this process (still `deepspeed.initialize` over a one-rank gloo group),
@@ -11,15 +11,14 @@ launcher `deepspeed` -> `deepspeed --num_gpus N [--hostfile H] --master_port P -
 launcher `torchrun` -> `torchrun --nproc_per_node N --master_port P -m tasks.train.worker --job <job.json>`
                (single node; for several nodes run that command on each with torchrun's --nnodes/--rdzv-*
                options).
-Each rank writes `rank-NNNNN.json` into the marker folder when it finishes (ok, or the error); the launch
-counts as done only when every rank's marker says ok — exit codes alone are not trusted (ZeRO-3 can abort at
+Each rank writes `rank-NNNNN.json` (a `specs.ranks.RankResult`: ok with its result, or the typed error) into the
+marker folder when it finishes; the launch counts as done only when every rank's marker says ok — exit codes alone are not trusted (ZeRO-3 can abort at
 interpreter exit after the work is done). The job file and markers live in `runs/pretrain-launch/` (a shared
 filesystem is assumed across nodes, as for the checkpoints).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -27,9 +26,10 @@ import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
-from tasks.train.loop import Job, marker_path, run_rank
+from specs.ranks import JobFile, PretrainRun, RankResult, RunContext, SFTRun, TrainResult
+from tasks.train.trainer import marker_path, run_rank
 
 CODE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `tasks` package: importable by workers
 
@@ -93,16 +93,26 @@ def build_command(launcher: str, world: int, job_file: Path, port: int, hostfile
     raise ValueError(f"no external command for launcher {launcher!r}")
 
 
+def environ_context() -> RunContext:
+    """The run context the CLI takes from the environment, read once per launch (never inside the ranks):
+    FORGELINE_DS_SHM=1 (allow DeepSpeed's shm comm op) and, for tests, FORGELINE_INJECT_LOSS=<batch>:<factor>[,...]
+    (multiply the training loss of those data batches, numbered from 1 as in incidents.jsonl; `nan` allowed)."""
+    faults: dict[int, str] = {}
+    for item in os.environ.get("FORGELINE_INJECT_LOSS", "").split(","):
+        key, _, factor = item.partition(":")
+        if key.strip():
+            faults[int(key)] = str(float(factor))  # refuse a malformed factor here, not inside the ranks
+    return RunContext(allow_shm=os.environ.get("FORGELINE_DS_SHM") == "1", loss_faults=faults)
+
+
 def _spawn_entry(local_rank: int, job_json: str, world: int) -> None:
-    os.environ.update({"RANK": str(local_rank), "LOCAL_RANK": str(local_rank), "WORLD_SIZE": str(world)})
-    import torch
-
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
-    _setup_child_logging(local_rank)
-    run_rank(Job.from_json(job_json))
+    os.environ.update({"RANK": str(local_rank), "LOCAL_RANK": str(local_rank), "WORLD_SIZE": str(world),
+                       "LOCAL_WORLD_SIZE": str(world)})
+    setup_child_logging(local_rank)
+    run_rank(JobFile.loads(job_json))
 
 
-def _setup_child_logging(rank: int) -> None:
+def setup_child_logging(rank: int) -> None:
     import logging
 
     import warnings
@@ -114,13 +124,14 @@ def _setup_child_logging(rank: int) -> None:
     logging.getLogger("forgeline").setLevel(logging.INFO if rank == 0 else logging.WARNING)
 
 
-def launch(job: Job, launch_dir: Path, root: Path | None = None) -> dict[str, Any]:
-    """Run every rank of `job`; return rank 0's result. Raises when any rank failed or left no marker."""
-    spec = job.train_spec()
+def launch(job: PretrainRun | SFTRun, launch_dir: Path, root: Path | None = None) -> TrainResult:
+    """Run every rank of `job`; return rank 0's result. Raises when any rank failed or left no marker (a
+    ValueError when every failed rank refused its inputs, as the in-process run would)."""
+    spec = job.spec
     par = spec.parallel
     world = par.world_size
     if spec.train.precision == "fp16" and par.launcher == "spawn" and use_cpu(par.accelerator):
-        raise ValueError(f"{job.kind}.precision: fp16 needs a GPU (DeepSpeed's CPU accelerator has no fp16); "
+        raise ValueError(f"{job.objective}.precision: fp16 needs a GPU (DeepSpeed's CPU accelerator has no fp16); "
                          "use bf16 or fp32 on CPU")
     markers = Path(job.marker_dir)
     shutil.rmtree(markers, ignore_errors=True)
@@ -131,50 +142,56 @@ def launch(job: Job, launch_dir: Path, root: Path | None = None) -> dict[str, An
         init_file = Path(launch_dir) / f"rendezvous-{port}"
         init_file.parent.mkdir(parents=True, exist_ok=True)
         init_file.unlink(missing_ok=True)
-        base.update(FORGELINE_INIT_FILE=str(init_file.resolve()),
-                    GLOO_SOCKET_IFNAME="lo" if use_cpu(par.accelerator) else os.environ.get("GLOO_SOCKET_IFNAME"))
+        job = job.model_copy(update={"context": job.context.model_copy(update={"init_file": str(init_file.resolve())})})
+        base["GLOO_SOCKET_IFNAME"] = "lo" if use_cpu(par.accelerator) else os.environ.get("GLOO_SOCKET_IFNAME")
     error: BaseException | None = None
     if par.launcher == "spawn" and world == 1:
-        with environ(**base, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", **rank_env(par.accelerator, threads=False)):
+        with environ(**base, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
+                     **rank_env(par.accelerator, threads=False)):
             return run_rank(job)
     if par.launcher == "spawn":
         import torch.multiprocessing as mp
 
         with environ(**base, **rank_env(par.accelerator)):
             try:
-                mp.spawn(_spawn_entry, args=(job.to_json(), world), nprocs=world, join=True)
+                mp.spawn(_spawn_entry, args=(JobFile.dumps(job), world), nprocs=world, join=True)
             except Exception as exc:  # a rank raised or died: its marker says why
                 error = exc
     else:
         job_file = Path(launch_dir) / "job.json"
         job_file.parent.mkdir(parents=True, exist_ok=True)
-        job_file.write_text(job.to_json())
+        job_file.write_text(JobFile.dumps(job))
         cmd = build_command(par.launcher, world, job_file, port, par.hostfile)
         env = {**os.environ, **{k: v for k, v in rank_env(par.accelerator).items() if v is not None}}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CODE_ROOT), env.get("PYTHONPATH")]))
         proc = subprocess.run(cmd, cwd=root, env=env)
         if proc.returncode:
             error = RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}")
-    return collect(markers, world, error, job.kind)
+    return collect(markers, world, error, job.objective)
 
 
-def collect(markers: Path, world: int, error: BaseException | None = None, kind: str = "pretrain") -> dict[str, Any]:
-    results, problems = {}, []
+def collect(markers: Path, world: int, error: BaseException | None = None, kind: str = "pretrain") -> TrainResult:
+    """Rank 0's result from the markers, or the failure: every rank's error (the cause first)."""
+    results: dict[int, RankResult] = {}
+    problems = []
     for r in range(world):
         path = marker_path(markers, r)
         if not path.exists():
             problems.append(f"rank {r}: no result (killed or crashed before finishing)")
             continue
-        data = json.loads(path.read_text())
-        if not data.get("ok"):
-            problems.append(f"rank {r}: {data.get('error')}")
-        results[r] = data
+        res = RankResult.model_validate_json(path.read_text())
+        if not res.ok:
+            problems.append(f"rank {r}: {res.error.type}: {res.error.message}" if res.error else f"rank {r}: failed")
+        results[r] = res
     if problems:
         problems.sort(key=lambda p: "Connection closed by peer" in p or "no result" in p)  # the cause first
         detail = "; ".join(problems[:4]) + (f" (+{len(problems) - 4} more)" if len(problems) > 4 else "")
-        errors = [d.get("error", "") for d in results.values() if not d.get("ok")]
-        if errors and all(e.startswith("ValueError: ") for e in errors):
-            raise ValueError(errors[0].removeprefix("ValueError: "))  # a refusal, the same on every rank
+        errors = [res.error for res in results.values() if not res.ok and res.error is not None]
+        if errors and all(e.refusal for e in errors):
+            raise ValueError(errors[0].message)  # a refusal, the same on every rank
         cause = f" [{str(error).strip().splitlines()[0]}]" if error is not None and str(error).strip() else ""
         raise RuntimeError(f"{kind} failed: {detail}{cause}") from error
-    return results[0]["result"]
+    result = results[0].result
+    if result is None:
+        raise RuntimeError(f"{kind} failed: rank 0 reported success without a result")
+    return result

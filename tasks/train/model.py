@@ -13,13 +13,14 @@ attention block-diagonal causal (token i sees j only if j ≤ i and seg[j] == se
 positions, so samples packed into one row cannot see each other and each starts at position 0. Without them the
 forward is the unchanged `is_causal=True` path; pipeline layers only ever get the activation tensor.
 
-Tensor parallelism (`tensor_parallel.py`) splits q/k/v/gate/up by output rows and o/down by input columns;
-heads are split contiguously, so TP rank r holds query heads [r·h/tp, (r+1)·h/tp) and exactly the kv heads they
-use. Embedding, norms and the LM head are replicated over TP ranks (vocab is not split).
+No parallel code lives here. Tensor parallelism is applied to a built model by `parallelize.py`, which swaps the
+plain `nn.Linear`s for column/row-parallel ones holding this rank's slice; the forward reads the number of heads
+from the projections' output (`view(B, T, -1, hd)`), so the same code runs whole or on a TP rank's heads.
 
-Initialization is a pure function of (seed, parameter name in the plain model): N(0, init_std), the residual
-output projections (o, down) scaled by 1/sqrt(2·n_layers) (GPT-2), norms = 1. Hence the pp = 1 / tp = 1
-model, its TP shards and its pipeline stages all start from the same weights.
+Initialization is a pure function of (seed, parameter name in the plain model): N(0, init_std) from a generator
+seeded by the name (`init_normal`; the global RNG is never drawn from), the residual output projections (o, down)
+scaled by 1/sqrt(2·n_layers) (GPT-2), norms = 1. Hence the pp = 1 / tp = 1 model, its TP shards and its
+pipeline stages all start from the same weights.
 
 `Transformer` (pp = 1) is the plain wrapper: `state_dict()` keys `layers.<i>.<param>` are the format of the
 consolidated `model.pt`; a tied head has no key of its own.
@@ -27,16 +28,38 @@ consolidated `model.pt`; a tied head has no key of its own.
 
 from __future__ import annotations
 
+import hashlib
 import math
-from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from tasks.train.config import ModelConfig, flops_per_token, param_count  # noqa: F401  (the model's numbers)
-from tasks.train.tensor_parallel import NO_TP, ColumnParallelLinear, RowParallelLinear, TPContext, init_normal
+from tasks.train.config import ModelConfig  # the shape numbers live there (param_count, flops_per_token)
+
+
+# ---------------------------------------------------------------------------------------------- initialization
+def name_seed(seed: int, name: str) -> int:
+    """A 63-bit seed from (run seed, parameter name): stable across machines, processes and layouts."""
+    digest = hashlib.blake2b(f"{seed}:{name}".encode(), digest_size=8, person=b"forgeline-init").digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
+def init_normal(shape: tuple[int, ...], std: float, seed: int, name: str) -> torch.Tensor:
+    """The full (unsplit) weight `name` drawn from N(0, std²) with its own generator."""
+    gen = torch.Generator().manual_seed(name_seed(seed, name))
+    return torch.empty(shape).normal_(0.0, std, generator=gen)
+
+
+def linear(in_features: int, out_features: int, std: float, seed: int, name: str) -> nn.Linear:
+    """`nn.Linear(bias=False)` whose weight [out, in] is `init_normal(..., name)`.
+
+    Built on the meta device first: its default (kaiming) init would draw from the global RNG and shift every
+    later random draw (dropout masks, the RNG state checkpoints save) against a model that never drew."""
+    layer = nn.Linear(in_features, out_features, bias=False, device="meta")
+    layer.weight = nn.Parameter(init_normal((out_features, in_features), std, seed, name))
+    return layer
 
 
 # ----------------------------------------------------------------------------------------------- building blocks
@@ -105,53 +128,54 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: ModelConfig, prefix: str, seed: int, tp: TPContext = NO_TP):
+    def __init__(self, cfg: ModelConfig, prefix: str, seed: int):
         super().__init__()
         d, hd, std = cfg.d_model, cfg.head_dim, cfg.init_std
-        self.n_heads, self.n_kv_heads = cfg.n_heads // tp.size, cfg.n_kv_heads // tp.size  # local heads
         self.head_dim, self.cfg = hd, cfg
-        self.wq = ColumnParallelLinear(d, cfg.n_heads * hd, tp, std, seed, f"{prefix}.wq.weight")
-        self.wk = ColumnParallelLinear(d, cfg.n_kv_heads * hd, tp, std, seed, f"{prefix}.wk.weight")
-        self.wv = ColumnParallelLinear(d, cfg.n_kv_heads * hd, tp, std, seed, f"{prefix}.wv.weight")
-        self.wo = RowParallelLinear(cfg.n_heads * hd, d, tp, std / math.sqrt(2 * cfg.n_layers), seed,
-                                    f"{prefix}.wo.weight")
+        self.wq = linear(d, cfg.n_heads * hd, std, seed, f"{prefix}.wq.weight")
+        self.wk = linear(d, cfg.n_kv_heads * hd, std, seed, f"{prefix}.wk.weight")
+        self.wv = linear(d, cfg.n_kv_heads * hd, std, seed, f"{prefix}.wv.weight")
+        self.wo = linear(cfg.n_heads * hd, d, std / math.sqrt(2 * cfg.n_layers), seed, f"{prefix}.wo.weight")
         self.resid_dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """x [B, T, d]; optional attn_mask [B, 1, T, T] bool (replaces the causal mask) and positions [B, T]."""
+        """x [B, T, d]; optional attn_mask [B, 1, T, T] bool (replaces the causal mask) and positions [B, T].
+
+        h / hkv are the heads the projections produce: all of them, or one TP rank's share once parallelize.py
+        has split the projections (hence `-1` in the views instead of the config's counts)."""
         B, T, _ = x.shape
-        q = self.wq(x).view(B, T, self.n_heads, self.head_dim).transpose(1, 2)     # [B, h, T, hd]
-        k = self.wk(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # [B, hkv, T, hd]
-        v = self.wv(x).view(B, T, self.n_kv_heads, self.head_dim).transpose(1, 2)  # [B, hkv, T, hd]
+        q = self.wq(x).view(B, T, -1, self.head_dim).transpose(1, 2)               # [B, h, T, hd]
+        k = self.wk(x).view(B, T, -1, self.head_dim).transpose(1, 2)               # [B, hkv, T, hd]
+        v = self.wv(x).view(B, T, -1, self.head_dim).transpose(1, 2)               # [B, hkv, T, hd]
         if position_ids is None:
             cos, sin = rope_tables(T, self.head_dim, self.cfg.rope_theta, x.device, q.dtype)  # [T, hd]
         else:  # table long enough for any position of a packed row (positions restart per sample)
             cos, sin = rope_at(position_ids, self.head_dim, self.cfg.rope_theta, max(T, self.cfg.seq_len),
                                q.dtype)                                             # [B, 1, T, hd]
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        rep = self.n_heads // self.n_kv_heads
+        rep = q.size(1) // k.size(1)                                                # query heads per kv head
         k, v = repeat_kv(k, rep), repeat_kv(v, rep)                                # [B, h, T, hd]
         p = self.cfg.dropout if self.training else 0.0
         if attn_mask is None:  # the pretraining path: is_causal lets SDPA pick its fastest (flash) kernel
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)          # [B, h, T, hd]
         else:  # an explicit boolean mask: SDPA's memory-efficient / math kernels (flash takes no mask)
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)     # [B, h, T, hd]
-        y = y.transpose(1, 2).reshape(B, T, self.n_heads * self.head_dim)          # [B, T, h·hd]
+        y = y.transpose(1, 2).reshape(B, T, -1)                                    # [B, T, h·hd]
         return self.resid_dropout(self.wo(y))                                      # [B, T, d]
 
 
 class SwiGLU(nn.Module):
-    def __init__(self, cfg: ModelConfig, prefix: str, seed: int, tp: TPContext = NO_TP):
+    def __init__(self, cfg: ModelConfig, prefix: str, seed: int):
         super().__init__()
         d, h, std = cfg.d_model, cfg.ffn_hidden, cfg.init_std
-        self.w1 = ColumnParallelLinear(d, h, tp, std, seed, f"{prefix}.w1.weight")  # gate
-        self.w3 = ColumnParallelLinear(d, h, tp, std, seed, f"{prefix}.w3.weight")  # up
-        self.w2 = RowParallelLinear(h, d, tp, std / math.sqrt(2 * cfg.n_layers), seed, f"{prefix}.w2.weight")
+        self.w1 = linear(d, h, std, seed, f"{prefix}.w1.weight")  # gate
+        self.w3 = linear(d, h, std, seed, f"{prefix}.w3.weight")  # up
+        self.w2 = linear(h, d, std / math.sqrt(2 * cfg.n_layers), seed, f"{prefix}.w2.weight")  # down
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.w2(F.silu(self.w1(x)) * self.w3(x)))              # [B, T, h/tp] -> [B, T, d]
+        return self.dropout(self.w2(F.silu(self.w1(x)) * self.w3(x)))              # [B, T, h] -> [B, T, d]
 
 
 # --------------------------------------------------------------------------------------------- pipeline layers
@@ -166,12 +190,12 @@ class Embedding(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: ModelConfig, index: int, seed: int, tp: TPContext = NO_TP, checkpointing: bool = False):
+    def __init__(self, cfg: ModelConfig, index: int, seed: int, checkpointing: bool = False):
         super().__init__()
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.attn = Attention(cfg, f"layers.{index}.attn", seed, tp)
+        self.attn = Attention(cfg, f"layers.{index}.attn", seed)
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.mlp = SwiGLU(cfg, f"layers.{index}.mlp", seed, tp)
+        self.mlp = SwiGLU(cfg, f"layers.{index}.mlp", seed)
         self.checkpointing = checkpointing  # recompute in backward (pp = 1; a pipeline does its own)
 
     def _forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
@@ -230,11 +254,11 @@ class Transformer(nn.Module):
     segment unless `position_ids` [B, T] are given) and/or `position_ids` alone (RoPE positions, causal mask).
     """
 
-    def __init__(self, cfg: ModelConfig, seed: int, tp: TPContext = NO_TP, checkpointing: bool = False):
+    def __init__(self, cfg: ModelConfig, seed: int, checkpointing: bool = False):
         super().__init__()
         self.cfg = cfg
         emb = Embedding(cfg, seed)
-        blocks = [Block(cfg, i, seed, tp, checkpointing) for i in range(1, cfg.n_layers + 1)]
+        blocks = [Block(cfg, i, seed, checkpointing) for i in range(1, cfg.n_layers + 1)]
         head = LMHead(cfg, seed, head_index(cfg), tied_to=emb if cfg.tie_embeddings else None)
         self.layers = nn.ModuleList([emb, *blocks, FinalNorm(cfg), head])
 

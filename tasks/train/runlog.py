@@ -28,13 +28,13 @@ def eval_row(engine: Any, evald: Any, done: int) -> dict[str, Any] | None:
             "val_loss_by_source": by_source, "val_tokens": int(sums[2 * S + 1])}
 
 
-def check_overfit(rows: list[dict[str, Any]], train: Any) -> None:
+def check_overfit(rows: list[dict[str, Any]], train: Any, stage: str = "pretrain") -> None:
     """Sanity mode: one batch, trained `steps` times, must be memorized, or the model/optimizer/data path is broken."""
     last = [r["loss"] for r in rows if r["kind"] == "train"][-1:]
     if not last or last[0] is None or last[0] > train.sanity_target_loss:
         raise ValueError(
-            f"pretrain.sanity_overfit: the loss on one repeated batch is {last[0] if last else None} after "
-            f"{train.steps} steps, above pretrain.sanity_target_loss = {train.sanity_target_loss}: the model cannot "
+            f"{stage}.sanity_overfit: the loss on one repeated batch is {last[0] if last else None} after "
+            f"{train.steps} steps, above {stage}.sanity_target_loss = {train.sanity_target_loss}: the model cannot "
             "fit a single batch — check the learning rate, the data (labels shifted by one?) and the model.")
 
 
@@ -63,7 +63,7 @@ def append_row(path: Path, row: dict[str, Any]) -> None:
 
 def build_report(rows: list[dict[str, Any]], cfg: Any, spec_json: dict[str, Any], steps: int, global_batch: int,
             tokens_per_step: int, sources: list[str], guard: Any) -> dict[str, Any]:
-    from tasks.train.model import flops_per_token, param_count
+    from tasks.train.config import flops_per_token, param_count
 
     train_rows = [r for r in rows if r["kind"] == "train"]
     eval_rows = [r for r in rows if r["kind"] == "eval"]

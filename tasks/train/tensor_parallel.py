@@ -9,15 +9,15 @@ A block's two matmul pairs are split so that each needs one all-reduce forward a
 `reduce_from_tp` all-reduces forward and is the identity backward. With a group of size 1 (or None) both are the
 identity and the layers are plain linears, so one code path serves tp = 1 and tp > 1.
 
-Weights are initialized *full* from a generator seeded by the parameter's name (`init_normal`), then sliced,
-so a TP model holds exactly the shards of the non-TP model with the same seed and their losses agree.
-Split parameters carry `tensor_model_parallel = True` (DeepSpeed counts them once per TP rank in the global
-gradient norm; replicated ones only on TP rank 0) and `partition_dim` (how `gather_full` reassembles them).
+The layers are made from a plain model's full weight (`from_linear`: `parallelize.py` swaps them in for the
+model's `nn.Linear`s) and keep only this rank's contiguous slice, so a TP model holds exactly the shards of the
+non-TP model with the same seed and their losses agree. Split parameters carry `tensor_model_parallel = True`
+(DeepSpeed counts them once per TP rank in the global gradient norm; replicated ones only on TP rank 0) and
+`partition_dim` (how `gather_full` reassembles them).
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+
+from tasks.train.model import init_normal  # noqa: F401  (its old home: chat.py still imports it from here)
 
 
 @dataclass(frozen=True)
@@ -41,18 +43,6 @@ class TPContext:
 
 
 NO_TP = TPContext()
-
-
-def name_seed(seed: int, name: str) -> int:
-    """A 63-bit seed from (run seed, parameter name): stable across machines, processes and layouts."""
-    digest = hashlib.blake2b(f"{seed}:{name}".encode(), digest_size=8, person=b"forgeline-init").digest()
-    return int.from_bytes(digest, "big") >> 1
-
-
-def init_normal(shape: tuple[int, ...], std: float, seed: int, name: str) -> torch.Tensor:
-    """The full (unsplit) weight `name` drawn from N(0, std²) with its own generator."""
-    gen = torch.Generator().manual_seed(name_seed(seed, name))
-    return torch.empty(shape).normal_(0.0, std, generator=gen)
 
 
 class _CopyToTP(torch.autograd.Function):
@@ -93,36 +83,43 @@ def reduce_from_tp(x: torch.Tensor, tp: TPContext) -> torch.Tensor:
 def _shard(full: torch.Tensor, dim: int, tp: TPContext) -> torch.Tensor:
     if full.shape[dim] % tp.size:
         raise ValueError(f"dimension {dim} of size {full.shape[dim]} does not split over {tp.size} TP ranks")
-    return full.chunk(tp.size, dim=dim)[tp.rank].clone()
+    return full.detach().chunk(tp.size, dim=dim)[tp.rank].clone()  # a copy: the full weight can be freed
 
 
-class ColumnParallelLinear(nn.Module):
-    """y_local = x @ W[rows of this rank]ᵀ: output features split; the input is the full (replicated) x."""
+class _ParallelLinear(nn.Module):
+    """A bias-free linear holding this rank's slice of a full weight [out, in] along `partition_dim`;
+    `in_features` / `out_features` are the local ones (the slice's shape, as in `nn.Linear`)."""
 
     partition_dim = 0
 
-    def __init__(self, in_features: int, out_features: int, tp: TPContext, std: float, seed: int, name: str):
+    def __init__(self, full_weight: torch.Tensor, tp: TPContext):
         super().__init__()
-        self.tp, self.in_features, self.out_features = tp, in_features, out_features
-        full = init_normal((out_features, in_features), std, seed, name)           # [out, in]
-        self.weight = nn.Parameter(_shard(full, 0, tp))                            # [out/tp, in]
-        _mark(self.weight, 0, tp)
+        self.tp = tp
+        self.weight = nn.Parameter(_shard(full_weight, self.partition_dim, tp))
+        self.out_features, self.in_features = self.weight.shape
+        _mark(self.weight, self.partition_dim, tp)
+
+    @classmethod
+    def from_linear(cls, layer: nn.Linear, tp: TPContext) -> "_ParallelLinear":
+        """This rank's share of a plain `nn.Linear(bias=False)` (a bias would need its own split rule)."""
+        if layer.bias is not None:
+            raise ValueError("tensor parallelism splits bias-free linears only")
+        return cls(layer.weight, tp)
+
+
+class ColumnParallelLinear(_ParallelLinear):
+    """y_local = x @ W[rows of this rank]ᵀ: output features split; the input is the full (replicated) x."""
+
+    partition_dim = 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(copy_to_tp(x, self.tp), self.weight)                       # [..., out/tp]
 
 
-class RowParallelLinear(nn.Module):
+class RowParallelLinear(_ParallelLinear):
     """y = Σ_ranks x_local @ W[:, columns of this rank]ᵀ: input features split, partial sums all-reduced."""
 
     partition_dim = 1
-
-    def __init__(self, in_features: int, out_features: int, tp: TPContext, std: float, seed: int, name: str):
-        super().__init__()
-        self.tp, self.in_features, self.out_features = tp, in_features, out_features
-        full = init_normal((out_features, in_features), std, seed, name)           # [out, in]
-        self.weight = nn.Parameter(_shard(full, 1, tp))                            # [out, in/tp]
-        _mark(self.weight, 1, tp)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return reduce_from_tp(F.linear(x, self.weight), self.tp)                   # [..., out]

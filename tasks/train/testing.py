@@ -54,7 +54,7 @@ def reference_run(spec: Any, mix_dir: Path, seed: int, steps: int | None = None
     global-norm clipping + LambdaLR."""
     from tasks.train.data import TrainData
     from tasks.train.dsconfig import make_optimizer, scheduler_factory
-    from tasks.train.loop import data_facts
+    from tasks.train.objectives.pretrain import data_facts
     from tasks.train.model import ModelConfig, Transformer
 
     facts = data_facts(Path(mix_dir))
@@ -82,14 +82,14 @@ def reference_run(spec: Any, mix_dir: Path, seed: int, steps: int | None = None
 
 
 def make_job(base: Path, mix_dir: Path, spec: Any, seed: int) -> Any:
-    """A Job writing under `base` (out/, checkpoints/, reports/, markers/)."""
-    from tasks.train.loop import Job
+    """A PretrainRun of `spec` (a PretrainJob) writing under `base` (out/, checkpoints/, reports/, markers/)."""
+    from specs.ranks import PretrainRun
 
     base = Path(base)
     (base / "out").mkdir(parents=True, exist_ok=True)
-    return Job(spec=spec.model_dump(mode="json"), mix_dir=str(mix_dir), out_dir=str(base / "out"),
-               ckpt_dir=str(base / "checkpoints"), reports_dir=str(base / "reports"),
-               marker_dir=str(base / "markers"), seed=seed)
+    return PretrainRun(spec=spec, mix_dir=str(mix_dir), out_dir=str(base / "out"),
+                       ckpt_dir=str(base / "checkpoints"), reports_dir=str(base / "reports"),
+                       marker_dir=str(base / "markers"), seed=seed)
 
 
 def forward_backward(model, cfg, seed: int):
@@ -109,11 +109,12 @@ def tp_forward_check(rank: int, world: int, cfg_dict: dict[str, Any], seed: int)
     import torch.distributed as dist
 
     from tasks.train.model import ModelConfig, Transformer
+    from tasks.train.parallelize import apply_tensor_parallel
     from tasks.train.tensor_parallel import TPContext, gather_full
 
     cfg = ModelConfig.from_dict(cfg_dict)
     tp = TPContext(rank, world, dist.new_group(list(range(world))))
-    model = Transformer(cfg, seed, tp)
+    model = apply_tensor_parallel(Transformer(cfg, seed), tp)
     logits, loss = forward_backward(model, cfg, seed)
     grads = {n: gather_full(p.grad, p.partition_dim, tp) if hasattr(p, "partition_dim") else p.grad
              for n, p in model.named_parameters()}

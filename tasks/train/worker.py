@@ -1,7 +1,8 @@
 """Entry point of one rank under an external launcher: `python -m tasks.train.worker --job job.json`.
 
 The DeepSpeed launcher and torchrun set RANK / LOCAL_RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT; the job
-file (written by `tasks.train.launch`) says what to train and where the outputs and markers go.
+file (a `specs.ranks.JobFile` written by `tasks.train.launch`) says what to train and where the outputs and
+markers go.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ import argparse
 import os
 from pathlib import Path
 
-from tasks.train.launch import _setup_child_logging
-from tasks.train.loop import Job, run_rank
+from specs.ranks import JobFile
+from tasks.train.launch import setup_child_logging
+from tasks.train.trainer import run_rank
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -21,8 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.local_rank is not None:
         os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
-    _setup_child_logging(int(os.environ.get("RANK", "0")))
-    run_rank(Job.from_json(Path(args.job).read_text()))
+    setup_child_logging(int(os.environ.get("RANK", "0")))
+    run_rank(JobFile.loads(Path(args.job).read_text()))
     return 0
 
 

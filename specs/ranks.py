@@ -1,0 +1,125 @@
+"""What crosses the process boundary of a training launch: the typed job every rank receives (one model per
+objective, a discriminated union on `objective`), the explicit run context, and each rank's typed result.
+
+The job travels as JSON (spawn arguments, `job.json` for the DeepSpeed launcher / torchrun) and is validated again
+on every rank; results come back as `rank-NNNNN.json` markers validated by the launcher. Errors cross as typed
+`RankError` records (exception type, message, whether it is a refusal), never rebuilt from message text.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import Field
+
+from specs.base import StrictModel
+from specs.pretrain import PretrainJob
+from specs.sft import SFTJob
+
+
+class RunContext(StrictModel):
+    """How this launch runs, as opposed to what it trains: rendezvous, comm options, test fault plans.
+
+    Filled by the launcher (and, for the test-only fields, from the environment once by the CLI's stage entry);
+    nothing below the trainer reads an environment variable for these."""
+
+    init_file: str | None = Field(None, description="File rendezvous for local ranks (no TCP store listening "
+                                  "on every interface); None: env:// from MASTER_ADDR/MASTER_PORT (torchrun, "
+                                  "the DeepSpeed launcher).")
+    allow_shm: bool = Field(False, description="Let DeepSpeed JIT-build its shared-memory comm op (30-77 s once; "
+                            "faster CPU all-reduce afterwards).")
+    loss_faults: dict[int, str] = Field(
+        default_factory=dict, description="Tests: data batch (1-based, as in incidents.jsonl) -> factor the "
+        "training loss of that batch is multiplied by, as text so `nan` and `inf` survive JSON; it drives the "
+        "stability guard through real ranks.")
+
+
+class _RankJobBase(StrictModel):
+    """Where a rank reads and writes (absolute paths: ranks may start in other working directories)."""
+
+    mix_dir: str = Field(..., description="mix's output folder (packed shards, tokenizer.json).")
+    out_dir: str = Field(..., description="The stage's output folder (DVC out).")
+    ckpt_dir: str = Field(..., description="Checkpoint folder (a persist out, survives reruns).")
+    reports_dir: str = Field(..., description="Telemetry and wandb files (not versioned).")
+    marker_dir: str = Field(..., description="Per-rank result markers `rank-NNNNN.json`.")
+    seed: int = Field(..., description="The run's seed (init, data order).")
+    context: RunContext = Field(default_factory=RunContext, description="How the launch runs.")
+
+
+class PretrainRun(_RankJobBase):
+    """A pretraining job: mix's shards -> weights (PretrainObjective)."""
+
+    objective: Literal["pretrain"] = "pretrain"
+    spec: PretrainJob
+
+
+class SFTRun(_RankJobBase):
+    """A finetuning job: the pretrained weights + instruct's conversations -> weights (SFTObjective)."""
+
+    objective: Literal["sft"] = "sft"
+    spec: SFTJob
+    pretrain_dir: str = Field(..., description="pretrain's output folder (model.pt, config.json).")
+    instruct_dir: str = Field(..., description="instruct's output folder (train/heldout.jsonl).")
+    pretrain_fingerprint: str = Field(..., description="Hash prefix of the starting weights: a checkpoint "
+                                      "trained from other weights is not resumed.")
+
+
+RankJob = Annotated[Union[PretrainRun, SFTRun], Field(discriminator="objective")]
+
+
+class JobFile(StrictModel):
+    """The job as one JSON document (the union needs a field to live in)."""
+
+    job: RankJob
+
+    @classmethod
+    def dumps(cls, job: PretrainRun | SFTRun) -> str:
+        return cls(job=job).model_dump_json()
+
+    @classmethod
+    def loads(cls, text: str) -> PretrainRun | SFTRun:
+        return cls.model_validate_json(text).job
+
+
+class RankError(StrictModel):
+    """An exception that ended a rank, as data."""
+
+    type: str = Field(..., description="Exception class name.")
+    message: str
+    refusal: bool = Field(False, description="A ValueError: the run refused its inputs (the same on every "
+                          "rank; the launcher re-raises it as a ValueError, not a crash).")
+
+
+class Timing(StrictModel):
+    startup_s: float
+    train_s: float
+    wall_s: float
+    s_per_step: float | None = None
+    tokens_per_s: float | None = None
+
+
+class TrainResult(StrictModel):
+    """Rank 0's account of a finished run (other ranks return an empty one: `rank0` false)."""
+
+    rank0: bool = True
+    objective: str = ""
+    start_step: int = 0
+    resumed_from: str | None = None
+    losses: list[float | None] = Field(default_factory=list, description="Train loss of every step run by this "
+                                       "launch (None where it was not finite: a skipped step).")
+    rows: list[dict[str, Any]] = Field(default_factory=list, description="The metric rows (metrics.jsonl).")
+    incidents: int = 0
+    rollbacks: int = 0
+    telemetry: dict[str, Any] = Field(default_factory=dict)
+    timing: Timing | None = None
+    outputs: dict[str, Any] = Field(default_factory=dict, description="The objective's own results (pretrain: "
+                                    "report, adaptive_mix; sft: data stats, held-out loss before/after).")
+
+
+class RankResult(StrictModel):
+    """One rank's marker file."""
+
+    rank: int
+    ok: bool
+    result: TrainResult | None = None
+    error: RankError | None = None

@@ -1,0 +1,103 @@
+"""The training-loop knobs pretraining and SFT share (`TrainLoopSpec`), and their parts: optimizer and schedule,
+stability guard, telemetry. `specs.pretrain.PretrainSpec` and `specs.sft.SFTSpec` extend `TrainLoopSpec` with what
+only they have; the one `Trainer` (tasks/train/trainer.py) reads only these fields."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from specs.base import StrictModel
+
+
+class OptimSpec(StrictModel):
+    """AdamW with linear warmup and cosine decay."""
+
+    lr: float = Field(3e-3, gt=0, lt=1, description="Peak learning rate.")
+    min_lr: float = Field(3e-4, ge=0, lt=1, description="Learning rate at the end of the cosine decay.")
+    warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
+    weight_decay: float = Field(0.1, ge=0, lt=1, description="Decoupled weight decay (not on norms/biases).")
+    betas: tuple[float, float] = Field((0.9, 0.95), description="Adam betas.")
+    grad_clip: float = Field(1.0, ge=0, description="Global gradient-norm clip (0 disables).")
+
+
+class StabilitySpec(StrictModel):
+    """Spike detection and recovery during training (`pretrain.stability`, `sft.stability`)."""
+
+    enabled: bool = Field(True, description="Watch loss and grad norm; off: every step is applied as is.")
+    window: int = Field(50, ge=5, le=100_000, description="Accepted steps forming the reference statistics; "
+                        "also the span in which spikes are counted toward a rollback.")
+    min_history: int = Field(20, ge=3, description="Accepted steps needed before z-scores are judged "
+                             "(NaN/Inf is a spike from the first step).")
+    z_threshold: float = Field(6.0, gt=0, description="Robust z-score (median/MAD) above which loss or grad "
+                               "norm (on a log scale: it varies multiplicatively) is a spike; only upward jumps "
+                               "count.")
+    min_rel_std: float = Field(0.01, ge=0, lt=1, description="Floor of the robust std as a fraction of the "
+                               "median, so a very smooth curve does not turn tiny wiggles into spikes.")
+    on_spike: Literal["skip", "downweight"] = Field(
+        "skip", description="skip: drop the optimizer update of the step; downweight: scale its loss by "
+        "downweight_factor (a NaN/Inf step is always skipped).")
+    downweight_factor: float = Field(0.1, gt=0, lt=1, description="Loss (hence gradient) scale of a spiking step.")
+    max_spikes: int = Field(3, ge=1, description="Spikes within `window` steps that trigger a rollback.")
+    skip_before: int = Field(0, ge=0, description="Also skip this many batches before the first spike of a "
+                             "rolled-back episode (PaLM skipped a few hundred around each spike).")
+    lr_cool_factor: float = Field(0.5, gt=0, le=1, description="LR multiplier after a rollback.")
+    lr_cool_steps: int = Field(100, ge=0, description="Steps after the restored checkpoint that use the cooled LR.")
+    max_rollbacks: int = Field(3, ge=0, description="Rollbacks allowed per run; one more escalation aborts.")
+
+    @model_validator(mode="after")
+    def _history_fits_window(self) -> "StabilitySpec":
+        if self.min_history > self.window:
+            raise ValueError(f"min_history ({self.min_history}) must be ≤ window ({self.window})")
+        return self
+
+
+class TelemetrySpec(StrictModel):
+    """Throughput, MFU, device stats and where metrics go."""
+
+    device: str = Field("auto", description="Device name for the peak-FLOPs table (h100-sxm, a100, l4, ...); "
+                        "auto: torch.cuda.get_device_name(), or cpu.")
+    device_peak_tflops: float | None = Field(None, gt=0, description="Dense peak TFLOP/s per device for the "
+                                             "training precision; overrides the table (required for unlisted "
+                                             "devices, optional on CPU).")
+    throughput_window: int = Field(20, ge=1, description="Steps in the sliding window of tokens/s and MFU.")
+    warmup_steps: int = Field(2, ge=0, description="First steps left out of tokens/s (allocator warm-up).")
+    nvml: bool = Field(True, description="Read GPU temperature/power/clocks/memory via NVML every log_every "
+                       "steps and warn on thermal/power throttling (no-op without a GPU or nvidia-ml-py).")
+    wandb: Literal["offline", "disabled", "online"] = Field(
+        "offline", description="offline: files under the run folder, `wandb sync` later; online needs "
+        "WANDB_API_KEY in the environment, never in params.")
+    wandb_project: str = Field("forgeline", min_length=1, description="wandb project name.")
+
+
+class TrainLoopSpec(StrictModel):
+    """What every training objective's loop is driven by: steps, batches, precision, optimizer, cadences of
+    logging / evaluation / checkpoints, the stability guard, telemetry and the sanity mode."""
+
+    steps: int = Field(200, ge=1, description="Optimizer steps.")
+    micro_batch_size: int = Field(8, ge=1, description="Sequences (packed rows) per rank per micro-batch.")
+    grad_accum: int = Field(1, ge=1, description="Micro-batches per optimizer step (per pipeline: micro-batches).")
+    precision: Literal["fp32", "bf16", "fp16"] = Field(
+        "fp32", description="fp32 on CPU by default; bf16/fp16 (dynamic loss scaling) for GPUs."
+    )
+    optim: OptimSpec = Field(default_factory=OptimSpec, description="Optimizer and schedule.")
+    activation_checkpointing: bool = Field(False, description="Recompute block activations in backward.")
+    eval_every: int = Field(50, ge=1, description="Steps between evaluations (and one at the end).")
+    checkpoint_every: int = Field(50, ge=1, description="Steps between checkpoints (and one at the end).")
+    keep_checkpoints: int = Field(2, ge=1, description="Newest checkpoints kept on disk.")
+    log_every: int = Field(10, ge=1, description="Steps between progress lines / metric rows.")
+    cpu_threads: int = Field(
+        2, ge=1, le=1024, description="torch CPU threads of the run on one machine, split evenly over its local "
+        "ranks (at least 1 each). A param, not the machine's core count: float sums depend on how work is split "
+        "over threads, so the same params give the same weights on a 1-core and a 64-core machine.")
+    stability: StabilitySpec = Field(
+        default_factory=StabilitySpec, description="Loss/grad-norm spike detection, skip/down-weight, rollback "
+        "with a retry cap.")
+    telemetry: TelemetrySpec = Field(
+        default_factory=TelemetrySpec, description="Throughput, MFU, device stats and metric sinks.")
+    sanity_overfit: bool = Field(
+        False, description="Sanity mode (\"overfit a tiny set first\"): train `steps` times on the first global "
+        "batch only and fail the stage unless its loss falls to sanity_target_loss.")
+    sanity_target_loss: float = Field(0.2, gt=0, description="Sanity mode: the train loss the repeated batch must "
+                                      "reach by the last step.")

@@ -1,0 +1,175 @@
+"""Every DeepSpeed internal forgeline patches or reaches into, in one place (DeepSpeed 0.19).
+
+The rest of tasks/ uses DeepSpeed only through its public API (`deepspeed.initialize`, `init_distributed`,
+`PipelineModule` / `LayerSpec` / `TiedLayerSpec`, the engine's `train_batch`, `eval_batch`, `backward`, `step`,
+`save_checkpoint`, `load_checkpoint`, `get_global_grad_norm`, `get_lr`, `module`, `optimizer`, `mpu`, the
+topology classes) and through the functions below. Each says what of DeepSpeed's it relies on;
+tests/test_deepspeed_adapter.py holds one version-contract test per function that fails when an upgrade changes
+that, so a DeepSpeed bump breaks there, loudly, and not as a silently different loss or a hang.
+
+    disable_shm_comm        deepspeed.ops.__compatible_ops__, read by deepspeed.comm.torch.build_shm_op
+    forget_cached_groups    deepspeed.utils.groups keeps its process groups in module globals
+    count_once_per_stage    the `model_parallel` / `ds_pipe_replicated` attributes clip_grad_norm_ reads
+    record_clip_norm        DeepSpeedEngine.clip_fp32_gradients and its `_global_grad_norm`
+    use_weights_only_loader the engine's `checkpoint_engine.load(path, map_location)`; DeepSpeed's pickled classes
+    pipeline_local_layers   PipelineModule._local_start / _local_stop / _layer_specs / tied_modules
+    pipeline_eval_sums      PipelineModule.loss_fn and PipelineEngine.total_loss around eval_batch
+    full_fp32_param         deepspeed.utils.safe_get_full_fp32_param
+    make_grid               deepspeed.runtime.pipe.topology.PipelineParallelGrid, the mpu for pp = 1 × tp > 1
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+
+def disable_shm_comm() -> None:
+    """Keep DeepSpeed from JIT-compiling its `deepspeed_shm_comm` op (30–77 s) at the first init_distributed.
+
+    Relies on: `deepspeed.comm.torch.build_shm_op()` builds the op only when `deepspeed.ops.__compatible_ops__`
+    says it is compatible. That dict is probed lazily by the module's `__getattr__` on first access (compiler
+    checks: ~0.1 s and `ld` noise on stderr); we put the entry there first, marked incompatible, so nothing is
+    probed and collectives use plain gloo (ops missing from the dict read as incompatible; only the shm op is
+    looked up there when training).
+    """
+    import deepspeed.ops
+
+    ops = vars(deepspeed.ops)
+    if "__compatible_ops__" not in ops:
+        ops["__compatible_ops__"] = {}
+    ops["__compatible_ops__"]["deepspeed_shm_comm"] = False
+
+
+def forget_cached_groups() -> None:
+    """Forget the process groups DeepSpeed cached, so a later run in the same process starts clean.
+
+    Relies on: `deepspeed.utils.groups` keeps its groups in module globals (`_DATA_PARALLEL_GROUP`, ...) that
+    nothing resets after `destroy_process_group`; reloading the module resets them in place (importers that
+    hold the module object see the fresh globals)."""
+    import deepspeed.utils.groups as groups
+
+    importlib.reload(groups)
+
+
+def count_once_per_stage(module: nn.Module, tp_rank: int) -> None:
+    """Make DeepSpeed's global gradient norm count every pipeline stage's replicated parameters.
+
+    Relies on: without ZeRO, `deepspeed.runtime.utils.clip_grad_norm_` counts a parameter when the rank is
+    rank 0 of the grid's model-parallel group (pipe × model: only stage 0) or the parameter is "model parallel"
+    (`is_model_parallel_parameter`: a true `model_parallel` or `tensor_model_parallel` attribute), then sums over
+    that group — so non-TP weights of stages > 0 would be left out and clipping would differ from a pp = 1 run.
+    Marking each stage's replicated parameters `model_parallel` on TP rank 0 counts each exactly once (TP shards
+    are counted on every TP rank already; the tied head's copy on the last stage, which DeepSpeed marks
+    `ds_pipe_replicated`, stays uncounted). The ZeRO 1–2 norm gives the same result with or without it.
+    """
+    if tp_rank != 0:
+        return
+    for p in module.parameters():
+        if not getattr(p, "tensor_model_parallel", False) and not getattr(p, "ds_pipe_replicated", False):
+            p.model_parallel = True  # type: ignore[attr-defined]
+
+
+def record_clip_norm(ds: Any) -> None:
+    """fp32 without ZeRO: keep the norm DeepSpeed's clipping computes, so `get_global_grad_norm()` answers as it
+    does under ZeRO and bf16/fp16.
+
+    Relies on: `DeepSpeedEngine._take_model_step` calls `self.clip_fp32_gradients()` (an instance attribute
+    lookup, so overridable per engine) in exactly that case, which calls `clip_grad_norm_(parameters=
+    self.module.parameters(), max_norm=self.gradient_clipping(), mpu=self.mpu)` and drops the result, and
+    `get_global_grad_norm()` returns `self._global_grad_norm`. We call the same function with the same
+    arguments and store its result there."""
+    from deepspeed.runtime.utils import clip_grad_norm_
+
+    def clip_and_record() -> None:
+        ds._global_grad_norm = clip_grad_norm_(parameters=ds.module.parameters(), max_norm=ds.gradient_clipping(),
+                                               mpu=ds.mpu)
+
+    ds.clip_fp32_gradients = clip_and_record
+
+
+def load_weights_only(path: str, map_location: Any = None) -> Any:
+    """`torch.load(weights_only=True)` admitting the few plain classes DeepSpeed pickles into its checkpoints.
+
+    Relies on: a DeepSpeed 0.19 checkpoint holds tensors, builtins and only `LossScaler`, `ZeroStageEnum` and
+    `fragment_address` objects (at these import paths)."""
+    from deepspeed.runtime.fp16.loss_scaler import LossScaler
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+    from deepspeed.utils.tensor_fragment import fragment_address
+
+    with torch.serialization.safe_globals([LossScaler, ZeroStageEnum, fragment_address]):
+        return torch.load(path, map_location=map_location, weights_only=True)
+
+
+def use_weights_only_loader(ds: Any) -> None:
+    """Make `ds.load_checkpoint` unpickle with `weights_only=True`.
+
+    DeepSpeed's torch checkpoint engine loads with `weights_only=False`: a tampered file would run code on
+    resume (the checksum manifest can be forged with it). Relies on: every read of `load_checkpoint` goes
+    through `ds.checkpoint_engine.load(path, map_location=...)` (an instance attribute lookup, so overridable)."""
+    ds.checkpoint_engine.load = load_weights_only
+
+
+def pipeline_local_layers(module: Any) -> list[tuple[int, nn.Module]]:
+    """(global layer index, built layer) for the layers of this pipeline stage, in order. A tied layer appears
+    at the first index of its key only (the tied head is left out: its weight is the embedding's, layer 0).
+
+    Relies on: `PipelineModule` keeps the stage's index range in `_local_start` / `_local_stop` over the
+    `_layer_specs` it was given, registers a built `LayerSpec` layer as submodule `str(index)`, and a
+    `TiedLayerSpec` one once per key as `tied_modules[spec.key]`."""
+    from deepspeed.pipe import TiedLayerSpec
+
+    first: dict[str, int] = {}
+    for idx, spec in enumerate(module._layer_specs):
+        if isinstance(spec, TiedLayerSpec):
+            first.setdefault(spec.key, idx)
+    out = []
+    for idx in range(module._local_start, module._local_stop):
+        spec = module._layer_specs[idx]
+        if isinstance(spec, TiedLayerSpec):
+            if first[spec.key] == idx:
+                out.append((idx, module.tied_modules[spec.key]))
+        else:
+            out.append((idx, getattr(module, str(idx))))
+    return out
+
+
+def pipeline_eval_sums(ds: Any, micro_batch: tuple, loss_fn: Callable) -> Any:
+    """`ds.eval_batch` over one micro-batch with `loss_fn(outputs, labels)` in place of the training loss; its
+    output on the last stage (whatever `loss_fn` returned), not reduced over dp and not broadcast.
+
+    Relies on: `PipelineEngine` computes the loss as `self.module.loss_fn(outputs, labels)` and adds it to
+    `self.total_loss`, which `eval_batch` does not reset first (it would add to the last `train_batch`'s
+    scalar loss, and a non-scalar `loss_fn` would not even add). Both are restored afterwards."""
+    module = ds.module
+    train_loss_fn = module.loss_fn
+    module.loss_fn, ds.total_loss = loss_fn, None
+    try:
+        return ds.eval_batch(iter([micro_batch]), compute_loss=True, reduce_output=None, bcast_loss=False,
+                             num_micro_batches=1)
+    finally:
+        module.loss_fn, ds.total_loss = train_loss_fn, None
+
+
+def full_fp32_param(p: torch.Tensor) -> torch.Tensor | None:
+    """The fp32 master copy of parameter `p` (gathered over dp under ZeRO 1–3), or None when the optimizer
+    keeps none (fp32 without ZeRO: the parameter itself is the master).
+
+    Relies on: `deepspeed.utils.safe_get_full_fp32_param(param)`; it is a collective under ZeRO-3."""
+    from deepspeed.utils import safe_get_full_fp32_param
+
+    return safe_get_full_fp32_param(p)
+
+
+def make_grid(topology: Any) -> Any:
+    """The process-group grid over `topology`, usable as `deepspeed.initialize(mpu=...)` (collective).
+
+    Relies on: `deepspeed.runtime.pipe.topology.PipelineParallelGrid(topology=...)` builds the groups over the
+    default world group and answers the mpu interface DeepSpeed consults (`get_data_parallel_group`,
+    `get_model_parallel_group` / `_rank` / `_world_size`, ...) plus `get_slice_parallel_group` (the TP group)."""
+    from deepspeed.runtime.pipe.topology import PipelineParallelGrid
+
+    return PipelineParallelGrid(topology=topology)

@@ -1,0 +1,17 @@
+"""Training objectives (see base.py for the protocol). A new one: a module here plus one line in OBJECTIVES, and a
+job model in specs/ranks.py whose `objective` literal is its key. Imported directly (not by name strings) so the
+stages' code dependencies, computed from imports, include every objective the trainer can run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tasks.train.objectives.pretrain import PretrainObjective
+from tasks.train.objectives.sft import SFTObjective
+
+OBJECTIVES: dict[str, Any] = {"pretrain": PretrainObjective, "sft": SFTObjective}  # job.objective -> class
+
+
+def make_objective(job: Any) -> Any:
+    """The objective object for a rank job (a `specs.ranks` model)."""
+    return OBJECTIVES[job.objective](job)

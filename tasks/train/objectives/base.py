@@ -1,0 +1,76 @@
+"""The objective protocol: what differs between training kinds (pretraining, SFT, later DPO) and nothing else.
+
+The `Trainer` (tasks/train/trainer.py) owns the loop — resume, the step, accumulation, the stability guard and
+rollback, checkpoints, evaluation cadence, telemetry, final weights — and asks its objective only for:
+
+    prepare(rank)                 before the engine: ModelConfig, starting weights, checkpoint identity
+    attach(engine, tag)           after it: build the data over the rank layout (restore sampler state of `tag`)
+    micro_batches(engine, batch)  this rank's micro-batches of data batch `batch`, each a lazily computed
+                                  (loss to backpropagate, value to report); `reduce` turns the reported values
+                                  into the global batch's loss (identical on every rank)
+    whole_step(engine, batch)     or, for a pipeline, the whole optimizer step in one call (`whole_steps` True)
+    evaluate(engine, done, next_batch)  eval rows (and whatever the objective updates from them)
+    finish(out_dir, rows, guard)  its own output files and results (rank 0)
+
+A new objective is a new module with a class following `Objective` plus one line in `objectives/__init__.py`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Protocol
+
+import torch
+
+from tasks.train.config import ModelConfig
+
+MicroBatch = Callable[[], tuple[torch.Tensor, torch.Tensor]]  # -> (loss to backpropagate, value to report)
+
+
+@dataclass
+class Prepared:
+    """What an objective knows before the engine exists."""
+
+    cfg: ModelConfig
+    identity: dict[str, Any]                        # fields a checkpoint must share to be resumed
+    torch_seed: int                                 # torch's global seed on this rank (dropout masks)
+    init_state: dict[str, torch.Tensor] | None = None  # starting weights of the plain model (None: seeded init)
+    tokens_per_step: int = 0                        # tokens of one global batch (throughput, MFU)
+
+
+@dataclass
+class EvalOutcome:
+    rows: list[dict[str, Any]] = field(default_factory=list)  # metric rows (kind "eval", "mix", ...)
+    sink: dict[str, float] = field(default_factory=dict)      # extra values for telemetry sinks (wandb)
+
+
+class Objective(Protocol):
+    name: str             # "pretrain", "sft": log and fault-point prefix, messages, run names
+    whole_steps: bool     # True: `whole_step` runs the optimizer step in one call (pipeline); no judging first
+
+    def prepare(self, rank: int) -> Prepared: ...
+
+    def attach(self, engine: Any, ckpt_dir: Path, tag: str | None) -> None: ...
+
+    def start_rows(self, engine: Any, tag: str | None, start: int) -> list[dict[str, Any]]: ...
+
+    def micro_batches(self, engine: Any, batch: int) -> Iterator[MicroBatch]: ...
+
+    def reduce(self, engine: Any, batch: int, values: list[torch.Tensor]) -> float: ...
+
+    def whole_step(self, engine: Any, batch: int) -> float: ...
+
+    def doc_ids(self, batch: int) -> list[str]: ...
+
+    def train_row(self, done: int) -> dict[str, Any]: ...
+
+    def eval_due(self, done: int) -> bool: ...
+
+    def evaluate(self, engine: Any, done: int, next_batch: int) -> EvalOutcome: ...
+
+    def save_state(self, folder: Path) -> None: ...
+
+    def restore_state(self, folder: Path) -> None: ...
+
+    def finish(self, out_dir: Path, rows: list[dict[str, Any]], guard: Any) -> dict[str, Any]: ...

@@ -1,0 +1,170 @@
+"""Supervised finetuning: packed chat rows with an assistant-only, per-token loss (dp × ZeRO; no tp/pp).
+
+Data (`prepare_data`, the same on every rank, deterministic): mix's tokenizer extended with the chat role tokens
+(tasks/train/chat.py), instruct's train/held-out conversations rendered and packed into rows of `seq_len`
+(tasks/train/sft_data.py: block-diagonal attention, positions restarting per sample, loss weights only on
+assistant tokens). Rows are ordered per step by `BatchPlan` (a pure function of (seed, step), as in pretraining),
+so resuming needs only the step.
+
+Loss: Σ weight·cross-entropy over the step's micro-batches on every rank, divided by the step's global token
+count — known up front from the data, so no extra all-reduce (see `sft_data.sft_loss_sums`). Evaluation: the
+per-token assistant loss over every held-out row, also at step 0 (the curve's starting point). Outputs: the
+extended `tokenizer.json` and `chat_template.jinja`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import torch
+
+from specs.ranks import SFTRun
+from tasks.core.files import atomic_path, write_text_atomic
+from tasks.train.chat import extend_tokenizer, jinja_template, resize_embeddings, vocab_size
+from tasks.train.config import ModelConfig
+from tasks.train.data import BatchPlan
+from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared
+from tasks.train.runlog import rounded
+from tasks.train.sft_data import Packed, pack_samples, render_records, sft_loss_sums, step_loss
+
+
+@dataclass
+class SFTData:
+    tokenizer: Any
+    cfg: ModelConfig
+    init_state: dict[str, torch.Tensor]
+    train: Packed
+    heldout: Packed
+    stats: dict[str, Any]
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def prepare_data(pretrain_dir: Path, mix_dir: Path, instruct_dir: Path, train: Any, seed: int) -> SFTData:
+    """Tokenizer with chat markers, the model config and starting weights, packed train and held-out rows."""
+    from tasks.data.tokenizer import load_tokenizer
+
+    tok, added = extend_tokenizer(load_tokenizer(mix_dir / "tokenizer.json"))
+    pre = json.loads((pretrain_dir / "config.json").read_text())
+    base = ModelConfig.from_dict({**pre["model"], "dropout": train.dropout,
+                                  "seq_len": train.seq_len or pre["model"]["seq_len"]})
+    state = torch.load(pretrain_dir / "model.pt", map_location="cpu", weights_only=True)
+    # Claimed <|reserved_N|> rows were never inputs in pretraining: start them (and any new rows) at the mean.
+    reinit = sorted(i for i in added.values() if i < base.vocab_size)
+    state, cfg = resize_embeddings(state, base, max(vocab_size(tok), base.vocab_size), seed, reinit=reinit)
+    pad = tok.token_to_id("<|pad|>")
+    if pad is None:
+        raise ValueError("sft: mix's tokenizer has no <|pad|> token")
+    stats: dict[str, Any] = {"added_tokens": dict(sorted(added.items())), "vocab_size": cfg.vocab_size}
+    packs = []
+    for split in ("train", "heldout"):
+        samples, _ids, rejected = render_records(read_jsonl(instruct_dir / f"{split}.jsonl"), tok)
+        packed = pack_samples(samples, cfg.seq_len, pad, seed, overflow=train.overflow)
+        if split == "train" and not len(packed.rows):
+            raise ValueError(f"sft: no trainable rows from {instruct_dir / 'train.jsonl'}")
+        stats[split] = {"conversations": len(samples) + len(rejected), "rejected": len(rejected),
+                        "rows": len(packed.rows), "loss_tokens": int(packed.weights.sum()), **packed.stats}
+        packs.append(packed)
+    return SFTData(tok, cfg, state, packs[0], packs[1], stats)
+
+
+def heldout_loss(engine: Any, rows: Packed, micro: int) -> float | None:
+    """Per-token assistant loss over every held-out row (every rank evaluates all of them: identical values)."""
+    n = len(rows.rows)
+    if n == 0:
+        return None
+    total, count = 0.0, 0.0
+    with engine.eval_mode():
+        for lo in range(0, n, micro):
+            b = rows.batch(np.arange(lo, min(lo + micro, n)), engine.device)
+            logits = engine.forward(b["input_ids"], segment_ids=b["segment_ids"], position_ids=b["position_ids"])
+            s, c = sft_loss_sums(logits, b["targets"], b["weights"])
+            total, count = total + float(s), count + float(c)
+    return total / count if count else None
+
+
+class SFTObjective:
+    name = "sft"
+    whole_steps = False  # no pipeline: every step is micro-batches the trainer can judge
+
+    def __init__(self, job: SFTRun):
+        self.job, self.spec, self.train = job, job.spec, job.spec.train
+
+    def prepare(self, rank: int) -> Prepared:
+        t, par, job = self.train, self.spec.parallel, self.job
+        self.data = prepare_data(Path(job.pretrain_dir), Path(job.mix_dir), Path(job.instruct_dir), t, job.seed)
+        cfg = self.data.cfg
+        identity = {"model": cfg.to_dict(), "parallel": {"dp": par.dp, "zero_stage": par.zero_stage},
+                    "train": {"micro_batch_size": t.micro_batch_size, "grad_accum": t.grad_accum,
+                              "precision": t.precision},
+                    "data": {k: self.data.stats[k]["loss_tokens"] for k in ("train", "heldout")}, "seed": job.seed,
+                    "init": job.pretrain_fingerprint}
+        self.plan = BatchPlan(job.seed, len(self.data.train.rows), t.micro_batch_size, t.grad_accum, par.dp)
+        # dropout masks differ per rank; the weights come from the pretrained state
+        return Prepared(cfg, identity, torch_seed=job.seed * 1009 + rank, init_state=self.data.init_state,
+                        tokens_per_step=self.plan.global_batch * cfg.seq_len)
+
+    def attach(self, engine: Any, ckpt_dir: Path, tag: str | None) -> None:
+        self.layout = engine.layout
+
+    def start_rows(self, engine: Any, tag: str | None, start: int) -> list[dict[str, Any]]:
+        if tag is not None:  # a resumed run's rows (from its checkpoint) hold the step-0 row already
+            return []
+        return self.evaluate(engine, 0, 0).rows  # the starting point of the held-out curve
+
+    # ------------------------------------------------------------------------------------------------ steps
+    def micro_batches(self, engine: Any, batch: int) -> Iterator[MicroBatch]:
+        rows, t = self.data.train, self.train
+        self.count = float(rows.weights[self.plan.positions(batch)].sum())  # every rank's rows: no all-reduce
+        for idx in self.plan.micro_indexes(batch, self.layout.dp_rank):
+            def micro(idx: np.ndarray = idx) -> tuple[torch.Tensor, torch.Tensor]:
+                b = rows.batch(idx, engine.device)
+                logits = engine.forward(b["input_ids"], segment_ids=b["segment_ids"],
+                                        position_ids=b["position_ids"])            # [m, T, V]
+                loss_sum, _ = sft_loss_sums(logits, b["targets"], b["weights"])
+                return step_loss(loss_sum, self.count, self.layout.dp, t.grad_accum), loss_sum.detach()
+            yield micro
+
+    def reduce(self, engine: Any, batch: int, values: list[torch.Tensor]) -> float:
+        return engine.dp_sum(torch.stack(values).sum()) / max(self.count, 1.0)
+
+    def whole_step(self, engine: Any, batch: int) -> float:
+        raise NotImplementedError("sft runs without a pipeline")
+
+    def doc_ids(self, batch: int) -> list[str]:
+        return []
+
+    def train_row(self, done: int) -> dict[str, Any]:
+        return {}
+
+    # ------------------------------------------------------------------------------------------- evaluation
+    def eval_due(self, done: int) -> bool:
+        return False
+
+    def evaluate(self, engine: Any, done: int, next_batch: int) -> EvalOutcome:
+        held = heldout_loss(engine, self.data.heldout, self.train.micro_batch_size)
+        if held is None:
+            return EvalOutcome()
+        return EvalOutcome(rows=[{"kind": "eval", "step": done, "val_loss": rounded(held), "val_loss_by_source": {}}])
+
+    # ------------------------------------------------------------------------------------------------ state
+    def save_state(self, folder: Path) -> None:
+        return None  # the data order is a function of (seed, step): nothing beyond the engine's state
+
+    def restore_state(self, folder: Path) -> None:
+        return None
+
+    def finish(self, out_dir: Path, rows: list[dict[str, Any]], guard: Any) -> dict[str, Any]:
+        with atomic_path(out_dir / "tokenizer.json") as tmp:
+            self.data.tokenizer.save(str(tmp))
+        write_text_atomic(out_dir / "chat_template.jinja", jinja_template())
+        evals = [r for r in rows if r["kind"] == "eval"]
+        return {"data": self.data.stats,
+                "heldout_loss_before": evals[0]["val_loss"] if evals and evals[0]["step"] == 0 else None,
+                "heldout_loss_after": evals[-1]["val_loss"] if evals and evals[-1]["step"] > 0 else None}

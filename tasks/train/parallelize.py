@@ -1,0 +1,215 @@
+"""Parallelism apart from the model (torchtitan's `parallelize`): model.py builds a plain decoder, this module
+turns it into this rank's share and wraps it in a DeepSpeed engine.
+
+    init_distributed        deepspeed.init_distributed (gloo on CPU; a file rendezvous for local ranks)
+    build_layout            topology and process groups -> Layout (this rank's coordinates, its TP group)
+    apply_tensor_parallel   swap a built model's Block linears for column/row-parallel slices (BLOCK_TP_PLAN)
+    pipeline_layers         the model as LayerSpecs, cut into stages by PipelineModule
+    build_module            plain Transformer (pp = 1) or PipelineModule (pp > 1), with TP applied
+    build_engine            build_module + the client AdamW + LR schedule + `deepspeed.initialize`
+    teardown                destroy the process groups and DeepSpeed's cached ones
+
+Topology: `PipeModelDataParallelTopology(num_pp=pp, num_mp=tp, num_dp=dp)`; axes (pipe, data, model), model
+fastest, so TP peers are neighbouring ranks (same node). With pp > 1 the model is a `PipelineModule` (blocks
+split evenly by `partition_method="type:Block"`, the tied embedding/head as DeepSpeed `TiedLayerSpec`s whose
+gradients DeepSpeed all-reduces between the first and last stage); TP layers use process groups built over
+the topology's model axis. With pp = 1 the plain `Transformer` is used; when tp > 1 a `PipelineParallelGrid`
+over the same topology is the `mpu` DeepSpeed needs for its data-parallel groups, and its slice group is the TP
+group. DeepSpeed internals this needs go through `deepspeed_adapter.py`.
+
+Tensor parallelism is applied after the plain layers are built, full, from the seed (as before the split: the
+full weight is drawn, then sliced, and freed when the plain linear is dropped), so every layout starts from the
+shards of the same weights.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, NamedTuple
+
+import torch.distributed as dist
+from torch import nn
+
+from tasks.train.config import ModelConfig
+from tasks.train.deepspeed_adapter import (count_once_per_stage, disable_shm_comm, forget_cached_groups, make_grid,
+                                           record_clip_norm)
+from tasks.train.dsconfig import make_optimizer, scheduler_factory
+from tasks.train.model import Block, Embedding, FinalNorm, LMHead, Transformer, head_index, lm_head_forward, lm_loss
+from tasks.train.tensor_parallel import NO_TP, ColumnParallelLinear, RowParallelLinear, TPContext
+
+
+# --------------------------------------------------------------------------------------- process groups, layout
+def init_distributed(backend: str | None = None, init_file: str | None = None, allow_shm: bool = False) -> None:
+    """`deepspeed.init_distributed` from RANK/WORLD_SIZE/MASTER_* in the environment (gloo on CPU).
+
+    `init_file`: rendezvous through this file (local ranks), so no TCP store listens on every interface
+    (MASTER_PORT). `allow_shm`: let DeepSpeed JIT-build its shm collectives op (faster CPU all-reduce once built
+    and cached; the first build takes 30–77 s, and training does not need it)."""
+    import deepspeed
+
+    if not allow_shm:
+        disable_shm_comm()
+    if backend is None:
+        from deepspeed.accelerator import get_accelerator
+
+        backend = get_accelerator().communication_backend_name()
+    if init_file:
+        deepspeed.init_distributed(dist_backend=backend, timeout=timedelta(minutes=30),
+                                   init_method=f"file://{init_file}", rank=int(os.environ["RANK"]),
+                                   world_size=int(os.environ["WORLD_SIZE"]), auto_mpi_discovery=False)
+    else:
+        deepspeed.init_distributed(dist_backend=backend, timeout=timedelta(minutes=30))
+
+
+def teardown() -> None:
+    """Destroy the process groups (before exit: ZeRO-3 runs abort at interpreter exit otherwise, ~3/20) and
+    forget DeepSpeed's cached groups, so a later run in the same process (tests, in-process world 1) starts
+    clean."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+    forget_cached_groups()
+
+
+@dataclass
+class Layout:
+    rank: int
+    world: int
+    dp: int
+    tp: int
+    pp: int
+    dp_rank: int
+    tp_rank: int
+    stage: int
+    topo: Any
+    tp_ctx: TPContext
+    mpu: Any = None  # the grid (pp = 1, tp > 1); a PipelineModule brings its own
+
+    @property
+    def is_first(self) -> bool:
+        return self.stage == 0
+
+    @property
+    def is_last(self) -> bool:
+        return self.stage == self.pp - 1
+
+
+def build_layout(parallel: Any) -> Layout:
+    """Topology and groups for this rank; every rank must call it (group creation is collective)."""
+    from deepspeed.runtime.pipe.topology import PipeModelDataParallelTopology
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if world != parallel.world_size:
+        raise ValueError(f"world size {world} != dp × tp × pp = {parallel.world_size}")
+    topo = PipeModelDataParallelTopology(num_pp=parallel.pp, num_mp=parallel.tp, num_dp=parallel.dp)
+    c = topo.get_coord(rank)
+    mpu, tp_ctx = None, NO_TP
+    if parallel.pp == 1 and parallel.tp > 1:
+        mpu = make_grid(topo)
+        tp_ctx = TPContext(c.model, parallel.tp, mpu.get_slice_parallel_group())
+    elif parallel.tp > 1:
+        for ranks in topo.get_axis_comm_lists("model"):
+            group = dist.new_group(ranks=ranks)
+            if rank in ranks:
+                tp_ctx = TPContext(c.model, parallel.tp, group)
+    return Layout(rank, world, parallel.dp, parallel.tp, parallel.pp, c.data, c.model, c.pipe, topo, tp_ctx, mpu)
+
+
+# ------------------------------------------------------------------------------------------ tensor parallelism
+# How each of a Block's linears splits (Megatron's pairs): q/k/v and gate/up by output rows, o and down by input
+# columns, so attention and the MLP each need one all-reduce forward (after o / down) and one backward.
+BLOCK_TP_PLAN: dict[str, type[ColumnParallelLinear] | type[RowParallelLinear]] = {
+    "attn.wq": ColumnParallelLinear, "attn.wk": ColumnParallelLinear, "attn.wv": ColumnParallelLinear,
+    "attn.wo": RowParallelLinear,
+    "mlp.w1": ColumnParallelLinear, "mlp.w3": ColumnParallelLinear, "mlp.w2": RowParallelLinear,
+}
+
+
+def apply_tensor_parallel(model: nn.Module, tp: TPContext) -> nn.Module:
+    """Swap, in place, every Block's plain linears for this TP rank's slice of them (BLOCK_TP_PLAN); returns
+    `model`. Finds the Blocks itself, so it serves the plain Transformer and a pipeline stage alike.
+
+    Heads split contiguously: TP rank r holds query heads [r·h/tp, (r+1)·h/tp) and exactly the kv heads they
+    use. Embedding, norms and the LM head stay replicated (vocab is not split). tp = 1 changes nothing. A
+    swapped-in module takes the plain one's place in its parent, so parameter names and order are unchanged
+    (optimizer groups and DeepSpeed's flat buffers see the same layout)."""
+    if not tp.active:
+        return model
+    for block in [m for m in model.modules() if isinstance(m, Block)]:
+        cfg = block.attn.cfg
+        if cfg.n_heads % tp.size or cfg.n_kv_heads % tp.size:
+            raise ValueError(f"{cfg.n_heads} query / {cfg.n_kv_heads} kv heads do not split over {tp.size} TP ranks")
+        for path, parallel in BLOCK_TP_PLAN.items():
+            owner_path, _, name = path.rpartition(".")
+            owner = block.get_submodule(owner_path)
+            setattr(owner, name, parallel.from_linear(getattr(owner, name), tp))
+    return model
+
+
+# ------------------------------------------------------------------------------------------------- the module
+def pipeline_layers(cfg: ModelConfig, seed: int) -> list[Any]:
+    """LayerSpecs of the whole model, built lazily by PipelineModule on the stage that owns each."""
+    from deepspeed.pipe import LayerSpec, TiedLayerSpec
+
+    if cfg.tie_embeddings:
+        first = TiedLayerSpec("embed", Embedding, cfg, seed, tied_weight_attr="weight")
+        last = TiedLayerSpec("embed", Embedding, cfg, seed, forward_fn=lm_head_forward, tied_weight_attr="weight")
+    else:
+        first = LayerSpec(Embedding, cfg, seed)
+        last = LayerSpec(LMHead, cfg, seed, head_index(cfg))
+    blocks = [LayerSpec(Block, cfg, i, seed) for i in range(1, cfg.n_layers + 1)]
+    return [first, *blocks, LayerSpec(FinalNorm, cfg), last]
+
+
+def build_module(cfg: ModelConfig, layout: Layout, seed: int, checkpointing: bool = False,
+                 init_state: dict[str, Any] | None = None) -> nn.Module:
+    """This rank's model: the plain Transformer (pp = 1) or its pipeline stage, with TP applied.
+
+    The pipeline cut matches on class names: DeepSpeed's `partition_method="type:Block"` regex-searches each
+    LayerSpec's `typename.__name__` (case-insensitive; only `Block` contains "block" here), weighs matches 1
+    and balances them over the stages; `checkpointable_layers=["Block"]` compares each built layer's
+    `__class__.__name__` exactly. TP swaps linears *inside* the built Blocks, so both see the plain classes and
+    the cut is the one the plain layer list gives."""
+    if layout.pp > 1:
+        from deepspeed.pipe import PipelineModule
+
+        module = PipelineModule(
+            layers=pipeline_layers(cfg, seed), topology=layout.topo, loss_fn=lm_loss,
+            partition_method="type:Block", activation_checkpoint_interval=1 if checkpointing else 0,
+            checkpointable_layers=["Block"])
+        apply_tensor_parallel(module, layout.tp_ctx)
+        count_once_per_stage(module, layout.tp_rank)  # after TP: it reads the shards' `tensor_model_parallel`
+        return module
+    module = Transformer(cfg, seed, checkpointing=checkpointing)
+    if init_state is not None:
+        if layout.tp > 1:
+            raise ValueError("starting from a plain state dict needs tp = 1")
+        module.load_state_dict(init_state, strict=True)
+    return apply_tensor_parallel(module, layout.tp_ctx)
+
+
+class DeepSpeedParts(NamedTuple):
+    ds: Any            # the DeepSpeed engine (PipelineEngine when pp > 1)
+    optimizer: Any     # DeepSpeed's wrapped optimizer
+    scheduler: Any     # the LR schedule DeepSpeed steps
+    dp_group: Any      # this rank's data-parallel process group (None: the world, dp = world = 1)
+
+
+def build_engine(cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: dict[str, Any],
+                 init_state: dict[str, Any] | None = None) -> DeepSpeedParts:
+    """The module, the client AdamW and schedule, and `deepspeed.initialize` over them for this rank.
+
+    `init_state`: plain-model weights to start from (SFT: the pretrained model; pp = tp = 1 only)."""
+    import deepspeed
+
+    train = job.train
+    module = build_module(cfg, layout, seed, train.activation_checkpointing, init_state)
+    optimizer = make_optimizer(module, train.optim)
+    ds, optimizer, _, scheduler = deepspeed.initialize(
+        model=module, optimizer=optimizer, lr_scheduler=scheduler_factory(train.optim, train.steps),
+        config=ds_cfg, mpu=layout.mpu if layout.pp == 1 else None)
+    if train.precision == "fp32" and job.parallel.zero_stage == 0:
+        record_clip_norm(ds)
+    grid = ds.mpu if layout.pp > 1 else layout.mpu  # a PipelineEngine's mpu is its module's grid
+    return DeepSpeedParts(ds, optimizer, scheduler, grid.get_data_parallel_group() if grid is not None else None)

@@ -1,0 +1,252 @@
+"""The one Trainer, driven directly (no ranks, no DeepSpeed): a fake engine (one scalar weight, SGD) and a fake
+objective (squared error to a per-batch target) show what the loop itself decides — accumulation, the guard's
+skip / down-weight before the update, rollback to a checkpoint, resume choice and exact resume."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import torch
+
+from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec
+from specs.ranks import PretrainRun
+from tasks.train.checkpoint import CheckpointStore, choose_resume
+from tasks.train.config import ModelConfig
+from tasks.train.objectives.base import EvalOutcome, Prepared
+from tasks.train.trainer import Hooks, Trainer, cpu_threads
+
+CFG = ModelConfig(vocab_size=16, seq_len=8, n_layers=1, n_heads=2, n_kv_heads=2, d_model=8, ffn_hidden=32)
+LR = 0.1
+
+
+class FakeLayout:
+    rank, world, dp, tp, pp, dp_rank, tp_rank, stage = 0, 1, 1, 1, 1, 0, 0, 0
+
+
+class FakeEngine:
+    """The engine's step API over one weight `w`: gradients accumulate until `grad_accum` backward calls."""
+
+    def __init__(self, grad_accum: int):
+        self.layout, self.device, self.grad_accum = FakeLayout(), "cpu", grad_accum
+        self.w = torch.zeros((), requires_grad=True)
+        self.calls: list[str] = []
+        self.pending = 0
+        self.scale = 1.0
+
+    def set_lr_scale(self, scale: float) -> None:
+        self.scale = scale
+
+    def backward_and_step(self, loss: torch.Tensor) -> None:
+        (loss / self.grad_accum).backward()
+        self.calls.append("backward")
+        self.pending += 1
+        if self.pending == self.grad_accum:
+            with torch.no_grad():
+                self.w -= LR * self.scale * self.w.grad
+            self.last_norm = float(self.w.grad.abs())
+            self.w.grad = None
+            self.pending = 0
+            self.calls.append("update")
+
+    def skip_update(self) -> None:
+        self.calls.append("skip")
+
+    def grad_norm(self) -> float | None:
+        return self.last_norm
+
+    def save(self, folder: str, tag: str, client_state: dict[str, Any]) -> None:
+        (Path(folder) / tag).mkdir(parents=True, exist_ok=True)
+        torch.save({"w": self.w.detach().clone()}, Path(folder) / tag / "weights.pt")
+
+    def load(self, folder: str, tag: str) -> None:
+        self.calls.append(f"load:{tag}")
+        with torch.no_grad():
+            self.w.copy_(torch.load(Path(folder) / tag / "weights.pt", weights_only=True)["w"])
+
+    def consolidated_state_dict(self) -> dict[str, torch.Tensor]:
+        return {"w": self.w.detach().clone()}
+
+
+class FakeObjective:
+    """Data batch b wants w = target(b); each of its `grad_accum` micro-batches is the same squared error."""
+
+    name, whole_steps = "fake", False
+
+    def __init__(self, grad_accum: int):
+        self.grad_accum = grad_accum
+        self.seen: list[int] = []
+
+    @staticmethod
+    def target(batch: int) -> float:
+        return 1.0 + 0.1 * (batch % 3)
+
+    def prepare(self, rank: int) -> Prepared:
+        return Prepared(CFG, {"seed": 1}, torch_seed=1, tokens_per_step=8)
+
+    def attach(self, engine: Any, ckpt_dir: Path, tag: str | None) -> None:
+        pass
+
+    def start_rows(self, engine: Any, tag: str | None, start: int) -> list[dict[str, Any]]:
+        return []
+
+    def micro_batches(self, engine: FakeEngine, batch: int) -> Iterator[Any]:
+        self.seen.append(batch)
+        for _ in range(self.grad_accum):
+            def micro() -> tuple[torch.Tensor, torch.Tensor]:
+                loss = (engine.w - self.target(batch)) ** 2
+                return loss, loss.detach()
+            yield micro
+
+    def reduce(self, engine: Any, batch: int, values: list[torch.Tensor]) -> float:
+        return float(torch.stack(values).mean())
+
+    def whole_step(self, engine: Any, batch: int) -> float:
+        raise NotImplementedError
+
+    def doc_ids(self, batch: int) -> list[str]:
+        return [f"doc-{batch}"]
+
+    def train_row(self, done: int) -> dict[str, Any]:
+        return {}
+
+    def eval_due(self, done: int) -> bool:
+        return False
+
+    def evaluate(self, engine: Any, done: int, next_batch: int) -> EvalOutcome:
+        return EvalOutcome(rows=[{"kind": "eval", "step": done, "val_loss": float(engine.w.detach()), "val_loss_by_source": {}}])
+
+    def save_state(self, folder: Path) -> None:
+        pass
+
+    def restore_state(self, folder: Path) -> None:
+        pass
+
+    def finish(self, out_dir: Path, rows: list[dict[str, Any]], guard: Any) -> dict[str, Any]:
+        return {"final_w": float(self.engine_w)} if hasattr(self, "engine_w") else {}
+
+
+def job(tmp: Path, steps: int = 6, grad_accum: int = 1, **stability: Any) -> PretrainRun:
+    train = PretrainSpec.model_validate({
+        "steps": steps, "grad_accum": grad_accum, "log_every": 1, "eval_every": 100, "checkpoint_every": 2,
+        "keep_checkpoints": 5, "optim": {"warmup_steps": 0, "lr": 0.1, "min_lr": 0.1},
+        "telemetry": {"wandb": "disabled", "nvml": False},
+        "stability": {"window": 5, "min_history": 3, "max_spikes": 2, "max_rollbacks": 1, **stability}})
+    spec = PretrainJob(model=ModelSpec(), parallel=ParallelSpec(), train=train)
+    (tmp / "out").mkdir(parents=True, exist_ok=True)
+    return PretrainRun(spec=spec, mix_dir=str(tmp), out_dir=str(tmp / "out"), ckpt_dir=str(tmp / "ckpt"),
+                       reports_dir=str(tmp / "reports"), marker_dir=str(tmp / "markers"), seed=1)
+
+
+def fit(tmp: Path, grad_accum: int = 1, hooks: Hooks | None = None, steps: int = 6, **stability: Any):
+    j = job(tmp, steps=steps, grad_accum=grad_accum, **stability)
+    engine, objective = FakeEngine(grad_accum), FakeObjective(grad_accum)
+    store = CheckpointStore(Path(j.ckpt_dir))
+    prepared = objective.prepare(0)
+    tag, start, rows, error = choose_resume(store, prepared.identity, j.spec.train.steps, "fake")
+    assert error is None
+    trainer = Trainer(objective, prepared, engine, store, j, hooks or Hooks())
+    result = trainer.fit(tag, start, rows, {})
+    return result, engine, objective, trainer
+
+
+def reference_w(batches: list[int]) -> float:
+    w = 0.0
+    for b in batches:
+        w -= LR * 2 * (w - FakeObjective.target(b))
+    return w
+
+
+def test_accumulation_runs_every_micro_batch_then_one_update(tmp_path):
+    result, engine, objective, _ = fit(tmp_path, grad_accum=3)
+    assert engine.calls == (["backward"] * 3 + ["update"]) * 6  # no judging before the update with accumulation
+    assert objective.seen == list(range(6))
+    assert float(engine.w.detach()) == pytest.approx(reference_w(list(range(6))), abs=1e-6)
+    assert len(result.losses) == 6 and result.start_step == 0
+    assert result.losses[0] == pytest.approx(FakeObjective.target(0) ** 2)  # w = 0 before the first update
+
+
+def test_a_nan_step_is_skipped_before_its_update(tmp_path):
+    hooks = Hooks(loss_factor=lambda batch: math.nan if batch == 4 else 1.0)  # 1-based data batch
+    result, engine, objective, trainer = fit(tmp_path, hooks=hooks)
+    assert engine.calls.count("skip") == 1 and engine.calls.count("update") == 5
+    skipped = engine.calls.index("skip")
+    assert engine.calls[:skipped] == ["backward", "update"] * 3  # batches 1-3 applied, the 4th never backpropagated
+    incident, = trainer.guard.incidents
+    assert incident["step"] == 4 and incident["action"] == "skip" and incident["doc_ids"] == ["doc-3"]
+    assert float(engine.w.detach()) == pytest.approx(reference_w([0, 1, 2, 4, 5]), abs=1e-6)
+
+
+def test_downweight_scales_the_spiking_step(tmp_path):
+    hooks = Hooks(loss_factor=lambda batch: 50.0 if batch == 5 else 1.0)
+    _, engine, _, trainer = fit(tmp_path, hooks=hooks, on_spike="downweight", downweight_factor=0.1)
+    assert [i["action"] for i in trainer.guard.incidents] == ["downweight"]
+    assert engine.calls.count("update") == 6 and "skip" not in engine.calls
+    w = reference_w([0, 1, 2, 3])  # batch 4 (0-based) trains on 50·loss·0.1 = 5·loss: w jumps to its target
+    w -= LR * 5 * 2 * (w - FakeObjective.target(4))
+    w -= LR * 2 * (w - FakeObjective.target(5))
+    assert float(engine.w.detach()) == pytest.approx(w, abs=1e-5)
+
+
+def test_repeated_spikes_roll_back_to_the_last_checkpoint(tmp_path):
+    hooks = Hooks(loss_factor=lambda batch: 80.0 if batch in (5, 6) else 1.0)
+    result, engine, _, trainer = fit(tmp_path, hooks=hooks, steps=8)
+    assert "load:step000004" in engine.calls  # 2 spikes in the window: back to the checkpoint before them
+    assert trainer.guard.rollbacks == 1 and trainer.guard.skipped  # the offending window is skipped afterwards
+    assert [r["step"] for r in result.rows if r["kind"] == "train"] == list(range(1, 9))  # rows rewritten once
+
+
+class Killed(Exception):
+    pass
+
+
+def kill_at(step: int) -> Hooks:
+    """A fault hook that stops the run at the `step`-th step_done (after its checkpoint, if any)."""
+    seen = []
+
+    def point(name: str) -> None:
+        seen.append(name)
+        if name == "fake.step_done" and seen.count(name) == step:
+            raise Killed(step)
+    return Hooks(point=point)
+
+
+def test_resume_choice_and_exact_resume(tmp_path):
+    full, engine_full, _, _ = fit(tmp_path / "full")
+    part = tmp_path / "part"
+    with pytest.raises(Killed):
+        fit(part, hooks=kill_at(5))                          # checkpoints at 0, 2, 4; step 5 is lost
+    store = CheckpointStore(part / "ckpt")
+    tag, start, rows, error = choose_resume(store, {"seed": 1}, 6, "fake")
+    assert (tag, start, error) == ("step000004", 4, None)
+    assert [r["step"] for r in rows if r["kind"] == "train"] == [1, 2, 3, 4]
+    _, _, _, error = choose_resume(store, {"seed": 2}, 6, "fake")
+    assert error and "seed: checkpoint has 1, this run has 2" in error and error.startswith("fake: refusing")
+    _, _, _, error = choose_resume(store, {"seed": 1}, 3, "fake")
+    assert error and "beyond train.steps = 3" in error
+    resumed, engine, objective, _ = fit(part)                # continues at step 4
+    assert resumed.start_step == 4 and resumed.resumed_from == "step000004" and objective.seen == [4, 5]
+    assert float(engine.w.detach()) == float(engine_full.w.detach())
+    assert (part / "out" / "metrics.jsonl").read_bytes() == (tmp_path / "full" / "out" / "metrics.jsonl").read_bytes()
+    assert resumed.losses == full.losses[4:]
+
+
+def test_sanity_mode_trains_one_batch_and_fails_when_it_is_not_fitted(tmp_path):
+    j = job(tmp_path, steps=4)
+    j = j.model_copy(update={"spec": j.spec.model_copy(update={"train": j.spec.train.model_copy(
+        update={"sanity_overfit": True, "sanity_target_loss": 1e-9})})})
+    engine, objective = FakeEngine(1), FakeObjective(1)
+    trainer = Trainer(objective, objective.prepare(0), engine, CheckpointStore(Path(j.ckpt_dir)), j)
+    with pytest.raises(ValueError, match="fake.sanity_overfit: the loss on one repeated batch"):
+        trainer.fit(None, 0, [], {})
+    assert objective.seen == [0, 0, 0, 0]
+
+
+def test_cpu_threads_come_from_params_split_over_local_ranks(monkeypatch):
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    monkeypatch.delenv("LOCAL_SIZE", raising=False)
+    assert cpu_threads(2, 1) == 2 and cpu_threads(2, 2) == 1 and cpu_threads(2, 8) == 1 and cpu_threads(16, 4) == 4
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # 8 ranks over 4 nodes: 2 per machine
+    assert cpu_threads(16, 8) == 8
