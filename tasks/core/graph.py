@@ -3,13 +3,19 @@
 `python -m tasks graph --write` regenerates dvc.yaml; `python -m tasks check` fails when the two drift.
 The Prefect flow does not read this registry: it asks DVC for the order of the stages in dvc.yaml, so the
 flow, `dvc repro` and this file are proven to agree by tests rather than assumed to.
+
+A stage's code deps are not declared: they are the import closure of what its process runs (the CLI entry, its
+module and spec, the rank workers it starts), read with `ast` from the files on disk, so an edit re-runs exactly
+the stages that can execute the edited file (and, through their outs, what is downstream of them).
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import yaml
 
@@ -18,17 +24,129 @@ METRICS_DIR = "metrics"
 RUNS_DIR = "runs"
 REPORTS_DIR = "reports"
 
-# Code every stage runs on, beyond its own module and spec.
-COMMON_CODE = ("tasks/__main__.py", "tasks/core", "specs/base.py", "specs/results.py")
+# The checkout whose code the stages run: their code deps are computed from the files here.
+CODE_ROOT = Path(__file__).resolve().parents[2]
+# Packages whose modules count as a stage's code; imports of anything else are libraries.
+CODE_PACKAGES = ("tasks", "specs", "flows")
+# `python -m tasks <stage>`: the CLI entry every stage runs through (dvc.yaml's cmd).
+CLI_ENTRY = "tasks/__main__.py"
+# The CLI entry's handler of `python -m tasks <stage>` (its other subcommands' handlers never run for a stage).
+CLI_STAGE_HANDLER = "cmd_stage"
+# Data files a module reads from beside itself (`Path(__file__).parent / ...`): imports cannot show them, so
+# they are declared here and follow the module into every closure that holds it.
+PACKAGE_DATA: dict[str, tuple[str, ...]] = {"tasks/data/toxicity.py": ("tasks/data/wordlists",)}
+
+
+def _module_file(root: Path, dotted: str) -> str | None:
+    """The project file (relative path) that importing `dotted` executes, if it is one of CODE_PACKAGES."""
+    if dotted.split(".")[0] not in CODE_PACKAGES:
+        return None
+    base = Path(*dotted.split("."))
+    for rel in (base.with_suffix(".py"), base / "__init__.py"):
+        if (root / rel).is_file():
+            return rel.as_posix()
+    return None
+
+
+def _imported_modules(rel: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
+    """Dotted names an import statement in file `rel` loads: each module with its parent packages, and for
+    `from m import x` also `m.x` (x may be a submodule)."""
+    if isinstance(node, ast.Import):
+        targets = [a.name for a in node.names]
+    else:
+        package = list(Path(rel).parent.parts)  # relative imports count from the file's package
+        base = package[: len(package) - node.level + 1] if node.level else []
+        module = ".".join([*base, *([node.module] if node.module else [])])
+        targets = [module, *(f"{module}.{a.name}" for a in node.names)]
+    for dotted in targets:
+        parts = dotted.split(".")
+        yield from (".".join(parts[:i]) for i in range(1, len(parts) + 1))
+
+
+def _cli_stage_nodes(tree: ast.Module) -> Iterator[ast.AST]:
+    """The parts of the CLI entry that a stage run executes: its module-level code and every function of it that
+    this code or CLI_STAGE_HANDLER reaches by direct calls. The other subcommands' handlers, and the lazy imports
+    in them (the planner's measured runs, the reports server), are no stage's code."""
+    functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    todo: list[ast.AST] = [n for n in tree.body if n not in functions.values()]
+    todo += [functions[CLI_STAGE_HANDLER]] if CLI_STAGE_HANDLER in functions else []
+    reached: set[str] = set()
+    while todo:
+        for node in ast.walk(todo.pop()):
+            yield node
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions \
+                    and node.func.id not in reached:
+                reached.add(node.func.id)
+                todo.append(functions[node.func.id])
+
+
+def _stamp(root: Path, rel: str) -> tuple[int, int]:
+    """What the parse caches are keyed on besides the path: an edited file gets parsed again."""
+    st = (root / rel).stat()
+    return st.st_mtime_ns, st.st_size
+
+
+@functools.lru_cache(maxsize=None)
+def _is_program(root: Path, rel: str, stamp: tuple[int, int]) -> bool:
+    """Whether a module runs as a program (`python -m ...`): it has an `if __name__ == "__main__":` block."""
+    tree = ast.parse((root / rel).read_text(encoding="utf-8"))
+    return any(isinstance(n, ast.If) and isinstance(n.test, ast.Compare) and isinstance(n.test.left, ast.Name)
+               and n.test.left.id == "__name__" for n in tree.body)
+
+
+def _program_named(root: Path, node: ast.AST) -> str | None:
+    """The program a string names by its dotted module name (`[python, "-m", "tasks.train.worker", ...]`
+    starts it in other processes), if the module exists and runs as a program."""
+    if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value
+            and node.value.replace(".", "_").isidentifier()):
+        return None
+    rel = _module_file(root, node.value)
+    return rel if rel and not rel.endswith("__init__.py") and _is_program(root, rel, _stamp(root, rel)) else None
+
+
+@functools.lru_cache(maxsize=None)
+def _file_edges(root: Path, rel: str, stamp: tuple[int, int]) -> frozenset[str]:
+    """Project files that running file `rel` can load: what its imports name (in function bodies too: lazy
+    imports run), the `__init__.py` of its packages (run on the way to it), and the programs it names (they
+    run its work in other processes). Cached until the file changes (`stamp`)."""
+    tree = ast.parse((root / rel).read_text(encoding="utf-8"))
+    edges: set[str] = set()
+    for node in _cli_stage_nodes(tree) if rel == CLI_ENTRY else ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            edges.update(f for d in _imported_modules(rel, node) if (f := _module_file(root, d)))
+        elif program := _program_named(root, node):
+            edges.add(program)
+    for package in Path(rel).parents:
+        if package.parts and (root / package / "__init__.py").is_file():
+            edges.add((package / "__init__.py").as_posix())
+    return frozenset(edges)
+
+
+def import_closure(root: Path, starts: list[str]) -> set[str]:
+    """Every project file (relative to `root`) that running the files `starts` can load, transitively."""
+    seen: set[str] = set()
+    todo = [s for s in starts if (root / s).is_file()]
+    while todo:
+        rel = todo.pop()
+        if rel not in seen:
+            seen.add(rel)
+            todo.extend(_file_edges(root, rel, _stamp(root, rel)))
+    return seen
+
+
+def _data_files(root: Path, modules: set[str]) -> set[str]:
+    """The PACKAGE_DATA files (folders listed file by file) of the modules in `modules`."""
+    paths = [root / p for m in sorted(modules & set(PACKAGE_DATA)) for p in PACKAGE_DATA[m]]
+    return {f.relative_to(root).as_posix() for p in paths
+            for f in ([p] if p.is_file() else sorted(p.rglob("*"))) if f.is_file()}
 
 
 @dataclass(frozen=True)
 class StageDef:
-    """One node of the pipeline: its upstream stages, code, params sections and outputs."""
+    """One node of the pipeline: its upstream stages, params sections and outputs (its code is computed)."""
 
     name: str
     upstream: tuple[str, ...] = ()
-    code: tuple[str, ...] = ()
     params: tuple[str, ...] = ()
     extra_outs: tuple[str, ...] = field(default=())
     # Outs DVC must not delete before a rerun (e.g. checkpoints a retried stage resumes from).
@@ -53,49 +171,38 @@ class StageDef:
     def metrics_file(self) -> str:
         return f"{METRICS_DIR}/{self.name}.json"
 
-    def code_deps(self) -> list[str]:
-        return [*COMMON_CODE, f"tasks/{self.module_name}.py", f"specs/{self.module_name}.py", *self.code]
+    def code_deps(self, root: Path = CODE_ROOT) -> list[str]:
+        """The files of `root` the stage's process can run, sorted: the import closure of the CLI entry, the
+        stage's module and spec, and the programs they start (rank workers), plus those modules' data files.
+        Computed from the files on disk, so dvc.yaml cannot drift from the code without `check` noticing."""
+        starts = [CLI_ENTRY, f"tasks/{self.module_name}.py", f"specs/{self.module_name}.py"]
+        modules = import_closure(root, starts)
+        return sorted(modules | _data_files(root, modules))
 
     def param_keys(self) -> list[str]:
         return [self.name, *(["run.seed"] if self.seeded else []), *self.params]
 
 
+# Code deps are not declared here: StageDef.code_deps computes them from the imports.
 STAGES: tuple[StageDef, ...] = (
-    StageDef("ingest", code=("tasks/data",)),
-    StageDef("validate", upstream=("ingest",), code=("tasks/data/records.py", "tasks/data/expectations.py")),
+    StageDef("ingest"),
+    StageDef("validate", upstream=("ingest",)),
     # clean reads ingest's records but runs only after validate passed (its out is a dependency too).
-    StageDef("clean", upstream=("ingest", "validate"), seeded=True, code=(
-        "tasks/data/cleaning.py", "tasks/data/normalize.py", "tasks/data/pii.py", "tasks/data/quality.py",
-        "tasks/data/toxicity.py", "tasks/data/wordlists", "tasks/data/minhash.py", "tasks/data/lsh.py",
-        "tasks/data/records.py")),
-    StageDef("mix", upstream=("clean",), seeded=True, code=(
-        "tasks/data/tokenizer.py", "tasks/data/packing.py", "tasks/data/records.py")),
+    StageDef("clean", upstream=("ingest", "validate"), seeded=True),
+    StageDef("mix", upstream=("clean",), seeded=True),
     # Checkpoints persist across reruns (a retried stage resumes from them) and stay out of the DVC cache.
     StageDef("pretrain", upstream=("mix",), seeded=True, params=("model", "parallel", "mix.adaptive"),
-             code=("tasks/train", "tasks/data/packing.py", "tasks/data/tokenizer.py", "specs/mix.py"),
              persist_outs=("checkpoints/pretrain",)),
-    StageDef("evaluate", upstream=("pretrain", "mix", "clean"), seeded=True, code=(
-        "tasks/eval/__init__.py", "tasks/eval/generate.py", "tasks/eval/perplexity.py", "tasks/eval/spotcheck.py",
-        "tasks/train/model.py", "tasks/train/tensor_parallel.py", "tasks/train/data.py", "tasks/data/packing.py",
-        "tasks/data/tokenizer.py", "tasks/data/pii.py", "tasks/data/toxicity.py", "tasks/data/quality.py",
-        "tasks/data/wordlists", "specs/clean.py", "specs/review.py")),
+    StageDef("evaluate", upstream=("pretrain", "mix", "clean"), seeded=True),
     # The gate before SFT: approves by policy (auto) or reads a human decision committed under reviews/.
-    StageDef("review", upstream=("evaluate",), extra_deps=("reviews",), code=(
-        "tasks/eval/review_gate.py", "tasks/eval/spotcheck.py", "specs/evaluate.py")),
-    StageDef("instruct", seeded=True, params=("evaluate.prompts",), code=(
-        "tasks/data/instructions.py", "tasks/data/decontaminate.py", "tasks/data/minhash.py", "tasks/data/lsh.py",
-        "tasks/data/normalize.py", "tasks/data/embedded.py", "tasks/data/records.py", "specs/clean.py")),
+    StageDef("review", upstream=("evaluate",), extra_deps=("reviews",)),
+    StageDef("instruct", seeded=True, params=("evaluate.prompts",)),
     # Finetuning starts only from an approved model; it launches ranks like pretrain (launcher from `parallel`).
     StageDef("sft", upstream=("pretrain", "mix", "instruct", "review"), seeded=True, params=("parallel",),
-             code=("tasks/train", "tasks/eval/generate.py", "tasks/eval/spotcheck.py", "tasks/data/tokenizer.py",
-                   "tasks/data/packing.py", "tasks/data/pii.py", "tasks/data/toxicity.py", "tasks/data/quality.py",
-                   "specs/pretrain.py", "specs/evaluate.py"),
              persist_outs=("checkpoints/sft",)),
     # The second gate (same implementation, its own params section): the finetuned model's answers.
-    StageDef("review_sft", module="review", upstream=("sft",), extra_deps=("reviews",), code=(
-        "tasks/eval/review_gate.py", "tasks/eval/spotcheck.py", "specs/evaluate.py")),
-    StageDef("export", upstream=("sft", "review_sft"), code=(
-        "tasks/train/hf_export.py", "tasks/train/chat.py", "tasks/train/model.py", "tasks/eval/generate.py")),
+    StageDef("review_sft", module="review", upstream=("sft",), extra_deps=("reviews",)),
+    StageDef("export", upstream=("sft", "review_sft")),
 )
 
 STAGE_NAMES = tuple(s.name for s in STAGES)
@@ -117,8 +224,8 @@ def stage(name: str) -> StageDef:
     raise KeyError(f"unknown stage {name!r}; stages are: {', '.join(STAGE_NAMES)}")
 
 
-def dvc_stage_entry(s: StageDef) -> dict[str, Any]:
-    deps = [*s.code_deps(), *(stage(u).out_dir for u in s.upstream), *s.extra_deps]
+def dvc_stage_entry(s: StageDef, root: Path = CODE_ROOT) -> dict[str, Any]:
+    deps = [*s.code_deps(root), *(stage(u).out_dir for u in s.upstream), *s.extra_deps]
     return {
         "cmd": f"python -m tasks {s.name}",
         "deps": deps,
@@ -128,10 +235,11 @@ def dvc_stage_entry(s: StageDef) -> dict[str, Any]:
     }
 
 
-def dvc_yaml_data() -> dict[str, Any]:
+def dvc_yaml_data(root: Path = CODE_ROOT) -> dict[str, Any]:
+    """dvc.yaml as the registry generates it, with the code deps computed from the files under `root`."""
     names = set(STAGE_NAMES)
     plots = [p for p in PLOTS if next(iter(p)).split("_")[0] in names]
-    return {"stages": {s.name: dvc_stage_entry(s) for s in STAGES}, **({"plots": plots} if plots else {})}
+    return {"stages": {s.name: dvc_stage_entry(s, root) for s in STAGES}, **({"plots": plots} if plots else {})}
 
 
 HEADER = "# Generated from tasks/core/graph.py by `python -m tasks graph --write`; edit the registry, not this file.\n"
@@ -141,14 +249,40 @@ def dvc_yaml_text() -> str:
     return HEADER + yaml.safe_dump(dvc_yaml_data(), sort_keys=False, default_flow_style=False)
 
 
+def _dep_drift(name: str, have: list[Any], want: list[Any]) -> list[str]:
+    """One line per dep that dvc.yaml lists for stage `name` but the registry does not generate, or the reverse
+    (a code dep comes from the stage's import closure, any other from the registry)."""
+    def why(dep: Any) -> str:
+        return "its import closure" if str(dep).split("/")[0] in CODE_PACKAGES else "the registry"
+
+    missing = [d for d in want if d not in have]
+    extra = [d for d in have if d not in want]
+    lines = [f"dvc.yaml: stage '{name}' does not depend on {d}, which {why(d)} holds" for d in missing]
+    lines += [f"dvc.yaml: stage '{name}' depends on {d}, which {why(d)} does not hold" for d in extra]
+    return lines or [f"dvc.yaml: stage '{name}' lists its deps in another order than the registry"]
+
+
+def _registry_problems() -> list[str]:
+    """Declarations in this module that name code which is no longer there."""
+    problems = [f"graph.py: PACKAGE_DATA names {p}, which does not exist"
+                for paths in PACKAGE_DATA.values() for p in paths if not (CODE_ROOT / p).exists()]
+    problems += [f"graph.py: PACKAGE_DATA names module {m}, which does not exist"
+                 for m in PACKAGE_DATA if not (CODE_ROOT / m).is_file()]
+    defined = {n.name for n in ast.parse((CODE_ROOT / CLI_ENTRY).read_text(encoding="utf-8")).body
+               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    if CLI_STAGE_HANDLER not in defined:
+        problems.append(f"graph.py: CLI_STAGE_HANDLER is {CLI_STAGE_HANDLER}, which {CLI_ENTRY} does not define")
+    return problems
+
+
 def check_dvc_yaml(root: Path) -> list[str]:
-    """Problems with `root/dvc.yaml` relative to the registry (empty list: they agree)."""
+    """Problems with `root/dvc.yaml` relative to the registry and the code's imports (empty list: they agree)."""
     path = root / "dvc.yaml"
     if not path.exists():
         return ["dvc.yaml is missing: run `python -m tasks graph --write`"]
     on_disk = yaml.safe_load(path.read_text()) or {}
-    want = dvc_yaml_data()["stages"]
-    have = on_disk.get("stages", {})
+    generated = dvc_yaml_data()
+    want, have = generated["stages"], on_disk.get("stages", {})
     problems = []
     for name in sorted(set(want) | set(have)):
         if name not in have:
@@ -157,16 +291,16 @@ def check_dvc_yaml(root: Path) -> list[str]:
             problems.append(f"dvc.yaml: stage '{name}' is not in the registry (tasks/core/graph.py)")
         elif have[name] != want[name]:
             keys = sorted(k for k in set(want[name]) | set(have[name]) if want[name].get(k) != have[name].get(k))
-            problems.append(f"dvc.yaml: stage '{name}' differs from the registry in: {', '.join(keys)}")
+            if "deps" in keys:
+                problems += _dep_drift(name, have[name].get("deps") or [], want[name]["deps"])
+            if set(keys) - {"deps"}:
+                problems.append(f"dvc.yaml: stage '{name}' differs from the registry in: "
+                                f"{', '.join(k for k in keys if k != 'deps')}")
     if problems:
         problems.append("regenerate it with `python -m tasks graph --write`")
-    if on_disk.get("plots") != dvc_yaml_data().get("plots"):
+    if on_disk.get("plots") != generated.get("plots"):
         problems.append("dvc.yaml: plots differ from the registry; regenerate it with `python -m tasks graph --write`")
-    for s in STAGES:
-        for dep in s.code_deps():
-            if not (root / dep).exists():
-                problems.append(f"stage '{s.name}': code dependency {dep} does not exist")
-    return problems
+    return problems + _registry_problems()
 
 
 def missing_param_keys(raw_params: dict[str, Any]) -> list[str]:
