@@ -59,8 +59,14 @@ def run_and_compare(tmp_path: Path, mix_dir: Path, spec: PretrainJob, atol: floa
     return result
 
 
-def test_tp2_forward_and_grads_equal_tp1(tmp_path):
+EXTENDED = {"attn_bias": True, "explicit_head_dim": 16, "sliding_window": 8, "rope_type": "llama3",
+            "rope_factor": 4.0, "rope_original_max_len": 8}  # Qwen2-, Qwen3- and Mistral-style options
+
+
+@pytest.mark.parametrize("extras", [{}, EXTENDED], ids=["plain", "bias-headdim-window-rope"])
+def test_tp2_forward_and_grads_equal_tp1(tmp_path, extras):
     cfg = ModelConfig.from_spec(job_spec({}).model, vocab_size=256, seq_len=32)
+    cfg = ModelConfig.from_dict({**cfg.to_dict(), **extras})
     ranks = spawn_gloo(tp_forward_check, 2, (cfg.to_dict(), SEED), tmp_path)
     plain = Transformer(cfg, SEED)
     logits, loss = forward_backward(plain, cfg, SEED)

@@ -16,6 +16,17 @@ def ffn_hidden_size(d_model: int, multiple_of: int) -> int:
     return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
 
 
+# Architecture options beyond the original decoder, with the value that means "off". `to_dict` leaves an option
+# out while it has that value, so config.json, report.json and checkpoint identities written before the option
+# existed stay byte-identical and resumable.
+EXTENSIONS: dict[str, Any] = {
+    "explicit_head_dim": None, "attn_bias": False, "qk_norm": False, "sliding_window": None,
+    "rope_type": "default", "rope_factor": 1.0, "rope_low_freq_factor": 1.0, "rope_high_freq_factor": 4.0,
+    "rope_original_max_len": 8192,
+}
+ROPE_TYPES = ("default", "llama3")
+
+
 @dataclass(frozen=True)
 class ModelConfig:
     vocab_size: int
@@ -30,10 +41,23 @@ class ModelConfig:
     rope_theta: float = 10_000.0
     norm_eps: float = 1e-5
     init_std: float = 0.02
+    explicit_head_dim: int | None = None  # head width when not d_model / n_heads (Qwen3, Gemma)
+    attn_bias: bool = False               # biases on q, k, v (Qwen2)
+    qk_norm: bool = False                 # RMSNorm over each head of q and k before RoPE (Qwen3)
+    sliding_window: int | None = None     # a token sees at most this many positions back, itself included (Mistral)
+    rope_type: str = "default"            # "llama3": Llama 3.1's frequency-dependent scaling of RoPE
+    rope_factor: float = 1.0              # llama3: long wavelengths are divided by this
+    rope_low_freq_factor: float = 1.0     # llama3: wavelengths above original_len / low are scaled fully
+    rope_high_freq_factor: float = 4.0    # llama3: wavelengths below original_len / high are kept
+    rope_original_max_len: int = 8192     # llama3: the context the base model was trained for
+
+    def __post_init__(self) -> None:
+        if self.rope_type not in ROPE_TYPES:
+            raise ValueError(f"rope_type {self.rope_type!r} is not supported (supported: {', '.join(ROPE_TYPES)})")
 
     @property
     def head_dim(self) -> int:
-        return self.d_model // self.n_heads
+        return self.explicit_head_dim or self.d_model // self.n_heads
 
     @classmethod
     def from_spec(cls, spec: Any, vocab_size: int, seq_len: int) -> "ModelConfig":
@@ -45,7 +69,8 @@ class ModelConfig:
                    init_std=spec.init_std)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field, except architecture options at their "off" value (see EXTENSIONS)."""
+        return {k: v for k, v in asdict(self).items() if not (k in EXTENSIONS and v == EXTENSIONS[k])}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
@@ -56,18 +81,19 @@ class ModelConfig:
 # ------------------------------------------------------------------------------------------------- accounting
 @dataclass(frozen=True)
 class ParamCounts:
-    """Parameters of the Llama-style decoder (no biases), split the way a layout shards them."""
+    """Parameters of the Llama-style decoder, split the way a layout shards them."""
 
     embedding: int        # V·d input table
     head: int             # V·d output projection when untied, else 0 (it reuses the table)
     block_matrices: int   # wq, wk, wv, wo, gate, up, down of one block: split over tp
-    block_norms: int      # the two RMSNorm weights of one block: replicated over tp
+    block_norms: int      # the two RMSNorm weights of one block (+ q/k norms): replicated over tp
     final_norm: int       # the RMSNorm weight before the head
     n_layers: int         # blocks
+    block_biases: int = 0  # q/k/v biases of one block (attn_bias): split over tp, no matmul
 
     @property
     def block(self) -> int:
-        return self.block_matrices + self.block_norms
+        return self.block_matrices + self.block_norms + self.block_biases
 
     @property
     def non_embedding(self) -> int:
@@ -90,8 +116,11 @@ def param_counts(cfg: ModelConfig) -> ParamCounts:
     d, hd = cfg.d_model, cfg.head_dim
     attention = 2 * d * cfg.n_heads * hd + 2 * d * cfg.n_kv_heads * hd  # wq, wo: d×H·hd; wk, wv: d×Hkv·hd (GQA)
     mlp = 3 * d * cfg.ffn_hidden                                         # gate, up: d×f; down: f×d
+    biases = (cfg.n_heads + 2 * cfg.n_kv_heads) * hd if cfg.attn_bias else 0  # q: H·hd, k and v: Hkv·hd
+    qk_norms = 2 * hd if cfg.qk_norm else 0                              # one hd-wide weight each for q and k
     return ParamCounts(embedding=cfg.vocab_size * d, head=0 if cfg.tie_embeddings else cfg.vocab_size * d,
-                       block_matrices=attention + mlp, block_norms=2 * d, final_norm=d, n_layers=cfg.n_layers)
+                       block_matrices=attention + mlp, block_norms=2 * d + qk_norms, final_norm=d,
+                       n_layers=cfg.n_layers, block_biases=biases)
 
 
 def param_count(cfg: ModelConfig) -> int:
@@ -114,5 +143,8 @@ def transformer_flops_per_token(matmul_params: int, n_layers: int, d_model: int,
 
 
 def flops_per_token(cfg: ModelConfig) -> int:
-    """`transformer_flops_per_token` of `cfg`'s model (N = `ParamCounts.matmul`)."""
-    return transformer_flops_per_token(param_counts(cfg).matmul, cfg.n_layers, cfg.d_model, cfg.seq_len)
+    """`transformer_flops_per_token` of `cfg`'s model (N = `ParamCounts.matmul`; the attention width H·Q is
+    n_heads · head_dim, which is d_model unless the head width is explicit; a sliding window is not credited:
+    MFU conventions count full attention)."""
+    return transformer_flops_per_token(param_counts(cfg).matmul, cfg.n_layers, cfg.n_heads * cfg.head_dim,
+                                       cfg.seq_len)

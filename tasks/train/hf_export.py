@@ -109,7 +109,18 @@ def llama_config(cfg: ModelConfig, *, bos_token_id: int | None = None, eos_token
                  pad_token_id: int | None = None) -> dict[str, Any]:
     """`config.json` for `LlamaForCausalLM`. Token ids are written even when None: Llama's defaults (1, 2)
     would otherwise silently apply. RoPE is given both the transformers 5 way (`rope_parameters`) and the
-    legacy `rope_theta` that 4.x and other readers (vLLM, llama.cpp converters) look for."""
+    legacy `rope_theta` that 4.x and other readers (vLLM, llama.cpp converters) look for. Options Llama has
+    no field for (q/k/v biases without an o bias, q/k norms, a sliding window) are refused, not dropped."""
+    unsupported = [name for name, on in (("attn_bias", cfg.attn_bias), ("qk_norm", cfg.qk_norm),
+                                          ("sliding_window", cfg.sliding_window)) if on]
+    if unsupported:
+        raise ValueError(f"export: LlamaForCausalLM cannot express {', '.join(unsupported)}; exporting Qwen2/"
+                         "Qwen3/Mistral-style models is not supported yet")
+    rope: dict[str, Any] = {"rope_type": "default", "rope_theta": cfg.rope_theta}
+    if cfg.rope_type == "llama3":
+        rope.update(rope_type="llama3", factor=cfg.rope_factor, low_freq_factor=cfg.rope_low_freq_factor,
+                    high_freq_factor=cfg.rope_high_freq_factor,
+                    original_max_position_embeddings=cfg.rope_original_max_len)
     return {
         "architectures": ["LlamaForCausalLM"],
         "model_type": "llama",
@@ -124,7 +135,7 @@ def llama_config(cfg: ModelConfig, *, bos_token_id: int | None = None, eos_token
         "max_position_embeddings": cfg.seq_len,
         "rms_norm_eps": cfg.norm_eps,
         "rope_theta": cfg.rope_theta,
-        "rope_parameters": {"rope_type": "default", "rope_theta": cfg.rope_theta},
+        "rope_parameters": rope,
         "tie_word_embeddings": cfg.tie_embeddings,
         "attention_bias": False,
         "mlp_bias": False,

@@ -52,13 +52,15 @@ def init_normal(shape: tuple[int, ...], std: float, seed: int, name: str) -> tor
     return torch.empty(shape).normal_(0.0, std, generator=gen)
 
 
-def linear(in_features: int, out_features: int, std: float, seed: int, name: str) -> nn.Linear:
-    """`nn.Linear(bias=False)` whose weight [out, in] is `init_normal(..., name)`.
+def linear(in_features: int, out_features: int, std: float, seed: int, name: str, bias: bool = False) -> nn.Linear:
+    """`nn.Linear` whose weight [out, in] is `init_normal(..., name)` (and bias, if any, zeros).
 
     Built on the meta device first: its default (kaiming) init would draw from the global RNG and shift every
     later random draw (dropout masks, the RNG state checkpoints save) against a model that never drew."""
-    layer = nn.Linear(in_features, out_features, bias=False, device="meta")
+    layer = nn.Linear(in_features, out_features, bias=bias, device="meta")
     layer.weight = nn.Parameter(init_normal((out_features, in_features), std, seed, name))
+    if bias:
+        layer.bias = nn.Parameter(torch.zeros(out_features))
     return layer
 
 
@@ -78,11 +80,33 @@ class RMSNorm(nn.Module):
 _ROPE_CACHE: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
-def rope_tables(seq_len: int, head_dim: int, theta: float, device: torch.device, dtype: torch.dtype):
+def rope_frequencies(head_dim: int, theta: float, scaling: tuple | None = None) -> torch.Tensor:
+    """Inverse frequencies [hd/2] (float64); `scaling` = ("llama3", factor, low, high, original_len) applies
+    Llama 3.1's rule: wavelengths longer than original_len / low are divided by `factor`, shorter than
+    original_len / high kept, and those between blended linearly in original_len / wavelength."""
+    inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)      # [hd/2]
+    if scaling is None:
+        return inv
+    _, factor, low, high, original = scaling
+    wavelen = 2 * math.pi / inv
+    smooth = ((original / wavelen - low) / (high - low)).clamp(0.0, 1.0)                    # 0: long, 1: short
+    return (1 - smooth) * inv / factor + smooth * inv
+
+
+def rope_scaling(cfg: ModelConfig) -> tuple | None:
+    """The config's RoPE scaling as the hashable tuple `rope_frequencies` takes (None: plain RoPE)."""
+    if cfg.rope_type == "default":
+        return None
+    return (cfg.rope_type, cfg.rope_factor, cfg.rope_low_freq_factor, cfg.rope_high_freq_factor,
+            cfg.rope_original_max_len)
+
+
+def rope_tables(seq_len: int, head_dim: int, theta: float, device: torch.device, dtype: torch.dtype,
+                scaling: tuple | None = None):
     """cos, sin tables [T, head_dim] for the rotate-half convention (cached per shape/device/dtype)."""
-    key = (seq_len, head_dim, theta, str(device), dtype)
+    key = (seq_len, head_dim, theta, str(device), dtype, scaling)
     if key not in _ROPE_CACHE:
-        inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)  # [hd/2]
+        inv = rope_frequencies(head_dim, theta, scaling)                                    # [hd/2]
         ang = torch.outer(torch.arange(seq_len, dtype=torch.float64), inv)                  # [T, hd/2]
         ang = torch.cat([ang, ang], dim=-1)                                                 # [T, hd]
         _ROPE_CACHE[key] = (ang.cos().to(device, dtype), ang.sin().to(device, dtype))
@@ -95,9 +119,10 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return x * cos + torch.cat([-x2, x1], dim=-1) * sin
 
 
-def rope_at(position_ids: torch.Tensor, head_dim: int, theta: float, n_table: int, dtype: torch.dtype):
+def rope_at(position_ids: torch.Tensor, head_dim: int, theta: float, n_table: int, dtype: torch.dtype,
+            scaling: tuple | None = None):
     """cos, sin [B, 1, T, hd] for explicit positions [B, T] (each < n_table), broadcast over heads."""
-    cos, sin = rope_tables(n_table, head_dim, theta, position_ids.device, dtype)       # [n_table, hd]
+    cos, sin = rope_tables(n_table, head_dim, theta, position_ids.device, dtype, scaling)  # [n_table, hd]
     return cos[position_ids].unsqueeze(1), sin[position_ids].unsqueeze(1)           # [B, 1, T, hd]
 
 
@@ -110,6 +135,13 @@ def block_causal_mask(segment_ids: torch.Tensor) -> torch.Tensor:
     same = segment_ids[:, :, None] == segment_ids[:, None, :]                         # [B, T, T]
     causal = torch.ones(T, T, dtype=torch.bool, device=segment_ids.device).tril()   # [T, T]
     return (same & causal).unsqueeze(1)                                             # [B, 1, T, T]
+
+
+def sliding_window_mask(T: int, window: int, device: torch.device) -> torch.Tensor:
+    """Boolean mask [T, T]: causal, and token i sees j only if i - j < window (itself included)."""
+    i = torch.arange(T, device=device)
+    dist = i[:, None] - i[None, :]                                                  # [T, T] i - j
+    return (dist >= 0) & (dist < window)
 
 
 def positions_from_segments(segment_ids: torch.Tensor) -> torch.Tensor:
@@ -130,12 +162,14 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig, prefix: str, seed: int):
         super().__init__()
-        d, hd, std = cfg.d_model, cfg.head_dim, cfg.init_std
+        d, hd, std, bias = cfg.d_model, cfg.head_dim, cfg.init_std, cfg.attn_bias
         self.head_dim, self.cfg = hd, cfg
-        self.wq = linear(d, cfg.n_heads * hd, std, seed, f"{prefix}.wq.weight")
-        self.wk = linear(d, cfg.n_kv_heads * hd, std, seed, f"{prefix}.wk.weight")
-        self.wv = linear(d, cfg.n_kv_heads * hd, std, seed, f"{prefix}.wv.weight")
+        self.wq = linear(d, cfg.n_heads * hd, std, seed, f"{prefix}.wq.weight", bias)
+        self.wk = linear(d, cfg.n_kv_heads * hd, std, seed, f"{prefix}.wk.weight", bias)
+        self.wv = linear(d, cfg.n_kv_heads * hd, std, seed, f"{prefix}.wv.weight", bias)
         self.wo = linear(cfg.n_heads * hd, d, std / math.sqrt(2 * cfg.n_layers), seed, f"{prefix}.wo.weight")
+        if cfg.qk_norm:  # per-head RMSNorm of q and k (Qwen3): one hd-wide weight shared by all heads
+            self.q_norm, self.k_norm = RMSNorm(hd, cfg.norm_eps), RMSNorm(hd, cfg.norm_eps)
         self.resid_dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
@@ -145,18 +179,25 @@ class Attention(nn.Module):
         h / hkv are the heads the projections produce: all of them, or one TP rank's share once parallelize.py
         has split the projections (hence `-1` in the views instead of the config's counts)."""
         B, T, _ = x.shape
-        q = self.wq(x).view(B, T, -1, self.head_dim).transpose(1, 2)               # [B, h, T, hd]
-        k = self.wk(x).view(B, T, -1, self.head_dim).transpose(1, 2)               # [B, hkv, T, hd]
+        cfg, scaling = self.cfg, rope_scaling(self.cfg)
+        q = self.wq(x).view(B, T, -1, self.head_dim)                               # [B, T, h, hd]
+        k = self.wk(x).view(B, T, -1, self.head_dim)                               # [B, T, hkv, hd]
         v = self.wv(x).view(B, T, -1, self.head_dim).transpose(1, 2)               # [B, hkv, T, hd]
+        if cfg.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = q.transpose(1, 2), k.transpose(1, 2)                                # [B, h|hkv, T, hd]
         if position_ids is None:
-            cos, sin = rope_tables(T, self.head_dim, self.cfg.rope_theta, x.device, q.dtype)  # [T, hd]
+            cos, sin = rope_tables(T, self.head_dim, cfg.rope_theta, x.device, q.dtype, scaling)  # [T, hd]
         else:  # table long enough for any position of a packed row (positions restart per sample)
-            cos, sin = rope_at(position_ids, self.head_dim, self.cfg.rope_theta, max(T, self.cfg.seq_len),
-                               q.dtype)                                             # [B, 1, T, hd]
+            cos, sin = rope_at(position_ids, self.head_dim, cfg.rope_theta, max(T, cfg.seq_len), q.dtype,
+                               scaling)                                             # [B, 1, T, hd]
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         rep = q.size(1) // k.size(1)                                                # query heads per kv head
         k, v = repeat_kv(k, rep), repeat_kv(v, rep)                                # [B, h, T, hd]
-        p = self.cfg.dropout if self.training else 0.0
+        p = cfg.dropout if self.training else 0.0
+        if cfg.sliding_window and T > cfg.sliding_window:  # older tokens fall out of the window
+            window = sliding_window_mask(T, cfg.sliding_window, x.device)          # [T, T]
+            attn_mask = window if attn_mask is None else attn_mask & window        # [(B, 1,) T, T]
         if attn_mask is None:  # the pretraining path: is_causal lets SDPA pick its fastest (flash) kernel
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)          # [B, h, T, hd]
         else:  # an explicit boolean mask: SDPA's memory-efficient / math kernels (flash takes no mask)

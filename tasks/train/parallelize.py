@@ -140,6 +140,8 @@ def apply_tensor_parallel(model: nn.Module, tp: TPContext) -> nn.Module:
         cfg = block.attn.cfg
         if cfg.n_heads % tp.size or cfg.n_kv_heads % tp.size:
             raise ValueError(f"{cfg.n_heads} query / {cfg.n_kv_heads} kv heads do not split over {tp.size} TP ranks")
+        if cfg.qk_norm:  # its one weight serves every head: each TP rank would see only its heads' gradient
+            raise ValueError("parallel.tp > 1 with q/k norms (qk_norm) is not supported yet: use tp = 1")
         for path, parallel in BLOCK_TP_PLAN.items():
             owner_path, _, name = path.rpartition(".")
             owner = block.get_submodule(owner_path)

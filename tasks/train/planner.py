@@ -95,7 +95,7 @@ def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch
     # ZeRO-1 shards the optimizer states over dp, ZeRO-2 also the grads, ZeRO-3 also the weights (§5).
     opt_bytes = 8 if precision == "fp32" else 12
     layers = _ceil_div(r["n_layers"], pp)
-    block = _ceil_div(counts.block_matrices, tp) + counts.block_norms  # norms are replicated over tp
+    block = _ceil_div(counts.block_matrices + counts.block_biases, tp) + counts.block_norms  # norms replicated
     per_block_act = block_activation_bytes(seq_len, micro_batch, r["d_model"], r["n_heads"], tp, w_bytes,
                                            fused_attention)
 

@@ -87,24 +87,30 @@ def _shard(full: torch.Tensor, dim: int, tp: TPContext) -> torch.Tensor:
 
 
 class _ParallelLinear(nn.Module):
-    """A bias-free linear holding this rank's slice of a full weight [out, in] along `partition_dim`;
-    `in_features` / `out_features` are the local ones (the slice's shape, as in `nn.Linear`)."""
+    """A linear holding this rank's slice of a full weight [out, in] along `partition_dim`;
+    `in_features` / `out_features` are the local ones (the slice's shape, as in `nn.Linear`). A bias [out] is
+    split with the output features (column-parallel); a row-parallel layer takes none (it would be added once
+    per rank before the all-reduce)."""
 
     partition_dim = 0
 
-    def __init__(self, full_weight: torch.Tensor, tp: TPContext):
+    def __init__(self, full_weight: torch.Tensor, tp: TPContext, full_bias: torch.Tensor | None = None):
         super().__init__()
         self.tp = tp
         self.weight = nn.Parameter(_shard(full_weight, self.partition_dim, tp))
         self.out_features, self.in_features = self.weight.shape
         _mark(self.weight, self.partition_dim, tp)
+        self.bias = None
+        if full_bias is not None:
+            if self.partition_dim != 0:
+                raise ValueError("a row-parallel linear cannot hold a bias (every rank would add it)")
+            self.bias = nn.Parameter(_shard(full_bias, 0, tp))
+            _mark(self.bias, 0, tp)
 
     @classmethod
     def from_linear(cls, layer: nn.Linear, tp: TPContext) -> "_ParallelLinear":
-        """This rank's share of a plain `nn.Linear(bias=False)` (a bias would need its own split rule)."""
-        if layer.bias is not None:
-            raise ValueError("tensor parallelism splits bias-free linears only")
-        return cls(layer.weight, tp)
+        """This rank's share of a plain `nn.Linear` (weight and, column-parallel only, bias)."""
+        return cls(layer.weight, tp, layer.bias)
 
 
 class ColumnParallelLinear(_ParallelLinear):
@@ -113,7 +119,7 @@ class ColumnParallelLinear(_ParallelLinear):
     partition_dim = 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return F.linear(copy_to_tp(x, self.tp), self.weight)                       # [..., out/tp]
+        return F.linear(copy_to_tp(x, self.tp), self.weight, self.bias)            # [..., out/tp]
 
 
 class RowParallelLinear(_ParallelLinear):
