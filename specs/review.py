@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from specs.base import require_unique, StrictModel
 
@@ -73,3 +73,31 @@ class ReviewDecision(StrictModel):
     def _unique_items(cls, items: list[ItemLabel]) -> list[ItemLabel]:
         require_unique([i.id for i in items], "item ids", show=5)
         return items
+
+
+class PerplexitySummary(BaseModel):
+    """The `perplexity` block of a gated stage's report.json (other keys, e.g. per source, pass through)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    perplexity: float | None = Field(None, ge=0, description="Validation perplexity; None when not measured.")
+
+
+class GenerationSummary(BaseModel):
+    """The `generations` block: how many sampled answers and which share carries each automatic flag."""
+
+    model_config = ConfigDict(extra="allow")
+
+    count: int = Field(0, ge=0, description="Generations judged.")
+    flagged_fraction: dict[str, float] = Field(default_factory=dict, description="flag -> share in [0, 1].")
+
+
+class GateReport(BaseModel):
+    """What a review gate reads from the stage it judges (evaluate's, and sft's for `review_sft`, report.json):
+    validated when written and when read back, so a report missing what the gate needs fails by name instead
+    of reading as 'no perplexity' (which the policy would reject for the wrong reason)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    perplexity: PerplexitySummary
+    generations: GenerationSummary

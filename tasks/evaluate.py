@@ -20,6 +20,7 @@ from typing import Any
 
 from specs.evaluate import FLAGS, EvaluateSpec, SpotItem
 from specs.results import StageResult
+from specs.review import GateReport
 from tasks.core.files import write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
 from tasks.data.tokenizer import load_tokenizer
@@ -60,6 +61,7 @@ def run(spec: EvaluateSpec, paths: StagePaths) -> StageResult:
                       "".join(json.dumps(g, sort_keys=True, ensure_ascii=False) + "\n" for g in gens))
     write_text_atomic(out / "spotcheck.jsonl", sample_text(items))
     report = _report(spec, paths.seed, cfg.to_dict(), ppl, gens, items)
+    GateReport.model_validate(report)  # the review gate reads it back typed: a wrong shape fails here, by name
     write_json_atomic(out / "report.json", report)
     return StageResult(stage="evaluate", counts=_counts(report), summary=_summary(report, gens),
                        table=[{"source": s, **v} for s, v in ppl["by_source"].items()])

@@ -12,14 +12,15 @@ downstream runs. The decision file is still written, so the verdict on record is
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from specs.results import StageResult
-from specs.review import LABELS, ReviewDecision, ReviewSpec
+from specs.review import LABELS, GateReport, ReviewDecision, ReviewSpec
 from tasks.core.files import sha256_file, write_json_atomic
 from tasks.core.runner import StagePaths
 from tasks.eval.review_gate import (
@@ -52,7 +53,12 @@ def run(spec: ReviewSpec, paths: StagePaths) -> StageResult:
     (paths.out / DECISION).unlink(missing_ok=True)  # an old verdict must not outlive a failed check
 
     if spec.mode == "auto":
-        decision = auto_decision(spec, json.loads((evaluate / "report.json").read_text()), items, sha)
+        report_file = evaluate / "report.json"
+        try:
+            report = GateReport.model_validate_json(report_file.read_text())
+        except ValidationError as exc:
+            raise ValueError(f"review: {report_file} lacks what the gate reads: {exc}") from exc
+        decision = auto_decision(spec, report, items, sha)
     else:
         where = review_path(paths.root, spec.target).relative_to(paths.root).as_posix()
         try:

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from specs.evaluate import FlagSpec, SpotcheckSpec
 from specs.ranks import SFTRun, TrainResult
 from specs.results import StageResult
-from specs.review import ReviewDecision
+from specs.review import GateReport, ReviewDecision
 from specs.sft import SFTJob
 from tasks.core.files import sha256_file, write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
@@ -76,6 +76,7 @@ def run(spec: SFTJob, paths: StagePaths) -> StageResult:
     items = generation_items(gens, SpotcheckSpec(per_stratum=spec.train.spotcheck_per_stratum), paths.seed)
     write_text_atomic(paths.out / "spotcheck.jsonl", sample_text(items))
     report = _report(spec, result, gens)
+    GateReport.model_validate(report)  # review_sft reads it back typed: a wrong shape fails here, by name
     write_json_atomic(paths.out / "report.json", report)
     counts = {"steps": spec.train.steps, "heldout_loss_before": out["heldout_loss_before"],
               "heldout_loss_after": out["heldout_loss_after"], "train_rows": out["data"]["train"]["rows"],

@@ -79,6 +79,19 @@ def test_auto_rejects_by_threshold(tmp_path, spec, report, failing):
     assert decision_file(tmp_path)["decision"] == "reject"
 
 
+def test_auto_refuses_a_report_without_what_the_gate_reads(tmp_path):
+    """A report whose shape drifted fails naming the field, not as a 'no perplexity' rejection."""
+    write_evaluate(tmp_path)
+    report = tmp_path / "data" / "evaluate" / "report.json"
+    report.write_text(json.dumps({"perplexity": {"perplexity": 120.0}, "generations": {"flagged_fraction": [0.1]}}))
+    with pytest.raises(ValueError, match=r"(?s)report.json lacks what the gate reads.*generations.flagged_fraction"):
+        run_review(tmp_path, mode="auto")
+    report.write_text(json.dumps({"generations": {"count": 1}}))
+    with pytest.raises(ValueError, match=r"(?s)lacks what the gate reads.*perplexity"):
+        run_review(tmp_path, mode="auto")
+    assert not (tmp_path / "data" / "review" / "decision.json").exists()
+
+
 def scripted(answers: list[str]):
     feed = iter(answers)
     asked: list[str] = []

@@ -12,13 +12,12 @@ import subprocess
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
 from specs.evaluate import SpotItem
-from specs.review import ItemLabel, ReviewDecision, ReviewSpec
+from specs.review import GateReport, ItemLabel, ReviewDecision, ReviewSpec
 from tasks.core.files import write_json_atomic
 from tasks.eval.spotcheck import sample_sha256
 
@@ -70,14 +69,14 @@ def label_for(flags: list[str]) -> str:
     return "ok"
 
 
-def auto_checks(spec: ReviewSpec, report: dict[str, Any]) -> list[tuple[str, float | None, float, bool]]:
+def auto_checks(spec: ReviewSpec, report: GateReport) -> list[tuple[str, float | None, float, bool]]:
     """(what, measured, limit, passed) for every threshold of the automatic policy."""
     checks = []
     if spec.max_val_perplexity is not None:
-        ppl = (report.get("perplexity") or {}).get("perplexity")
+        ppl = report.perplexity.perplexity
         checks.append(("val perplexity", ppl, spec.max_val_perplexity,
                        ppl is not None and ppl <= spec.max_val_perplexity))
-    share = (report.get("generations") or {}).get("flagged_fraction", {})
+    share = report.generations.flagged_fraction
     for flag, limit in (("toxic", spec.max_toxic_fraction), ("pii", spec.max_pii_fraction),
                         ("low_quality", spec.max_low_quality_fraction)):
         value = share.get(flag, 0.0)
@@ -85,7 +84,7 @@ def auto_checks(spec: ReviewSpec, report: dict[str, Any]) -> list[tuple[str, flo
     return checks
 
 
-def auto_decision(spec: ReviewSpec, report: dict[str, Any], items: list[SpotItem], sha: str) -> ReviewDecision:
+def auto_decision(spec: ReviewSpec, report: GateReport, items: list[SpotItem], sha: str) -> ReviewDecision:
     """Approve when every threshold passes. Items are labelled from their automatic flags. Deterministic (no
     wall-clock time): the decision is a DVC output."""
     checks = auto_checks(spec, report)
