@@ -92,6 +92,11 @@ class PretrainSpec(TrainLoopSpec):
     """Pretraining on mix's packed shards (the shared loop knobs plus its evaluation size)."""
 
     eval_batches: int = Field(4, ge=1, description="Validation micro-batches per evaluation.")
+    z_loss: float = Field(
+        0.0, ge=0, lt=1, description="PaLM's auxiliary z-loss: adds z_loss · mean(log Z)² (Z the softmax "
+        "normaliser of each trained token's logits) to the training loss, keeping logits from drifting large "
+        "(1e-4 in PaLM); 0 is off (pretraining only). Train loss rows and the stability guard see the total; eval losses stay "
+        "plain cross entropy.")
 
 
 class PretrainJob(StrictModel):

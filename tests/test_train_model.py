@@ -202,3 +202,15 @@ def test_checkpoint_manifest_verifies_and_detects_corruption(tmp_path):
                         "checkpoint step000004 skipped: state.bin does not match its checksum"]
     assert (tmp_path / "latest").read_text() == "step000004"
     assert store.prune(1) == ["step000004", "step000002"]
+
+
+def test_z_loss_by_hand():
+    """Two tokens: logits [0, 0] (label 0) and [ln 3, 0] (label 1). log Z = ln 2 and ln 4; cross entropies ln 2
+    and ln 4 - 0; mean CE = 1.5·ln 2; mean (log Z)² = (ln²2 + 4·ln²2) / 2 = 2.5·ln²2."""
+    from tasks.train.model import lm_loss
+
+    logits = torch.tensor([[[0.0, 0.0], [math.log(3.0), 0.0]]])
+    labels = torch.tensor([[0, 1]])
+    ln2 = math.log(2.0)
+    assert float(lm_loss(logits, labels)) == pytest.approx(1.5 * ln2, abs=1e-6)
+    assert float(lm_loss(logits, labels, z_loss=0.1)) == pytest.approx(1.5 * ln2 + 0.1 * 2.5 * ln2 ** 2, abs=1e-6)

@@ -87,6 +87,15 @@ def test_pp2_tied_embeddings(tmp_path, mix_dir):
     run_and_compare(tmp_path, mix_dir, job_spec({"pp": 2}, grad_accum=2))
 
 
+@pytest.mark.parametrize("parallel", [{}, {"pp": 2}], ids=["pp1", "pp2"])
+def test_z_loss_matches_the_reference(tmp_path, mix_dir, parallel):
+    """z-loss through the engine's forward (pp = 1) and the pipeline's loss_fn (pp = 2) equals the plain
+    loop's, and it is really in the trained loss."""
+    result = run_and_compare(tmp_path, mix_dir, job_spec(parallel, z_loss=0.05))
+    plain, _ = reference_run(job_spec(parallel), mix_dir, SEED, steps=1)
+    assert result.losses[0] > plain[0] + 1e-3
+
+
 def test_tp2_zero1_untied_activation_checkpointing(tmp_path, mix_dir):
     spec = job_spec({"tp": 2, "zero_stage": 1}, activation_checkpointing=True, model={"tie_embeddings": False})
     run_and_compare(tmp_path, mix_dir, spec)

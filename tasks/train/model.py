@@ -279,9 +279,14 @@ def lm_head_forward(embedding: Embedding, x: torch.Tensor) -> torch.Tensor:
     return F.linear(x, embedding.weight)                                           # [B, T, V]
 
 
-def lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean next-token cross entropy; logits [B, T, V], labels [B, T]."""
-    return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), labels.reshape(-1))
+def lm_loss(logits: torch.Tensor, labels: torch.Tensor, z_loss: float = 0.0) -> torch.Tensor:
+    """Mean next-token cross entropy; logits [B, T, V], labels [B, T]. With `z_loss` > 0 plus
+    z_loss · mean over tokens of (log Σ exp logits)² (PaLM's auxiliary loss)."""
+    flat = logits.float().reshape(-1, logits.size(-1))                            # [B·T, V]
+    ce = F.cross_entropy(flat, labels.reshape(-1))
+    if not z_loss:
+        return ce
+    return ce + z_loss * torch.logsumexp(flat, dim=-1).pow(2).mean()
 
 
 def head_index(cfg: ModelConfig) -> int:
@@ -304,7 +309,8 @@ class Transformer(nn.Module):
         self.layers = nn.ModuleList([emb, *blocks, FinalNorm(cfg), head])
 
     def forward(self, ids: torch.Tensor, labels: torch.Tensor | None = None,
-                segment_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+                segment_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
+                z_loss: float = 0.0) -> torch.Tensor:
         x = ids                                                                    # [B, T]
         if segment_ids is None and position_ids is None:
             for layer in self.layers:
@@ -315,4 +321,4 @@ class Transformer(nn.Module):
             mask = None if segment_ids is None else block_causal_mask(segment_ids)  # [B, 1, T, T], built once
             for layer in self.layers:
                 x = layer(x, mask, position_ids) if isinstance(layer, Block) else layer(x)
-        return x if labels is None else lm_loss(x, labels)
+        return x if labels is None else lm_loss(x, labels, z_loss)

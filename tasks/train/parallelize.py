@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any, NamedTuple
 
 import torch.distributed as dist
@@ -165,7 +166,7 @@ def pipeline_layers(cfg: ModelConfig, seed: int) -> list[Any]:
 
 
 def build_module(cfg: ModelConfig, layout: Layout, seed: int, checkpointing: bool = False,
-                 init_state: dict[str, Any] | None = None) -> nn.Module:
+                 init_state: dict[str, Any] | None = None, z_loss: float = 0.0) -> nn.Module:
     """This rank's model: the plain Transformer (pp = 1) or its pipeline stage, with TP applied.
 
     The pipeline cut matches on class names: DeepSpeed's `partition_method="type:Block"` regex-searches each
@@ -177,7 +178,8 @@ def build_module(cfg: ModelConfig, layout: Layout, seed: int, checkpointing: boo
         from deepspeed.pipe import PipelineModule
 
         module = PipelineModule(
-            layers=pipeline_layers(cfg, seed), topology=layout.topo, loss_fn=lm_loss,
+            layers=pipeline_layers(cfg, seed), topology=layout.topo,
+            loss_fn=partial(lm_loss, z_loss=z_loss) if z_loss else lm_loss,
             partition_method="type:Block", activation_checkpoint_interval=1 if checkpointing else 0,
             checkpointable_layers=["Block"])
         apply_tensor_parallel(module, layout.tp_ctx)
@@ -206,7 +208,8 @@ def build_engine(cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: 
     import deepspeed
 
     train = job.train
-    module = build_module(cfg, layout, seed, train.activation_checkpointing, init_state)
+    z_loss = getattr(train, "z_loss", 0.0)  # a pretraining knob: SFTSpec has none
+    module = build_module(cfg, layout, seed, train.activation_checkpointing, init_state, z_loss)
     optimizer = make_optimizer(module, train.optim)
     ds, optimizer, _, scheduler = deepspeed.initialize(
         model=module, optimizer=optimizer, lr_scheduler=scheduler_factory(train.optim, train.steps),

@@ -69,7 +69,7 @@ def reference_run(spec: Any, mix_dir: Path, seed: int, steps: int | None = None
         batches = data.micro_batches(step, 0)
         losses = []
         for x, y in batches:
-            loss = model(x, y)
+            loss = model(x, y, z_loss=t.z_loss)
             (loss / len(batches)).backward()
             losses.append(loss.detach())
         if t.optim.grad_clip > 0:

@@ -82,9 +82,10 @@ class PretrainObjective:
 
     # ------------------------------------------------------------------------------------------------ steps
     def micro_batches(self, engine: Any, batch: int) -> Iterator[MicroBatch]:
+        z = {"z_loss": self.train.z_loss} if self.train.z_loss else {}  # off: the unchanged call
         for x, y in self.data.micro_batches(batch, self.layout.dp_rank):
             def micro(x: torch.Tensor = x, y: torch.Tensor = y) -> tuple[torch.Tensor, torch.Tensor]:
-                out = engine.forward(x.to(engine.device), y.to(engine.device))  # mean loss of the micro-batch
+                out = engine.forward(x.to(engine.device), y.to(engine.device), **z)  # micro-batch mean loss
                 return out, out.detach().float()
             yield micro
 
