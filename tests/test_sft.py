@@ -50,9 +50,11 @@ def pretrained(mixed, tmp_path_factory) -> Path:
 
 
 def decide(root: Path, decision: str) -> None:
+    """The gate's decision.json as the review stage writes it (a human's, in terminal mode)."""
     (root / "data" / "review").mkdir(parents=True, exist_ok=True)
     (root / "data" / "review" / "decision.json").write_text(json.dumps(
-        {"decision": decision, "reviewer": "ada", "notes": "answers are made up" if decision == "reject" else ""}))
+        {"decision": decision, "reviewer": "ada", "notes": "answers are made up" if decision == "reject" else "",
+         "mode": "terminal", "time": "2026-12-01T10:00:00Z", "sample_sha256": "0" * 64, "items": []}))
 
 
 def copy_inputs(src: Path, dest: Path) -> Path:
@@ -125,6 +127,15 @@ def test_rejected_review_stops_sft(pretrained, tmp_path):
     root = copy_inputs(pretrained, tmp_path / "p")
     decide(root, "reject")
     with pytest.raises(ValueError, match="rejected the pretrained model.*answers are made up"):
+        run_sft(root)
+    assert not (root / "checkpoints" / "sft").exists()
+
+
+def test_malformed_decision_is_refused_by_name(pretrained, tmp_path):
+    """A hand-edited decision.json without the fields the gate writes is refused, not read as a rejection."""
+    root = copy_inputs(pretrained, tmp_path / "p")
+    (root / "data" / "review" / "decision.json").write_text(json.dumps({"decision": "approve"}))
+    with pytest.raises(ValueError, match=r"(?s)decision.json is not a valid review decision.*reviewer"):
         run_sft(root)
     assert not (root / "checkpoints" / "sft").exists()
 
