@@ -8,7 +8,7 @@
 Runs, each on the same synthetic random-token batches (seeded, generated on the host and copied to the device
 every step, as the stage's data loader does):
   engine   forgeline's pretrain path: `tasks.train.engine.Engine` (one rank, DeepSpeed config from
-           `tasks.train.dsconfig.ds_config`) over `tasks.train.model.Transformer`, stepped by `train_step`.
+           `tasks.train.dsconfig.ds_config`) over `tasks.train.model.Transformer`, stepped as the pretrain objective does (`engine_step`).
   plain    (a) the same `Transformer` in a plain loop: bf16 autocast on GPU, fused AdamW on GPU, grad clip 1.0,
            optionally `torch.compile` (--compile): what the engine costs.
   nanogpt  (b) a compact nanoGPT-style GPT written here (LayerNorm, GELU MLP, learned positions, causal SDPA,
@@ -171,10 +171,12 @@ def engine_step(engine, data: SyntheticData, i: int) -> float | None:
 
 # ------------------------------------------------------------------------------------------------- runs
 def run_engine(args, cfg, batches, device) -> tuple[float, int, float]:
-    from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec, StabilitySpec
+    from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec
+    from specs.train import StabilitySpec
     from tasks.train.config import flops_per_token, param_count
     from tasks.train.dsconfig import ds_config
-    from tasks.train.engine import Engine, build_layout, init_distributed, teardown
+    from tasks.train.engine import Engine
+    from tasks.train.parallelize import build_layout, init_distributed, teardown
     from deepspeed.utils import logger as ds_logger
 
     os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",

@@ -8,8 +8,8 @@ from pydantic import Field, model_validator
 
 from specs.base import StrictModel
 from specs.mix import AdaptiveMixSpec
-from specs.train import OptimSpec, StabilitySpec, TelemetrySpec, TrainLoopSpec  # noqa: F401  (re-exported)
-from tasks.train.config import ffn_hidden_size  # noqa: F401  (pure Python: the one owner of the shape numbers)
+from specs.train import TrainLoopSpec
+from tasks.train.config import ffn_hidden_size  # pure Python: the one owner of the shape numbers
 
 # Named shapes; any field set explicitly in `model` overrides the flavor's value.
 FLAVORS: dict[str, dict[str, int]] = {

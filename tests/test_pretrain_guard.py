@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from tasks.train.dsconfig import lr_at
-from specs.pretrain import OptimSpec
+from specs.train import OptimSpec
 from tests.helpers.pretrain import DRIVER, REPO, SEED, SPEC, fresh_root, run_stage
 
 # Few steps from a fresh model: a wide noise floor, so only the injected faults count as spikes.

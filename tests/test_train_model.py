@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from specs.pretrain import ModelSpec, OptimSpec, ParallelSpec, PretrainSpec
+from specs.pretrain import ModelSpec, ParallelSpec, PretrainSpec
+from specs.train import OptimSpec
 from tasks.train.checkpoint import CheckpointStore, identity_problems
 from tasks.train.data import BatchPlan
 from tasks.train.dsconfig import ds_config, lr_at, param_groups

@@ -12,7 +12,7 @@ deepspeed_adapter.py  every DeepSpeed internal touched (shm op, cached groups, g
 dsconfig.py         ds_config(train, parallel), the client AdamW and LR schedule (lr_at, scheduler_factory)
 data.py             BatchPlan / TrainData (which sequences each rank trains on per step), EvalData, loss_sums
 engine.py           Engine: what the loop asks of one rank's DeepSpeed engine (step, evaluate, save/load,
-                    consolidation); re-exports Layout, build_layout, init_distributed, teardown, disable_shm_comm
+                    consolidation)
 checkpoint.py       CheckpointStore (manifests, latest, rotation), choose_resume, identity_problems, RNG state
 trainer.py          run_rank(job) and Trainer: the ONE loop (rank set-up, resume, step + accumulation, stability
                     guard and rollback, checkpoints, eval cadence, telemetry, final weights) for every objective

@@ -28,7 +28,7 @@ import torch
 from tokenizers import AddedToken, Tokenizer
 
 from tasks.train.model import ModelConfig, head_index
-from tasks.train.tensor_parallel import init_normal
+from tasks.train.model import init_normal
 
 ROLES = ("system", "user", "assistant")
 RESERVED = re.compile(r"^<\|reserved_(\d+)\|>$")

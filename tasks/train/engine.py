@@ -4,7 +4,6 @@ backward + step, skip, grad norm, dp reductions, pipeline step), evaluation, sav
 How the engine is built — process groups, topology (`Layout`), tensor parallelism, the pipeline cut and
 `deepspeed.initialize` — lives in `parallelize.py`; the DeepSpeed internals reached into here (pipeline layers
 and evaluation, fp32 master weights, the weights-only checkpoint loader) go through `deepspeed_adapter.py`.
-`Layout`, `build_layout`, `init_distributed`, `teardown` and `disable_shm_comm` are importable from here too.
 """
 
 from __future__ import annotations
@@ -19,10 +18,9 @@ import torch.distributed as dist
 
 from tasks.train.config import ModelConfig
 from tasks.train.data import EvalData, loss_sums
-from tasks.train.deepspeed_adapter import disable_shm_comm  # noqa: F401  (importable here, as before)
 from tasks.train.deepspeed_adapter import (full_fp32_param, pipeline_eval_sums, pipeline_local_layers,
                                            use_weights_only_loader)
-from tasks.train.parallelize import Layout, build_engine, build_layout, init_distributed, teardown  # noqa: F401
+from tasks.train.parallelize import Layout, build_engine
 from tasks.train.tensor_parallel import gather_full
 
 log = logging.getLogger("forgeline.pretrain")

@@ -30,7 +30,7 @@ from enum import Enum
 from statistics import median
 from typing import Any, Callable, Iterable
 
-from specs.pretrain import StabilitySpec
+from specs.train import StabilitySpec
 
 # Consistency constant: 1.4826·MAD estimates the standard deviation of normally distributed values.
 MAD_TO_STD = 1.4826

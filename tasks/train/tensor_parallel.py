@@ -26,8 +26,6 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from tasks.train.model import init_normal  # noqa: F401  (its old home: chat.py still imports it from here)
-
 
 @dataclass(frozen=True)
 class TPContext:

@@ -67,7 +67,7 @@ def marker_path(marker_dir: str | Path, rank: int) -> Path:
 
 def run_rank(job: PretrainRun | SFTRun, hooks: Hooks | None = None) -> TrainResult:
     """Train on this rank; the result (or the error, typed) goes to this rank's marker file too."""
-    from tasks.train.engine import teardown
+    from tasks.train.parallelize import teardown
 
     rank = int(os.environ.get("RANK", "0"))
     marker = marker_path(job.marker_dir, rank)
@@ -93,7 +93,8 @@ def start(job: PretrainRun | SFTRun, rank: int, hooks: Hooks) -> TrainResult:
     """Set up this rank (objective, process groups, layout, resume choice, engine) and train."""
     from deepspeed.utils import logger as ds_logger
 
-    from tasks.train.engine import Engine, build_layout, init_distributed
+    from tasks.train.engine import Engine
+    from tasks.train.parallelize import build_layout, init_distributed
 
     t_start = time.perf_counter()
     train, par = job.spec.train, job.spec.parallel
