@@ -28,6 +28,24 @@ class FieldMap(StrictModel):
     )
 
 
+class CsvOptions(StrictModel):
+    """How CSV/TSV files are split into rows; the text and id columns are named in `fields`."""
+
+    delimiter: str | None = Field(
+        None, min_length=1, max_length=1,
+        description="Field separator; null uses `,` for .csv and a tab for .tsv.",
+    )
+    quotechar: str | None = Field(
+        '"', min_length=1, max_length=1,
+        description="Character that quotes fields (which may then hold separators and newlines); null turns "
+        "quoting off (plain TSV dumps, where a `\"` is ordinary text).",
+    )
+    columns: list[str] | None = Field(
+        None, min_length=1,
+        description="Column names for files without a header row; null reads the names from the first row.",
+    )
+
+
 class _SourceBase(StrictModel):
     name: str = Field(..., pattern=SOURCE_NAME, description="Source label carried by every record (e.g. `code`).")
     lang: str = Field("en", min_length=2, max_length=16, description="Language tag recorded on every record.")
@@ -53,10 +71,16 @@ class FilesSource(_SourceBase):
 
     kind: Literal["files"] = Field("files", description="Discriminator: files on disk.")
     paths: list[str] = Field(..., min_length=1, description="Files, directories (read recursively) or globs.")
-    format: Literal["auto", "jsonl", "parquet", "txt", "md"] = Field(
-        "auto", description="File format; `auto` picks it from each file's extension."
+    format: Literal["auto", "jsonl", "parquet", "txt", "md", "csv", "tsv", "arrow", "warc"] = Field(
+        "auto",
+        description="File format; `auto` decides per file from magic bytes (Parquet, Arrow, WARC) and then the "
+        "extension without compression suffixes (`.jsonl.zst` is jsonl). Compression (gzip, zstd, bz2, xz) is "
+        "always detected from the content.",
     )
-    fields: FieldMap = Field(default_factory=FieldMap, description="Field mapping for jsonl/parquet rows.")
+    fields: FieldMap = Field(
+        default_factory=FieldMap, description="Field (or column) mapping for jsonl/parquet/arrow/csv rows."
+    )
+    csv: CsvOptions = Field(default_factory=CsvOptions, description="Row splitting for CSV/TSV files.")
 
 
 Source = Annotated[EmbeddedSource | FilesSource, Field(discriminator="kind")]
@@ -68,6 +92,11 @@ class IngestSpec(StrictModel):
     sources: list[Source] = Field(..., min_length=1, description="The sources to read, in order.")
     max_doc_chars: int = Field(
         200_000, ge=1, description="Documents longer than this are quarantined as `oversized`, not truncated."
+    )
+    max_record_bytes: int = Field(
+        64 * 1024 * 1024, ge=16,
+        description="Memory bound of the readers: a line (jsonl/csv), a whole txt/md file or a WARC body "
+        "longer than this many (decompressed) bytes is quarantined as `record_too_large` without being held.",
     )
     shard_records: int = Field(
         2_000, ge=1, le=1_000_000, description="Records per Parquet shard (shards are written atomically)."

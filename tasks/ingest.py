@@ -17,6 +17,7 @@ from specs.ingest import EmbeddedSource, IngestSpec
 from specs.results import StageResult
 from tasks.core.files import atomic_path, write_json_atomic
 from tasks.core.runner import StagePaths
+from tasks.data.normalize import strip_control_chars
 from tasks.data.records import QUARANTINE_SCHEMA, RECORD_SCHEMA, Bad, Doc, meta_json, unicode_error, write_table
 
 log = logging.getLogger("forgeline.ingest")
@@ -35,7 +36,8 @@ def run(spec: IngestSpec, paths: StagePaths) -> StageResult:
 
     with atomic_path(paths.out / "quarantine.parquet") as tmp:
         write_table(quarantine, QUARANTINE_SCHEMA, tmp)
-    totals = {k: sum(s[k] for s in stats.values()) for k in ("read", "kept", "quarantined", "chars")}
+    totals = {k: sum(s[k] for s in stats.values())
+              for k in ("read", "kept", "quarantined", "chars", "control_chars_removed")}
     counts = {**totals, "by_source": stats}
     write_json_atomic(paths.out / "stats.json", counts)
     return StageResult(stage="ingest", counts=counts, summary=_summary(totals, stats), table=_table(stats))
@@ -43,7 +45,7 @@ def run(spec: IngestSpec, paths: StagePaths) -> StageResult:
 
 def _ingest_source(src, spec: IngestSpec, paths: StagePaths, shard_dir: Path, quarantine: list) -> dict[str, Any]:
     reasons: Counter[str] = Counter()
-    kept = chars = read = shard_no = 0
+    kept = chars = read = shard_no = controls = 0
     first_origin: dict[str, str] = {}  # id -> origin of the record that kept it: ids are unique per source
     pending: list[dict[str, Any]] = []
     last_log = time.monotonic()
@@ -54,9 +56,9 @@ def _ingest_source(src, spec: IngestSpec, paths: StagePaths, shard_dir: Path, qu
             write_table(pending, RECORD_SCHEMA, tmp)
         shard_no, pending = shard_no + 1, []
 
-    for item in _items(src, paths.root):
+    for item in _items(src, spec, paths.root):
         read += 1
-        outcome = _to_row(item, src, spec, paths.root) if isinstance(item, Doc) else item
+        outcome, removed = _to_row(item, src, spec, paths.root) if isinstance(item, Doc) else (item, 0)
         if not isinstance(outcome, Bad) and outcome["id"] in first_origin:
             # Two records under one id would make every later join by id ambiguous; the first one wins.
             outcome = Bad(item.origin, item.location, "duplicate_id", f"id {outcome['id']!r} was already given to "
@@ -69,6 +71,7 @@ def _ingest_source(src, spec: IngestSpec, paths: StagePaths, shard_dir: Path, qu
             first_origin[outcome["id"]] = outcome["origin"]
             kept += 1
             chars += len(outcome["text"])
+            controls += removed
             if len(pending) >= spec.shard_records:
                 flush()
         if time.monotonic() - last_log > PROGRESS_EVERY_S:
@@ -82,48 +85,57 @@ def _ingest_source(src, spec: IngestSpec, paths: StagePaths, shard_dir: Path, qu
     if read != kept + quarantined:  # the conservation law the whole data side relies on
         raise AssertionError(f"{src.name}: read {read} != kept {kept} + quarantined {quarantined}")
     return {"read": read, "kept": kept, "quarantined": quarantined, "chars": chars, "shards": shard_no,
-            "by_reason": dict(sorted(reasons.items()))}
+            "control_chars_removed": controls, "by_reason": dict(sorted(reasons.items()))}
 
 
-def _items(src, root: Path) -> Iterator[Doc | Bad]:
+def _items(src, spec: IngestSpec, root: Path) -> Iterator[Doc | Bad]:
     if isinstance(src, EmbeddedSource):
         from tasks.data.embedded import read_embedded
 
         return read_embedded(src.corpus)
-    from tasks.data.readers import read_files
+    from tasks.data.formats import read_files
 
-    return read_files(src, root)
+    return read_files(src, root, spec.max_record_bytes)
 
 
-def _to_row(doc: Doc, src, spec: IngestSpec, root: Path) -> dict[str, Any] | Bad:
-    """Normalize one candidate record, or say why it must be quarantined."""
+def _to_row(doc: Doc, src, spec: IngestSpec, root: Path) -> tuple[dict[str, Any] | Bad, int]:
+    """Normalize one candidate record, or say why it must be quarantined; also how many controls it lost."""
     preview = doc.text if isinstance(doc.text, str) else repr(doc.text)
     where = doc.location
     if not isinstance(doc.text, str):
-        return Bad(doc.origin, where, "wrong_type", f"text must be a string, got {type(doc.text).__name__}", preview)
+        return Bad(doc.origin, where, "wrong_type", f"text must be a string, got {type(doc.text).__name__}",
+                   preview), 0
     try:
         doc.text.encode("utf-8")
     except UnicodeEncodeError as exc:  # lone surrogates from JSON escapes such as "\ud800"
-        return Bad(doc.origin, where, "invalid_utf8", f"text is not valid Unicode at character {exc.start}: {exc.reason}",
-                   doc.text.encode("utf-8", "backslashreplace").decode())
+        return Bad(doc.origin, where, "invalid_utf8", f"text is not valid Unicode at character {exc.start}: "
+                   f"{exc.reason}", doc.text.encode("utf-8", "backslashreplace").decode()), 0
     # Newlines are normalized so the same document from Windows and Unix files is the same record.
-    text = doc.text.replace("\r\n", "\n").replace("\r", "\n").strip()
+    text = doc.text.replace("\r\n", "\n").replace("\r", "\n")
+    # Kept text is clean text: a NUL or another control character (a JSON "\u0000" escape, a raw byte in a
+    # txt/csv file) breaks tokenizers and downstream tools, so it goes here, once, for every reader. The
+    # line-breaking controls (\v, \f, NEL, ...) become newlines; tab and newline stay.
+    text, removed = strip_control_chars(text)
+    key, removed_from_key = strip_control_chars(doc.key)
+    text = text.strip()
     if not text:
-        return Bad(doc.origin, where, "empty_text", "text is empty or whitespace only", preview)
+        return Bad(doc.origin, where, "empty_text", "text is empty, whitespace or control characters only",
+                   preview), 0
     if len(text) > spec.max_doc_chars:
         return Bad(doc.origin, where, "oversized", f"{len(text)} characters > ingest.max_doc_chars "
-                   f"({spec.max_doc_chars})", text)
+                   f"({spec.max_doc_chars})", text), 0
     missing = [m["path"] for m in doc.media if not _resolve(m["path"], root).is_file()]
     if missing:
-        return Bad(doc.origin, where, "missing_media", f"referenced file(s) not found: {', '.join(missing)}", preview)
-    meta = meta_json(doc.meta)
+        return Bad(doc.origin, where, "missing_media", f"referenced file(s) not found: {', '.join(missing)}",
+                   preview), 0
+    meta = meta_json(doc.meta)  # JSON escapes control characters in meta values, so meta needs no stripping
     # The text passed the check above, but a lone surrogate in the id or in another field ("\ud800" in JSON)
     # would still make the shard unwritable: quarantine the record rather than lose the whole source.
-    for what, value in (("id", doc.key), ("meta", meta)):
+    for what, value in (("id", key), ("meta", meta)):
         if (why := unicode_error(value)) is not None:
-            return Bad(doc.origin, where, "invalid_utf8", f"{what} is {why}", preview)
-    return {"id": f"{src.name}/{doc.key}", "text": text, "source": src.name, "lang": src.lang,
-            "origin": doc.full_origin, "meta": meta, "media": doc.media}
+            return Bad(doc.origin, where, "invalid_utf8", f"{what} is {why}", preview), 0
+    return {"id": f"{src.name}/{key}", "text": text, "source": src.name, "lang": src.lang,
+            "origin": doc.full_origin, "meta": meta, "media": doc.media}, removed + removed_from_key
 
 
 def _resolve(path: str, root: Path) -> Path:

@@ -28,13 +28,33 @@ from typing import Literal
 NormalForm = Literal["NFC", "NFKC", "none"]
 
 
-def _translation_table() -> dict[int, str | None]:
+def _control_table() -> dict[int, str | None]:
     table: dict[int, str | None] = {}
     for code in [*range(0x00, 0x20), 0x7F, *range(0x80, 0xA0)]:    # C0, DEL, C1 controls: removed ...
         table[code] = None
     for code in (0x09, 0x0A):                                          # ... except tab and newline
         del table[code]
-    for code in (0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x85, 0x2028, 0x2029):   # what splitlines() breaks on
+    for code in (0x0B, 0x0C, 0x0D, 0x1C, 0x1D, 0x1E, 0x85):          # the controls splitlines() breaks on
+        table[code] = "\n"
+    return table
+
+
+# The C0/C1 control characters (and DEL) as a str.translate table: removed, except tab and newline, which are
+# kept, and the line-breaking controls, which become a newline. Ingest applies it to every kept record.
+CONTROL_CHARS: dict[int, str | None] = _control_table()
+_CONTROL_RE = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(CONTROL_CHARS)) + "]")
+
+
+def strip_control_chars(text: str) -> tuple[str, int]:
+    """`text` with CONTROL_CHARS applied, and how many control characters it held (0: `text` unchanged)."""
+    if _CONTROL_RE.search(text) is None:  # the common case costs one scan and no copy
+        return text, 0
+    return text.translate(CONTROL_CHARS), sum(1 for _ in _CONTROL_RE.finditer(text))
+
+
+def _translation_table() -> dict[int, str | None]:
+    table = dict(CONTROL_CHARS)
+    for code in (0x2028, 0x2029):                                      # the other breaks splitlines() knows
         table[code] = "\n"
     for code in (0x200B, 0x2060, 0xFEFF, 0x00AD, 0x180E):             # zero-width / invisible
         table[code] = None

@@ -42,6 +42,11 @@ QUARANTINE_SCHEMA = pa.schema(
 QUARANTINE_REASONS = (
     "invalid_utf8", "invalid_json", "not_an_object", "missing_text", "empty_text", "wrong_type", "oversized",
     "missing_media", "bad_media", "unreadable_file", "unsupported_format", "duplicate_id",
+    "truncated",          # a compressed stream or a file that breaks off: the records before it are kept
+    "record_too_large",   # one line/record over ingest.max_record_bytes, skipped without being held
+    "bad_row",            # a CSV/TSV row that does not parse or has the wrong number of fields
+    "not_html",           # a WARC response whose payload is not HTML (PDF, image, ...)
+    "empty_extraction",   # an HTML page with no main text
 )
 RAW_PREVIEW = 500
 

@@ -1,0 +1,68 @@
+"""A structured row (a JSON object, a Parquet/Arrow row, a CSV row) → `Doc`, through the source's field map."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from specs.ingest import FilesSource
+from tasks.data.formats.paths import display_path
+from tasks.data.records import Bad, Doc, unicode_error
+
+MEDIA_KIND_BY_SUFFIX = {
+    **dict.fromkeys((".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff"), "image"),
+    **dict.fromkeys((".wav", ".mp3", ".flac", ".ogg", ".m4a", ".opus"), "audio"),
+}
+
+
+def from_object(obj: Any, path: Path, shown: str, where: str, src: FilesSource, root: Path, raw: str) -> Doc | Bad:
+    fields = src.fields
+    if not isinstance(obj, dict):
+        return Bad(shown, where, "not_an_object", f"expected a JSON object, got {type(obj).__name__}", raw)
+    if fields.text not in obj:
+        return Bad(shown, where, "missing_text", f"field {fields.text!r} is missing", raw or preview(obj))
+    key = f"{shown}:{where.split()[-1]}"
+    if fields.id is not None:
+        value = obj.get(fields.id)
+        if value is None or isinstance(value, (dict, list)) or str(value).strip() == "":
+            return Bad(shown, where, "wrong_type", f"id field {fields.id!r} must be a string or number, got "
+                       f"{type(value).__name__}", raw or preview(obj))
+        key = str(value)
+    media: list[dict[str, str]] = []
+    if fields.media is not None and obj.get(fields.media) is not None:
+        try:
+            media = media_refs(obj[fields.media], path.parent, root)
+        except ValueError as exc:
+            return Bad(shown, where, "bad_media", str(exc), raw or preview(obj))
+    mapped = {fields.text, fields.id, fields.media}
+    keep = fields.meta if fields.meta is not None else [k for k in obj if k not in mapped]
+    meta = {k: obj[k] for k in keep if k in obj}
+    return Doc(key=key, text=obj[fields.text], origin=shown, location=where, meta=meta, media=media)
+
+
+def media_refs(value: Any, base: Path, root: Path) -> list[dict[str, str]]:
+    """Normalize a path, a list of paths or a list of {kind, path} objects; paths become root-relative."""
+    items = value if isinstance(value, list) else [value]
+    refs = []
+    for item in items:
+        if isinstance(item, str):
+            kind, ref = None, item
+        elif isinstance(item, dict) and isinstance(item.get("path"), str):
+            kind, ref = item.get("kind"), item["path"]
+            if kind is not None and not isinstance(kind, str):
+                raise ValueError(f"media kind must be a string, got {type(kind).__name__}")
+        else:
+            raise ValueError(f"media reference must be a path or {{kind, path}}, got {type(item).__name__}")
+        if not ref.strip():
+            raise ValueError("media reference has an empty path")
+        if (why := unicode_error(ref)) is not None:
+            raise ValueError(f"media path is {why}")
+        target = Path(ref) if Path(ref).is_absolute() else base / ref
+        refs.append({"kind": kind or MEDIA_KIND_BY_SUFFIX.get(target.suffix.lower(), "file"),
+                     "path": display_path(target, root)})
+    return refs
+
+
+def preview(obj: dict) -> str:
+    return json.dumps(obj, ensure_ascii=False, default=str)[:500]

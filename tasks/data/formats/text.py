@@ -1,0 +1,65 @@
+"""JSON Lines (one object per line) and plain text / markdown (one document per file), streamed."""
+
+from __future__ import annotations
+
+import codecs
+import json
+from pathlib import Path
+from typing import Iterator
+
+from specs.ingest import FilesSource
+from tasks.data.formats.objects import from_object
+from tasks.data.formats.streams import Stream, iter_lines, read_capped
+from tasks.data.records import Bad, Doc
+
+
+def read_jsonl(stream: Stream, path: Path, shown: str, src: FilesSource, root: Path, cap: int) -> Iterator[Doc | Bad]:
+    for line in iter_lines(stream, cap):
+        where = f"line {line.number}"
+        raw = line.data
+        if line.issue is not None:
+            yield Bad(shown, where, line.issue, line.detail, raw.decode("utf-8", "backslashreplace"))
+            continue
+        if line.number == 1:
+            raw = raw.removeprefix(codecs.BOM_UTF8)  # a byte-order mark (Windows tools) is not part of a record
+        if not raw.strip():
+            continue  # blank lines (including the usual trailing newline) are not records
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield Bad(shown, where, "invalid_utf8", f"{exc.reason} at byte {exc.start} of the line",
+                      raw.decode("utf-8", "backslashreplace"))
+            continue
+        try:
+            # strict=False: a raw control character inside a string (common in scraped dumps) does not make
+            # the record invalid; ingest strips it from the kept text like its escaped form "\u0000".
+            obj = json.loads(text, strict=False)
+        except (ValueError, RecursionError) as exc:
+            # ValueError, not only JSONDecodeError: an integer longer than Python's int_max_str_digits (4300)
+            # is valid JSON syntax that json.loads still refuses with a plain ValueError.
+            detail = "nesting too deep to parse" if isinstance(exc, RecursionError) else str(exc)
+            yield Bad(shown, where, "invalid_json", detail, text)
+            continue
+        yield from_object(obj, path, shown, where, src, root, text)
+
+
+def read_text_file(stream: Stream, shown: str, fmt: str, cap: int) -> Iterator[Doc | Bad]:
+    """A .txt/.md file is one document: held whole only when it fits under the cap."""
+    data, size = read_capped(stream, cap)
+    if stream.damage is not None:
+        yield Bad(shown, "", "truncated", f"{stream.compression} stream damaged after {size:,} bytes: "
+                  f"{stream.damage}; the document is incomplete", data[:500].decode("utf-8", "backslashreplace"))
+        return
+    if size > cap:
+        yield Bad(shown, "", "record_too_large", f"document of {size:,} bytes > the {cap:,}-byte cap "
+                  "(ingest.max_record_bytes)", data.decode("utf-8", "backslashreplace"))
+        return
+    bom = len(codecs.BOM_UTF8) if data.startswith(codecs.BOM_UTF8) else 0  # a byte-order mark is not text
+    try:
+        text = data[bom:].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        at = exc.start + bom  # offsets stay those of the (decompressed) file
+        yield Bad(shown, f"byte {at}", "invalid_utf8", str(exc), data[max(0, at - 40): at + 40]
+                  .decode("utf-8", "backslashreplace"))
+        return
+    yield Doc(key=shown, text=text, origin=shown, meta={"file": shown, "format": fmt})
