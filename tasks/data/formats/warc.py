@@ -9,6 +9,7 @@ shorter than its Content-Length, or a compressed stream that breaks, ends the fi
 
 from __future__ import annotations
 
+import io
 from typing import Iterator
 
 from fastwarc.warc import ArchiveIterator, WarcRecordType
@@ -23,10 +24,38 @@ HTML_TYPES = ("text/html", "application/xhtml+xml")
 DOCUMENT_TYPES = WarcRecordType.response | WarcRecordType.resource | WarcRecordType.conversion
 
 
+class _Positioned(io.RawIOBase):
+    """A forward-only stream that can say where it is: fastwarc asks for `tell()` (through a seek to the
+    current position) and panics, from Rust, on a stream that refuses it. Any other seek is still refused."""
+
+    def __init__(self, inner: io.BufferedReader) -> None:
+        self._inner, self._pos = inner, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        if (offset if whence == io.SEEK_SET else self._pos + offset if whence == io.SEEK_CUR else -1) != self._pos:
+            raise io.UnsupportedOperation("this stream reads forward only")
+        return self._pos
+
+    def readinto(self, b) -> int:
+        data = self._inner.read1(len(b))
+        b[: len(data)] = data
+        self._pos += len(data)
+        return len(data)
+
+
 def read_warc(stream: Stream, shown: str, cap: int) -> Iterator[Doc | Bad]:
     number = 0
     cut = False
-    for record in ArchiveIterator(stream.buf, record_types=DOCUMENT_TYPES, parse_http=True):
+    for record in ArchiveIterator(_Positioned(stream.buf), record_types=DOCUMENT_TYPES, parse_http=True):
         number += 1
         where = f"record {number}"
         meta = {"url": record.headers.get("WARC-Target-URI", ""), "date": record.headers.get("WARC-Date", ""),
