@@ -150,7 +150,8 @@ def _table(stats: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _summary(totals: dict[str, int], stats: dict[str, dict[str, Any]]) -> str:
     lines = [f"**ingest**: read {totals['read']:,} records, kept {totals['kept']:,} "
-             f"({totals['chars']:,} characters), quarantined {totals['quarantined']:,}.", "",
+             f"({totals['chars']:,} characters), quarantined {totals['quarantined']:,}; "
+             f"{totals['control_chars_removed']:,} control characters removed from kept records.", "",
              "| source | read | kept | quarantined | chars | reasons |", "|---|---:|---:|---:|---:|---|"]
     for name, s in stats.items():
         reasons = ", ".join(f"{r}: {n}" for r, n in s["by_reason"].items()) or "-"

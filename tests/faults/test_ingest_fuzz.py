@@ -131,7 +131,7 @@ def jsonl_lines(draw) -> bytes:
         line = '{"text": "t", "deep": ' + "[" * depth + "]" * depth + "}"
     elif kind == "bigint":  # beyond Python's 4300-digit int/str conversion limit
         line = '{"text": "t", "n": ' + "9" * draw(st.integers(4200, 4400)) + "}"
-    else:  # a raw NUL inside a JSON string is invalid JSON; an escaped one is a valid character
+    else:  # a NUL inside a JSON string, raw (accepted: strict=False) or escaped; ingest strips it
         line = draw(st.sampled_from(['{"text": "a\x00b"}', '{"text": "a\\u0000b"}', '{"te\\u0000xt": "a"}']))
     return line.encode("utf-8", "surrogatepass")
 
@@ -180,9 +180,10 @@ GOOD = "A plain sentence about rivers."
 HOSTILE: dict[str, tuple[dict[str | bytes, bytes], dict[str, int], int]] = {
     # kind: (files, expected quarantine count by reason, expected kept)
     # r.jsonl: split at each b"\n" into 5 lines; the first (bytes 0-9) is UTF-8 but not JSON, the others hold
-    # bytes >= 0x80 that are not UTF-8. r.md: NUL bytes are valid UTF-8, so it is a (strange) document.
+    # bytes >= 0x80 that are not UTF-8. r.md: NUL bytes are valid UTF-8, but kept text holds no control
+    # characters, and nothing else is left: empty_text.
     "random_bytes": ({"r.jsonl": bytes(range(256)) * 4, "r.txt": bytes(range(128, 256)), "r.md": b"\x00" * 9},
-                     {"invalid_utf8": 5, "invalid_json": 1}, 1),
+                     {"invalid_utf8": 5, "invalid_json": 1, "empty_text": 1}, 0),
     "invalid_utf8": ({"u.jsonl": lines(b'{"text": "caf\xe9"}', b'{"text": "\xc0\xaf"}', b'{"text": "\xed\xa0\x80"}'),
                       "u.txt": b"na\xefve", "u.md": b"\xff\xfe" + "utf-16".encode("utf-16-le")},
                      {"invalid_utf8": 5}, 0),
@@ -193,7 +194,7 @@ HOSTILE: dict[str, tuple[dict[str | bytes, bytes], dict[str, int], int]] = {
     "nul_bytes": ({"n.jsonl": lines('{"text": "a\x00b"}', '{"text": "a\\u0000b"}', '{"text": "\\u0000"}',
                                     '{"text": "ok", "media": "x\\u0000.png"}'),
                    "n.txt": b"nul\x00inside", "n.bin": b"\x00" * 64},
-                  {"invalid_json": 1, "unsupported_format": 1, "missing_media": 1}, 3),
+                  {"empty_text": 1, "unsupported_format": 1, "missing_media": 1}, 3),  # raw or escaped NUL: stripped
     "deep_json": ({"d.jsonl": lines("[" * 100_000 + "]" * 100_000, '{"text": ' + "[" * 500 + "]" * 500 + "}",
                                     '{"text": "t", "m": ' + '{"a": ' * 400 + "1" + "}" * 400 + "}",
                                     '{"list": ' + "[" * 300 + "]" * 300 + ', "text": "t"}')},
@@ -250,8 +251,9 @@ def test_enormous_inputs_are_previewed_not_copied(tmp_path):
 def test_kept_hostile_text_is_preserved_exactly(tmp_path):
     out = run_ingest(tmp_path, {**HOSTILE["nul_bytes"][0], **HOSTILE["byte_order_mark"][0]})
     texts = {r["origin"]: r["text"] for r in out["records"]}
-    assert texts["in/n.jsonl:2"] == "a\x00b"  # an escaped NUL is a character, kept as is
-    assert texts["in/n.txt"] == "nul\x00inside"
+    # Kept text holds no control characters: a NUL goes, raw or escaped, in jsonl and in txt alike.
+    assert texts["in/n.jsonl:1"] == texts["in/n.jsonl:2"] == "ab"
+    assert texts["in/n.txt"] == "nulinside"
     assert texts["in/bom.jsonl:1"] == GOOD and texts["in/bom.txt"] == "Hello."  # BOM dropped, text intact
     bad = next(r for r in out["quarantine"] if r["origin"] == "in/bom_bad.txt")
     assert bad["location"] == "byte 6"  # offsets count the BOM: they point into the file on disk
