@@ -375,3 +375,16 @@ def test_a_50_mb_gzip_file_streams_in_bounded_memory(tmp_path):
     assert (count, chars) == (lines, lines * 6000)
     print(f"file {size:,} bytes, {lines:,} lines, reader peak {peak:,} bytes (tracemalloc)")
     assert size >= 50_000_000 and peak < 8_000_000, (size, peak)  # < 1/6 of the file: nothing held whole
+
+
+def test_plain_warc_cut_in_a_header_or_holding_garbage_is_accounted(tmp_path):
+    records = crawl_records()
+    whole = b"".join(records)
+    (tmp_path / "cut.warc").write_bytes(whole[: whole.index(b"WARC-Target-URI: http://d.example/")])
+    (tmp_path / "junk.warc").write_bytes(records[2] + b"NOT A RECORD\r\n\r\n" + records[6])
+    cut = read(tmp_path, ["cut.warc"])
+    assert [d.meta["url"] for d in docs(cut)] == ["http://a.example/"]
+    assert bads(cut) == [("record 2", "not_html"), ("record 3", "empty_extraction"), ("record 4", "truncated")]
+    junk = read(tmp_path, ["junk.warc"])
+    assert [d.meta["url"] for d in docs(junk)] == ["http://a.example/"]
+    assert bads(junk) == [("record 2", "unreadable_file")]  # the record after the garbage is part of the loss

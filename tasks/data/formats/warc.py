@@ -53,32 +53,52 @@ class _Positioned(io.RawIOBase):
 
 
 def read_warc(stream: Stream, shown: str, cap: int) -> Iterator[Doc | Bad]:
+    records = iter(ArchiveIterator(_Positioned(stream.buf), record_types=DOCUMENT_TYPES, parse_http=True))
     number = 0
-    cut = False
-    for record in ArchiveIterator(_Positioned(stream.buf), record_types=DOCUMENT_TYPES, parse_http=True):
+    while True:
+        try:
+            record = next(records, None)
+        except (OSError, ValueError) as exc:  # fastwarc: "Invalid WARC header" (garbage between records)
+            yield Bad(shown, f"record {number + 1}", "unreadable_file", f"no valid WARC record after record "
+                      f"{number}: {exc.__class__.__name__}: {exc}; the rest of the file is lost")
+            return
+        if record is None:
+            break
         number += 1
-        where = f"record {number}"
-        meta = {"url": record.headers.get("WARC-Target-URI", ""), "date": record.headers.get("WARC-Date", ""),
-                "warc_record_id": record.headers.get("WARC-Record-ID", "")}
-        if record.content_length > cap:  # decided from the header: the body is skipped, never read
-            yield Bad(shown, where, "record_too_large", f"{record.content_length:,}-byte body > the {cap:,}-byte "
-                      f"cap (ingest.max_record_bytes); {meta['url']}")
+        bad = _damage(record, stream, shown, f"record {number}", cap)
+        if bad is not None:
+            yield bad
+            if bad.reason == "truncated":
+                return
             continue
         body = record.reader.read()
         if len(body) < record.content_length:
-            yield Bad(shown, where, "truncated", f"body has {len(body):,} of its {record.content_length:,} bytes "
-                      f"({stream.damage or 'the file ends'}); the rest of the file is lost",
-                      body[:500].decode("utf-8", "replace"))
-            cut = True
-            break
-        yield _document(record, body, shown, where, meta)
-    if stream.damage is not None and not cut:
+            yield Bad(shown, f"record {number}", "truncated", f"body has {len(body):,} of its "
+                      f"{record.content_length:,} bytes ({stream.damage or 'the file ends'}); the rest of the file "
+                      "is lost", body[:500].decode("utf-8", "replace"))
+            return
+        yield _document(record, body, shown, f"record {number}")
+    if stream.damage is not None:
         yield Bad(shown, f"record {number + 1}", "truncated", f"{stream.compression} stream damaged after record "
                   f"{number}: {stream.damage}; the rest of the file is lost")
 
 
-def _document(record, body: bytes, shown: str, where: str, meta: dict[str, str]) -> Doc | Bad:
+def _damage(record, stream: Stream, shown: str, where: str, cap: int) -> Bad | None:
+    """A record that cannot be read: its header block was cut (no Content-Length), or its body is over the cap."""
+    if "Content-Length" not in record.headers:  # mandatory in every WARC record: the headers were cut short
+        cause = stream.damage or "the file ends inside the header block"
+        return Bad(shown, where, "truncated", f"record header has no Content-Length ({cause}); the rest of the "
+                   "file is lost")
+    if record.content_length > cap:  # decided from the header: the body is skipped, never read
+        return Bad(shown, where, "record_too_large", f"{record.content_length:,}-byte body > the {cap:,}-byte cap "
+                   f"(ingest.max_record_bytes); {record.headers.get('WARC-Target-URI', '')}")
+    return None
+
+
+def _document(record, body: bytes, shown: str, where: str) -> Doc | Bad:
     key = f"{shown}:{where.split()[-1]}"
+    meta = {"url": record.headers.get("WARC-Target-URI", ""), "date": record.headers.get("WARC-Date", ""),
+            "warc_record_id": record.headers.get("WARC-Record-ID", "")}
     if record.record_type == WarcRecordType.conversion:  # WET: text already extracted by the crawler
         return Doc(key=key, text=bytes_to_str(body, "utf-8"), origin=shown, location=where,
                    meta={**meta, "warc_type": "conversion"})
