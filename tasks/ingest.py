@@ -119,8 +119,8 @@ def _to_row(doc: Doc, src, spec: IngestSpec, root: Path) -> tuple[dict[str, Any]
     key, removed_from_key = strip_control_chars(doc.key)
     text = text.strip()
     if not text:
-        return Bad(doc.origin, where, "empty_text", "text is empty, whitespace or control characters only",
-                   preview), 0
+        what = "control characters and whitespace only" if removed else "empty or whitespace only"
+        return Bad(doc.origin, where, "empty_text", f"text is {what}", preview), 0
     if len(text) > spec.max_doc_chars:
         return Bad(doc.origin, where, "oversized", f"{len(text)} characters > ingest.max_doc_chars "
                    f"({spec.max_doc_chars})", text), 0

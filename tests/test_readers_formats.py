@@ -193,9 +193,10 @@ def test_save_to_disk_folder_is_read_without_its_metadata(tmp_path):
     (ds / "state.json").write_text(json.dumps({"_data_files": [{"filename": "data-00000-of-00002.arrow"},
                                                                 {"filename": "data-00001-of-00002.arrow"}]}))
     items = read(tmp_path, ["hf_saved"])
+    first, second = "hf_saved/data-00000-of-00002.arrow", "hf_saved/data-00001-of-00002.arrow"
     assert [(d.text, d.meta, d.full_origin) for d in items] == [
-        ("a0", {"n": 0}, "hf_saved/data-00000-of-00002.arrow:1"), ("a1", {"n": 1}, "hf_saved/data-00000-of-00002.arrow:2"),
-        ("b0", {"n": 2}, "hf_saved/data-00001-of-00002.arrow:1"), ("b1", {"n": 3}, "hf_saved/data-00001-of-00002.arrow:2")]
+        ("a0", {"n": 0}, f"{first}:1"), ("a1", {"n": 1}, f"{first}:2"),
+        ("b0", {"n": 2}, f"{second}:1"), ("b1", {"n": 3}, f"{second}:2")]
 
 
 def test_hub_layout_skips_the_dataset_card_but_not_an_ordinary_readme(tmp_path):
@@ -272,7 +273,8 @@ def crawl_records() -> list[bytes]:
         warc_record("metadata", "http://a.example/", b"fetchTimeMs: 12\r\n", "application/warc-fields"),
         warc_record("response", "http://b.example/x.png", http_response(b"\x89PNG....", "image/png"), HTTP),
         warc_record("response", "http://c.example/", http_response(b"<html><body></body></html>", "text/html"), HTTP),
-        warc_record("response", "http://d.example/", http_response(ARTICLE.replace(b"Rivers", b"Mills"), "text/html"), HTTP),
+        warc_record("response", "http://d.example/", http_response(ARTICLE.replace(b"Rivers", b"Mills"),
+                                                                     "text/html"), HTTP),
     ]
 
 
@@ -281,7 +283,8 @@ def test_warc_gz_responses_become_main_text_and_the_rest_is_accounted(tmp_path):
     items = read(tmp_path, ["crawl.warc.gz"])
     kept = docs(items)
     assert [(d.location, d.meta["url"], d.meta["date"]) for d in kept] == [
-        ("record 1", "http://a.example/", "2024-05-06T07:08:09Z"), ("record 4", "http://d.example/", "2024-05-06T07:08:09Z")]
+        ("record 1", "http://a.example/", "2024-05-06T07:08:09Z"),
+        ("record 4", "http://d.example/", "2024-05-06T07:08:09Z")]
     assert "The river turns the mill wheel" in kept[0].text
     assert "Home" not in kept[0].text and "Copyright" not in kept[0].text   # boilerplate gone: main content
     assert bads(items) == [("record 2", "not_html"), ("record 3", "empty_extraction")]  # 3 skipped kinds uncounted

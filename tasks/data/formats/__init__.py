@@ -57,8 +57,9 @@ def _read_one(stream: Stream, path: Path, shown: str, src: FilesSource, root: Pa
     fmt = detect_format(stream, path, src.format)
     if fmt is None:
         what = f"{stream.compression}-compressed " if stream.compression else ""
-        yield Bad(shown, "", "unsupported_format", f"no reader for {what}{inner_suffix(path) or 'files without a suffix'}"
-                  f" (content starts {stream.head(8)!r}); supported: {', '.join(sorted(FORMAT_BY_SUFFIX))}")
+        name = inner_suffix(path) or "files without a suffix"
+        yield Bad(shown, "", "unsupported_format", f"no reader for {what}{name} (content starts "
+                  f"{stream.head(8)!r}); supported: {', '.join(sorted(FORMAT_BY_SUFFIX))}")
     elif fmt == "jsonl":
         yield from read_jsonl(stream, path, shown, src, root, cap)
     elif fmt in ("csv", "tsv"):

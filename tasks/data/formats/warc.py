@@ -115,7 +115,8 @@ def _document(record, body: bytes, shown: str, where: str) -> Doc | Bad:
     if not text.strip():
         return Bad(shown, where, "empty_extraction", f"no main text in {len(body):,} bytes of HTML; {meta['url']}",
                    html[:500])
-    return Doc(key=key, text=text, origin=shown, location=where, meta={**meta, "warc_type": "response" if record.is_http else "resource"})
+    kind = "response" if record.is_http else "resource"
+    return Doc(key=key, text=text, origin=shown, location=where, meta={**meta, "warc_type": kind})
 
 
 def _charset(content_type: str) -> str | None:
