@@ -75,6 +75,16 @@ def test_truncated_stream_keeps_the_records_before_the_cut(tmp_path, codec):
     assert isinstance(items[-1], Bad)
 
 
+def test_truncated_compressed_text_file_is_one_truncated_document(tmp_path):
+    story = ("Once upon a time there was a mill by the river. " * 4000).encode()
+    packed = zstandard.ZstdCompressor().compress(story)
+    (tmp_path / "story.md.zst").write_bytes(packed[:-8])
+    (tmp_path / "whole.md.zst").write_bytes(packed)
+    items = read(tmp_path, ["."])
+    assert [(i.origin, i.reason) for i in items if isinstance(i, Bad)] == [("story.md.zst", "truncated")]
+    assert [(d.origin, d.text) for d in docs(items)] == [("whole.md.zst", story.decode())]
+
+
 def test_corrupt_gzip_block_is_damage_not_garbage(tmp_path):
     lines = jsonl_lines(20000)
     packed = bytearray(gzip.compress(("\n".join(lines) + "\n").encode()))
