@@ -30,6 +30,7 @@ from tasks.train.data import BatchPlan
 from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared
 from tasks.train.runlog import rounded
 from tasks.train.sft_data import Packed, pack_samples, render_records, sft_loss_sums, step_loss
+from tasks.train.weights import load_weights
 
 
 @dataclass
@@ -54,7 +55,7 @@ def prepare_data(pretrain_dir: Path, mix_dir: Path, instruct_dir: Path, train: A
     pre = json.loads((pretrain_dir / "config.json").read_text())
     base = ModelConfig.from_dict({**pre["model"], "dropout": train.dropout,
                                   "seq_len": train.seq_len or pre["model"]["seq_len"]})
-    state = torch.load(pretrain_dir / "model.pt", map_location="cpu", weights_only=True)
+    state = load_weights(pretrain_dir)
     # Claimed <|reserved_N|> rows were never inputs in pretraining: start them (and any new rows) at the mean.
     reinit = sorted(i for i in added.values() if i < base.vocab_size)
     state, cfg = resize_embeddings(state, base, max(vocab_size(tok), base.vocab_size), seed, reinit=reinit)
