@@ -33,6 +33,10 @@ def checkpoint_dir(root: Path) -> Path:
 
 def make_job(spec: PretrainJob, paths: StagePaths) -> PretrainRun:
     launch_dir = paths.run_record.parent / "pretrain-launch"
+    init = spec.model.init
+    if init.kind == "hf" and not Path(init.path).is_absolute():  # ranks may run elsewhere: an absolute path
+        init = init.model_copy(update={"path": str((paths.root / init.path).resolve())})
+        spec = spec.model_copy(update={"model": spec.model.model_copy(update={"init": init})})
     return PretrainRun(spec=spec, mix_dir=str(paths.input("mix").resolve()), out_dir=str(paths.out.resolve()),
                        ckpt_dir=str(checkpoint_dir(paths.root).resolve()), reports_dir=str(paths.reports.resolve()),
                        marker_dir=str((launch_dir / "markers").resolve()), seed=paths.seed,

@@ -21,6 +21,7 @@ from tasks.train.config import ModelConfig
 from tasks.train.data import EvalData, loss_sums
 from tasks.train.deepspeed_adapter import (full_fp32_param, pipeline_eval_sums, pipeline_local_layers,
                                            use_weights_only_loader)
+from tasks.train.init_weights import WeightSource
 from tasks.train.parallelize import Layout, build_engine
 from tasks.train.weights import shard_path, write_shard
 
@@ -36,11 +37,11 @@ class Engine:
     """One rank's DeepSpeed engine plus what the training loop asks of it."""
 
     def __init__(self, cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: dict[str, Any],
-                 init_state: dict[str, torch.Tensor] | None = None):
-        """`init_state`: plain-model weights to start from (SFT: the pretrained model; pp = tp = 1 only)."""
+                 init: WeightSource | None = None):
+        """`init`: the weights to start from (SFT: the pretrained model; a Hugging Face checkpoint), read as
+        this rank's slices; None is the seeded random init."""
         self.cfg, self.job, self.layout = cfg, job, layout
-        self.ds, self.optimizer, self.scheduler, self.dp_group = build_engine(cfg, job, layout, seed, ds_cfg,
-                                                                              init_state)
+        self.ds, self.optimizer, self.scheduler, self.dp_group = build_engine(cfg, job, layout, seed, ds_cfg, init)
 
     def _dp_mean(self, loss: torch.Tensor) -> float:
         if self.layout.dp > 1:

@@ -123,7 +123,7 @@ def start(job: PretrainRun | SFTRun, rank: int, hooks: Hooks) -> TrainResult:
             raise ValueError(error)  # before the costly set-up: nothing has been touched
         if rank == 0:
             write_json_atomic(store.folder / "ds_config.json", dsc)
-        engine = Engine(prepared.cfg, job.spec, layout, job.seed, dsc, init_state=prepared.init_state)
+        engine = Engine(prepared.cfg, job.spec, layout, job.seed, dsc, init=prepared.init)
         trainer = Trainer(objective, prepared, engine, store, job, hooks, t_start=t_start)
         return trainer.fit(tag, start_step, rows, dsc)
     finally:
