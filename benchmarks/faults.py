@@ -66,7 +66,7 @@ def scenarios(quick: bool):
         ("read-only output", False, disk.read_only_output),
         ("two dvc repro", False, conc.two_dvc_repro),
         ("two flows", True, conc.two_flows),
-        ("pickled code in model.pt", False, sec.pickled_model),
+        ("pickled code as weights", False, sec.pickled_model),
         ("tampered DeepSpeed checkpoint", True, sec.tampered_deepspeed_checkpoint),
         ("Prefect server address", False, sec.prefect_listener),
         ("training rendezvous address", False, sec.rendezvous_listener),

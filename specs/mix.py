@@ -9,6 +9,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from specs.base import StrictModel
+from specs.init import ModelInitSpec
 
 SOURCE_NAME = r"^[a-z][a-z0-9_]{0,31}$"  # same rule as ingest source names
 BYTE_ALPHABET = 256  # a byte-level BPE always holds the 256 byte symbols
@@ -212,8 +213,19 @@ class MixSpec(StrictModel):
             raise ValueError(f"dtype uint16 holds 65,536 ids but tokenizer.vocab_size is {self.tokenizer.vocab_size}")
         return self
 
-    def token_dtype(self) -> str:
-        """numpy dtype string of token ids on disk (explicitly little-endian)."""
+    def token_dtype(self, vocab_size: int | None = None) -> str:
+        """numpy dtype string of token ids on disk (explicitly little-endian); `vocab_size`: the tokenizer's
+        actual size when it is not the one trained here (a checkpoint's)."""
+        vocab = self.tokenizer.vocab_size if vocab_size is None else vocab_size
+        if self.dtype == "uint16" and vocab > 1 << 16:
+            raise ValueError(f"mix.dtype: uint16 holds 65,536 ids but the tokenizer has {vocab}")
         if self.dtype == "auto":
-            return "<u2" if self.tokenizer.vocab_size <= 1 << 16 else "<u4"
+            return "<u2" if vocab <= 1 << 16 else "<u4"
         return {"uint16": "<u2", "uint32": "<u4"}[self.dtype]
+
+
+class MixJob(MixSpec):
+    """What the mix stage's `run()` receives: its section plus `model.init`, which decides whether a
+    tokenizer is trained here (`random`) or the checkpoint's is used (`hf`)."""
+
+    model_init: ModelInitSpec = Field(default_factory=ModelInitSpec, description="`model.init` (read-only here).")

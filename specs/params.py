@@ -14,7 +14,7 @@ from specs.clean import CleanSpec
 from specs.evaluate import EvaluateSpec
 from specs.ingest import IngestSpec
 from specs.instruct import InstructJob, InstructSpec
-from specs.mix import MixSpec
+from specs.mix import MixJob, MixSpec
 from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec, layout_problems
 from specs.review import ReviewSpec
 from specs.run import RunSpec
@@ -78,6 +78,8 @@ class Params(StrictModel):
                                adaptive=self.mix.adaptive)
         if stage == "sft":
             return SFTJob.from_sections(self.sft, self.parallel)
+        if stage == "mix":
+            return MixJob(**self.mix.model_dump(), model_init=self.model.init)
         if stage == "instruct":
             return InstructJob(instruct=self.instruct, eval_prompts=[p.text for p in self.evaluate.prompts])
         return getattr(self, "validate_" if stage == "validate" else stage)

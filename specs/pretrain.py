@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from specs.base import StrictModel
+from specs.init import ModelInitSpec
 from specs.mix import AdaptiveMixSpec
 from specs.train import TrainLoopSpec
 from tasks.train.config import ffn_hidden_size  # pure Python: the one owner of the shape numbers
@@ -18,6 +19,11 @@ FLAVORS: dict[str, dict[str, int]] = {
     "350m": {"n_layers": 24, "n_heads": 16, "n_kv_heads": 16, "d_model": 1024},
     "1b": {"n_layers": 16, "n_heads": 32, "n_kv_heads": 8, "d_model": 2048},
 }
+
+
+# What a checkpoint's config.json decides: setting one of these beside `init.kind: hf` is a conflict, not an override.
+CHECKPOINT_KEYS = frozenset({"flavor", "n_layers", "n_heads", "n_kv_heads", "d_model", "ffn_multiple_of",
+                             "tie_embeddings", "rope_theta", "norm_eps"})
 
 
 class ModelSpec(StrictModel):
@@ -40,6 +46,8 @@ class ModelSpec(StrictModel):
     rope_theta: float = Field(10_000.0, gt=0, description="RoPE base frequency.")
     norm_eps: float = Field(1e-5, gt=0, lt=1, description="RMSNorm epsilon.")
     init_std: float = Field(0.02, gt=0, lt=1, description="Std of the normal weight initialization.")
+    init: ModelInitSpec = Field(default_factory=ModelInitSpec, description="Where the weights start: a seeded "
+                                "random init of this shape, or a Hugging Face checkpoint (its own shape).")
 
     def resolved(self) -> dict[str, int]:
         """n_layers, n_heads, n_kv_heads, d_model with the flavor's values filled in."""
@@ -48,6 +56,14 @@ class ModelSpec(StrictModel):
 
     @model_validator(mode="after")
     def _shape_fits(self) -> "ModelSpec":
+        if self.init.kind == "hf":
+            # A key at its default counts as unset: params.yaml lists every key, and only a changed one conflicts.
+            conflicting = sorted(k for k in self.model_fields_set & CHECKPOINT_KEYS
+                                 if getattr(self, k) != type(self).model_fields[k].default)
+            if conflicting:
+                raise ValueError(f"model.{conflicting[0]}: comes from the checkpoint's config.json with "
+                                 f"model.init.kind: hf; remove it (conflicting keys: {', '.join(conflicting)})")
+            return self
         r = self.resolved()
         if r["d_model"] % r["n_heads"]:
             raise ValueError(f"d_model ({r['d_model']}) must be divisible by n_heads ({r['n_heads']})")
@@ -118,16 +134,24 @@ class PretrainJob(StrictModel):
 
 
 def layout_problems(model: ModelSpec, parallel: ParallelSpec) -> list[str]:
-    """Why this rank layout cannot hold this model (empty when it can), each naming the params key."""
-    r, p = model.resolved(), parallel
-    problems = []
-    if r["n_heads"] % p.tp or r["n_kv_heads"] % p.tp:
-        problems.append(f"parallel.tp: must divide model n_heads ({r['n_heads']}) and n_kv_heads "
-                        f"({r['n_kv_heads']}), got {p.tp}")
-    ffn = ffn_hidden_size(r["d_model"], model.ffn_multiple_of)
-    if ffn % p.tp:
-        problems.append(f"parallel.tp: must divide the SwiGLU width {ffn} (from model.d_model and "
-                        f"model.ffn_multiple_of), got {p.tp}")
-    if r["n_layers"] % p.pp:
-        problems.append(f"parallel.pp: must divide model n_layers ({r['n_layers']}), got {p.pp}")
+    """Why this rank layout cannot hold this model (empty when it can), each naming the params key. A
+    checkpoint's shape is known only once its config.json is read: pretrain checks it then (`shape_problems`)."""
+    if model.init.kind == "hf":
+        return []
+    r = model.resolved()
+    return shape_problems(r["n_heads"], r["n_kv_heads"], ffn_hidden_size(r["d_model"], model.ffn_multiple_of),
+                          r["n_layers"], parallel)
+
+
+def shape_problems(n_heads: int, n_kv_heads: int, ffn_hidden: int, n_layers: int, parallel: ParallelSpec,
+                   ffn_from: str = "model.d_model and model.ffn_multiple_of") -> list[str]:
+    """Why `parallel` cannot split a model of this shape (empty when it can), each naming the params key."""
+    p, problems = parallel, []
+    if n_heads % p.tp or n_kv_heads % p.tp:
+        problems.append(f"parallel.tp: must divide model n_heads ({n_heads}) and n_kv_heads ({n_kv_heads}), "
+                        f"got {p.tp}")
+    if ffn_hidden % p.tp:
+        problems.append(f"parallel.tp: must divide the SwiGLU width {ffn_hidden} (from {ffn_from}), got {p.tp}")
+    if n_layers % p.pp:
+        problems.append(f"parallel.pp: must divide model n_layers ({n_layers}), got {p.pp}")
     return problems

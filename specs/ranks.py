@@ -58,7 +58,7 @@ class SFTRun(_RankJobBase):
 
     objective: Literal["sft"] = "sft"
     spec: SFTJob
-    pretrain_dir: str = Field(..., description="pretrain's output folder (model.pt, config.json).")
+    pretrain_dir: str = Field(..., description="pretrain's output folder (model.safetensors, config.json).")
     instruct_dir: str = Field(..., description="instruct's output folder (train/heldout.jsonl).")
     pretrain_fingerprint: str = Field(..., description="Hash prefix of the starting weights: a checkpoint "
                                       "trained from other weights is not resumed.")

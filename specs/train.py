@@ -75,7 +75,8 @@ class TrainLoopSpec(StrictModel):
     """What every training objective's loop is driven by: steps, batches, precision, optimizer, cadences of
     logging / evaluation / checkpoints, the stability guard, telemetry and the sanity mode."""
 
-    steps: int = Field(200, ge=1, description="Optimizer steps.")
+    steps: int = Field(200, ge=0, description="Optimizer steps; 0 trains nothing and writes the starting weights "
+                       "(with `model.init.kind: hf`, a conversion-only run: HF → forgeline, evaluated downstream).")
     micro_batch_size: int = Field(8, ge=1, description="Sequences (packed rows) per rank per micro-batch.")
     grad_accum: int = Field(1, ge=1, description="Micro-batches per optimizer step (per pipeline: micro-batches).")
     precision: Literal["fp32", "bf16", "fp16"] = Field(

@@ -1,6 +1,6 @@
 """Stage `evaluate`: held-out perplexity, generations for fixed prompts, and the spot-check sample for review.
 
-Inputs: data/pretrain/ (`model.pt`, `config.json`), data/mix/ (`tokenizer.json`, `packing.json`, val shards),
+Inputs: data/pretrain/ (`model.safetensors`, `config.json`), data/mix/ (`tokenizer.json`, `packing.json`, val shards),
 data/clean/ (kept `shards/*.parquet`, drop ledger `dropped.parquet`).
 Outputs (data/evaluate/):
   perplexity.json     loss and perplexity overall and per source (tasks/eval/perplexity.py)
@@ -27,6 +27,7 @@ from tasks.data.tokenizer import load_tokenizer
 from tasks.eval.generate import load_model, run_generations, torch_threads
 from tasks.eval.perplexity import perplexity
 from tasks.eval.spotcheck import Flagger, build_sample, sample_sha256, sample_text
+from tasks.train.weights import weight_files
 
 log = logging.getLogger("forgeline.evaluate")
 OUTPUTS = ("perplexity.json", "generations.jsonl", "spotcheck.jsonl", "report.json")
@@ -34,9 +35,10 @@ OUTPUTS = ("perplexity.json", "generations.jsonl", "spotcheck.jsonl", "report.js
 
 def run(spec: EvaluateSpec, paths: StagePaths) -> StageResult:
     pretrain, mix, clean = paths.input("pretrain"), paths.input("mix"), paths.input("clean")
-    for needed in (pretrain / "model.pt", pretrain / "config.json", mix / "tokenizer.json", mix / "packing.json"):
+    for needed in (pretrain / "config.json", mix / "tokenizer.json", mix / "packing.json"):
         if not needed.exists():
             raise FileNotFoundError(f"evaluate: {needed} not found (run the upstream stages first)")
+    weight_files(pretrain)  # raises, naming the folder, when pretrain has not finished
     layout = json.loads((mix / "packing.json").read_text())
     eos_id = layout.get("eos_id")
 

@@ -1,6 +1,6 @@
 """Stage `export`: the SFT model as a Hugging Face `LlamaForCausalLM` folder, verified by reloading it.
 
-Inputs: data/sft/ (`model.pt` consolidated fp32 state dict, `config.json`, `tokenizer.json` with the chat role
+Inputs: data/sft/ (`model.safetensors` consolidated fp32 weights, `config.json`, `tokenizer.json` with the chat role
 tokens, `chat_template.jinja`, `report.json`). For the model card's lineage it also reads, without declaring them
 (they are upstream of sft transitively), every earlier stage's `data/<stage>/manifest.json` and
 `metrics/<stage>.json`, `data/review/decision.json` and `params.yaml`.
@@ -24,7 +24,6 @@ import logging
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
 
 from specs.export import ExportSpec
@@ -36,6 +35,7 @@ from tasks.data.tokenizer import load_tokenizer
 from tasks.train.chat import render, render_jinja, render_text
 from tasks.train.hf_export import ExportMismatch, check_hf, export_hf, publish_folder
 from tasks.train.model import ModelConfig
+from tasks.train.weights import load_weights, weight_files
 from tasks.eval.generate import torch_threads
 
 log = logging.getLogger("forgeline.export")
@@ -43,7 +43,7 @@ log = logging.getLogger("forgeline.export")
 HF_DIR = "hf"
 STAGING_DIR = "hf-unverified"
 REPORT = "report.json"
-SFT_FILES = ("model.pt", "config.json", "tokenizer.json", "chat_template.jinja")
+SFT_FILES = ("config.json", "tokenizer.json", "chat_template.jinja")  # + the weights (`weight_files`)
 LINEAGE_STAGES = ("ingest", "validate", "clean", "mix", "pretrain", "evaluate", "review", "instruct", "sft")
 PARAM_SECTIONS = ("model", "pretrain", "sft")
 VERIFY_BATCH = 2
@@ -70,8 +70,9 @@ def run(spec: ExportSpec, paths: StagePaths) -> StageResult:
     for name in SFT_FILES:
         if not (sft / name).is_file():
             raise FileNotFoundError(f"export: {sft / name} not found (run the sft stage first)")
+    weight_files(sft)  # raises, naming the folder, when sft has not finished
     cfg = ModelConfig.from_dict(json.loads((sft / "config.json").read_text())["model"])
-    state = torch.load(sft / "model.pt", map_location="cpu", weights_only=True)
+    state = load_weights(sft)
     template = (sft / "chat_template.jinja").read_text(encoding="utf-8")
     params = read_params(paths.root / "params.yaml")
     lineage = lineage_rows(paths.root)

@@ -23,13 +23,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from specs.mix import MixSpec
+from specs.mix import MixJob, MixSpec
 from specs.results import StageResult
-from tasks.core.files import write_json_atomic
+from tasks.core.files import sha256_file, write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
 from tasks.data.packing import pack_split, write_layout
 from tasks.data.records import read_records
-from tasks.data.tokenizer import encode_documents, save_tokenizer, train_tokenizer
+from tasks.data.tokenizer import checkpoint_tokenizer, encode_documents, save_tokenizer, train_tokenizer
 
 log = logging.getLogger("forgeline.mix")
 Docs = dict[str, list[tuple[str, str]]]  # source -> [(id, text)] sorted by id
@@ -43,6 +43,7 @@ def hash_unit(*parts: object) -> float:
 
 
 def run(spec: MixSpec, paths: StagePaths) -> StageResult:
+    """`spec` is a MixJob from params (a plain MixSpec, as tests pass, means `model.init.kind: random`)."""
     docs = read_corpus(paths.input("clean"))
     shares = target_shares(spec, docs)
     train, val = split_docs(docs, spec.val_fraction, spec.min_val_docs)
@@ -50,12 +51,8 @@ def run(spec: MixSpec, paths: StagePaths) -> StageResult:
         if w > 0 and not train[s]:
             raise ValueError(f"mix: source {s!r} has weight {w:.3g} but no train documents ({len(val[s])} in val)")
 
-    specials = spec.tokenizer.all_special_tokens()
-    sample = tokenizer_sample(train, shares, spec.tokenizer.train_chars)
-    tok = train_tokenizer(sample, spec.tokenizer.vocab_size, spec.tokenizer.min_frequency, specials)
-    save_tokenizer(tok, paths.out / "tokenizer.json")
-    dtype, eos_id = spec.token_dtype(), tok.token_to_id(specials[0])
-    special_ids = {t: tok.token_to_id(t) for t in specials}
+    tok, special_ids, eos, tok_report = make_tokenizer(spec, train, shares, paths)
+    dtype, eos_id = spec.token_dtype(tok.get_vocab_size()), special_ids[eos]
     tokens = {split: {s: encode_documents(tok, [t for _, t in d[s]], dtype, f"{split}/{s}") for s in d}
               for split, d in (("train", train), ("val", val))}
 
@@ -88,8 +85,8 @@ def run(spec: MixSpec, paths: StagePaths) -> StageResult:
     sources = {s: _source_row(s, spec, docs, train, val, shares, avail, targets, planned, realized, tokens)
                for s in sorted(docs)}
     report = {
-        "tokenizer": {"vocab_size": tok.get_vocab_size(), "vocab_size_requested": spec.tokenizer.vocab_size,
-                      "special_ids": special_ids, "train_texts": len(sample), "train_chars": sum(map(len, sample))},
+        "tokenizer": {"vocab_size": tok.get_vocab_size(), "special_ids": special_ids, "eos_token": eos,
+                      **tok_report},
         "token_budget": budget, "realized_tokens": sum(realized.values()), "seq_len": spec.seq_len, "dtype": dtype,
         "seed": paths.seed, "max_repetition": spec.max_repetition, "on_shortfall": spec.on_shortfall,
         "sources": sources, "totals": {k: sum(v[k] for v in sources.values()) for k in TOTALS},
@@ -97,6 +94,29 @@ def run(spec: MixSpec, paths: StagePaths) -> StageResult:
     }
     write_json_atomic(paths.out / "report.json", report)
     return StageResult(stage="mix", counts=_counts(report), summary=_summary(report), table=_table(sources))
+
+
+def make_tokenizer(spec: MixSpec, train: Docs, shares: dict[str, float],
+                   paths: StagePaths) -> tuple[Any, dict[str, int], str, dict[str, Any]]:
+    """(tokenizer, special ids, end token, report facts), written to `tokenizer.json`: trained here on a
+    weighted sample of train text, or — with `model.init.kind: hf` — the checkpoint's own, copied byte for byte
+    (a model must see the ids it was trained with; nothing is trained)."""
+    init = spec.model_init if isinstance(spec, MixJob) else None
+    if init is not None and init.kind == "hf":
+        folder = Path(init.path)
+        folder = folder if folder.is_absolute() else paths.root / folder
+        tok, special_ids, eos = checkpoint_tokenizer(folder)
+        write_text_atomic(paths.out / "tokenizer.json", (folder / "tokenizer.json").read_text(encoding="utf-8"))
+        log.info("tokenizer: the checkpoint's (%s, %d tokens); none trained", folder, tok.get_vocab_size())
+        return tok, special_ids, eos, {"source": "checkpoint", "trained": False, "checkpoint": init.path,
+                                       "sha256": sha256_file(folder / "tokenizer.json")}
+    specials = spec.tokenizer.all_special_tokens()
+    sample = tokenizer_sample(train, shares, spec.tokenizer.train_chars)
+    tok = train_tokenizer(sample, spec.tokenizer.vocab_size, spec.tokenizer.min_frequency, specials)
+    save_tokenizer(tok, paths.out / "tokenizer.json")
+    return tok, {t: tok.token_to_id(t) for t in specials}, specials[0], {
+        "source": "trained", "trained": True, "vocab_size_requested": spec.tokenizer.vocab_size,
+        "train_texts": len(sample), "train_chars": sum(map(len, sample))}
 
 
 def _source_row(s, spec, docs, train, val, shares, avail, targets, planned, realized, tokens) -> dict[str, Any]:
@@ -255,7 +275,10 @@ def _table(sources: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _summary(report: dict[str, Any]) -> str:
     sp = report["splits"]
-    lines = [f"**mix**: vocab {report['tokenizer']['vocab_size']:,}; train {sp['train']['stream_tokens']:,} tokens "
+    t = report["tokenizer"]
+    origin = f"the checkpoint's tokenizer ({t['checkpoint']}, none trained)" if t["source"] == "checkpoint" else \
+        "trained here"
+    lines = [f"**mix**: vocab {t['vocab_size']:,} ({origin}); train {sp['train']['stream_tokens']:,} tokens "
              f"in {sp['train']['sequences']:,} sequences of {report['seq_len']}+1; val {sp['val']['stream_tokens']:,} "
              f"tokens in {sp['val']['sequences']:,} (budget {report['token_budget']:,}, max "
              f"{report['max_repetition']:g} epochs).", "",

@@ -2,9 +2,9 @@
 (data × tensor × pipeline parallel, ZeRO 0–3), resumable from checkpoints.
 
 Inputs: data/mix/ (packing.json: seq_len, vocab; train/val shards and index; tokenizer.json).
-Outputs (data/pretrain/): `model.pt` (consolidated fp32 state dict of the plain pp = 1, tp = 1 model, load with
-`torch.load(..., weights_only=True)` into `tasks.train.model.Transformer(ModelConfig.from_dict(config["model"]),
-seed)`), `config.json`, `ds_config.json`, `metrics.jsonl`, `report.json` — all byte-identical on an identical
+Outputs (data/pretrain/): `model.safetensors` (consolidated fp32 weights of the plain pp = 1, tp = 1 model, merged
+from per-rank shards; past 2 GiB Hugging Face's `model-NNNNN-of-NNNNN.safetensors` + index; read with
+`tasks.train.weights.load_weights` into `tasks.train.model.Transformer(ModelConfig.from_dict(config["model"]), seed)`), `config.json`, `ds_config.json`, `metrics.jsonl`, `report.json` — all byte-identical on an identical
 rerun (wall-clock facts are in the StageResult summary, the log, wandb and reports/pretrain/telemetry.jsonl only),
 plus `incidents.jsonl` (stability guard) and `plots/*.csv` (loss curves for `dvc plots show`).
 Checkpoints: `checkpoints/pretrain/` (not inside data/pretrain, which DVC deletes before a rerun; declared a
@@ -33,6 +33,10 @@ def checkpoint_dir(root: Path) -> Path:
 
 def make_job(spec: PretrainJob, paths: StagePaths) -> PretrainRun:
     launch_dir = paths.run_record.parent / "pretrain-launch"
+    init = spec.model.init
+    if init.kind == "hf" and not Path(init.path).is_absolute():  # ranks may run elsewhere: an absolute path
+        init = init.model_copy(update={"path": str((paths.root / init.path).resolve())})
+        spec = spec.model_copy(update={"model": spec.model.model_copy(update={"init": init})})
     return PretrainRun(spec=spec, mix_dir=str(paths.input("mix").resolve()), out_dir=str(paths.out.resolve()),
                        ckpt_dir=str(checkpoint_dir(paths.root).resolve()), reports_dir=str(paths.reports.resolve()),
                        marker_dir=str((launch_dir / "markers").resolve()), seed=paths.seed,

@@ -1,8 +1,8 @@
 """Stage `sft`: finetune the pretrained model on instruct's conversations (after the review gate approved it).
 
-Inputs: data/review/decision.json (must say approve), data/pretrain/{model.pt, config.json}, data/mix/tokenizer.json,
+Inputs: data/review/decision.json (must say approve), data/pretrain/{model.safetensors, config.json}, data/mix/tokenizer.json,
 data/instruct/{train,heldout}.jsonl. Ranks are launched like pretraining's (tasks/train/launch.py) and run the
-one Trainer with the SFT objective (tasks/train/objectives/sft.py). Outputs (data/sft/): `model.pt`, `config.json`, `tokenizer.json` (with the chat
+one Trainer with the SFT objective (tasks/train/objectives/sft.py). Outputs (data/sft/): `model.safetensors`, `config.json`, `tokenizer.json` (with the chat
 role tokens), `chat_template.jinja`, `metrics.jsonl`, `incidents.jsonl`, `plots/*.csv`, `comparisons.jsonl`
 (held-out prompts answered by the pretrained and the finetuned model, side by side), `spotcheck.jsonl` (the
 finetuned answers, flagged, for the second review gate `review_sft`) and `report.json`. Checkpoints:
@@ -25,7 +25,7 @@ from specs.ranks import SFTRun, TrainResult
 from specs.results import StageResult
 from specs.review import GateReport, ReviewDecision
 from specs.sft import SFTJob
-from tasks.core.files import sha256_file, write_json_atomic, write_text_atomic
+from tasks.core.files import write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
 from tasks.eval.generate import generate, prompt_seed, torch_threads
 from tasks.eval.spotcheck import Flagger, generation_items, sample_text
@@ -34,6 +34,7 @@ from tasks.train.config import ModelConfig
 from tasks.train.launch import environ_context, launch
 from tasks.train.model import Transformer
 from tasks.train.objectives.sft import prepare_data, read_jsonl
+from tasks.train.weights import load_weights, weight_files, weights_fingerprint
 
 log = logging.getLogger("forgeline.sft")
 CHECKPOINT_DIR = Path("checkpoints") / "sft"
@@ -51,7 +52,8 @@ def run(spec: SFTJob, paths: StagePaths) -> StageResult:
     if decision.decision != "approve":
         raise ValueError(f"sft: the review gate rejected the pretrained model ({decision.reviewer}): "
                          f"{decision.notes}")
-    for needed in (pretrain / "model.pt", mix / "tokenizer.json", instruct / "train.jsonl"):
+    weight_files(pretrain)  # raises, naming the folder, when pretrain has not finished
+    for needed in (mix / "tokenizer.json", instruct / "train.jsonl"):
         if not needed.exists():
             raise FileNotFoundError(f"sft: {needed} not found (run the upstream stages first)")
     paths.out.mkdir(parents=True, exist_ok=True)
@@ -60,7 +62,7 @@ def run(spec: SFTJob, paths: StagePaths) -> StageResult:
                  ckpt_dir=str((paths.root / CHECKPOINT_DIR).resolve()), reports_dir=str(paths.reports.resolve()),
                  marker_dir=str((launch_dir / "markers").resolve()), seed=paths.seed, context=environ_context(),
                  pretrain_dir=str(pretrain.resolve()), instruct_dir=str(instruct.resolve()),
-                 pretrain_fingerprint=sha256_file(pretrain / "model.pt")[:16])
+                 pretrain_fingerprint=weights_fingerprint(pretrain)[:16])
     result = launch(job, launch_dir, root=paths.root)
     out = result.outputs
 
@@ -95,7 +97,7 @@ def compare(spec: SFTJob, paths: StagePaths, data: Any, instruct: Path) -> list[
     cfg = ModelConfig.from_dict({**data.cfg.to_dict(), "dropout": 0.0})
     models = {}
     for name, state in (("pretrained", data.init_state),
-                        ("finetuned", torch.load(paths.out / "model.pt", map_location="cpu", weights_only=True))):
+                        ("finetuned", load_weights(paths.out))):
         model = Transformer(cfg, seed=0)
         model.load_state_dict(state, strict=True)
         models[name] = model.eval()

@@ -64,15 +64,16 @@ def write_clean(root: Path) -> None:
 
 
 def write_model(root: Path) -> None:
-    """A tiny untrained model saved the way pretrain saves one (model.pt + config.json)."""
+    """A tiny untrained model saved the way pretrain saves one (model.safetensors + config.json)."""
     from tasks.train.model import ModelConfig, Transformer
+    from tasks.train.weights import save_weights
 
     layout = json.loads((root / "data" / "mix" / "packing.json").read_text())
     cfg = ModelConfig(vocab_size=layout["vocab_size"], seq_len=layout["seq_len"], n_layers=2, n_heads=4,
                       n_kv_heads=2, d_model=32, ffn_hidden=64, init_std=0.2)  # wide init: peaked logits
     out = root / "data" / "pretrain"
     out.mkdir(parents=True)
-    torch.save(Transformer(cfg, seed=3).state_dict(), out / "model.pt")
+    save_weights(out, Transformer(cfg, seed=3).state_dict())
     (out / "config.json").write_text(json.dumps({"model": cfg.to_dict(), "vocab_size": cfg.vocab_size,
                                                  "seq_len": cfg.seq_len}))
 

@@ -25,6 +25,7 @@ from tasks.train.chat import ChatFormat, extend_tokenizer, jinja_template, rende
 from tasks.train.hf_export import ExportMismatch
 from tasks.train.config import ModelConfig, param_count
 from tasks.train.model import Transformer
+from tasks.train.weights import load_weights, save_weights
 
 TEXTS = ["The mill by the river grinds grain. What does the miller do?\n", "def add(a, b):\n    return a + b\n",
          "Hello there! How are you today? I am fine, thanks.", "Numbers 12345 and symbols <> {} [] ()."] * 20
@@ -61,7 +62,7 @@ def make_project(root: Path, template: str | None = None) -> ModelConfig:
     sft = root / "data" / "sft"
     sft.mkdir(parents=True)
     save_tokenizer(tok, sft / "tokenizer.json")
-    torch.save(tiny_state(cfg), sft / "model.pt")
+    save_weights(sft, tiny_state(cfg))
     (sft / "config.json").write_text(json.dumps({"model": cfg.to_dict(), "vocab_size": cfg.vocab_size,
                                                  "seq_len": cfg.seq_len, "param_count": param_count(cfg),
                                                  "flops_per_token": 1}))
@@ -107,7 +108,7 @@ def test_folder_loads_with_transformers_and_reproduces_logits(exported):
     model = AutoModelForCausalLM.from_pretrained(hf_dir, local_files_only=True, dtype=torch.float32)
     tok = AutoTokenizer.from_pretrained(hf_dir, local_files_only=True)
     ref = Transformer(cfg, seed=0)
-    ref.load_state_dict(torch.load(root / "data" / "sft" / "model.pt", weights_only=True))
+    ref.load_state_dict(load_weights(root / "data" / "sft"))
     ids = torch.tensor([tok(render_text(CONVERSATION), add_special_tokens=False)["input_ids"][: cfg.seq_len]])
     with torch.no_grad():
         want = ref(ids)                                                              # [1, T, V]

@@ -16,6 +16,7 @@ import torch
 
 from tasks.train.launch import build_command
 from tasks.train.model import ModelConfig, Transformer
+from tasks.train.weights import load_weights
 from tests.helpers.pretrain import DRIVER, REPO, SEED, SPEC, fresh_root, run_stage
 
 OUTPUTS = ("report.json", "metrics.jsonl", "config.json", "ds_config.json")
@@ -44,9 +45,9 @@ def test_outputs_and_byte_identical_rerun(reference, mixed, tmp_path):
     rows = [json.loads(line) for line in ref_out["metrics.jsonl"].decode().splitlines()]
     assert [r["step"] for r in rows if r["kind"] == "train"] == [1, 2, 3, 4, 5, 6]
     assert [r["step"] for r in rows if r["kind"] == "eval"] == [3, 6]
-    # model.pt: the plain model's fp32 weights, loadable without unpickling code
+    # model.safetensors: the plain model's fp32 weights, loadable without unpickling code
     config = json.loads(ref_out["config.json"])
-    state = torch.load(root / "data" / "pretrain" / "model.pt", weights_only=True)
+    state = load_weights(root / "data" / "pretrain")
     model = Transformer(ModelConfig.from_dict(config["model"]), SEED)
     model.load_state_dict(state, strict=True)
     assert config["vocab_size"] == json.loads((mixed / "data" / "mix" / "packing.json").read_text())["vocab_size"]

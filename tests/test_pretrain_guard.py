@@ -15,6 +15,7 @@ import torch
 
 from tasks.train.dsconfig import lr_at
 from specs.train import OptimSpec
+from tasks.train.weights import load_weights
 from tests.helpers.pretrain import DRIVER, REPO, SEED, SPEC, fresh_root, run_stage
 
 # Few steps from a fresh model: a wide noise floor, so only the injected faults count as spikes.
@@ -40,7 +41,7 @@ def test_injected_nan_is_skipped_and_recorded(mixed, tmp_path, monkeypatch):
     assert incidents[0]["loss"] == "nan" and incidents[0]["doc_ids"]  # strict JSON, names the documents
     rows = {r["step"]: r for r in read(root, "metrics.jsonl") if r["kind"] == "train"}
     assert rows[5]["loss"] is None and rows[5]["grad_norm"] is None and math.isfinite(rows[8]["loss"])
-    state = torch.load(root / "data" / "pretrain" / "model.pt", weights_only=True)
+    state = load_weights(root / "data" / "pretrain")
     assert all(torch.isfinite(t).all() for t in state.values())
     report = json.loads((root / "data" / "pretrain" / "report.json").read_text())
     assert report["stability"]["actions"] == {"skip": 1} and result.counts["steps"] == 8
@@ -84,7 +85,7 @@ def test_repeated_spikes_roll_back_past_the_bad_batches_and_resume_exactly(mixed
     run_stage(other, rollback_spec())
     for name in ("metrics.jsonl", "incidents.jsonl", "report.json"):
         assert (other / "data" / "pretrain" / name).read_bytes() == (root / "data" / "pretrain" / name).read_bytes()
-    assert torch.equal(*(torch.load(r / "data" / "pretrain" / "model.pt", weights_only=True)["layers.1.attn.wq.weight"]
+    assert torch.equal(*(load_weights(r / "data" / "pretrain")["layers.1.attn.wq.weight"]
                          for r in (root, other)))
 
 

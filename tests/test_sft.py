@@ -16,9 +16,10 @@ import torch
 from tests.conftest import kill_point, seed_note
 from tests.helpers.pretrain import fresh_root, run_stage
 from tests.helpers.sft import run_sft
+from tasks.train.weights import load_weights
 
 REPO = Path(__file__).resolve().parents[1]
-OUTPUTS = ("model.pt", "metrics.jsonl", "report.json", "comparisons.jsonl", "spotcheck.jsonl", "tokenizer.json",
+OUTPUTS = ("model.safetensors", "metrics.jsonl", "report.json", "comparisons.jsonl", "spotcheck.jsonl", "tokenizer.json",
            "config.json")
 TOPICS = ["rivers", "mills", "bread", "grain", "boats", "bridges", "stones", "roads", "wells", "barns"]
 
@@ -145,5 +146,5 @@ def test_two_zero2_ranks_train(pretrained, tmp_path):
     run_sft(root, dp=2, zero_stage=2, micro_batch_size=2, steps=4)
     report = json.loads((root / "data" / "sft" / "report.json").read_text())
     assert report["heldout_loss_after"] < report["heldout_loss_before"]
-    state = torch.load(root / "data" / "sft" / "model.pt", weights_only=True)
+    state = load_weights(root / "data" / "sft")
     assert all(torch.isfinite(t).all() for t in state.values())

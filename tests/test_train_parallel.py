@@ -3,7 +3,7 @@
 Every engine run is compared with `tasks.train.testing.reference_run` — plain PyTorch, the same global batch
 per step (dp·grad_accum micro-batches), AdamW, global-norm clipping (active: the norms here exceed 1) and
 schedule — so DeepSpeed's data parallelism, ZeRO partitioning, the pipeline and our tensor-parallel layers are
-all checked against one independent yardstick, and `model.pt` (consolidated from the shards) against its
+all checked against one independent yardstick, and `model.safetensors` (merged from the rank shards) against its
 weights. Start-up dominates: ~8–12 s per 2-rank launch, ~25–35 s for 8 ranks on 2 cores.
 """
 
@@ -21,6 +21,7 @@ from tasks.train.launch import launch
 from tasks.train.model import ModelConfig, Transformer
 from tasks.train.testing import (forward_backward, make_job, reference_run, spawn_gloo, synthetic_mix,
                                  tp_forward_check)
+from tasks.train.weights import load_weights
 
 SEED = 3
 STEPS = 5
@@ -50,7 +51,7 @@ def run_and_compare(tmp_path: Path, mix_dir: Path, spec: PretrainJob, atol: floa
     rows = [json.loads(x) for x in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
     np.testing.assert_allclose([r["loss"] for r in rows if r["kind"] == "train"], ref_losses, rtol=0, atol=2e-6)
     assert ref_losses[-1] < ref_losses[0]  # it learns
-    state = torch.load(tmp_path / "out" / "model.pt", weights_only=True)
+    state = load_weights(tmp_path / "out")
     assert set(state) == set(ref_state)
     for k, v in ref_state.items():
         torch.testing.assert_close(state[k], v, rtol=0, atol=2e-4, msg=k)

@@ -17,6 +17,7 @@ from tasks.train.checkpoint import CheckpointStore, choose_resume
 from tasks.train.config import ModelConfig
 from tasks.train.objectives.base import EvalOutcome, Prepared
 from tasks.train.trainer import Hooks, Trainer, cpu_threads
+from tasks.train.weights import load_weights, shard_path, write_shard
 
 CFG = ModelConfig(vocab_size=16, seq_len=8, n_layers=1, n_heads=2, n_kv_heads=2, d_model=8, ffn_hidden=32)
 LR = 0.1
@@ -66,8 +67,10 @@ class FakeEngine:
         with torch.no_grad():
             self.w.copy_(torch.load(Path(folder) / tag / "weights.pt", weights_only=True)["w"])
 
-    def consolidated_state_dict(self) -> dict[str, torch.Tensor]:
-        return {"w": self.w.detach().clone()}
+    def write_weight_shard(self, out_dir: Path) -> Path:
+        path = shard_path(out_dir, 0, 0)
+        write_shard(path, {"layers.0.w": self.w.detach().clone()}, {}, tp=1, tp_rank=0)
+        return path
 
 
 class FakeObjective:
@@ -231,6 +234,10 @@ def test_resume_choice_and_exact_resume(tmp_path):
     assert float(engine.w.detach()) == float(engine_full.w.detach())
     assert (part / "out" / "metrics.jsonl").read_bytes() == (tmp_path / "full" / "out" / "metrics.jsonl").read_bytes()
     assert resumed.losses == full.losses[4:]
+    # the final weights went through the rank shard and the merge: the consolidated file holds w, shards are gone
+    assert float(load_weights(part / "out")["layers.0.w"]) == float(engine.w.detach())
+    assert not (part / "out" / "shards").exists()
+    assert (part / "out" / "model.safetensors").read_bytes() == (tmp_path / "full" / "out" / "model.safetensors").read_bytes()
 
 
 def test_sanity_mode_trains_one_batch_and_fails_when_it_is_not_fitted(tmp_path):

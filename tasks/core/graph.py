@@ -189,7 +189,7 @@ STAGES: tuple[StageDef, ...] = (
     StageDef("validate", upstream=("ingest",)),
     # clean reads ingest's records but runs only after validate passed (its out is a dependency too).
     StageDef("clean", upstream=("ingest", "validate"), seeded=True),
-    StageDef("mix", upstream=("clean",), seeded=True),
+    StageDef("mix", upstream=("clean",), seeded=True, params=("model.init",)),
     # Checkpoints persist across reruns (a retried stage resumes from them) and stay out of the DVC cache.
     StageDef("pretrain", upstream=("mix",), seeded=True, params=("model", "parallel", "mix.adaptive"),
              persist_outs=("checkpoints/pretrain",)),

@@ -91,3 +91,51 @@ def encode_documents(tok: Tokenizer, texts: Sequence[str], dtype: str, what: str
 def roundtrip_ok(tok: Tokenizer, texts: Iterable[str]) -> bool:
     """decode(encode(x)) == x for every text (a cheap self-check of a byte-level tokenizer)."""
     return all(tok.decode(tok.encode(t, add_special_tokens=False).ids, skip_special_tokens=False) == t for t in texts)
+
+
+class CheckpointTokenizerError(ValueError):
+    """A checkpoint folder's tokenizer cannot be used; the message names the file and field."""
+
+
+def _token_text(value: object) -> str | None:
+    """tokenizer_config.json writes a special token as a string or as an AddedToken dict ({"content": ...})."""
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) and value else None
+
+
+def checkpoint_tokenizer(folder: Path) -> tuple[Tokenizer, dict[str, int], str]:
+    """A Hugging Face checkpoint's own tokenizer: (`tokenizer.json`, its special tokens by name → id, the end
+    token). The end-of-document token is tokenizer_config.json's `eos_token`, else config.json's
+    `eos_token_id`; a tokenizer without one cannot separate packed documents and is refused."""
+    import json
+
+    tok_file, cfg_file = folder / "tokenizer.json", folder / "tokenizer_config.json"
+    if not tok_file.is_file():
+        raise CheckpointTokenizerError(f"{tok_file}: missing (model.init.kind: hf uses the checkpoint's tokenizer; "
+                                       "slow sentencepiece-only tokenizers must be converted to tokenizer.json)")
+    try:
+        tok = Tokenizer.from_file(str(tok_file))
+    except Exception as exc:  # tokenizers raises a bare Exception for a malformed file
+        raise CheckpointTokenizerError(f"{tok_file}: not a readable tokenizers file: {exc}") from None
+    config = json.loads(cfg_file.read_text(encoding="utf-8")) if cfg_file.is_file() else {}
+    specials: dict[str, int] = {}
+    for field in ("bos_token", "eos_token", "pad_token", "unk_token"):
+        text = _token_text(config.get(field))
+        if text is None:
+            continue
+        tid = tok.token_to_id(text)
+        if tid is None:
+            raise CheckpointTokenizerError(f"{cfg_file}: {field} {text!r} is not a token of {tok_file.name}")
+        specials[text] = tid
+    eos = _token_text(config.get("eos_token"))
+    if eos is None:
+        model_cfg = folder / "config.json"
+        eos_id = json.loads(model_cfg.read_text()).get("eos_token_id") if model_cfg.is_file() else None
+        eos_id = eos_id[0] if isinstance(eos_id, list) and eos_id else eos_id
+        if not isinstance(eos_id, int):
+            raise CheckpointTokenizerError(f"{cfg_file}: no eos_token (nor eos_token_id in config.json): packed "
+                                           "documents need an end token")
+        eos = tok.id_to_token(eos_id)
+        specials[eos] = eos_id
+    return tok, specials, eos

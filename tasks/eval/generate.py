@@ -20,13 +20,14 @@ import torch
 
 from specs.evaluate import PromptSpec, SamplingSpec
 from tasks.train.model import ModelConfig, Transformer
+from tasks.train.weights import load_weights
 
 
 def load_model(pretrain_dir: Path, device: str = "cpu") -> tuple[Transformer, ModelConfig]:
-    """The consolidated pretrained model (`model.pt` + `config.json`), in eval mode."""
+    """The consolidated pretrained model (`model.safetensors` + `config.json`), in eval mode."""
     config = json.loads((pretrain_dir / "config.json").read_text())
     cfg = ModelConfig.from_dict(config["model"])
-    state = torch.load(pretrain_dir / "model.pt", map_location="cpu", weights_only=True)
+    state = load_weights(pretrain_dir)
     model = Transformer(cfg, seed=0)  # the init seed is irrelevant: every weight is overwritten below
     model.load_state_dict(state, strict=True)
     return model.to(device).eval(), cfg

@@ -15,6 +15,7 @@ that, so a DeepSpeed bump breaks there, loudly, and not as a silently different 
     pipeline_local_layers   PipelineModule._local_start / _local_stop / _layer_specs / tied_modules
     pipeline_eval_sums      PipelineModule.loss_fn and PipelineEngine.total_loss around eval_batch
     full_fp32_param         deepspeed.utils.safe_get_full_fp32_param
+    pipeline_tied_layers    PipelineModule.tied_modules / _layer_specs (every tied copy on this stage)
     make_grid               deepspeed.runtime.pipe.topology.PipelineParallelGrid, the mpu for pp = 1 × tp > 1
 """
 
@@ -135,6 +136,21 @@ def pipeline_local_layers(module: Any) -> list[tuple[int, nn.Module]]:
         else:
             out.append((idx, getattr(module, str(idx))))
     return out
+
+
+def pipeline_tied_layers(module: Any) -> list[tuple[int, nn.Module]]:
+    """(first global index of its key, built layer) for every tied layer this stage holds — including the copy
+    on the last stage that `pipeline_local_layers` leaves out (the head tied to the embedding): starting
+    weights must reach every copy, since DeepSpeed only synchronises tied copies when it builds the module.
+
+    Relies on: as `pipeline_local_layers`, plus `tied_modules` holding only the keys this stage uses."""
+    from deepspeed.pipe import TiedLayerSpec
+
+    first: dict[str, int] = {}
+    for idx, spec in enumerate(module._layer_specs):
+        if isinstance(spec, TiedLayerSpec):
+            first.setdefault(spec.key, idx)
+    return [(first[key], layer) for key, layer in sorted(module.tied_modules.items())]
 
 
 def pipeline_eval_sums(ds: Any, micro_batch: tuple, loss_fn: Callable) -> Any:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from contextlib import contextmanager
 from functools import partial
+from pathlib import Path
 from typing import Any, Iterator
 
 import torch
@@ -20,8 +21,9 @@ from tasks.train.config import ModelConfig
 from tasks.train.data import EvalData, loss_sums
 from tasks.train.deepspeed_adapter import (full_fp32_param, pipeline_eval_sums, pipeline_local_layers,
                                            use_weights_only_loader)
+from tasks.train.init_weights import WeightSource
 from tasks.train.parallelize import Layout, build_engine
-from tasks.train.tensor_parallel import gather_full
+from tasks.train.weights import shard_path, write_shard
 
 log = logging.getLogger("forgeline.pretrain")
 
@@ -35,11 +37,11 @@ class Engine:
     """One rank's DeepSpeed engine plus what the training loop asks of it."""
 
     def __init__(self, cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: dict[str, Any],
-                 init_state: dict[str, torch.Tensor] | None = None):
-        """`init_state`: plain-model weights to start from (SFT: the pretrained model; pp = tp = 1 only)."""
+                 init: WeightSource | None = None):
+        """`init`: the weights to start from (SFT: the pretrained model; a Hugging Face checkpoint), read as
+        this rank's slices; None is the seeded random init."""
         self.cfg, self.job, self.layout = cfg, job, layout
-        self.ds, self.optimizer, self.scheduler, self.dp_group = build_engine(cfg, job, layout, seed, ds_cfg,
-                                                                              init_state)
+        self.ds, self.optimizer, self.scheduler, self.dp_group = build_engine(cfg, job, layout, seed, ds_cfg, init)
 
     def _dp_mean(self, loss: torch.Tensor) -> float:
         if self.layout.dp > 1:
@@ -152,38 +154,32 @@ class Engine:
             return [(i, layer) for i, layer in enumerate(m.layers)]
         return pipeline_local_layers(m)  # the tied head is left out: its weight is layer 0's
 
-    def consolidated_state_dict(self) -> dict[str, torch.Tensor] | None:
-        """The plain model's fp32 state dict (`layers.<i>.<name>`), on global rank 0 (None elsewhere).
+    def write_weight_shard(self, out_dir: Path) -> Path | None:
+        """Write this rank's part of the final fp32 weights (`tasks/train/weights.py`); returns its file, or None
+        on ranks of dp > 0, which hold copies.
 
-        A collective: every rank walks its layers in the same order; fp32 master weights come from the
-        optimizer (`full_fp32_param`, gathered over dp: ZeRO 1–3 and bf16), TP shards are all-gathered over the
-        TP group, and one rank per stage (dp 0, tp 0) sends its stage to rank 0.
+        A collective: every rank walks its layers in the same order, since the fp32 master of a parameter comes
+        from the optimizer (`full_fp32_param`, gathered over dp: ZeRO 1–3 and bf16). TP slices stay slices (the
+        merge joins them on CPU) and nothing is gathered to rank 0.
         """
         L = self.layout
-        part: dict[str, torch.Tensor] = {}
+        tensors: dict[str, torch.Tensor] = {}
+        split: dict[str, int] = {}
         for idx, layer in self._local_layers():
             for name, p in layer.named_parameters():
                 full = full_fp32_param(p)
-                full = (p.detach() if full is None else full).float()  # on the device: NCCL gathers there
-                if hasattr(p, "partition_dim"):
-                    full = gather_full(full, p.partition_dim, L.tp_ctx)
-                part[f"layers.{idx}.{name}"] = full.cpu().clone()
-        keep = L.dp_rank == 0 and L.tp_rank == 0
-        if L.world == 1:
-            return dict(sorted(part.items(), key=lambda kv: _key_order(kv[0])))
-        gathered: list[Any] = [None] * L.world if L.rank == 0 else None  # type: ignore[assignment]
-        dist.gather_object(part if keep else {}, gathered, dst=0)
-        if L.rank != 0:
+                key = f"layers.{idx}.{name}"
+                dim = getattr(p, "partition_dim", None) if L.tp > 1 else None
+                if dim is None and L.tp_rank != 0:
+                    continue  # replicated over TP: TP rank 0's copy is the one written
+                tensors[key] = (p.detach() if full is None else full).float().cpu()
+                if dim is not None:
+                    split[key] = int(dim)
+        if L.dp_rank != 0:
             return None
-        merged: dict[str, torch.Tensor] = {}
-        for piece in gathered:
-            merged.update(piece or {})
-        return dict(sorted(merged.items(), key=lambda kv: _key_order(kv[0])))
-
-
-def _key_order(key: str) -> tuple[int, str]:
-    parts = key.split(".")
-    return int(parts[1]), key
+        path = shard_path(out_dir, L.stage, L.tp_rank)
+        write_shard(path, tensors, split, L.tp, L.tp_rank)
+        return path
 
 
 def _as_float(x: Any) -> float | None:

@@ -23,7 +23,7 @@ scaled by 1/sqrt(2·n_layers) (GPT-2), norms = 1. Hence the pp = 1 / tp = 1 mode
 pipeline stages all start from the same weights.
 
 `Transformer` (pp = 1) is the plain wrapper: `state_dict()` keys `layers.<i>.<param>` are the format of the
-consolidated `model.pt`; a tied head has no key of its own.
+consolidated `model.safetensors`; a tied head has no key of its own.
 """
 
 from __future__ import annotations

@@ -35,8 +35,9 @@ from torch import nn
 
 from tasks.train.config import ModelConfig
 from tasks.train.deepspeed_adapter import (count_once_per_stage, disable_shm_comm, forget_cached_groups, make_grid,
-                                           record_clip_norm)
+                                           pipeline_local_layers, pipeline_tied_layers, record_clip_norm)
 from tasks.train.dsconfig import make_optimizer, scheduler_factory
+from tasks.train.init_weights import WeightSource, load_local
 from tasks.train.model import Block, Embedding, FinalNorm, LMHead, Transformer, head_index, lm_head_forward, lm_loss
 from tasks.train.tensor_parallel import NO_TP, ColumnParallelLinear, RowParallelLinear, TPContext
 
@@ -165,15 +166,31 @@ def pipeline_layers(cfg: ModelConfig, seed: int) -> list[Any]:
     return [first, *blocks, LayerSpec(FinalNorm, cfg), last]
 
 
+def local_layers(module: nn.Module, layout: Layout) -> list[tuple[int, nn.Module]]:
+    """(global layer index, layer) for every layer this rank holds, each once — with a pipeline, every tied
+    copy too (the last stage's head tied to the embedding is listed under the embedding's index 0)."""
+    if layout.pp == 1:
+        return list(enumerate(module.layers))
+    seen, out = set(), []
+    for idx, layer in [*pipeline_local_layers(module), *pipeline_tied_layers(module)]:
+        if id(layer) not in seen:
+            seen.add(id(layer))
+            out.append((idx, layer))
+    return out
+
+
 def build_module(cfg: ModelConfig, layout: Layout, seed: int, checkpointing: bool = False,
-                 init_state: dict[str, Any] | None = None, z_loss: float = 0.0) -> nn.Module:
+                 init: WeightSource | None = None, z_loss: float = 0.0) -> nn.Module:
     """This rank's model: the plain Transformer (pp = 1) or its pipeline stage, with TP applied.
 
     The pipeline cut matches on class names: DeepSpeed's `partition_method="type:Block"` regex-searches each
     LayerSpec's `typename.__name__` (case-insensitive; only `Block` contains "block" here), weighs matches 1
     and balances them over the stages; `checkpointable_layers=["Block"]` compares each built layer's
     `__class__.__name__` exactly. TP swaps linears *inside* the built Blocks, so both see the plain classes and
-    the cut is the one the plain layer list gives."""
+    the cut is the one the plain layer list gives.
+
+    `init`: starting weights; after the cut and the TP swap each rank reads its own slices only
+    (`tasks/train/init_weights.py`), so a checkpoint starts any layout."""
     if layout.pp > 1:
         from deepspeed.pipe import PipelineModule
 
@@ -184,13 +201,11 @@ def build_module(cfg: ModelConfig, layout: Layout, seed: int, checkpointing: boo
             checkpointable_layers=["Block"])
         apply_tensor_parallel(module, layout.tp_ctx)
         count_once_per_stage(module, layout.tp_rank)  # after TP: it reads the shards' `tensor_model_parallel`
-        return module
-    module = Transformer(cfg, seed, checkpointing=checkpointing)
-    if init_state is not None:
-        if layout.tp > 1:
-            raise ValueError("starting from a plain state dict needs tp = 1")
-        module.load_state_dict(init_state, strict=True)
-    return apply_tensor_parallel(module, layout.tp_ctx)
+    else:
+        module = apply_tensor_parallel(Transformer(cfg, seed, checkpointing=checkpointing), layout.tp_ctx)
+    if init is not None:
+        load_local(local_layers(module, layout), layout.tp_rank, layout.tp, init)
+    return module
 
 
 class DeepSpeedParts(NamedTuple):
@@ -201,15 +216,15 @@ class DeepSpeedParts(NamedTuple):
 
 
 def build_engine(cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: dict[str, Any],
-                 init_state: dict[str, Any] | None = None) -> DeepSpeedParts:
+                 init: WeightSource | None = None) -> DeepSpeedParts:
     """The module, the client AdamW and schedule, and `deepspeed.initialize` over them for this rank.
 
-    `init_state`: plain-model weights to start from (SFT: the pretrained model; pp = tp = 1 only)."""
+    `init`: the weights to start from (SFT: the pretrained model; a Hugging Face checkpoint), any layout."""
     import deepspeed
 
     train = job.train
     z_loss = getattr(train, "z_loss", 0.0)  # a pretraining knob: SFTSpec has none
-    module = build_module(cfg, layout, seed, train.activation_checkpointing, init_state, z_loss)
+    module = build_module(cfg, layout, seed, train.activation_checkpointing, init, z_loss)
     optimizer = make_optimizer(module, train.optim)
     ds, optimizer, _, scheduler = deepspeed.initialize(
         model=module, optimizer=optimizer, lr_scheduler=scheduler_factory(train.optim, train.steps),

@@ -40,6 +40,7 @@ from tasks.train.objectives import make_objective
 from tasks.train.objectives.base import Objective, Prepared
 from tasks.train.runlog import append_row, check_overfit, jsonl, rounded, write_plots
 from tasks.train.stability import Action, Decision, StabilityGuard
+from tasks.train.weights import merge_shards
 
 GUARD_FILE = "stability.json"
 
@@ -122,7 +123,7 @@ def start(job: PretrainRun | SFTRun, rank: int, hooks: Hooks) -> TrainResult:
             raise ValueError(error)  # before the costly set-up: nothing has been touched
         if rank == 0:
             write_json_atomic(store.folder / "ds_config.json", dsc)
-        engine = Engine(prepared.cfg, job.spec, layout, job.seed, dsc, init_state=prepared.init_state)
+        engine = Engine(prepared.cfg, job.spec, layout, job.seed, dsc, init=prepared.init)
         trainer = Trainer(objective, prepared, engine, store, job, hooks, t_start=t_start)
         return trainer.fit(tag, start_step, rows, dsc)
     finally:
@@ -357,11 +358,12 @@ class Trainer:
     def _finish(self, tag: str | None, start: int, dsc: dict[str, Any], t_ready: float,
                 t_trained: float) -> TrainResult:
         cfg = self.prepared.cfg
-        state = self.engine.consolidated_state_dict()
+        # Each rank writes its own part; rank 0 then merges on CPU from the files (no tensor is gathered).
+        self.engine.write_weight_shard(self.out_dir)
+        self._barrier()
         if self.rank != 0:
             return TrainResult(rank0=False, objective=self.objective.name)
-        with atomic_path(self.out_dir / "model.pt") as tmp:
-            torch.save(state, tmp)
+        merge_shards(self.out_dir)
         write_json_atomic(self.out_dir / "config.json", {"model": cfg.to_dict(), "vocab_size": cfg.vocab_size,
                                                         "seq_len": cfg.seq_len, "param_count": param_count(cfg),
                                                         "flops_per_token": flops_per_token(cfg)})

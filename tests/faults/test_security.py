@@ -66,7 +66,7 @@ def test_every_torch_load_in_the_project_is_weights_only():
                     safe = any(k.arg == "weights_only" and isinstance(k.value, ast.Constant) and k.value.value is True
                                for k in node.keywords)
                     calls.append((f"{path.relative_to(REPO)}:{node.lineno}", safe))
-    assert len(calls) >= 5  # the loaders of model.pt and RNG states exist: the scan sees them
+    assert len(calls) >= 3  # the loaders of RNG states and DeepSpeed checkpoints exist: the scan sees them
     assert [c for c, safe in calls if not safe] == []
 
 

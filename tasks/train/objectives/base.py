@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator, Protocol
 import torch
 
 from tasks.train.config import ModelConfig
+from tasks.train.init_weights import WeightSource
 
 MicroBatch = Callable[[], tuple[torch.Tensor, torch.Tensor]]  # -> (loss to backpropagate, value to report)
 
@@ -35,7 +36,7 @@ class Prepared:
     cfg: ModelConfig
     identity: dict[str, Any]                        # fields a checkpoint must share to be resumed
     torch_seed: int                                 # torch's global seed on this rank (dropout masks)
-    init_state: dict[str, torch.Tensor] | None = None  # starting weights of the plain model (None: seeded init)
+    init: WeightSource | None = None  # starting weights, read per rank as its slices (None: the seeded init)
     tokens_per_step: int = 0                        # tokens of one global batch (throughput, MFU)
 
 

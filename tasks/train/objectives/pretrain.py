@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -19,7 +20,10 @@ import torch
 
 from specs.ranks import PretrainRun
 from tasks.core.files import write_json_atomic
+from specs.pretrain import ModelSpec, shape_problems
 from tasks.train.config import ModelConfig
+from tasks.train.hf_import import hf_model_config
+from tasks.train.init_weights import HFSource
 from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared
 from tasks.train.runlog import build_report, eval_row
 
@@ -42,6 +46,21 @@ def data_facts(mix_dir: Path) -> dict[str, Any]:
     return {"seq_len": layout["seq_len"], "vocab_size": vocab, "data": digest.hexdigest()[:16]}
 
 
+def model_and_init(model: ModelSpec, facts: dict[str, Any]) -> tuple[ModelConfig, HFSource | None]:
+    """The architecture and starting weights: `model`'s shape with a seeded init, or a Hugging Face checkpoint's
+    config.json (trained at mix's seq_len) and its weights. mix encoded with the checkpoint's tokenizer, whose
+    ids must all have embedding rows (checkpoints often pad the embedding past the tokenizer: that is fine)."""
+    if model.init.kind != "hf":
+        return ModelConfig.from_spec(model, facts["vocab_size"], facts["seq_len"]), None
+    folder = Path(model.init.path)
+    cfg = hf_model_config(folder, seq_len=facts["seq_len"])
+    if facts["vocab_size"] > cfg.vocab_size:
+        raise ValueError(f"pretrain: mix's tokenizer has {facts['vocab_size']} tokens but {folder / 'config.json'} "
+                         f"has vocab_size {cfg.vocab_size} (was mix run with this checkpoint's tokenizer?)")
+    cfg = replace(cfg, dropout=model.dropout)
+    return cfg, HFSource(folder, cfg)
+
+
 class PretrainObjective:
     name = "pretrain"
 
@@ -54,17 +73,18 @@ class PretrainObjective:
     def prepare(self, rank: int) -> Prepared:
         par, t = self.spec.parallel, self.train
         facts = data_facts(self.mix_dir)
-        self.cfg = ModelConfig.from_spec(self.spec.model, facts["vocab_size"], facts["seq_len"])
-        if self.cfg.ffn_hidden % par.tp:
-            raise ValueError(f"parallel.tp: must divide the SwiGLU width {self.cfg.ffn_hidden} "
-                             "(model.ffn_multiple_of)")
+        self.cfg, init = model_and_init(self.spec.model, facts)
+        problems = shape_problems(self.cfg.n_heads, self.cfg.n_kv_heads, self.cfg.ffn_hidden, self.cfg.n_layers, par,
+                                  "the checkpoint's intermediate_size" if init else "model.ffn_multiple_of")
+        if problems:
+            raise ValueError("; ".join(problems))
         identity = {"model": {k: v for k, v in self.cfg.to_dict().items() if k not in ("vocab_size", "seq_len")},
                     "parallel": {"dp": par.dp, "tp": par.tp, "pp": par.pp, "zero_stage": par.zero_stage},
                     "train": {"precision": t.precision, "micro_batch_size": t.micro_batch_size,
                               "grad_accum": t.grad_accum},
-                    **facts, "seed": self.job.seed}
+                    **facts, "seed": self.job.seed, "init": init.fingerprint() if init else "random"}
         self.global_batch = t.micro_batch_size * t.grad_accum * par.dp
-        return Prepared(self.cfg, identity, torch_seed=self.job.seed,
+        return Prepared(self.cfg, identity, torch_seed=self.job.seed, init=init,
                         tokens_per_step=self.global_batch * self.cfg.seq_len)
 
     def attach(self, engine: Any, ckpt_dir: Path, tag: str | None) -> None:

@@ -30,6 +30,8 @@ from tasks.train.data import BatchPlan
 from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared
 from tasks.train.runlog import rounded
 from tasks.train.sft_data import Packed, pack_samples, render_records, sft_loss_sums, step_loss
+from tasks.train.init_weights import StateDictSource
+from tasks.train.weights import load_weights
 
 
 @dataclass
@@ -54,7 +56,7 @@ def prepare_data(pretrain_dir: Path, mix_dir: Path, instruct_dir: Path, train: A
     pre = json.loads((pretrain_dir / "config.json").read_text())
     base = ModelConfig.from_dict({**pre["model"], "dropout": train.dropout,
                                   "seq_len": train.seq_len or pre["model"]["seq_len"]})
-    state = torch.load(pretrain_dir / "model.pt", map_location="cpu", weights_only=True)
+    state = load_weights(pretrain_dir)
     # Claimed <|reserved_N|> rows were never inputs in pretraining: start them (and any new rows) at the mean.
     reinit = sorted(i for i in added.values() if i < base.vocab_size)
     state, cfg = resize_embeddings(state, base, max(vocab_size(tok), base.vocab_size), seed, reinit=reinit)
@@ -107,7 +109,7 @@ class SFTObjective:
                     "init": job.pretrain_fingerprint}
         self.plan = BatchPlan(job.seed, len(self.data.train.rows), t.micro_batch_size, t.grad_accum, par.dp)
         # dropout masks differ per rank; the weights come from the pretrained state
-        return Prepared(cfg, identity, torch_seed=job.seed * 1009 + rank, init_state=self.data.init_state,
+        return Prepared(cfg, identity, torch_seed=job.seed * 1009 + rank, init=StateDictSource(self.data.init_state, "the pretrained model"),
                         tokens_per_step=self.plan.global_batch * cfg.seq_len)
 
     def attach(self, engine: Any, ckpt_dir: Path, tag: str | None) -> None:

@@ -97,11 +97,11 @@ def kill_pretrain(tmp_root: Path, fault: str, name: str) -> tuple[Path, Any, dic
 
 def pretrain_recovered(proj: Path, ref: Path, rerun: Any) -> dict[str, bool]:
     """The promises after a re-run: done, byte-identical, DVC satisfied, no temp file anywhere."""
-    # The whole out folder (metrics, report, model.pt) is byte-identical. The checkpoints' bytes are not: a
+    # The whole out folder (metrics, report, model.safetensors) is byte-identical. The checkpoints' bytes are not: a
     # resumed run serializes equal tensors differently, so dvc.lock's checkpoints/pretrain hash differs.
     return {
         "re-run succeeded": rerun.returncode == 0,
-        "data/pretrain byte-identical (metrics, report, model.pt)": rerun.returncode == 0
+        "data/pretrain byte-identical (metrics, report, model.safetensors)": rerun.returncode == 0
         and tree_digest(proj / "data/pretrain") == tree_digest(ref / "data/pretrain"),
         "dvc status clean": "up to date" in dvc(proj, "status", "pretrain").stdout,
         "no temp files as outputs": rerun.returncode == 0 and temp_free(proj, "pretrain")

@@ -98,7 +98,8 @@ def malicious(path: Path, marker: Path, wrap: bool = True) -> Path:
 
 
 def pickled_model(tmp_root: Path) -> Row:
-    """evaluate/sft/export load model.pt through `weights_only=True`: the payload is refused and never runs."""
+    """evaluate/sft/export read weights from safetensors only: a pickle planted as `model.pt`, or renamed to
+    `model.safetensors`, is refused as weights and its payload never runs."""
     from tasks.eval.generate import load_model
 
     folder = tmp_root / "pickled-model" / "pretrain"
@@ -108,16 +109,21 @@ def pickled_model(tmp_root: Path) -> Row:
     cfg = {"n_layers": 1, "d_model": 8, "n_heads": 2, "n_kv_heads": 2, "ffn_hidden": 24, "vocab_size": 16,
            "seq_len": 8}
     (folder / "config.json").write_text(json.dumps({"model": cfg}))
-    try:
-        load_model(folder)
-        error = ""
-    except pickle.UnpicklingError as exc:
-        error = str(exc)
-    row = Row("pickled code", "data/pretrain/model.pt (loaded by evaluate)")
-    row.checks = {"load refused": "Weights only load failed" in error, "code did not run": not marker.exists()}
-    row.outcome = "refused (weights_only=True); code did not run" if row.ok else "FAILED"
+    errors = []
+    for planted in ("model.pt", "model.safetensors"):
+        if planted == "model.safetensors":
+            (folder / "model.pt").rename(folder / planted)
+        try:
+            load_model(folder)
+            errors.append("")
+        except Exception as exc:  # noqa: BLE001 — any refusal counts; running the payload is the failure
+            errors.append(f"{exc.__class__.__name__}: {exc}")
+    row = Row("pickled code", "data/pretrain/model.pt or a pickle named model.safetensors (loaded by evaluate)")
+    row.checks = {"model.pt never read": "no model.safetensors" in errors[0],
+                  "pickle as .safetensors refused": errors[1] != "", "code did not run": not marker.exists()}
+    row.outcome = "refused (weights are read from safetensors only); code did not run" if row.ok else "FAILED"
     row.lost = "—"
-    row.details = {"error": error[:500]}
+    row.details = {"errors": [e[:300] for e in errors]}
     return row
 
 

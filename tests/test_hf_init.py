@@ -1,0 +1,111 @@
+"""`model.init.kind: hf` through the pipeline's own stages: mix encodes with the checkpoint's tokenizer (none
+trained), pretrain starts from the checkpoint's weights in any layout — each rank reading only its own slices
+— and `steps: 0` is a conversion that writes exactly the checkpoint's weights."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import AutoModelForCausalLM
+
+from specs.init import ModelInitSpec
+from specs.mix import MixJob
+from specs.pretrain import ModelSpec, PretrainJob
+from tasks import mix, pretrain
+from tasks.core.runner import StagePaths
+from tasks.train.data import TrainData
+from tasks.train.hf_import import hf_model_config, load_hf_state
+from tasks.train.weights import load_weights
+from tests.helpers.hf import corpus_texts, make_checkpoint
+from tests.helpers.pretrain import SEED, write_clean_shards
+
+TRAIN = {"micro_batch_size": 4, "log_every": 1, "eval_every": 2, "eval_batches": 2, "checkpoint_every": 2,
+         "optim": {"warmup_steps": 1, "lr": 1e-3}}
+
+
+@pytest.fixture(scope="module")
+def hf_project(tmp_path_factory) -> Path:
+    """A project root with clean shards, a checkpoint under ckpt/ and mix run with `model.init.kind: hf`."""
+    root = tmp_path_factory.mktemp("hf-project")
+    write_clean_shards(root)
+    make_checkpoint(root / "ckpt", corpus_texts(root))
+    paths = StagePaths(root=root, stage="mix", seed=SEED)
+    paths.out.mkdir(parents=True)
+    job = MixJob(tokenizer={"vocab_size": 512}, seq_len=32, val_fraction=0.1,
+                 model_init=ModelInitSpec(kind="hf", path="ckpt"))
+    mix.run(job, paths)
+    return root
+
+
+def run_pretrain(root: Path, dest: Path, steps: int, **parallel) -> Path:
+    shutil.copytree(root / "data" / "mix", dest / "data" / "mix")
+    paths = StagePaths(root=dest, stage="pretrain", seed=SEED)
+    paths.out.mkdir(parents=True)
+    spec = PretrainJob(model=ModelSpec(init={"kind": "hf", "path": str(root / "ckpt")}), parallel=parallel,
+                       train={**TRAIN, "steps": steps})
+    pretrain.run(spec, paths)
+    return paths.out
+
+
+def test_mix_uses_the_checkpoints_tokenizer_byte_for_byte(hf_project):
+    out = hf_project / "data" / "mix"
+    assert (out / "tokenizer.json").read_bytes() == (hf_project / "ckpt" / "tokenizer.json").read_bytes()
+    report = json.loads((out / "report.json").read_text())
+    assert report["tokenizer"]["source"] == "checkpoint" and report["tokenizer"]["trained"] is False
+    layout = json.loads((out / "packing.json").read_text())
+    assert layout["eos_id"] == 0 and layout["special_ids"]["<|pad|>"] == 1
+
+
+@pytest.mark.parametrize("parallel", [{}, {"tp": 2}, {"pp": 2}, {"dp": 2, "zero_stage": 2}],
+                         ids=["tp1", "tp2", "pp2", "dp2-zero2"])
+def test_zero_steps_writes_exactly_the_checkpoints_weights(hf_project, tmp_path, parallel):
+    out = run_pretrain(hf_project, tmp_path, steps=0, **parallel)
+    cfg = hf_model_config(hf_project / "ckpt", seq_len=32)
+    expected = load_hf_state(hf_project / "ckpt", cfg)
+    got = load_weights(out)
+    assert set(got) == set(expected)
+    for k, v in expected.items():
+        assert torch.equal(got[k], v.float()), k
+    report = json.loads((out / "report.json").read_text())
+    assert report["steps"] == 0 and report["model"]["vocab_size"] == cfg.vocab_size
+
+
+def test_continued_pretraining_is_the_same_with_tensor_parallelism(hf_project, tmp_path):
+    one = run_pretrain(hf_project, tmp_path / "tp1", steps=3)
+    two = run_pretrain(hf_project, tmp_path / "tp2", steps=3, tp=2)
+    rows = [[json.loads(x) for x in (o / "metrics.jsonl").read_text().splitlines()] for o in (one, two)]
+    losses = [[r["loss"] for r in rs if r["kind"] == "train"] for rs in rows]
+    assert len(losses[0]) == 3 and losses[0] == pytest.approx(losses[1], abs=1e-4)
+    # it started from the checkpoint: step 1's loss is what transformers' model gives on step 1's batch
+    x, y = TrainData(hf_project / "data" / "mix", SEED, TRAIN["micro_batch_size"], 1, 1).micro_batches(0, 0)[0]
+    hf = AutoModelForCausalLM.from_pretrained(hf_project / "ckpt", local_files_only=True,
+                                              attn_implementation="eager", dtype=torch.float32).eval()
+    with torch.no_grad():
+        ref = F.cross_entropy(hf(x).logits.flatten(0, 1), y.flatten()).item()
+    assert losses[0][0] == pytest.approx(ref, abs=1e-4)
+    a, b = load_weights(one), load_weights(two)
+    for k in a:
+        torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-4, msg=k)
+
+
+def test_a_conflicting_shape_key_and_a_pickle_checkpoint_are_refused(hf_project, tmp_path):
+    with pytest.raises(ValueError, match=r"model\.d_model: comes from the checkpoint's config.json"):
+        ModelSpec(init={"kind": "hf", "path": "ckpt"}, d_model=64)
+    with pytest.raises(ValueError, match=r"model\.init\.path: required with kind: hf"):
+        ModelSpec(init={"kind": "hf"})
+    pickled = tmp_path / "pickled"
+    shutil.copytree(hf_project / "ckpt", pickled)
+    (pickled / "model.safetensors").unlink()
+    torch.save({}, pickled / "pytorch_model.bin")
+    shutil.copytree(hf_project / "data" / "mix", tmp_path / "p" / "data" / "mix")
+    paths = StagePaths(root=tmp_path / "p", stage="pretrain", seed=SEED)
+    paths.out.mkdir(parents=True)
+    spec = PretrainJob(model=ModelSpec(init={"kind": "hf", "path": str(pickled)}), parallel={},
+                       train={**TRAIN, "steps": 0})
+    with pytest.raises(ValueError, match=r"pytorch_model.bin: pickle checkpoints are refused"):
+        pretrain.run(spec, paths)

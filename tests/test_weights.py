@@ -1,0 +1,108 @@
+"""Final weights without gathers (tasks/train/weights.py): rank shards joined by a streaming merge on CPU.
+
+The shards are cut here the way ranks cut them (TP slices along their split dimension, replicated tensors on TP
+rank 0 only, one file per (stage, TP rank)); the merged result must equal the whole state dict exactly, in model
+order, whichever way it was cut and however small the output files are.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from tasks.train.weights import (INDEX, SINGLE, load_weights, merge_shards, save_weights, shard_path, weight_files,
+                                 weights_fingerprint, write_shard)
+
+
+def whole_state(layers: int = 4) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    state = {}
+    for i in range(layers):
+        state[f"layers.{i}.attn.wq.weight"] = torch.randn(8, 6, generator=g)    # column-parallel: split dim 0
+        state[f"layers.{i}.attn.wo.weight"] = torch.randn(6, 8, generator=g)    # row-parallel: split dim 1
+        state[f"layers.{i}.norm.weight"] = torch.randn(6, generator=g)          # replicated
+    return state
+
+
+SPLIT = {"wq": 0, "wo": 1}
+
+
+def cut(out, state, pp: int, tp: int) -> None:
+    """Write `state` as pp × tp ranks of dp rank 0 would: stage s holds a contiguous run of layers."""
+    layers = sorted({int(k.split(".")[1]) for k in state})
+    per = len(layers) // pp
+    for stage in range(pp):
+        mine = {k: v for k, v in state.items() if stage * per <= int(k.split(".")[1]) < (stage + 1) * per}
+        for r in range(tp):
+            tensors, split = {}, {}
+            for k, v in mine.items():
+                dim = SPLIT.get(k.split(".")[-2])
+                if dim is None:
+                    if r == 0:
+                        tensors[k] = v
+                    continue
+                tensors[k] = v.chunk(tp, dim=dim)[r].clone()
+                split[k] = dim
+            write_shard(shard_path(out, stage, r), tensors, split, tp=tp, tp_rank=r)
+
+
+@pytest.mark.parametrize("pp,tp", [(1, 1), (1, 2), (2, 1), (2, 2), (4, 2)])
+def test_merge_reassembles_the_whole_model(tmp_path, pp, tp):
+    state = whole_state()
+    cut(tmp_path, state, pp, tp)
+    files = merge_shards(tmp_path)
+    assert files == [tmp_path / SINGLE] and not (tmp_path / "shards").exists()
+    merged = load_weights(tmp_path)
+    assert list(merged) == sorted(state, key=lambda k: (int(k.split(".")[1]), k))
+    for k, v in state.items():
+        assert torch.equal(merged[k], v), k
+
+
+def test_small_file_cap_writes_hf_sharded_layout_with_the_same_weights(tmp_path):
+    state = whole_state(layers=6)
+    cut(tmp_path / "a", state, 2, 2)
+    cut(tmp_path / "b", state, 1, 1)
+    # each layer is 8*6*4*2 + 6*4 = 408 bytes: a 1000-byte cap puts two layers in a file
+    files = merge_shards(tmp_path / "a", max_file_bytes=1000)
+    index = json.loads((tmp_path / "a" / INDEX).read_text())
+    names = sorted(set(index["weight_map"].values()))
+    assert len(names) == 3 and names[0] == "model-00001-of-00003.safetensors" and files[-1].name == INDEX
+    assert index["metadata"]["total_size"] == sum(v.numel() * 4 for v in state.values())
+    assert weight_files(tmp_path / "a") == [tmp_path / "a" / n for n in names]
+    merge_shards(tmp_path / "b")
+    a, b = load_weights(tmp_path / "a"), load_weights(tmp_path / "b")
+    assert list(a) == list(b) and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_merge_is_deterministic_and_fingerprinted(tmp_path):
+    state = whole_state()
+    for name in ("x", "y"):
+        cut(tmp_path / name, state, 2, 2)
+        merge_shards(tmp_path / name)
+    assert (tmp_path / "x" / SINGLE).read_bytes() == (tmp_path / "y" / SINGLE).read_bytes()
+    assert weights_fingerprint(tmp_path / "x") == weights_fingerprint(tmp_path / "y")
+    save_weights(tmp_path / "z", {**state, "layers.0.norm.weight": state["layers.0.norm.weight"] + 1})
+    assert weights_fingerprint(tmp_path / "z") != weights_fingerprint(tmp_path / "x")
+
+
+def test_a_missing_tp_slice_is_refused_by_name(tmp_path):
+    cut(tmp_path, whole_state(), 1, 2)
+    (shard_path(tmp_path, 0, 1)).unlink()
+    with pytest.raises(ValueError, match=r"`layers.0.attn.wo.weight`: slices of TP ranks \[0\] found, expected 0..1"):
+        merge_shards(tmp_path)
+
+
+def test_foreign_files_and_missing_weights_are_refused(tmp_path):
+    (tmp_path / "shards").mkdir()
+    save_file({"x": torch.zeros(1)}, str(tmp_path / "shards" / "evil.safetensors"))
+    with pytest.raises(ValueError, match="not a weight shard name"):
+        merge_shards(tmp_path)
+    with pytest.raises(FileNotFoundError, match="no model.safetensors"):
+        weight_files(tmp_path / "nothing")
+    (tmp_path / "p").mkdir()
+    torch.save({"layers.0.w": torch.zeros(1)}, tmp_path / "p" / "model.pt")  # an old pickle is never read
+    with pytest.raises(FileNotFoundError):
+        load_weights(tmp_path / "p")
