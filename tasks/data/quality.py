@@ -121,10 +121,10 @@ def _ngram_signals(lowered: list[str], lengths: np.ndarray) -> dict[str, float]:
         if not repeated.any():
             break                                           # no repeated n-gram: none of any longer n either
         earliest = np.minimum.reduceat(cand[order], starts)  # each distinct n-gram's first position
-        if n in TOP_NGRAMS:
-            top = int(np.argmax(counts))
-            at = int(earliest[top])
-            out[f"top_{n}gram"] = min(1.0, float(counts[top] * (cum[at + n] - cum[at])) / total)
+        if n in TOP_NGRAMS:   # the most frequent n-gram; among equally frequent ones, the longest
+            chars = cum[earliest + n] - cum[earliest]
+            top = int(np.lexsort((chars, counts))[-1])
+            out[f"top_{n}gram"] = min(1.0, float(counts[top] * chars[top]) / total)
         if n in DUP_NGRAMS:
             is_repeat = np.zeros(len(hashes), dtype=bool)
             is_repeat[cand[order][repeated]] = True
