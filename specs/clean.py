@@ -177,6 +177,13 @@ class CleanSpec(StrictModel):
         default_factory=lambda: ["quality", "language", "toxicity"],
         description="Order of the per-document filters; the first that drops a document decides its reason.",
     )
+
+    @model_validator(mode="after")
+    def _filters_once(self) -> "CleanSpec":
+        repeated = sorted({f for f in self.filters if self.filters.count(f) > 1})
+        if repeated:
+            raise ValueError(f"clean.filters lists {', '.join(repeated)} more than once")
+        return self
     pii: PIISpec = Field(default_factory=PIISpec, description="PII scrubbing.")
     dedup: DedupSpec = Field(default_factory=DedupSpec, description="Exact and near deduplication.")
     shard_records: int = Field(2_000, ge=1, description="Records per output shard.")

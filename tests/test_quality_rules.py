@@ -248,6 +248,10 @@ def test_language_filter():
     assert f(record(FRENCH, source="notes", lang="python")).signals == {}        # a tag it cannot check
     strict = LanguageFilter(LanguageSpec(min_confidence=0.999999))
     assert not strict(record("The sea.")).keep                                   # too little text to be sure
+    with pytest.raises(ValueError, match="english"):
+        LanguageFilter(LanguageSpec(allowed={"wiki": ["english"]}))
+    with pytest.raises(ValueError, match="quality more than once"):
+        CleanSpec(filters=["quality", "language", "quality"])
 
 
 def test_filters_run_in_declared_order_and_stop_at_first_drop():

@@ -117,6 +117,13 @@ class LanguageFilter:
     code_sources: frozenset[str] = frozenset()
     name: str = "language"
 
+    def __post_init__(self) -> None:
+        known = set(_identifier().nb_classes)
+        unknown = sorted({c for codes in self.spec.allowed.values() for c in codes} - known)
+        if unknown:  # a typo would silently drop a whole source
+            raise ValueError(f"clean.language.allowed: unknown language code(s) {', '.join(unknown)}; "
+                             f"py3langid knows ISO 639-1 codes such as en, fr, de")
+
     def allowed(self, doc: dict[str, Any]) -> list[str]:
         """The languages allowed for this document's source: params, else its declared tag; [] = any."""
         if self.spec.exempt_code and doc["source"] in self.code_sources:
