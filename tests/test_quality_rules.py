@@ -221,6 +221,7 @@ def test_threshold_curve_counts_match_a_direct_count():
         kept = [w for s, w in mine if s >= r["threshold"]]
         assert (r["docs"], r["words"]) == (len(kept), sum(kept))
         assert r["docs_share"] == round(len(kept) / len(mine), 6)
+    assert threshold_curve([("a", None, 5)], thresholds) == []          # nothing measured: no curve
     csv = curve_csv(rows).splitlines()
     assert csv[0].split(",")[:3] == ["threshold", "docs", "words"] and len(csv) == 8
     total_05 = next(r for r in rows if r["threshold"] == 0.5 and r["source"] == "all")

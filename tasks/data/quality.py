@@ -239,6 +239,8 @@ def threshold_curve(docs: list[tuple[str, float | None, int]], thresholds: list[
     None for documents it never measured (left out). One row per (threshold, source) plus source `all`, with
     documents and whitespace words kept and their shares of the measured ones."""
     measured = [(s, score, w) for s, score, w in docs if score is not None]
+    if not measured:
+        return []
     sources = sorted({s for s, _, _ in measured})
     rows: list[dict[str, object]] = []
     for t in thresholds:
