@@ -12,32 +12,64 @@ PII_KINDS = ("email", "phone", "ipv4", "ipv6", "credit_card", "secret")
 
 
 class QualityRules(StrictModel):
-    """Gopher/C4-style heuristics for one text profile. Each rule yields a sub-score in [0, 1]; the quality
-    score is their mean. A document is dropped (reason `low_quality`) when the score is below `threshold` or
-    any single rule scores 0 (a hard failure that a good mean must not hide)."""
+    """Gopher + C4 heuristics for one text profile (defaults: the published thresholds, Gopher's Table A1 and
+    C4's line rules, as in datatrove's GopherQualityFilter / GopherRepetitionFilter / C4QualityFilter). Each
+    rule yields a sub-score in [0, 1] (1 inside the limit, falling linearly past it); the quality score is
+    their product and a document scoring below `threshold` is dropped (reason `low_quality`). A limit that
+    cannot be violated (a maximum of 1, a minimum of 0) disables its rule."""
 
-    min_words: int = Field(50, ge=0, description="Fewer words than this scores 0 on the length rule.")
-    max_words: int = Field(100_000, ge=1, description="More words than this scores 0 on the length rule.")
+    min_words: int = Field(50, ge=0, description="Gopher: fewer words than this scores 0 on the length rule.")
+    max_words: int = Field(100_000, ge=1, description="Gopher: more words than this scores 0 on the length rule.")
     mean_word_length: tuple[float, float] = Field(
-        (3.0, 10.0), description="Allowed range of mean word length (characters)."
+        (3.0, 10.0), description="Gopher: allowed range of mean word length (characters)."
     )
-    max_symbol_ratio: float = Field(
-        0.1, ge=0, le=1, description="Max ratio of `#` and `...` symbols to words (1.0 disables the rule)."
+    max_hash_ratio: float = Field(0.1, ge=0, le=1, description="Gopher: max `#` per word (1 disables).")
+    max_ellipsis_ratio: float = Field(0.1, ge=0, le=1, description="Gopher: max `...`/`…` per word (1 disables).")
+    max_bullet_lines: float = Field(0.9, ge=0, le=1, description="Gopher: max share of lines starting with a "
+                                    "bullet (•, ‣, -, *, …).")
+    max_ellipsis_lines: float = Field(0.3, ge=0, le=1, description="Gopher: max share of lines ending in an "
+                                      "ellipsis.")
+    min_stop_words: int = Field(2, ge=0, description="Gopher: min occurrences of the, be, to, of, and, that, "
+                                "have, with (0 disables).")
+    min_alpha_words: float = Field(0.8, ge=0, le=1, description="Gopher: min share of words holding a letter.")
+    max_dup_lines: float = Field(
+        0.3, ge=0, le=1, description="Gopher: max share of lines repeating an earlier line, counted over lines "
+        "of at least `min_words_per_line` words (a play's speaker names, code's `else:` are not counted)."
     )
-    max_non_alpha_words: float = Field(
-        0.2, ge=0, le=1, description="Max fraction of words without any alphabetic character."
+    max_dup_line_chars: float = Field(0.2, ge=0, le=1, description="Gopher: max share of line characters in "
+                                      "repeated lines.")
+    max_dup_paragraphs: float = Field(0.3, ge=0, le=1, description="Gopher: max share of paragraphs (blank-line "
+                                      "separated) repeating an earlier one.")
+    max_dup_paragraph_chars: float = Field(0.2, ge=0, le=1, description="Gopher: max share of paragraph "
+                                           "characters in repeated paragraphs.")
+    max_top_ngram: tuple[float, float, float] = Field(
+        (0.2, 0.18, 0.16), description="Gopher: max character share of the most frequent repeated 2-, 3-, 4-gram."
     )
-    max_duplicate_line_fraction: float = Field(
-        0.3, ge=0, le=1, description="Max fraction of characters in repeated lines (Gopher's weighting, so "
-        "repeated short speaker names in plays do not count like repeated paragraphs)."
+    max_dup_ngram: tuple[float, float, float, float, float, float] = Field(
+        (0.15, 0.14, 0.13, 0.12, 0.11, 0.10),
+        description="Gopher: max character share of words covered by repeated 5-, 6-, …, 10-grams.",
     )
-    max_top_ngram_fraction: float = Field(
-        0.2, ge=0, le=1, description="Max fraction of characters covered by the most frequent word 2-gram."
+    min_words_per_line: int = Field(3, ge=1, description="C4: a line needs this many words to count as kept text.")
+    min_c4_lines: float = Field(
+        0.1, ge=0, le=1, description="C4: min share of characters in lines C4 would keep (terminal punctuation, "
+        "≥ `min_words_per_line` words, no javascript/policy phrase; lines are blank-line paragraphs with their "
+        "hard wraps joined, as plays and help texts are hard-wrapped); 0 disables."
     )
-    min_punctuated_lines: float = Field(
-        0.1, ge=0, le=1, description="Min fraction of lines ending in terminal punctuation (0 disables)."
-    )
-    threshold: float = Field(0.7, ge=0, le=1, description="Documents scoring below this are dropped.")
+    max_boilerplate_lines: float = Field(0.2, ge=0, le=1, description="C4: max share of lines mentioning "
+                                         "javascript or a cookie/terms/privacy policy.")
+    max_curly_lines: float = Field(0.1, ge=0, le=1, description="C4 (which drops any `{`): max share of lines "
+                                   "holding a curly brace.")
+    lorem_ipsum: bool = Field(True, description="C4: 'lorem ipsum' anywhere scores 0.")
+    threshold: float = Field(0.5, ge=0, le=1, description="Documents scoring below this are dropped.")
+
+
+CODE_RULES = dict(
+    min_words=5, mean_word_length=(1.5, 20.0), max_hash_ratio=1.0, max_ellipsis_ratio=1.0, max_bullet_lines=1.0,
+    max_ellipsis_lines=1.0, min_stop_words=0, min_alpha_words=0.2, max_dup_line_chars=0.5, max_dup_lines=0.5,
+    max_dup_paragraphs=0.5, max_dup_paragraph_chars=0.5, max_top_ngram=(0.5, 0.5, 0.5),
+    max_dup_ngram=(0.6, 0.6, 0.6, 0.6, 0.6, 0.6), min_c4_lines=0.0, max_boilerplate_lines=1.0,
+    max_curly_lines=1.0, lorem_ipsum=False, threshold=0.5,
+)
 
 
 class QualitySpec(StrictModel):
@@ -46,15 +78,35 @@ class QualitySpec(StrictModel):
     enabled: bool = Field(True, description="Run the quality filter.")
     prose: QualityRules = Field(default_factory=QualityRules, description="Rules for natural-language text.")
     code: QualityRules = Field(
-        default_factory=lambda: QualityRules(
-            min_words=5, mean_word_length=(1.5, 20.0), max_symbol_ratio=1.0, max_non_alpha_words=0.8,
-            max_top_ngram_fraction=0.5, min_punctuated_lines=0.0, threshold=0.6,
-        ),
-        description="Rules for source code.",
+        default_factory=lambda: QualityRules(**CODE_RULES),
+        description="Rules for source code: the prose rules (stop words, bullets, C4 lines, braces, symbols) "
+        "off, repetition limits loose.",
     )
     profiles: dict[str, Literal["prose", "code"]] = Field(
         default_factory=dict, description="Profile per source name; unlisted sources use `prose`."
     )
+    curve: list[float] = Field(
+        default_factory=lambda: [0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
+        description="Thresholds the clean report's quality curve counts kept documents and words at.",
+    )
+
+
+class LanguageSpec(StrictModel):
+    """Language identification (py3langid, whose model ships in its wheel) on the first `sample_chars`
+    characters; a document whose detected language is not allowed for its source, or is detected with less
+    than `min_confidence`, is dropped (reason `language`). The detected language and confidence are written to
+    the record's meta (`lang_detected`, `lang_confidence`)."""
+
+    enabled: bool = Field(True, description="Run language identification.")
+    allowed: dict[str, list[str]] = Field(
+        default_factory=dict, description="Allowed ISO 639-1 codes per source; an unlisted source allows its "
+        "records' declared `lang` tag (ingest's `lang`), an empty list allows anything."
+    )
+    min_confidence: float = Field(0.65, ge=0, le=1, description="Min probability of the detected language "
+                                  "(datatrove's default 0.65).")
+    exempt_code: bool = Field(True, description="Skip sources judged by the `code` quality profile.")
+    sample_chars: int = Field(2_000, ge=100, description="Characters read from the start of each document "
+                              "(detection cost grows with length; 2 KB is plenty for a confident guess).")
 
 
 class ToxicitySpec(StrictModel):
@@ -120,6 +172,18 @@ class CleanSpec(StrictModel):
     )
     quality: QualitySpec = Field(default_factory=QualitySpec, description="Quality heuristics.")
     toxicity: ToxicitySpec = Field(default_factory=ToxicitySpec, description="Toxicity filter.")
+    language: LanguageSpec = Field(default_factory=LanguageSpec, description="Language identification.")
+    filters: list[Literal["quality", "language", "toxicity"]] = Field(
+        default_factory=lambda: ["quality", "language", "toxicity"],
+        description="Order of the per-document filters; the first that drops a document decides its reason.",
+    )
+
+    @model_validator(mode="after")
+    def _filters_once(self) -> "CleanSpec":
+        repeated = sorted({f for f in self.filters if self.filters.count(f) > 1})
+        if repeated:
+            raise ValueError(f"clean.filters lists {', '.join(repeated)} more than once")
+        return self
     pii: PIISpec = Field(default_factory=PIISpec, description="PII scrubbing.")
     dedup: DedupSpec = Field(default_factory=DedupSpec, description="Exact and near deduplication.")
     shard_records: int = Field(2_000, ge=1, description="Records per output shard.")

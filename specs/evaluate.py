@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from specs.base import require_unique, StrictModel
-from specs.clean import PII_KINDS, QualityRules, QualitySpec, ToxicitySpec
+from specs.clean import CODE_RULES, PII_KINDS, QualityRules, QualitySpec, ToxicitySpec
 from specs.review import ItemLabel, ReviewDecision, ReviewSpec  # re-exported: the review gate's contracts
 
 NAME = r"^[a-z][a-z0-9_-]{0,63}$"  # prompt ids and categories: short, lower case, stable in file names
@@ -73,9 +73,7 @@ class FlagSpec(StrictModel):
     quality: QualitySpec = Field(
         default_factory=lambda: QualitySpec(
             prose=QualityRules(min_words=10),
-            code=QualityRules(min_words=3, mean_word_length=(1.5, 20.0), max_symbol_ratio=1.0,
-                              max_non_alpha_words=0.8, max_top_ngram_fraction=0.5, min_punctuated_lines=0.0,
-                              threshold=0.6),
+            code=QualityRules(**{**CODE_RULES, "min_words": 3}),
             profiles={"code": "code"},
         ),
         description="Rules for the `low_quality` flag; `profiles` maps a source or prompt category to prose/code "

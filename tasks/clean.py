@@ -27,10 +27,10 @@ from specs.base import spec_hash
 from specs.clean import CleanSpec
 from specs.results import StageResult
 from tasks.core import faults
-from tasks.core.files import atomic_path, sha256_file, write_json_atomic
+from tasks.core.files import atomic_path, sha256_file, write_json_atomic, write_text_atomic
 from tasks.core.runner import MANIFEST, StagePaths
 from tasks.core.shardmap import map_shards
-from tasks.data import cleaning
+from tasks.data import cleaning, quality
 from tasks.data.records import RECORD_SCHEMA, write_table
 
 log = logging.getLogger("forgeline.clean")
@@ -124,7 +124,12 @@ def _write_outputs(rows: pa.Table, spec: CleanSpec, paths: StagePaths, dedup: di
     counts = {"in": totals["in"], "kept": totals.get("kept", 0), "dropped": totals["in"] - totals.get("kept", 0),
               "dropped_by_reason": {k.split(":", 1)[1]: v for k, v in sorted(totals.items()) if ":" in k},
               "by_source": sources, "pii_replaced": dict(sorted(pii.items())), "dedup": dedup["summary"]}
-    write_json_atomic(paths.out / "report.json", {**counts, "dedup_detail": dedup["detail"]})
+    # What each quality threshold would keep, per source (the quality filter alone; a DVC plot)
+    curve = quality.threshold_curve([(r["source"], r["quality"], len(r["text"].split())) for r in records],
+                                    spec.quality.curve) if spec.quality.enabled else []
+    if curve:
+        write_text_atomic(paths.out / "quality_curve.csv", quality.curve_csv(curve))
+    write_json_atomic(paths.out / "report.json", {**counts, "dedup_detail": dedup["detail"], "quality_curve": curve})
     return counts
 
 

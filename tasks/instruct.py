@@ -5,7 +5,7 @@ Funnel, per conversation, first failure wins: `parse` (unreadable line) -> `form
 -> then over all sources together: `exact_duplicate` (normalized prompt + response) -> `near_duplicate`
 (MinHash-LSH, verified by exact shingle Jaccard; the best-scored conversation of a cluster stays) ->
 `min_score`. The survivors are split: a seeded held-out slice (stratified by source) and the training
-candidates, which are ranked by the quality score (`quality_score`, documented below) and capped at
+candidates, which are ranked by the quality score (`quality_score` in tasks/data/instruct_filters.py) and capped at
 `max_train_pairs`; the rest are ledgered as `quality_cap`. Since dedup ran over the whole pool first, no
 held-out conversation duplicates (exactly or nearly) a training one.
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,14 +34,16 @@ from specs.results import StageResult
 from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
 from tasks.data import minhash
-from tasks.data.decontaminate import EvalIndex, words
-from tasks.data.instructions import (EXCERPT_CHARS, FILTERS, Conversation, Rejected, Turns, check_format, prose,
-                                     read_source, stopword_ratio, symbol_ratio)
+from tasks.data.decontaminate import EvalIndex
+from tasks.data.filters import first_drop, run_filters
+from tasks.data.instruct_filters import (FILTER_NAMES, SCORE_WEIGHTS, ScoreFilter, instruct_filters,
+                                         quality_score)
+from tasks.data.instructions import EXCERPT_CHARS, Conversation, Rejected, Turns, check_format, read_source
 from tasks.data.normalize import exact_key
 from tasks.data.records import write_table
 
 log = logging.getLogger("forgeline.instruct")
-STEPS = ("parse", "format", *(name for name, _ in FILTERS), "decontamination", "exact_duplicate",
+STEPS = ("parse", "format", *FILTER_NAMES, "decontamination", "exact_duplicate",
          "near_duplicate", "min_score", "heldout", "quality_cap")
 Drop = Callable[[str, str, str, str, str], None]     # (id, source, filter, reason, text) -> ledger row
 LEDGER_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("filter", pa.string()),
@@ -71,41 +72,6 @@ def hash_unit(*parts: object) -> float:
     return int.from_bytes(digest, "big") / 2**64
 
 
-# The quality score ranks conversations for the cap (and picks the keeper of a duplicate cluster). It is a
-# weighted mean of sub-scores in [0, 1], all about the assistant's side (what SFT teaches):
-#   substance  0.35  log-scaled response length in words, saturating at TARGET_WORDS: one-word replies teach
-#                    little; past a paragraph more words stop counting (the length filter bounds the rest).
-#   english    0.20  share of English function words in the response prose, saturating at 0.3 (fluent text
-#                    sits at 0.35–0.55); full marks for an all-code answer.
-#   diversity  0.15  distinct / total words of the response (repetitive answers lose).
-#   form       0.15  half for starting with a capital, digit, quote or code fence; half for ending with
-#                    terminal punctuation or a closing fence.
-#   clean      0.15  1 − 5 × symbol ratio of the response prose (markup-heavy answers lose; 0 at 20 %).
-SCORE_WEIGHTS = {"substance": 0.35, "english": 0.20, "diversity": 0.15, "form": 0.15, "clean": 0.15}
-TARGET_WORDS = 60
-
-
-def score_parts(t: Turns) -> dict[str, float]:
-    """The quality score's sub-scores, each in [0, 1] (see SCORE_WEIGHTS above)."""
-    tokens = words(t.response)
-    text = prose(t.response)
-    ratio, n = stopword_ratio(text)
-    stripped = t.response.strip()
-    return {
-        "substance": min(1.0, math.log1p(len(tokens)) / math.log1p(TARGET_WORDS)),
-        "english": min(1.0, ratio / 0.3) if n else 1.0,
-        "diversity": len(set(tokens)) / len(tokens) if tokens else 0.0,
-        "form": 0.5 * (stripped[:1].isupper() or stripped[:1].isdigit() or stripped[:1] in "`\"'")
-        + 0.5 * stripped.endswith((".", "!", "?", "```", '."', ".)")),
-        "clean": max(0.0, 1.0 - 5.0 * symbol_ratio(text)),
-    }
-
-
-def quality_score(t: Turns) -> float:
-    """The documented ranking score: the SCORE_WEIGHTS-weighted mean of `score_parts`, in [0, 1]."""
-    return round(sum(SCORE_WEIGHTS[k] * v for k, v in score_parts(t).items()), 6)
-
-
 def run(spec: InstructJob, paths: StagePaths) -> StageResult:
     cfg = spec.instruct
     paths.out.mkdir(parents=True, exist_ok=True)
@@ -120,10 +86,12 @@ def run(spec: InstructJob, paths: StagePaths) -> StageResult:
     eval_hits: Counter[int] = Counter()    # eval prompt index -> conversations dropped for overlapping it
     pool = _read_and_filter(cfg, spec.eval_prompts, paths, stats, drop, eval_hits)
     pool, dedup = _deduplicate(pool, cfg, paths.seed, drop)
-    for item in [i for i in pool if i.score < cfg.min_score]:
-        drop(item.id, item.source, "min_score", f"quality score {item.score:.3f} < min_score {cfg.min_score}",
-             item.text())
-    pool = [i for i in pool if i.score >= cfg.min_score]
+    floor = ScoreFilter(cfg.min_score)
+    low = {i.id: v for i in pool if not (v := floor(i.turns)).keep}
+    for item in pool:
+        if item.id in low:
+            drop(item.id, item.source, floor.name, low[item.id].reason, item.text())
+    pool = [i for i in pool if i.id not in low]
     heldout, candidates = _split_heldout(pool, cfg, paths.seed)
     train = sorted(candidates, key=lambda i: (-i.score, i.id))
     cap = len(train) if cfg.max_train_pairs is None else cfg.max_train_pairs
@@ -162,6 +130,7 @@ def _read_and_filter(cfg: InstructSpec, eval_prompts: list[str], paths: StagePat
                      stats: dict[str, Counter], drop: Drop, eval_hits: Counter) -> list[Item]:
     """Read every source (capped at max_pairs by a seeded hash order) and apply the per-conversation filters."""
     index = EvalIndex(eval_prompts, cfg.decontamination)
+    checks = instruct_filters(cfg.filters)
     pool: list[Item] = []
     for src in cfg.sources:
         convs: list[Conversation] = []
@@ -186,7 +155,8 @@ def _read_and_filter(cfg: InstructSpec, eval_prompts: list[str], paths: StagePat
             if isinstance(turns, str):
                 drop(conv.id, conv.source, "format", turns, conv.excerpt())
                 continue
-            reason = next(((name, why) for name, fn in FILTERS if (why := fn(turns, cfg.filters))), None)
+            dropped = first_drop(run_filters(checks, turns))
+            reason = (dropped[0], dropped[1].reason) if dropped else None
             if reason is None and cfg.decontamination.enabled:
                 for what, text in (("prompt", turns.prompt), ("response", turns.response)):
                     if hit := index.check(text):

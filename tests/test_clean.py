@@ -93,3 +93,28 @@ def test_killed_run_resumes_and_matches_uninterrupted(cleaned, tmp_path):
     for f in ("dropped.parquet", "report.json", *(f"shards/{p.name}" for p in (reference / "data/clean/shards").iterdir())):
         assert (root / "data/clean" / f).read_bytes() == (reference / "data/clean" / f).read_bytes(), f
     assert not (root / "work/clean").exists() or not any((root / "work/clean").iterdir())
+
+
+def test_quality_curve_matches_a_direct_count(cleaned):
+    """The curve recounted from scratch: every output text (kept shards + ledger) re-scored by quality_score."""
+    from specs.clean import QualitySpec
+    from tasks.data.quality import quality_score
+
+    root, _, _ = cleaned
+    spec = QualitySpec(profiles={"code": "code"})
+    texts = [(r["source"], r["text"]) for r in read_all_records(root / "data/clean").to_pylist()]
+    texts += [(r["source"], r["text"]) for r in pq.read_table(root / "data/clean/dropped.parquet").to_pylist()]
+    scored = [(s, quality_score(t, getattr(spec, spec.profiles.get(s, "prose"))).score, len(t.split()))
+              for s, t in texts]
+    lines = (root / "data/clean/quality_curve.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    assert len(lines) == 1 + 7
+    for line in lines[1:]:
+        row = dict(zip(header, line.split(",")))
+        t = float(row["threshold"])
+        for src in ("code", "wiki"):
+            kept = [w for s, score, w in scored if s == src and score >= t]
+            assert (int(row[f"docs:{src}"]), int(row[f"words:{src}"])) == (len(kept), sum(kept)), (t, src)
+        assert int(row["docs"]) == sum(score >= t for _, score, _ in scored)
+    report = json.loads((root / "data/clean/report.json").read_text())
+    assert {r["threshold"] for r in report["quality_curve"]} == {0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9}

@@ -15,7 +15,9 @@ from tasks import instruct
 from tasks.core.runner import StagePaths
 from tasks.data import instructions
 from tasks.data.decontaminate import EvalIndex
-from tasks.data.instructions import FILTERS, Turns, check_format, read_source, topic_sections
+from tasks.data.filters import first_drop, run_filters
+from tasks.data.instruct_filters import instruct_filters
+from tasks.data.instructions import Turns, check_format, read_source, topic_sections
 from tasks.data.normalize import exact_key
 
 OUTPUTS = ("train.jsonl", "heldout.jsonl", "dropped.parquet", "report.json")
@@ -30,8 +32,8 @@ def turns(prompt: str, response: str) -> Turns:
 
 def first_failure(prompt: str, response: str, **rules) -> str | None:
     """Name of the first filter that drops the pair under FilterSpec(**rules), or None when all keep it."""
-    spec, t = FilterSpec(**rules), turns(prompt, response)
-    return next((name for name, fn in FILTERS if fn(t, spec)), None)
+    dropped = first_drop(run_filters(instruct_filters(FilterSpec(**rules)), turns(prompt, response)))
+    return dropped[0] if dropped else None
 
 
 GOOD = "A prime number is a whole number greater than one that has no divisors other than one and itself."

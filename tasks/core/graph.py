@@ -214,6 +214,9 @@ PLOTS: tuple[dict[str, Any], ...] = (
     {"pretrain_val_loss": {"template": "linear", "x": "step",
                            "y": {"data/pretrain/plots/val_loss.csv": "val_loss"},
                            "title": "pretrain: validation loss"}},
+    {"clean_quality_curve": {"template": "linear", "x": "threshold",
+                             "y": {"data/clean/quality_curve.csv": ["docs_share", "words_share"]},
+                             "title": "clean: share of documents and words each quality threshold keeps"}},
 )
 
 

@@ -6,6 +6,7 @@ counts) and the shard's MinHash signatures. Phase 2 reads them all back and deci
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
@@ -17,12 +18,10 @@ import pyarrow.parquet as pq
 
 from specs.clean import CleanSpec
 from tasks.core.files import atomic_path
-from tasks.data import minhash
+from tasks.data import filters, minhash
 from tasks.data.normalize import exact_key, normalize_text
 from tasks.data.pii import scrub_pii
-from tasks.data.quality import quality_score
-from tasks.data.records import RECORD_SCHEMA, write_table
-from tasks.data.toxicity import load_lexicon, toxicity
+from tasks.data.records import RECORD_SCHEMA, meta_json, write_table
 
 WORK_SCHEMA = pa.schema(
     [*RECORD_SCHEMA, ("quality", pa.float64()), ("reason", pa.string()), ("detail", pa.string()),
@@ -34,35 +33,45 @@ LEDGER_SCHEMA = pa.schema(
 )
 
 
-@lru_cache(maxsize=4)
-def _lexicon(path: str | None):
-    return load_lexicon(Path(path) if path else None)
-
-
 def clean_record(r: dict[str, Any], spec: CleanSpec, root: Path) -> dict[str, Any]:
-    """One record through normalize -> PII -> quality -> toxicity; returns the work row."""
+    """One record through normalize -> PII -> the filters of `clean.filters` (first drop wins); returns the
+    work row. A drop's `reason` is its verdict's reason; `detail` is JSON naming the filter and its signals."""
     text = normalize_text(r["text"], spec.normalization)
     pii: dict[str, int] = {}
     if spec.pii.enabled:
         text, pii = scrub_pii(text, spec.pii.kinds)
     reason = detail = None
-    score = 1.0
+    score: float | None = None if spec.quality.enabled else 1.0   # None: dropped before quality measured it
+    meta = r["meta"]
     if not text.strip():
         reason, detail = "empty", "nothing left after normalization"
-    if reason is None and spec.quality.enabled:
-        profile = spec.quality.profiles.get(r["source"], "prose")
-        verdict = quality_score(text, getattr(spec.quality, profile))
-        score = verdict.score
-        if not verdict.keep:
-            failed = ", ".join(verdict.failed_rules) or f"mean below {getattr(spec.quality, profile).threshold}"
-            reason, detail = "low_quality", f"{profile} score {verdict.score:.3f}; failed: {failed}"
-    if reason is None and spec.toxicity.enabled:
-        wordlist = str(root / spec.toxicity.wordlist) if spec.toxicity.wordlist else None
-        tox = toxicity(text, _lexicon(wordlist), spec.toxicity)
-        if not tox.keep:
-            reason, detail = "toxic", f"{tox.hits} hits ({tox.ratio:.2%} of words): {', '.join(tox.matched)}"
-    return {**r, "text": text, "quality": round(score, 6), "reason": reason, "detail": detail,
-            "exact_key": exact_key(text), "pii_kinds": list(pii), "pii_counts": list(pii.values())}
+    else:
+        results = filters.run_filters(_filters(spec, root), {**r, "text": text})
+        for name, verdict in results:
+            if name == "quality":
+                score = verdict.signals["score"]
+            elif name == "language" and "confidence" in verdict.signals:
+                lang = next(k[5:] for k in verdict.signals if k.startswith("lang:"))
+                meta = meta_json({**json.loads(meta or "{}"), "lang_detected": lang,
+                                  "lang_confidence": verdict.signals["confidence"]})
+        if (drop := filters.first_drop(results)) is not None:
+            name, verdict = drop
+            reason = verdict.reason or name
+            detail = json.dumps({"filter": name, "signals": json.loads(filters.signals_json(verdict.signals))},
+                                sort_keys=True)
+    return {**r, "text": text, "meta": meta, "quality": None if score is None else round(score, 6),
+            "reason": reason, "detail": detail, "exact_key": exact_key(text), "pii_kinds": list(pii),
+            "pii_counts": list(pii.values())}
+
+
+@lru_cache(maxsize=4)
+def _filters_cached(spec_json: str, root: str) -> list[filters.Filter]:
+    return filters.clean_filters(CleanSpec.model_validate_json(spec_json), Path(root))
+
+
+def _filters(spec: CleanSpec, root: Path) -> list[filters.Filter]:
+    """The filters for `spec`, built once per process (the lexicon and language model load once)."""
+    return _filters_cached(spec.model_dump_json(), str(root))
 
 
 def process_shard(shard: Path, target: Path, sig_target: Path, spec: CleanSpec, seed: int, root: Path) -> int:

@@ -14,7 +14,8 @@ inputs give equal outputs on every machine:
 - files: jsonl lines holding a chat (`messages`: [{role, content}]) or a pair (`prompt`, `response`, optional
   `system`); bad lines are `Rejected` with `file:line` and the error, never raised.
 
-Filters (`FILTERS`, in funnel order after `format`) return a human-readable reason to drop, or None.
+`check_format` turns a conversation into `Turns` (or the reason it cannot); the per-conversation filters that
+follow it are Filters in `tasks/data/instruct_filters.py`.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import glob
 import importlib.util
 import json
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -40,24 +41,11 @@ from tasks.data.records import Doc
 ROLES = ("system", "user", "assistant")
 ANSWER_CHARS = 1_200        # embedded answers keep whole leading paragraphs up to about this many characters
 EXCERPT_CHARS = 300         # text shown per ledger row
-RATIO_MIN_TOKENS = 4        # the alpha-word rule needs this many tokens (a bare "1963" is a fine answer)
-LANGUAGE_MIN_WORDS = 8      # the stopword rule needs this many words
 CHATTERBOT_PIN = "chatterbot-corpus==1.3.3"
 
-_WORD = re.compile(r"\w+")
-_LETTER_WORD = re.compile(r"[^\W\d_]+")
-_CODE = re.compile(r"```.*?(?:```|\Z)|`[^`\n]+`", re.DOTALL)    # fenced blocks and inline code spans
-# Ordinary prose punctuation: not a "symbol" (a bare "No." must not read as 33 % noise).
-_PUNCTUATION = frozenset(".,;:!?'\"()-/%–—‘’“”…")
 _ROLE = re.compile(r":[\w:.-]+:`~?([^`]+)`")           # reST roles such as :func:`json.dumps`
 _HEADING_RULE = re.compile(r"^([*=\-~^])\1{2,}$")
 _LINE_BREAK = re.compile(r"\n(?!\s*(?:[-*+•]|\d+[.)])\s)")    # a hard wrap, not the start of a list item
-STOPWORDS = frozenset("""a about above after again all also am an and any are as at be because been before being
-below between both but by can could did do does doing down during each few for from further had has have having
-he her here hers him his how i if in into is it its itself just me more most my no nor not now of off on once
-only or other our out over own same she should so some such than that the their them then there these they this
-those through to too under until up very was we were what when where which while who whom why will with would
-you your yours""".split())
 
 
 @dataclass
@@ -331,7 +319,7 @@ def _messages_of(obj: Any, fields: InstructFieldMap) -> list | str:
     return f"needs {fields.messages!r} or both {fields.prompt!r} and {fields.response!r}"
 
 
-# --- format and filters -----------------------------------------------------------------------------------
+# --- format -----------------------------------------------------------------------------------
 
 def check_format(messages: Any, spec: FilterSpec) -> Turns | str:
     """Valid roles and turn order (optional leading system turn, then user/assistant alternating, ending on
@@ -360,69 +348,3 @@ def check_format(messages: Any, spec: FilterSpec) -> Turns | str:
     if len(body) > spec.max_messages:
         return f"{len(body)} turns exceed max_messages = {spec.max_messages}"
     return Turns(turns)
-
-
-def prose(text: str) -> str:
-    """Text outside ``` fenced code blocks and `inline code` spans."""
-    return _CODE.sub(" ", text)
-
-
-def _length(t: Turns, spec: FilterSpec) -> str | None:
-    for what, text in (("prompt", t.prompt), ("response", t.response)):
-        lo, hi = getattr(spec, f"min_{what}_chars"), getattr(spec, f"max_{what}_chars")
-        if not lo <= len(text) <= hi:
-            return f"{what} has {len(text):,} characters, outside [{lo:,}, {hi:,}]"
-    return None
-
-
-def _echo(t: Turns, spec: FilterSpec) -> str | None:
-    for n, (user, answer) in enumerate(t.exchanges(), start=1):
-        said, words = set(_WORD.findall(user.lower())), _WORD.findall(answer.lower())
-        if " ".join(words) == " ".join(_WORD.findall(user.lower())):
-            return f"answer {n} repeats its prompt verbatim"
-        overlap = sum(w in said for w in words) / len(words) if words else 0.0
-        if words and overlap >= spec.max_echo_overlap:
-            return f"answer {n}: {overlap:.0%} of its words come from the prompt (max {spec.max_echo_overlap:.0%})"
-    return None
-
-
-def symbol_ratio(text: str) -> float:
-    """Share of non-space characters that are neither alphanumeric nor ordinary prose punctuation."""
-    chars = "".join(text.split())
-    return sum(not c.isalnum() and c not in _PUNCTUATION for c in chars) / len(chars) if chars else 0.0
-
-
-def _symbols(t: Turns, spec: FilterSpec) -> str | None:
-    for what, text in (("prompt", prose(t.prompt)), ("response", prose(t.response))):
-        ratio = symbol_ratio(text)
-        if ratio > spec.max_symbol_ratio:
-            return f"{what} prose is {ratio:.0%} symbols (max {spec.max_symbol_ratio:.0%})"
-        tokens = text.split()
-        alpha = sum(bool(_LETTER_WORD.search(w)) for w in tokens) / len(tokens) if tokens else 1.0
-        if len(tokens) >= RATIO_MIN_TOKENS and alpha < spec.min_alpha_word_ratio:
-            return f"{what} prose has {alpha:.0%} words with letters (min {spec.min_alpha_word_ratio:.0%})"
-    return None
-
-
-def stopword_ratio(text: str) -> tuple[float, int]:
-    """(share of words that are common English function words, number of words)."""
-    words = _LETTER_WORD.findall(text.lower())
-    return (sum(w in STOPWORDS for w in words) / len(words) if words else 0.0), len(words)
-
-
-def _language(t: Turns, spec: FilterSpec) -> str | None:
-    text = prose(t.prompt + "\n" + t.response)
-    letters = [c for c in text if c.isalpha()]
-    ascii_share = sum(c.isascii() for c in letters) / len(letters) if letters else 1.0
-    if ascii_share < spec.min_ascii_letter_ratio:
-        return f"{ascii_share:.0%} of letters are ASCII (min {spec.min_ascii_letter_ratio:.0%}): not English"
-    ratio, n = stopword_ratio(text)
-    if n >= LANGUAGE_MIN_WORDS and ratio < spec.min_stopword_ratio:
-        return f"{ratio:.0%} English function words among {n} (min {spec.min_stopword_ratio:.0%}): not English"
-    return None
-
-
-FilterFn = Callable[[Turns, FilterSpec], "str | None"]
-FILTERS: tuple[tuple[str, FilterFn], ...] = (
-    ("length", _length), ("echo", _echo), ("symbols", _symbols), ("language", _language),
-)

@@ -1,138 +1,270 @@
-"""Gopher/C4-style quality heuristics with soft per-rule scores.
+"""Gopher + C4 quality rules with soft per-rule scores: `measure` -> `rule_scores` -> `quality_score`.
 
-`quality_score(text, rules)` measures a handful of raw signals, turns each rule into a sub-score in [0, 1] and
-averages them. Sub-scores are soft: 1 inside the allowed band, then falling linearly to 0 at a "hopeless"
-distance (twice the limit for maxima, zero for minima, half/double the band for mean word length), so two
-near-duplicates can be ranked by quality instead of tying at 1.0. The length rule is the exception: the spec
-says fewer than `min_words` (or more than `max_words`) words *scores 0*.
+`measure(text)` computes the raw signals (Gopher, Rae et al. 2021, appendix A; C4, Raffel et al. 2020, §2.2);
+`rule_scores` turns each rule into a sub-score in [0, 1]; the quality score is their **product**, and a document
+is kept when `score >= rules.threshold`. A sub-score is 1 inside the allowed band and falls linearly to 0 over a
+"hopeless" distance past the limit (for a fraction limit L: min(L, 1 − L), so 100 % bullet lines score 0 against
+Gopher's 90 %; for unbounded per-word ratios: L), so near-duplicates rank by quality instead of tying at 1. The
+product makes any hard failure (a 0) drop the document whatever the rest, and several partial violations add
+up; the threshold curve in the clean report shows what each threshold would keep.
 
-Keeping: `keep = score >= rules.threshold and no sub-score is 0`. The veto matters: with seven rules a plain
-mean keeps a document that fails two rules outright (5/7 ≥ 0.7), e.g. a three-word text or a page that repeats
-one line; Gopher drops a document that fails any rule. The mean still decides for several partial violations.
-
-Signals follow Gopher: words are whitespace-separated tokens, the symbol ratio counts `#` and ellipses per word,
-the duplicate-line fraction is weighted by characters (a repeated paragraph counts, a recurring `else:` or
-speaker name barely does), the top 2-gram fraction is the share of word characters covered by the most frequent
-repeated word pair, and punctuated lines end in `.`, `!`, `?`, `…` or a closing quote.
-
-The same function judges code, with the `code` rules of `QualitySpec`; a rule set to a value that cannot be
-violated (a maximum of 1, a minimum of 0) is disabled and scores 1. Signals are computed with `str`/`re`/`Counter`
-operations (no per-character Python loops), several MB/s on prose and code.
+Signals. Words are whitespace tokens (Gopher); n-grams are over lower-cased words; character fractions are over
+the characters of all words (whitespace excluded), duplicates count every occurrence after the first:
+- `words`, `mean_word_length`, `hash_ratio` (`#` per word), `ellipsis_ratio` (`...`/`…` per word),
+  `bullet_lines` (lines starting with a bullet), `ellipsis_lines` (lines ending in one), `stop_words` (count of
+  the, be, to, of, and, that, have, with), `alpha_words` (share of words holding a letter);
+- `dup_lines` / `dup_paragraphs` (share of lines / blank-line paragraphs that repeat an earlier one) and
+  `dup_line_chars` / `dup_paragraph_chars` (their characters); lines of fewer than `rules.min_words_per_line`
+  words are left out of the *count* rule (a speaker's name in a play, `else:` in code; see QualityRules);
+- `top_2gram` … `top_4gram` (characters of the most frequent repeated n-gram × its count) and `dup_5gram` …
+  `dup_10gram` (characters of words covered by repeated n-grams), computed with numpy on word ids;
+- C4's line rules: `c4_lines` (share of lines C4 would keep: ending in terminal punctuation, not an ellipsis,
+  ≥ `min_words_per_line` words, no `javascript`, no cookie/terms/privacy-policy phrase), `boilerplate_lines`
+  (lines with `javascript` or a policy phrase), `curly_lines` (lines with `{`), `lorem_ipsum` (0/1).
+Code is judged by the `code` profile of QualitySpec, in which the prose rules are off (a limit that cannot be
+violated disables its rule and it scores 1).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from specs.clean import QualityRules
 
-# Lines ending with one of these count as punctuated (C4 keeps lines that end in terminal punctuation, a closing
-# quote included). `:`, `;` and `)` are left out on purpose: they end most lines of code.
-_TERMINAL = (".", "!", "?", "…", '"', "'", "”", "’", "»")
-# Removes every whitespace-delimited token that holds a letter; what is left are the words without letters.
-_WORD_WITH_LETTER = re.compile(r"\S*[^\W\d_]\S*")
+STOP_WORDS = frozenset(("the", "be", "to", "of", "and", "that", "have", "with"))    # Gopher's list
+BULLETS = ("•", "‣", "▪", "◦", "●", "○", "- ", "* ", "– ", "· ")
+ELLIPSES = ("...", "…")
+# C4 keeps lines ending in . ? ! " ' (an ellipsis does not count); curly quotes added for typeset text.
+TERMINAL = (".", "?", "!", '"', "'", "”", "’")
+POLICY = re.compile(r"terms of use|privacy policy|cookie policy|uses cookies|use of cookies|use cookies")
+TOP_NGRAMS = (2, 3, 4)
+DUP_NGRAMS = (5, 6, 7, 8, 9, 10)
+_PARAGRAPH = re.compile(r"\n\s*\n")
+_NO_LETTER_WORD = re.compile(r"(?<!\S)(?:[^\w\s]|[\d_])+(?!\S)")    # a whitespace token without a letter
+_PRIME = np.uint64(1_000_003)
 
 
 @dataclass(frozen=True)
 class QualityVerdict:
-    score: float                     # mean of the rule sub-scores, in [0, 1]
+    score: float                     # product of the rule sub-scores, in [0, 1]
     keep: bool
     reason: str | None               # "low_quality" when dropped
     signals: dict[str, float] = field(default_factory=dict)   # raw measurements and `rule:<name>` sub-scores
 
     @property
     def failed_rules(self) -> tuple[str, ...]:
-        """Rules that scored 0 (each one vetoes the document, whatever the mean), for drop details."""
-        return tuple(k[5:] for k, v in self.signals.items() if k.startswith("rule:") and v == 0.0)
+        """Rules that scored below 1, worst first (the ones that cost the document its score)."""
+        rules = [(v, k[5:]) for k, v in self.signals.items() if k.startswith("rule:") and v < 1.0]
+        return tuple(name for _, name in sorted(rules))
 
 
-def _at_most(value: float, limit: float, ceiling: float | None = 1.0) -> float:
-    """1 up to `limit`, then linearly down to 0 at twice the limit (a limit ≥ `ceiling` disables the rule)."""
-    if ceiling is not None and limit >= ceiling:
-        return 1.0
-    if value <= limit:
-        return 1.0
-    return max(0.0, 1.0 - (value - limit) / max(limit, 0.05))
+def _ramp_down(value: float, limit: float, width: float) -> float:
+    return 1.0 if value <= limit else max(0.0, 1.0 - (value - limit) / max(width, 1e-9))
 
 
-def _at_least(value: float, limit: float) -> float:
-    """1 from `limit` up, linearly down to 0 at 0 (a limit of 0 disables the rule)."""
+def at_most_fraction(value: float, limit: float) -> float:
+    """A fraction's maximum: 1 up to `limit`, 0 at limit + min(limit, 1 − limit); a limit of 1 disables."""
+    return 1.0 if limit >= 1.0 else _ramp_down(value, limit, max(min(limit, 1.0 - limit), 0.02))
+
+
+def at_most_ratio(value: float, limit: float, off: float) -> float:
+    """An unbounded ratio's maximum: 1 up to `limit`, 0 at twice it; a limit >= `off` disables."""
+    return 1.0 if limit >= off else _ramp_down(value, limit, max(limit, 0.02))
+
+
+def at_least(value: float, limit: float, width: float | None = None) -> float:
+    """A minimum: 1 from `limit` up, 0 at limit − width (default: at 0); a limit of 0 disables."""
     if limit <= 0 or value >= limit:
         return 1.0
-    return max(0.0, value / limit)
+    width = limit if width is None else max(width, 1e-9)
+    return max(0.0, 1.0 - (limit - value) / width)
 
 
-def _within(value: float, low: float, high: float) -> float:
-    """1 inside [low, high]; 0 at low/2 and at 2·high."""
-    if low <= value <= high:
-        return 1.0
-    if value < low:
-        return max(0.0, (value - low / 2) / (low / 2)) if low > 0 else 1.0
-    return max(0.0, 1.0 - (value - high) / high)
+def _duplicates(items: list[str]) -> tuple[int, int]:
+    """(occurrences that repeat an earlier item, their characters)."""
+    counts = Counter(items)
+    return (sum(c - 1 for c in counts.values()),
+            sum(len(item) * (c - 1) for item, c in counts.items() if c > 1))
 
 
-def measure(text: str) -> dict[str, float]:
-    """The raw signals the rules look at."""
+def _ngram_signals(lowered: list[str], lengths: np.ndarray) -> dict[str, float]:
+    """Top 2–4-gram and duplicate 5–10-gram character fractions, on integer word ids hashed per n-gram."""
+    out = {f"top_{n}gram": 0.0 for n in TOP_NGRAMS} | {f"dup_{n}gram": 0.0 for n in DUP_NGRAMS}
+    total = float(lengths.sum())
+    n_words = len(lowered)
+    vocab: dict[str, int] = {}
+    # setdefault with a running counter: a word's id is the position of its first occurrence (C-level map)
+    ids = np.fromiter(map(vocab.setdefault, lowered, itertools.count()), dtype=np.uint64, count=n_words)
+    if len(vocab) == n_words or total == 0:       # no word repeats, so no n-gram does
+        return out
+    hashes = ids
+    cum = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))
+    # Every occurrence of a repeated n-gram starts where the (n-1)-gram is repeated too, so each n only sorts
+    # the positions that were repeated at n-1 (a shrinking set; exact, since no occurrence is left out).
+    cand = np.flatnonzero(np.bincount(ids.astype(np.int64), minlength=n_words)[ids.astype(np.int64)] > 1)
+    for n in range(2, DUP_NGRAMS[-1] + 1):
+        hashes = hashes[:-1] * _PRIME + ids[n - 1:]       # uint64 wrap-around: a rolling n-gram hash
+        cand = cand[cand < len(hashes)]
+        if len(cand) < 2:
+            break
+        order = np.argsort(hashes[cand])                    # equal n-grams adjacent
+        ordered = hashes[cand][order]
+        group_start = np.concatenate(([True], ordered[1:] != ordered[:-1]))
+        starts = np.flatnonzero(group_start)
+        counts = np.diff(np.append(starts, len(ordered)))
+        repeated = np.repeat(counts > 1, counts)            # per sorted entry: its n-gram occurs again
+        if not repeated.any():
+            break                                           # no repeated n-gram: none of any longer n either
+        earliest = np.minimum.reduceat(cand[order], starts)  # each distinct n-gram's first position
+        if n in TOP_NGRAMS:   # the most frequent n-gram; among equally frequent ones, the longest
+            chars = cum[earliest + n] - cum[earliest]
+            top = int(np.lexsort((chars, counts))[-1])
+            out[f"top_{n}gram"] = min(1.0, float(counts[top] * chars[top]) / total)
+        if n in DUP_NGRAMS:
+            is_repeat = np.zeros(len(hashes), dtype=bool)
+            is_repeat[cand[order][repeated]] = True
+            is_repeat[earliest] = False
+            repeats = np.flatnonzero(is_repeat)             # start of every occurrence after the first
+            cover = np.zeros(n_words + 1, dtype=np.int64)   # words covered by a repeated n-gram
+            np.add.at(cover, repeats, 1)
+            np.add.at(cover, repeats + n, -1)
+            out[f"dup_{n}gram"] = float(lengths[np.cumsum(cover[:-1]) > 0].sum()) / total
+        cand = np.sort(cand[order][repeated])
+    return out
+
+
+def measure(text: str, min_words_per_line: int = 3) -> dict[str, float]:
+    """The raw signals the rules look at (see the module docstring)."""
     words = text.split()
     n_words = len(words)
-    word_chars = sum(map(len, words))
-    lines = [line.strip() for line in text.splitlines()]
-    lines = [line for line in lines if line]
+    lengths = np.fromiter(map(len, words), dtype=np.int64, count=n_words)
+    word_chars = int(lengths.sum())
+    raw_lines = [line.strip() for line in text.splitlines()]
+    lines = [line for line in raw_lines if line]
     n_lines = len(lines)
+    # words per line, counted by spaces (lines are stripped; a double space inside a line can overcount)
+    line_words = [line.count(" ") + 1 for line in lines]
 
-    # Repeated lines, weighted by characters (Gopher's "duplicate line character fraction"): a page that repeats
-    # a paragraph scores high, while short recurring lines (a speaker's name in a play, `else:` or `return` in
-    # code) weigh little.
+    long_lines = [line for line, k in zip(lines, line_words) if k >= min_words_per_line]
+    dup_long, _ = _duplicates(long_lines)
+    _, dup_line_chars = _duplicates(lines)
+    paragraphs = [p.strip() for p in _PARAGRAPH.split(text) if p.strip()]
+    dup_paras, dup_para_chars = _duplicates(paragraphs)
     line_chars = sum(map(len, lines))
-    counts = Counter(lines)
-    repeated_chars = sum(len(line) * (count - 1) for line, count in counts.items() if count > 1)
-
-    # Characters covered by the most frequent word 2-gram (case-folded), as a share of all word characters.
-    top_ngram = 0.0
-    if n_words >= 2:
-        folded = text.lower().split()
-        (pair, count), = Counter(zip(folded, folded[1:])).most_common(1)
-        if count > 1:
-            top_ngram = min(1.0, count * (len(pair[0]) + len(pair[1])) / word_chars)
-
-    symbols = text.count("#") + text.count("...") + text.count("…")
-    non_alpha = len(_WORD_WITH_LETTER.sub(" ", text).split())
-    punctuated = sum(1 for line in lines if line.endswith(_TERMINAL))
-    return {
+    lowered_text = text.lower()
+    lowered = lowered_text.split()
+    boiler = 0
+    if "javascript" in lowered_text or POLICY.search(lowered_text):      # rare: look at lines only then
+        boiler = sum(1 for line in lines if "javascript" in line.lower() or POLICY.search(line.lower()))
+    # C4 judges lines of extracted web text, where a line is a paragraph; our sources are hard-wrapped (plays,
+    # help texts), so its line rules are applied to paragraphs with their wraps joined, weighted by characters.
+    c4_ok = sum(len(p) for p in paragraphs if p.endswith(TERMINAL) and not p.endswith(ELLIPSES)
+                and p.count(" ") + p.count("\n") + 1 >= min_words_per_line
+                and not (boiler and ("javascript" in p.lower() or POLICY.search(p.lower()))))
+    per_word = (lambda x: x / n_words) if n_words else (lambda x: 0.0)
+    per_line = (lambda x: x / n_lines) if n_lines else (lambda x: 0.0)
+    signals = {
         "words": float(n_words),
         "mean_word_length": word_chars / n_words if n_words else 0.0,
-        "symbol_ratio": symbols / n_words if n_words else 0.0,
-        "non_alpha_words": non_alpha / n_words if n_words else 0.0,
-        "duplicate_line_fraction": repeated_chars / line_chars if line_chars else 0.0,
-        "top_ngram_fraction": top_ngram,
-        "punctuated_lines": punctuated / n_lines if n_lines else 0.0,
+        "hash_ratio": per_word(text.count("#")),
+        "ellipsis_ratio": per_word(text.count("...") + text.count("…")),
+        "bullet_lines": per_line(sum(line.startswith(BULLETS) for line in lines)),
+        "ellipsis_lines": per_line(sum(line.endswith(ELLIPSES) for line in lines)),
+        "stop_words": float(sum(map(STOP_WORDS.__contains__, lowered))),
+        "alpha_words": 1.0 - per_word(len(_NO_LETTER_WORD.findall(text))) if n_words else 0.0,
+        "dup_lines": dup_long / len(long_lines) if long_lines else 0.0,
+        "dup_line_chars": dup_line_chars / line_chars if line_chars else 0.0,
+        "dup_paragraphs": dup_paras / len(paragraphs) if paragraphs else 0.0,
+        "dup_paragraph_chars": dup_para_chars / sum(map(len, paragraphs)) if paragraphs else 0.0,
+        "c4_lines": c4_ok / sum(map(len, paragraphs)) if paragraphs else 0.0,
+        "boilerplate_lines": per_line(boiler),
+        "curly_lines": per_line(sum("{" in line for line in lines)) if "{" in text else 0.0,
+        "lorem_ipsum": float("lorem ipsum" in lowered_text),
     }
+    signals.update(_ngram_signals(lowered, lengths))
+    return signals
 
 
 def rule_scores(signals: dict[str, float], rules: QualityRules) -> dict[str, float]:
     """One sub-score in [0, 1] per rule."""
     words = signals["words"]
     low, high = rules.mean_word_length
-    return {
+    mwl = signals["mean_word_length"]
+    scores = {
         "length": 1.0 if rules.min_words <= words <= rules.max_words else 0.0,
-        "mean_word_length": _within(signals["mean_word_length"], low, high) if words else 0.0,
-        # the symbol ratio is per word, so it can exceed 1; the spec caps the field at 1, which then means "off"
-        "symbol_ratio": _at_most(signals["symbol_ratio"], rules.max_symbol_ratio),
-        "non_alpha_words": _at_most(signals["non_alpha_words"], rules.max_non_alpha_words),
-        "duplicate_line_fraction": _at_most(signals["duplicate_line_fraction"], rules.max_duplicate_line_fraction),
-        "top_ngram_fraction": _at_most(signals["top_ngram_fraction"], rules.max_top_ngram_fraction),
-        "punctuated_lines": _at_least(signals["punctuated_lines"], rules.min_punctuated_lines),
+        "mean_word_length": (at_least(mwl, low, low / 2) if mwl < low else at_most_ratio(mwl, high, float("inf")))
+        if words else 0.0,
+        "hash_ratio": at_most_ratio(signals["hash_ratio"], rules.max_hash_ratio, 1.0),
+        "ellipsis_ratio": at_most_ratio(signals["ellipsis_ratio"], rules.max_ellipsis_ratio, 1.0),
+        "bullet_lines": at_most_fraction(signals["bullet_lines"], rules.max_bullet_lines),
+        "ellipsis_lines": at_most_fraction(signals["ellipsis_lines"], rules.max_ellipsis_lines),
+        "stop_words": at_least(signals["stop_words"], rules.min_stop_words),
+        "alpha_words": at_least(signals["alpha_words"], rules.min_alpha_words,
+                                min(rules.min_alpha_words, 1 - rules.min_alpha_words)),
+        "dup_lines": at_most_fraction(signals["dup_lines"], rules.max_dup_lines),
+        "dup_line_chars": at_most_fraction(signals["dup_line_chars"], rules.max_dup_line_chars),
+        "dup_paragraphs": at_most_fraction(signals["dup_paragraphs"], rules.max_dup_paragraphs),
+        "dup_paragraph_chars": at_most_fraction(signals["dup_paragraph_chars"], rules.max_dup_paragraph_chars),
+        "c4_lines": at_least(signals["c4_lines"], rules.min_c4_lines),
+        "boilerplate_lines": at_most_fraction(signals["boilerplate_lines"], rules.max_boilerplate_lines),
+        "curly_lines": at_most_fraction(signals["curly_lines"], rules.max_curly_lines),
+        "lorem_ipsum": 0.0 if rules.lorem_ipsum and signals["lorem_ipsum"] else 1.0,
     }
+    for n, limit in zip(TOP_NGRAMS, rules.max_top_ngram):
+        scores[f"top_{n}gram"] = at_most_fraction(signals[f"top_{n}gram"], limit)
+    for n, limit in zip(DUP_NGRAMS, rules.max_dup_ngram):
+        scores[f"dup_{n}gram"] = at_most_fraction(signals[f"dup_{n}gram"], limit)
+    return scores
 
 
 def quality_score(text: str, rules: QualityRules) -> QualityVerdict:
     """Score `text` under one rule profile (prose or code) and decide whether it is kept."""
-    signals = measure(text)
+    signals = measure(text, rules.min_words_per_line)
     scores = rule_scores(signals, rules)
-    score = sum(scores.values()) / len(scores)
-    keep = score >= rules.threshold and min(scores.values()) > 0.0
+    score = float(np.prod(list(scores.values())))
+    keep = score >= rules.threshold
     signals.update({f"rule:{name}": value for name, value in scores.items()})
+    signals["score"] = round(score, 6)
     return QualityVerdict(score=round(score, 6), keep=keep, reason=None if keep else "low_quality",
                           signals=signals)
+
+
+def threshold_curve(docs: list[tuple[str, float | None, int]], thresholds: list[float]) -> list[dict[str, object]]:
+    """What the quality filter alone would keep at each threshold: `docs` are (source, score, words) with score
+    None for documents it never measured (left out). One row per (threshold, source) plus source `all`, with
+    documents and whitespace words kept and their shares of the measured ones."""
+    measured = [(s, score, w) for s, score, w in docs if score is not None]
+    if not measured:
+        return []
+    sources = sorted({s for s, _, _ in measured})
+    rows: list[dict[str, object]] = []
+    for t in thresholds:
+        for src in [*sources, "all"]:
+            mine = [(score, w) for s, score, w in measured if src in ("all", s)]
+            kept = [(score, w) for score, w in mine if score >= t]
+            total_words = sum(w for _, w in mine)
+            rows.append({"threshold": round(t, 6), "source": src, "docs": len(kept),
+                         "words": sum(w for _, w in kept), "docs_share": round(len(kept) / len(mine), 6),
+                         "words_share": round(sum(w for _, w in kept) / total_words, 6) if total_words else 0.0})
+    return rows
+
+
+def curve_csv(rows: list[dict[str, object]]) -> str:
+    """The curve as one CSV row per threshold (what `dvc plots` reads): totals (`docs`, `words`, their shares),
+    then `docs:<source>` and `words:<source>` per source."""
+    sources = sorted({str(r["source"]) for r in rows} - {"all"})
+    header = ["threshold", "docs", "words", "docs_share", "words_share",
+              *(f"{k}:{s}" for s in sources for k in ("docs", "words"))]
+    by_key = {(r["threshold"], r["source"]): r for r in rows}
+    lines = [",".join(header)]
+    for t in sorted({r["threshold"] for r in rows}):
+        total = by_key[(t, "all")]
+        cells = [t, total["docs"], total["words"], total["docs_share"], total["words_share"],
+                 *(by_key[(t, s)][k] for s in sources for k in ("docs", "words"))]
+        lines.append(",".join(str(c) for c in cells))
+    return "\n".join(lines) + "\n"

@@ -43,7 +43,9 @@ def build_corpus(root: Path, shard_size: int = 6) -> dict[str, str]:
         "wiki/zz-exact": ("  " + base.upper().replace("\n", "\n\n") + "  ", "exact_duplicate", f"wiki/{wiki[0].key}"),
         "wiki/zz-near": (near, "near_duplicate", f"wiki/{other.key}"),
         "wiki/zz-spam": ("BUY NOW!!! $$$ ### " * 200, "low_quality", None),
-        "wiki/zz-toxic": ("\n".join(f"You are a {w}." for w in toxic_words()) + "\n" + base[:300], "toxic", None),
+        # ends on a whole sentence, so C4's terminal-punctuation rule passes and only the toxicity filter drops it
+        "wiki/zz-toxic": ("\n".join(f"You are a {w}." for w in toxic_words()) + "\n" + base[:300].rsplit(".", 1)[0]
+                          + ".", "toxic", None),
         "wiki/zz-pii": (pii, "kept", None),
     }
     rows += [record("wiki", k.split("/", 1)[1], text) for k, (text, _, _) in planted.items()]

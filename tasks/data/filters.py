@@ -1,0 +1,163 @@
+"""One filter protocol for clean and instruct (datatrove's shape): a Filter is a small unit with a `name` that
+is called on a document and returns a `Verdict(keep, reason, signals)`; `run_filters` applies a list in its
+declared order and stops at the first drop. The caller ledgers a drop as (filter name, reason, signals).
+
+Clean's filters (documents are records: dicts with `text`, `source`, `lang`) are built from params by
+`clean_filters`: `quality` (Gopher + C4 rules, reason `low_quality`), `language` (py3langid, reason
+`language`) and `toxicity` (word list, reason `toxic`), in the order of `clean.filters`. Instruct's filters
+(documents are `Turns`) live in `tasks/data/instruct_filters.py` and follow the same protocol.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Protocol
+
+from specs.clean import CleanSpec, LanguageSpec, QualitySpec, ToxicitySpec
+from tasks.data.quality import quality_score
+from tasks.data.toxicity import Lexicon, load_lexicon, toxicity
+
+
+@dataclass(frozen=True)
+class Verdict:
+    keep: bool
+    reason: str | None = None                                   # why it was dropped (None when kept)
+    signals: dict[str, float] = field(default_factory=dict)     # the measurements the decision was made on
+
+
+class Filter(Protocol):
+    name: str
+
+    def __call__(self, doc: Any) -> Verdict: ...
+
+
+def run_filters(filters: Sequence[Filter], doc: Any) -> list[tuple[str, Verdict]]:
+    """(name, verdict) of each filter applied in order, up to and including the first drop."""
+    out: list[tuple[str, Verdict]] = []
+    for f in filters:
+        verdict = f(doc)
+        out.append((f.name, verdict))
+        if not verdict.keep:
+            break
+    return out
+
+
+def first_drop(results: list[tuple[str, Verdict]]) -> tuple[str, Verdict] | None:
+    """The dropping (name, verdict) of `run_filters`' result, or None when every filter kept the document."""
+    return results[-1] if results and not results[-1][1].keep else None
+
+
+def signals_json(signals: dict[str, float]) -> str:
+    """Signals as the ledger's `detail`: sorted keys, floats rounded to 6 places (stable bytes on rerun)."""
+    return json.dumps({k: round(v, 6) for k, v in sorted(signals.items())}, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class FunctionFilter:
+    """A filter from a plain function (for the instruct filters and tests)."""
+
+    name: str
+    fn: Callable[[Any], Verdict]
+
+    def __call__(self, doc: Any) -> Verdict:
+        return self.fn(doc)
+
+
+# --- clean's filters --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class QualityFilter:
+    """Gopher + C4 rules under the source's profile; signals: every measurement, `rule:*` and `score`."""
+
+    spec: QualitySpec
+    name: str = "quality"
+
+    def __call__(self, doc: dict[str, Any]) -> Verdict:
+        profile = self.spec.profiles.get(doc["source"], "prose")
+        v = quality_score(doc["text"], getattr(self.spec, profile))
+        return Verdict(v.keep, v.reason, v.signals)
+
+
+@dataclass(frozen=True)
+class ToxicityFilter:
+    spec: ToxicitySpec
+    lexicon: Lexicon
+    name: str = "toxicity"
+
+    def __call__(self, doc: dict[str, Any]) -> Verdict:
+        tox = toxicity(doc["text"], self.lexicon, self.spec)
+        signals = {"hits": float(tox.hits), "ratio": tox.ratio, **{f"word:{w}": 1.0 for w in tox.matched}}
+        return Verdict(tox.keep, tox.reason, signals)
+
+
+@lru_cache(maxsize=1)
+def _identifier():
+    # py3langid's model is an npz inside its wheel (no pickle, no download); loaded once per process
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+
+
+def detect_language(text: str, sample_chars: int = 2_000) -> tuple[str, float]:
+    """(ISO 639-1 code, probability) of the first `sample_chars` characters."""
+    lang, prob = _identifier().classify(text[:sample_chars])
+    return lang, float(prob)
+
+
+@dataclass(frozen=True)
+class LanguageFilter:
+    """Keeps a document whose detected language is allowed for its source with at least `min_confidence`.
+    Signals: `confidence` and `lang:<code>` = confidence (the code rides in the key: signals are numbers)."""
+
+    spec: LanguageSpec
+    code_sources: frozenset[str] = frozenset()
+    name: str = "language"
+
+    def __post_init__(self) -> None:
+        known = set(_identifier().nb_classes)
+        unknown = sorted({c for codes in self.spec.allowed.values() for c in codes} - known)
+        if unknown:  # a typo would silently drop a whole source
+            raise ValueError(f"clean.language.allowed: unknown language code(s) {', '.join(unknown)}; "
+                             f"py3langid knows ISO 639-1 codes such as en, fr, de")
+
+    def allowed(self, doc: dict[str, Any]) -> list[str]:
+        """The languages allowed for this document's source: params, else its declared tag; [] = any."""
+        if self.spec.exempt_code and doc["source"] in self.code_sources:
+            return []
+        if doc["source"] in self.spec.allowed:
+            return self.spec.allowed[doc["source"]]
+        declared = doc.get("lang") or ""
+        # a declared tag the model does not know (e.g. `python`) cannot be checked
+        return [declared] if declared in _identifier().nb_classes else []
+
+    def __call__(self, doc: dict[str, Any]) -> Verdict:
+        allowed = self.allowed(doc)
+        if not allowed:
+            return Verdict(True)
+        lang, prob = detect_language(doc["text"], self.spec.sample_chars)
+        signals = {"confidence": round(prob, 6), f"lang:{lang}": round(prob, 6)}
+        keep = lang in allowed and prob >= self.spec.min_confidence
+        return Verdict(keep, None if keep else "language", signals)
+
+
+def clean_filters(spec: CleanSpec, root: Path) -> list[Filter]:
+    """Clean's enabled filters in the order `spec.filters` declares."""
+    built: dict[str, Filter] = {}
+    if spec.quality.enabled:
+        built["quality"] = QualityFilter(spec.quality)
+    if spec.language.enabled:
+        code = frozenset(s for s, p in spec.quality.profiles.items() if p == "code")
+        built["language"] = LanguageFilter(spec.language, code)
+    if spec.toxicity.enabled:
+        wordlist = str(root / spec.toxicity.wordlist) if spec.toxicity.wordlist else None
+        built["toxicity"] = ToxicityFilter(spec.toxicity, _lexicon(wordlist))
+    return [built[name] for name in spec.filters if name in built]
+
+
+@lru_cache(maxsize=4)
+def _lexicon(path: str | None) -> Lexicon:
+    return load_lexicon(Path(path) if path else None)
