@@ -23,16 +23,20 @@ class SFTSpec(TrainLoopSpec):
     optimizer step (all micro-batches and ranks), DeepSpeed with ZeRO over data-parallel ranks. The loop knobs
     (steps, batches, optimizer, cadences, stability, telemetry, sanity mode) are the shared `TrainLoopSpec`'s."""
 
-    steps: int = Field(150, ge=1, description="Optimizer steps.")
+    steps: int = Field(150, ge=0, description="Optimizer steps; 0 writes the pretrained weights as they are "
+                       "(with both pretrain and sft at 0, `dvc repro export` converts HF → forgeline → HF).")
     optim: OptimSpec = Field(default_factory=_sft_optim, description="Optimizer and schedule.")
     seq_len: int | None = Field(None, ge=8, description="Packed row length in tokens (null: pretraining's).")
     overflow: Literal["drop", "truncate"] = Field(
         "truncate", description="A conversation longer than seq_len: truncate it (its tail carries no loss) or "
         "drop it (counted in the report).")
     dropout: float = Field(0.1, ge=0.0, lt=1.0, description="Dropout while finetuning (pretraining uses 0).")
-    dp: int = Field(1, ge=1, le=4096, description="Data-parallel ranks (SFT runs without tensor/pipeline "
-                    "parallelism; the launcher, hostfile and accelerator come from `parallel`).")
-    zero_stage: int = Field(0, ge=0, le=3, description="ZeRO stage over the data-parallel ranks (0-3).")
+    dp: int = Field(1, ge=1, le=4096, description="Data-parallel ranks (the launcher, hostfile and accelerator "
+                    "come from `parallel`).")
+    tp: int = Field(1, ge=1, le=64, description="Tensor-parallel ranks (heads and MLP split, as in pretraining); "
+                    "world size dp × tp. SFT has no pipeline parallelism: its packed rows need the whole model.")
+    zero_stage: int = Field(0, ge=0, le=3, description="ZeRO stage over the data-parallel ranks (0-3; ≤ 2 with "
+                            "tp > 1).")
     compare_prompts: int = Field(8, ge=0, le=1000, description="Held-out conversations whose first user turn "
                                  "both the pretrained and the finetuned model answer (side by side in the report).")
     sampling: SamplingSpec = Field(
@@ -50,6 +54,9 @@ class SFTJob(StrictModel):
 
     @classmethod
     def from_sections(cls, sft: SFTSpec, parallel: ParallelSpec) -> "SFTJob":
-        layout = ParallelSpec.model_validate({**parallel.model_dump(), "dp": sft.dp, "tp": 1, "pp": 1,
+        if sft.tp > 1 and sft.zero_stage > 2:
+            raise ValueError(f"sft.zero_stage: {sft.zero_stage} with sft.tp = {sft.tp}; ZeRO-3 partitions the "
+                             "tensor-parallel slices again, which this engine does not support (use ≤ 2)")
+        layout = ParallelSpec.model_validate({**parallel.model_dump(), "dp": sft.dp, "tp": sft.tp, "pp": 1,
                                               "zero_stage": sft.zero_stage})
         return cls(train=sft, parallel=layout)

@@ -154,6 +154,18 @@ class Engine:
             return [(i, layer) for i, layer in enumerate(m.layers)]
         return pipeline_local_layers(m)  # the tied head is left out: its weight is layer 0's
 
+    def _check_tp_replicas(self, sums: list[float]) -> None:
+        """Replicated parameters must be equal on every TP rank (only TP rank 0's copy is written): compare one
+        float64 sum per tensor over the TP group, so a divergence (e.g. TP peers drawing different dropout masks
+        on replicated activations) fails loudly instead of shipping rank 0's half of two different models."""
+        mine = torch.tensor(sums, dtype=torch.float64, device=self.device)
+        everyone = [torch.empty_like(mine) for _ in range(self.layout.tp)]
+        dist.all_gather(everyone, mine, group=self.layout.tp_ctx.group)
+        worst = max(float((e - everyone[0]).abs().max()) if e.numel() else 0.0 for e in everyone)
+        if worst > 1e-6 * max(1.0, float(everyone[0].abs().max()) if mine.numel() else 1.0):
+            raise RuntimeError(f"tensor-parallel replicas diverged: replicated parameters differ between TP ranks "
+                               f"(largest difference of a tensor's sum {worst:.3g})")
+
     def write_weight_shard(self, out_dir: Path) -> Path | None:
         """Write this rank's part of the final fp32 weights (`tasks/train/weights.py`); returns its file, or None
         on ranks of dp > 0, which hold copies.
@@ -165,16 +177,21 @@ class Engine:
         L = self.layout
         tensors: dict[str, torch.Tensor] = {}
         split: dict[str, int] = {}
+        replica_sums: list[float] = []
         for idx, layer in self._local_layers():
             for name, p in layer.named_parameters():
                 full = full_fp32_param(p)
                 key = f"layers.{idx}.{name}"
                 dim = getattr(p, "partition_dim", None) if L.tp > 1 else None
+                if dim is None and L.tp > 1:
+                    replica_sums.append(float((p.detach() if full is None else full).double().sum()))
                 if dim is None and L.tp_rank != 0:
                     continue  # replicated over TP: TP rank 0's copy is the one written
                 tensors[key] = (p.detach() if full is None else full).float().cpu()
                 if dim is not None:
                     split[key] = int(dim)
+        if L.tp > 1:
+            self._check_tp_replicas(replica_sums)
         if L.dp_rank != 0:
             return None
         path = shard_path(out_dir, L.stage, L.tp_rank)

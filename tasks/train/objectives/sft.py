@@ -1,4 +1,4 @@
-"""Supervised finetuning: packed chat rows with an assistant-only, per-token loss (dp × ZeRO; no tp/pp).
+"""Supervised finetuning: packed chat rows with an assistant-only, per-token loss (dp × tp × ZeRO; no pp).
 
 Data (`prepare_data`, the same on every rank, deterministic): mix's tokenizer extended with the chat role tokens
 (tasks/train/chat.py), instruct's train/held-out conversations rendered and packed into rows of `seq_len`
@@ -25,6 +25,7 @@ import torch
 from specs.ranks import SFTRun
 from tasks.core.files import atomic_path, write_text_atomic
 from tasks.train.chat import extend_tokenizer, jinja_template, resize_embeddings, vocab_size
+from specs.pretrain import shape_problems
 from tasks.train.config import ModelConfig
 from tasks.train.data import BatchPlan
 from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared
@@ -102,14 +103,21 @@ class SFTObjective:
         t, par, job = self.train, self.spec.parallel, self.job
         self.data = prepare_data(Path(job.pretrain_dir), Path(job.mix_dir), Path(job.instruct_dir), t, job.seed)
         cfg = self.data.cfg
-        identity = {"model": cfg.to_dict(), "parallel": {"dp": par.dp, "zero_stage": par.zero_stage},
+        problems = shape_problems(cfg.n_heads, cfg.n_kv_heads, cfg.ffn_hidden, cfg.n_layers, par,
+                                  "the pretrained model's config.json")
+        if problems:
+            raise ValueError("; ".join(p.replace("parallel.tp", "sft.tp") for p in problems))
+        identity = {"model": cfg.to_dict(), "parallel": {"dp": par.dp, "zero_stage": par.zero_stage,
+                                                         **({"tp": par.tp} if par.tp > 1 else {})},
                     "train": {"micro_batch_size": t.micro_batch_size, "grad_accum": t.grad_accum,
                               "precision": t.precision},
                     "data": {k: self.data.stats[k]["loss_tokens"] for k in ("train", "heldout")}, "seed": job.seed,
                     "init": job.pretrain_fingerprint}
         self.plan = BatchPlan(job.seed, len(self.data.train.rows), t.micro_batch_size, t.grad_accum, par.dp)
         # dropout masks differ per rank; the weights come from the pretrained state
-        return Prepared(cfg, identity, torch_seed=job.seed * 1009 + rank, init=StateDictSource(self.data.init_state, "the pretrained model"),
+        # Dropout acts on block outputs, which TP peers hold replicated: they must draw the same masks (one seed
+        # per data-parallel rank; rank = dp_rank × tp + tp_rank with pp = 1), or their copies would diverge.
+        return Prepared(cfg, identity, torch_seed=job.seed * 1009 + rank // par.tp, init=StateDictSource(self.data.init_state, "the pretrained model"),
                         tokens_per_step=self.plan.global_batch * cfg.seq_len)
 
     def attach(self, engine: Any, ckpt_dir: Path, tag: str | None) -> None:
@@ -169,4 +177,5 @@ class SFTObjective:
         evals = [r for r in rows if r["kind"] == "eval"]
         return {"data": self.data.stats,
                 "heldout_loss_before": evals[0]["val_loss"] if evals and evals[0]["step"] == 0 else None,
-                "heldout_loss_after": evals[-1]["val_loss"] if evals and evals[-1]["step"] > 0 else None}
+                # with steps: 0 the one evaluation (step 0) is both: the weights are the pretrained ones
+                "heldout_loss_after": evals[-1]["val_loss"] if evals else None}
