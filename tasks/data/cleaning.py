@@ -44,7 +44,7 @@ def clean_record(r: dict[str, Any], spec: CleanSpec, root: Path) -> dict[str, An
     text = normalize_text(r["text"], spec.normalization)
     pii: dict[str, int] = {}
     if spec.pii.enabled:
-        text, pii = scrub_pii(text, spec.pii.kinds)
+        text, pii = scrub_pii(text, spec.pii.kinds, spec.pii.keep_addresses)
     reason = detail = None
     score = 1.0
     if not text.strip():
