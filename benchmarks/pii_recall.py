@@ -16,14 +16,18 @@ without PII, where most of clean's input time goes), the planted lines joined, a
 from __future__ import annotations
 
 import argparse
+import sys
 import sysconfig
 import time
 from collections import Counter
 from pathlib import Path
 
-from specs.clean import PII_KINDS
-from tasks.data.pii import scrub_pii
-from tasks.data.pii_planted import Plant, look_alikes, planted
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from specs.clean import PII_KINDS  # noqa: E402  (after the sys.path insert above)
+from tasks.data.pii import scrub_pii  # noqa: E402
+from tasks.data.pii_planted import Plant, look_alikes, planted  # noqa: E402
 
 STDLIB_PACKAGES = ("json", "email", "http", "logging", "asyncio")
 
