@@ -9,6 +9,8 @@ from pydantic import Field, model_validator
 from specs.base import StrictModel
 
 PII_KINDS = ("email", "phone", "ipv4", "ipv6", "credit_card", "secret")
+# Address classes that name no person (a machine's own, a LAN's, an example's or a group's address); see PIISpec.
+ADDRESS_CLASSES = ("loopback", "private", "link_local", "unspecified", "documentation", "multicast")
 
 
 class QualityRules(StrictModel):
@@ -129,6 +131,16 @@ class PIISpec(StrictModel):
     enabled: bool = Field(True, description="Scrub PII before anything downstream sees the text.")
     kinds: list[Literal["email", "phone", "ipv4", "ipv6", "credit_card", "secret"]] = Field(
         default_factory=lambda: list(PII_KINDS), description="Kinds of PII to scrub."
+    )
+    keep_addresses: list[Literal["loopback", "private", "link_local", "unspecified", "documentation",
+                                 "multicast"]] = Field(
+        default_factory=lambda: list(ADDRESS_CLASSES),
+        description="IP address classes left in the text because they identify no person, and redacting them "
+        "breaks technical text: `loopback` (127.0.0.0/8, ::1), `private` (10/8, 172.16/12, 192.168/16, the "
+        "carrier-shared 100.64/10, fc00::/7), `link_local` (169.254/16, fe80::/10), `unspecified` (0.0.0.0/8, "
+        "::), `documentation` (192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32), `multicast` (224/4, "
+        "ff00::/8). Remove a class to redact its addresses as `<IP_ADDRESS>` too. Netmasks and CIDR networks "
+        "(`10.0.0.0/8`) are always kept; a `/32` or `/128` is one host and is treated as an address.",
     )
 
 

@@ -39,7 +39,7 @@ def clean_record(r: dict[str, Any], spec: CleanSpec, root: Path) -> dict[str, An
     text = normalize_text(r["text"], spec.normalization)
     pii: dict[str, int] = {}
     if spec.pii.enabled:
-        text, pii = scrub_pii(text, spec.pii.kinds)
+        text, pii = scrub_pii(text, spec.pii.kinds, spec.pii.keep_addresses)
     reason = detail = None
     score: float | None = None if spec.quality.enabled else 1.0   # None: dropped before quality measured it
     meta = r["meta"]

@@ -1,0 +1,262 @@
+"""Secret detection for `tasks.data.pii`: the regex passes that find credentials, and their validators.
+
+Each pass is `(pattern, validator or None, group to replace (0 = whole match), cheap test that it can match)`;
+`pii.scrub_pii` runs them in this order, before emails and digits (a key may hold an `@` or digit groups):
+- private-key blocks (PEM/OpenSSH/PGP, also with `\\n` escapes inside JSON and without an END line);
+- vendor token shapes (AWS, GCP, Azure, GitHub, GitLab, Slack, Stripe, Twilio, SendGrid, OpenAI, Anthropic,
+  Hugging Face, npm, PyPI, Discord, Telegram, Mailchimp, Shopify, DigitalOcean, JWTs): the shapes that
+  detect-secrets' plugins know, each led by its literal prefix. detect-secrets itself is not used: it scans
+  line by line with every plugin, returns values without positions, and its default plugins ran at 0.09 M
+  chars/s on the standard library's code where the whole of `scrub_pii` runs at ~3.5 M chars/s;
+- credentials inside URLs (`postgres://user:PASS@host`, `https://user:TOKEN@github.com`);
+- HTTP `Authorization:` header values (`Basic`, `Bearer`, `token` and raw);
+- a value after a *credential name* (`password`, `secret`, `api_key`, `X-Api-Key`, `GITHUB_TOKEN`, ...), of
+  any length from 6 characters and with punctuation, when it is not a placeholder or code;
+- a random-looking value (entropy, length ≥ 16) after any name containing key/token/secret/password/auth.
+
+What keeps code and documentation intact: placeholders (`${TOKEN}`, `<your-key>`, `********`, `xxxxxxxx`,
+`changeme`, `YOUR_API_KEY`, an empty value) and code (`token = self.next_token()`, `key=lambda x: x`,
+`api_key = settings.API_KEY`, `eos_token = "</s>"`) are not secrets. A value after a credential name needs a
+letter and a digit or punctuation; an unquoted one named the way code names variables (snake/camel case,
+digits only at the end: `f(password=pw2)`) counts only where it opens the line (`.env` files), so `s3cr3t`
+and `hunter2!x` count anywhere. Letters-only values (`swordfish`) and passphrases with spaces are missed.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import string
+from collections import Counter
+from typing import Callable
+
+Validator = Callable[[re.Match[str]], bool]
+
+_NL = r"(?:\r?\n|\\n)"      # a newline, or a `\n` escape inside a JSON string (a service-account file)
+_PEM = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
+    # `Proc-Type:`/`DEK-Info:` headers, then a blank line
+    rf"(?:{_NL}[ \t]*[A-Za-z-]+: [^\n\\]*)*(?:{_NL}[ \t]*(?={_NL}))?"
+    # Whole lines of base64; without an END line (a pasted fragment) the block ends at the first other line.
+    rf"(?:{_NL}[ \t]*[A-Za-z0-9+/=]+[ \t]*(?={_NL}|$))*"
+    rf"(?:{_NL}[ \t]*-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)?")
+
+class Gated:
+    """Patterns run one after another, each only when its gate (a literal, or a regex) occurs in the text.
+
+    A pattern led by a literal is found by `re`'s fast literal search and is never tried elsewhere, where one
+    alternation of thirty shapes would be tried at every character that can start one (~20x slower on code).
+    The patterns of one `Gated` share their group layout, so one validator serves them all."""
+
+    def __init__(self, entries: list[tuple[str | re.Pattern[str], "str | Gated"]]):
+        # An entry may be a nested `Gated` under a shared gate (`gh` before ghp_, gho_, ...): fewer scans.
+        self.entries = [(gate, pattern if isinstance(pattern, Gated) else re.compile(pattern))
+                        for gate, pattern in entries]
+
+    def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
+        for gate, pattern in self.entries:
+            if (gate in text) if isinstance(gate, str) else gate.search(text):
+                text = pattern.sub(repl, text)
+        return text
+
+
+def _led_by(literals: str, tail: str, gate: str = "") -> list[tuple[str, str | Gated]]:
+    """One pattern per literal: the literal, then "no word character or `-` before it", then the tail; all
+    under one shared `gate` when given."""
+    entries: list[tuple[str, str | Gated]] = [
+        (lit, re.escape(lit) + rf"(?<![\w-]{re.escape(lit)}){tail}(?![\w-])") for lit in literals.split()]
+    return [(gate, Gated(entries))] if gate else entries
+
+
+_TOKEN_SHAPES = Gated([
+    *_led_by("AKIA ASIA ABIA ACCA", r"[0-9A-Z]{16}", "IA"), *_led_by("A3T", r"[A-Z0-9][0-9A-Z]{16}"),     # AWS key id
+    *_led_by("ghp_ gho_ ghu_ ghs_ ghr_", r"[A-Za-z0-9]{36}", "gh"),                                      # GitHub
+    *_led_by("github_pat_", r"[A-Za-z0-9_]{22,255}"),
+    *_led_by("glpat- gldt- glft- glsoat- glrt- glcbt- glimt- glptt- glagent- gloas-", r"[A-Za-z0-9_-]{20,1024}", "gl"),
+    *_led_by("GR1348941", r"[A-Za-z0-9_-]{20,50}"),                                              # GitLab runner
+    *_led_by("xoxa- xoxb- xoxp- xoxo- xoxs- xoxr-", r"[A-Za-z0-9-]{10,}", "xox"),                         # Slack
+    *_led_by("xapp-", r"\d-[A-Za-z0-9-]{10,}"),
+    *_led_by("https://hooks.slack.com/services/", r"T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+"),
+    *_led_by("sk_live_ sk_test_ pk_live_ pk_test_ rk_live_ rk_test_", r"[A-Za-z0-9]{16,}", "k_"),       # Stripe
+    *_led_by("whsec_", r"[A-Za-z0-9]{24,}"),
+    *_led_by("AIza", r"[0-9A-Za-z_-]{35}"), *_led_by("GOCSPX-", r"[A-Za-z0-9_-]{28}"),             # Google
+    *_led_by("ya29.", r"[A-Za-z0-9_-]{20,}"),
+    *_led_by("AC SK", r"[0-9a-f]{32}"),                                                           # Twilio
+    *_led_by("SG.", r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}"),                                     # SendGrid
+    *_led_by("sk-", r"(?:proj-|svcacct-|admin-|ant-(?:api|admin)\d\d-)?[A-Za-z0-9_-]{20,}"),      # OpenAI, Anthropic
+    *_led_by("hf_", r"[A-Za-z0-9]{30,40}"), *_led_by("npm_", r"[A-Za-z0-9]{36}"),                  # HF, npm
+    *_led_by("pypi-AgE", r"[A-Za-z0-9_-]{50,}"),                                                  # PyPI macaroon
+    *_led_by("shpat_ shpss_ shpca_ shppa_", r"[a-fA-F0-9]{32}", "shp"),                                  # Shopify
+    *_led_by("dop_v1_ doo_v1_ dor_v1_", r"[a-f0-9]{64}", "_v1_"),                                         # DigitalOcean
+    *_led_by("eyJ", r"[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{8,}"),               # JWT
+    # Shapes whose distinctive part is inside: tried only when that part occurs.
+    ("Q~", r"(?<![\w~.-])[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![\w~-])"),               # Azure AD secret
+    (":AA", r"(?<![\w-])\d{8,10}:AA[A-Za-z0-9_-]{33}(?![\w-])"),                                 # Telegram bot
+    (re.compile(r"\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27}"),                                        # Discord bot
+     r"(?<![\w-])[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}(?![\w-])"),
+    (re.compile(r"-us\d"), r"(?<![\w-])[0-9a-f]{32}-us\d{1,2}(?![\w-])"),                        # Mailchimp
+])
+
+# `scheme://user:PASSWORD@host`: only the password is replaced, so the URL stays readable.
+_URL_CREDENTIALS = Gated([("://", r"://(?<=[A-Za-z0-9+.-]://)[^\s:/@'\"<>]{1,64}:([^\s@/'\"<>]{1,128})@(?=[\w\[])")])
+
+_AUTH_SCHEMES = ("basic", "bearer", "token", "bot", "apikey", "sso-key", "key")
+_AUTH_VALUE = (r"[\"']?[ \t]*[:=][ \t]*[\"']?(?:((?i:basic|bearer|token|bot|apikey|sso-key|key))[ \t]+)?"
+               r"([^\s\"'`,;)\]}]{6,})")      # group 1: the scheme, group 2: the credential
+_AUTHORIZATION = Gated([  # `Authorization`, `Proxy-Authorization`, `AUTHORIZATION` (not `unauthorization`)
+    ("uthorization", r"uthorization(?<![\w][Aa]uthorization)(?<=[Aa]uthorization)" + _AUTH_VALUE),
+    ("UTHORIZATION", r"UTHORIZATION(?<![\w]AUTHORIZATION)(?<=AUTHORIZATION)" + _AUTH_VALUE),
+])
+_BEARER = re.compile(r"Bearer[ \t]+([A-Za-z0-9+/_.~-]{16,}=*)(?![\w.~+/=-])")
+
+# A name that holds a credential: it ends with password/secret/passphrase, or with key/token qualified by what
+# kind (`api_key`, `accessToken`, `X-Api-Key`; not `sort_key`, `next_token`), or is an all-caps `..._TOKEN`.
+_CREDENTIAL_NAME = re.compile(
+    r"(?:[A-Za-z0-9]+[_.-]|[a-z0-9]+(?=[A-Z]))*?"
+    r"(?:(?i:[a-z0-9]*pass(?:word|wd|phrase)|pass|pwd|secret)"
+    r"|(?i:api|access|secret|private|auth|client|master|signing|encryption|license|account|app|consumer|"
+    r"session|refresh|bearer|bot|service|admin|deploy|personal|webhook|hmac|jwt|oauth|storage|subscription|"
+    r"github|gitlab|hf|npm|slack|discord|telegram)[_-]?(?i:key|token)"
+    r"|(?i:apikey|api-key)|[A-Z][A-Z0-9]*_TOKEN)"
+)
+_NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
+# The last word of a credential name, then `=`, `:`, `:=` or `=>`, then a quoted or a bare value. The whole
+# name is checked against `_CREDENTIAL_NAME` by the validator (scanning back from the word).
+_KEYED_SHORT = Gated([(word, re.escape(word) + r"[\"']?\]?[ \t]*(?:=>|:=|[:=])(?!=)[ \t]*"
+                       r"(?:\"([^\"\n]{1,200})\"|'([^'\n]{1,200})'|([^\s\"'`,;&()\[\]{}<>]{1,200}))")
+                      for base in ("password", "passwd", "passphrase", "pass", "pwd", "secret", "key", "token")
+                      for word in (base, base.capitalize(), base.upper())])
+
+# A long value after `:` or `=`; the name before it must contain key/token/secret/password... (checked by
+# `_KEY_BEFORE` in the validator). `=` only as base64 padding at the end: `say: AWS_KEY=...` must not swallow
+# the next `name=value` as one value.
+_KEYED = re.compile(r"[:=][ \t]*[\"']?([A-Za-z0-9+/_.~-]{16,}={0,3})(?![A-Za-z0-9+/_.~=-])")
+_KEY_BEFORE = re.compile(r"(?i)(?:key|token|secret|password|passwd|pwd|passphrase|credentials?|auth)"
+                         r"(?:[_-][a-z0-9]+)*[\"']?[ \t]*$")
+_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")     # win32api.RegEnumKey: code, not a secret
+# How code names things: snake_case, camelCase or UPPER_CASE words, digits only at the end (`api_key2`).
+_IDENTIFIER = r"[A-Za-z_][a-z_]*(?:[A-Z]+[a-z_]*)*\d*"
+# Code rather than a value: an attribute chain of identifiers, digits only in the last part (`tokens.refresh_v2`,
+# not `dragon78.y`).
+_CODE_CHAIN = re.compile(r"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_]*)*\.[A-Za-z_][A-Za-z_]*\d*")
+_CODE_IDENTIFIER = re.compile(_IDENTIFIER)
+_CODE_WORDS = frozenset({"none", "null", "nil", "true", "false", "undefined", "lambda", "self", "this", "required",
+                         "optional", "string", "str", "bytes", "secret", "password", "token", "changeme", "test",
+                         "admin", "hidden", "masked", "redacted", "notset", "empty", "default"} | set(_AUTH_SCHEMES))
+_PLACEHOLDER_PARTS = ("your", "example", "changeme", "change_me", "change-me", "placeholder", "redacted", "dummy",
+                      "xxxx", "****", "....", "${", "{{", "}}", "<", ">", "%(", "%s", "getenv", "environ")
+# `$VAR`, `<your-key>`, `{token}`, `%(pw)s`, a comment, a YAML alias/anchor/tag (`*pw`, `&pw`, `!vault`).
+_PLACEHOLDER_START = tuple("<[{(%#!&*`\\")
+_VARIABLE = re.compile(rf"\$(?:\{{[^}}]*\}}|\(.*\)|{_IDENTIFIER})")
+
+
+def shannon_entropy(value: str) -> float:
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values()) if n else 0.0
+
+
+def looks_random(value: str) -> bool:
+    """Heuristic for a generated credential (not an identifier, a path or an English compound)."""
+    if len(value) < 16 or sum(ch.isdigit() for ch in value) < 2 or shannon_entropy(value) < 3.0:
+        return False
+    if not any(ch.isalpha() for ch in value) or _DOTTED_NAME.fullmatch(value):
+        return False
+    mixed_case = any(ch.isupper() for ch in value) and any(ch.islower() for ch in value)
+    hexish = re.fullmatch(r"[0-9a-f]+|[0-9A-F]+", value) is not None
+    lower_or_upper = re.fullmatch(r"[0-9a-z]{20,}|[0-9A-Z]{20,}", value) is not None
+    return mixed_case or hexish or lower_or_upper
+
+
+def is_placeholder(value: str) -> bool:
+    """A template, mask or example standing where a credential would go (`${TOKEN}`, `********`, `YOUR_KEY`)."""
+    low = value.lower()
+    if not value or value.startswith(_PLACEHOLDER_START) or low in _CODE_WORDS or len(set(low)) == 1:
+        return True
+    if value.startswith("$") and _VARIABLE.fullmatch(value):         # `$PW`, `${PW}`, `$(cat pw)`; not `$un$hin3`
+        return True
+    return any(part in low for part in _PLACEHOLDER_PARTS) or re.fullmatch(r"[A-Z]+(?:_[A-Z0-9]+)*", value) is not None
+
+
+def _token_shape(m: re.Match[str]) -> bool:
+    value = m.group()
+    if value.startswith("sk-"):
+        return looks_random(value[3:])
+    if value.startswith("hf_"):         # letters only in HF's tokens: demand both cases, not `hf_` + a word
+        rest = value[3:]
+        return any(c.isupper() for c in rest) and any(c.islower() for c in rest)
+    if value[:2] in ("AC", "SK") or "Q~" in value or value[0] in "MNO" and "." in value:
+        return looks_random(value.replace("Q~", "").replace(".", "")) or shannon_entropy(value) >= 3.5
+    return True
+
+
+def _url_credentials(m: re.Match[str]) -> bool:
+    value = m.group(1)
+    return not (value.startswith(_PLACEHOLDER_START) or _VARIABLE.fullmatch(value) or re.fullmatch(r"[*xX.]+", value))
+
+
+def _authorization(m: re.Match[str]) -> bool:
+    value = m.group(2)
+    if is_placeholder(value) or re.fullmatch(r"[A-Za-z][a-z]+", value):    # `Authorization: Required`
+        return False
+    if m.group(1) is None and (any(c in value for c in "()[]") or _CODE_CHAIN.fullmatch(value)):
+        return False                        # `authorization = self.headers.get(...)`: code, not a header
+    return any(not c.isalpha() for c in value) or any(c.isupper() for c in value[1:])
+
+
+def _keyed_short(m: re.Match[str]) -> bool:
+    """A value after a credential name: letters plus digits or punctuation, not a placeholder, not code."""
+    start = m.start()
+    while start > 0 and m.start() - start < 64 and m.string[start - 1] in _NAME_CHARS:
+        start -= 1
+    word_end = m.start() + len(re.match(r"[A-Za-z]+", m.group()).group())
+    if not _CREDENTIAL_NAME.fullmatch(m.string, start, word_end):
+        return False
+    group = _keyed_short_group(m)
+    value = m.group(group)
+    if len(value) < 6 or len(value) > 200 or is_placeholder(value) or any(c.isspace() for c in value):
+        return False
+    if value.startswith(("/", "~/", "./", "../")) or "://" in value or re.match(r"[A-Za-z]:\\", value):
+        return False                                    # a path or a URL (URL credentials have their own pass)
+    has_letter = any(c.isalpha() for c in value)
+    has_other = any(c.isdigit() or not (c.isalnum() or c == "_") for c in value)
+    if not has_letter or not has_other:
+        return False
+    if group != 3:
+        return True                                     # a quoted literal after a credential name
+    if m.string[m.end():m.end() + 1] in ("(", "[", "."):      # a call, an index, an attribute: code
+        return False
+    if _CODE_CHAIN.fullmatch(value):
+        return False
+    if _CODE_IDENTIFIER.fullmatch(value):            # named like a variable: one unless it opens a line (.env)
+        line_start = m.string.rfind("\n", 0, start) + 1
+        return re.fullmatch(r"[ \t]*(?:export[ \t]+|-[ \t]+)?", m.string[line_start:start]) is not None
+    return True
+
+
+def _keyed(m: re.Match[str]) -> bool:
+    return looks_random(m.group(1)) and _KEY_BEFORE.search(m.string, max(0, m.start() - 64), m.start()) is not None
+
+
+def _hint(*needles: str) -> Callable[[str], bool]:
+    return lambda text: any(needle in text for needle in needles)
+
+
+def _always(text: str) -> bool:     # a `Gated` pass checks its own gates
+    return True
+
+
+def _keyed_short_group(m: re.Match[str]) -> int:
+    return next(g for g in (1, 2, 3) if m.group(g) is not None)
+
+
+# (pattern, validator, group to replace or a function of the match giving it, cheap test that it can match)
+SECRET_PASSES: tuple[tuple[re.Pattern[str], Validator | None, int | Callable[[re.Match[str]], int],
+                           Callable[[str], bool]], ...] = (
+    (_PEM, None, 0, _hint("PRIVATE KEY")),
+    (_TOKEN_SHAPES, _token_shape, 0, _always),
+    (_URL_CREDENTIALS, _url_credentials, 1, _always),
+    (_AUTHORIZATION, _authorization, 2, _always),
+    (_BEARER, lambda m: looks_random(m.group(1)), 1, _hint("Bearer")),
+    (_KEYED_SHORT, _keyed_short, _keyed_short_group, _always),
+    (_KEYED, _keyed, 1, _hint(":", "=")),
+)
