@@ -161,7 +161,7 @@ def test_policy_rejects_unknown_classes() -> None:
 
 def test_clean_record_passes_the_policy(tmp_path: Path) -> None:
     text = "The build server at 10.20.30.40 mailed ann@example.com from 81.2.69.160 about the release notes."
-    record = {"id": "a", "source": "web", "text": text}
+    record = {"id": "a", "source": "web", "text": text, "lang": "en", "meta": "{}"}  # as ingest writes it
     kept = clean_record(dict(record), CleanSpec(), tmp_path)
     redacted = clean_record(dict(record), CleanSpec(pii=PIISpec(keep_addresses=["loopback"])), tmp_path)
     assert "10.20.30.40" in kept["text"] and "81.2.69.160" not in kept["text"]
