@@ -33,6 +33,7 @@ from tasks.core.graph import DATA_DIR, METRICS_DIR
 from tasks.core.runner import MANIFEST, StagePaths
 from tasks.data.tokenizer import load_tokenizer
 from tasks.train.chat import render, render_jinja, render_text
+from tasks.train.chat_template import TemplateChat
 from tasks.train.hf_export import ExportMismatch, check_hf, export_hf, publish_folder
 from tasks.train.model import ModelConfig
 from tasks.train.weights import load_weights, weight_files
@@ -74,18 +75,21 @@ def run(spec: ExportSpec, paths: StagePaths) -> StageResult:
     cfg = ModelConfig.from_dict(json.loads((sft / "config.json").read_text())["model"])
     state = load_weights(sft)
     template = (sft / "chat_template.jinja").read_text(encoding="utf-8")
+    chat = chat_facts(sft)
+    specials = export_specials(spec, chat)
     params = read_params(paths.root / "params.yaml")
     lineage = lineage_rows(paths.root)
 
     out, staging = paths.out / HF_DIR, paths.out / STAGING_DIR
     card = build_card(spec, params, lineage, template, paths.root, sft)
     exported = export_hf(state, cfg, sft / "tokenizer.json", staging, card=card, chat_template=template,
-                         special_tokens={"eos_token": spec.eos_token} if spec.eos_token else None)
+                         special_tokens=specials)
     seq = min(spec.verify_seq, cfg.seq_len)
     try:
         with torch_threads(VERIFY_THREADS):
             diff = check_hf(staging, state, cfg, tol=spec.verify_tolerance, seq=seq, batch=VERIFY_BATCH)
-        check_chat(staging, sft / "tokenizer.json")
+        check_chat(staging, sft / "tokenizer.json", template if chat["template"] == "checkpoint" else None,
+                   chat["special_tokens"])
     except ExportMismatch as exc:
         raise ExportMismatch(f"export: verification failed, nothing was published to {_rel(out, paths.root)}: "
                              f"{exc} (the unverified folder is kept at {_rel(staging, paths.root)})") from exc
@@ -95,7 +99,7 @@ def run(spec: ExportSpec, paths: StagePaths) -> StageResult:
     report = {
         "hf_dir": _rel(out, paths.root),
         "check": {"max_logit_diff": _round2(diff), "tolerance": spec.verify_tolerance, "seq": seq, "batch": VERIFY_BATCH,
-                  "chat_template": "renders and tokenizes as forgeline's SFT format"},
+                  "chat_template": f"renders and tokenizes as SFT did ({chat['template']} template)"},
         "param_count": exported["param_count"],
         "special_tokens": exported["special_tokens"],
         "files": {f"{HF_DIR}/{name}": rec for name, rec in exported["files"].items()},
@@ -109,20 +113,43 @@ def run(spec: ExportSpec, paths: StagePaths) -> StageResult:
 
 
 # ------------------------------------------------------------------------------------------------ checks
-def check_chat(hf_dir: Path, tokenizer_json: Path) -> None:
-    """The exported tokenizer's chat template must render PROBE as forgeline's `render_text` and tokenize it to
-    the ids `render` produced during SFT (with and without the generation prompt); raises ExportMismatch."""
+def export_specials(spec: ExportSpec, chat: dict[str, Any]) -> dict[str, str | None] | None:
+    """The exported tokenizer's named special tokens. With the checkpoint's template: its own tokens, eos being
+    the token that closes an assistant turn (so `generate()` stops after the reply), unless `export.eos_token`
+    was set; with forgeline's: `export.eos_token` (default `<|end|>`)."""
+    if chat["template"] == "checkpoint":
+        eos = spec.eos_token if "eos_token" in spec.model_fields_set else chat["end_of_turn"]
+        return {**chat["special_tokens"], "eos_token": eos or chat["special_tokens"].get("eos_token")}
+    return {"eos_token": spec.eos_token} if spec.eos_token else None
+
+
+def chat_facts(sft: Path) -> dict[str, Any]:
+    """sft's chat.json: which template it trained with and the special tokens that go with it (an sft output
+    from before chat.json existed used forgeline's template)."""
+    path = sft / "chat.json"
+    facts = json.loads(path.read_text()) if path.is_file() else {}
+    return {"template": facts.get("template", "forgeline"), "special_tokens": facts.get("special_tokens") or {},
+            "end_of_turn": facts.get("end_of_turn")}
+
+
+def check_chat(hf_dir: Path, tokenizer_json: Path, checkpoint_template: str | None = None,
+               specials: dict[str, str] | None = None) -> None:
+    """The exported tokenizer's chat template must render PROBE as SFT rendered it — forgeline's `render_text`,
+    or the checkpoint's own template — and tokenize it to the ids SFT trained on (with and without the
+    generation prompt); raises ExportMismatch."""
     from transformers import AutoTokenizer
 
     hf_tok = AutoTokenizer.from_pretrained(hf_dir, local_files_only=True)
     raw = load_tokenizer(tokenizer_json)
+    chat = TemplateChat(checkpoint_template, raw, dict(specials or {})) if checkpoint_template else None
     for gen in (False, True):
         text = hf_tok.apply_chat_template(PROBE, tokenize=False, add_generation_prompt=gen)
-        want = render_text(PROBE, add_generation_prompt=gen)
+        want = chat.text(PROBE, add_generation_prompt=gen) if chat else render_text(PROBE, add_generation_prompt=gen)
         if text != want:
-            raise ExportMismatch(f"{hf_dir}: the chat template renders {text!r}, forgeline's SFT format is {want!r}")
+            raise ExportMismatch(f"{hf_dir}: the chat template renders {text!r}, SFT's format is {want!r}")
         ids = hf_tok(text, add_special_tokens=False)["input_ids"]
-        want_ids = render(PROBE, raw, add_generation_prompt=gen)[0]
+        want_ids = (chat.render(PROBE, add_generation_prompt=gen) if chat else
+                    render(PROBE, raw, add_generation_prompt=gen))[0]
         if ids != want_ids:
             raise ExportMismatch(f"{hf_dir}: the HF tokenizer encodes the chat template's text to {ids}, "
                                  f"SFT trained on {want_ids}")

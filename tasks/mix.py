@@ -6,7 +6,7 @@ weight, each source repeated at most `max_repetition` epochs); pick whole docume
 hash-ordered pass per epoch, so 1.73 epochs = one full pass + 73% of a second); shuffle all documents
 across sources; pack into fixed-length sequences.
 
-Outputs (data/mix/): tokenizer.json, train-NNNNN.bin / val-NNNNN.bin, train.idx.parquet / val.idx.parquet,
+Outputs (data/mix/): tokenizer.json (+ the checkpoint's tokenizer_config.json with `model.init.kind: hf`), train-NNNNN.bin / val-NNNNN.bin, train.idx.parquet / val.idx.parquet,
 packing.json (layout for `tasks.data.packing.PackedDataset`), report.json.
 
 Determinism: every choice is an order of 8-byte blake2b hashes of (purpose, seed, document id, epoch) --
@@ -106,7 +106,11 @@ def make_tokenizer(spec: MixSpec, train: Docs, shares: dict[str, float],
         folder = Path(init.path)
         folder = folder if folder.is_absolute() else paths.root / folder
         tok, special_ids, eos = checkpoint_tokenizer(folder)
-        write_text_atomic(paths.out / "tokenizer.json", (folder / "tokenizer.json").read_text(encoding="utf-8"))
+        # tokenizer_config.json (special tokens, chat template) and a separate chat_template.jinja travel along:
+        # sft renders conversations with the checkpoint's template and export writes them back out.
+        for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+            if (folder / name).is_file():
+                write_text_atomic(paths.out / name, (folder / name).read_text(encoding="utf-8"))
         log.info("tokenizer: the checkpoint's (%s, %d tokens); none trained", folder, tok.get_vocab_size())
         return tok, special_ids, eos, {"source": "checkpoint", "trained": False, "checkpoint": init.path,
                                        "sha256": sha256_file(folder / "tokenizer.json")}

@@ -93,7 +93,8 @@ def compare(spec: SFTJob, paths: StagePaths, data: Any, instruct: Path) -> list[
     every source reaches the comparison and the review sample), answered by both models (seeded)."""
     records = round_robin(read_jsonl(instruct / "heldout.jsonl"), spec.train.compare_prompts)
     tok = data.tokenizer
-    end_id = tok.token_to_id("<|end|>")
+    chat = data.chat  # the checkpoint's template, or None: forgeline's markers
+    end_id = chat.stop_ids() if chat is not None else tok.token_to_id("<|end|>")
     cfg = ModelConfig.from_dict({**data.cfg.to_dict(), "dropout": 0.0})
     models = {}
     for name, state in (("pretrained", data.init_state),
@@ -107,7 +108,8 @@ def compare(spec: SFTJob, paths: StagePaths, data: Any, instruct: Path) -> list[
             msgs = rec["messages"]
             first = next(i for i, m in enumerate(msgs) if m["role"] == "user")
             prompt_msgs = msgs[: first + 1]
-            ids, _ = render(prompt_msgs, tok, add_generation_prompt=True)
+            ids, _ = (chat.render(prompt_msgs, add_generation_prompt=True) if chat is not None
+                      else render(prompt_msgs, tok, add_generation_prompt=True))
             row = {"id": rec["id"], "source": rec.get("source", "unknown"), "prompt": msgs[first]["content"],
                    "reference": next((m["content"] for m in msgs[first + 1:] if m["role"] == "assistant"), "")}
             for name, model in models.items():

@@ -11,17 +11,20 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from specs.init import ModelInitSpec
 from specs.mix import MixJob
 from specs.pretrain import ModelSpec, PretrainJob
-from tasks import mix, pretrain
+from specs.export import ExportSpec
+from tasks import export, mix, pretrain
+from tasks.eval.generate import torch_threads
 from tasks.core.runner import StagePaths
 from tasks.train.data import TrainData
 from tasks.train.hf_import import hf_model_config, load_hf_state
 from tasks.train.weights import load_weights
-from tests.helpers.hf import corpus_texts, make_checkpoint
+from tests.helpers.hf import CHATML, corpus_texts, make_checkpoint
+from tests.helpers.sft import conversations, decide, run_sft, write_jsonl
 from tests.helpers.pretrain import SEED, write_clean_shards
 
 TRAIN = {"micro_batch_size": 4, "log_every": 1, "eval_every": 2, "eval_batches": 2, "checkpoint_every": 2,
@@ -109,3 +112,35 @@ def test_a_conflicting_shape_key_and_a_pickle_checkpoint_are_refused(hf_project,
                        train={**TRAIN, "steps": 0})
     with pytest.raises(ValueError, match=r"pytorch_model.bin: pickle checkpoints are refused"):
         pretrain.run(spec, paths)
+
+
+def test_hf_to_forgeline_to_hf_with_zero_steps_is_the_same_model(tmp_path):
+    """pretrain and sft at steps 0 through the real stages: the exported folder is the checkpoint again — the
+    same logits, its own chat template (ChatML) kept, SFT's conversations rendered with it."""
+    root = tmp_path / "p"
+    write_clean_shards(root)
+    hf = make_checkpoint(root / "ckpt", corpus_texts(root), tied=True, chat_template=CHATML)
+    mix_paths = StagePaths(root=root, stage="mix", seed=SEED)
+    mix_paths.out.mkdir(parents=True)
+    mix.run(MixJob(seq_len=32, val_fraction=0.1, model_init=ModelInitSpec(kind="hf", path="ckpt")), mix_paths)
+    pre = StagePaths(root=root, stage="pretrain", seed=SEED)
+    pre.out.mkdir(parents=True)
+    pretrain.run(PretrainJob(model=ModelSpec(init={"kind": "hf", "path": "ckpt"}), parallel={},
+                             train={**TRAIN, "steps": 0}), pre)
+    write_jsonl(root / "data" / "instruct" / "train.jsonl", conversations(12))
+    write_jsonl(root / "data" / "instruct" / "heldout.jsonl", conversations(4, offset=100))
+    decide(root, "approve")
+    run_sft(root, steps=0, compare_prompts=1, seq_len=96)  # ChatML turns are long in a 300-token vocabulary
+    chat = json.loads((root / "data" / "sft" / "chat.json").read_text())
+    assert chat["template"] == "checkpoint" and (root / "data" / "sft" / "chat_template.jinja").read_text() == CHATML
+    with torch_threads(1):
+        export.run(ExportSpec(), StagePaths(root=root, stage="export", seed=SEED))
+    out = root / "data" / "export" / "hf"
+    back = AutoModelForCausalLM.from_pretrained(out, local_files_only=True, dtype=torch.float32).eval()
+    ids = torch.randint(0, hf.config.vocab_size, (2, 20), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert float((back(ids).logits - hf(ids).logits).abs().max()) < 1e-5
+    tok = AutoTokenizer.from_pretrained(out, local_files_only=True)
+    talk = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
+    assert tok.apply_chat_template(talk, tokenize=False) == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello<|im_end|>\n"
+    assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|pad|>"  # a chat model stops at the turn's end

@@ -15,30 +15,12 @@ import torch
 
 from tests.conftest import kill_point, seed_note
 from tests.helpers.pretrain import fresh_root, run_stage
-from tests.helpers.sft import run_sft
+from tests.helpers.sft import conversations, decide, run_sft, write_jsonl
 from tasks.train.weights import load_weights
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUTS = ("model.safetensors", "metrics.jsonl", "report.json", "comparisons.jsonl", "spotcheck.jsonl", "tokenizer.json",
            "config.json")
-TOPICS = ["rivers", "mills", "bread", "grain", "boats", "bridges", "stones", "roads", "wells", "barns"]
-
-
-def conversations(n: int, offset: int = 0) -> list[dict]:
-    rows = []
-    for i in range(offset, offset + n):
-        topic = TOPICS[i % len(TOPICS)]
-        rows.append({"id": f"c{i:03d}", "source": "synthetic", "score": 1.0, "messages": [
-            {"role": "user", "content": f"Tell me about {topic} {i}."},
-            {"role": "assistant", "content": f"The {topic} are old and the {topic} are near the river."}]})
-    return rows
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-
-
 @pytest.fixture(scope="module")
 def pretrained(mixed, tmp_path_factory) -> Path:
     """A root with data/mix, data/pretrain (6 tiny steps), data/instruct and an approving review."""
@@ -48,14 +30,6 @@ def pretrained(mixed, tmp_path_factory) -> Path:
     write_jsonl(root / "data" / "instruct" / "heldout.jsonl", conversations(6, offset=100))
     decide(root, "approve")
     return root
-
-
-def decide(root: Path, decision: str) -> None:
-    """The gate's decision.json as the review stage writes it (a human's, in terminal mode)."""
-    (root / "data" / "review").mkdir(parents=True, exist_ok=True)
-    (root / "data" / "review" / "decision.json").write_text(json.dumps(
-        {"decision": decision, "reviewer": "ada", "notes": "answers are made up" if decision == "reject" else "",
-         "mode": "terminal", "time": "2026-12-01T10:00:00Z", "sample_sha256": "0" * 64, "items": []}))
 
 
 def copy_inputs(src: Path, dest: Path) -> Path:

@@ -80,8 +80,10 @@ def sample_next(logits: torch.Tensor, sampling: SamplingSpec, generator: torch.G
 
 @torch.inference_mode()
 def generate(model: Transformer, prompt_ids: list[int], sampling: SamplingSpec, generator: torch.Generator,
-             eos_id: int | None = None) -> tuple[list[int], str]:
-    """New token ids after `prompt_ids`, and why generation stopped ("eos" or "length")."""
+             eos_id: int | list[int] | None = None) -> tuple[list[int], str]:
+    """New token ids after `prompt_ids`, and why generation stopped ("eos" or "length"). `eos_id`: the stop
+    token, or several (a chat template's end of turn and the tokenizer's end of text)."""
+    stops = {eos_id} if isinstance(eos_id, int) else set(eos_id or ())
     device = next(model.parameters()).device
     T = model.cfg.seq_len
     ids = list(prompt_ids)
@@ -90,7 +92,7 @@ def generate(model: Transformer, prompt_ids: list[int], sampling: SamplingSpec, 
         ctx = torch.tensor(ids[-T:], dtype=torch.long, device=device)[None]   # [1, t ≤ T]; no KV cache
         logits = model(ctx)[0, -1]                                      # [V]
         nxt = sample_next(logits, sampling, generator)
-        if sampling.stop_at_eos and eos_id is not None and nxt == eos_id:
+        if sampling.stop_at_eos and nxt in stops:
             return new, "eos"
         ids.append(nxt)
         new.append(nxt)

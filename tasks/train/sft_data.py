@@ -33,14 +33,15 @@ from tasks.train.chat import DEFAULT_FORMAT, ChatFormat, render
 Sample = tuple[Sequence[int], Sequence[int]]  # (ids, loss_mask) as rendered by `chat.render`
 
 
-def render_records(records: Iterable[Mapping[str, Any]], tok: Tokenizer, fmt: ChatFormat = DEFAULT_FORMAT
-                   ) -> tuple[list[Sample], list[str], list[tuple[str, str]]]:
-    """Render instruct jsonl records ({"id", "messages", ...}): (samples, their ids, rejected (id, reason))."""
+def render_records(records: Iterable[Mapping[str, Any]], tok: Tokenizer, fmt: ChatFormat = DEFAULT_FORMAT,
+                   chat: Any = None) -> tuple[list[Sample], list[str], list[tuple[str, str]]]:
+    """Render instruct jsonl records ({"id", "messages", ...}): (samples, their ids, rejected (id, reason)).
+    `chat`: a checkpoint's template (`tasks.train.chat_template.TemplateChat`) instead of forgeline's."""
     samples, ids, rejected = [], [], []
     for rec in records:
         rid = str(rec.get("id"))
         try:
-            samples.append(render(rec["messages"], tok, fmt))
+            samples.append(chat.render(rec["messages"]) if chat is not None else render(rec["messages"], tok, fmt))
             ids.append(rid)
         except (KeyError, TypeError, ValueError) as err:  # a malformed record is reported, not fatal
             rejected.append((rid, f"render: {err}"))

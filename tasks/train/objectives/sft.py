@@ -23,8 +23,9 @@ import numpy as np
 import torch
 
 from specs.ranks import SFTRun
-from tasks.core.files import atomic_path, write_text_atomic
+from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
 from tasks.train.chat import extend_tokenizer, jinja_template, resize_embeddings, vocab_size
+from tasks.train.chat_template import TemplateChat, checkpoint_chat
 from specs.pretrain import shape_problems
 from tasks.train.config import ModelConfig
 from tasks.train.data import BatchPlan
@@ -43,6 +44,26 @@ class SFTData:
     train: Packed
     heldout: Packed
     stats: dict[str, Any]
+    chat: TemplateChat | None = None  # the checkpoint's chat template; None: forgeline's markers
+
+
+def chat_tokenizer(mix_dir: Path) -> tuple[Any, dict[str, int], TemplateChat | None, int]:
+    """(tokenizer, chat markers added, the checkpoint's template or None, pad id). A tokenizer whose
+    tokenizer_config.json (copied by mix from a Hugging Face checkpoint) has a chat template keeps its own
+    tokens and template; otherwise forgeline's role markers claim reserved tokens (or are appended)."""
+    from tasks.data.tokenizer import load_tokenizer
+
+    base = load_tokenizer(mix_dir / "tokenizer.json")
+    chat = checkpoint_chat(mix_dir, base)
+    if chat is not None:
+        pad_text = chat.specials.get("pad_token") or chat.specials.get("eos_token")
+        pad = base.token_to_id(pad_text) if pad_text else chat.stop_ids()[0]  # padding carries no loss
+        return base, {}, chat, pad
+    tok, added = extend_tokenizer(base)
+    pad = tok.token_to_id("<|pad|>")
+    if pad is None:
+        raise ValueError("sft: mix's tokenizer has no <|pad|> token")
+    return tok, added, None, pad
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -51,9 +72,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 def prepare_data(pretrain_dir: Path, mix_dir: Path, instruct_dir: Path, train: Any, seed: int) -> SFTData:
     """Tokenizer with chat markers, the model config and starting weights, packed train and held-out rows."""
-    from tasks.data.tokenizer import load_tokenizer
-
-    tok, added = extend_tokenizer(load_tokenizer(mix_dir / "tokenizer.json"))
+    tok, added, chat, pad = chat_tokenizer(mix_dir)
     pre = json.loads((pretrain_dir / "config.json").read_text())
     base = ModelConfig.from_dict({**pre["model"], "dropout": train.dropout,
                                   "seq_len": train.seq_len or pre["model"]["seq_len"]})
@@ -61,20 +80,18 @@ def prepare_data(pretrain_dir: Path, mix_dir: Path, instruct_dir: Path, train: A
     # Claimed <|reserved_N|> rows were never inputs in pretraining: start them (and any new rows) at the mean.
     reinit = sorted(i for i in added.values() if i < base.vocab_size)
     state, cfg = resize_embeddings(state, base, max(vocab_size(tok), base.vocab_size), seed, reinit=reinit)
-    pad = tok.token_to_id("<|pad|>")
-    if pad is None:
-        raise ValueError("sft: mix's tokenizer has no <|pad|> token")
-    stats: dict[str, Any] = {"added_tokens": dict(sorted(added.items())), "vocab_size": cfg.vocab_size}
+    stats: dict[str, Any] = {"added_tokens": dict(sorted(added.items())), "vocab_size": cfg.vocab_size,
+                             "chat_template": "checkpoint" if chat else "forgeline"}
     packs = []
     for split in ("train", "heldout"):
-        samples, _ids, rejected = render_records(read_jsonl(instruct_dir / f"{split}.jsonl"), tok)
+        samples, _ids, rejected = render_records(read_jsonl(instruct_dir / f"{split}.jsonl"), tok, chat=chat)
         packed = pack_samples(samples, cfg.seq_len, pad, seed, overflow=train.overflow)
         if split == "train" and not len(packed.rows):
             raise ValueError(f"sft: no trainable rows from {instruct_dir / 'train.jsonl'}")
         stats[split] = {"conversations": len(samples) + len(rejected), "rejected": len(rejected),
                         "rows": len(packed.rows), "loss_tokens": int(packed.weights.sum()), **packed.stats}
         packs.append(packed)
-    return SFTData(tok, cfg, state, packs[0], packs[1], stats)
+    return SFTData(tok, cfg, state, packs[0], packs[1], stats, chat)
 
 
 def heldout_loss(engine: Any, rows: Packed, micro: int) -> float | None:
@@ -173,7 +190,12 @@ class SFTObjective:
     def finish(self, out_dir: Path, rows: list[dict[str, Any]], guard: Any) -> dict[str, Any]:
         with atomic_path(out_dir / "tokenizer.json") as tmp:
             self.data.tokenizer.save(str(tmp))
-        write_text_atomic(out_dir / "chat_template.jinja", jinja_template())
+        chat = self.data.chat
+        write_text_atomic(out_dir / "chat_template.jinja", chat.template if chat else jinja_template())
+        write_json_atomic(out_dir / "chat.json", {  # how export must check and describe the template
+            "template": "checkpoint" if chat else "forgeline", "special_tokens": chat.specials if chat else {},
+            "end_of_turn": chat.end_of_turn() if chat else "<|end|>",
+            "stop_ids": chat.stop_ids() if chat else [self.data.tokenizer.token_to_id("<|end|>")]})
         evals = [r for r in rows if r["kind"] == "eval"]
         return {"data": self.data.stats,
                 "heldout_loss_before": evals[0]["val_loss"] if evals and evals[0]["step"] == 0 else None,
