@@ -14,7 +14,7 @@ from datasketch import LeanMinHash, MinHash, MinHashLSH
 from specs.clean import DedupSpec
 from tasks.data import minhash
 from tasks.data.lsh import candidate_pairs, choose_banding
-from tasks.data.minhash import estimate_precision, near_duplicates, s_curve, shingle_sets, shingles, signatures
+from tasks.data.minhash import near_duplicates, s_curve, shingle_sets, shingles, signatures
 from tasks.data.synthetic import cluster_pairs, exact_jaccard, make_corpus, pair_scores
 
 REPO = Path(__file__).resolve().parents[1]
@@ -175,13 +175,3 @@ def test_explicit_banding_is_honoured(corpus, sigs):
     assert result.candidate_pairs == len(candidate_pairs(sigs, 4, 8))
     with pytest.raises(ValueError):
         DedupSpec(bands=20, rows=8)
-
-
-def test_estimate_precision(corpus, sigs):
-    spec = DedupSpec()
-    result = near_duplicates(corpus.ids, sigs, corpus.scores, spec)
-    texts = dict(zip(corpus.ids, corpus.texts))
-    report = estimate_precision(result.pairs, texts, spec, sample=50, seed=3)
-    assert report["sampled"] == 50 and report["precision"] >= 0.8 and report["min_jaccard"] > 0.6
-    assert report == estimate_precision(result.pairs, texts, spec, sample=50, seed=3)
-    assert estimate_precision([], texts, spec, sample=50, seed=3)["precision"] is None

@@ -11,8 +11,9 @@
   `update()` per shingle. Rows can be wrapped as `LeanMinHash(seed=seed, hashvalues=row, scheme="affine32")`
   for datasketch's `MinHashLSH`. Work is chunked (CHUNK_DOCS documents, then cache-sized blocks of shingles),
   so memory stays bounded (and time too: one huge [shingles, num_perm] product was measured 12× slower).
-- `near_duplicates(ids, sigs, scores, spec)`: LSH banding (see `tasks.data.lsh`) → optional verification →
-  union-find clusters → keep the best-scored document of each cluster; `estimate_precision` audits the pairs.
+- `near_duplicates(ids, sigs, scores, spec)`: LSH banding (see `tasks.data.lsh`) → similarity of each candidate
+  (exact Jaccard, or the signature estimate) → greedy best-first keepers: each removed document is within the
+  threshold of the document kept for it. `tasks.data.dedup_audit` measures the decision's precision and recall.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ import numpy as np
 from datasketch import MinHash
 
 from specs.clean import DedupSpec
-from tasks.data.lsh import candidate_pairs, choose_banding, clusters_of, s_curve, sorted_unique
+from tasks.data.lsh import candidate_pairs, choose_banding, greedy_keepers, s_curve, sorted_unique
 
-__all__ = ["DedupResult", "estimate_precision", "near_duplicates", "s_curve", "shingle_sets", "shingles",
+__all__ = ["DedupResult", "near_duplicates", "s_curve", "shingle_sets", "shingles",
            "signatures"]
 ShingleSetsFn = Callable[[Sequence[str]], Sequence[np.ndarray]]   # ids -> their shingle sets
 
@@ -185,13 +186,16 @@ def signatures(texts: Sequence[str], spec: DedupSpec, seed: int = 1) -> np.ndarr
 class DedupResult:
     """Outcome of near-duplicate detection; every list is sorted, so equal inputs give equal results."""
 
-    dropped: list[tuple[str, str, float]]     # (dropped id, kept id, similarity of the two)
-    clusters: int                             # clusters of ≥ 2 documents
+    dropped: list[tuple[str, str, float]]     # (dropped id, id of the document kept for it, their similarity)
+    clusters: int                             # keepers that removed ≥ 1 document
     candidate_pairs: int                      # distinct pairs sharing ≥ 1 LSH bucket
-    verified_pairs: int                       # candidate pairs that passed verification (all when verify=False)
+    verified_pairs: int                       # candidate pairs with similarity ≥ threshold (the links)
     bands: int
     rows: int
-    pairs: list[tuple[str, str, float]] = field(default_factory=list)  # verified pairs (id_a < id_b, sim)
+    pairs: list[tuple[str, str, float]] = field(default_factory=list)  # the links (id_a < id_b, sim)
+    # [c, 2] candidate pairs as indices into `ids` (for the audit's sample of candidates); not part of equality
+    candidate_index: np.ndarray = field(default_factory=lambda: np.zeros((0, 2), np.int64), compare=False,
+                                        repr=False)
 
 
 def near_duplicates(
@@ -201,43 +205,44 @@ def near_duplicates(
     spec: DedupSpec,
     shingle_sets_fn: ShingleSetsFn | None = None,
 ) -> DedupResult:
-    """Cluster near-duplicate documents and keep, in each cluster, the highest score (ties: smallest id).
+    """Decide near duplicates: visit documents best-first (highest score, ties by smallest id); each one not yet
+    removed is kept and removes the not-yet-decided documents linked to it (see `lsh.greedy_keepers`).
 
-    Similarity of a pair is the fraction of equal signature slots (the MinHash Jaccard estimate) or, when
-    `shingle_sets_fn(ids)` returns those documents' shingle sets (e.g. `lambda ids: shingle_sets([text_of[i]
-    for i in ids], spec)`), their exact Jaccard; only documents in candidate pairs are asked for, in batches.
-    Exact verification is cheap (~10 % of the detection time) and removes the estimate's noise near the
-    threshold: pair F1 0.99 instead of 0.94 on the synthetic benchmark. With `spec.verify` only candidate
-    pairs with similarity ≥ threshold link documents; without it every LSH candidate does.
+    A candidate pair is a link when its similarity is ≥ threshold: the fraction of equal signature slots (the
+    MinHash Jaccard estimate) or, when `shingle_sets_fn(ids)` returns those documents' shingle sets (e.g.
+    `lambda ids: shingle_sets([text_of[i] for i in ids], spec)`), their exact Jaccard; only documents in
+    candidate pairs are asked for, in batches. So every dropped document is within the threshold of the
+    document kept for it (no transitive chains). Exact verification is cheap (~10 % of the detection time)
+    and removes the estimate's noise near the threshold.
     """
     if len(ids) != len(sigs) or (scores is not None and len(scores) != len(ids)):
         raise ValueError("ids, sigs and scores must have one entry per document")
-    bands, rows = (spec.bands, spec.rows) if spec.bands else choose_banding(spec.threshold, spec.num_perm,
-                                                                           spec.verify)
+    # Every candidate is now checked (exactly, or by the estimate) before it links anything, so the banding
+    # leans to recall in both modes: a false candidate costs one comparison, a missed one is lost for good.
+    bands, rows = (spec.bands, spec.rows) if spec.bands else choose_banding(spec.threshold, spec.num_perm, True)
     pairs = candidate_pairs(sigs, bands, rows)                          # [c, 2] int64, i < j, sorted
     similarity = _similarity_fn(ids, sigs, shingle_sets_fn)
     sims = similarity(pairs[:, 0], pairs[:, 1])                         # [c]
-    keep = sims >= spec.threshold if spec.verify else np.ones(len(pairs), dtype=bool)
-    linked, linked_sims = pairs[keep], sims[keep]
+    keep = sims >= spec.threshold
+    linked, linked_sims = pairs[keep], sims[keep]                       # [e, 2], [e]
 
+    involved = sorted_unique(linked.ravel()).tolist()                   # only linked documents need a rank
     order = np.asarray(scores if scores is not None else np.zeros(len(ids)), dtype=np.float64)
-    dropped: list[tuple[int, int]] = []
-    n_clusters = 0
-    for members in clusters_of(linked, len(ids)):
-        n_clusters += 1
-        best = min(members, key=lambda i: (-order[i], ids[i]))
-        dropped.extend((i, best) for i in members if i != best)
-    drop = np.array(dropped, dtype=np.int64).reshape(-1, 2)              # [d, 2] (dropped, kept)
-    drop_sims = similarity(drop[:, 0], drop[:, 1])
+    rank = np.zeros(len(ids), dtype=np.int64)
+    rank[sorted(involved, key=lambda i: (-order[i], ids[i]))] = np.arange(len(involved))
+    removed, edge = greedy_keepers(linked, rank)                        # [d], [d]
+    keeper = np.where(linked[edge, 0] == removed, linked[edge, 1], linked[edge, 0])
     return DedupResult(
-        dropped=sorted((ids[i], ids[k], round(float(s), 6)) for (i, k), s in zip(drop.tolist(), drop_sims)),
-        clusters=n_clusters,
+        dropped=sorted((ids[i], ids[k], round(float(s), 6))
+                       for i, k, s in zip(removed.tolist(), keeper.tolist(), linked_sims[edge].tolist())),
+        clusters=len(set(keeper.tolist())),
         candidate_pairs=len(pairs),
         verified_pairs=len(linked),
         bands=bands,
         rows=rows,
         pairs=sorted((*sorted((ids[i], ids[j])), round(float(s), 6))
                      for (i, j), s in zip(linked.tolist(), linked_sims.tolist())),
+        candidate_index=pairs,
     )
 
 
@@ -266,30 +271,3 @@ def _similarity_fn(
             out[k] = inter / (len(sets[x]) + len(sets[y]) - inter)
         return out
     return exact
-
-
-def estimate_precision(
-    pairs: Sequence[tuple[str, str, float]] | Sequence[tuple[str, str]],
-    texts_by_id: Callable[[str], str] | dict[str, str],
-    spec: DedupSpec,
-    sample: int,
-    seed: int,
-) -> dict[str, float | int | None]:
-    """Exact Jaccard of a seeded sample of pairs: precision = share with exact J ≥ threshold, plus mean/min J."""
-    text_of = texts_by_id.__getitem__ if isinstance(texts_by_id, dict) else texts_by_id
-    rng = np.random.default_rng(seed)
-    picked = sorted(rng.choice(len(pairs), size=min(sample, len(pairs)), replace=False).tolist())
-    exact = []
-    for k in picked:
-        sa, sb = shingle_sets([text_of(pairs[k][0]), text_of(pairs[k][1])], spec)
-        inter = len(np.intersect1d(sa, sb, assume_unique=True))
-        exact.append(inter / (len(sa) + len(sb) - inter))
-    if not exact:
-        return {"sampled": 0, "precision": None, "mean_jaccard": None, "min_jaccard": None}
-    values = np.array(exact)
-    return {
-        "sampled": len(values),
-        "precision": round(float((values >= spec.threshold).mean()), 6),
-        "mean_jaccard": round(float(values.mean()), 6),
-        "min_jaccard": round(float(values.min()), 6),
-    }
