@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from itertools import pairwise
@@ -16,6 +17,7 @@ from tasks.data import minhash
 from tasks.data.lsh import candidate_pairs, choose_banding
 from tasks.data.minhash import near_duplicates, s_curve, shingle_sets, shingles, signatures
 from tasks.data.synthetic import cluster_pairs, exact_jaccard, make_corpus, pair_scores
+from tasks.data.wordhash import word_hashes
 
 REPO = Path(__file__).resolve().parents[1]
 FOX = "The quick brown fox jumps over the lazy dog, again and again."
@@ -175,3 +177,26 @@ def test_explicit_banding_is_honoured(corpus, sigs):
     assert result.candidate_pairs == len(candidate_pairs(sigs, 4, 8))
     with pytest.raises(ValueError):
         DedupSpec(bands=20, rows=8)
+
+
+def test_chunked_word_hashes_equal_bytewise():
+    # Every word length from 1 to 300 bytes (the 8-byte chunks, the > 64-byte fallback), non-ASCII words,
+    # digits and "_", punctuation runs, empty and word-less documents, a word ending the batch.
+    rng = np.random.default_rng(4)
+    alphabet = list("abcdefghijklmnopqrstuvwxyz0123456789_") + ["é", "ß", "д", "中", "🙂"]
+    texts = []
+    for _ in range(60):
+        words = ["".join(rng.choice(alphabet, size=int(rng.integers(1, 300 if rng.random() < 0.2 else 12))))
+                 for _ in range(int(rng.integers(0, 80)))]
+        texts.append(rng.choice([" ", ", ", " -- ", "\n"]).join(words))
+    texts += ["", "!!! ...", "x" * 5000, "tail"]
+    chunked, counts = word_hashes(texts)
+    bytewise, counts_bw = word_hashes(texts, bytewise=True)
+    assert np.array_equal(chunked, bytewise) and np.array_equal(counts, counts_bw)
+    assert counts.tolist() == [len(re.findall(r"\w+", t.lower())) for t in texts]
+    # equal words hash equally wherever they stand; different words (here: all distinct) differently
+    words = [w for t in texts for w in re.findall(r"\w+", t.lower())]
+    by_word = {}
+    for w, h in zip(words, chunked.tolist()):
+        assert by_word.setdefault(w, h) == h
+    assert len(set(by_word.values())) == len(by_word)
