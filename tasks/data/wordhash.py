@@ -75,21 +75,22 @@ def _bytewise(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.n
 def _chunked(raw: bytes, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Same sums as `_bytewise` for words of ≤ LONG_WORD bytes, 8 bytes per step."""
     window = np.ndarray((len(raw) - 7,), dtype="<u8", buffer=raw, strides=(1,))   # uint64 at every byte offset
-    sums = np.zeros(len(starts), dtype=np.uint64)
-    for c in range(0, LONG_WORD, 8):
-        sel = np.flatnonzero(lengths > c) if c else slice(None)         # words with bytes at offsets ≥ c
-        rem = np.minimum(lengths[sel] - c, 8)
-        if len(rem) == 0:
+    rem = np.minimum(lengths, 8)
+    key = window[starts] & _MASK[rem]                                   # [T] first ≤ 8 bytes, zero-padded
+    lanes = key.view(np.uint16).reshape(-1, 4).T.copy()                 # [4, T] contiguous byte-pair lanes
+    sums = np.take(_PAIRS[0], lanes[0])
+    for j in range(1, 4):
+        sums += np.take(_PAIRS[j], lanes[j])
+    sums += _PREFIX[rem]                                                # Σ POW[k] over real bytes: the "+ 1"
+    sel = np.flatnonzero(lengths > 8)                                   # the few longer words, 8 bytes a step
+    for c in range(8, LONG_WORD, 8):
+        sel = sel[lengths[sel] > c]
+        if len(sel) == 0:
             break
-        key = window[starts[sel] + c] & _MASK[rem]                      # the ≤ 8 bytes from offset c, zero-padded
-        if c == 0:                                                      # all words: table look-ups
-            lanes = key.view(np.uint16).reshape(-1, 4).T.copy()         # [4, T] contiguous lanes
-            part = np.take(_PAIRS[0], lanes[0])
-            for j in range(1, 4):
-                part += np.take(_PAIRS[j], lanes[j])
-        else:                                                           # the few longer words: Σ POW[c+k]·byte_k
-            part = key.view(np.uint8).reshape(-1, 8).astype(np.uint64) @ POW[c: c + 8]
-        part += _PREFIX[c + rem] - _PREFIX[c]                           # Σ POW[c+k] over real bytes: the "+ 1"
+        rem = np.minimum(lengths[sel] - c, 8)
+        key = window[starts[sel] + c] & _MASK[rem]
+        part = key.view(np.uint8).reshape(-1, 8).astype(np.uint64) @ POW[c: c + 8]   # Σ POW[c+k]·byte_k
+        part += _PREFIX[c + rem] - _PREFIX[c]
         sums[sel] += part
     return sums
 
