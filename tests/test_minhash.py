@@ -73,17 +73,18 @@ def test_shingles_are_stable_and_normalized():
     assert not np.array_equal(shingles("two words", DedupSpec()), shingles("other words", DedupSpec()))
 
 
-def test_signatures_equal_datasketch_minhash():
-    spec = DedupSpec(num_perm=64)
+@pytest.mark.parametrize("num_perm", [64, 100])    # 100: a last permutation tile shorter than the others
+def test_signatures_equal_datasketch_minhash(num_perm):
+    spec = DedupSpec(num_perm=num_perm)
     texts = [FOX, "short", "", "Ünïcode wörds “quoted” here and there again", FOX.upper()]
     rows = signatures(texts, spec, seed=7)
-    assert rows.shape == (5, 64) and rows.dtype == np.uint32
+    assert rows.shape == (5, num_perm) and rows.dtype == np.uint32
     for text, row in zip(texts, rows):
-        m = MinHash(num_perm=64, seed=7, hashfunc=int)  # our shingle hashes are the datasketch input hashes
+        m = MinHash(num_perm=num_perm, seed=7, hashfunc=int)  # our shingle hashes are the datasketch input hashes
         m.update_batch(shingles(text, spec).tolist())
         assert np.array_equal(m.hashvalues, row)
     assert np.array_equal(rows[0], rows[4])
-    assert signatures([], spec).shape == (0, 64)
+    assert signatures([], spec).shape == (0, num_perm)
 
 
 def test_chunking_does_not_change_signatures(monkeypatch, corpus):
@@ -91,6 +92,7 @@ def test_chunking_does_not_change_signatures(monkeypatch, corpus):
     expected = signatures(texts, DedupSpec())
     monkeypatch.setattr(minhash, "CHUNK_DOCS", 7)
     monkeypatch.setattr(minhash, "BLOCK_SHINGLES", 64)
+    monkeypatch.setattr(minhash, "TILE_PERMS", 5)
     assert np.array_equal(signatures(texts, DedupSpec()), expected)
 
 

@@ -36,7 +36,8 @@ ShingleSetsFn = Callable[[Sequence[str]], Sequence[np.ndarray]]   # ids -> their
 # Documents shingled at once. Small batches keep the per-byte and per-word temporaries (~2 MB at 128 docs of
 # 2 KB) in cache: 128 was measured 2.2× faster than 512 for shingling and 1.5× for whole signatures.
 CHUNK_DOCS = 128
-BLOCK_SHINGLES = 4096       # columns of the [num_perm, shingles] product at once: 2 MB at 128 perms
+BLOCK_SHINGLES = 4096       # columns of the [permutations, shingles] product at once
+TILE_PERMS = 16             # rows of it at once: a 256 KB tile stays in L2 through mul, add, min (~6 % faster)
 _KEY = b"forgeline-minhash-v1"
 _CHAR_SALT = np.uint64(0x2545F4914F6CDD1D)
 
@@ -132,7 +133,7 @@ def signatures(texts: Sequence[str], spec: DedupSpec, seed: int = 1) -> np.ndarr
     """MinHash signatures, uint32 [len(texts), num_perm]; row i equals datasketch's hashvalues for doc i."""
     a, b = permutations(spec.num_perm, seed)
     sigs = np.empty((len(texts), spec.num_perm), dtype=np.uint32)     # [n, P]
-    buf = np.empty((spec.num_perm, 2 * BLOCK_SHINGLES), dtype=np.uint32)  # [P, block], reused
+    buf = np.empty((min(TILE_PERMS, spec.num_perm), 2 * BLOCK_SHINGLES), dtype=np.uint32)  # [tile, block]
     a, b = a[:, None], b[:, None]                                       # [P, 1]
     for start in range(0, len(texts), CHUNK_DOCS):
         hashes, offsets = _chunk_shingles(texts[start: start + CHUNK_DOCS], spec)   # [S], [m + 1]
@@ -145,10 +146,13 @@ def signatures(texts: Sequence[str], spec: DedupSpec, seed: int = 1) -> np.ndarr
         cuts = np.append(sorted_unique(np.searchsorted(offsets, marks, side="right") - 1), len(offsets) - 1)
         for d0, d1 in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
             lo, hi = int(offsets[d0]), int(offsets[d1])
-            block = buf[:, : hi - lo] if hi - lo <= buf.shape[1] else np.empty((len(a), hi - lo), np.uint32)
-            np.multiply(a, hashes[None, lo:hi], out=block)              # uint32 arithmetic wraps: mod 2^32
-            block += b
-            sigs[start + d0: start + d1] = np.minimum.reduceat(block, offsets[d0:d1] - lo, axis=1).T
+            block = buf[:, : hi - lo] if hi - lo <= buf.shape[1] else np.empty((len(buf), hi - lo), np.uint32)
+            for r in range(0, len(a), len(buf)):                        # a cache-sized tile of permutations
+                tile = block[: len(a[r: r + len(buf)])]                 # the last tile may be shorter
+                np.multiply(a[r: r + len(buf)], hashes[None, lo:hi], out=tile)   # uint32 wraps: mod 2^32
+                tile += b[r: r + len(buf)]
+                sigs[start + d0: start + d1, r: r + len(tile)] = np.minimum.reduceat(tile, offsets[d0:d1] - lo,
+                                                                                      axis=1).T
     return sigs
 
 
