@@ -95,7 +95,7 @@ class DedupSpec(StrictModel):
     num_perm: int = Field(128, ge=16, le=1024, description="MinHash permutations.")
     threshold: float = Field(0.8, gt=0, lt=1, description="Jaccard similarity that counts as a near duplicate.")
     bands: int | None = Field(None, ge=1, description="LSH bands; with `rows`, overrides the banding chosen "
-                              "from the threshold (16×8 at 0.8 with verification). bands × rows ≤ num_perm.")
+                              "from the threshold (16×8 at 0.8, 128 perms). bands × rows ≤ num_perm.")
     rows: int | None = Field(None, ge=1, description="LSH rows per band (see `bands`).")
     verify: bool = Field(
         True, description="Judge LSH candidate pairs by exact shingle-set Jaccard ≥ threshold; false judges "

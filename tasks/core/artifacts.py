@@ -140,7 +140,7 @@ def dedup_markdown(root: Path) -> str | None:
     d, detail = report["dedup"], report.get("dedup_detail", {})
     lines = ["## Deduplication", "", "| measure | value |", "|---|---:|"]
     for key in ("exact_dropped", "near_dropped", "bands", "rows", "candidate_pairs", "verified_pairs",
-                "clusters", "precision", "recall", "f1", "audit_pairs"):
+                "clusters", "precision", "recall", "f1", "audit_pairs", "residual"):
         if key in d:
             lines.append(f"| {key.replace('_', ' ')} | {d[key]} |")
     audit = detail.get("audit") or {}

@@ -118,6 +118,6 @@ def deduplicate(rows: pa.Table, sigs: np.ndarray, spec: CleanSpec, seed: int) ->
         summary.update({"near_dropped": len(result.dropped), "bands": result.bands, "rows": result.rows,
                         "candidate_pairs": result.candidate_pairs, "verified_pairs": result.verified_pairs,
                         "clusters": result.clusters, "precision": report["precision"], "recall": report["recall"],
-                        "f1": report["f1"], "audit_pairs": report["audit_pairs"]})
+                        "f1": report["f1"], "audit_pairs": report["audit_pairs"], "residual": report["residual"]})
         detail = {"s_curve": minhash.s_curve(result.bands, result.rows), "audit": report}
     return {"reasons": decisions, "summary": summary, "detail": detail}

@@ -20,7 +20,8 @@ _MUL = np.uint64(0x9E3779B97F4A7C15)
 
 # Weights (false positive, false negative) of the banding objective. With verification an LSH false positive
 # costs one comparison (~50 µs even when exact) and is then discarded, while a false negative is a duplicate
-# lost for good: weight misses 19:1. Without verification every candidate is linked, so both errors count alike.
+# lost for good: weight misses 19:1. (near_duplicates now checks every candidate, by exact Jaccard or by the
+# signature estimate, so it always uses these; the equal weights suit candidates taken as final.)
 WEIGHTS_VERIFY = (0.05, 0.95)
 WEIGHTS_NO_VERIFY = (0.5, 0.5)
 
@@ -114,8 +115,8 @@ def candidate_pairs(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return np.stack([codes // n, codes % n], axis=1)
 
 
-def clusters_of(pairs: np.ndarray, n: int) -> list[list[int]]:
-    """Connected components (union-find) of the pair graph: sorted lists of ≥ 2 sorted doc indices."""
+    """Connected components (union-find) of the pair graph: sorted lists of ≥ 2 sorted doc indices. Not the
+    dedup decision (see `greedy_keepers`); kept for the benchmark's transitive baselines."""
     parent: dict[int, int] = {}
 
     def find(x: int) -> int:
