@@ -115,6 +115,7 @@ def candidate_pairs(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return np.stack([codes // n, codes % n], axis=1)
 
 
+def clusters_of(pairs: np.ndarray, n: int) -> list[list[int]]:
     """Connected components (union-find) of the pair graph: sorted lists of ≥ 2 sorted doc indices. Not the
     dedup decision (see `greedy_keepers`); kept for the benchmark's transitive baselines."""
     parent: dict[int, int] = {}
