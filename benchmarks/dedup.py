@@ -1,5 +1,6 @@
 """Near-duplicate detection benchmark: forgeline vs a naive datasketch loop vs HuggingFace datatrove.
 
+    python benchmarks/dedup.py --speed              # ~2 KB docs: this checkout vs the code before #15, per stage
     python benchmarks/dedup.py                      # 10k / 50k / 200k documents
     python benchmarks/dedup.py --quick              # 2k / 5k
     python benchmarks/dedup.py --sizes 20000 --skip datatrove
@@ -162,6 +163,66 @@ def evaluate(corpus, clusters: list[list[int]], threshold: float, checked: dict)
     return pair_scores(predicted, truth)
 
 
+def load_baseline(rev: str):
+    """tasks/data/minhash.py as of git `rev`, imported as its own module (it uses today's lsh and specs)."""
+    import types
+
+    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:tasks/data/minhash.py"], check=True,
+                            capture_output=True, text=True).stdout
+    module = types.ModuleType("minhash_baseline")
+    sys.modules[module.__name__] = module          # dataclasses look their module up while decorating
+    exec(compile(source, f"{rev}:tasks/data/minhash.py", "exec"), module.__dict__)
+    return module
+
+
+def speed(args) -> None:
+    """Per-stage docs / CPU-second and pair F1, the code at `--baseline` and this checkout, in one process."""
+    from specs.clean import DedupSpec
+    from tasks.data import dedup_audit, minhash
+    from tasks.data.lsh import candidate_pairs
+
+    corpus = make_corpus(args.docs, seed=args.seed, words=(360, 560))
+    kb = sum(len(t.encode()) for t in corpus.texts) / len(corpus.texts) / 1024
+    spec, n = DedupSpec(), len(corpus.texts)
+    index = {d: i for i, d in enumerate(corpus.ids)}
+
+    def best_of(fn, reps=args.reps):
+        times, result = [], None
+        for _ in range(reps):
+            t = time.process_time()
+            result = fn()
+            times.append(time.process_time() - t)
+        return min(times), result
+
+    rows, sigs_of, checked = [], {}, {}
+    for name, module in ((f"before ({args.baseline})", load_baseline(args.baseline)), ("now", minhash)):
+        exact = (lambda m: lambda batch: m.shingle_sets([corpus.texts[index[d]] for d in batch], spec))(module)
+        t_sig, sigs = best_of(lambda: module.signatures(corpus.texts, spec))
+        t_band, _ = best_of(lambda: candidate_pairs(sigs, 16, 8))
+        t_near, result = best_of(lambda: module.near_duplicates(corpus.ids, sigs, corpus.scores, spec, exact))
+        groups: dict[str, list[int]] = {}
+        for dropped, kept, _ in result.dropped:
+            groups.setdefault(kept, [index[kept]]).append(index[dropped])
+        p, r, f1 = evaluate(corpus, list(groups.values()), spec.threshold, checked)
+        sigs_of[name] = sigs
+        rows.append((name, n / t_sig, n / t_band, n / max(t_near - t_band, 1e-9), n / (t_sig + t_near), p, r, f1))
+    t_audit, report = best_of(lambda: dedup_audit.audit(corpus.ids, dict(zip(corpus.ids, corpus.texts)).get,
+                                                        result, spec, args.seed), reps=1)
+    header = ("code", "signatures", "banding", "verification + decision", "near dedup in all", "pair precision",
+              "recall", "F1")
+    print(f"{n:,} synthetic documents of {kb:.2f} KB on average, docs / CPU-second (best of {args.reps}):\n")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+    for name, *rates, p, r, f1 in rows:
+        print(f"| {name} | " + " | ".join(f"{x:,.0f}" for x in rates) + f" | {p:.3f} | {r:.3f} | {f1:.3f} |")
+    old, new = rows
+    same = all(np.array_equal(a, sigs_of[new[0]]) for a in sigs_of.values())
+    print(f"\n- now / before: signatures {new[1] / old[1]:.2f}×, near dedup in all {new[4] / old[4]:.2f}×; "
+          f"signatures bit-identical: {'yes' if same else 'NO'}")
+    print(f"- the run's audit (now): {report['audit_docs']:,} documents, {report['audit_pairs']:,} pairs in "
+          f"{t_audit:.1f} CPU-s: precision {report['precision']}, recall {report['recall']}, F1 {report['f1']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10000,50000,200000", help="comma-separated corpus sizes")
@@ -173,10 +234,17 @@ def main() -> None:
     parser.add_argument("--datatrove-venv", type=Path, default=Path("/tmp/bench-datatrove"))
     parser.add_argument("--datatrove-banding", default="", help="BxR instead of datatrove's default (14x8)")
     parser.add_argument("--setup-datatrove", action="store_true", help="create the datatrove venv, then run")
+    parser.add_argument("--speed", action="store_true", help="per-stage speed, --baseline vs this checkout")
+    parser.add_argument("--docs", type=int, default=20_000, help="--speed: corpus size (default 20000)")
+    parser.add_argument("--baseline", default="e155486", help="--speed: git revision to compare with (default: "
+                        "e155486, the code before #14/#15)")
+    parser.add_argument("--reps", type=int, default=3, help="--speed: repetitions, the best is kept")
     parser.add_argument("--worker", nargs=3, metavar=("METHOD", "CORPUS", "RESULT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return worker(*args.worker)
+    if args.speed:
+        return speed(args)
     if args.setup_datatrove and not (args.datatrove_venv / "bin" / "python").exists():
         setup_datatrove(args.datatrove_venv)
     sizes = [2000, 5000] if args.quick else [int(s) for s in args.sizes.split(",")]

@@ -145,10 +145,12 @@ class PIISpec(StrictModel):
 
 
 class DedupSpec(StrictModel):
-    """Exact dedup on normalized text, then MinHash-LSH near dedup keeping the best document of each cluster.
+    """Exact dedup on normalized text, then MinHash-LSH near dedup: documents are visited best-first and each
+    kept one removes the undecided documents within `threshold` of itself (no transitive chains).
 
     Signatures are bit-identical to datasketch's MinHash; the LSH index is a numpy sort per band (same
-    candidate pairs as datasketch's MinHashLSH, ~35× faster). Permutations are seeded by `run.seed`."""
+    candidate pairs as datasketch's MinHashLSH, ~35× faster). Permutations are seeded by `run.seed`. Every
+    run audits the decision on the exact Jaccard of all pairs of a seeded document sample."""
 
     exact: bool = Field(True, description="Drop exact duplicates of normalized text (reason `exact_duplicate`).")
     near: bool = Field(True, description="Drop near duplicates (reason `near_duplicate`).")
@@ -157,14 +159,19 @@ class DedupSpec(StrictModel):
     num_perm: int = Field(128, ge=16, le=1024, description="MinHash permutations.")
     threshold: float = Field(0.8, gt=0, lt=1, description="Jaccard similarity that counts as a near duplicate.")
     bands: int | None = Field(None, ge=1, description="LSH bands; with `rows`, overrides the banding chosen "
-                              "from the threshold (16×8 at 0.8 with verification). bands × rows ≤ num_perm.")
+                              "from the threshold (16×8 at 0.8, 128 perms). bands × rows ≤ num_perm.")
     rows: int | None = Field(None, ge=1, description="LSH rows per band (see `bands`).")
     verify: bool = Field(
-        True, description="Confirm LSH candidate pairs by exact shingle-set Jaccard ≥ threshold before "
-        "clustering (removes the banding's false positives; pair F1 ≈ 0.98 vs ≈ 0.95 on signatures alone)."
+        True, description="Judge LSH candidate pairs by exact shingle-set Jaccard ≥ threshold; false judges "
+        "them by the signature estimate (noisier near the threshold)."
+    )
+    audit_sample: int = Field(
+        2000, ge=0, description="Documents drawn (seeded) for the audit: the exact Jaccard of all their pairs "
+        "gives the pair precision, recall and F1 of the near-dedup decision."
     )
     precision_sample: int = Field(
-        200, ge=0, description="Candidate pairs whose exact Jaccard is computed to estimate precision."
+        200, ge=0, description="LSH candidate pairs whose two documents also join the audit sample, so that it "
+        "holds duplicate pairs to measure on even when the corpus is much larger than `audit_sample`."
     )
 
     @model_validator(mode="after")

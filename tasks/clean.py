@@ -143,5 +143,6 @@ def _summary(counts: dict[str, Any]) -> str:
     d = counts["dedup"]
     return (f"**clean**: {counts['in']:,} records in, {counts['kept']:,} kept, {counts['dropped']:,} dropped "
             f"({reasons}).\n\nPII replaced: {pii}.\n\nNear dedup: {d.get('bands')}×{d.get('rows')} banding, "
-            f"{d.get('candidate_pairs', 0):,} candidate pairs, {d.get('verified_pairs', 0):,} verified, "
-            f"estimated precision {d.get('precision')}.")
+            f"{d.get('candidate_pairs', 0):,} candidate pairs, {d.get('verified_pairs', 0):,} verified; audit on "
+            f"{d.get('audit_pairs', 0):,} pairs (exact Jaccard): precision {d.get('precision')}, recall "
+            f"{d.get('recall')}, F1 {d.get('f1')}; true pairs left with both kept: {d.get('residual')}.")

@@ -71,6 +71,11 @@ def test_report_has_lsh_curve_and_precision(cleaned):
     curve = report["dedup_detail"]["s_curve"]
     assert curve[0][1] < 0.01 and curve[-1][1] > 0.99
     assert report["dedup"]["bands"] * report["dedup"]["rows"] <= 128
+    # the audit is exhaustive on this small corpus: every pair of the documents left after exact dedup
+    d, audit = report["dedup"], report["dedup_detail"]["audit"]
+    alive = report["kept"] + d["near_dropped"]
+    assert d["audit_pairs"] == alive * (alive - 1) // 2 == audit["audit_pairs"]
+    assert audit["true_pairs"] >= 1 and d["recall"] == 1.0 and 0 < d["f1"] <= 1
 
 
 def test_killed_run_resumes_and_matches_uninterrupted(cleaned, tmp_path):

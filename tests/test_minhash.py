@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from itertools import pairwise
@@ -14,8 +15,9 @@ from datasketch import LeanMinHash, MinHash, MinHashLSH
 from specs.clean import DedupSpec
 from tasks.data import minhash
 from tasks.data.lsh import candidate_pairs, choose_banding
-from tasks.data.minhash import estimate_precision, near_duplicates, s_curve, shingle_sets, shingles, signatures
+from tasks.data.minhash import near_duplicates, s_curve, shingle_sets, shingles, signatures
 from tasks.data.synthetic import cluster_pairs, exact_jaccard, make_corpus, pair_scores
+from tasks.data.wordhash import word_hashes
 
 REPO = Path(__file__).resolve().parents[1]
 FOX = "The quick brown fox jumps over the lazy dog, again and again."
@@ -71,17 +73,18 @@ def test_shingles_are_stable_and_normalized():
     assert not np.array_equal(shingles("two words", DedupSpec()), shingles("other words", DedupSpec()))
 
 
-def test_signatures_equal_datasketch_minhash():
-    spec = DedupSpec(num_perm=64)
+@pytest.mark.parametrize("num_perm", [64, 100])    # 100: a last permutation tile shorter than the others
+def test_signatures_equal_datasketch_minhash(num_perm):
+    spec = DedupSpec(num_perm=num_perm)
     texts = [FOX, "short", "", "Ünïcode wörds “quoted” here and there again", FOX.upper()]
     rows = signatures(texts, spec, seed=7)
-    assert rows.shape == (5, 64) and rows.dtype == np.uint32
+    assert rows.shape == (5, num_perm) and rows.dtype == np.uint32
     for text, row in zip(texts, rows):
-        m = MinHash(num_perm=64, seed=7, hashfunc=int)  # our shingle hashes are the datasketch input hashes
+        m = MinHash(num_perm=num_perm, seed=7, hashfunc=int)  # our shingle hashes are the datasketch input hashes
         m.update_batch(shingles(text, spec).tolist())
         assert np.array_equal(m.hashvalues, row)
     assert np.array_equal(rows[0], rows[4])
-    assert signatures([], spec).shape == (0, 64)
+    assert signatures([], spec).shape == (0, num_perm)
 
 
 def test_chunking_does_not_change_signatures(monkeypatch, corpus):
@@ -89,6 +92,7 @@ def test_chunking_does_not_change_signatures(monkeypatch, corpus):
     expected = signatures(texts, DedupSpec())
     monkeypatch.setattr(minhash, "CHUNK_DOCS", 7)
     monkeypatch.setattr(minhash, "BLOCK_SHINGLES", 64)
+    monkeypatch.setattr(minhash, "TILE_PERMS", 5)
     assert np.array_equal(signatures(texts, DedupSpec()), expected)
 
 
@@ -177,11 +181,24 @@ def test_explicit_banding_is_honoured(corpus, sigs):
         DedupSpec(bands=20, rows=8)
 
 
-def test_estimate_precision(corpus, sigs):
-    spec = DedupSpec()
-    result = near_duplicates(corpus.ids, sigs, corpus.scores, spec)
-    texts = dict(zip(corpus.ids, corpus.texts))
-    report = estimate_precision(result.pairs, texts, spec, sample=50, seed=3)
-    assert report["sampled"] == 50 and report["precision"] >= 0.8 and report["min_jaccard"] > 0.6
-    assert report == estimate_precision(result.pairs, texts, spec, sample=50, seed=3)
-    assert estimate_precision([], texts, spec, sample=50, seed=3)["precision"] is None
+def test_chunked_word_hashes_equal_bytewise():
+    # Every word length from 1 to 300 bytes (the 8-byte chunks, the > 64-byte fallback), non-ASCII words,
+    # digits and "_", punctuation runs, empty and word-less documents, a word ending the batch.
+    rng = np.random.default_rng(4)
+    alphabet = list("abcdefghijklmnopqrstuvwxyz0123456789_") + ["é", "ß", "д", "中", "🙂"]
+    texts = []
+    for _ in range(60):
+        words = ["".join(rng.choice(alphabet, size=int(rng.integers(1, 300 if rng.random() < 0.2 else 12))))
+                 for _ in range(int(rng.integers(0, 80)))]
+        texts.append(rng.choice([" ", ", ", " -- ", "\n"]).join(words))
+    texts += ["", "!!! ...", "x" * 5000, "tail"]
+    chunked, counts = word_hashes(texts)
+    bytewise, counts_bw = word_hashes(texts, bytewise=True)
+    assert np.array_equal(chunked, bytewise) and np.array_equal(counts, counts_bw)
+    assert counts.tolist() == [len(re.findall(r"\w+", t.lower())) for t in texts]
+    # equal words hash equally wherever they stand; different words (here: all distinct) differently
+    words = [w for t in texts for w in re.findall(r"\w+", t.lower())]
+    by_word = {}
+    for w, h in zip(words, chunked.tolist()):
+        assert by_word.setdefault(w, h) == h
+    assert len(set(by_word.values())) == len(by_word)

@@ -140,13 +140,15 @@ def dedup_markdown(root: Path) -> str | None:
     d, detail = report["dedup"], report.get("dedup_detail", {})
     lines = ["## Deduplication", "", "| measure | value |", "|---|---:|"]
     for key in ("exact_dropped", "near_dropped", "bands", "rows", "candidate_pairs", "verified_pairs",
-                "clusters", "precision"):
+                "clusters", "precision", "recall", "f1", "audit_pairs", "residual"):
         if key in d:
             lines.append(f"| {key.replace('_', ' ')} | {d[key]} |")
-    est = detail.get("precision_estimate") or {}
-    if est:
-        lines += ["", (f"Verified precision on {est.get('sampled', 0)} sampled pairs: {est.get('precision')} "
-                       f"(mean Jaccard {est.get('mean_jaccard')}, min {est.get('min_jaccard')}).")]
+    audit = detail.get("audit") or {}
+    if audit:
+        lines += ["", (f"Audit: exact Jaccard of all {audit.get('audit_pairs', 0):,} pairs of "
+                       f"{audit.get('audit_docs', 0):,} sampled documents; {audit.get('true_pairs')} true pairs, "
+                       f"{audit.get('predicted_pairs')} predicted, {audit.get('residual')} left with both kept; "
+                       f"P(candidate) at the threshold {audit.get('p_candidate_at_threshold')}.")]
     curve = detail.get("s_curve") or []
     if curve:
         lines += ["", "LSH S-curve (probability that a pair of this Jaccard similarity becomes a candidate):", "",

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from specs.clean import CleanSpec
 from tasks.core.files import atomic_path
-from tasks.data import filters, minhash
+from tasks.data import dedup_audit, filters, minhash
 from tasks.data.normalize import exact_key, normalize_text
 from tasks.data.pii import scrub_pii
 from tasks.data.records import RECORD_SCHEMA, meta_json, write_table
@@ -121,11 +121,12 @@ def deduplicate(rows: pa.Table, sigs: np.ndarray, spec: CleanSpec, seed: int) ->
                                          spec.dedup, shingle_sets_fn=exact_sets if spec.dedup.verify else None)
         index = {ids[i]: i for i in alive}
         for dropped_id, kept_id, similarity in result.dropped:
+            # the similarity to the document kept for it (never a chain's: see minhash.near_duplicates)
             decisions[index[dropped_id]] = ("near_duplicate", kept_id, f"Jaccard {similarity:.3f}")
-        precision = minhash.estimate_precision(result.pairs, text_of, spec.dedup, spec.dedup.precision_sample,
-                                               seed)
+        report = dedup_audit.audit([ids[i] for i in alive], text_of.__getitem__, result, spec.dedup, seed)
         summary.update({"near_dropped": len(result.dropped), "bands": result.bands, "rows": result.rows,
                         "candidate_pairs": result.candidate_pairs, "verified_pairs": result.verified_pairs,
-                        "clusters": result.clusters, "precision": precision.get("precision")})
-        detail = {"s_curve": minhash.s_curve(result.bands, result.rows), "precision_estimate": precision}
+                        "clusters": result.clusters, "precision": report["precision"], "recall": report["recall"],
+                        "f1": report["f1"], "audit_pairs": report["audit_pairs"], "residual": report["residual"]})
+        detail = {"s_curve": minhash.s_curve(result.bands, result.rows), "audit": report}
     return {"reasons": decisions, "summary": summary, "detail": detail}

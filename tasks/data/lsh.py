@@ -1,4 +1,4 @@
-"""LSH banding for MinHash signatures: choosing b × r, the S-curve, candidate pairs, and union-find clusters.
+"""LSH banding for MinHash signatures: choosing b × r, the S-curve, candidate pairs, and the keep/remove decision.
 
 Bucket semantics are those of datasketch's `MinHashLSH(params=(b, r))`: band i covers signature slots
 [i·r, (i + 1)·r), and two documents are candidates when any band is equal in every slot. The index here is a
@@ -20,7 +20,8 @@ _MUL = np.uint64(0x9E3779B97F4A7C15)
 
 # Weights (false positive, false negative) of the banding objective. With verification an LSH false positive
 # costs one comparison (~50 µs even when exact) and is then discarded, while a false negative is a duplicate
-# lost for good: weight misses 19:1. Without verification every candidate is linked, so both errors count alike.
+# lost for good: weight misses 19:1. (near_duplicates now checks every candidate, by exact Jaccard or by the
+# signature estimate, so it always uses these; the equal weights suit candidates taken as final.)
 WEIGHTS_VERIFY = (0.05, 0.95)
 WEIGHTS_NO_VERIFY = (0.5, 0.5)
 
@@ -115,7 +116,8 @@ def candidate_pairs(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
 
 
 def clusters_of(pairs: np.ndarray, n: int) -> list[list[int]]:
-    """Connected components (union-find) of the pair graph: sorted lists of ≥ 2 sorted doc indices."""
+    """Connected components (union-find) of the pair graph: sorted lists of ≥ 2 sorted doc indices. Not the
+    dedup decision (see `greedy_keepers`); kept for the benchmark's transitive baselines."""
     parent: dict[int, int] = {}
 
     def find(x: int) -> int:
@@ -136,3 +138,33 @@ def clusters_of(pairs: np.ndarray, n: int) -> list[list[int]]:
     for x in parent:
         groups[find(x)].append(x)
     return sorted(sorted(g) for g in groups.values())
+
+
+def greedy_keepers(pairs: np.ndarray, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which documents to remove, and for which kept document: (removed [d], edge [d]) with pairs[edge[k]]
+    linking removed[k] to its keeper.
+
+    `pairs` [e, 2] are the links (pairs already judged ≥ threshold) and `rank` [n] each document's position in
+    best-first order (0 = best; only documents in `pairs` need a meaningful rank). Documents are visited best-first; one not yet removed becomes a
+    keeper and removes its not-yet-decided neighbours. So every removed document is linked to (within the
+    threshold of) its own keeper; unlike connected components, a chain A~B~C with J(A, C) below the
+    threshold cannot remove C for A: when B is removed for A, C stays undecided and is kept (or removed by a
+    later keeper it is linked to). The loop is over links only (a few per duplicate), not over documents.
+    """
+    if len(pairs) == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    e = np.arange(len(pairs), dtype=np.int64)
+    src = np.concatenate([pairs[:, 0], pairs[:, 1]])                       # [2e] both directions
+    dst = np.concatenate([pairs[:, 1], pairs[:, 0]])
+    edge = np.concatenate([e, e])
+    forward = rank[dst] > rank[src]                                        # only worse neighbours can be removed
+    src, dst, edge = src[forward], dst[forward], edge[forward]
+    order = np.lexsort((rank[dst], rank[src]))                             # by keeper rank, then neighbour rank
+    src, dst, edge = src[order].tolist(), dst[order].tolist(), edge[order].tolist()
+    removed: dict[int, int] = {}                                           # removed doc -> edge to its keeper
+    for u, v, k in zip(src, dst, edge):
+        # u's own fate is final here: only better-ranked keepers, whose links sort earlier, can remove it
+        if u not in removed and v not in removed:
+            removed[v] = k
+    docs = np.fromiter(removed.keys(), dtype=np.int64, count=len(removed))
+    return docs, np.fromiter(removed.values(), dtype=np.int64, count=len(removed))

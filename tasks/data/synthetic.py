@@ -153,14 +153,16 @@ def make_corpus(
     family_rate: float = 0.08,
     vocab_size: int = 20_000,
     n: int = 5,
+    words: tuple[int, int] = (80, 300),
 ) -> SyntheticCorpus:
-    """`n_docs` documents; about `family_rate` of the base documents get planted near-duplicates/relatives."""
+    """`n_docs` documents of `words` (min, max) words; about `family_rate` of the base documents get planted
+    near-duplicates/relatives. (360, 560) words make ~2 KB documents."""
     rng = np.random.default_rng(seed)
     writer = _Writer(vocab_size, rng)
     docs: list[list[int]] = []
     groups: list[list[int]] = []
     while len(docs) < n_docs:
-        base = writer.draw(int(rng.integers(80, 301))).tolist()
+        base = writer.draw(int(rng.integers(words[0], words[1] + 1))).tolist()
         group = [len(docs)]
         docs.append(base)
         if rng.random() < family_rate:
