@@ -36,7 +36,8 @@ from tasks.train.chat import render, render_jinja, render_text
 from tasks.train.chat_template import TemplateChat
 from tasks.train.hf_export import ExportMismatch, check_hf, export_hf, publish_folder
 from tasks.train.model import ModelConfig
-from tasks.train.weights import load_weights, weight_files
+from tasks.train.peft_export import base_weights, check_adapter, write_adapter
+from tasks.train.weights import ADAPTER_DIR, load_weights, weight_files
 from tasks.eval.generate import torch_threads
 
 log = logging.getLogger("forgeline.export")
@@ -93,6 +94,7 @@ def run(spec: ExportSpec, paths: StagePaths) -> StageResult:
     except ExportMismatch as exc:
         raise ExportMismatch(f"export: verification failed, nothing was published to {_rel(out, paths.root)}: "
                              f"{exc} (the unverified folder is kept at {_rel(staging, paths.root)})") from exc
+    adapter = export_adapter(spec, paths, sft, state, cfg, card, template, specials, seq)  # None: full SFT
     publish_folder(staging, out)
     log.info("export: %s verified (max |Δlogit| %.2g) and published", out, diff)
 
@@ -104,12 +106,36 @@ def run(spec: ExportSpec, paths: StagePaths) -> StageResult:
         "special_tokens": exported["special_tokens"],
         "files": {f"{HF_DIR}/{name}": rec for name, rec in exported["files"].items()},
         "lineage": lineage,
+        **({"adapter": adapter} if adapter else {}),
     }
     write_json_atomic(paths.out / REPORT, report)
     counts = {"param_count": exported["param_count"], "max_logit_diff": report["check"]["max_logit_diff"],
               "files": len(exported["files"]), "bytes": sum(r["bytes"] for r in exported["files"].values())}
     return StageResult(stage="export", counts=counts, summary=_summary(spec, report),
                        table=[{"file": name, **rec} for name, rec in report["files"].items()])
+
+
+def export_adapter(spec: ExportSpec, paths: StagePaths, sft: Path, merged: dict, cfg: ModelConfig,
+                   card: dict[str, Any], template: str, specials: Any, seq: int) -> dict[str, Any] | None:
+    """A LoRA run: the adapter in PEFT's format (`adapter/`) and the base it applies to (`base/`, an HF folder),
+    both published only after PEFT's base + adapter reproduced the merged model (`tasks/train/peft_export.py`)."""
+    lora_dir = sft / ADAPTER_DIR
+    if not lora_dir.is_dir():
+        return None
+    lora, adapter = load_weights(lora_dir), json.loads((lora_dir / "adapter.json").read_text())
+    base = base_weights(merged, lora, adapter["alpha"] / adapter["r"])
+    staged = {name: paths.out / f"{name}-unverified" for name in ("base", "adapter")}
+    base_card = {**card, "description": "The base model the LoRA adapter in `../adapter` was trained on."}
+    export_hf(base, cfg, sft / "tokenizer.json", staged["base"], card=base_card, chat_template=template,
+              special_tokens=specials)
+    write_adapter(staged["base"], lora, adapter, cfg, staged["adapter"])
+    with torch_threads(VERIFY_THREADS):
+        diff = check_adapter(staged["base"], staged["adapter"], paths.out / STAGING_DIR, tol=spec.verify_tolerance,
+                             seq=seq, batch=VERIFY_BATCH)
+    for name, folder in staged.items():
+        publish_folder(folder, paths.out / name)
+    return {"dir": "adapter", "base_dir": "base", "max_logit_diff": _round2(diff), "r": adapter["r"],
+            "alpha": adapter["alpha"], "targets": adapter["targets"]}
 
 
 # ------------------------------------------------------------------------------------------------ checks

@@ -163,3 +163,56 @@ def test_zero_steps_keeps_the_pretrained_weights(pretrained, tmp_path):
 def test_zero3_with_tensor_parallelism_is_refused(pretrained, tmp_path):
     with pytest.raises(ValueError, match=r"sft.zero_stage: 3 with sft.tp = 2"):
         run_sft(copy_inputs(pretrained, tmp_path / "p"), tp=2, zero_stage=3)
+
+
+@pytest.mark.parametrize("layout", [{"dp": 2, "zero_stage": 3}, {"tp": 2, "zero_stage": 1}], ids=["dp2-zero3", "tp2"])
+def test_lora_trains_only_the_adapters_and_merges_them(pretrained, tmp_path, layout):
+    """LoRA on 2 ranks: the base weights stay the pretrained ones in the adapter's frame (merged − ΔW), only the
+    adapters hold optimizer state, the saved adapter is not empty (ZeRO-3 partitions it), and the merged model is
+    base + scale·B·A exactly as written."""
+    root = copy_inputs(pretrained, tmp_path / "p")
+    adapter = {"kind": "lora", "r": 4, "alpha": 8.0, "targets": ["q", "v", "down"]}
+    run_sft(root, steps=3, eval_every=3, micro_batch_size=2, dropout=0.0, adapter=adapter, **layout)
+    out = root / "data" / "sft"
+    merged, lora = load_weights(out), load_weights(out / "adapter")
+    start = load_weights(root / "data" / "pretrain")
+    assert sorted({k.rsplit(".lora.", 1)[0] for k in lora}) == [
+        f"layers.{i}.{m}" for i in (1, 2) for m in ("attn.wq", "attn.wv", "mlp.w2")]
+    assert all(float(t.abs().sum()) > 0 for k, t in lora.items() if k.endswith(".B"))  # trained, not empty
+    for key, w in merged.items():
+        linear = key[: -len(".weight")]
+        if f"{linear}.lora.A" in lora:
+            delta = (lora[f"{linear}.lora.B"].double() @ lora[f"{linear}.lora.A"].double() * 2.0).float()
+            torch.testing.assert_close(w - delta, start[key], rtol=0, atol=1e-5, msg=key)
+        elif key != "layers.0.weight":  # the embedding's claimed reserved rows are re-initialised by SFT
+            assert torch.equal(w, start[key]), f"{key} changed but is not adapted"
+    assert json.loads((out / "adapter" / "adapter.json").read_text())["r"] == 4
+
+
+def test_lora_export_loads_with_peft_and_equals_the_merged_model(pretrained, tmp_path):
+    """ZeRO-3 on 2 ranks, then export: PEFT's own loader puts the adapter on the exported base and gives the
+    merged export's logits; the adapter files are PEFT's, the base differs from the merged model."""
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from specs.export import ExportSpec
+    from tasks import export
+    from tasks.core.runner import StagePaths
+    from tasks.eval.generate import torch_threads
+
+    root = copy_inputs(pretrained, tmp_path / "p")
+    run_sft(root, steps=3, micro_batch_size=2, dp=2, zero_stage=3, adapter={"kind": "lora", "r": 4, "alpha": 16.0})
+    with torch_threads(1):
+        report = export.run(ExportSpec(), StagePaths(root=root, stage="export", seed=11)).counts
+    out = root / "data" / "export"
+    assert {p.name for p in (out / "adapter").iterdir()} >= {"adapter_config.json", "adapter_model.safetensors"}
+    cfg = json.loads((out / "adapter" / "adapter_config.json").read_text())
+    assert cfg["r"] == 4 and cfg["lora_alpha"] == 16.0 and "q_proj" in cfg["target_modules"]
+    load = lambda p: AutoModelForCausalLM.from_pretrained(p, local_files_only=True, dtype=torch.float32).eval()  # noqa: E731
+    merged, base = load(out / "hf"), load(out / "base")
+    adapted = PeftModel.from_pretrained(base, out / "adapter").eval()
+    ids = torch.randint(0, merged.config.vocab_size, (2, 16), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        assert float((adapted(input_ids=ids).logits - merged(input_ids=ids).logits).abs().max()) < 1e-4
+        assert float((load(out / "base")(input_ids=ids).logits - merged(input_ids=ids).logits).abs().max()) > 1e-3
+    assert report["param_count"] > 0

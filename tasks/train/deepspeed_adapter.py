@@ -15,6 +15,7 @@ that, so a DeepSpeed bump breaks there, loudly, and not as a silently different 
     pipeline_local_layers   PipelineModule._local_start / _local_stop / _layer_specs / tied_modules
     pipeline_eval_sums      PipelineModule.loss_fn and PipelineEngine.total_loss around eval_batch
     full_fp32_param         deepspeed.utils.safe_get_full_fp32_param
+    gathered_param          deepspeed.zero.GatheredParameters and ZeRO-3's `ds_id` mark
     pipeline_tied_layers    PipelineModule.tied_modules / _layer_specs (every tied copy on this stage)
     make_grid               deepspeed.runtime.pipe.topology.PipelineParallelGrid, the mpu for pp = 1 × tp > 1
 """
@@ -178,6 +179,20 @@ def full_fp32_param(p: torch.Tensor) -> torch.Tensor | None:
     from deepspeed.utils import safe_get_full_fp32_param
 
     return safe_get_full_fp32_param(p)
+
+
+def gathered_param(p: torch.Tensor) -> torch.Tensor:
+    """The whole value of parameter `p`: gathered over data parallel when ZeRO-3 partitions it (a collective then:
+    every dp rank must call it for the same parameter), else `p` itself.
+
+    Relies on: ZeRO-3 marks its parameters with `ds_id` and `deepspeed.zero.GatheredParameters(params)` makes
+    their full data visible inside the block (read-only with `modifier_rank=None`)."""
+    if not hasattr(p, "ds_id"):
+        return p.detach()
+    import deepspeed
+
+    with deepspeed.zero.GatheredParameters([p], modifier_rank=None):
+        return p.detach().clone()
 
 
 def make_grid(topology: Any) -> Any:

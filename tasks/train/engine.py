@@ -19,11 +19,12 @@ import torch.distributed as dist
 
 from tasks.train.config import ModelConfig
 from tasks.train.data import EvalData, loss_sums
-from tasks.train.deepspeed_adapter import (full_fp32_param, pipeline_eval_sums, pipeline_local_layers,
-                                           use_weights_only_loader)
+from tasks.train.deepspeed_adapter import (full_fp32_param, gathered_param, pipeline_eval_sums,
+                                           pipeline_local_layers, use_weights_only_loader)
 from tasks.train.init_weights import WeightSource
 from tasks.train.parallelize import Layout, build_engine
-from tasks.train.weights import shard_path, write_shard
+from tasks.train.lora import is_adapter_key, merge_lora
+from tasks.train.weights import ADAPTER_SHARDS, shard_path, write_shard
 
 log = logging.getLogger("forgeline.pretrain")
 
@@ -166,36 +167,53 @@ class Engine:
             raise RuntimeError(f"tensor-parallel replicas diverged: replicated parameters differ between TP ranks "
                                f"(largest difference of a tensor's sum {worst:.3g})")
 
-    def write_weight_shard(self, out_dir: Path) -> Path | None:
-        """Write this rank's part of the final fp32 weights (`tasks/train/weights.py`); returns its file, or None
-        on ranks of dp > 0, which hold copies.
+    def _local_values(self) -> tuple[dict[str, torch.Tensor], dict[str, int], list[float]]:
+        """(key → this rank's fp32 value, key → TP split dim, replicated tensors' sums) over its parameters.
 
         A collective: every rank walks its layers in the same order, since the fp32 master of a parameter comes
-        from the optimizer (`full_fp32_param`, gathered over dp: ZeRO 1–3 and bf16). TP slices stay slices (the
-        merge joins them on CPU) and nothing is gathered to rank 0.
-        """
+        from the optimizer (`full_fp32_param`, gathered over dp: ZeRO 1–3 and bf16) and a frozen parameter under
+        ZeRO-3 (LoRA's base) is gathered over dp (`gathered_param`) — read from its empty local partition it
+        would save an empty model (peft #297, #2450)."""
         L = self.layout
-        tensors: dict[str, torch.Tensor] = {}
+        values: dict[str, torch.Tensor] = {}
         split: dict[str, int] = {}
-        replica_sums: list[float] = []
+        sums: list[float] = []
         for idx, layer in self._local_layers():
             for name, p in layer.named_parameters():
                 full = full_fp32_param(p)
+                value = (gathered_param(p) if full is None else full).float().cpu()
                 key = f"layers.{idx}.{name}"
                 dim = getattr(p, "partition_dim", None) if L.tp > 1 else None
-                if dim is None and L.tp > 1:
-                    replica_sums.append(float((p.detach() if full is None else full).double().sum()))
-                if dim is None and L.tp_rank != 0:
-                    continue  # replicated over TP: TP rank 0's copy is the one written
-                tensors[key] = (p.detach() if full is None else full).float().cpu()
-                if dim is not None:
+                if dim is None:
+                    if L.tp > 1:
+                        sums.append(float(value.double().sum()))
+                    if L.tp_rank != 0 and not is_adapter_key(key):  # adapters: every rank merges its own slice
+                        continue  # replicated over TP: TP rank 0's copy is the one written
+                else:
                     split[key] = int(dim)
+                values[key] = value
+        return values, split, sums
+
+    def write_weight_shard(self, out_dir: Path) -> Path | None:
+        """Write this rank's part of the final fp32 weights (`tasks/train/weights.py`); returns its file, or None
+        on ranks of dp > 0, which hold copies. TP slices stay slices (the merge joins them on CPU) and nothing is
+        gathered to rank 0. With LoRA the update is merged into the weights written, and the adapter itself goes
+        to `<out>/adapter_shards/` (merged into `<out>/adapter/` the same way)."""
+        L = self.layout
+        values, split, sums = self._local_values()
         if L.tp > 1:
-            self._check_tp_replicas(replica_sums)
+            self._check_tp_replicas(sums)
+        adapter = getattr(self.job.train, "adapter", None)
+        lora = merge_lora(values, adapter.alpha / adapter.r) if adapter is not None and adapter.kind == "lora" \
+            else {}
         if L.dp_rank != 0:
             return None
         path = shard_path(out_dir, L.stage, L.tp_rank)
-        write_shard(path, tensors, split, L.tp, L.tp_rank)
+        write_shard(path, values, {k: d for k, d in split.items() if k in values}, L.tp, L.tp_rank)
+        if lora:
+            mine = {k: v for k, v in lora.items() if k in split or L.tp_rank == 0}
+            write_shard(shard_path(out_dir, L.stage, L.tp_rank, ADAPTER_SHARDS), mine,
+                        {k: d for k, d in split.items() if k in mine}, L.tp, L.tp_rank)
         return path
 
 

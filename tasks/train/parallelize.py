@@ -38,6 +38,7 @@ from tasks.train.deepspeed_adapter import (count_once_per_stage, disable_shm_com
                                            pipeline_local_layers, pipeline_tied_layers, record_clip_norm)
 from tasks.train.dsconfig import make_optimizer, scheduler_factory
 from tasks.train.init_weights import WeightSource, load_local
+from tasks.train.lora import apply_lora
 from tasks.train.model import Block, Embedding, FinalNorm, LMHead, Transformer, head_index, lm_head_forward, lm_loss
 from tasks.train.tensor_parallel import NO_TP, ColumnParallelLinear, RowParallelLinear, TPContext
 
@@ -180,7 +181,7 @@ def local_layers(module: nn.Module, layout: Layout) -> list[tuple[int, nn.Module
 
 
 def build_module(cfg: ModelConfig, layout: Layout, seed: int, checkpointing: bool = False,
-                 init: WeightSource | None = None, z_loss: float = 0.0) -> nn.Module:
+                 init: WeightSource | None = None, z_loss: float = 0.0, adapter: Any = None) -> nn.Module:
     """This rank's model: the plain Transformer (pp = 1) or its pipeline stage, with TP applied.
 
     The pipeline cut matches on class names: DeepSpeed's `partition_method="type:Block"` regex-searches each
@@ -190,7 +191,8 @@ def build_module(cfg: ModelConfig, layout: Layout, seed: int, checkpointing: boo
     the cut is the one the plain layer list gives.
 
     `init`: starting weights; after the cut and the TP swap each rank reads its own slices only
-    (`tasks/train/init_weights.py`), so a checkpoint starts any layout."""
+    (`tasks/train/init_weights.py`), so a checkpoint starts any layout. `adapter` (SFT's, kind `lora`): the
+    loaded weights are frozen and LoRA pairs added to the targeted linears (`tasks/train/lora.py`)."""
     if layout.pp > 1:
         from deepspeed.pipe import PipelineModule
 
@@ -205,6 +207,8 @@ def build_module(cfg: ModelConfig, layout: Layout, seed: int, checkpointing: boo
         module = apply_tensor_parallel(Transformer(cfg, seed, checkpointing=checkpointing), layout.tp_ctx)
     if init is not None:
         load_local(local_layers(module, layout), layout.tp_rank, layout.tp, init)
+    if adapter is not None and adapter.kind == "lora":
+        apply_lora(module, local_layers(module, layout), adapter, seed, layout.tp_ctx)
     return module
 
 
@@ -224,7 +228,8 @@ def build_engine(cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: 
 
     train = job.train
     z_loss = getattr(train, "z_loss", 0.0)  # a pretraining knob: SFTSpec has none
-    module = build_module(cfg, layout, seed, train.activation_checkpointing, init, z_loss)
+    module = build_module(cfg, layout, seed, train.activation_checkpointing, init, z_loss,
+                          getattr(train, "adapter", None))  # an SFT knob: PretrainSpec has none
     optimizer = make_optimizer(module, train.optim)
     ds, optimizer, _, scheduler = deepspeed.initialize(
         model=module, optimizer=optimizer, lr_scheduler=scheduler_factory(train.optim, train.steps),

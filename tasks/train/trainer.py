@@ -40,7 +40,7 @@ from tasks.train.objectives import make_objective
 from tasks.train.objectives.base import Objective, Prepared
 from tasks.train.runlog import append_row, check_overfit, jsonl, rounded, write_plots
 from tasks.train.stability import Action, Decision, StabilityGuard
-from tasks.train.weights import merge_shards
+from tasks.train.weights import ADAPTER_DIR, ADAPTER_SHARDS, merge_shards
 
 GUARD_FILE = "stability.json"
 
@@ -364,6 +364,8 @@ class Trainer:
         if self.rank != 0:
             return TrainResult(rank0=False, objective=self.objective.name)
         merge_shards(self.out_dir)
+        if (self.out_dir / ADAPTER_SHARDS).is_dir():  # LoRA: the adapter beside the merged model
+            merge_shards(self.out_dir / ADAPTER_DIR, folder=self.out_dir / ADAPTER_SHARDS)
         write_json_atomic(self.out_dir / "config.json", {"model": cfg.to_dict(), "vocab_size": cfg.vocab_size,
                                                         "seq_len": cfg.seq_len, "param_count": param_count(cfg),
                                                         "flops_per_token": flops_per_token(cfg)})

@@ -31,6 +31,8 @@ from safetensors.torch import load_file, save_file
 from tasks.core.files import atomic_path, sha256_file, write_json_atomic
 
 SHARDS_DIR = "shards"
+ADAPTER_SHARDS = "adapter_shards"  # LoRA: the adapter's rank shards, merged into <out>/adapter/
+ADAPTER_DIR = "adapter"
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
 MAX_FILE_BYTES = 2 * 1024**3  # Hugging Face's usual cap per file: loaders and hubs handle it, memory stays bounded
@@ -43,8 +45,8 @@ def key_order(key: str) -> tuple[int, str]:
     return int(parts[1]), key
 
 
-def shard_path(out_dir: Path, stage: int, tp_rank: int) -> Path:
-    return out_dir / SHARDS_DIR / f"pp{stage:03d}-tp{tp_rank:03d}.safetensors"
+def shard_path(out_dir: Path, stage: int, tp_rank: int, folder: str = SHARDS_DIR) -> Path:
+    return out_dir / folder / f"pp{stage:03d}-tp{tp_rank:03d}.safetensors"
 
 
 def write_shard(path: Path, tensors: dict[str, torch.Tensor], split: dict[str, int], tp: int, tp_rank: int) -> None:
@@ -92,10 +94,12 @@ def _read(path: Path, key: str) -> torch.Tensor:
         return fh.get_tensor(key)
 
 
-def merge_shards(out_dir: Path, max_file_bytes: int = MAX_FILE_BYTES, keep_shards: bool = False) -> list[Path]:
-    """Join `out_dir/shards/*` into `out_dir`'s consolidated weights (see the module docstring); returns the
-    files written. The shard folder is removed afterwards unless `keep_shards`."""
-    folder = out_dir / SHARDS_DIR
+def merge_shards(out_dir: Path, max_file_bytes: int = MAX_FILE_BYTES, keep_shards: bool = False,
+                 folder: Path | None = None) -> list[Path]:
+    """Join the shards in `folder` (default `out_dir/shards`) into `out_dir`'s consolidated weights (see the
+    module docstring); returns the files written. The shard folder is removed afterwards unless `keep_shards`."""
+    folder = folder or out_dir / SHARDS_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
     tp, pieces, split = _shard_table(folder)
     size = 0
     files: list[Path] = []

@@ -33,7 +33,7 @@ from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared
 from tasks.train.runlog import rounded
 from tasks.train.sft_data import Packed, pack_samples, render_records, sft_loss_sums, step_loss
 from tasks.train.init_weights import StateDictSource
-from tasks.train.weights import load_weights
+from tasks.train.weights import ADAPTER_DIR, load_weights
 
 
 @dataclass
@@ -127,7 +127,8 @@ class SFTObjective:
         identity = {"model": cfg.to_dict(), "parallel": {"dp": par.dp, "zero_stage": par.zero_stage,
                                                          **({"tp": par.tp} if par.tp > 1 else {})},
                     "train": {"micro_batch_size": t.micro_batch_size, "grad_accum": t.grad_accum,
-                              "precision": t.precision},
+                              "precision": t.precision,
+                              **({"adapter": t.adapter.model_dump()} if t.adapter.kind != "none" else {})},
                     "data": {k: self.data.stats[k]["loss_tokens"] for k in ("train", "heldout")}, "seed": job.seed,
                     "init": job.pretrain_fingerprint}
         self.plan = BatchPlan(job.seed, len(self.data.train.rows), t.micro_batch_size, t.grad_accum, par.dp)
@@ -190,6 +191,8 @@ class SFTObjective:
     def finish(self, out_dir: Path, rows: list[dict[str, Any]], guard: Any) -> dict[str, Any]:
         with atomic_path(out_dir / "tokenizer.json") as tmp:
             self.data.tokenizer.save(str(tmp))
+        if self.train.adapter.kind == "lora":  # beside the merged adapter tensors (`tasks/train/weights.py`)
+            write_json_atomic(out_dir / ADAPTER_DIR / "adapter.json", self.train.adapter.model_dump())
         chat = self.data.chat
         write_text_atomic(out_dir / "chat_template.jinja", chat.template if chat else jinja_template())
         write_json_atomic(out_dir / "chat.json", {  # how export must check and describe the template
