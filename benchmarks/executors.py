@@ -64,7 +64,11 @@ def run_once(shards: Path, root: Path, executor: dict) -> tuple[float, float, st
     """(stage wall seconds, summed shard seconds, digest of every output file but the manifest)."""
     (root / "data/ingest").mkdir(parents=True)
     (root / "data/ingest/shards").symlink_to(shards)
-    params = Params.model_validate({"run": {"executor": executor}})
+    params = Params.model_validate({
+        "run": {"executor": executor},
+        "ingest": {"sources": [{"name": c, "kind": "embedded", "corpus": c} for c in CORPORA]},
+        "clean": {"quality": {"profiles": {"code": "code"}}},  # code is scored by the code rules, as in params.yaml
+    })
     counter = ShardSeconds()
     logging.getLogger("forgeline.clean").addHandler(counter)
     t0 = time.perf_counter()
