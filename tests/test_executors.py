@@ -16,6 +16,7 @@ import yaml
 
 from specs import Params
 from specs.run import ExecutorSpec
+from tasks.core.artifacts import progress_from_line
 from tasks.core.executors import DaskExecutor, InProcess, ProcessPool, ShardError, available_cores, executor_for
 from tasks.core.runner import run_stage
 from tests.helpers.clean import PARAMS, build_corpus
@@ -158,6 +159,8 @@ def test_clean_outputs_are_byte_identical_on_every_executor(tmp_path):
     assert proc.returncode == 0, stderr[-3000:]
     lines = [line for line in stderr.splitlines() if "cleaned:" in line]
     assert [re.search(r"shard (\d+)/6", line).group(1) for line in lines] == ["1", "2", "3", "4", "5", "6"]
+    # what the forgeline flow's progress artifact reads from these lines: rising to 100 % in completion order
+    assert [progress_from_line("clean", line) for line in lines] == [round(100 * k / 6, 1) for k in range(1, 7)]
     pids = {int(re.search(r"\(pid (\d+)\)", line).group(1)) for line in lines}
     assert proc.pid not in pids  # the shards ran in the pool's processes, the progress lines in the stage's
     outputs["cli"] = _clean_files(cli)

@@ -10,8 +10,9 @@ import pytest
 
 from tasks.core.integrity import stray_temp_files
 from tests.conftest import kill_point, seed_note
-from tests.faults.scenarios.common import (Row, base_projects, child_env, dvc, ingest_shard_count, lock_entry,
-                                           pretrain_reference, stage_cli, temp_free, timed, tree_digest, workspace)
+from tests.faults.scenarios.common import (Row, base_projects, child_env, dvc, in_process_executor,
+                                           ingest_shard_count, lock_entry, pretrain_reference, stage_cli,
+                                           temp_free, timed, tree_digest, workspace)
 
 
 def kill_clean_between_shards(tmp_root: Path, nth: int | None = None) -> Row:
@@ -54,6 +55,7 @@ def kill_clean_mid_write(tmp_root: Path) -> Row:
     proj = workspace(tmp_root, "kill-clean-write")
     total = ingest_shard_count(proj)
     nth = 2 * total + 1  # each ingest shard makes two work files (signatures, rows); then the outputs
+    in_process_executor(proj)  # the n-th write counts the shards' writes too: one process must make them
     row = Row("SIGKILL", "clean, mid-write of an output shard (dvc repro)")
     killed = dvc(proj, "repro", "clean", env=child_env(FORGELINE_FAULT=f"files.atomic_write={nth}"), check=False)
     temps = [p.relative_to(proj).as_posix() for p in stray_temp_files(proj / "data/clean")]
