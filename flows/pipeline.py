@@ -21,7 +21,6 @@ from prefect.artifacts import (
     update_progress_artifact,
 )
 from prefect.runtime import flow_run
-from prefect.settings import PREFECT_API_URL
 from pydantic import Field
 
 from flows.params import ParamsOverride, StageName, to_dotted
@@ -92,9 +91,9 @@ def run_stage(stage: str, root: str, force: bool = False) -> StageOutcome:
         logger.info(line)
         progress.feed(line)
 
-    env = {LOCK_HELD_ENV: "forgeline flow"}  # the flow holds the workspace lock; the stage runs on its behalf
-    if PREFECT_API_URL.value():  # the stage's own Prefect runs (clean's shard tasks on Dask) report here too
-        env["PREFECT_API_URL"] = PREFECT_API_URL.value()
+    # The flow holds the workspace lock; the stage runs on its behalf. Shard progress reaches the UI through the
+    # stage's `shard i/n` log lines (the progress artifact above); the stage itself never talks to Prefect.
+    env = {LOCK_HELD_ENV: "forgeline flow"}
     outcome = reproduce_stage(Path(root), stage, log=log, force=force, env=env)
     progress.finish()
     _publish(outcome, Path(root))

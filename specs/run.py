@@ -10,27 +10,35 @@ from specs.base import StrictModel
 
 
 class ExecutorSpec(StrictModel):
-    """How a data stage runs its independent per-shard work. Outputs are byte-identical whichever is chosen:
-    every shard writes its own file and the stage combines them in shard order."""
+    """Where a data stage runs its independent per-shard work (`tasks/core/executors.py`). Outputs are
+    byte-identical whichever is chosen: every shard writes its own file and the stage combines them in shard
+    order."""
 
     kind: Literal["local", "dask"] = Field(
         "local",
-        description="`local`: shards one after another in the stage's own process. `dask`: one Prefect task per "
-        "shard through prefect-dask's DaskTaskRunner, on a local cluster of `workers` processes or on the "
-        "scheduler at `address`; the task runs show in the Prefect UI under the flow `forgeline-shards`.",
+        description="`local`: a pool of `workers` processes on this machine (`workers: 1`: shard after shard in "
+        "the stage's own process, no pool). `dask`: `dask.distributed` futures, on a local cluster of `workers` "
+        "processes bound to 127.0.0.1 or on the scheduler at `address`.",
     )
-    workers: int = Field(2, ge=1, le=1024, description="Worker processes of the local Dask cluster (with no "
-                         "`address`); one per core is the usual choice.")
-    threads_per_worker: int = Field(1, ge=1, le=256, description="Threads per local Dask worker. The shard work "
-                                    "is mostly pure Python, so processes, not threads, bring the speed-up.")
+    workers: int | None = Field(
+        None, ge=1, le=1024,
+        description="Worker processes of the local pool or the local Dask cluster (ignored with `address`). None: "
+        "the cores this process may use (`os.sched_getaffinity`). 1 with `local` runs in-process (tests, "
+        "debugging).",
+    )
+    threads_per_worker: int = Field(1, ge=1, le=256, description="`dask` only: threads per local Dask worker. The "
+                                    "shard work is mostly pure Python, so processes, not threads, bring the "
+                                    "speed-up.")
     address: str | None = Field(
         None, pattern=r"^(tcp|tls|ucx|inproc)://\S+$",
-        description="An existing Dask scheduler (e.g. `tcp://10.0.0.5:8786` from `dask scheduler`, dask-jobqueue "
-        "or dask-kubernetes); its workers need this project installed and the same data folder. None starts a "
-        "local cluster bound to 127.0.0.1.",
+        description="`dask` only: an existing Dask scheduler (e.g. `tcp://10.0.0.5:8786` from `dask scheduler`, "
+        "dask-jobqueue or dask-kubernetes); its workers need this project installed and the same data folder. "
+        "None starts a local cluster bound to 127.0.0.1.",
     )
-    retries: int = Field(1, ge=0, le=10, description="Retries of a failed shard task (shard work writes "
-                         "atomically, so a retry never sees half of an earlier attempt).")
+    retries: int = Field(1, ge=0, le=10, description="`dask` only: retries of a failed shard (a lost worker, a "
+                         "flaky node); shard work writes atomically, so a retry never sees half of an earlier "
+                         "attempt. A `local` shard that fails fails the stage; a re-run resumes after the "
+                         "finished shards.")
 
 
 class RunSpec(StrictModel):

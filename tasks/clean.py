@@ -1,6 +1,6 @@
 """Stage `clean`: normalize, scrub PII, filter by quality and toxicity, then exact + near deduplicate.
 
-Per ingest shard (resumable; in this process or as Prefect tasks on Dask, see `run.executor`): normalize -> scrub PII (before anything downstream sees the text) -> quality score
+Per ingest shard (resumable; in this process, a process pool or on Dask, see `run.executor`): normalize -> scrub PII (before anything downstream sees the text) -> quality score
 (prose or code rules per source) -> toxicity -> MinHash signature. Finished shards are kept in a work folder
 outside the DVC out (DVC deletes outs before a rerun), keyed by the spec and the input's manifest, so a killed
 and re-run stage skips them. Then, over all shards: exact dedup on normalized text and MinHash-LSH near dedup,

@@ -9,6 +9,7 @@ import sys
 
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
 from specs import Params
 from tasks.core.runner import run_stage
@@ -83,6 +84,8 @@ def test_killed_run_resumes_and_matches_uninterrupted(cleaned, tmp_path):
     root = tmp_path / "p"
     root.mkdir()
     build_corpus(root)
+    # In-process, so exactly the shards finished before the kill are on disk (a pool: tests/test_executors.py).
+    (root / "params.yaml").write_text(yaml.safe_dump({**PARAMS, "run": {**PARAMS["run"], "executor": {"workers": 1}}}))
     cmd = [sys.executable, "-m", "tasks", "--root", str(root), "clean"]
     env_kill = {"FORGELINE_FAULT": "clean.shard_done=2"}
     import os

@@ -1,16 +1,15 @@
-"""Run a data stage's independent per-shard work here, or fanned out over Dask through a Prefect task runner.
+"""A data stage's per-shard work on the executor `run.executor` names (`tasks/core/executors.py`), timed.
 
-A stage hands over a module-level function (it is pickled by reference when it travels to a Dask worker) and
-one argument tuple per shard. `local` calls it shard after shard in this process; `dask` submits one Prefect
-task per shard through prefect-dask's DaskTaskRunner (`flows/shards.py`, imported only then, so a local run
-never loads Dask or talks to a Prefect server). Either way `on_done` runs here, in this process, as each
-shard finishes (progress lines and fault points stay in the stage's process), and results come back in shard
-order. Each shard must write only its own files, atomically: then the outputs cannot depend on the executor or
-on the order shards finish in, and a retried or re-run shard never meets half of an earlier attempt.
+The stage hands over a module-level function and one argument tuple per shard; each result comes back with the
+pid of the process that ran it and its seconds (for the stage's progress line), in shard order, while `on_done`
+runs in the stage's process as each shard finishes. Each shard must write only its own files, atomically: then
+the outputs cannot depend on the executor or on the order shards finish in, and a retried or re-run shard never
+meets half of an earlier attempt.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -18,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from specs.run import ExecutorSpec
+from tasks.core.executors import executor_for
 
 log = logging.getLogger("forgeline.shards")
 
@@ -27,24 +27,16 @@ OnDone = Callable[[int, dict[str, Any]], None]  # (shard index, timed(...) of it
 
 def map_shards(fn: ShardFn, args: Sequence[tuple], labels: Sequence[str], executor: ExecutorSpec, stage: str,
                on_done: OnDone | None = None) -> list[dict[str, Any]]:
-    """`[timed(fn, *a) for a in args]` run where `executor` says: each result comes with the pid of the process
-    that ran it and its seconds. `labels` name the shards in logs and Prefect task runs."""
+    """`[timed(fn, *a) for a in args]` run where `executor` says. `labels` name the shards in logs and errors
+    (a failed shard raises `tasks.core.executors.ShardError`)."""
     if len(args) != len(labels):
         raise ValueError(f"{stage}: {len(args)} shard argument tuples but {len(labels)} labels")
     if not args:
         return []
-    on_done = on_done or (lambda i, result: None)
-    if executor.kind == "local":
-        results = []
-        for i, a in enumerate(args):
-            results.append(timed(fn, *a))
-            on_done(i, results[-1])
-        return results
-    from flows.shards import fan_out  # Prefect + Dask wiring lives with the other Prefect code
-
-    log.info("%s: %d shards to Dask (%s)", stage, len(args),
-             executor.address or f"local cluster, {executor.workers} workers x {executor.threads_per_worker} threads")
-    return fan_out(fn, list(args), list(labels), executor, stage, on_done)
+    runner = executor_for(executor)
+    log.info("%s: %d shards on %s", stage, len(args), runner.description)
+    # A partial of two module-level functions pickles by reference, so it travels to any worker process.
+    return runner.map(functools.partial(timed, fn), args, labels, on_done)
 
 
 def timed(fn: ShardFn, *args: Any) -> dict[str, Any]:

@@ -1,5 +1,5 @@
 """The small real corpus with planted problems that the clean stage is tested on (tests/test_clean.py,
-tests/test_shard_fanout.py)."""
+tests/test_executors.py)."""
 
 from __future__ import annotations
 

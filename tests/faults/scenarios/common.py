@@ -54,6 +54,16 @@ def plant_inputs(root: Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------ commands
+def in_process_executor(proj: Path) -> None:
+    """Pin `run.executor` to the stage's own process (not a DVC param: nothing re-runs for it). A fault that
+    counts every write of a stage (`files.atomic_write=N`) counts per process; in a pool each worker would
+    count only its own shards' writes, and the parent only the outputs."""
+    path = proj / "params.yaml"
+    params = yaml.safe_load(path.read_text())
+    params.setdefault("run", {})["executor"] = {"kind": "local", "workers": 1}
+    path.write_text(yaml.safe_dump(params, sort_keys=False))
+
+
 def child_env(**extra: str | None) -> dict[str, str]:
     """This interpreter first on PATH (dvc.yaml runs `python`), no fault unless given, extra vars (None: unset)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FORGELINE_FAULT")}
