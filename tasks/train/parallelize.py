@@ -30,6 +30,7 @@ from datetime import timedelta
 from functools import partial
 from typing import Any, NamedTuple
 
+import torch
 import torch.distributed as dist
 from torch import nn
 
@@ -39,8 +40,9 @@ from tasks.train.deepspeed_adapter import (count_once_per_stage, disable_shm_com
 from tasks.train.dsconfig import make_optimizer, scheduler_factory
 from tasks.train.init_weights import WeightSource, load_local
 from tasks.train.lora import apply_lora
-from tasks.train.model import Block, Embedding, FinalNorm, LMHead, Transformer, head_index, lm_head_forward, lm_loss
-from tasks.train.tensor_parallel import NO_TP, ColumnParallelLinear, RowParallelLinear, TPContext
+from tasks.train.model import (Block, Embedding, FinalNorm, LMHead, RMSNorm, Transformer, head_index, lm_head_forward,
+                               lm_loss)
+from tasks.train.tensor_parallel import NO_TP, ColumnParallelLinear, RowParallelLinear, TPContext, copy_to_tp
 
 
 # --------------------------------------------------------------------------------------- process groups, layout
@@ -129,6 +131,17 @@ BLOCK_TP_PLAN: dict[str, type[ColumnParallelLinear] | type[RowParallelLinear]] =
 }
 
 
+class HeadSharedRMSNorm(RMSNorm):
+    """Qwen3's per-head q/k RMSNorm under TP: one weight [head_dim] serves every head, but a TP rank holds only
+    its own heads, so its gradient of the weight is partial. `copy_to_tp` (identity forward, all-reduce backward)
+    sums it over the TP group, so every rank applies the same full gradient to its replicated copy."""
+
+    tp: TPContext
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.normalize(x) * copy_to_tp(self.weight, self.tp)
+
+
 def apply_tensor_parallel(model: nn.Module, tp: TPContext) -> nn.Module:
     """Swap, in place, every Block's plain linears for this TP rank's slice of them (BLOCK_TP_PLAN); returns
     `model`. Finds the Blocks itself, so it serves the plain Transformer and a pipeline stage alike.
@@ -143,8 +156,9 @@ def apply_tensor_parallel(model: nn.Module, tp: TPContext) -> nn.Module:
         cfg = block.attn.cfg
         if cfg.n_heads % tp.size or cfg.n_kv_heads % tp.size:
             raise ValueError(f"{cfg.n_heads} query / {cfg.n_kv_heads} kv heads do not split over {tp.size} TP ranks")
-        if cfg.qk_norm:  # its one weight serves every head: each TP rank would see only its heads' gradient
-            raise ValueError("parallel.tp > 1 with q/k norms (qk_norm) is not supported yet: use tp = 1")
+        if cfg.qk_norm:
+            for norm in (block.attn.q_norm, block.attn.k_norm):
+                norm.__class__, norm.tp = HeadSharedRMSNorm, tp  # same parameter, same name: only forward changes
         for path, parallel in BLOCK_TP_PLAN.items():
             owner_path, _, name = path.rpartition(".")
             owner = block.get_submodule(owner_path)
