@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tasks.data.tokenizer import save_tokenizer, train_tokenizer
-from tasks.train.hf_export import (ExportMismatch, check_hf, export_hf, key_map, llama_config, to_hf_state_dict,
+from tasks.train.hf_export import (ExportMismatch, check_hf, export_hf, key_map, hf_config, to_hf_state_dict,
                                    verify_hf)
 from tasks.train.config import ModelConfig, param_count
 from tasks.train.model import Transformer
@@ -188,6 +188,6 @@ def test_mapping_is_strict_and_config_consistent(tokenizer_json, tmp_path):
     with pytest.raises(ValueError, match="vocab_size"):
         export_hf(trained_like_state(small), small, tokenizer_json, tmp_path / "x", card=CARD)
 
-    conf = llama_config(cfg, eos_token_id=0)
+    conf = hf_config(cfg, eos_token_id=0)
     assert (conf["num_attention_heads"], conf["num_key_value_heads"], conf["intermediate_size"]) == (4, 2, 64)
     assert conf["rope_parameters"]["rope_theta"] == 500.0 and conf["bos_token_id"] is None

@@ -176,23 +176,41 @@ def test_pickle_checkpoints_are_refused_without_unpickling(tmp_path, monkeypatch
         load_hf_state(tmp_path, hf_model_config(tmp_path))
 
 
-def test_llama3_round_trip_in_and_back_out(tmp_path):
-    """HF -> forgeline -> HF (export's config and state dict) keeps the logits, RoPE scaling included."""
+@pytest.mark.parametrize("make", [llama3, llama_tied, mistral, qwen2, qwen3])
+def test_round_trip_keeps_the_family_and_the_logits(make, tmp_path):
+    """HF -> forgeline -> HF (export's config and state dict): the source model_type and its fields come back
+    (RoPE scaling, window, biases, head_dim, q/k norms, tie flag) and transformers gives the same logits."""
     from transformers import AutoModelForCausalLM
 
-    from tasks.train.hf_export import llama_config, to_hf_state_dict
+    from tasks.train.hf_export import hf_config, to_hf_state_dict
 
-    hf = save_hf(llama3(), tmp_path / "in")
+    hf = save_hf(make(), tmp_path / "in")
+    source = json.loads((tmp_path / "in" / "config.json").read_text())
     cfg = hf_model_config(tmp_path / "in")
     out = tmp_path / "out"
     out.mkdir()
-    (out / "config.json").write_text(json.dumps(llama_config(cfg)))
+    conf = hf_config(cfg)
+    (out / "config.json").write_text(json.dumps(conf))
     save_file(to_hf_state_dict(load_hf_state(tmp_path / "in", cfg), cfg), out / "model.safetensors")
+    assert conf["model_type"] == source["model_type"] and conf["architectures"] == source["architectures"]
+    for key in ("sliding_window", "head_dim", "tie_word_embeddings", "num_key_value_heads", "use_sliding_window"):
+        if key in source:  # qwen2's config has no head_dim of its own
+            assert conf.get(key) == source[key], key
     back = AutoModelForCausalLM.from_pretrained(out, attn_implementation="eager").eval()
+    assert type(back).__name__ == source["architectures"][0]
     ids = torch.randint(0, cfg.vocab_size, (2, T), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
         assert float((back(ids).logits - hf(ids).logits).abs().max()) < 1e-5
-    save_hf(qwen2(), tmp_path / "q2")
-    qwen = hf_model_config(tmp_path / "q2")
-    with pytest.raises(ValueError, match="LlamaForCausalLM cannot express attn_bias"):
-        llama_config(qwen)
+
+
+def test_a_combination_no_family_has_is_refused():
+    from dataclasses import replace
+
+    from tasks.train.hf_export import hf_config
+
+    base = ModelConfig(vocab_size=16, seq_len=8, n_layers=1, n_heads=2, n_kv_heads=2, d_model=8, ffn_hidden=16)
+    with pytest.raises(ValueError, match="Qwen3ForCausalLM cannot express attn_bias"):
+        hf_config(replace(base, qk_norm=True, attn_bias=True))
+    with pytest.raises(ValueError, match="llama3 RoPE scaling is exported for llama models only"):
+        hf_config(replace(base, sliding_window=4, rope_type="llama3"))
+    assert hf_config(replace(base, attn_bias=True))["model_type"] == "qwen2"

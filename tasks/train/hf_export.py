@@ -53,7 +53,8 @@ class ExportMismatch(ValueError):
 
 # ------------------------------------------------------------------------------------------------ weights
 def key_map(cfg: ModelConfig) -> dict[str, str]:
-    """forgeline state-dict key -> HF `LlamaForCausalLM` key, for every parameter the config implies."""
+    """forgeline state-dict key -> HF key (Llama / Mistral / Qwen2 / Qwen3 names: the same modules, plus q/k/v
+    biases and q/k norms where the config has them), for every parameter the config implies."""
     m = {"layers.0.weight": "model.embed_tokens.weight",
          f"layers.{cfg.n_layers + 1}.weight": "model.norm.weight"}
     for i in range(1, cfg.n_layers + 1):
@@ -62,6 +63,10 @@ def key_map(cfg: ModelConfig) -> dict[str, str]:
         m[f"{src}.mlp_norm.weight"] = f"{dst}.post_attention_layernorm.weight"
         m.update({f"{src}.attn.{a}.weight": f"{dst}.self_attn.{b}.weight" for a, b in _ATTN.items()})
         m.update({f"{src}.mlp.{a}.weight": f"{dst}.mlp.{b}.weight" for a, b in _MLP.items()})
+        if cfg.attn_bias:
+            m.update({f"{src}.attn.{a}.bias": f"{dst}.self_attn.{_ATTN[a]}.bias" for a in ("wq", "wk", "wv")})
+        if cfg.qk_norm:
+            m.update({f"{src}.attn.{a}_norm.weight": f"{dst}.self_attn.{a}_norm.weight" for a in ("q", "k")})
     if not cfg.tie_embeddings:
         m[f"layers.{head_index(cfg)}.weight"] = "lm_head.weight"
     return m
@@ -74,6 +79,11 @@ def _expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
            "self_attn.q_proj.weight": (cfg.n_heads * hd, d), "self_attn.k_proj.weight": (cfg.n_kv_heads * hd, d),
            "self_attn.v_proj.weight": (cfg.n_kv_heads * hd, d), "self_attn.o_proj.weight": (d, cfg.n_heads * hd),
            "mlp.gate_proj.weight": (f, d), "mlp.up_proj.weight": (f, d), "mlp.down_proj.weight": (d, f)}
+    if cfg.attn_bias:
+        per.update({"self_attn.q_proj.bias": (cfg.n_heads * hd,), "self_attn.k_proj.bias": (cfg.n_kv_heads * hd,),
+                    "self_attn.v_proj.bias": (cfg.n_kv_heads * hd,)})
+    if cfg.qk_norm:
+        per.update({"self_attn.q_norm.weight": (hd,), "self_attn.k_norm.weight": (hd,)})
     shapes = {"model.embed_tokens.weight": (v, d), "model.norm.weight": (d,)}
     for k in range(cfg.n_layers):
         shapes.update({f"model.layers.{k}.{name}": s for name, s in per.items()})
@@ -83,7 +93,7 @@ def _expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 
 def to_hf_state_dict(state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
-    """Rename a consolidated forgeline state dict to `LlamaForCausalLM` names (fp32, contiguous, unshared).
+    """Rename a consolidated forgeline state dict to HF names (fp32, contiguous, unshared).
 
     Strict: a missing, unexpected or wrongly shaped tensor raises `KeyError`/`ValueError` naming it. Tensors are
     cloned so none share storage (safetensors refuses shared tensors; a tied head is simply absent, and HF
@@ -105,49 +115,59 @@ def to_hf_state_dict(state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[s
     return out
 
 
-def llama_config(cfg: ModelConfig, *, bos_token_id: int | None = None, eos_token_id: int | None = None,
-                 pad_token_id: int | None = None) -> dict[str, Any]:
-    """`config.json` for `LlamaForCausalLM`. Token ids are written even when None: Llama's defaults (1, 2)
-    would otherwise silently apply. RoPE is given both the transformers 5 way (`rope_parameters`) and the
-    legacy `rope_theta` that 4.x and other readers (vLLM, llama.cpp converters) look for. Options Llama has
-    no field for (q/k/v biases without an o bias, q/k norms, a sliding window) are refused, not dropped."""
-    unsupported = [name for name, on in (("attn_bias", cfg.attn_bias), ("qk_norm", cfg.qk_norm),
-                                          ("sliding_window", cfg.sliding_window)) if on]
-    if unsupported:
-        raise ValueError(f"export: LlamaForCausalLM cannot express {', '.join(unsupported)}; exporting Qwen2/"
-                         "Qwen3/Mistral-style models is not supported yet")
+FAMILIES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+            "qwen3": "Qwen3ForCausalLM"}
+
+
+def family(cfg: ModelConfig) -> str:
+    """The HF model_type that expresses `cfg`: the imported checkpoint's own, else the one its options need
+    (q/k norms: qwen3, q/k/v biases: qwen2, a sliding window: mistral, otherwise llama). A combination no family
+    has is refused, not dropped."""
+    kind = cfg.hf_model_type or ("qwen3" if cfg.qk_norm else "qwen2" if cfg.attn_bias else
+                                 "mistral" if cfg.sliding_window else "llama")
+    allowed = {"llama": set(), "mistral": {"sliding_window"}, "qwen2": {"attn_bias"}, "qwen3": {"qk_norm"}}
+    if kind not in allowed:
+        raise ValueError(f"export: model_type {kind!r} is not one of {', '.join(FAMILIES)}")
+    used = {name for name, on in (("attn_bias", cfg.attn_bias), ("qk_norm", cfg.qk_norm),
+                                  ("sliding_window", cfg.sliding_window)) if on}
+    if used - allowed[kind]:
+        raise ValueError(f"export: {FAMILIES[kind]} cannot express {', '.join(sorted(used - allowed[kind]))}")
+    if cfg.rope_type != "default" and kind != "llama":
+        raise ValueError(f"export: {cfg.rope_type} RoPE scaling is exported for llama models only")
+    return kind
+
+
+def hf_config(cfg: ModelConfig, *, bos_token_id: int | None = None, eos_token_id: int | None = None,
+              pad_token_id: int | None = None) -> dict[str, Any]:
+    """`config.json` for the model's HF family (`family`). Token ids are written even when None: Llama's
+    defaults (1, 2) would otherwise silently apply. RoPE is given both the transformers 5 way
+    (`rope_parameters`) and the legacy `rope_theta` that 4.x and other readers (vLLM, llama.cpp converters) look
+    for. Each family's own fields (Mistral's window, Qwen's sliding-window switches) are written explicitly."""
+    kind = family(cfg)
     rope: dict[str, Any] = {"rope_type": "default", "rope_theta": cfg.rope_theta}
     if cfg.rope_type == "llama3":
         rope.update(rope_type="llama3", factor=cfg.rope_factor, low_freq_factor=cfg.rope_low_freq_factor,
                     high_freq_factor=cfg.rope_high_freq_factor,
                     original_max_position_embeddings=cfg.rope_original_max_len)
-    return {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
-        "vocab_size": cfg.vocab_size,
-        "hidden_size": cfg.d_model,
-        "intermediate_size": cfg.ffn_hidden,
-        "num_hidden_layers": cfg.n_layers,
-        "num_attention_heads": cfg.n_heads,
-        "num_key_value_heads": cfg.n_kv_heads,
-        "head_dim": cfg.head_dim,
-        "hidden_act": "silu",
-        "max_position_embeddings": cfg.seq_len,
-        "rms_norm_eps": cfg.norm_eps,
-        "rope_theta": cfg.rope_theta,
-        "rope_parameters": rope,
-        "tie_word_embeddings": cfg.tie_embeddings,
-        "attention_bias": False,
-        "mlp_bias": False,
-        "attention_dropout": 0.0,
-        "initializer_range": cfg.init_std,
-        "pretraining_tp": 1,
-        "use_cache": True,
-        "torch_dtype": "float32",
-        "bos_token_id": bos_token_id,
-        "eos_token_id": eos_token_id,
-        "pad_token_id": pad_token_id,
+    conf: dict[str, Any] = {
+        "architectures": [FAMILIES[kind]], "model_type": kind, "vocab_size": cfg.vocab_size,
+        "hidden_size": cfg.d_model, "intermediate_size": cfg.ffn_hidden, "num_hidden_layers": cfg.n_layers,
+        "num_attention_heads": cfg.n_heads, "num_key_value_heads": cfg.n_kv_heads, "head_dim": cfg.head_dim,
+        "hidden_act": "silu", "max_position_embeddings": cfg.seq_len, "rms_norm_eps": cfg.norm_eps,
+        "rope_theta": cfg.rope_theta, "rope_parameters": rope, "tie_word_embeddings": cfg.tie_embeddings,
+        "attention_dropout": 0.0, "initializer_range": cfg.init_std, "use_cache": True, "torch_dtype": "float32",
+        "bos_token_id": bos_token_id, "eos_token_id": eos_token_id, "pad_token_id": pad_token_id,
     }
+    if kind == "llama":
+        conf.update(attention_bias=False, mlp_bias=False, pretraining_tp=1)
+    elif kind == "mistral":
+        conf.update(sliding_window=cfg.sliding_window)
+    else:  # qwen2 has q/k/v biases by construction; qwen3's attention_bias would add one to o_proj as well
+        conf.update(use_sliding_window=False, sliding_window=None, max_window_layers=cfg.n_layers,
+                    layer_types=["full_attention"] * cfg.n_layers)
+        if kind == "qwen3":
+            conf.update(attention_bias=False)
+    return conf
 
 
 # ---------------------------------------------------------------------------------------------- tokenizer
@@ -293,7 +313,7 @@ def export_hf(state: dict[str, torch.Tensor], cfg: ModelConfig, tokenizer_json: 
     if n_params != param_count(cfg):  # both count a tied head once; a gap means a mapping bug
         raise AssertionError(f"exported {n_params} parameters, the config implies {param_count(cfg)}")
     ids = specials["ids"]
-    config = llama_config(cfg, bos_token_id=ids.get("bos_token_id"), eos_token_id=ids.get("eos_token_id"),
+    config = hf_config(cfg, bos_token_id=ids.get("bos_token_id"), eos_token_id=ids.get("eos_token_id"),
                           pad_token_id=ids.get("pad_token_id"))
     generation = {k: ids.get(k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")} | {
         "max_length": cfg.seq_len}

@@ -96,20 +96,8 @@ def hf_model_config(folder: Path, seq_len: int | None = None) -> ModelConfig:
         init_std=float(cfg.get("initializer_range", 0.02)),
         explicit_head_dim=head_dim if head_dim != d // heads else None,
         attn_bias=kind == "qwen2" or bool(cfg.get("attention_bias", False)) and kind != "llama",
-        qk_norm=kind == "qwen3", sliding_window=int(window) if window else None, **_rope(cfg, where))
-
-
-def hf_key_map(cfg: ModelConfig) -> dict[str, str]:
-    """forgeline key -> HF key for every tensor `cfg`'s model has (export's map plus biases and q/k norms)."""
-    m = key_map(cfg)
-    for i in range(1, cfg.n_layers + 1):
-        src, dst = f"layers.{i}.attn", f"model.layers.{i - 1}.self_attn"
-        if cfg.attn_bias:
-            m.update({f"{src}.{a}.bias": f"{dst}.{b}.bias" for a, b in (("wq", "q_proj"), ("wk", "k_proj"),
-                                                                        ("wv", "v_proj"))})
-        if cfg.qk_norm:
-            m.update({f"{src}.q_norm.weight": f"{dst}.q_norm.weight", f"{src}.k_norm.weight": f"{dst}.k_norm.weight"})
-    return m
+        qk_norm=kind == "qwen3", sliding_window=int(window) if window else None, hf_model_type=kind,
+        **_rope(cfg, where))
 
 
 def weight_files(folder: Path) -> dict[str, Path]:
@@ -160,7 +148,7 @@ def load_hf_state(folder: Path, cfg: ModelConfig, dtype: torch.dtype | None = No
 
     with torch.device("meta"):  # the shapes the config implies, without materialising any weight
         shapes = {k: tuple(v.shape) for k, v in Transformer(cfg, 0).state_dict().items()}
-    mapping = hf_key_map(cfg)
+    mapping = key_map(cfg)
     files = weight_files(folder)
     missing = [hf for ours, hf in mapping.items() if hf not in files]
     if missing:

@@ -8,7 +8,7 @@ the same way tp = pp = 1 does, and from a Hugging Face folder a rank reads only 
 (safetensors slices are read from the memory-mapped file without touching the rest of the tensor).
 
 Sources: `StateDictSource` (a state dict in memory: SFT's pretrained model after its embedding resize) and
-`HFSource` (a Hugging Face checkpoint folder, via the key map of `tasks/train/hf_import.py`).
+`HFSource` (a Hugging Face checkpoint folder, via the key map of `tasks/train/hf_export.py`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import torch
 from torch import nn
 
 from tasks.train.config import ModelConfig
-from tasks.train.hf_import import HFImportError, hf_key_map, weight_files
+from tasks.train.hf_export import key_map
+from tasks.train.hf_import import HFImportError, weight_files
 
 
 class WeightSource(Protocol):
@@ -69,7 +70,7 @@ class HFSource:
 
     def __init__(self, folder: Path, cfg: ModelConfig):
         self.folder = Path(folder)
-        self.mapping = hf_key_map(cfg)
+        self.mapping = key_map(cfg)
         self.files = weight_files(self.folder)  # refuses pickle-only folders by name
         missing = [hf for hf in self.mapping.values() if hf not in self.files]
         if missing:
