@@ -192,3 +192,33 @@ def test_plan_cli_reports_an_invalid_cluster_option_by_its_flag(capsys):
     assert main(["--root", str(REPO), "plan", "--nodes", "0", "--memory-gb", "0"]) == 2
     err = capsys.readouterr().err
     assert "--nodes: must be ≥ 1, got 0" in err and "--memory-gb: must be > 0.0, got 0.0" in err
+
+
+def test_plan_json_ranks_every_layout_by_estimated_time(capsys):
+    import json
+
+    from tasks.__main__ import main
+    from tests.conftest import REPO
+
+    args = ["--root", str(REPO), "plan", "--nodes", "2", "--gpus-per-node", "4", "--device", "a100", "--json",
+            "--set", "parallel.dp=8"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    layouts = out["layouts"]
+    ranked = [x for x in layouts if x["rank"] is not None]
+    assert [x["rank"] for x in ranked] == list(range(1, len(ranked) + 1)) and len(ranked) >= 4
+    per_token = [x["estimate"]["step_s"] / x["estimate"]["tokens"] for x in ranked]
+    assert per_token == sorted(per_token)
+    assert all(x["within_margin"] and x["fits"] for x in ranked)
+    rejected = [x for x in layouts if x["rank"] is None]
+    assert rejected and all(x["reasons"] for x in rejected)  # every unranked layout says why
+    chosen = [x for x in layouts if x["chosen"]]
+    assert len(chosen) == 1 and chosen[0]["dp"] == out["chosen"]["dp"] == 8  # tiny: plain data parallel
+    assert per_token[ranked.index(chosen[0])] <= per_token[0] * 1.02  # the fastest, or tied with it
+    assert out["cluster"]["device"] == "a100" and "assumed MFU" in out["cost_model"]["basis"]
+    assert out["params_layout"] == {"dp": 8, "tp": 1, "pp": 1, "zero_stage": 0, "problems": []}
+    # A fixed global batch of 8 sequences (micro_batch 8): only dp = 1 layouts can run it.
+    assert main(args + ["--global-batch", "8"]) == 0
+    fixed = json.loads(capsys.readouterr().out)["layouts"]
+    assert {x["dp"] for x in fixed if x["rank"] is not None} == {1}
+    assert any("global batch 8 is not a multiple" in " ".join(x["reasons"]) for x in fixed)
