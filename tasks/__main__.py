@@ -85,7 +85,7 @@ def cluster_from_args(args: argparse.Namespace, params):
     from pydantic import ValidationError
 
     from specs.base import describe_errors
-    from tasks.train.planner import ClusterSpec
+    from tasks.train.cluster import ClusterSpec
 
     given = {name: getattr(args, name) for name in ClusterSpec.model_fields if hasattr(args, name)}
     given.setdefault("precision", params.pretrain.precision)
@@ -212,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=cmd_graph)
     pl = sub.add_parser("plan", help="memory and estimated step time of each parallel layout; the fastest that fits")
     pl.add_argument("--set", action="append", metavar="KEY=VALUE", help="params override")
-    from tasks.train.planner import ClusterSpec
+    from tasks.train.cluster import ClusterSpec
 
     add_spec_options(pl, ClusterSpec, PLAN_DEFAULTS_FROM_PARAMS)  # the cluster, from its spec's fields
     pl.add_argument("--json", action="store_true",

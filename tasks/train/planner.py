@@ -1,19 +1,17 @@
-"""Layout planner: per-device memory of a (dp, tp, pp, ZeRO) layout, and the seed rule that picks one.
+"""Layout planner: per-device memory of a (dp, tp, pp, ZeRO) layout, its estimated step time
+(tasks/train/plan_cost.py), and the choice: the fastest layout that fits with a safety margin.
 
-Used by `python -m tasks plan` before a run and by the pretrain stage to reject impossible layouts early.
-All sizes are bytes; GiB (2**30) only when rendered.
+Used by `python -m tasks plan` before a run and by `plan --measure` for its candidates. All sizes are bytes;
+GiB (2**30) only when rendered.
 """
 
 from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass, field
-from typing import Literal
 
-from pydantic import Field
-
-from specs.base import StrictModel
 from specs.pretrain import ModelSpec, ParallelSpec, layout_problems
+from tasks.train.cluster import ClusterSpec
 from tasks.train.config import ModelConfig, ParamCounts, flops_per_token, param_counts
 from tasks.train.plan_cost import StepCost, describe, device_flops, estimate_step
 
@@ -25,28 +23,6 @@ MEMORY_SAFETY = 0.85
 # Estimated times within this of the fastest count as a tie (the model is not that precise): the tie goes to the
 # least parallelism (fewest pipeline stages, then the smallest tensor group, then the lowest ZeRO stage).
 TIE_TOLERANCE = 0.02
-
-
-class ClusterSpec(StrictModel):
-    """The machines a layout is planned for (not part of params: the same run may be planned for many)."""
-
-    nodes: int = Field(1, ge=1, le=4096, description="Nodes (hosts).")
-    gpus_per_node: int = Field(1, ge=1, le=64, description="Devices per node (GPUs, or CPU ranks on CPU).")
-    memory_gb: float = Field(80.0, gt=0, le=4096, description="Usable memory per device in GiB.")
-    device: str = Field("cpu", description="Device name, e.g. h100-sxm, a100, l4, cpu (telemetry's peak table).")
-    intra_node: Literal["nvlink", "pcie", "shm"] = Field(
-        "nvlink", description="Link between devices of a node: tensor parallel all-reduces run over it.")
-    inter_node: Literal["infiniband", "ethernet", "none"] = Field(
-        "infiniband", description="Link between nodes: data-parallel all-reduces and pipeline sends cross it.")
-    precision: Literal["fp32", "bf16", "fp16"] = Field(
-        "bf16", description="Training precision: weights and grads take 4 bytes/param in fp32, 2 in bf16/fp16.")
-    overhead_gb: float = Field(
-        2.0, ge=0, le=1024, description="Fixed reserve per device in GiB: CUDA context, NCCL and DeepSpeed "
-        "communication buckets, allocator fragmentation.")
-
-    @property
-    def world_size(self) -> int:
-        return self.nodes * self.gpus_per_node
 
 
 @dataclass(frozen=True)
