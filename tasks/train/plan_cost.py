@@ -125,12 +125,14 @@ def ring_all_reduce_s(nbytes: float, ranks: int, bandwidth: float) -> float:
 
 def device_flops(cluster: Any) -> tuple[float | None, str]:
     """FLOP/s the cost model assumes per device (peak × ASSUMED_MFU), or None with the reason."""
+    none = (f"no estimate: no dense {cluster.precision} peak FLOP/s for device {cluster.device!r} in "
+            "tasks/train/telemetry.py's DEVICE_PEAK_TFLOPS (add it there with its source)")
     try:
         peak = peak_flops(cluster.device, cluster.precision)
-    except UnknownDeviceError as exc:
-        return None, str(exc)
-    if peak.flops is None:
-        return None, peak.reason
+    except UnknownDeviceError:
+        return None, none
+    if peak.flops is None:  # CPU: no meaningful peak
+        return None, none
     return peak.flops * ASSUMED_MFU, f"{peak.reason} × assumed MFU {ASSUMED_MFU:g}"
 
 
