@@ -85,7 +85,7 @@ def cluster_from_args(args: argparse.Namespace, params):
     from pydantic import ValidationError
 
     from specs.base import describe_errors
-    from tasks.train.planner import ClusterSpec
+    from tasks.train.cluster import ClusterSpec
 
     given = {name: getattr(args, name) for name in ClusterSpec.model_fields if hasattr(args, name)}
     given.setdefault("precision", params.pretrain.precision)
@@ -101,8 +101,9 @@ def cluster_from_args(args: argparse.Namespace, params):
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    """Memory per device of every dp × tp × pp × ZeRO layout for the params' model on a described cluster; with
-    --measure, the measured speed of every layout that runs on the local ranks (tasks/train/measure.py)."""
+    """Memory per device and estimated step time of every dp × tp × pp × ZeRO layout for the params' model on a
+    described cluster (--json: machine-readable, ranked); with --measure, the measured speed of every layout that
+    runs on the local ranks (tasks/train/measure.py)."""
     from tasks.train.planner import plan, validate_layout
 
     root = _root(args)
@@ -119,12 +120,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
                            precision=cluster.precision)
     result = plan(params.model, cluster, vocab_size=params.mix.tokenizer.vocab_size, seq_len=params.mix.seq_len,
                   micro_batch=params.pretrain.micro_batch_size, grad_accum=params.pretrain.grad_accum,
-                  activation_checkpointing=params.pretrain.activation_checkpointing)
-    print(result.render())
+                  activation_checkpointing=params.pretrain.activation_checkpointing,
+                  global_batch=args.global_batch)
     own = validate_layout(params.model, params.parallel, cluster.world_size, cluster.gpus_per_node)
     p = params.parallel
-    print(f"\nparams.yaml layout dp={p.dp} tp={p.tp} pp={p.pp} zero_stage={p.zero_stage}: "
-          + ("; ".join(own) if own else "valid for this cluster"))
+    if args.json:
+        import json
+
+        layout = {"dp": p.dp, "tp": p.tp, "pp": p.pp, "zero_stage": p.zero_stage, "problems": own}
+        print(json.dumps({**result.to_dict(), "params_layout": layout}, indent=2, ensure_ascii=False))
+    else:
+        print(result.render())
+        print(f"\nparams.yaml layout dp={p.dp} tp={p.tp} pp={p.pp} zero_stage={p.zero_stage}: "
+              + ("; ".join(own) if own else "valid for this cluster"))
     return 0 if result.chosen is not None and not own else 2
 
 
@@ -202,11 +210,17 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("graph", help="show the stage graph, or --write dvc.yaml from the registry")
     g.add_argument("--write", action="store_true")
     g.set_defaults(func=cmd_graph)
-    pl = sub.add_parser("plan", help="memory per device of each parallel layout; the layout the seed rule picks")
+    pl = sub.add_parser("plan", help="memory and estimated step time of each parallel layout; the fastest that fits")
     pl.add_argument("--set", action="append", metavar="KEY=VALUE", help="params override")
-    from tasks.train.planner import ClusterSpec
+    from tasks.train.cluster import ClusterSpec
 
     add_spec_options(pl, ClusterSpec, PLAN_DEFAULTS_FROM_PARAMS)  # the cluster, from its spec's fields
+    pl.add_argument("--json", action="store_true",
+                    help="print the plan as JSON: every layout ranked by estimated time per token, with its "
+                    "memory, step-time breakdown and reasons")
+    pl.add_argument("--global-batch", type=int, default=None, metavar="SEQUENCES",
+                    help="fix the sequences per step across layouts (each runs global_batch / (micro_batch × "
+                    "dp) micro-batches); default: every layout keeps the params' grad_accum")
     pl.add_argument("--measure", action="store_true",
                     help="time a few real training steps of every layout on the local ranks; pick the fastest")
     pl.add_argument("--ranks", type=int, default=None,

@@ -94,11 +94,19 @@ def test_zero_before_tensor_parallel_when_plain_dp_does_not_fit():
     zero0 = next(r for r in p.rows if (r.dp, r.tp, r.pp, r.zero_stage) == (8, 1, 1, 0))
     assert not zero0.fits and "GiB per device" in zero0.reasons[0]
     assert (p.chosen.dp, p.chosen.tp, p.chosen.pp, p.chosen.zero_stage) == (8, 1, 1, 1)
-    # A 7B shape on 8 × 24 GiB: only ZeRO-3 keeps it data parallel.
-    p7 = plan(ModelSpec(**SEVEN_B), small.model_copy(update={"memory_gb": 24}), vocab_size=32000, seq_len=2048,
+    # A 7B shape on 8 × 32 GiB: only ZeRO-3 keeps it data parallel (23.1 GiB, inside the 85 % margin).
+    p7 = plan(ModelSpec(**SEVEN_B), small.model_copy(update={"memory_gb": 32}), vocab_size=32000, seq_len=2048,
               micro_batch=1)
     assert (p7.chosen.tp, p7.chosen.pp, p7.chosen.zero_stage) == (1, 1, 3)
     assert "ZeRO-3 shards" in p7.why
+    # On 8 × 24 GiB the same ZeRO-3 layout still fits but uses 96 % of the device: the planner leaves the
+    # margin and splits the model over a tensor group instead (the seed rule took the 96 % layout).
+    p24 = plan(ModelSpec(**SEVEN_B), small.model_copy(update={"memory_gb": 24}), vocab_size=32000, seq_len=2048,
+               micro_batch=1)
+    dp_z3 = next(r for r in p24.rows if (r.dp, r.tp, r.pp, r.zero_stage) == (8, 1, 1, 3))
+    assert dp_z3.fits and not dp_z3.within_margin and "above the 85% margin" in dp_z3.reasons[0]
+    assert p24.chosen.tp > 1 and p24.chosen.within_margin
+    assert p24.chosen.memory.total <= 0.85 * 24 * GIB
 
 
 def test_tensor_parallel_inside_a_node_when_zero_is_not_enough():
@@ -184,3 +192,33 @@ def test_plan_cli_reports_an_invalid_cluster_option_by_its_flag(capsys):
     assert main(["--root", str(REPO), "plan", "--nodes", "0", "--memory-gb", "0"]) == 2
     err = capsys.readouterr().err
     assert "--nodes: must be ≥ 1, got 0" in err and "--memory-gb: must be > 0.0, got 0.0" in err
+
+
+def test_plan_json_ranks_every_layout_by_estimated_time(capsys):
+    import json
+
+    from tasks.__main__ import main
+    from tests.conftest import REPO
+
+    args = ["--root", str(REPO), "plan", "--nodes", "2", "--gpus-per-node", "4", "--device", "a100", "--json",
+            "--set", "parallel.dp=8"]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    layouts = out["layouts"]
+    ranked = [x for x in layouts if x["rank"] is not None]
+    assert [x["rank"] for x in ranked] == list(range(1, len(ranked) + 1)) and len(ranked) >= 4
+    per_token = [x["estimate"]["step_s"] / x["estimate"]["tokens"] for x in ranked]
+    assert per_token == sorted(per_token)
+    assert all(x["within_margin"] and x["fits"] for x in ranked)
+    rejected = [x for x in layouts if x["rank"] is None]
+    assert rejected and all(x["reasons"] for x in rejected)  # every unranked layout says why
+    chosen = [x for x in layouts if x["chosen"]]
+    assert len(chosen) == 1 and chosen[0]["dp"] == out["chosen"]["dp"] == 8  # tiny: plain data parallel
+    assert per_token[ranked.index(chosen[0])] <= per_token[0] * 1.02  # the fastest, or tied with it
+    assert out["cluster"]["device"] == "a100" and "assumed MFU" in out["cost_model"]["basis"]
+    assert out["params_layout"] == {"dp": 8, "tp": 1, "pp": 1, "zero_stage": 0, "problems": []}
+    # A fixed global batch of 8 sequences (micro_batch 8): only dp = 1 layouts can run it.
+    assert main(args + ["--global-batch", "8"]) == 0
+    fixed = json.loads(capsys.readouterr().out)["layouts"]
+    assert {x["dp"] for x in fixed if x["rank"] is not None} == {1}
+    assert any("global batch 8 is not a multiple" in " ".join(x["reasons"]) for x in fixed)

@@ -1,45 +1,28 @@
-"""Layout planner: per-device memory of a (dp, tp, pp, ZeRO) layout, and the seed rule that picks one.
+"""Layout planner: per-device memory of a (dp, tp, pp, ZeRO) layout, its estimated step time
+(tasks/train/plan_cost.py), and the choice: the fastest layout that fits with a safety margin.
 
-Used by `python -m tasks plan` before a run and by the pretrain stage to reject impossible layouts early.
-All sizes are bytes; GiB (2**30) only when rendered.
+Used by `python -m tasks plan` before a run and by `plan --measure` for its candidates. All sizes are bytes;
+GiB (2**30) only when rendered.
 """
 
 from __future__ import annotations
 
 import textwrap
 from dataclasses import dataclass, field
-from typing import Literal
 
-from pydantic import Field
-
-from specs.base import StrictModel
 from specs.pretrain import ModelSpec, ParallelSpec, layout_problems
-from tasks.train.config import ModelConfig, ParamCounts, param_counts
+from tasks.train.cluster import ClusterSpec
+from tasks.train.config import ModelConfig, ParamCounts, flops_per_token, param_counts
+from tasks.train.plan_cost import StepCost, describe, device_flops, estimate_step
 
 GIB = 1 << 30
 BYTES_PER_PARAM = {"fp32": 4, "bf16": 2, "fp16": 2}
-
-
-class ClusterSpec(StrictModel):
-    """The machines a layout is planned for (not part of params: the same run may be planned for many)."""
-
-    nodes: int = Field(1, ge=1, le=4096, description="Nodes (hosts).")
-    gpus_per_node: int = Field(1, ge=1, le=64, description="Devices per node (GPUs, or CPU ranks on CPU).")
-    memory_gb: float = Field(80.0, gt=0, le=4096, description="Usable memory per device in GiB.")
-    device: str = Field("cpu", description="Device name, e.g. h100-sxm, a100, l4, cpu (telemetry's peak table).")
-    intra_node: Literal["nvlink", "pcie", "shm"] = Field(
-        "nvlink", description="Link between devices of a node: tensor parallel all-reduces run over it.")
-    inter_node: Literal["infiniband", "ethernet", "none"] = Field(
-        "infiniband", description="Link between nodes: data-parallel all-reduces and pipeline sends cross it.")
-    precision: Literal["fp32", "bf16", "fp16"] = Field(
-        "bf16", description="Training precision: weights and grads take 4 bytes/param in fp32, 2 in bf16/fp16.")
-    overhead_gb: float = Field(
-        2.0, ge=0, le=1024, description="Fixed reserve per device in GiB: CUDA context, NCCL and DeepSpeed "
-        "communication buckets, allocator fragmentation.")
-
-    @property
-    def world_size(self) -> int:
-        return self.nodes * self.gpus_per_node
+# A layout is ranked by speed only while its estimate leaves this share of the device free: the memory model
+# ignores allocator fragmentation spikes, NCCL's lazily grown buffers and the temporary buffers of the loss.
+MEMORY_SAFETY = 0.85
+# Estimated times within this of the fastest count as a tie (the model is not that precise): the tie goes to the
+# least parallelism (fewest pipeline stages, then the smallest tensor group, then the lowest ZeRO stage).
+TIE_TOLERANCE = 0.02
 
 
 @dataclass(frozen=True)
@@ -167,6 +150,15 @@ class PlanRow:
     memory: MemoryEstimate | None
     fits: bool
     reasons: list[str] = field(default_factory=list)
+    cost: StepCost | None = None    # None: rejected, or no peak FLOP/s known for the device
+    within_margin: bool = False     # fits with MEMORY_SAFETY headroom: eligible for the speed ranking
+    grad_accum: int | None = None   # micro-batches per step of this layout (None: rejected before memory)
+
+    def to_dict(self) -> dict:
+        return {"dp": self.dp, "tp": self.tp, "pp": self.pp, "zero_stage": self.zero_stage, "fits": self.fits,
+                "within_margin": self.within_margin, "grad_accum": self.grad_accum,
+                "memory_gib": self.memory.breakdown_gib() if self.memory else None,
+                "estimate": self.cost.as_dict() if self.cost else None, "reasons": list(self.reasons)}
 
 
 @dataclass
@@ -177,15 +169,18 @@ class Plan:
     rows: list[PlanRow]
     chosen: PlanRow | None
     why: str
+    ranked: list[PlanRow] = field(default_factory=list)  # rows by estimated time per token, best first
+    cost_basis: str = ""                                  # the FLOP/s the times assume, or why there are none
 
     def render(self) -> str:
         c = self.cluster
         head = (f"model {self.model_name}, {self.params.total / 1e6:.1f}M parameters "
                 f"({self.params.non_embedding / 1e6:.1f}M non-embedding)\n"
                 f"cluster: {c.nodes} node(s) × {c.gpus_per_node} {c.device} ({c.memory_gb:g} GiB each, "
-                f"{c.intra_node} inside a node, {c.inter_node} between nodes), {c.precision}\n")
+                f"{c.intra_node} inside a node, {c.inter_node} between nodes), {c.precision}\n"
+                f"step time: {self.cost_basis}\n")
         cols = f"{'dp':>4} {'tp':>3} {'pp':>3} {'zero':>4} | {'params':>7} {'grads':>7} {'optim':>7} " \
-               f"{'activ':>7} {'total':>7} GiB | fits  | reason"
+               f"{'activ':>7} {'total':>7} GiB | {'s/step':>8} {'tokens/s':>10} | fits  | reason"
         lines = [head, cols, "-" * len(cols)]
         for r in self.rows:
             zero = "-" if r.zero_stage is None else str(r.zero_stage)
@@ -195,10 +190,11 @@ class Plan:
                 g = r.memory.breakdown_gib()
                 mem = " ".join(f"{g[k]:>7.2f}" for k in ("parameters", "gradients", "optimizer", "activations",
                                                           "total"))
+            t = f"{r.cost.step_s:>8.3g} {r.cost.tokens_per_s:>10,.0f}" if r.cost else f"{'':>8} {'':>10}"
             mark = "yes" if r.fits else "no"
             if r is self.chosen:
                 mark += " *"
-            row = f"{r.dp:>4} {r.tp:>3} {r.pp:>3} {zero:>4} | {mem}     | {mark:<5} | {'; '.join(r.reasons)}"
+            row = f"{r.dp:>4} {r.tp:>3} {r.pp:>3} {zero:>4} | {mem}     | {t} | {mark:<5} | {'; '.join(r.reasons)}"
             lines.append(row.rstrip())
         lines.append("")
         if self.chosen:
@@ -209,37 +205,90 @@ class Plan:
         lines += textwrap.wrap("why: " + self.why, width=110)
         return "\n".join(lines)
 
+    def to_dict(self) -> dict:
+        """Machine-readable plan (`python -m tasks plan --json`): every layout, fastest eligible first."""
+        ranked_ids = {id(r) for r in self.ranked}
+        rest = [r for r in self.rows if id(r) not in ranked_ids]
+        layouts = [{"rank": i + 1, **r.to_dict()} for i, r in enumerate(self.ranked)]
+        layouts += [{"rank": None, **r.to_dict()} for r in rest]
+        for entry, row in zip(layouts, self.ranked + rest):
+            entry["chosen"] = row is self.chosen
+        return {"model": self.model_name, "parameters": self.params.total, "cluster": self.cluster.model_dump(),
+                "cost_model": {"basis": self.cost_basis, "memory_safety": MEMORY_SAFETY,
+                               "tie_tolerance": TIE_TOLERANCE},
+                "chosen": self.chosen.to_dict() if self.chosen else None, "why": self.why, "layouts": layouts}
+
+
+def _seed_key(r: PlanRow) -> tuple:
+    # The seed rule as one ordering: least model parallelism, least communication.
+    return (r.pp, r.tp, r.zero_stage)
+
+
+def rank_rows(rows: list[PlanRow]) -> tuple[list[PlanRow], PlanRow | None]:
+    """The eligible rows, fastest first, and the choice: the fastest within TIE_TOLERANCE, the tie going to the
+    seed order. Eligible: fits with the safety margin, or (when none does) fits at all; without time estimates
+    (no peak FLOP/s for the device) the seed order alone ranks them."""
+    pool = [r for r in rows if r.within_margin] or [r for r in rows if r.fits]
+    if not pool:
+        return [], None
+    if any(r.cost is None for r in pool):
+        ranked = sorted(pool, key=_seed_key)
+        return ranked, ranked[0]
+    ranked = sorted(pool, key=lambda r: (r.cost.s_per_token, _seed_key(r)))
+    best = ranked[0].cost.s_per_token
+    return ranked, min((r for r in ranked if r.cost.s_per_token <= best * (1 + TIE_TOLERANCE)), key=_seed_key)
+
 
 def plan(model: ModelSpec, cluster: ClusterSpec, *, vocab_size: int, seq_len: int, micro_batch: int,
-         grad_accum: int = 1, activation_checkpointing: bool = False, fused_attention: bool = True) -> Plan:
-    """Every candidate layout × allowed ZeRO stage with its memory, and the one the seed rule picks."""
+         grad_accum: int = 1, activation_checkpointing: bool = False, fused_attention: bool = True,
+         global_batch: int | None = None) -> Plan:
+    """Every candidate layout × allowed ZeRO stage with its memory and estimated step time, and the choice: the
+    lowest estimated time per token among the layouts that fit with MEMORY_SAFETY headroom.
+
+    Each layout keeps `micro_batch` and `grad_accum` (its global batch grows with dp), unless `global_batch`
+    (sequences) is given: then each layout runs global_batch / (micro_batch · dp) micro-batches, so fewer
+    replicas mean more micro-batches and a smaller pipeline bubble, as when a published batch size is fixed."""
     world, mem_limit = cluster.world_size, cluster.memory_gb * GIB
+    cfg = ModelConfig.from_spec(model, vocab_size, seq_len)
+    r_shape, fpt, w_bytes = model.resolved(), flops_per_token(cfg), BYTES_PER_PARAM[cluster.precision]
     rows: list[PlanRow] = []
     for dp, tp, pp in candidate_layouts(world):
         reasons = layout_problems(model, ParallelSpec.model_construct(dp=dp, tp=tp, pp=pp))
         if p := _tp_node_problem(tp, cluster.gpus_per_node):
             reasons.append(p)
+        m = grad_accum
+        if global_batch is not None:
+            m = global_batch // (micro_batch * dp)
+            if m < 1 or global_batch % (micro_batch * dp):
+                reasons.append(f"global batch {global_batch} is not a multiple of micro_batch {micro_batch} × "
+                               f"dp {dp}")
         if reasons:
             rows.append(PlanRow(dp, tp, pp, None, None, False, reasons))
             continue
         # ZeRO shards over dp (nothing to shard at dp = 1); DeepSpeed allows ZeRO ≤ 1 with a pipeline.
         for zero in [0] if dp == 1 else ([0, 1] if pp > 1 else [0, 1, 2, 3]):
             est = estimate_memory(model, vocab_size, seq_len, micro_batch, cluster.precision, dp, tp, pp, zero,
-                                  activation_checkpointing, grad_accum, int(cluster.overhead_gb * GIB),
+                                  activation_checkpointing, m, int(cluster.overhead_gb * GIB),
                                   fused_attention)
             fits = est.total <= mem_limit
             why_not = [] if fits else [f"needs {est.total / GIB:.1f} GiB > {cluster.memory_gb:g} GiB per device"]
-            rows.append(PlanRow(dp, tp, pp, zero, est, fits, why_not))
-    # The seed rule as one ordering: data parallel first (lowest ZeRO stage that fits), then the smallest tensor
-    # group inside a node, then the fewest pipeline stages — least model parallelism, least communication.
-    fitting = sorted((r for r in rows if r.fits), key=lambda r: (r.pp, r.tp, r.zero_stage))
-    chosen = fitting[0] if fitting else None
-    counts = param_counts(ModelConfig.from_spec(model, vocab_size, seq_len))
-    why = _why(model, cluster, rows, chosen, counts, micro_batch, grad_accum, seq_len)
-    r = model.resolved()
-    name = (f"{model.flavor} (layers {r['n_layers']}, d_model {r['d_model']}, heads {r['n_heads']}/"
-            f"{r['n_kv_heads']} kv, vocab {vocab_size}, seq_len {seq_len}, micro_batch {micro_batch})")
-    return Plan(name, counts, cluster, rows, chosen, why)
+            if fits and est.total > MEMORY_SAFETY * mem_limit:
+                why_not.append(f"{est.total / mem_limit:.0%} of the device: above the {MEMORY_SAFETY:.0%} margin")
+            cost = estimate_step(cluster, flops_per_token=fpt, n_layers=r_shape["n_layers"],
+                                 d_model=r_shape["d_model"], act_bytes=w_bytes,
+                                 grad_bytes_on_device=est.params_on_device * w_bytes, dp=dp, tp=tp, pp=pp,
+                                 zero_stage=zero, micro_batch=micro_batch, seq_len=seq_len, grad_accum=m,
+                                 activation_checkpointing=activation_checkpointing)
+            rows.append(PlanRow(dp, tp, pp, zero, est, fits, why_not, cost,
+                                within_margin=est.total <= MEMORY_SAFETY * mem_limit, grad_accum=m))
+    ranked, chosen = rank_rows(rows)
+    counts = param_counts(cfg)
+    basis = device_flops(cluster)[1]
+    why = _why(model, cluster, rows, ranked, chosen, counts, micro_batch, seq_len)
+    name = (f"{model.flavor} (layers {r_shape['n_layers']}, d_model {r_shape['d_model']}, heads "
+            f"{r_shape['n_heads']}/{r_shape['n_kv_heads']} kv, vocab {vocab_size}, seq_len {seq_len}, "
+            f"micro_batch {micro_batch})")
+    return Plan(name, counts, cluster, rows, chosen, why, ranked, basis)
 
 
 def _best(rows: list[PlanRow], pred) -> PlanRow | None:
@@ -247,51 +296,63 @@ def _best(rows: list[PlanRow], pred) -> PlanRow | None:
     return min(sized, key=lambda r: r.memory.total) if sized else None
 
 
-def _why(model, cluster, rows, chosen, counts, micro_batch, grad_accum, seq_len) -> str:
+def _layout(r: PlanRow) -> str:
+    return f"dp={r.dp} tp={r.tp} pp={r.pp} ZeRO-{r.zero_stage}"
+
+
+def _why(model, cluster, rows, ranked, chosen, counts, micro_batch, seq_len) -> str:
     def gib(row: PlanRow) -> str:
         return f"{row.memory.total / GIB:.1f} GiB"
 
-    dp_best = _best(rows, lambda r: r.tp == 1 and r.pp == 1)
-    tp_best = _best(rows, lambda r: r.pp == 1 and r.tp > 1)
     size = f"{model.flavor} ({counts.total / 1e6:.1f}M parameters)"
     if chosen is None:
         best = _best(rows, lambda r: True)
-        need = f"the smallest need is {gib(best)} (dp={best.dp} tp={best.tp} pp={best.pp} ZeRO-{best.zero_stage})" \
-            if best else "no layout passes the divisibility checks"
+        need = f"the smallest need is {gib(best)} ({_layout(best)})" if best \
+            else "no layout passes the divisibility checks"
         return (f"No layout of {size} fits {cluster.world_size} × {cluster.memory_gb:g} GiB: {need}. Turn on "
                 "activation_checkpointing, lower micro_batch_size or seq_len, or plan for more or larger devices.")
-    m = chosen.memory
-    parts = [(f"{size} needs {gib(chosen)} per device at dp={chosen.dp} tp={chosen.tp} pp={chosen.pp} "
-              f"ZeRO-{chosen.zero_stage} (weights {m.parameters / GIB:.1f}, grads {m.gradients / GIB:.1f}, "
-              f"optimizer {m.optimizer / GIB:.1f}, activations {m.activations / GIB:.1f}, overhead "
-              f"{m.overhead / GIB:.1f}) of {cluster.memory_gb:g} GiB.")]
+    m, grad_accum = chosen.memory, chosen.grad_accum
+    parts = [(f"{size} needs {gib(chosen)} per device at {_layout(chosen)} (weights {m.parameters / GIB:.1f}, "
+              f"grads {m.gradients / GIB:.1f}, optimizer {m.optimizer / GIB:.1f}, activations "
+              f"{m.activations / GIB:.1f}, overhead {m.overhead / GIB:.1f}) of {cluster.memory_gb:g} GiB.")]
+    dp_fits = [r for r in ranked if r.tp == 1 and r.pp == 1]
+    dp_best = _best(rows, lambda r: r.tp == 1 and r.pp == 1)
+    if chosen.cost is not None:
+        parts.append(f"Estimated {describe(chosen.cost)}.")
+        runner = next((r for r in ranked if r is not chosen), None)
+        if runner is not None and runner.cost is not None:
+            slower = runner.cost.s_per_token / chosen.cost.s_per_token - 1
+            parts.append(f"Next best: {_layout(runner)}, {slower:+.0%} time per token"
+                         + (" (a tie within the model's precision: the least parallelism wins)."
+                            if slower <= TIE_TOLERANCE else "."))
+    else:
+        parts.append("No step-time estimate for this device; the least parallelism that fits is taken.")
+    if not chosen.within_margin:
+        parts.append(f"No layout leaves {1 - MEMORY_SAFETY:.0%} headroom; this one fits with "
+                     f"{m.total / (cluster.memory_gb * GIB):.0%} of the device used: activation_checkpointing "
+                     "or a smaller micro_batch_size buys some.")
     if chosen.tp == 1 and chosen.pp == 1:
-        parts.append("Data parallel is preferred while the model fits: every rank runs the whole model and only "
-                     "gradients are all-reduced, once per step.")
+        parts.append("Data parallel is preferred: every rank runs the whole model and only gradients are "
+                     "exchanged.")
         if chosen.zero_stage:
-            parts.append(f"Lower ZeRO stages do not fit; ZeRO-{chosen.zero_stage} shards "
+            parts.append(f"ZeRO-{chosen.zero_stage} shards "
                          + {1: "the optimizer states", 2: "optimizer states and gradients",
                             3: "optimizer states, gradients and weights (re-gathered every forward and backward)"}
                          [chosen.zero_stage] + f" over the {chosen.dp} data-parallel ranks.")
-        else:
-            parts.append("ZeRO-0 fits, so no sharding traffic is added.")
     elif chosen.pp == 1:
-        parts.append(f"Plain data parallel does not fit even with ZeRO-3 (best {gib(dp_best)}). Tensor parallel "
-                     f"tp={chosen.tp} splits every block's weights and most activations over {chosen.tp} devices of "
-                     f"one node ({cluster.intra_node}); the smallest tp that fits is taken because its all-reduces "
-                     "sit inside every layer.")
+        parts.append(f"Tensor parallel tp={chosen.tp} splits every block's weights and most activations over "
+                     f"{chosen.tp} devices of one node ({cluster.intra_node}); its all-reduces sit inside every "
+                     "layer" + ("." if dp_fits or dp_best is None else
+                                f"; plain data parallel {'exceeds the margin' if dp_best.fits else 'does not fit'} "
+                                f"(best {gib(dp_best)})."))
     else:
         layers = model.resolved()["n_layers"]
         bubble = (chosen.pp - 1) / (grad_accum + chosen.pp - 1)
-        tried = f"tensor parallel inside a node (best {gib(tp_best)})" if tp_best else "tensor parallel"
-        parts.append(f"Neither plain data parallel (best {gib(dp_best) if dp_best else 'n/a'}) nor {tried} fits. "
-                     f"The pipeline cuts the {layers} layers into {chosen.pp} stages of {layers // chosen.pp}; only "
-                     f"stage-boundary activations need to cross the {cluster.inter_node} link between nodes. "
-                     f"DeepSpeed allows ZeRO ≤ 1 with a pipeline. The 1F1B bubble is (pp−1)/(m+pp−1) = "
-                     f"{bubble:.0%} at grad_accum m = {grad_accum}: use m ≥ 4·pp.")
-    if m.total > 0.9 * cluster.memory_gb * GIB:
-        parts.append(f"That is {m.total / (cluster.memory_gb * GIB):.0%} of the device: little headroom for "
-                     "fragmentation; activation_checkpointing or the next ZeRO stage buys some.")
+        parts.append(f"The pipeline cuts the {layers} layers into {chosen.pp} stages of {layers // chosen.pp}; "
+                     f"only stage-boundary activations cross the {cluster.inter_node} link between nodes, where "
+                     "wide data parallel would move every gradient. DeepSpeed allows ZeRO ≤ 1 with a pipeline. "
+                     f"The 1F1B bubble is (pp−1)/(m+pp−1) = {bubble:.0%} at grad_accum m = {grad_accum}: use "
+                     "m ≥ 4·pp.")
     global_seqs = micro_batch * grad_accum * chosen.dp
     parts.append(f"Global batch = micro_batch {micro_batch} × grad_accum {grad_accum} × dp {chosen.dp} = "
                  f"{global_seqs} sequences ({global_seqs * seq_len:,} tokens) per step.")

@@ -1,0 +1,100 @@
+"""The step-time model (tasks/train/plan_cost.py): collective arithmetic by hand, link choice by rank order,
+ZeRO traffic ratios, the 1F1B bubble, and what changes with the network."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.train.plan_cost import (ASSUMED_MFU, ETHERNET_100G_PER_NODE, INFINIBAND_HDR_PER_GPU,
+                                   INFINIBAND_NDR_PER_GPU, MAX_OVERLAP, PCIE_GEN4, estimate_step, links_of,
+                                   ring_all_reduce_s)
+from tasks.train.planner import ClusterSpec
+
+
+def cluster(**kw):
+    return ClusterSpec(**{"nodes": 2, "gpus_per_node": 8, "memory_gb": 80, "device": "a100", **kw})
+
+
+# A toy shape whose numbers are easy by hand: 1e9 FLOPs per token, 8 layers, d 1000, bf16.
+SHAPE = dict(flops_per_token=10**9, n_layers=8, d_model=1000, act_bytes=2, seq_len=1000, micro_batch=1)
+PEAK_A100 = 312e12 * ASSUMED_MFU
+
+
+def step(c, **kw):
+    args = {**SHAPE, "grad_bytes_on_device": 2 * 10**9, "dp": 1, "tp": 1, "pp": 1, "zero_stage": 0,
+            "grad_accum": 1, "activation_checkpointing": False, **kw}
+    return estimate_step(c, **args)
+
+
+def test_ring_all_reduce_bandwidth_term():
+    assert ring_all_reduce_s(1e9, 4, 1e9) == pytest.approx(1.5)        # 2·3/4 · 1 GB / 1 GB/s
+    assert ring_all_reduce_s(1e9, 2, 1e9) == pytest.approx(1.0)
+    assert ring_all_reduce_s(1e9, 1, 1e9) == 0.0 and ring_all_reduce_s(0, 8, 1e9) == 0.0
+    assert ring_all_reduce_s(1e9, 2, 0.0) == float("inf")               # no link between nodes at all
+
+
+def test_links_follow_rank_order_and_network():
+    c = cluster()
+    ln = links_of(c, dp=2, tp=4, pp=2)          # a stage = 8 ranks = one node: dp stays inside it
+    assert (ln.tp, ln.dp, ln.pp) == ("nvlink", "nvlink", "infiniband")
+    assert ln.tp_bw == 300e9 and ln.pp_bw == INFINIBAND_HDR_PER_GPU     # A100: NVLink 3, HDR
+    ln = links_of(c, dp=4, tp=4, pp=1)          # tp·dp = 16 > 8: the data group crosses nodes
+    assert ln.dp == "infiniband" and ln.tp == "nvlink" and ln.pp == "-"
+    assert links_of(cluster(device="h100-sxm"), 4, 4, 1).dp_bw == INFINIBAND_NDR_PER_GPU
+    assert links_of(cluster(inter_node="ethernet"), 4, 4, 1).dp_bw == ETHERNET_100G_PER_NODE / 8
+    assert links_of(cluster(intra_node="pcie"), 2, 4, 2).tp_bw == PCIE_GEN4
+    one_node = ClusterSpec(nodes=1, gpus_per_node=8, device="a100", inter_node="none")
+    assert links_of(one_node, 1, 1, 8).pp == "nvlink"
+
+
+def test_compute_tensor_and_pipeline_terms_by_hand():
+    c = cluster()
+    t_mb = 1e9 * 1000 / PEAK_A100                          # 1000 tokens × 1e9 FLOPs on one device
+    plain = step(c)
+    assert plain.compute_s == pytest.approx(t_mb) and plain.step_s == pytest.approx(t_mb)
+    assert plain.tokens == 1000
+    act = 1000 * 1000 * 2                                  # B·T·d in bf16
+    tp4 = step(c, tp=4)
+    tp_comm = 4 * 8 * 2 * 3 / 4 * act / 300e9              # 4 all-reduces × 8 layers, ring over 4 on NVLink 3
+    assert tp4.tp_comm_s == pytest.approx(tp_comm)
+    assert tp4.step_s == pytest.approx(t_mb / 4 + tp_comm)
+    ckpt = step(c, tp=4, activation_checkpointing=True)    # forward recomputed: 4/3 compute, 6 all-reduces
+    assert ckpt.compute_s == pytest.approx(t_mb / 4 * 4 / 3) and ckpt.tp_comm_s == pytest.approx(tp_comm * 1.5)
+    pp4 = step(c, pp=4, grad_accum=12)                     # dp 1: the step is (m + pp − 1) slots
+    slot = t_mb / 4 + 2 * act / INFINIBAND_HDR_PER_GPU
+    assert pp4.step_s == pytest.approx(15 * slot)
+    assert pp4.bubble_s / pp4.step_s == pytest.approx(3 / 15)   # (pp−1)/(m+pp−1)
+
+
+def test_zero_traffic_ratios_and_overlap():
+    c = cluster()
+    kw = dict(dp=16, tp=1, grad_bytes_on_device=4 * 10**9)     # crosses nodes: HDR 25 GB/s
+    allreduce = ring_all_reduce_s(4e9, 16, INFINIBAND_HDR_PER_GPU)
+    z0, z1, z2, z3 = (step(c, zero_stage=z, **kw) for z in range(4))
+    assert z0.dp_comm_s == pytest.approx(allreduce) and z1.dp_comm_s == z0.dp_comm_s
+    assert z2.dp_comm_s == pytest.approx(allreduce)                  # reduce-scatter + all-gather at m = 1
+    assert z3.dp_comm_s == pytest.approx(1.5 * allreduce)            # + the weights' second all-gather
+    # Far more traffic than backward compute: all but the overlapped backward is exposed.
+    backward = 2 / 3 * z0.compute_s
+    assert z0.dp_exposed_s == pytest.approx(allreduce - backward)
+    assert z0.step_s == pytest.approx(z0.compute_s + z0.dp_exposed_s)
+    # Tiny traffic: at most MAX_OVERLAP of it hides.
+    small = step(c, zero_stage=0, dp=16, grad_bytes_on_device=10**6)
+    assert small.dp_exposed_s == pytest.approx((1 - MAX_OVERLAP) * small.dp_comm_s)
+    # ZeRO-3 repeats its traffic every micro-batch; ZeRO-0/1 once per step.
+    assert step(c, zero_stage=3, grad_accum=4, **kw).dp_comm_s == pytest.approx(4 * z3.dp_comm_s)
+    assert step(c, zero_stage=1, grad_accum=4, **kw).dp_comm_s == pytest.approx(z1.dp_comm_s)
+
+
+def test_the_network_matters_only_where_traffic_crosses_nodes():
+    ib, eth = cluster(), cluster(inter_node="ethernet")
+    cross = dict(dp=16, zero_stage=1)
+    assert step(eth, **cross).step_s > 2 * step(ib, **cross).step_s
+    inside = dict(dp=2, tp=4, pp=2, grad_accum=8)           # only the pipeline crosses: a smaller penalty
+    assert step(eth, **inside).step_s > step(ib, **inside).step_s
+    assert step(eth, dp=1, tp=8).step_s == step(ib, dp=1, tp=8).step_s
+
+
+def test_no_estimate_without_a_peak():
+    assert step(ClusterSpec(device="cpu", inter_node="none", intra_node="shm")) is None
+    assert step(ClusterSpec(device="some-npu")) is None
