@@ -79,9 +79,9 @@ class TrainLoopSpec(StrictModel):
                        "(with `model.init.kind: hf`, a conversion-only run: HF → forgeline, evaluated downstream).")
     micro_batch_size: int = Field(8, ge=1, description="Sequences (packed rows) per rank per micro-batch.")
     grad_accum: int = Field(1, ge=1, description="Micro-batches per optimizer step (per pipeline: micro-batches).")
-    precision: Literal["fp32", "bf16", "fp16"] = Field(
-        "fp32", description="fp32 on CPU by default; bf16/fp16 (dynamic loss scaling) for GPUs."
-    )
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        "auto", description="`auto`: bf16 on GPUs that support it (fp16 with dynamic loss scaling on older ones), "
+        "fp32 on CPU — resolved once per launch, and the resolved value is what checkpoints record. Or set one.")
     optim: OptimSpec = Field(default_factory=OptimSpec, description="Optimizer and schedule.")
     activation_checkpointing: bool = Field(False, description="Recompute block activations in backward.")
     eval_every: int = Field(50, ge=1, description="Steps between evaluations (and one at the end).")

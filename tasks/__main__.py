@@ -88,7 +88,10 @@ def cluster_from_args(args: argparse.Namespace, params):
     from tasks.train.cluster import ClusterSpec
 
     given = {name: getattr(args, name) for name in ClusterSpec.model_fields if hasattr(args, name)}
-    given.setdefault("precision", params.pretrain.precision)
+    precision = params.pretrain.precision
+    if precision == "auto":  # what `auto` resolves to on the planned devices (as the launcher resolves it)
+        precision = "fp32" if given.get("device", ClusterSpec.model_fields["device"].default) == "cpu" else "bf16"
+    given.setdefault("precision", precision)
     given.setdefault("gpus_per_node", max(1, params.parallel.world_size // max(1, given.get("nodes", 1))))
     try:
         return ClusterSpec(**given)

@@ -26,7 +26,7 @@ import subprocess
 import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from specs.ranks import JobFile, PretrainRun, RankResult, RunContext, SFTRun, TrainResult
 from tasks.train.trainer import marker_path, run_rank
@@ -124,9 +124,24 @@ def setup_child_logging(rank: int) -> None:
     logging.getLogger("forgeline").setLevel(logging.INFO if rank == 0 else logging.WARNING)
 
 
+def resolved_precision(spec: Any) -> Any:
+    """`spec` with `train.precision: auto` made concrete for the devices the ranks get: fp32 on CPU ranks, bf16
+    where every visible GPU supports it, else fp16 (with DeepSpeed's dynamic loss scaling)."""
+    if spec.train.precision != "auto":
+        return spec
+    if use_cpu(spec.parallel.accelerator):
+        precision = "fp32"
+    else:
+        import torch
+
+        precision = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    return spec.model_copy(update={"train": spec.train.model_copy(update={"precision": precision})})
+
+
 def launch(job: PretrainRun | SFTRun, launch_dir: Path, root: Path | None = None) -> TrainResult:
     """Run every rank of `job`; return rank 0's result. Raises when any rank failed or left no marker (a
     ValueError when every failed rank refused its inputs, as the in-process run would)."""
+    job = job.model_copy(update={"spec": resolved_precision(job.spec)})
     spec = job.spec
     par = spec.parallel
     world = par.world_size

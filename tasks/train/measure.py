@@ -72,8 +72,9 @@ def candidates(model: ModelSpec, train: PretrainSpec, ranks: int, *, vocab_size:
             # heads, kv heads and the SwiGLU width divisible by tp, layers by pp
             problems = layout_problems(model, ParallelSpec.model_construct(dp=dp, tp=tp, pp=pp))
             if not problems and memory_gb is not None:
+                p = precision or train.precision
                 est = estimate_memory(model, vocab_size, seq_len, train.micro_batch_size,
-                                      precision or train.precision, dp, tp, pp, zero,
+                                      "bf16" if p == "auto" else p, dp, tp, pp, zero,  # auto is bf16 on GPUs
                                       train.activation_checkpointing, train.grad_accum)
                 if est.total > memory_gb * GIB:
                     problems.append(f"needs {est.total / GIB:.1f} GiB > {memory_gb:g} GiB per device")
@@ -181,6 +182,10 @@ def run_measure(params: Any, *, ranks: int | None = None, steps: int = 5, warmup
     acc = params.parallel.accelerator
     ranks = ranks or default_ranks(acc)
     train = params.pretrain if precision is None else params.pretrain.model_copy(update={"precision": precision})
+    if train.precision == "auto":  # measured here, on this machine's devices
+        from tasks.train.launch import use_cpu
+
+        train = train.model_copy(update={"precision": "fp32" if use_cpu(acc) else "bf16"})
     vocab, seq_len = params.mix.tokenizer.vocab_size, params.mix.seq_len
     rows = candidates(params.model, train, ranks, vocab_size=vocab, seq_len=seq_len,
                       zero_stage=params.parallel.zero_stage, precision=train.precision, memory_gb=memory_gb)
