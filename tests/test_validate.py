@@ -266,3 +266,23 @@ def test_unique_tally_matches_brute_force_on_random_values() -> None:
     assert tally.unexpected == len(failing) > 0
     assert tally.missing == values.count(None)
     assert tally.failing_positions.tolist() == failing[:25]
+
+
+def test_batch_suite_keeps_no_result_per_batch() -> None:
+    """GX stores every run's result in its context; run per batch, that store must be emptied each time or
+    memory grows with the corpus. Counts per batch are GX's (checked by hand: 1 null of 3, 2 short of 3)."""
+    import pandas as pd
+
+    from specs.validate import ExpectationSpec
+    from tasks.data import expectations as ex
+
+    context = ex.new_context()
+    specs = [ExpectationSpec(expect="not_null", column="text"),
+             ExpectationSpec(expect="length_between", column="text", min=3)]
+    suite = ex.BatchSuite(context, "s", specs, examples=2)
+    for _ in range(3):
+        frame = pd.DataFrame({"id": ["a", "b", "c"], "text": ["abcd", None, "xy"]})
+        nulls, short = suite.run(frame)
+        assert (nulls["unexpected_count"], nulls["missing_count"], nulls["failing_ids"]) == (1, None, ["b"])
+        assert (short["unexpected_count"], short["missing_count"], short["failing_ids"]) == (1, 1, ["c"])
+    assert context.validation_results_store.list_keys() == []

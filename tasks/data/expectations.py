@@ -106,6 +106,7 @@ class BatchSuite:
         # Twice `examples` failing rows per batch: the stage keeps the first 2×examples failing rows overall and
         # lists their distinct ids (a failed `unique` lists each repeated id at least twice).
         self.failing_rows = max(2 * examples, 1)
+        self._results_store = context.validation_results_store
         asset = context.data_sources.get("records").add_dataframe_asset(name)
         batch = asset.add_batch_definition_whole_dataframe("batch")
         suite = context.suites.add(gx.ExpectationSuite(name=name))
@@ -118,10 +119,15 @@ class BatchSuite:
 
         `missing_count` is None where GX counts nulls as failures (not_null), else the nulls GX left out.
         """
-        # SUMMARY, not COMPLETE: COMPLETE also returns every failing *value* (whole documents for a text
-        # check), which costs memory; the first few failing row indexes are all the report needs.
-        result_format = {"result_format": "SUMMARY", "partial_unexpected_count": self.failing_rows}
+        # SUMMARY without values: the failing *values* would be whole documents for a text check; the first
+        # few failing row indexes are all the report needs.
+        result_format = {"result_format": "SUMMARY", "partial_unexpected_count": self.failing_rows,
+                         "exclude_unexpected_values": True}
         outcome = self._definition.run(batch_parameters={"dataframe": frame}, result_format=result_format)
+        # GX keeps every run's result in the context's (in-memory) results store: one per batch, so memory would
+        # grow with the corpus. The summary below is all that is kept.
+        for key in self._results_store.list_keys():
+            self._results_store.remove_key(key)
         by_id = {r.expectation_config.id: r for r in outcome.results}
         out = []
         for gx_id in self._ids:
