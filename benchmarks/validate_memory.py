@@ -88,7 +88,7 @@ def main() -> None:
         codes = [("this checkout", ROOT)]
         if args.before_rev:
             codes.insert(0, (args.before_rev, checkout(args.before_rev, Path(tmp) / "before")))
-        print(f"| code | documents | text MiB | peak RSS MiB | wall s | results.json same as first |")
+        print("| code | documents | text MiB | peak RSS MiB | wall s | results.json same as first |")
         print("|---|---:|---:|---:|---:|---|")
         for docs in args.docs:
             corpus = Path(tmp) / f"corpus-{docs}"
