@@ -55,5 +55,11 @@ class ValidateSpec(StrictModel):
     fail_on_error: bool = Field(
         True, description="Exit non-zero when any expectation fails (the gate); false only reports."
     )
-    data_docs: bool = Field(True, description="Render the Great Expectations Data Docs HTML site.")
+    data_docs: bool = Field(
+        True, description="Write the HTML report of the results (reports/validate/data_docs/index.html): one "
+        "self-contained page that renders offline.")
     examples: int = Field(5, ge=0, le=100, description="Example record ids shown per failed expectation.")
+    batch_rows: int = Field(
+        20_000, ge=1, le=10_000_000,
+        description="Records per batch GX validates at once: memory holds one batch of the checked columns "
+        "(texts included), whatever the corpus size; larger batches spend less time in GX's per-run overhead.")

@@ -1,37 +1,67 @@
 """Stage `validate`: the data-quality gate between ingest and everything that trains on its records.
 
 The declared expectations run as Great Expectations suites, one per source (`source:<name>`), on the ingest
-records. Outputs: `results.json` (deterministic summary: per suite and expectation, counts and example failing
-record ids) and, when asked, the GX Data Docs HTML site under `reports/validate/data_docs/`.
+records, streamed from the shards in batches of `batch_rows` rows: GX validates each batch, and the counts
+are summed into corpus-wide results (tasks/data/tally.py). `unique` is corpus-wide and is counted from 8-byte
+hashes of the values, so memory is bounded by one batch plus 8 bytes per row and per suite that checks
+uniqueness. Outputs: `results.json` (deterministic summary: per suite and expectation, counts and example
+failing record ids) and, when asked, its HTML rendering `reports/validate/data_docs/index.html`: one
+self-contained page (inline CSS, no script, no outside request), so it renders fully offline.
 
-The site is deliberately not part of the DVC out: GX renders random element ids and timestamps into every
-page, so versioning it would make every rerun (and every Prefect run) look like a different result. The
-versioned truth is `results.json`; the site is its rendering, rebuilt on every run.
+GX's own Data Docs are not built: they would show one page per batch rather than the corpus, and their
+pages load CSS/JS from outside CDNs (unstyled, with empty tables, offline). The page is not part of the DVC
+out: the versioned truth is `results.json`; the page is its rendering, rebuilt on every run.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pandas as pd
 import pyarrow as pa
 
 from specs.results import StageResult
 from specs.validate import ExpectationSpec, ValidateSpec
-from tasks.core.files import TEMP_MARK, write_json_atomic
+from tasks.core.files import write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
 from tasks.data import expectations as ex
-from tasks.data.records import read_all_records
+from tasks.data.records import iter_record_batches
+from tasks.data.report_html import render_report
+from tasks.data.tally import RowTally, UniqueTally
 
 RESULTS = "results.json"
 DOCS = "data_docs"
+INDEX = "index.html"
 ALL_SUITE = "all"
 NO_SOURCE = "(no source)"  # grouping key for records whose source is null (the not_null check reports them)
 MAX_LISTED_FAILURES = 20   # bullets in the markdown summary; results.json always has every expectation
+MEDIA_CACHE = 100_000      # media paths whose existence is remembered (bounded: a corpus may hold millions)
+
+
+class SuiteRun:
+    """One suite fed batch by batch: GX runs its row-wise expectations, `unique` is tallied from hashes."""
+
+    def __init__(self, context: Any, name: str, source: str | None, specs: list[ExpectationSpec],
+                 examples: int) -> None:
+        self.name, self.source, self.rows = name, source, 0
+        self.specs = ex.distinct(specs)
+        failing = max(2 * examples, 1)
+        self.tallies = [UniqueTally(s, failing) if s.expect == "unique" else RowTally(s, failing)
+                        for s in self.specs]
+        row_wise = [s for s in self.specs if s.expect != "unique"]
+        self.gx = ex.BatchSuite(context, name, row_wise, examples) if row_wise else None
+
+    def add(self, frame: pd.DataFrame) -> None:
+        self.rows += len(frame)
+        parts = iter(self.gx.run(frame)) if self.gx is not None else iter(())
+        for tally in self.tallies:
+            if isinstance(tally, UniqueTally):
+                tally.add(frame[ex.gx_column(tally.spec)])
+            else:
+                tally.add(next(parts))
 
 
 def run(spec: ValidateSpec, paths: StagePaths) -> StageResult:
@@ -43,66 +73,84 @@ def run(spec: ValidateSpec, paths: StagePaths) -> StageResult:
     docs = paths.reports / DOCS
     shutil.rmtree(docs, ignore_errors=True)
 
-    table = read_all_records(paths.input("ingest"))
-    if table.num_rows == 0:
+    every_spec = [*spec.expectations, *(e for extra in spec.per_source.values() for e in extra)]
+    context = ex.new_context()
+    runs: dict[str, SuiteRun] = {}
+    # Row-wise checks (not_null, in_set, length_between, media_exist) need no all-rows suite: when every
+    # source passes, the union passes too (a weighted mean of pass fractions ≥ mostly is ≥ mostly). `unique`
+    # does not decompose: ids repeated *across* sources pass every per-source suite. So an `all` suite re-runs
+    # the global `unique` expectations on all rows; with a single source it would only repeat that source's.
+    global_unique = [e for e in spec.expectations if e.expect == "unique"]
+    everything = SuiteRun(context, ALL_SUITE, None, global_unique, spec.examples) if global_unique else None
+    records = 0
+    for frame in _frames(paths, every_spec, spec.batch_rows):
+        records += len(frame)
+        for source, rows in _by_source(frame):
+            if source not in runs:
+                specs = [*spec.expectations, *spec.per_source.get(source, [])]
+                runs[source] = SuiteRun(context, f"source:{source}", source, specs, spec.examples)
+            runs[source].add(rows)
+        if everything is not None:
+            everything.add(frame)
+    if records == 0:
         return _no_records(spec, paths)
 
-    every_spec = [*spec.expectations, *(e for extra in spec.per_source.values() for e in extra)]
-    frame = _records_frame(table, paths.root, every_spec)
-    plan = _suite_plan(spec, frame)
-
-    if spec.data_docs:
-        docs.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{DOCS}{TEMP_MARK}", dir=docs.parent)) if spec.data_docs else None
-    try:
-        context = ex.new_context(staging)
-        suites = [
-            {"name": name, "source": source, **ex.run_suite(context, name, rows, specs, spec.examples)}
-            for name, source, rows, specs in plan
-        ]
-        if staging is not None:
-            # Built beside its final place and renamed into it, so the site is either complete or absent.
-            context.build_data_docs()
-            staging.rename(docs)
-    finally:
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
-
-    sources = sorted({s for _, s, _, _ in plan if s is not None})
+    plan = [runs[s] for s in sorted(runs)] + ([everything] if everything is not None and len(runs) > 1 else [])
+    suites = _finish(plan, paths, spec)
     report = {
         "success": all(s["success"] for s in suites),
-        "records": len(frame),
+        "records": records,
         "fail_on_error": spec.fail_on_error,
         "suites": suites,
         # A per_source key that matches no source is most likely a typo; say so rather than ignore it.
-        "unused_per_source": sorted(set(spec.per_source) - set(sources)),
+        "unused_per_source": sorted(set(spec.per_source) - set(runs)),
     }
     write_json_atomic(out / RESULTS, report)
-    return _stage_result(spec, report, sources)
+    if spec.data_docs:
+        docs.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(docs / INDEX, render_report(report))
+    return _stage_result(spec, report, sorted(runs))
 
 
-def _records_frame(table: pa.Table, root: Path, specs: list[ExpectationSpec]) -> pd.DataFrame:
-    """The records as a dataframe with only the columns the expectations need (plus id and source)."""
+def _frames(paths: StagePaths, specs: list[ExpectationSpec], batch_rows: int) -> Iterator[pd.DataFrame]:
+    """The records as dataframes of `batch_rows` rows, with only the columns the expectations need (plus id
+    and source)."""
     needed = {"id", "source"} | {s.column for s in specs if s.expect != "media_exist"}
     check_files = any(s.expect == "media_exist" for s in specs)
+    columns = [c for c in ("id", "text", "source", "lang", "origin", "media")
+               if c in needed or (c == "media" and check_files)]
+    seen: dict[str, bool] = {}
+    for table in iter_record_batches(paths.input("ingest"), columns, batch_rows):
+        yield _records_frame(table, paths.root, needed, check_files, seen)
+
+
+def _by_source(frame: pd.DataFrame) -> Iterator[tuple[str, pd.DataFrame]]:
+    keys = frame["source"].fillna(NO_SOURCE).astype(str)
+    for source in sorted(keys.unique()):
+        yield source, frame[keys == source]
+
+
+def _records_frame(table: pa.Table, root: Path, needed: set[str], check_files: bool,
+                   seen: dict[str, bool]) -> pd.DataFrame:
+    """One batch as a dataframe GX can check (media as JSON text, plus the missing-media count)."""
     frame = table.select([c for c in table.column_names if c in needed and c != "media"]).to_pandas()
-    media = table.column("media").to_pylist() if "media" in needed or check_files else []
+    media = table.column("media").to_pylist() if "media" in table.column_names else []
     if "media" in needed:
         # GX's value checks need scalars: a plain check on `media` sees each record's paths as a JSON list
         # (length_between then measures that string; media_exist is the meaningful check on this column).
         frame["media"] = [None if refs is None else json.dumps([(m or {}).get("path") for m in refs])
                           for refs in media]
     if check_files:
-        frame[ex.MEDIA_MISSING] = _missing_media(media, root)
+        frame[ex.MEDIA_MISSING] = _missing_media(media, root, seen)
     return frame
 
 
-def _missing_media(media: list[Any], root: Path) -> list[int]:
+def _missing_media(media: list[Any], root: Path, seen: dict[str, bool]) -> list[int]:
     """Per record, how many referenced media files are not regular files (relative paths are root-relative)."""
-    seen: dict[str, bool] = {}
-
     def exists(path: str) -> bool:
         if path not in seen:
+            if len(seen) >= MEDIA_CACHE:
+                seen.clear()
             p = Path(path)
             # An empty path would resolve to the root folder itself; it references nothing, so it is missing.
             seen[path] = bool(path) and (p if p.is_absolute() else root / p).is_file()
@@ -111,21 +159,42 @@ def _missing_media(media: list[Any], root: Path) -> list[int]:
     return [sum(not exists((m or {}).get("path") or "") for m in refs or []) for refs in media]
 
 
-def _suite_plan(spec: ValidateSpec, frame: pd.DataFrame) -> list[tuple[str, str | None, pd.DataFrame, list]]:
-    """(suite name, source, rows, expectations) for every suite to run, in a fixed order."""
-    keys = frame["source"].fillna(NO_SOURCE).astype(str)
-    plan: list[tuple[str, str | None, pd.DataFrame, list]] = []
-    for source in sorted(keys.unique()):
-        specs = [*spec.expectations, *spec.per_source.get(source, [])]
-        plan.append((f"source:{source}", source, frame[keys == source], specs))
-    # Row-wise checks (not_null, in_set, length_between, media_exist) need no all-rows suite: when every
-    # source passes, the union passes too (a weighted mean of pass fractions ≥ mostly is ≥ mostly). `unique`
-    # does not decompose: ids repeated *across* sources pass every per-source suite. So an `all` suite re-runs
-    # the global `unique` expectations on all rows; with a single source it would only repeat that source's.
-    global_unique = [e for e in spec.expectations if e.expect == "unique"]
-    if global_unique and len(plan) > 1:
-        plan.append((ALL_SUITE, None, frame, global_unique))
-    return plan
+def _finish(plan: list[SuiteRun], paths: StagePaths, spec: ValidateSpec) -> list[dict[str, Any]]:
+    """Every suite's results.json entry; the ids of rows failing `unique` come from a second pass over the id
+    and source columns (only when some suite found repeats: the hashes do not say which ids they were)."""
+    uniques = [(run, t) for run in plan for t in run.tallies if isinstance(t, UniqueTally)]
+    for _, tally in uniques:
+        tally.close()
+    wanted = {(run.name, id(t)): t.failing_positions.tolist() for run, t in uniques if len(t.failing_positions)}
+    found = _ids_at(plan, wanted, paths, spec.batch_rows) if wanted else {}
+    suites = []
+    for run in plan:
+        entries = [t.finish(found.get((run.name, id(t)), []), spec.examples) if isinstance(t, UniqueTally)
+                   else t.finish(spec.examples) for t in run.tallies]
+        suites.append({"name": run.name, "source": run.source, "success": all(e["success"] for e in entries),
+                       "rows": run.rows, "expectations": entries})
+    return suites
+
+
+def _ids_at(plan: list[SuiteRun], wanted: dict[tuple[str, int], list[int]], paths: StagePaths,
+            batch_rows: int) -> dict[tuple[str, int], list[str | None]]:
+    """The record ids at the given row numbers of each suite (row numbers count the suite's own rows)."""
+    by_name = {run.name: run for run in plan}
+    found: dict[tuple[str, int], list[str | None]] = {key: [] for key in wanted}
+    offsets = dict.fromkeys(by_name, 0)
+    for table in iter_record_batches(paths.input("ingest"), ["id", "source"], batch_rows):
+        frame = table.to_pandas()
+        parts = dict(_by_source(frame))
+        for name, run in by_name.items():
+            rows = frame if run.source is None else parts.get(run.source)
+            if rows is None:
+                continue
+            start, ids = offsets[name], rows["id"].tolist()
+            for (suite, key), positions in wanted.items():
+                if suite == name:
+                    found[(suite, key)] += [ids[p - start] for p in positions if start <= p < start + len(ids)]
+            offsets[name] = start + len(ids)
+    return found
 
 
 def _no_records(spec: ValidateSpec, paths: StagePaths) -> StageResult:

@@ -1,6 +1,7 @@
 """The Prefect UI, seen by a real browser: a local server on 127.0.0.1, the tiny flow until validate, then
 headless Chromium (Debian's, driven by playwright) opens the flow run and checks that every stage completed
-and the artifacts are listed and render. Screenshots go to test-artifacts/ (git-ignored).
+and the artifacts are listed and render. Also validate's HTML report, opened as a file with every outside
+request blocked (and counted as a failure). Screenshots go to test-artifacts/ (git-ignored).
 
 Needs `bash scripts/setup-browser.sh` (chromium + playwright). Skipped when they are absent, except under
 CI=true, where a missing browser is a failure: CI must not go green without having looked.
@@ -14,12 +15,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from tests.conftest import REPO, make_project
 
-pytestmark = [pytest.mark.slow, pytest.mark.prefect]
+pytestmark = [pytest.mark.slow]
 
 CHROMIUM = os.environ.get("FORGELINE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -70,6 +72,7 @@ def launch(p):
     return p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
 
 
+@pytest.mark.prefect
 def test_flow_run_page_shows_every_stage_completed_and_the_artifacts(ui_run):
     from playwright.sync_api import expect, sync_playwright
 
@@ -116,6 +119,7 @@ def test_flow_run_page_shows_every_stage_completed_and_the_artifacts(ui_run):
     assert (SHOTS / "flow-run.png").stat().st_size > 10_000
 
 
+@pytest.mark.prefect
 def test_the_loss_curve_artifact_renders_as_an_image(ui_run, tmp_path):
     """pretrain's loss curve travels as a data: URI in an image artifact; the UI must draw it (no file server)."""
     import json
@@ -156,3 +160,71 @@ def test_the_loss_curve_artifact_renders_as_an_image(ui_run, tmp_path):
             page.screenshot(path=str(SHOTS / "loss-curve.png"), full_page=True)
         finally:
             browser.close()
+
+
+LOCAL_HOSTS = {"127.0.0.1", "localhost"}
+
+
+def block_outside(page) -> list[str]:
+    """Abort every request of `page` that is not for a file, inline data or a local host; return the list
+    of the URLs it refused (the test fails on any)."""
+    refused: list[str] = []
+
+    def guard(route) -> None:
+        url = urlsplit(route.request.url)
+        if url.scheme in ("file", "data", "about", "blob") or url.hostname in LOCAL_HOSTS:
+            route.continue_()
+        else:
+            refused.append(route.request.url)
+            route.abort()
+
+    page.route("**/*", guard)
+    return refused
+
+
+def test_validate_report_renders_offline_with_filled_tables(tmp_path):
+    from playwright.sync_api import expect, sync_playwright
+
+    from tasks.validate import run
+    from tests.test_validate import project, record, spec
+
+    _browser_or_skip()
+    rows = [record("literature", i) for i in range(6)] + [record("code", i) for i in range(3)]
+    rows[1]["id"] = "literature/0"  # one failed expectation, so the page shows a count and an example
+    paths = project(tmp_path / "proj", rows)
+    assert not run(spec(), paths).ok
+    index = paths.reports / "data_docs" / "index.html"
+    probe = tmp_path / "probe.html"  # the guard must see what a CDN-styled page (GX's Data Docs) asks for
+    probe.write_text('<link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/x.css"><p>probe</p>')
+    SHOTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = launch(p)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(60_000)
+            refused = block_outside(page)
+            page.goto(probe.as_uri())
+            page.wait_for_load_state("networkidle")
+            assert refused == ["https://cdn.jsdelivr.net/npm/x.css"]
+            refused.clear()
+
+            page.goto(index.as_uri())
+            page.wait_for_load_state("networkidle")
+            assert refused == [], f"the report tried to reach outside hosts: {refused}"
+            page.screenshot(path=str(SHOTS / "validate-report.png"), full_page=True)
+            expect(page.locator("h1")).to_contain_text("failed")
+            suites = page.locator("#suites tbody tr")
+            expect(suites).to_have_count(3)  # source:code, source:literature, all
+            row = page.locator("#suite-source-literature + p + table tr", has_text="unique(id)")
+            expect(row).to_be_visible()
+            cells = row.locator("td").all_inner_texts()
+            assert cells[2:6] == ["fail", "6", "2", "33.33"], cells
+            assert "literature/0" in cells[6]
+            # The inline stylesheet applied (no CDN needed): header cells are shaded, failures red.
+            shade = page.eval_on_selector("th", "e => getComputedStyle(e).backgroundColor")
+            assert shade == "rgb(243, 245, 247)", shade
+            red = row.locator("td.fail").evaluate("e => getComputedStyle(e).color")
+            assert red == "rgb(179, 38, 30)", red
+        finally:
+            browser.close()
+    assert (SHOTS / "validate-report.png").stat().st_size > 10_000

@@ -103,11 +103,17 @@ def test_clean_data_passes_the_gate(clean) -> None:
     assert len(result.table) == sum(len(s["expectations"]) for s in report["suites"])
 
 
-def test_data_docs_site_is_written(clean) -> None:
+def test_report_page_is_written_and_self_contained(clean) -> None:
     paths, _ = clean
-    docs = paths.reports / "data_docs"
-    assert (docs / "index.html").is_file()
-    assert list((docs / "validations").rglob("*.html"))
+    page = (paths.reports / "data_docs" / "index.html").read_text()
+    report = results(paths)
+    # Every expectation of every suite is a row, with its label and counts.
+    assert page.count("<tr><td><code>") == sum(len(s["expectations"]) for s in report["suites"])
+    assert "<code>unique(id)</code>" in page and "<code>in_set(lang, values=[&#x27;python&#x27;])</code>" in page
+    assert '<td class="n">6</td>' in page  # literature's element_count
+    # Nothing that would make a browser fetch anything: no script, stylesheet link, image or outside URL.
+    for needle in ("<script", "<link", "<img", "src=", "http://", "https://", "url("):
+        assert needle not in page, needle
     assert not [p for p in paths.out.iterdir() if ".tmp-" in p.name]
 
 
@@ -193,3 +199,90 @@ def test_unknown_per_source_key_is_noted(tmp_path: Path) -> None:
     assert results(paths)["unused_per_source"] == ["cod"]
     # With one source there is no `all` suite: it would repeat source:code exactly.
     assert [s["name"] for s in results(paths)["suites"]] == ["source:code"]
+
+
+def test_batches_of_any_size_give_the_same_results(broken) -> None:
+    """Counts, verdicts and examples are corpus-wide however the records are cut into batches (here batches
+    of 1, 4 and 7 rows: repeats and failures fall on both sides of batch and shard boundaries)."""
+    paths, _, first = broken
+    for rows in (1, 4, 7):
+        run(spec(batch_rows=rows, data_docs=False), paths)
+        assert (paths.out / "results.json").read_bytes() == first, rows
+
+
+def test_mostly_is_judged_on_the_whole_corpus_not_per_batch(tmp_path: Path) -> None:
+    # 1 failure in 20 rows passes mostly=0.9, though its batch of 5 alone (4/5 = 0.8) would not.
+    rows = [record("literature", i) for i in range(20)]
+    rows[5]["text"] = ""
+    paths = project(tmp_path, rows)
+    lenient = [{"expect": "length_between", "column": "text", "min": 1, "mostly": 0.9}]
+    result = run(spec(expectations=lenient, per_source={}, data_docs=False, batch_rows=5), paths)
+    assert result.ok, result.summary
+    e = entry(results(paths), "source:literature", "length_between", "text")
+    assert (e["element_count"], e["unexpected_count"], e["unexpected_percent"]) == (20, 1, 5.0)
+
+
+def test_unique_counts_repeats_across_batches_and_shards(tmp_path: Path) -> None:
+    """Planted repeats in different shards and batches; look-alike ids (case, trailing space, a prefix) are
+    distinct; null ids are missing, not failures (GX's semantics). Expected values by brute force."""
+    import collections
+
+    ids = ["a/1", "a/2", "A/1", "a/1 ", "a/3", None, "a/2", "a/1", "a/", None, "a/4", "a/3", "b/9", "b/9x"]
+    rows = [record("literature" if i < 7 else "code", i, id=rid) for i, rid in enumerate(ids)]
+    paths = project(tmp_path, rows)
+    unique = [{"expect": "unique", "column": "id", "mostly": 0.5}]
+    run(spec(expectations=unique, per_source={}, data_docs=False, batch_rows=3, examples=10), paths)
+    report = results(paths)
+    in_order = [r["id"] for r in sorted(rows, key=lambda r: r["source"])]  # the code shard is read first
+    counts = collections.Counter(i for i in in_order if i is not None)
+    failing = [i for i in in_order if i is not None and counts[i] > 1]
+    e = entry(report, "all", "unique", "id")
+    assert e["unexpected_count"] == len(failing) == 6  # a/1 ×2, a/2 ×2, a/3 ×2
+    assert e["element_count"] == len(ids)
+    assert e["unexpected_percent"] == round(len(failing) / 12 * 100, 4)  # of the 12 non-null ids
+    assert e["examples"] == list(dict.fromkeys(failing)) == ["a/1", "a/3", "a/2"]
+    assert e["success"]  # 6 of 12 fail: (12 - 6) / 12 = 0.5 ≥ mostly
+    lit = entry(report, "source:literature", "unique", "id")
+    assert (lit["unexpected_count"], lit["examples"]) == (2, ["a/2"])  # within literature only a/2 repeats
+
+
+def test_unique_tally_matches_brute_force_on_random_values() -> None:
+    import collections
+    import random
+
+    import pandas as pd
+
+    from specs.validate import ExpectationSpec
+    from tasks.data.tally import UniqueTally
+
+    rng = random.Random(7)
+    values = [None if rng.random() < 0.05 else f"id{rng.randrange(3000)}" for _ in range(5000)]
+    tally = UniqueTally(ExpectationSpec(expect="unique", column="id"), failing_rows=25)
+    for start in range(0, len(values), 333):
+        tally.add(pd.Series(values[start:start + 333], dtype=object))
+    tally.close()
+    counts = collections.Counter(v for v in values if v is not None)
+    failing = [i for i, v in enumerate(values) if v is not None and counts[v] > 1]
+    assert tally.unexpected == len(failing) > 0
+    assert tally.missing == values.count(None)
+    assert tally.failing_positions.tolist() == failing[:25]
+
+
+def test_batch_suite_keeps_no_result_per_batch() -> None:
+    """GX stores every run's result in its context; run per batch, that store must be emptied each time or
+    memory grows with the corpus. Counts per batch are GX's (checked by hand: 1 null of 3, 2 short of 3)."""
+    import pandas as pd
+
+    from specs.validate import ExpectationSpec
+    from tasks.data import expectations as ex
+
+    context = ex.new_context()
+    specs = [ExpectationSpec(expect="not_null", column="text"),
+             ExpectationSpec(expect="length_between", column="text", min=3)]
+    suite = ex.BatchSuite(context, "s", specs, examples=2)
+    for _ in range(3):
+        frame = pd.DataFrame({"id": ["a", "b", "c"], "text": ["abcd", None, "xy"]})
+        nulls, short = suite.run(frame)
+        assert (nulls["unexpected_count"], nulls["missing_count"], nulls["failing_ids"]) == (1, None, ["b"])
+        assert (short["unexpected_count"], short["missing_count"], short["failing_ids"]) == (1, 1, ["c"])
+    assert context.validation_results_store.list_keys() == []

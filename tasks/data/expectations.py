@@ -1,14 +1,14 @@
-"""Great Expectations glue for the validate stage: ExpectationSpec → GX expectation, one suite run → plain dict.
+"""Great Expectations glue for the validate stage: ExpectationSpec → GX expectation, one batch run → plain dict.
 
-`great_expectations` takes seconds to import, so it is imported inside these functions only; importing this
-module is cheap. Everything returned here is plain JSON-able data with no GX objects, ids or timestamps, so the
-stage can write it as deterministic bytes.
+GX is the engine for every row-wise expectation, run batch by batch (`BatchSuite`); the stage sums the
+per-batch counts (tasks/data/tally.py). `great_expectations` takes seconds to import, so it is imported inside
+these functions only; importing this module is cheap. Everything returned here is plain JSON-able data with
+no GX objects, ids or timestamps, so the stage can write it as deterministic bytes.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -38,7 +38,18 @@ def gx_column(spec: ExpectationSpec) -> str:
     return MEDIA_MISSING if spec.expect == "media_exist" else spec.column
 
 
-def _to_gx(spec: ExpectationSpec) -> Any:
+def distinct(specs: list[ExpectationSpec]) -> list[ExpectationSpec]:
+    """`specs` without repeats, first kept: GX silently drops an expectation equal to one already in a suite
+    (the returned copy has no id), so repeated specs (e.g. the same one global and per-source) count once."""
+    out: list[ExpectationSpec] = []
+    for spec in specs:
+        if spec not in out:
+            out.append(spec)
+    return out
+
+
+def to_gx(spec: ExpectationSpec) -> Any:
+    """The GX 1.x expectation a spec stands for."""
     import great_expectations.expectations as gxe
 
     column, mostly = gx_column(spec), spec.mostly
@@ -60,8 +71,13 @@ def _to_gx(spec: ExpectationSpec) -> Any:
     raise ValueError(f"unknown expectation {spec.expect!r}")
 
 
-def new_context(docs_dir: Path | None) -> Any:
-    """An in-memory GX context with no analytics, no progress bars and, optionally, a local Data Docs site."""
+def gx_type(spec: ExpectationSpec) -> str:
+    """GX's name for the expectation, e.g. `expect_column_values_to_be_unique`."""
+    return str(to_gx(spec).expectation_type)
+
+
+def new_context() -> Any:
+    """An in-memory GX context with no analytics, no progress bars and no Data Docs site."""
     # Analytics would be the only network traffic; the env var is read when GX initializes its context.
     os.environ["GX_ANALYTICS_ENABLED"] = "false"
     import great_expectations as gx
@@ -69,78 +85,68 @@ def new_context(docs_dir: Path | None) -> Any:
         DataContextConfig, InMemoryStoreBackendDefaults, ProgressBarsConfig,
     )
 
-    sites = {}
-    if docs_dir is not None:
-        sites["local"] = {
-            "class_name": "SiteBuilder",
-            "store_backend": {"class_name": "TupleFilesystemStoreBackend", "base_directory": str(docs_dir)},
-            "site_index_builder": {"class_name": "DefaultSiteIndexBuilder"},
-        }
     config = DataContextConfig(
         store_backend_defaults=InMemoryStoreBackendDefaults(),
         analytics_enabled=False,
         progress_bars=ProgressBarsConfig(globally=False, metric_calculations=False),
-        data_docs_sites=sites,
+        data_docs_sites={},
     )
     context = gx.get_context(project_config=config, mode="ephemeral")
     context.data_sources.add_pandas("records")
     return context
 
 
-def run_suite(context: Any, name: str, frame: pd.DataFrame, specs: list[ExpectationSpec],
-              examples: int) -> dict[str, Any]:
-    """Validate `frame` (must have an `id` column) against `specs` as GX suite `name`; return a plain summary.
+class BatchSuite:
+    """One GX suite and validation definition, built once and run on many dataframes (one per batch)."""
 
-    Each expectation's entry carries up to `examples` ids of failing records, in record order.
-    """
-    import great_expectations as gx
+    def __init__(self, context: Any, name: str, specs: list[ExpectationSpec], examples: int) -> None:
+        import great_expectations as gx
 
-    asset = context.data_sources.get("records").add_dataframe_asset(name)
-    batch = asset.add_batch_definition_whole_dataframe("all rows")
-    suite = context.suites.add(gx.ExpectationSuite(name=name))
-    # GX silently drops an expectation equal to one already in the suite (the returned copy has no id), so
-    # repeated specs (e.g. the same one global and per-source) are dropped here, keeping the first.
-    unique_specs: list[ExpectationSpec] = []
-    for spec in specs:
-        if spec not in unique_specs:
-            unique_specs.append(spec)
-    gx_ids = [suite.add_expectation(_to_gx(spec)).id for spec in unique_specs]
-    definition = context.validation_definitions.add(gx.ValidationDefinition(name=name, data=batch, suite=suite))
-    # SUMMARY, not COMPLETE: COMPLETE also returns every failing *value* (whole documents for a text check),
-    # which costs memory and bloats Data Docs; the first few failing row indexes are all the report needs.
-    # Twice `examples` rows, because a failed `unique` lists each repeated id at least twice.
-    result_format = {"result_format": "SUMMARY", "partial_unexpected_count": max(2 * examples, 1)}
-    outcome = definition.run(batch_parameters={"dataframe": frame}, result_format=result_format)
+        self.specs = distinct(specs)
+        # Twice `examples` failing rows per batch: the stage keeps the first 2×examples failing rows overall and
+        # lists their distinct ids (a failed `unique` lists each repeated id at least twice).
+        self.failing_rows = max(2 * examples, 1)
+        self._results_store = context.validation_results_store
+        asset = context.data_sources.get("records").add_dataframe_asset(name)
+        batch = asset.add_batch_definition_whole_dataframe("batch")
+        suite = context.suites.add(gx.ExpectationSuite(name=name))
+        self._ids = [suite.add_expectation(to_gx(spec)).id for spec in self.specs]
+        self._definition = context.validation_definitions.add(
+            gx.ValidationDefinition(name=name, data=batch, suite=suite))
 
-    by_id = {r.expectation_config.id: r for r in outcome.results}
-    entries = []
-    for spec, gx_id in zip(unique_specs, gx_ids):
-        res = by_id[gx_id]
-        info = res.result or {}
-        entry = {
-            "spec": spec_dict(spec),
-            "gx": res.expectation_config.type,
-            "success": bool(res.success),
-            "element_count": int(info.get("element_count") or 0),
-            "unexpected_count": int(info.get("unexpected_count") or 0),
-            # GX's percent: of non-null values for every check but not_null (nulls are "missing", not failed).
-            "unexpected_percent": round(float(info.get("unexpected_percent") or 0.0), 4),
-            "examples": _example_ids(frame, info.get("partial_unexpected_index_list") or [], examples),
-        }
-        if res.exception_info and res.exception_info.get("raised_exception"):
-            entry["success"] = False
-            entry["error"] = str(res.exception_info.get("exception_message"))
-        entries.append(entry)
-    return {"success": all(e["success"] for e in entries), "rows": len(frame), "expectations": entries}
+    def run(self, frame: pd.DataFrame) -> list[dict[str, Any]]:
+        """Per spec, GX's counts on `frame` (must have an `id` column) and the ids of its first failing rows.
+
+        `missing_count` is None where GX counts nulls as failures (not_null), else the nulls GX left out.
+        """
+        # SUMMARY without values: the failing *values* would be whole documents for a text check; the first
+        # few failing row indexes are all the report needs.
+        result_format = {"result_format": "SUMMARY", "partial_unexpected_count": self.failing_rows,
+                         "exclude_unexpected_values": True}
+        outcome = self._definition.run(batch_parameters={"dataframe": frame}, result_format=result_format)
+        # GX keeps every run's result in the context's (in-memory) results store: one per batch, so memory would
+        # grow with the corpus. The summary below is all that is kept.
+        for key in self._results_store.list_keys():
+            self._results_store.remove_key(key)
+        by_id = {r.expectation_config.id: r for r in outcome.results}
+        out = []
+        for gx_id in self._ids:
+            res = by_id[gx_id]
+            info = res.result or {}
+            missing = info.get("missing_count")
+            part = {
+                "element_count": int(info.get("element_count") or 0),
+                "missing_count": None if missing is None else int(missing),
+                "unexpected_count": int(info.get("unexpected_count") or 0),
+                "failing_ids": [_record_id(frame.at[i, "id"])
+                                for i in (info.get("partial_unexpected_index_list") or [])],
+                "error": None,
+            }
+            if res.exception_info and res.exception_info.get("raised_exception"):
+                part["error"] = str(res.exception_info.get("exception_message"))
+            out.append(part)
+        return out
 
 
-def _example_ids(frame: pd.DataFrame, index: list[Any], limit: int) -> list[str | None]:
-    """Record ids (not row indexes) of the failing rows GX reported, first occurrence order, at most `limit`."""
-    ids: list[str | None] = []
-    for label_ in index:
-        value = frame.at[label_, "id"]
-        rid = None if pd.isna(value) else str(value)
-        if rid not in ids:
-            ids.append(rid)
-    return ids[:limit]
-
+def _record_id(value: Any) -> str | None:
+    return None if pd.isna(value) else str(value)

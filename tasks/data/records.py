@@ -132,3 +132,23 @@ def read_records(folder: Path) -> Iterator[pa.Table]:
 def read_all_records(folder: Path) -> pa.Table:
     tables = list(read_records(folder))
     return pa.concat_tables(tables) if tables else RECORD_SCHEMA.empty_table()
+
+
+def iter_record_batches(folder: Path, columns: list[str], batch_rows: int) -> Iterator[pa.Table]:
+    """The records of `folder/shards/*.parquet` (in shard order) as tables of exactly `batch_rows` rows (the
+    last may be shorter), holding only `columns`: memory is bounded by a batch and one shard's row group,
+    whatever the size of the corpus. Batches span shard boundaries, so small shards still make full batches."""
+    pending: list[pa.RecordBatch] = []
+    held = 0
+    for shard in sorted((folder / "shards").glob("*.parquet")):
+        for batch in pq.ParquetFile(shard).iter_batches(batch_size=batch_rows, columns=columns):
+            while batch.num_rows:
+                take = batch.slice(0, batch_rows - held)
+                batch = batch.slice(take.num_rows)
+                pending.append(take)
+                held += take.num_rows
+                if held == batch_rows:
+                    yield pa.Table.from_batches(pending)
+                    pending, held = [], 0
+    if pending:
+        yield pa.Table.from_batches(pending)
