@@ -202,6 +202,15 @@ def cmd_reports(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tiny_checkpoint(args: argparse.Namespace) -> int:
+    from tasks.train.tiny_checkpoint import embedded_texts, make_checkpoint
+
+    folder = Path(args.root) / args.folder
+    make_checkpoint(folder, embedded_texts())
+    print(f"wrote {folder}: set model.init: {{kind: hf, path: {args.folder}}} in params.yaml")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m tasks", description=__doc__)
     parser.add_argument("--root", default=".", help="project root (holds params.yaml and dvc.yaml)")
@@ -230,6 +239,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="--measure: most local ranks (default: the GPUs, or the CPU count capped at 4)")
     pl.add_argument("--measure-steps", type=int, default=5, help="--measure: timed steps per layout")
     pl.set_defaults(func=cmd_plan)
+    tc = sub.add_parser("tiny-checkpoint", help="write a tiny random Hugging Face checkpoint folder (Llama, "
+                        "ChatML template) to try model.init.kind: hf without a download")
+    tc.add_argument("folder", help="where to write it, e.g. checkpoints/hf/tiny-llama")
+    tc.set_defaults(func=cmd_tiny_checkpoint)
     rp = sub.add_parser("reports", help="serve reports/ (Data Docs, plots) on 127.0.0.1 for the UI's links")
     rp.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")
     rp.add_argument("--port", type=int, default=8765)

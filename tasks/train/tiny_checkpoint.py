@@ -1,0 +1,60 @@
+"""A tiny random Hugging Face checkpoint folder, made the way users get one, to try `model.init.kind: hf`.
+
+`python -m tasks tiny-checkpoint <folder>`: a 2-layer Llama (GQA, d 64) saved by transformers' `save_pretrained`,
+with a byte-level BPE trained on text of the embedded corpus (`tokenizer.json`) and a `tokenizer_config.json`
+carrying special tokens and a ChatML chat template — everything a downloaded Llama/Qwen folder has, in a few MB
+and a few seconds, with no download. Its weights are random: it is for trying the pipeline, not for quality.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import torch
+
+from tasks.data.records import Doc
+from tasks.data.tokenizer import save_tokenizer, train_tokenizer
+
+SPECIALS = ["<|endoftext|>", "<|pad|>", "<|im_start|>", "<|im_end|>", *(f"<|reserved_{i}|>" for i in range(4))]
+CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+          "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+def embedded_texts(limit: int = 300) -> list[str]:
+    """Texts of the embedded corpora (the default run's sources), `limit` of each, in their fixed order."""
+    from tasks.data.embedded import CORPORA, read_embedded
+
+    texts = []
+    for corpus in CORPORA:
+        docs = (d for d in read_embedded(corpus) if isinstance(d, Doc) and isinstance(d.text, str))
+        texts += [d.text for d in itertools.islice(docs, limit)]
+    return texts
+
+
+def make_checkpoint(folder: Path, texts: list[str], *, vocab: int = 2048, d_model: int = 64, layers: int = 2,
+                    ffn: int = 160, tied: bool = False, pad_vocab: int = 8, seed: int = 0,
+                    chat_template: str | None = CHATML):
+    """Write the checkpoint; returns the transformers model. The embedding has `pad_vocab` rows past the
+    tokenizer, as real checkpoints pad theirs; norms are randomised so a wrong weight mapping would show."""
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    tok = train_tokenizer(texts, vocab, 2, SPECIALS)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_tokenizer(tok, folder / "tokenizer.json")
+    (folder / "tokenizer_config.json").write_text(json.dumps({
+        "eos_token": {"content": "<|endoftext|>", "special": True}, "pad_token": "<|pad|>",
+        "tokenizer_class": "PreTrainedTokenizerFast", **({"chat_template": chat_template} if chat_template else {})},
+        indent=2) + "\n")
+    config = LlamaConfig(vocab_size=tok.get_vocab_size() + pad_vocab, hidden_size=d_model, intermediate_size=ffn,
+                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=1024, tie_word_embeddings=tied, eos_token_id=0, pad_token_id=1)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.add_(torch.randn_like(p) * 0.1)
+    model.save_pretrained(folder)
+    return model
