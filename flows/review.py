@@ -2,7 +2,9 @@
 
 Call `ask_review(root, target)` inside the flow, after the evaluate stage and before the review stage, when
 `review.mode` is `prefect`. It publishes the sample (markdown + table artifacts), pauses the flow run with
-`pause_flow_run(wait_for_input=ReviewForm...)` — the Prefect UI shows the form on the paused run — and turns the
+`pause_flow_run(wait_for_input=...)` with a form built for the sample: one field per item, titled with its id,
+its content (prompt and generation, or the document excerpt with flags and drop reason) as the description right
+above its label (ok / bad / unsure) and note — the Prefect UI shows it on the paused run — and turns the
 answers into `reviews/<target>.json`, the file the review stage reads (the same one `python -m tasks review --interactive`
 writes). A decision already on file for the current sample is returned without pausing.
 """
@@ -10,44 +12,68 @@ writes). A decision already on file for the current sample is returned without p
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.flow_runs import pause_flow_run
 from prefect.input import RunInput
-from pydantic import BaseModel, ConfigDict, Field
+from prefect.settings import PREFECT_UI_URL
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from specs.evaluate import SpotItem
 from specs.review import ItemLabel, ReviewDecision
 from tasks.core.files import sha256_file
-from tasks.eval.review_gate import now_utc, read_review, review_spec, write_review
+from tasks.eval.review_gate import item_lines, now_utc, read_review, review_spec, write_review
 from tasks.eval.spotcheck import read_sample
+
+PREVIEW_CHARS = 600  # per item in the form and the artifact; the full (truncated-by-params) text is in the file
+TABLE_TEXT_CHARS = 100  # per cell of the items table: rows stay one line high on a 1440 px screen
+
 
 def sample_path(target: str) -> Path:
     """The sample of what is reviewed: evaluate's for the pretrained model, the sft stage's for the finetuned one."""
     return Path("data") / ("evaluate" if target == "pretrain" else target) / "spotcheck.jsonl"
-PREVIEW_CHARS = 400  # per item in the markdown artifact; the full (truncated-by-params) text is in the file
 
 
 class ItemReview(BaseModel):
-    """One row of the form: an item id (pre-filled) and the reviewer's label and note."""
+    """One item's answer: a label and a note. The item itself (id, text, flags) is the field's title and
+    description, shown right above these two inputs."""
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(..., description="Spot-check item id (see the sample artifact).")
-    label: Literal["ok", "hallucination", "toxic", "pii-leak", "low-quality"] = Field(
-        "ok", description="Verdict on this item.")
-    note: str = Field("", description="Optional remark.")
+    label: Literal["ok", "bad", "unsure"] = Field(
+        "ok", description="ok | bad (a problem; on a dropped document: the drop was wrong) | unsure.")
+    note: str = Field("", description="Why (optional).")
 
 
-class ReviewForm(RunInput):
-    """What the Prefect UI asks when the flow pauses for review."""
+# The fields after the per-item ones: a reviewer reads and labels first, then decides.
+DECISION_FIELDS: dict[str, Any] = {
+    "decision": (Literal["approve", "reject"], Field(..., description="approve lets the pipeline continue.")),
+    "reviewer": (str, Field(..., min_length=1, description="Your name.")),
+    "notes": (str, Field("", description="Overall notes (shown in the pipeline's summary on a reject).")),
+}
 
-    decision: Literal["approve", "reject"] = Field(..., description="approve lets the pipeline continue to SFT.")
-    reviewer: str = Field(..., min_length=1, description="Your name.")
-    notes: str = Field("", description="Overall notes (shown in the pipeline's summary on a reject).")
-    items: list[ItemReview] = Field(default_factory=list, description="Per-item labels (default ok).")
+
+def field_name(k: int) -> str:
+    """The form field of the k-th item (1-based): item ids hold `:` and `/`, which are awkward as JSON keys."""
+    return f"item_{k:03d}"
+
+
+def item_description(item: SpotItem) -> str:
+    """What the reviewer reads above an item's label: its content, flags and drop reason (plain lines)."""
+    shown = item.model_copy(update={"text": item.text[:PREVIEW_CHARS] + ("…" if len(item.text) > PREVIEW_CHARS
+                                                                         else "")})
+    return "\n".join(item_lines(shown)[1:])
+
+
+def review_form(items: list[SpotItem]) -> type[RunInput]:
+    """A form with one field per item (title: its id and kind; description: its content), then the decision."""
+    fields: dict[str, Any] = {
+        field_name(k): (ItemReview, Field(default_factory=ItemReview, title=f"{k}. {it.id}",
+                                          description=item_description(it)))
+        for k, it in enumerate(items, start=1)}
+    return create_model("ReviewForm", __base__=RunInput, **fields, **DECISION_FIELDS)
 
 
 def _key(target: str, what: str) -> str:
@@ -55,18 +81,25 @@ def _key(target: str, what: str) -> str:
     return f"review-{target}-{what}".replace("_", "-")
 
 
+def artifact_url(target: str) -> str | None:
+    """The UI page of the sample artifact (latest version of its key), when the UI address is known."""
+    ui = PREFECT_UI_URL.value()
+    return f"{ui.rstrip('/')}/artifacts/key/{_key(target, 'sample')}" if ui else None
+
+
 def sample_markdown(items: list[SpotItem], target: str, sha: str) -> str:
-    """The sample as markdown for the artifact (and the form's description)."""
+    """The sample as markdown for the artifact: every item with its content, flags and drop reason."""
     lines = [f"# Review `{target}`: {len(items)} spot-check items", "",
-             f"Sample sha256 `{sha}`. Label each item in the form (default ok), then approve or reject.", ""]
+             f"Sample sha256 `{sha}`. Label each item in the form (ok, bad or unsure), then approve or reject.", ""]
     for k, it in enumerate(items, start=1):
         lines.append(f"### {k}. `{it.id}` — {it.kind}, stratum `{it.stratum}`")
         if it.prompt is not None:
-            lines.append(f"**Prompt:** `{' '.join(it.prompt.split())[:200]}`")
+            lines += ["**Prompt:**", "", "```text", it.prompt.replace("```", "'''"), "```"]
         if it.reason is not None:
             lines.append(f"**Dropped by clean:** {it.reason}" + (f" ({it.detail})" if it.detail else ""))
         text = it.text[:PREVIEW_CHARS] + ("…" if it.chars > PREVIEW_CHARS else "")
-        lines += ["", "```text", text.replace("```", "'''"), "```"]
+        lines += ["", "**Generation:**" if it.kind == "generation" else "**Text:**", "",
+                  "```text", text.replace("```", "'''"), "```"]
         lines.append(f"**Flags:** {', '.join(it.flags) or 'none'}" + (f" — {it.flag_detail}" if it.flag_detail else ""))
         lines.append("")
     return "\n".join(lines)
@@ -75,20 +108,28 @@ def sample_markdown(items: list[SpotItem], target: str, sha: str) -> str:
 def publish_sample(items: list[SpotItem], target: str, sha: str) -> None:
     create_markdown_artifact(markdown=sample_markdown(items, target, sha), key=_key(target, "sample"),
                              description=f"spot-check sample to review ({target})")
-    rows = [{"id": it.id, "kind": it.kind, "stratum": it.stratum, "flags": ", ".join(it.flags),
-             "reason": it.reason or "", "text": " ".join(it.text.split())[:160]} for it in items]
+    rows = [{"id": it.id, "kind": it.kind, "flags": ", ".join(it.flags), "reason": it.reason or "",
+             "text": " ".join(it.text.split())[:TABLE_TEXT_CHARS]} for it in items]
     create_table_artifact(table=rows, key=_key(target, "items"), description=f"spot-check items ({target})")
 
 
-def to_decision(answer: ReviewForm, items: list[SpotItem], sha: str) -> ReviewDecision:
-    """The form's answers as a decision file; labels for ids not in the sample are an error."""
-    known = {it.id for it in items}
-    unknown = [i.id for i in answer.items if i.id not in known]
-    if unknown:
-        raise ValueError(f"review form labels unknown item(s): {', '.join(unknown[:5])}")
+def form_description(items: list[SpotItem], target: str, sha: str) -> str:
+    """Markdown above the form: what to do, and a link to the whole sample."""
+    url = artifact_url(target)
+    link = f"[the `{_key(target, 'sample')}` artifact]({url})" if url else f"the `{_key(target, 'sample')}` artifact"
+    return (f"**Review `{target}`**: {len(items)} items (sample `{sha[:12]}`). Each item below shows its content "
+            f"and flags; label it ok, bad or unsure (a note says why), then approve or reject at the end. "
+            f"The whole sample, untruncated: {link}.")
+
+
+def to_decision(answer: RunInput, items: list[SpotItem], sha: str) -> ReviewDecision:
+    """The form's answers as a decision file (one label per item, in sample order)."""
+    labels = []
+    for k, it in enumerate(items, start=1):
+        got = getattr(answer, field_name(k), None) or ItemReview()
+        labels.append(ItemLabel(id=it.id, label=got.label, note=got.note))
     return ReviewDecision(decision=answer.decision, reviewer=answer.reviewer.strip() or "unknown",
-                          notes=answer.notes, items=[ItemLabel(**i.model_dump()) for i in answer.items],
-                          time=now_utc(), mode="prefect", sample_sha256=sha)
+                          notes=answer.notes, items=labels, time=now_utc(), mode="prefect", sample_sha256=sha)
 
 
 def ask_review(root: str | Path, target: str, *, timeout_s: int | None = None, poll_interval_s: int = 5,
@@ -116,10 +157,7 @@ def ask_review(root: str | Path, target: str, *, timeout_s: int | None = None, p
         return existing
 
     publish_sample(items, target, sha)
-    form = ReviewForm.with_initial_data(
-        description=f"Review `{target}`: {len(items)} items (sample `{sha[:12]}`); see the `{_key(target, 'sample')}` "
-                    "artifact. Label problems, then approve or reject.",
-        items=[ItemReview(id=it.id) for it in items])
+    form = review_form(items).with_initial_data(description=form_description(items, target, sha))
     timeout = timeout_s if timeout_s is not None else review_spec(root).prefect_timeout_s
     logger.info("review %s: pausing for a human decision (up to %d s)", target, timeout)
     answer = pause_flow_run(wait_for_input=form, timeout=timeout, poll_interval=poll_interval_s)
