@@ -24,11 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from specs.evaluate import SpotItem
 from specs.review import ItemLabel, ReviewDecision
 from tasks.core.files import sha256_file
+from tasks.core.ui_layout import artifact_key, fit_table
 from tasks.eval.review_gate import item_lines, now_utc, read_review, review_spec, write_review
 from tasks.eval.spotcheck import read_sample
 
 PREVIEW_CHARS = 600  # per item in the form and the artifact; the full (truncated-by-params) text is in the file
-TABLE_TEXT_CHARS = 100  # per cell of the items table: rows stay one line high on a 1440 px screen
 
 
 def sample_path(target: str) -> Path:
@@ -77,8 +77,8 @@ def review_form(items: list[SpotItem]) -> type[RunInput]:
 
 
 def _key(target: str, what: str) -> str:
-    """Artifact keys allow lower-case letters, digits and dashes only."""
-    return f"review-{target}-{what}".replace("_", "-")
+    """`NN-review-<target>-<what>`, NN the gate's position in the pipeline (tasks/core/ui_layout.py)."""
+    return artifact_key("review" if target == "pretrain" else f"review_{target}", f"review-{target}-{what}")
 
 
 def artifact_url(target: str) -> str | None:
@@ -109,8 +109,10 @@ def publish_sample(items: list[SpotItem], target: str, sha: str) -> None:
     create_markdown_artifact(markdown=sample_markdown(items, target, sha), key=_key(target, "sample"),
                              description=f"spot-check sample to review ({target})")
     rows = [{"id": it.id, "kind": it.kind, "flags": ", ".join(it.flags), "reason": it.reason or "",
-             "text": " ".join(it.text.split())[:TABLE_TEXT_CHARS]} for it in items]
-    create_table_artifact(table=rows, key=_key(target, "items"), description=f"spot-check items ({target})")
+             "text": it.text} for it in items]
+    for n, part in enumerate(fit_table(rows), start=1):
+        create_table_artifact(table=part, key=_key(target, "items" if n == 1 else f"items-part-{n}"),
+                              description=f"spot-check items ({target})")
 
 
 def form_description(items: list[SpotItem], target: str, sha: str) -> str:

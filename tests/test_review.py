@@ -272,7 +272,7 @@ def test_the_form_shows_every_item_next_to_its_label():
     from prefect.settings import PREFECT_UI_URL, temporary_settings
     with temporary_settings(updates={PREFECT_UI_URL: "http://127.0.0.1:4200"}):
         text = form_description(ITEMS, "pretrain", "ab" * 32)
-    assert "[the `review-pretrain-sample` artifact](http://127.0.0.1:4200/artifacts/key/review-pretrain-sample)" in text
+    assert "[the `07-review-pretrain-sample` artifact](http://127.0.0.1:4200/artifacts/key/07-review-pretrain-sample)" in text
 
 
 
@@ -328,7 +328,7 @@ def test_prefect_form_pauses_the_flow_and_resume_writes_the_decision(tmp_path, p
 
     with get_client(sync_client=True) as client:
         keys = {a.key for a in client.read_artifacts()}
-    assert {"review-pretrain-sample", "review-pretrain-items"} <= keys
+    assert {"07-review-pretrain-sample", "07-review-pretrain-items"} <= keys
     # The server validates the answers against the form's schema: an unknown label is refused, still paused.
     with pytest.raises(RuntimeError, match="Cannot resume"):
         resume_flow_run(run_id, run_input={"decision": "reject", "reviewer": "grace",

@@ -85,3 +85,22 @@ def test_a_trained_model_is_approved_and_a_pii_leak_is_rejected(project):
     assert fails(result) == ["- share of kept documents flagged pii 0.5 > 0.15: FAIL"]  # 2 prose of 4 kept
     labels = {row["id"].split("/")[0]: row["label"] for row in result.table if row["id"].startswith("kept:")}
     assert labels == {"kept:prose": "bad", "kept:code": "ok"}
+
+
+def test_the_unigram_baseline_equals_a_count_by_hand(project):
+    """Add-one-smoothed train-target frequencies scored on the val targets, counted in plain Python."""
+    import math
+    from collections import Counter
+
+    from tasks.data.packing import PackedDataset
+    from tasks.eval.baseline import unigram_perplexity
+
+    mix = project / "data" / "mix"
+    vocab = json.loads((mix / "packing.json").read_text())["vocab_size"]
+    train, val = (Counter(t for i in range(len(ds)) for t in ds[i][1:].tolist())
+                  for ds in (PackedDataset(mix, "train"), PackedDataset(mix, "val")))
+    n = sum(train.values())
+    loss = -sum(c * math.log((train[t] + 1) / (n + vocab)) for t, c in val.items()) / sum(val.values())
+    got = unigram_perplexity(mix)
+    assert (got["train_tokens"], got["val_tokens"]) == (n, sum(val.values()))
+    assert got["loss"] == pytest.approx(loss, abs=1e-6) and got["perplexity"] == pytest.approx(math.exp(loss), rel=1e-5)
