@@ -11,6 +11,7 @@ writes). A decision already on file for the current sample is returned without p
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -25,9 +26,12 @@ from specs.evaluate import SpotItem
 from specs.review import ItemLabel, ReviewDecision
 from tasks.core.files import sha256_file
 from tasks.core.ui_layout import artifact_key, fit_table
-from tasks.eval.review_gate import item_lines, now_utc, read_review, review_spec, write_review
+from tasks.eval.review_gate import now_utc, read_review, review_spec, write_review
 from tasks.eval.spotcheck import read_sample
 
+KIND_TEXT = {"generation": "The model's continuation of a fixed prompt", "kept_doc": "A document clean kept",
+             "dropped_doc": "A document clean dropped"}
+MARKUP = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~])")  # CommonMark's backslash-escapable punctuation
 PREVIEW_CHARS = 600  # per item in the form and the artifact; the full (truncated-by-params) text is in the file
 
 
@@ -60,11 +64,34 @@ def field_name(k: int) -> str:
     return f"item_{k:03d}"
 
 
+def as_paragraphs(text: str) -> list[str]:
+    """Text the UI's description markdown shows as written. That renderer folds single newlines (a fenced block
+    comes out as one inline code span), so every line becomes its own paragraph, its markup characters escaped
+    and its indentation kept as no-break spaces (plain leading spaces would start a code block or vanish)."""
+    out = []
+    for line in text.splitlines():
+        body = line.lstrip(" ")
+        if body.strip():
+            out.append("\u00a0" * (len(line) - len(body)) + MARKUP.sub(r"\\\1", body))
+    return out or ["(empty)"]
+
+
 def item_description(item: SpotItem) -> str:
-    """What the reviewer reads above an item's label: its content, flags and drop reason (plain lines)."""
-    shown = item.model_copy(update={"text": item.text[:PREVIEW_CHARS] + ("…" if len(item.text) > PREVIEW_CHARS
-                                                                         else "")})
-    return "\n".join(item_lines(shown)[1:])
+    """What the reviewer reads above an item's label (markdown): the prompt and generation, or the document
+    excerpt with its drop reason, and the automatic flags."""
+    text = item.text[:PREVIEW_CHARS] + ("…" if len(item.text) > PREVIEW_CHARS else "")
+    shown = f" (first {min(len(item.text), PREVIEW_CHARS):,} of {item.chars:,} characters)" \
+        if item.chars > min(len(item.text), PREVIEW_CHARS) else ""
+    lines = [f"{KIND_TEXT[item.kind]}, stratum `{item.stratum}`", ""]
+    if item.prompt is not None:
+        lines += ["**Prompt:**", "", "\n\n".join(as_paragraphs(item.prompt)), ""]
+    if item.reason is not None:
+        lines += [f"**Dropped by clean:** {item.reason}" + (f" ({item.detail})" if item.detail else ""), ""]
+    lines += [("**Generation" if item.kind == "generation" else "**Text") + f"{shown}:**", "",
+              "\n\n".join(as_paragraphs(text)), ""]
+    detail = f" — {item.flag_detail}" if item.flag_detail else ""
+    lines.append(f"**Flags:** {', '.join(item.flags) or 'none'}{detail}")
+    return "\n".join(lines)
 
 
 def review_form(items: list[SpotItem]) -> type[RunInput]:
@@ -100,7 +127,8 @@ def sample_markdown(items: list[SpotItem], target: str, sha: str) -> str:
         text = it.text[:PREVIEW_CHARS] + ("…" if it.chars > PREVIEW_CHARS else "")
         lines += ["", "**Generation:**" if it.kind == "generation" else "**Text:**", "",
                   "```text", text.replace("```", "'''"), "```"]
-        lines.append(f"**Flags:** {', '.join(it.flags) or 'none'}" + (f" — {it.flag_detail}" if it.flag_detail else ""))
+        detail = f" — {it.flag_detail}" if it.flag_detail else ""
+        lines.append(f"**Flags:** {', '.join(it.flags) or 'none'}{detail}")
         lines.append("")
     return "\n".join(lines)
 
@@ -118,7 +146,7 @@ def publish_sample(items: list[SpotItem], target: str, sha: str) -> None:
 def form_description(items: list[SpotItem], target: str, sha: str) -> str:
     """Markdown above the form: what to do, and a link to the whole sample."""
     url = artifact_url(target)
-    link = f"[the `{_key(target, 'sample')}` artifact]({url})" if url else f"the `{_key(target, 'sample')}` artifact"
+    link = f"[the {_key(target, 'sample')} artifact]({url})" if url else f"the `{_key(target, 'sample')}` artifact"
     return (f"**Review `{target}`**: {len(items)} items (sample `{sha[:12]}`). Each item below shows its content "
             f"and flags; label it ok, bad or unsure (a note says why), then approve or reject at the end. "
             f"The whole sample, untruncated: {link}.")

@@ -178,11 +178,14 @@ def test_the_review_form_shows_each_item_next_to_its_label(ui_server, tmp_path):
     from prefect import flow
 
     from flows.review import ask_review
+    from specs.evaluate import SpotItem
     from tests.test_review import ITEMS, _paused_run_id, write_evaluate
 
     api_url, _ = ui_server
     ui = api_url.removesuffix("/api")
-    write_evaluate(tmp_path)
+    code = SpotItem(id="kept:code/f", kind="kept_doc", stratum="kept_doc:code", source="code", chars=37,
+                    text="def f(x):\n    return x * 2  # *twice*")
+    write_evaluate(tmp_path, items=[*ITEMS, code])
 
     @flow(name="review-in-the-browser")
     def review_flow(root: str) -> str:
@@ -201,13 +204,23 @@ def test_the_review_form_shows_each_item_next_to_its_label(ui_server, tmp_path):
             page.set_default_timeout(60_000)
             page.goto(f"{ui}/runs/flow-run/{run_id}")
             page.get_by_role("button", name="Resume").first.click()
+            dialog = page.get_by_role("dialog")
+            expect(dialog.get_by_text("1. gen:p1").first).to_be_visible()
+            page.screenshot(path=str(SHOTS / "review-form.png"), full_page=True)
             for text in ("1. gen:p1", "upon a", "2. gen:p2", "a shit time", "toxic: 1 hit(s): shit",
-                         "Mail a@b.org", "dropped by clean: low_quality (prose score 0.4; failed: length)"):
-                expect(page.get_by_text(text, exact=False).first).to_be_visible()
+                         "Mail a@b.org", "Dropped by clean: low_quality (prose score 0.4; failed: length)"):
+                expect(dialog.get_by_text(text, exact=False).first).to_be_visible()
+            body = dialog.inner_text()
+            # each item's content comes right before its own label field, in sample order
+            marks = [body.index(t) for t in ("1. gen:p1", "upon a", "Label", "2. gen:p2", "a shit time")]
+            assert marks == sorted(marks), body[:2000]
+            # lines stay lines, indentation and markup characters as written
+            # (the browser collapses runs of plain spaces, as HTML does)
+            assert re.search(r"def f\(x\):\n[\u00a0 ]{4,}return x \* 2 # \*twice\*", body), body[-800:]
             link = page.get_by_role("link", name="the 07-review-pretrain-sample artifact")
             expect(link).to_be_visible()
             assert link.get_attribute("href").endswith("/artifacts/key/07-review-pretrain-sample")
-            page.screenshot(path=str(SHOTS / "review-form.png"), full_page=True)
+            dialog.screenshot(path=str(SHOTS / "review-form-dialog.png"))
         finally:
             browser.close()
     from prefect.flow_runs import resume_flow_run
@@ -215,5 +228,4 @@ def test_the_review_form_shows_each_item_next_to_its_label(ui_server, tmp_path):
     resume_flow_run(run_id, run_input={"decision": "approve", "reviewer": "ada", "item_002": {"label": "bad"}})
     worker.join(60)
     saved = json.loads((tmp_path / "reviews" / "pretrain.json").read_text())
-    assert box["out"] == "approve" and [i["label"] for i in saved["items"]] == ["ok", "bad", "ok", "ok"]
-    assert len(ITEMS) == 4
+    assert box["out"] == "approve" and [i["label"] for i in saved["items"]] == ["ok", "bad", "ok", "ok", "ok"]

@@ -258,21 +258,27 @@ def test_rejection_fails_the_gate_with_the_notes(tmp_path):
 # ------------------------------------------------------------------------------------------------ Prefect mode
 def test_the_form_shows_every_item_next_to_its_label():
     """The form's schema (what the UI renders): per item a field titled with its id, described by its content."""
-    from flows.review import form_description, review_form
+    from flows.review import as_paragraphs, form_description, review_form
 
     props = review_form(ITEMS).model_json_schema()["properties"]
     assert list(props) == ["item_001", "item_002", "item_003", "item_004", "decision", "reviewer", "notes"]
     assert props["item_002"]["title"] == "2. gen:p2"
     assert props["item_002"]["description"] == (
-        "prompt:\n  Twice\ngeneration:\n  a shit time\nflags: toxic — toxic: 1 hit(s): shit")
-    assert "dropped by clean: low_quality (prose score 0.4; failed: length)" in props["item_004"]["description"]
-    assert "text (first 12 of 300 characters):\n  Mail a@b.org" in props["item_003"]["description"]
+        "The model's continuation of a fixed prompt, stratum `generation:prose`\n\n**Prompt:**\n\nTwice\n\n"
+        "**Generation:**\n\na shit time\n\n**Flags:** toxic — toxic: 1 hit(s): shit")
+    assert "**Dropped by clean:** low_quality (prose score 0.4; failed: length)" in props["item_004"]["description"]
+    assert "**Text (first 12 of 300 characters):**\n\nMail a@b\\.org\n\n" in props["item_003"]["description"]
+    # one paragraph per line (the UI folds single newlines), markup escaped, indentation kept
+    assert as_paragraphs("def f(x):\n    return x*2\n\n# done") == [
+        "def f\\(x\\):", "\u00a0" * 4 + "return x\\*2", "\\# done"]
     long = ITEMS[0].model_copy(update={"text": "w" * 700, "chars": 700})
-    assert "w" * 600 + "…" in review_form([long]).model_json_schema()["properties"]["item_001"]["description"]
+    described = review_form([long]).model_json_schema()["properties"]["item_001"]["description"]
+    assert "(first 600 of 700 characters):**\n\n" + "w" * 600 + "…\n\n" in described
     from prefect.settings import PREFECT_UI_URL, temporary_settings
     with temporary_settings(updates={PREFECT_UI_URL: "http://127.0.0.1:4200"}):
         text = form_description(ITEMS, "pretrain", "ab" * 32)
-    assert "[the `07-review-pretrain-sample` artifact](http://127.0.0.1:4200/artifacts/key/07-review-pretrain-sample)" in text
+    assert ("[the 07-review-pretrain-sample artifact](http://127.0.0.1:4200/artifacts/key/07-review-pretrain-sample)"
+            in text)
 
 
 

@@ -33,7 +33,8 @@ class Check:
         if self.skipped:
             return f"{self.what}: skipped ({self.skipped})"
         shown = "-" if self.value is None else f"{self.value:.4g}"
-        return f"{self.what} {shown} {'≤' if self.passed else '>'} {self.limit:g}: {'pass' if self.passed else 'FAIL'}"
+        verdict = f"≤ {self.limit:g}: pass" if self.passed else f"> {self.limit:g}: FAIL"
+        return f"{self.what} {shown} {verdict}"
 
 
 def baseline_perplexity(report: GateReport) -> tuple[float | None, str]:
