@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any, Literal
+from uuid import UUID
 
 from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -32,7 +33,7 @@ from tasks.eval.spotcheck import read_sample
 KIND_TEXT = {"generation": "The model's continuation of a fixed prompt", "kept_doc": "A document clean kept",
              "dropped_doc": "A document clean dropped"}
 MARKUP = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~])")  # CommonMark's backslash-escapable punctuation
-PREVIEW_CHARS = 600  # per item in the form and the artifact; the full (truncated-by-params) text is in the file
+PREVIEW_CHARS = 600  # per item in the form; the sample artifact shows the text as the sample keeps it
 
 
 def sample_path(target: str) -> Path:
@@ -108,10 +109,10 @@ def _key(target: str, what: str) -> str:
     return artifact_key("review" if target == "pretrain" else f"review_{target}", f"review-{target}-{what}")
 
 
-def artifact_url(target: str) -> str | None:
-    """The UI page of the sample artifact (latest version of its key), when the UI address is known."""
+def artifact_url(artifact_id: UUID | None) -> str | None:
+    """The UI page that shows an artifact's content (a key's page only lists its versions)."""
     ui = PREFECT_UI_URL.value()
-    return f"{ui.rstrip('/')}/artifacts/key/{_key(target, 'sample')}" if ui else None
+    return f"{ui.rstrip('/')}/artifacts/artifact/{artifact_id}" if ui and artifact_id else None
 
 
 def sample_markdown(items: list[SpotItem], target: str, sha: str) -> str:
@@ -124,32 +125,34 @@ def sample_markdown(items: list[SpotItem], target: str, sha: str) -> str:
             lines += ["**Prompt:**", "", "```text", it.prompt.replace("```", "'''"), "```"]
         if it.reason is not None:
             lines.append(f"**Dropped by clean:** {it.reason}" + (f" ({it.detail})" if it.detail else ""))
-        text = it.text[:PREVIEW_CHARS] + ("…" if it.chars > PREVIEW_CHARS else "")
-        lines += ["", "**Generation:**" if it.kind == "generation" else "**Text:**", "",
-                  "```text", text.replace("```", "'''"), "```"]
+        cut = f" (first {len(it.text):,} of {it.chars:,} characters)" if it.chars > len(it.text) else ""
+        lines += ["", ("**Generation" if it.kind == "generation" else "**Text") + f"{cut}:**", "",
+                  "```text", it.text.replace("```", "'''"), "```"]
         detail = f" — {it.flag_detail}" if it.flag_detail else ""
         lines.append(f"**Flags:** {', '.join(it.flags) or 'none'}{detail}")
         lines.append("")
     return "\n".join(lines)
 
 
-def publish_sample(items: list[SpotItem], target: str, sha: str) -> None:
-    create_markdown_artifact(markdown=sample_markdown(items, target, sha), key=_key(target, "sample"),
-                             description=f"spot-check sample to review ({target})")
+def publish_sample(items: list[SpotItem], target: str, sha: str) -> UUID:
+    """The sample as a markdown artifact (returned: its id) and a table artifact (fitted to the screen)."""
+    sample_id = create_markdown_artifact(markdown=sample_markdown(items, target, sha), key=_key(target, "sample"),
+                                         description=f"spot-check sample to review ({target})")
     rows = [{"id": it.id, "kind": it.kind, "flags": ", ".join(it.flags), "reason": it.reason or "",
              "text": it.text} for it in items]
     for n, part in enumerate(fit_table(rows), start=1):
         create_table_artifact(table=part, key=_key(target, "items" if n == 1 else f"items-part-{n}"),
                               description=f"spot-check items ({target})")
+    return sample_id
 
 
-def form_description(items: list[SpotItem], target: str, sha: str) -> str:
+def form_description(items: list[SpotItem], target: str, sha: str, sample_id: UUID | None = None) -> str:
     """Markdown above the form: what to do, and a link to the whole sample."""
-    url = artifact_url(target)
+    url = artifact_url(sample_id)
     link = f"[the {_key(target, 'sample')} artifact]({url})" if url else f"the `{_key(target, 'sample')}` artifact"
     return (f"**Review `{target}`**: {len(items)} items (sample `{sha[:12]}`). Each item below shows its content "
             f"and flags; label it ok, bad or unsure (a note says why), then approve or reject at the end. "
-            f"The whole sample, untruncated: {link}.")
+            f"Every item's text in full (as far as the sample keeps it): {link}.")
 
 
 def to_decision(answer: RunInput, items: list[SpotItem], sha: str) -> ReviewDecision:
@@ -186,8 +189,8 @@ def ask_review(root: str | Path, target: str, *, timeout_s: int | None = None, p
                     existing.decision, existing.reviewer)
         return existing
 
-    publish_sample(items, target, sha)
-    form = review_form(items).with_initial_data(description=form_description(items, target, sha))
+    sample_id = publish_sample(items, target, sha)
+    form = review_form(items).with_initial_data(description=form_description(items, target, sha, sample_id))
     timeout = timeout_s if timeout_s is not None else review_spec(root).prefect_timeout_s
     logger.info("review %s: pausing for a human decision (up to %d s)", target, timeout)
     answer = pause_flow_run(wait_for_input=form, timeout=timeout, poll_interval=poll_interval_s)

@@ -185,7 +185,8 @@ def test_the_review_form_shows_each_item_next_to_its_label(ui_server, tmp_path):
     ui = api_url.removesuffix("/api")
     code = SpotItem(id="kept:code/f", kind="kept_doc", stratum="kept_doc:code", source="code", chars=37,
                     text="def f(x):\n    return x * 2  # *twice*")
-    write_evaluate(tmp_path, items=[*ITEMS, code])
+    wide = ITEMS[0].model_copy(update={"id": "gen:wide", "text": "a long line of words " * 30, "chars": 630})
+    write_evaluate(tmp_path, items=[*ITEMS, code, wide])
 
     @flow(name="review-in-the-browser")
     def review_flow(root: str) -> str:
@@ -196,6 +197,12 @@ def test_the_review_form_shows_each_item_next_to_its_label(ui_server, tmp_path):
     worker = threading.Thread(target=lambda: box.update(out=ctx.run(review_flow, str(tmp_path))), daemon=True)
     worker.start()
     run_id = _paused_run_id("review-in-the-browser", timeout=120)
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        (items_table,) = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["07-review-pretrain-items"])))
     SHOTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = launch(p)
@@ -219,8 +226,16 @@ def test_the_review_form_shows_each_item_next_to_its_label(ui_server, tmp_path):
             assert re.search(r"def f\(x\):\n[\u00a0 ]{4,}return x \* 2 # \*twice\*", body), body[-800:]
             link = page.get_by_role("link", name="the 07-review-pretrain-sample artifact")
             expect(link).to_be_visible()
-            assert link.get_attribute("href").endswith("/artifacts/key/07-review-pretrain-sample")
+            assert "/artifacts/artifact/" in link.get_attribute("href")
             dialog.screenshot(path=str(SHOTS / "review-form-dialog.png"))
+            # The linked sample and the items table fit the screen: nothing scrolls sideways.
+            for url, shot in ((link.get_attribute("href"), "review-sample.png"),
+                              (f"{ui}/artifacts/artifact/{items_table.id}", "review-items.png")):
+                page.goto(url)
+                expect(page.get_by_text("a shit time").first).to_be_visible()
+                expect(page.get_by_text("def f(x):").first).to_be_visible()
+                page.screenshot(path=str(SHOTS / shot), full_page=True)
+                assert page.evaluate("document.documentElement.scrollWidth") <= 1440, shot
         finally:
             browser.close()
     from prefect.flow_runs import resume_flow_run
@@ -228,4 +243,4 @@ def test_the_review_form_shows_each_item_next_to_its_label(ui_server, tmp_path):
     resume_flow_run(run_id, run_input={"decision": "approve", "reviewer": "ada", "item_002": {"label": "bad"}})
     worker.join(60)
     saved = json.loads((tmp_path / "reviews" / "pretrain.json").read_text())
-    assert box["out"] == "approve" and [i["label"] for i in saved["items"]] == ["ok", "bad", "ok", "ok", "ok"]
+    assert box["out"] == "approve" and [i["label"] for i in saved["items"]] == ["ok", "bad", "ok", "ok", "ok", "ok"]

@@ -275,10 +275,13 @@ def test_the_form_shows_every_item_next_to_its_label():
     described = review_form([long]).model_json_schema()["properties"]["item_001"]["description"]
     assert "(first 600 of 700 characters):**\n\n" + "w" * 600 + "…\n\n" in described
     from prefect.settings import PREFECT_UI_URL, temporary_settings
+    from uuid import UUID
+
+    art = UUID(int=7)
     with temporary_settings(updates={PREFECT_UI_URL: "http://127.0.0.1:4200"}):
-        text = form_description(ITEMS, "pretrain", "ab" * 32)
-    assert ("[the 07-review-pretrain-sample artifact](http://127.0.0.1:4200/artifacts/key/07-review-pretrain-sample)"
-            in text)
+        text = form_description(ITEMS, "pretrain", "ab" * 32, art)
+        assert "the `07-review-pretrain-sample` artifact." in form_description(ITEMS, "pretrain", "ab" * 32)
+    assert f"[the 07-review-pretrain-sample artifact](http://127.0.0.1:4200/artifacts/artifact/{art})" in text
 
 
 

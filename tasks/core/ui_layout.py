@@ -12,8 +12,8 @@ from typing import Any
 
 from tasks.core import graph
 
-MAX_CELL_CHARS = 90   # one line of a cell at the UI's table font, so a row stays one line high
-MAX_COLUMNS = 8       # columns of MAX_CELL_CHARS-wide text that fit beside each other in 1440 px (with the nav bar)
+MAX_CELL_CHARS = 60   # one line of a cell at the UI's table font: ~420 px, a row stays one line high
+MAX_COLUMNS = 6       # columns that fit beside each other in the ~880 px a 1440 px screen leaves the table
 
 
 def artifact_key(stage: str, key: str) -> str:
