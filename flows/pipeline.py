@@ -39,6 +39,7 @@ from tasks.core.dvcrun import (
     workspace_lock,
 )
 from tasks.core.files import write_text_atomic
+from tasks.core.ui_layout import artifact_key, fit_table
 from tasks.core.paramsfile import write_overrides
 
 
@@ -67,7 +68,7 @@ class _Progress:
             return
         now = time.monotonic()
         if self.id is None:
-            self.id = create_progress_artifact(progress=pct, key=f"{self.stage.replace('_', '-')}-progress",
+            self.id = create_progress_artifact(progress=pct, key=artifact_key(self.stage, f"{self.stage}-progress"),
                                                description=f"{self.stage}: progress from its log")
         elif (pct - self.shown >= self.min_step and now - self.at >= self.min_interval_s) or pct >= 100:
             update_progress_artifact(artifact_id=self.id, progress=pct)  # throttled: one API call per step
@@ -100,24 +101,34 @@ def run_stage(stage: str, root: str, force: bool = False) -> StageOutcome:
     return outcome
 
 
+def _table(rows: list[dict[str, Any]], key: str, description: str) -> None:
+    """A table cut and split to fit the screen (tasks/core/ui_layout.py); parts after the first get `-part-N`."""
+    parts = fit_table(rows)
+    for n, part in enumerate(parts, start=1):
+        more = f" (columns part {n} of {len(parts)})" if len(parts) > 1 else ""
+        create_table_artifact(table=part, key=key if n == 1 else f"{key}-part-{n}", description=description + more)
+
+
 def _publish(outcome: StageOutcome, root: Path) -> None:
-    key = outcome.stage.replace("_", "-")
+    stage = outcome.stage
+    key = stage.replace("_", "-")
     result = outcome.result
     status = "ran" if outcome.ran else "up to date, skipped"
     summary = result.summary if result else ""
-    create_markdown_artifact(markdown=f"## {outcome.stage} ({status})\n\n{summary}", key=f"{key}-report",
-                             description=f"{outcome.stage}: summary")
+    create_markdown_artifact(markdown=f"## {stage} ({status})\n\n{summary}", key=artifact_key(stage, f"{key}-report"),
+                             description=f"{stage}: summary")
     if result and result.table:
-        create_table_artifact(table=result.table, key=f"{key}-counts", description=f"{outcome.stage}: counts")
-    for a in artifacts.stage_artifacts(root, outcome.stage):
+        _table(result.table, artifact_key(stage, f"{key}-counts"), f"{stage}: counts")
+    for a in artifacts.stage_artifacts(root, stage):
+        akey = artifact_key(stage, a.key)
         if a.kind == "table":
-            create_table_artifact(table=a.table, key=a.key, description=a.description)
+            _table(a.table, akey, a.description)
         elif a.kind == "markdown":
-            create_markdown_artifact(markdown=a.markdown, key=a.key, description=a.description)
+            create_markdown_artifact(markdown=a.markdown, key=akey, description=a.description)
         elif a.kind == "image":
-            create_image_artifact(image_url=a.url, key=a.key, description=a.description)
+            create_image_artifact(image_url=a.url, key=akey, description=a.description)
         elif a.kind == "link":
-            create_link_artifact(link=a.url, link_text=a.link_text, key=a.key, description=a.description)
+            create_link_artifact(link=a.url, link_text=a.link_text, key=akey, description=a.description)
 
 
 @flow(name="forgeline", log_prints=True)
@@ -175,5 +186,5 @@ def forgeline(
             name = flow_run.name or "forgeline"
             dvcrun.save_experiment(project, name, order, log=logger.info)  # param shadows the function
             create_markdown_artifact(markdown=f"Saved as DVC experiment `{name}`: see `dvc exp show`.",
-                                     key="dvc-experiment", description="DVC experiment of this run")
+                                     key=artifact_key("", "dvc-experiment"), description="DVC experiment of this run")
     return outcomes

@@ -8,26 +8,35 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from specs.base import require_unique, StrictModel
 
-LABELS = ("ok", "hallucination", "toxic", "pii-leak", "low-quality")
-Label = Literal["ok", "hallucination", "toxic", "pii-leak", "low-quality"]
-Mode = Literal["auto", "terminal", "prefect"]
+LABELS = ("ok", "bad", "unsure")
+# ok: fine as it is; bad: a problem (a wrong generation, a kept document that should have gone, a dropped one
+# that should have stayed); unsure: the reviewer could not tell (a note says why).
+Label = Literal["ok", "bad", "unsure"]
+Mode = Literal["auto", "terminal", "prefect", "off"]
 
 
 class ReviewSpec(StrictModel):
-    """How the evaluate stage's spot-check sample is judged before the pipeline may continue to SFT.
+    """How a gated stage's spot-check sample is judged before the pipeline may continue (review: evaluate's,
+    before SFT; review_sft: sft's, before export).
 
-    `auto` approves when the metrics pass the thresholds below (CI and the demo). `terminal` and `prefect`
-    read a human decision committed at `reviews/<target>.json` (written by the terminal walk-through or the
-    Prefect form); it must have been made on the current sample."""
+    `auto` approves when every check below passes; its defaults sit between the default run's measured values
+    and what a broken run shows (README, "review"). `terminal` and `prefect` read a human decision committed at
+    `reviews/<target>.json`; it must have been made on the current sample. `off` approves without looking and
+    records "not reviewed" (conversions, CI): decision.json and the model card say so."""
 
-    mode: Mode = Field("auto", description="auto: thresholds decide; terminal / prefect: a human decision file.")
+    mode: Mode = Field("auto", description="auto: checks decide; terminal / prefect: a human decision file; "
+                       "off: not reviewed (approved, recorded as not reviewed).")
     target: str = Field(
         "pretrain", pattern=r"^[a-z][a-z0-9_-]{0,63}$",
         description="What is reviewed; the human decision is read from `reviews/<target>.json`.",
     )
+    max_perplexity_ratio: float | None = Field(
+        0.8, gt=0.0, description="auto: reject unless held-out perplexity ≤ this × the baseline's (review: a "
+        "unigram model of mix's train tokens; review_sft: the pretrained model before SFT). Default run: 0.28 "
+        "(pretrain), 0.32 (sft); a model that learned nothing: ≥ 1. null = no check."
+    )
     max_val_perplexity: float | None = Field(
-        1000.0, gt=1.0, description="auto: reject when the overall held-out perplexity exceeds this (null = no "
-        "limit). A model that learned nothing scores about the vocabulary size."
+        None, gt=1.0, description="auto: an absolute cap on the held-out perplexity as well (null = none)."
     )
     max_toxic_fraction: float = Field(
         0.25, ge=0.0, le=1.0, description="auto: reject when more than this share of generations is flagged toxic."
@@ -36,8 +45,28 @@ class ReviewSpec(StrictModel):
         0.25, ge=0.0, le=1.0, description="auto: reject when more than this share of generations is flagged pii."
     )
     max_low_quality_fraction: float = Field(
-        1.0, ge=0.0, le=1.0, description="auto: reject when more than this share of generations is flagged "
-        "low_quality (1.0 = never; a tiny model's continuations are rarely fluent)."
+        0.5, ge=0.0, le=1.0, description="auto: reject when more than this share of generations is flagged "
+        "low_quality (default run: 0.125 pretrain, 0.25 sft)."
+    )
+    repetition_n: int = Field(3, ge=1, le=16, description="auto: n of the word n-grams the repetition check counts.")
+    max_repetition: float | None = Field(
+        0.3, ge=0.0, le=1.0, description="auto: reject when the generations' mean repeated n-gram share (1 − "
+        "distinct/total n-grams per generation) exceeds this; a looping model scores near 1 (default run: 0.0 "
+        "for 3-grams). null = no check."
+    )
+    max_kept_pii_fraction: float = Field(
+        0.15, ge=0.0, le=1.0, description="auto: reject when more than this share of the sample's kept documents "
+        "is flagged pii (PII scrubbing failed or off); default run 0 of 8, the default tolerates one false "
+        "positive in 8."
+    )
+    max_kept_toxic_fraction: float = Field(
+        0.25, ge=0.0, le=1.0, description="auto: reject when more than this share of the sample's kept documents "
+        "is flagged toxic (default run: 0)."
+    )
+    max_disputed_drop_fraction: float = Field(
+        0.5, ge=0.0, le=1.0, description="auto: reject when more than this share of the sampled documents clean "
+        "dropped as toxic is not flagged toxic by the (stricter) spot-check flagger, i.e. the drop looks wrong. "
+        "Skipped when the sample has no such drop (the default run has none)."
     )
     prefect_timeout_s: int = Field(
         86_400, ge=10, le=30 * 86_400, description="prefect: how long the paused flow waits for the form."
@@ -48,7 +77,7 @@ class ItemLabel(StrictModel):
     """A reviewer's verdict on one spot-check item."""
 
     id: str = Field(..., min_length=1, description="The item's id in spotcheck.jsonl.")
-    label: Label = Field(..., description="ok | hallucination | toxic | pii-leak | low-quality.")
+    label: Label = Field(..., description="ok | bad | unsure (bad on a dropped document: the drop was wrong).")
     note: str = Field("", max_length=10_000, description="Optional remark.")
 
 
@@ -58,7 +87,9 @@ class ReviewDecision(StrictModel):
     decision: Literal["approve", "reject"] = Field(..., description="approve lets the pipeline continue.")
     items: list[ItemLabel] = Field(default_factory=list, description="Per-item labels.")
     notes: str = Field("", max_length=100_000, description="The reviewer's overall notes (shown when rejected).")
-    reviewer: str = Field(..., min_length=1, max_length=200, description="Who decided; `auto` for the policy.")
+    reviewer: str = Field(..., min_length=1, max_length=200, description="Who decided; `auto` for the policy, "
+                          "`nobody` in mode off.")
+    reviewed: bool = Field(True, description="False when nobody looked (mode off): approved without review.")
     time: str | None = Field(
         None, description="When a human decided (ISO 8601, UTC). Null for `auto`: its decision is a DVC output "
         "that must be byte-identical on rerun; the run's wall-clock time is in runs/review.json."
@@ -101,3 +132,5 @@ class GateReport(BaseModel):
 
     perplexity: PerplexitySummary
     generations: GenerationSummary
+    baseline: PerplexitySummary | None = Field(
+        None, description="The perplexity the model must beat (evaluate: the unigram baseline of mix's tokens).")

@@ -1,12 +1,14 @@
 """Stage `evaluate`: held-out perplexity, generations for fixed prompts, and the spot-check sample for review.
 
-Inputs: data/pretrain/ (`model.safetensors`, `config.json`), data/mix/ (`tokenizer.json`, `packing.json`, val shards),
+Inputs: data/pretrain/ (`model.safetensors`, `config.json`), data/mix/ (`tokenizer.json`, `packing.json`, train
+and val shards),
 data/clean/ (kept `shards/*.parquet`, drop ledger `dropped.parquet`).
 Outputs (data/evaluate/):
   perplexity.json     loss and perplexity overall and per source (tasks/eval/perplexity.py)
   generations.jsonl   every prompt's full continuation, with its seed, stop reason and automatic flags
   spotcheck.jsonl     the stratified sample a reviewer labels (tasks/eval/spotcheck.py)
-  report.json         the numbers the review gate judges: perplexity, flagged shares, sample identity
+  report.json         the numbers the review gate judges: perplexity and its unigram `baseline`
+                      (tasks/eval/baseline.py), flagged shares, sample identity
 All four are byte-identical on a rerun on CPU: fixed thread count, per-prompt seeded generators, hash-ranked
 sampling, sorted-key JSON, floats rounded to 6 decimals. The model has no KV cache; see tasks/eval/generate.py.
 """
@@ -24,6 +26,7 @@ from specs.review import GateReport
 from tasks.core.files import write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
 from tasks.data.tokenizer import load_tokenizer
+from tasks.eval.baseline import unigram_perplexity
 from tasks.eval.generate import load_model, run_generations, torch_threads
 from tasks.eval.perplexity import perplexity
 from tasks.eval.spotcheck import Flagger, build_sample, sample_sha256, sample_text
@@ -52,6 +55,7 @@ def run(spec: EvaluateSpec, paths: StagePaths) -> StageResult:
                  ppl["overall"]["perplexity"], ppl["sequences"])
         gens = run_generations(model, load_tokenizer(mix / "tokenizer.json"), spec.prompts, spec.sampling,
                                paths.seed, eos_id)
+    baseline = unigram_perplexity(mix)  # the review gate's yardstick: a model must beat token frequencies
     flagger = Flagger(spec.spotcheck.flags, paths.root)
     for g in gens:
         g["flags"], g["flag_detail"] = flagger(g["completion"], g["category"])
@@ -62,7 +66,7 @@ def run(spec: EvaluateSpec, paths: StagePaths) -> StageResult:
     write_text_atomic(out / "generations.jsonl",
                       "".join(json.dumps(g, sort_keys=True, ensure_ascii=False) + "\n" for g in gens))
     write_text_atomic(out / "spotcheck.jsonl", sample_text(items))
-    report = _report(spec, paths.seed, cfg.to_dict(), ppl, gens, items)
+    report = {**_report(spec, paths.seed, cfg.to_dict(), ppl, gens, items), "baseline": baseline}
     GateReport.model_validate(report)  # the review gate reads it back typed: a wrong shape fails here, by name
     write_json_atomic(out / "report.json", report)
     return StageResult(stage="evaluate", counts=_counts(report), summary=_summary(report, gens),

@@ -3,7 +3,8 @@
 Inputs: data/sft/ (`model.safetensors` consolidated fp32 weights, `config.json`, `tokenizer.json` with the chat role
 tokens, `chat_template.jinja`, `report.json`). For the model card's lineage it also reads, without declaring them
 (they are upstream of sft transitively), every earlier stage's `data/<stage>/manifest.json` and
-`metrics/<stage>.json`, `data/review/decision.json` and `params.yaml`.
+`metrics/<stage>.json`, `data/review{,_sft}/decision.json` (mode off: "not reviewed") and
+`params.yaml`.
 Outputs (data/export/):
   hf/           config.json, generation_config.json, model.safetensors, tokenizer.json, tokenizer_config.json
                 (with the chat template), special_tokens_map.json, README.md (card) — see tasks/train/hf_export.py
@@ -260,6 +261,20 @@ def license_note(license_id: str, data: list[dict[str, Any]]) -> str:
     return " ".join(parts)
 
 
+def review_rows(root: Path) -> list[dict[str, Any]]:
+    """One row per review gate that decided: what it judged and how; mode off reads "not reviewed"."""
+    rows = []
+    for gate, judged in (("review", "pretrained model"), ("review_sft", "finetuned model")):
+        d = _read_json(root / DATA_DIR / gate / "decision.json")
+        if not d:
+            continue
+        reviewed = d.get("reviewed", True) and d.get("mode") != "off"
+        rows.append({"gate": gate, "judged": judged,
+                     "decision": d.get("decision") if reviewed else "not reviewed",
+                     "reviewer": d.get("reviewer"), "mode": d.get("mode"), "time": d.get("time") or "—"})
+    return rows
+
+
 def build_card(spec: ExportSpec, params: dict[str, Any], lineage: list[dict[str, Any]], template: str,
                root: Path, sft: Path) -> dict[str, Any]:
     """The `card` dict for `render_card`: sections in the order they appear in README.md."""
@@ -274,9 +289,9 @@ def build_card(spec: ExportSpec, params: dict[str, Any], lineage: list[dict[str,
         "license_notes": license_note(spec.license, data),
         "lineage": lineage or "No upstream stage folders were found under data/.",
     }
-    decision = _read_json(root / DATA_DIR / "review" / "decision.json")
-    if decision:
-        card["review"] = {k: decision.get(k) for k in ("decision", "reviewer", "mode")}
+    reviews = review_rows(root)
+    if reviews:
+        card["review"] = reviews
     sft_report = _scalars(_read_json(sft / "report.json"), depth=2)
     if sft_report:
         card["fine_tuning_metrics"] = sft_report  # rendered as "## Fine tuning metrics"

@@ -1,11 +1,15 @@
 """Stage `review`: the gate between evaluate and SFT. Writes data/review/decision.json or stops the pipeline.
 
 Modes (`review.mode`):
-  auto      approve when evaluate's report passes the thresholds in params; reviewer "auto", no time (the
+  auto      approve when the gated stage's report and sample pass every check of tasks/eval/gate_policy.py
+            (perplexity against a baseline, flagged and repetitive generations, flagged kept documents,
+            disputed drops; thresholds in params); reviewer "auto", no time (the
             decision is a DVC output and must be byte-identical on rerun; runs/review.json has the wall clock).
   terminal  read the human decision committed at `reviews/<target>.json` (written by `review_cli`, i.e.
   prefect   `python -m tasks review`, or by the Prefect form in flows/review.py). It must carry the sha256 of
             the current data/evaluate/spotcheck.jsonl; missing or stale, the stage fails and says what to do.
+  off       approve without looking (conversions, CI): reviewer "nobody", `reviewed: false`; the model card says
+            "not reviewed".
 A reject fails the stage as a gate (`ok=False`, the reviewer's notes in the summary): not retried, and nothing
 downstream runs. The decision file is still written, so the verdict on record is the one that stopped the run.
 """
@@ -32,6 +36,7 @@ from tasks.eval.review_gate import (
     review_path,
     review_spec,
     review_terminal,
+    unreviewed_decision,
     write_review,
 )
 from tasks.eval.spotcheck import read_sample
@@ -52,7 +57,9 @@ def run(spec: ReviewSpec, paths: StagePaths) -> StageResult:
     items = read_sample(sample_file)
     (paths.out / DECISION).unlink(missing_ok=True)  # an old verdict must not outlive a failed check
 
-    if spec.mode == "auto":
+    if spec.mode == "off":
+        decision = unreviewed_decision(sha)
+    elif spec.mode == "auto":
         report_file = evaluate / "report.json"
         try:
             report = GateReport.model_validate_json(report_file.read_text())
@@ -94,17 +101,25 @@ def _counts(decision: ReviewDecision, n_items: int) -> dict[str, Any]:
 def _summary(decision: ReviewDecision, n_items: int) -> str:
     labels = Counter(i.label for i in decision.items)
     shown = ", ".join(f"{k}: {v}" for k, v in sorted(labels.items())) or "none"
+    if not decision.reviewed:
+        return f"**review (off)**: **not reviewed**; approved without looking at the {n_items} items."
     verdict = "approved" if decision.decision == "approve" else "**REJECTED**"
     who = decision.reviewer + (f" at {decision.time}" if decision.time else "")
     lines = [f"**review ({decision.mode})**: {verdict} by {who}; {len(decision.items)} of {n_items} items "
              f"labelled ({shown})."
-             + (" The pipeline stops here, before SFT." if decision.decision == "reject" else ""),
-             "", f"Notes: {decision.notes or '(none)'}"]
+             + (" The pipeline stops here." if decision.decision == "reject" else ""),
+             "", _notes(decision)]
     problems = [i for i in decision.items if i.label != "ok"]
     if problems:
         lines += ["", "| item | label | note |", "|---|---|---|"]
         lines += [f"| {i.id} | {i.label} | {i.note.replace('|', '/')} |" for i in problems[:50]]
     return "\n".join(lines)
+
+
+def _notes(decision: ReviewDecision) -> str:
+    if decision.mode == "auto":  # one check per line: which one failed must be visible at a glance
+        return "Checks:\n- " + decision.notes.removeprefix("automatic policy: ").replace("; ", "\n- ")
+    return f"Notes: {decision.notes or '(none)'}"
 
 
 def review_cli(root: Path, *, target: str | None = None, reviewer: str | None = None, params_file: str = "params.yaml",

@@ -46,26 +46,35 @@ def _browser_or_skip():
 
 
 @pytest.fixture(scope="module")
-def ui_run(tmp_path_factory):
-    """A local server and one finished flow run on it: (UI base URL, flow run id, project)."""
+def ui_server(tmp_path_factory):
+    """A local Prefect server this process talks to: (API URL, its home folder)."""
     _browser_or_skip()
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
-    from flows.server import local_server, prefect_env
+    from flows.server import local_server
 
     base = tmp_path_factory.mktemp("browser")
     with local_server(base / "prefect-home") as api_url, temporary_settings(updates={PREFECT_API_URL: api_url}):
-        project = make_project(base / "proj")
-        proc = subprocess.run([sys.executable, "-m", "flows", "--until", STAGES[-1]], cwd=project,
-                              env=prefect_env(api_url, base / "prefect-home"), capture_output=True, text=True,
-                              timeout=600)
-        out = proc.stdout + proc.stderr
-        assert proc.returncode == 0, out
-        run_id = re.search(r"/runs/flow-run/([0-9a-f-]{36})", out).group(1)
-        yield api_url.removesuffix("/api"), run_id, project
+        yield api_url, base
         from tests.conftest import drain_prefect_workers
 
         drain_prefect_workers()  # before the server stops
+
+
+@pytest.fixture(scope="module")
+def ui_run(ui_server):
+    """One finished flow run on the server: (UI base URL, flow run id, project)."""
+    from flows.server import prefect_env
+
+    api_url, base = ui_server
+    project = make_project(base / "proj")
+    proc = subprocess.run([sys.executable, "-m", "flows", "--until", STAGES[-1]], cwd=project,
+                          env=prefect_env(api_url, base / "prefect-home"), capture_output=True, text=True,
+                          timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    run_id = re.search(r"/runs/flow-run/([0-9a-f-]{36})", out).group(1)
+    return api_url.removesuffix("/api"), run_id, project
 
 
 def launch(p):
@@ -101,13 +110,13 @@ def test_flow_run_page_shows_every_stage_completed_and_the_artifacts(ui_run):
 
             page.locator("li.p-tab#artifacts").click()
             panel = page.locator("#artifacts-content")
-            for key in ("ingest-report", "ingest-counts", "data-funnel", "validate-report", "validate-counts",
-                        "validate-data-docs"):
+            for key in ("01-ingest-report", "01-ingest-counts", "01-data-funnel", "02-validate-report",
+                        "02-validate-counts", "02-validate-data-docs"):
                 expect(panel.get_by_text(key, exact=True).first).to_be_visible()
             page.screenshot(path=str(SHOTS / "flow-run-artifacts.png"), full_page=True)
 
             # The data funnel renders as a table with a row per source and the counts of ingest.
-            panel.get_by_text("data-funnel", exact=True).first.click()
+            panel.get_by_text("01-data-funnel", exact=True).first.click()
             expect(page.get_by_text("quarantine reasons").first).to_be_visible()
             table = page.locator("table").first
             for source in ("docs", "literature", "notes", "total"):
@@ -146,7 +155,7 @@ def test_the_loss_curve_artifact_renders_as_an_image(ui_run, tmp_path):
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     with get_client(sync_client=True) as client:
-        (art,) = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["pretrain-loss"])))
+        (art,) = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["05-pretrain-loss"])))
     assert art.type == "image" and (tmp_path / "reports" / "pretrain" / "loss.png").exists()
     with sync_playwright() as p:
         browser = launch(p)
@@ -160,6 +169,86 @@ def test_the_loss_curve_artifact_renders_as_an_image(ui_run, tmp_path):
             page.screenshot(path=str(SHOTS / "loss-curve.png"), full_page=True)
         finally:
             browser.close()
+
+
+@pytest.mark.prefect
+def test_the_review_form_shows_each_item_next_to_its_label(ui_server, tmp_path):
+    """The paused run's form, as a reviewer sees it: every item's text and flags above its label, and a link
+    to the sample artifact. Answered through the UI's own form, the decision file says what was clicked."""
+    import contextvars
+    import json
+    import threading
+
+    from playwright.sync_api import expect, sync_playwright
+    from prefect import flow
+
+    from flows.review import ask_review
+    from specs.evaluate import SpotItem
+    from tests.test_review import ITEMS, _paused_run_id, write_evaluate
+
+    api_url, _ = ui_server
+    ui = api_url.removesuffix("/api")
+    code = SpotItem(id="kept:code/f", kind="kept_doc", stratum="kept_doc:code", source="code", chars=37,
+                    text="def f(x):\n    return x * 2  # *twice*")
+    wide = ITEMS[0].model_copy(update={"id": "gen:wide", "text": "a long line of words " * 30, "chars": 630})
+    write_evaluate(tmp_path, items=[*ITEMS, code, wide])
+
+    @flow(name="review-in-the-browser")
+    def review_flow(root: str) -> str:
+        return ask_review(root, "pretrain", timeout_s=300, poll_interval_s=1).decision
+
+    box: dict = {}
+    ctx = contextvars.copy_context()  # a thread starts with an empty context: hand it the server's settings
+    worker = threading.Thread(target=lambda: box.update(out=ctx.run(review_flow, str(tmp_path))), daemon=True)
+    worker.start()
+    run_id = _paused_run_id("review-in-the-browser", timeout=120)
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    with get_client(sync_client=True) as client:
+        (items_table,) = client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["07-review-pretrain-items"])))
+    SHOTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = launch(p)
+        try:
+            page = browser.new_page(viewport={"width": 1440, "height": 1000})
+            page.set_default_timeout(60_000)
+            page.goto(f"{ui}/runs/flow-run/{run_id}")
+            page.get_by_role("button", name="Resume").first.click()
+            dialog = page.get_by_role("dialog")
+            expect(dialog.get_by_text("1. gen:p1").first).to_be_visible()
+            page.screenshot(path=str(SHOTS / "review-form.png"), full_page=True)
+            for text in ("1. gen:p1", "upon a", "2. gen:p2", "a shit time", "toxic: 1 hit(s): shit",
+                         "Mail a@b.org", "Dropped by clean: low_quality (prose score 0.4; failed: length)"):
+                expect(dialog.get_by_text(text, exact=False).first).to_be_visible()
+            body = dialog.inner_text()
+            # each item's content comes right before its own label field, in sample order
+            marks = [body.index(t) for t in ("1. gen:p1", "upon a", "Label", "2. gen:p2", "a shit time")]
+            assert marks == sorted(marks), body[:2000]
+            # lines stay lines, indentation and markup characters as written
+            # (the browser collapses runs of plain spaces, as HTML does)
+            assert re.search(r"def f\(x\):\n[\u00a0 ]{4,}return x \* 2 # \*twice\*", body), body[-800:]
+            link = page.get_by_role("link", name="the 07-review-pretrain-sample artifact")
+            expect(link).to_be_visible()
+            assert "/artifacts/artifact/" in link.get_attribute("href")
+            dialog.screenshot(path=str(SHOTS / "review-form-dialog.png"))
+            # The linked sample and the items table fit the screen: nothing scrolls sideways.
+            for url, shot in ((link.get_attribute("href"), "review-sample.png"),
+                              (f"{ui}/artifacts/artifact/{items_table.id}", "review-items.png")):
+                page.goto(url)
+                expect(page.get_by_text("a shit time").first).to_be_visible()
+                expect(page.get_by_text("def f(x):").first).to_be_visible()
+                page.screenshot(path=str(SHOTS / shot), full_page=True)
+                assert page.evaluate("document.documentElement.scrollWidth") <= 1440, shot
+        finally:
+            browser.close()
+    from prefect.flow_runs import resume_flow_run
+
+    resume_flow_run(run_id, run_input={"decision": "approve", "reviewer": "ada", "item_002": {"label": "bad"}})
+    worker.join(60)
+    saved = json.loads((tmp_path / "reviews" / "pretrain.json").read_text())
+    assert box["out"] == "approve" and [i["label"] for i in saved["items"]] == ["ok", "bad", "ok", "ok", "ok", "ok"]
 
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}

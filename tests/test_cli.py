@@ -43,8 +43,8 @@ def test_review_interactive_walks_the_sample_and_writes_the_decision(tmp_path):
     (tmp_path / "data" / "evaluate" / "spotcheck.jsonl").write_text(sample_text(items))
     proc = subprocess.run([sys.executable, "-m", "tasks", "--root", str(tmp_path), "review", "--interactive",
                            "--reviewer", "ada"], cwd=REPO, capture_output=True, text=True,
-                          input="h\nmade up\nr\nnot yet\n")
+                          input="b\nmade up\nr\nnot yet\n")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     decision = json.loads((tmp_path / "reviews" / "pretrain.json").read_text())
     assert decision["decision"] == "reject" and decision["reviewer"] == "ada" and decision["mode"] == "terminal"
-    assert decision["items"] == [{"id": "generation:p1", "label": "hallucination", "note": "made up"}]
+    assert decision["items"] == [{"id": "generation:p1", "label": "bad", "note": "made up"}]

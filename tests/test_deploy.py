@@ -134,14 +134,15 @@ def test_served_deployment_validates_typed_params_writes_overrides_and_saves_an_
         assert ingest_metrics["ok"] is True and ingest_metrics["kept"] > 0
 
         keys = artifact_data(run_id)
-        assert {"ingest-report", "validate-report", "data-funnel", "validate-data-docs", "dvc-experiment"} <= set(keys)
+        assert {"01-ingest-report", "02-validate-report", "01-data-funnel", "02-validate-data-docs",
+                "12-dvc-experiment"} <= set(keys)
 
         # The same run again: DVC finds both stages up to date, the flow skips them.
         t0 = time.monotonic()
         again_id, _ = deployment_run("forgeline/t-serve", {"until": "validate"}, server, tmp_path)
         TIMINGS["no-op re-run via deployment"] = time.monotonic() - t0
         assert flow_run(again_id).state.is_completed()
-        assert "up to date, skipped" in str(artifact_data(again_id)["ingest-report"])
+        assert "up to date, skipped" in str(artifact_data(again_id)["01-ingest-report"])
     finally:
         stop(served, grace=10)
 
@@ -187,6 +188,6 @@ def test_prefect_yaml_process_worker_runs_deployments_one_at_a_time_in_the_proje
         assert (project / "data" / "ingest" / "manifest.json").exists()
         status = run([sys.executable, "-m", "dvc", "status", "ingest"], project)
         assert "up to date" in status.stdout
-        assert "ingest (ran)" in str(artifact_data(second)["ingest-report"])  # force re-ran it
+        assert "ingest (ran)" in str(artifact_data(second)["01-ingest-report"])  # force re-ran it
     finally:
         stop(worker, grace=10)  # SIGTERM, then SIGINT: a worker needs both

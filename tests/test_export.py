@@ -75,6 +75,9 @@ def make_project(root: Path, template: str | None = None) -> ModelConfig:
     (root / "data" / "clean").mkdir()                       # a folder whose stage left no manifest
     (root / "data" / "review" / "decision.json").write_text(json.dumps(
         {"decision": "approve", "reviewer": "auto", "mode": "auto", "notes": "", "items": []}))
+    (root / "data" / "review_sft").mkdir()                  # the second gate switched off: "not reviewed"
+    (root / "data" / "review_sft" / "decision.json").write_text(json.dumps(
+        {"decision": "approve", "reviewed": False, "reviewer": "nobody", "mode": "off", "notes": "", "items": []}))
     (root / "metrics").mkdir()
     (root / "metrics" / "pretrain.json").write_text(json.dumps({"val_loss": 5.25, "steps": 4, "by_source": {"a": 1}}))
     (root / "metrics" / "sft.json").write_text(json.dumps({"ok": True, "heldout_loss": 2.75}))
@@ -160,7 +163,10 @@ def test_card_lists_lineage_hashes_params_and_review(exported):
     assert rows["clean"][1] == "—"                                                  # no manifest: shown as absent
     assert rows["pretrain"][2] == "steps=4, val_loss=5.25"                          # scalars only, sorted
     assert rows["sft"][2] == "heldout_loss=2.75, ok=True"
-    assert "| decision | approve |" in card and "| mode | auto |" in card
+    assert _card_section(card, "Review") == [
+        "| gate | judged | decision | reviewer | mode | time |",
+        "| review | pretrained model | approve | auto | auto | — |",
+        "| review_sft | finetuned model | not reviewed | nobody | off | — |"]
     assert "| pretrain.optim.lr | 0.003 |" in card and "| sft.steps | 3 |" in card
     assert "| pretrain.optim.betas | 0.9, 0.95 |" in card
     assert "## Fine tuning metrics" in card and "| heldout_loss | 2.75 |" in card

@@ -53,12 +53,16 @@ def test_flow_and_dvc_repro_end_in_the_same_state(tmp_path, prefect_server):
 
     import anyio
 
+    from tasks.core.ui_layout import artifact_key
+
     async def artifact_keys():
         async with get_client() as client:
             return {a.key for a in await client.read_artifacts()}
 
     keys = anyio.run(artifact_keys)
-    assert {f"{s.replace('_', '-')}-{kind}" for s in STAGE_NAMES for kind in ("report", "counts")} <= keys
+    assert {artifact_key(s, f"{s.replace('_', '-')}-{kind}") for s in STAGE_NAMES for kind in ("report", "counts")} <= keys
+    reports = [artifact_key(s, f"{s.replace('_', '-')}-report") for s in STAGE_NAMES]
+    assert reports == sorted(reports)  # the UI lists keys sorted: that is the pipeline's order
     check_ui_artifacts(by_flow, outcomes)
 
 
@@ -83,9 +87,11 @@ def check_ui_artifacts(project, outcomes) -> None:
     import base64
     import json
 
+    from tasks.core.ui_layout import artifact_key
+
     arts = latest_artifacts()
     counts = {o.stage: o.result.counts for o in outcomes}
-    funnel = arts["data-funnel"]
+    funnel = arts[artifact_key("mix", "data-funnel")]
     rows = json.loads(funnel.data) if isinstance(funnel.data, str) else funnel.data
     total = rows[-1]
     assert total["source"] == "total" and total["accounted"] is True
@@ -94,14 +100,14 @@ def check_ui_artifacts(project, outcomes) -> None:
     assert 0 < total["train tokens"] and all(r["accounted"] for r in rows)
     assert "mix" in funnel.description  # the funnel was last published after mix, with its token columns
 
-    assert arts["validate-data-docs"].type in ("markdown", "link")
-    assert "Deduplication" in arts["clean-dedup"].data
-    image = arts["pretrain-loss"]
+    assert arts["02-validate-data-docs"].type in ("markdown", "link")
+    assert "Deduplication" in arts["03-clean-dedup"].data
+    image = arts["05-pretrain-loss"]
     assert image.type == "image"
     png = (project / "reports" / "pretrain" / "loss.png").read_bytes()
     assert png.startswith(b"\x89PNG") and image.data == "data:image/png;base64," + base64.b64encode(png).decode()
-    assert arts["pretrain-throughput"].type == "table"
-    progress = arts["pretrain-progress"]  # fed from `step i/n` log lines, finished at 100 %
+    assert arts["05-pretrain-throughput"].type == "table"
+    progress = arts["05-pretrain-progress"]  # fed from `step i/n` log lines, finished at 100 %
     assert progress.type == "progress" and float(progress.data) == 100.0
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from specs.evaluate import SpotItem
-from specs.review import ReviewDecision, ReviewSpec
+from specs.review import GateReport, ReviewDecision, ReviewSpec
 from tasks import review
 from tasks.core.files import sha256_file, write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
@@ -31,13 +31,15 @@ ITEMS = [
 ]
 
 
-def write_evaluate(root: Path, items=ITEMS, perplexity: float = 120.0, toxic: float = 0.5, pii: float = 0.0) -> str:
+def write_evaluate(root: Path, items=ITEMS, perplexity: float = 120.0, toxic: float = 0.5, pii: float = 0.0,
+                   baseline: float | None = 400.0) -> str:
     """An evaluate output folder (spotcheck.jsonl + report.json); returns the sample's sha256."""
     out = root / "data" / "evaluate"
     write_text_atomic(out / "spotcheck.jsonl", sample_text(items))
     write_json_atomic(out / "report.json", {
         "perplexity": {"loss": 4.787, "perplexity": perplexity, "tokens": 1000},
-        "generations": {"count": 2, "flagged_fraction": {"toxic": toxic, "pii": pii, "low_quality": 0.0}}})
+        "generations": {"count": 2, "flagged_fraction": {"toxic": toxic, "pii": pii, "low_quality": 0.0}},
+        **({"baseline": {"kind": "unigram", "perplexity": baseline}} if baseline is not None else {})})
     return sha256_file(out / "spotcheck.jsonl")
 
 
@@ -53,30 +55,98 @@ def decision_file(root: Path) -> dict:
 
 def test_auto_approves_when_thresholds_pass_and_is_byte_identical(tmp_path):
     sha = write_evaluate(tmp_path)
-    result = run_review(tmp_path, mode="auto", max_toxic_fraction=0.5)
+    # the sample's one kept document carries PII: allowed here (1 of 1 ≤ 1.0), the default is tested below
+    result = run_review(tmp_path, mode="auto", max_toxic_fraction=0.5, max_kept_pii_fraction=1.0)
     assert result.ok and result.counts["decision"] == "approve"
     d = decision_file(tmp_path)
     assert (d["decision"], d["reviewer"], d["mode"], d["time"], d["sample_sha256"]) == (
         "approve", "auto", "auto", None, sha)
     assert {i["id"]: i["label"] for i in d["items"]} == {
-        "gen:p1": "ok", "gen:p2": "toxic", "kept:docs/a": "pii-leak", "dropped:docs/b": "ok"}
-    assert "val perplexity 120 ≤ 1000: pass" in d["notes"]
+        "gen:p1": "ok", "gen:p2": "bad", "kept:docs/a": "bad", "dropped:docs/b": "ok"}
+    assert "val perplexity / unigram perplexity (120 / 400) 0.3 ≤ 0.8: pass" in d["notes"]
+    assert "share of toxic drops not flagged toxic: skipped (no document dropped as toxic" in d["notes"]
     first = (tmp_path / "data" / "review" / "decision.json").read_bytes()
-    run_review(tmp_path, mode="auto", max_toxic_fraction=0.5)
+    run_review(tmp_path, mode="auto", max_toxic_fraction=0.5, max_kept_pii_fraction=1.0)
     assert (tmp_path / "data" / "review" / "decision.json").read_bytes() == first
 
 
+LENIENT = {"max_toxic_fraction": 1.0, "max_kept_pii_fraction": 1.0}  # ITEMS trip these two by default
+
+
 @pytest.mark.parametrize("spec, report, failing", [
-    ({"max_val_perplexity": 100.0, "max_toxic_fraction": 1.0}, {}, "val perplexity 120 > 100: FAIL"),
-    ({}, {"toxic": 0.5}, "share of generations flagged toxic 0.5 > 0.25: FAIL"),
+    ({"max_val_perplexity": 100.0}, {}, "val perplexity 120 > 100: FAIL"),
+    ({}, {"baseline": 140.0}, "val perplexity / unigram perplexity (120 / 140) 0.8571 > 0.8: FAIL"),
+    ({}, {"baseline": None}, "val perplexity / baseline perplexity (120 / -) - > 0.8: FAIL"),
+    ({"max_toxic_fraction": 0.25}, {"toxic": 0.5}, "share of generations flagged toxic 0.5 > 0.25: FAIL"),
     ({"max_pii_fraction": 0.0}, {"toxic": 0.0, "pii": 0.5}, "share of generations flagged pii 0.5 > 0: FAIL"),
+    ({"max_kept_pii_fraction": 0.15}, {}, "share of kept documents flagged pii 1 > 0.15: FAIL"),
 ])
 def test_auto_rejects_by_threshold(tmp_path, spec, report, failing):
     write_evaluate(tmp_path, **report)
-    result = run_review(tmp_path, mode="auto", **spec)
+    result = run_review(tmp_path, mode="auto", **{**LENIENT, **spec})
     assert not result.ok and result.error is None  # a gate, not a crash: the flow does not retry it
     assert "REJECTED" in result.summary and failing in result.summary
+    assert sum("FAIL" in line for line in result.summary.splitlines()) == 1  # only the check planted to fail
     assert decision_file(tmp_path)["decision"] == "reject"
+
+
+def test_auto_counts_repetition_kept_flags_and_disputed_drops(tmp_path):
+    """Planted positives and their look-alikes: a looping generation vs a varied one, a kept document flagged
+    toxic vs one flagged only low_quality, a toxic drop the flagger confirms vs one it does not."""
+    loop = "the cat sat on the mat " * 6    # 36 words, 34 3-grams, 6 distinct (period 6): 28/34 repeat
+    varied = "the cat sat on the mat and then the dog sat on a rug by the door"  # no 3-gram twice
+    def doc(i, kind, **kw):
+        return SpotItem(id=f"{kind}:{i}", kind=kind, stratum=f"{kind}:s", source="s", chars=9, text="t", **kw)
+    items = [SpotItem(id="gen:loop", kind="generation", stratum="generation:p", source="p", prompt="x", text=loop,
+                      chars=len(loop)),
+             SpotItem(id="gen:ok", kind="generation", stratum="generation:p", source="p", prompt="x", text=varied,
+                      chars=len(varied)),
+             doc(1, "kept_doc", flags=["toxic"]), doc(2, "kept_doc", flags=["low_quality"]),
+             doc(3, "kept_doc"), doc(4, "kept_doc"),
+             doc(5, "dropped_doc", reason="toxic", flags=["toxic"]), doc(6, "dropped_doc", reason="toxic"),
+             doc(7, "dropped_doc", reason="low_quality")]           # not a toxic drop: not judged
+    write_evaluate(tmp_path, items=items, toxic=0.0)
+    d = review_gate.auto_decision(ReviewSpec(max_disputed_drop_fraction=0.4, max_kept_toxic_fraction=0.2),
+                                  GateReport.model_validate_json(
+                                      (tmp_path / "data" / "evaluate" / "report.json").read_text()), items, "0" * 64)
+    assert d.decision == "reject"
+    assert f"repeated 3-gram share of generations {(28 / 34 + 0) / 2:.4g} > 0.3: FAIL" in d.notes
+    assert "share of kept documents flagged toxic 0.25 > 0.2: FAIL" in d.notes
+    assert "share of kept documents flagged pii 0 ≤ 0.15: pass" in d.notes
+    assert "share of toxic drops not flagged toxic 0.5 > 0.4: FAIL" in d.notes
+    assert {i.id: i.label for i in d.items} == {
+        "gen:loop": "ok", "gen:ok": "ok", "kept_doc:1": "bad", "kept_doc:2": "unsure", "kept_doc:3": "ok",
+        "kept_doc:4": "ok", "dropped_doc:5": "ok", "dropped_doc:6": "bad", "dropped_doc:7": "ok"}
+    # the same sample passes once the limits sit above what it shows
+    ok = review_gate.auto_decision(ReviewSpec(max_repetition=0.5, max_kept_toxic_fraction=0.25,
+                                              max_disputed_drop_fraction=0.5), d_report(tmp_path), items, "0" * 64)
+    assert ok.decision == "approve", ok.notes
+
+
+def d_report(root: Path) -> GateReport:
+    return GateReport.model_validate_json((root / "data" / "evaluate" / "report.json").read_text())
+
+
+def test_sft_gate_uses_the_pretrained_model_as_its_baseline(tmp_path):
+    """sft's report has no `baseline`; its held-out loss before SFT is the yardstick (exp(5) ≈ 148.4)."""
+    report = GateReport.model_validate({"perplexity": {"perplexity": 100.0}, "heldout_loss_before": 5.0,
+                                        "generations": {"count": 1, "flagged_fraction": {}}})
+    items = [ITEMS[0]]
+    d = review_gate.auto_decision(ReviewSpec(target="sft"), report, items, "0" * 64)
+    assert d.decision == "approve"
+    assert "val perplexity / pretrained model before SFT perplexity (100 / 148.4) 0.6738 ≤ 0.8: pass" in d.notes
+    d = review_gate.auto_decision(ReviewSpec(target="sft", max_perplexity_ratio=0.6), report, items, "0" * 64)
+    assert d.decision == "reject" and "0.6738 > 0.6: FAIL" in d.notes
+
+
+def test_mode_off_approves_as_not_reviewed(tmp_path):
+    sha = write_evaluate(tmp_path, perplexity=5000.0)  # would fail every auto check on perplexity
+    result = run_review(tmp_path, mode="off")
+    assert result.ok and "not reviewed" in result.summary
+    d = decision_file(tmp_path)
+    assert (d["decision"], d["reviewed"], d["reviewer"], d["mode"], d["items"], d["sample_sha256"]) == (
+        "approve", False, "nobody", "off", [], sha)
+    assert d["notes"].startswith("not reviewed")
 
 
 def test_auto_refuses_a_report_without_what_the_gate_reads(tmp_path):
@@ -105,7 +175,7 @@ def scripted(answers: list[str]):
 def test_terminal_review_writes_the_decision_the_stage_accepts(tmp_path):
     sha = write_evaluate(tmp_path)
     # per item: label, note; "x" is refused and asked again; enter = ok; then decision and notes
-    input_fn, asked = scripted(["", "", "x", "t", "slur in a generation", "p", "", "l", "too short",
+    input_fn, asked = scripted(["", "", "x", "b", "slur in a generation", "bad", "", "u", "too short",
                                 "maybe", "a", "fine for SFT"])
     shown: list[str] = []
     rc = review.review_cli(tmp_path, target="pretrain", reviewer="ada", input_fn=input_fn,
@@ -115,8 +185,8 @@ def test_terminal_review_writes_the_decision_the_stage_accepts(tmp_path):
     assert (saved.decision, saved.reviewer, saved.mode, saved.notes, saved.sample_sha256) == (
         "approve", "ada", "terminal", "fine for SFT", sha)
     assert [(i.id, i.label, i.note) for i in saved.items] == [
-        ("gen:p1", "ok", ""), ("gen:p2", "toxic", "slur in a generation"), ("kept:docs/a", "pii-leak", ""),
-        ("dropped:docs/b", "low-quality", "too short")]
+        ("gen:p1", "ok", ""), ("gen:p2", "bad", "slur in a generation"), ("kept:docs/a", "bad", ""),
+        ("dropped:docs/b", "unsure", "too short")]
     assert saved.time and saved.time.endswith("+00:00")
     text = "\n".join(shown)
     assert "a shit time" in text and "toxic: 1 hit(s): shit" in text and "dropped by clean: low_quality" in text
@@ -124,7 +194,7 @@ def test_terminal_review_writes_the_decision_the_stage_accepts(tmp_path):
     assert len(asked) == 12
 
     result = run_review(tmp_path, mode="terminal")
-    assert result.ok and result.counts["labels"]["toxic"] == 1 and "ada" in result.summary
+    assert result.ok and result.counts["labels"] == {"ok": 1, "bad": 2, "unsure": 1} and "ada" in result.summary
     assert decision_file(tmp_path) == json.loads((tmp_path / "reviews" / "pretrain.json").read_text())
 
 
@@ -149,7 +219,7 @@ def test_missing_decision_is_refused_with_the_message(tmp_path):
 
 
 def human(sha: str, decision: str = "approve", notes: str = "", ids=("gen:p1",)) -> ReviewDecision:
-    return ReviewDecision(decision=decision, items=[{"id": i, "label": "hallucination"} for i in ids], notes=notes,
+    return ReviewDecision(decision=decision, items=[{"id": i, "label": "bad"} for i in ids], notes=notes,
                           reviewer="grace", time="2026-11-02T10:00:00+00:00", mode="terminal", sample_sha256=sha)
 
 
@@ -181,11 +251,40 @@ def test_rejection_fails_the_gate_with_the_notes(tmp_path):
     result = run_review(tmp_path, mode="prefect")
     assert not result.ok and result.error is None
     assert "REJECTED" in result.summary and "invents facts about Paris" in result.summary
-    assert "| gen:p1 | hallucination |" in result.summary
+    assert "| gen:p1 | bad |" in result.summary
     assert decision_file(tmp_path)["decision"] == "reject"  # the verdict that stopped the run is on record
 
 
 # ------------------------------------------------------------------------------------------------ Prefect mode
+def test_the_form_shows_every_item_next_to_its_label():
+    """The form's schema (what the UI renders): per item a field titled with its id, described by its content."""
+    from flows.review import as_paragraphs, form_description, review_form
+
+    props = review_form(ITEMS).model_json_schema()["properties"]
+    assert list(props) == ["item_001", "item_002", "item_003", "item_004", "decision", "reviewer", "notes"]
+    assert props["item_002"]["title"] == "2. gen:p2"
+    assert props["item_002"]["description"] == (
+        "The model's continuation of a fixed prompt, stratum `generation:prose`\n\n**Prompt:**\n\nTwice\n\n"
+        "**Generation:**\n\na shit time\n\n**Flags:** toxic — toxic: 1 hit(s): shit")
+    assert "**Dropped by clean:** low_quality (prose score 0.4; failed: length)" in props["item_004"]["description"]
+    assert "**Text (first 12 of 300 characters):**\n\nMail a@b\\.org\n\n" in props["item_003"]["description"]
+    # one paragraph per line (the UI folds single newlines), markup escaped, indentation kept
+    assert as_paragraphs("def f(x):\n    return x*2\n\n# done") == [
+        "def f\\(x\\):", "\u00a0" * 4 + "return x\\*2", "\\# done"]
+    long = ITEMS[0].model_copy(update={"text": "w" * 700, "chars": 700})
+    described = review_form([long]).model_json_schema()["properties"]["item_001"]["description"]
+    assert "(first 600 of 700 characters):**\n\n" + "w" * 600 + "…\n\n" in described
+    from prefect.settings import PREFECT_UI_URL, temporary_settings
+    from uuid import UUID
+
+    art = UUID(int=7)
+    with temporary_settings(updates={PREFECT_UI_URL: "http://127.0.0.1:4200"}):
+        text = form_description(ITEMS, "pretrain", "ab" * 32, art)
+        assert "the `07-review-pretrain-sample` artifact." in form_description(ITEMS, "pretrain", "ab" * 32)
+    assert f"[the 07-review-pretrain-sample artifact](http://127.0.0.1:4200/artifacts/artifact/{art})" in text
+
+
+
 @pytest.fixture(scope="module")
 def prefect_server():
     from prefect.testing.utilities import prefect_test_harness
@@ -238,15 +337,14 @@ def test_prefect_form_pauses_the_flow_and_resume_writes_the_decision(tmp_path, p
 
     with get_client(sync_client=True) as client:
         keys = {a.key for a in client.read_artifacts()}
-    assert {"review-pretrain-sample", "review-pretrain-items"} <= keys
+    assert {"07-review-pretrain-sample", "07-review-pretrain-items"} <= keys
     # The server validates the answers against the form's schema: an unknown label is refused, still paused.
     with pytest.raises(RuntimeError, match="Cannot resume"):
         resume_flow_run(run_id, run_input={"decision": "reject", "reviewer": "grace",
-                                           "items": [{"id": "gen:p1", "label": "great"}]})
+                                           "item_001": {"label": "great"}})
     resume_flow_run(run_id, run_input={
         "decision": "reject", "reviewer": "grace", "notes": "hallucinates capitals",
-        "items": [{"id": "gen:p1", "label": "hallucination", "note": "Paris is not in Spain"},
-                  {"id": "gen:p2", "label": "toxic"}]})
+        "item_001": {"label": "bad", "note": "Paris is not in Spain"}, "item_002": {"label": "unsure"}})
     worker.join(60)
     assert not worker.is_alive() and box["out"]["decision"] == "reject"
 
@@ -254,7 +352,9 @@ def test_prefect_form_pauses_the_flow_and_resume_writes_the_decision(tmp_path, p
     assert saved == box["out"]
     assert (saved["reviewer"], saved["mode"], saved["notes"], saved["sample_sha256"]) == (
         "grace", "prefect", "hallucinates capitals", sha)
-    assert [(i["id"], i["label"]) for i in saved["items"]] == [("gen:p1", "hallucination"), ("gen:p2", "toxic")]
+    assert [(i["id"], i["label"], i["note"]) for i in saved["items"]] == [  # unanswered items: ok
+        ("gen:p1", "bad", "Paris is not in Spain"), ("gen:p2", "unsure", ""), ("kept:docs/a", "ok", ""),
+        ("dropped:docs/b", "ok", "")]
     result = run_review(tmp_path, mode="prefect")
     assert not result.ok and "hallucinates capitals" in result.summary
 

@@ -9,7 +9,9 @@ content can be tested without a Prefect server and rebuilt for any finished run.
 - validate: a link to the GX Data Docs;
 - clean: the near-dedup report (banding, candidate pairs, verified precision, the LSH S-curve);
 - pretrain: the loss curve as a PNG (reports/pretrain/loss.png, shown as an image) and throughput;
+- export: the model card, rendered as markdown;
 - progress: a percentage parsed from a stage's log lines where it prints `i/n`.
+Keys get their stage's position and tables are fitted to the screen when published (tasks/core/ui_layout.py).
 """
 
 from __future__ import annotations
@@ -254,7 +256,25 @@ def stage_artifacts(root: Path, stage: str) -> list[UIArtifact]:
                                   description="pretrain: throughput per logged step"))
             out.append(UIArtifact(kind="markdown", key="pretrain-throughput-summary",
                                   markdown=throughput_markdown(rows), description="pretrain: throughput"))
+    if stage == "export":
+        card = model_card_markdown(root)
+        if card:
+            out.append(UIArtifact(kind="markdown", key="export-model-card", markdown=card,
+                                  description="export: the model card (data/export/hf/README.md)"))
     return out
+
+
+def model_card_markdown(root: Path) -> str | None:
+    """The exported model card as the UI should render it: its YAML front matter (Hub metadata) as a code block
+    instead of a stray rule and paragraph, then the card itself."""
+    path = root / graph.DATA_DIR / "export" / "hf" / "README.md"
+    if not path.exists():
+        return None
+    text = path.read_text(encoding="utf-8")
+    if text.startswith("---\n") and "\n---\n" in text[4:]:
+        meta, body = text[4:].split("\n---\n", 1)
+        return f"{body.lstrip()}\n\n**Hub metadata** (front matter):\n\n```yaml\n{meta}\n```\n"
+    return text
 
 
 # ------------------------------------------------------------------------------------------------- progress

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from specs.evaluate import SpotItem
 from specs.review import GateReport, ItemLabel, ReviewDecision, ReviewSpec
 from tasks.core.files import write_json_atomic
+from tasks.eval.gate_policy import auto_checks, auto_label
 from tasks.eval.spotcheck import sample_sha256
 
 REVIEWS_DIR = "reviews"
@@ -26,8 +27,7 @@ REVIEWS_DIR = "reviews"
 REVIEW_COMMAND = "python -m tasks review --interactive"
 AWAITING = f"awaiting review: run `{REVIEW_COMMAND}` or approve in the Prefect UI"
 STALE = f"sample changed since the review — review again with `{REVIEW_COMMAND}`"
-FLAG_LABELS = (("toxic", "toxic"), ("pii", "pii-leak"), ("low_quality", "low-quality"))  # first match wins
-KEYS = {"o": "ok", "h": "hallucination", "t": "toxic", "p": "pii-leak", "l": "low-quality"}
+KEYS = {"o": "ok", "b": "bad", "u": "unsure"}
 MAX_TRIES = 5  # re-asks on an invalid answer before giving up (a script that answers garbage must not loop)
 
 
@@ -61,40 +61,22 @@ def review_spec(root: Path, params_file: str = "params.yaml") -> ReviewSpec:
     return ReviewSpec.model_validate((data or {}).get("review") or {})
 
 
-def label_for(flags: list[str]) -> str:
-    """The label an automatic review gives an item: its most serious flag, or ok."""
-    for flag, label in FLAG_LABELS:
-        if flag in flags:
-            return label
-    return "ok"
-
-
-def auto_checks(spec: ReviewSpec, report: GateReport) -> list[tuple[str, float | None, float, bool]]:
-    """(what, measured, limit, passed) for every threshold of the automatic policy."""
-    checks = []
-    if spec.max_val_perplexity is not None:
-        ppl = report.perplexity.perplexity
-        checks.append(("val perplexity", ppl, spec.max_val_perplexity,
-                       ppl is not None and ppl <= spec.max_val_perplexity))
-    share = report.generations.flagged_fraction
-    for flag, limit in (("toxic", spec.max_toxic_fraction), ("pii", spec.max_pii_fraction),
-                        ("low_quality", spec.max_low_quality_fraction)):
-        value = share.get(flag, 0.0)
-        checks.append((f"share of generations flagged {flag}", value, limit, value <= limit))
-    return checks
-
-
 def auto_decision(spec: ReviewSpec, report: GateReport, items: list[SpotItem], sha: str) -> ReviewDecision:
-    """Approve when every threshold passes. Items are labelled from their automatic flags. Deterministic (no
-    wall-clock time): the decision is a DVC output."""
-    checks = auto_checks(spec, report)
-    approve = all(ok for *_, ok in checks)
-    notes = "; ".join(f"{what} {'-' if v is None else f'{v:g}'} {'≤' if ok else '>'} {limit:g}: "
-                      f"{'pass' if ok else 'FAIL'}" for what, v, limit, ok in checks)
+    """Approve when every check of the automatic policy passes (tasks/eval/gate_policy.py); items are labelled
+    from their flags. Deterministic (no wall-clock time): the decision is a DVC output."""
+    checks = auto_checks(spec, report, items)
+    approve = all(c.passed for c in checks)
+    notes = "; ".join(c.render() for c in checks)
+    labels = [ItemLabel(id=it.id, label=label, note=note) for it in items for label, note in [auto_label(it)]]
     return ReviewDecision(
-        decision="approve" if approve else "reject", notes=f"automatic policy: {notes or 'no thresholds set'}",
-        items=[ItemLabel(id=it.id, label=label_for(it.flags), note=it.flag_detail) for it in items],
-        reviewer="auto", time=None, mode="auto", sample_sha256=sha)
+        decision="approve" if approve else "reject", notes=f"automatic policy: {notes or 'no checks set'}",
+        items=labels, reviewer="auto", time=None, mode="auto", sample_sha256=sha)
+
+
+def unreviewed_decision(sha: str) -> ReviewDecision:
+    """Mode off: let the run continue, on record as not reviewed (no labels, nobody)."""
+    return ReviewDecision(decision="approve", reviewed=False, reviewer="nobody", time=None, mode="off",
+                          sample_sha256=sha, notes="not reviewed (review.mode: off): nobody looked at the sample")
 
 
 def decision_problems(decision: ReviewDecision, sha: str, items: list[SpotItem]) -> list[str]:
@@ -138,19 +120,30 @@ def _ask(question: str, choices: dict[str, str], input_fn: Callable[[str], str],
     raise ValueError(f"no valid answer after {MAX_TRIES} tries; nothing was written")
 
 
-def show_item(item: SpotItem, k: int, n: int, print_fn: Callable[..., None]) -> None:
-    """Print one item the way a reviewer needs it: what it is, where it comes from, its text and flags."""
-    print_fn("")
-    print_fn(f"── [{k}/{n}] {item.id} · {item.kind} · stratum {item.stratum}")
+def item_lines(item: SpotItem) -> list[str]:
+    """What a reviewer needs to judge one item, as plain lines: where it comes from, the prompt or the drop
+    reason, the (possibly truncated) text and the automatic flags. The terminal and the Prefect form show this."""
+    what = {"generation": "the model's continuation of a fixed prompt", "kept_doc": "a document clean kept",
+            "dropped_doc": "a document clean dropped"}[item.kind]
+    lines = [f"{item.id} · {what} · stratum {item.stratum}"]
     if item.prompt is not None:
-        print_fn("prompt:")
-        print_fn("  " + item.prompt.replace("\n", "\n  "))
+        lines += ["prompt:", "  " + item.prompt.replace("\n", "\n  ")]
     if item.reason is not None:
-        print_fn(f"dropped by clean: {item.reason}" + (f" ({item.detail})" if item.detail else ""))
+        lines.append(f"dropped by clean: {item.reason}" + (f" ({item.detail})" if item.detail else ""))
     shown = f" (first {len(item.text):,} of {item.chars:,} characters)" if item.chars > len(item.text) else ""
-    print_fn(f"text{shown}:")
-    print_fn("  " + item.text.replace("\n", "\n  "))
-    print_fn(f"flags: {', '.join(item.flags) or 'none'}" + (f" — {item.flag_detail}" if item.flag_detail else ""))
+    lines += [("generation" if item.kind == "generation" else "text") + f"{shown}:",
+              "  " + item.text.replace("\n", "\n  ")]
+    lines.append(f"flags: {', '.join(item.flags) or 'none'}" + (f" — {item.flag_detail}" if item.flag_detail else ""))
+    return lines
+
+
+def show_item(item: SpotItem, k: int, n: int, print_fn: Callable[..., None]) -> None:
+    """Print one item the way a reviewer needs it."""
+    first, *rest = item_lines(item)
+    print_fn("")
+    print_fn(f"── [{k}/{n}] {first}")
+    for line in rest:
+        print_fn(line)
 
 
 def review_terminal(sample_items: list[SpotItem], *, reviewer: str, input_fn: Callable[[str], str] = input,
@@ -161,16 +154,17 @@ def review_terminal(sample_items: list[SpotItem], *, reviewer: str, input_fn: Ca
     items, which is the same when they were read from a file the evaluate stage wrote).
     """
     n = len(sample_items)
-    print_fn(f"Reviewing {n} spot-check item(s). Labels: [o]k [h]allucination [t]oxic [p]ii-leak [l]ow-quality.")
+    print_fn(f"Reviewing {n} spot-check item(s). Labels: [o]k, [b]ad (a problem; on a dropped document: the drop "
+             "was wrong), [u]nsure; a note says why.")
     labels = []
     for k, item in enumerate(sample_items, start=1):
         show_item(item, k, n, print_fn)
-        label = _ask("label [o/h/t/p/l] (enter = ok): ", KEYS, input_fn, print_fn, default="ok")
+        label = _ask("label [o/b/u] (enter = ok): ", KEYS, input_fn, print_fn, default="ok")
         note = input_fn("note (optional): ").strip()
         labels.append(ItemLabel(id=item.id, label=label, note=note))
-    bad = sum(x.label != "ok" for x in labels)
+    bad, unsure = sum(x.label == "bad" for x in labels), sum(x.label == "unsure" for x in labels)
     print_fn("")
-    print_fn(f"{bad} of {n} item(s) labelled as a problem.")
+    print_fn(f"{bad} of {n} item(s) labelled bad, {unsure} unsure.")
     decision = _ask("decision [a]pprove / [r]eject: ", {"a": "approve", "r": "reject"}, input_fn, print_fn)
     notes = input_fn("notes (shown with the decision): ").strip()
     return ReviewDecision(decision=decision, items=labels, notes=notes, reviewer=reviewer, time=now_utc(),
