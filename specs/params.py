@@ -77,7 +77,7 @@ class Params(StrictModel):
             return PretrainJob(model=self.model, parallel=self.parallel, train=self.pretrain,
                                adaptive=self.mix.adaptive)
         if stage == "sft":
-            return SFTJob.from_sections(self.sft, self.parallel)
+            return SFTJob.from_sections(self.sft, self.parallel, self.evaluate.spotcheck.flags)
         if stage == "mix":
             return MixJob(**self.mix.model_dump(), model_init=self.model.init)
         if stage == "instruct":

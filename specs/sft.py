@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from specs.base import StrictModel
-from specs.evaluate import SamplingSpec
+from specs.evaluate import FlagSpec, SamplingSpec
 from specs.pretrain import ParallelSpec
 from specs.train import OptimSpec, TrainLoopSpec
 
@@ -77,12 +77,14 @@ class SFTJob(StrictModel):
 
     train: SFTSpec
     parallel: ParallelSpec
+    flags: FlagSpec = Field(default_factory=FlagSpec, description="`evaluate.spotcheck.flags`: how the finetuned "
+                            "answers are flagged for the second review gate (as evaluate flags the first's).")
 
     @classmethod
-    def from_sections(cls, sft: SFTSpec, parallel: ParallelSpec) -> "SFTJob":
+    def from_sections(cls, sft: SFTSpec, parallel: ParallelSpec, flags: FlagSpec | None = None) -> "SFTJob":
         if sft.tp > 1 and sft.zero_stage > 2:
             raise ValueError(f"sft.zero_stage: {sft.zero_stage} with sft.tp = {sft.tp}; ZeRO-3 partitions the "
                              "tensor-parallel slices again, which this engine does not support (use ≤ 2)")
         layout = ParallelSpec.model_validate({**parallel.model_dump(), "dp": sft.dp, "tp": sft.tp, "pp": 1,
                                               "zero_stage": sft.zero_stage})
-        return cls(train=sft, parallel=layout)
+        return cls(train=sft, parallel=layout, flags=flags or FlagSpec())

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from pydantic import ValidationError
 
-from specs.evaluate import FlagSpec, SpotcheckSpec
+from specs.evaluate import SpotcheckSpec
 from specs.ranks import SFTRun, TrainResult
 from specs.results import StageResult
 from specs.review import GateReport, ReviewDecision
@@ -69,7 +69,7 @@ def run(spec: SFTJob, paths: StagePaths) -> StageResult:
     data = prepare_data(pretrain, mix, instruct, spec.train, paths.seed)  # tokenizer and starting weights, again
     comparisons = compare(spec, paths, data, instruct)
     write_text_atomic(paths.out / "comparisons.jsonl", _jsonl(comparisons))
-    flagger = Flagger(FlagSpec(), paths.root)
+    flagger = Flagger(spec.flags, paths.root)  # evaluate.spotcheck.flags: both gates judge alike
     gens = []
     for c in comparisons:
         flags, detail = flagger(c["finetuned"], c["source"])

@@ -198,7 +198,8 @@ STAGES: tuple[StageDef, ...] = (
     StageDef("review", upstream=("evaluate",), extra_deps=("reviews",)),
     StageDef("instruct", seeded=True, params=("evaluate.prompts",)),
     # Finetuning starts only from an approved model; it launches ranks like pretrain (launcher from `parallel`).
-    StageDef("sft", upstream=("pretrain", "mix", "instruct", "review"), seeded=True, params=("parallel",),
+    StageDef("sft", upstream=("pretrain", "mix", "instruct", "review"), seeded=True,
+             params=("parallel", "evaluate.spotcheck.flags"),
              persist_outs=("checkpoints/sft",)),
     # The second gate (same implementation, its own params section): the finetuned model's answers.
     StageDef("review_sft", module="review", upstream=("sft",), extra_deps=("reviews",)),
