@@ -1,10 +1,12 @@
 """Stage `clean`: normalize, scrub PII, filter by quality and toxicity, then exact + near deduplicate.
 
-Per ingest shard (resumable; in this process, a process pool or on Dask, see `run.executor`): normalize -> scrub PII (before anything downstream sees the text) -> quality score
-(prose or code rules per source) -> toxicity -> MinHash signature. Finished shards are kept in a work folder
-outside the DVC out (DVC deletes outs before a rerun), keyed by the spec and the input's manifest, so a killed
-and re-run stage skips them. Then, over all shards: exact dedup on normalized text and MinHash-LSH near dedup,
-keeping the highest-quality document of each cluster.
+Per ingest shard (resumable; in this process, a process pool or on Dask, see `run.executor`): normalize ->
+scrub PII (before anything downstream sees the text) -> the filters of `clean.filters` in order (quality with
+prose or code rules per source, language, toxicity) -> MinHash signature. Finished shards are kept in a work
+folder outside the DVC out (DVC deletes outs before a rerun), keyed by the spec and the input's manifest, so a
+killed and re-run stage skips them. Then, over all shards: exact dedup on normalized text and MinHash-LSH near
+dedup, each removed document within the threshold of the best document kept for it (no chains), and an audit
+of that decision's precision and recall against brute-force Jaccard on a sample.
 
 Outputs (data/clean/): `shards/<source>-NNNNN.parquet` (RECORD_SCHEMA), `dropped.parquet` (the ledger: id,
 source, reason, score, kept_id, detail, text), `report.json`. Counts are conserved: in = kept + dropped.

@@ -101,7 +101,8 @@ def run(spec: ExportSpec, paths: StagePaths) -> StageResult:
 
     report = {
         "hf_dir": _rel(out, paths.root),
-        "check": {"max_logit_diff": _round2(diff), "tolerance": spec.verify_tolerance, "seq": seq, "batch": VERIFY_BATCH,
+        "check": {"max_logit_diff": _round2(diff), "tolerance": spec.verify_tolerance, "seq": seq,
+                  "batch": VERIFY_BATCH,
                   "chat_template": f"renders and tokenizes as SFT did ({chat['template']} template)"},
         "param_count": exported["param_count"],
         "special_tokens": exported["special_tokens"],

@@ -6,7 +6,8 @@ weight, each source repeated at most `max_repetition` epochs); pick whole docume
 hash-ordered pass per epoch, so 1.73 epochs = one full pass + 73% of a second); shuffle all documents
 across sources; pack into fixed-length sequences.
 
-Outputs (data/mix/): tokenizer.json (+ the checkpoint's tokenizer_config.json with `model.init.kind: hf`), train-NNNNN.bin / val-NNNNN.bin, train.idx.parquet / val.idx.parquet,
+Outputs (data/mix/): tokenizer.json (+ the checkpoint's tokenizer_config.json with `model.init.kind: hf`),
+train-NNNNN.bin / val-NNNNN.bin, train.idx.parquet / val.idx.parquet,
 packing.json (layout for `tasks.data.packing.PackedDataset`), report.json.
 
 Determinism: every choice is an order of 8-byte blake2b hashes of (purpose, seed, document id, epoch) --

@@ -1,8 +1,10 @@
 """Stage `sft`: finetune the pretrained model on instruct's conversations (after the review gate approved it).
 
-Inputs: data/review/decision.json (must say approve), data/pretrain/{model.safetensors, config.json}, data/mix/tokenizer.json,
+Inputs: data/review/decision.json (must say approve), data/pretrain/{model.safetensors, config.json},
+data/mix/tokenizer.json,
 data/instruct/{train,heldout}.jsonl. Ranks are launched like pretraining's (tasks/train/launch.py) and run the
-one Trainer with the SFT objective (tasks/train/objectives/sft.py). Outputs (data/sft/): `model.safetensors`, `config.json`, `tokenizer.json` (with the chat
+one Trainer with the SFT objective (tasks/train/objectives/sft.py). Outputs (data/sft/): `model.safetensors`,
+`config.json`, `tokenizer.json` (with the chat
 role tokens), `chat_template.jinja`, `metrics.jsonl`, `incidents.jsonl`, `plots/*.csv`, `comparisons.jsonl`
 (held-out prompts answered by the pretrained and the finetuned model, side by side), `spotcheck.jsonl` (the
 finetuned answers, flagged, for the second review gate `review_sft`) and `report.json`. Checkpoints:

@@ -130,3 +130,34 @@ def test_external_launcher_on_cpu(mixed, tmp_path, launcher):
     assert result.counts["steps"] == 6
     markers = sorted((root / "runs" / "pretrain-launch" / "markers").glob("rank-*.json"))
     assert [json.loads(m.read_text())["ok"] for m in markers] == [True, True]
+
+
+def test_raising_steps_on_resume_keeps_the_taken_schedule(mixed, tmp_path):
+    """6 steps, the last checkpoint lost, then the same run with steps: 10 resumes at 4: steps 1–4 keep their
+    learning rates, and from step 5 the rate decays by a cosine from the rate step 5 had to min_lr at 10 (no jump
+    to a recomputed cosine) — in the metrics and in the optimizer DeepSpeed checkpoints."""
+    from specs.train import OptimSpec
+    from tasks.train.deepspeed_adapter import load_weights_only
+    from tasks.train.dsconfig import lr_at
+
+    root = fresh_root(mixed, tmp_path)
+    run_stage(root)
+    first = [r for r in read_rows(root) if r["kind"] == "train"]
+    shutil.rmtree(root / "checkpoints" / "pretrain" / "step000006")
+    result = run_stage(root, {**SPEC, "train": {**SPEC["train"], "steps": 10}})
+    assert result.counts["steps"] == 10
+    rows = [r for r in read_rows(root) if r["kind"] == "train"]
+    assert [r["lr"] for r in rows[:4]] == [r["lr"] for r in first[:4]]
+    optim, segments = OptimSpec.model_validate(SPEC["train"]["optim"]), [(0, 6), (4, 10)]
+    continued = [lr_at(s, optim, 10, segments) for s in range(4, 10)]
+    assert [r["lr"] for r in rows[4:]] == pytest.approx(continued, abs=1e-6)  # rows round to 6 places
+    assert continued[0] == pytest.approx(lr_at(4, optim, 6)) and continued[-1] < continued[0]
+    ckpt = root / "checkpoints" / "pretrain" / "step000008"
+    group = load_weights_only(str(ckpt / "mp_rank_00_model_states.pt"))["optimizer"]["param_groups"][0]
+    assert group["lr"] == pytest.approx(lr_at(8, optim, 10, segments), rel=1e-6)  # the rate step 9 will use
+    assert abs(group["lr"] - lr_at(8, optim, 10)) > 0.05 * group["lr"]  # a recomputed cosine would differ
+    assert json.loads((ckpt / "schedule.json").read_text()) == [[0, 6], [4, 10]]
+
+
+def read_rows(root):
+    return [json.loads(x) for x in (root / "data" / "pretrain" / "metrics.jsonl").read_text().splitlines()]

@@ -57,8 +57,25 @@ def make_optimizer(model: nn.Module, optim: Any) -> torch.optim.Optimizer:
                              eps=1e-8, foreach=False)
 
 
-def lr_at(step: int, optim: Any, total_steps: int) -> float:
-    """Learning rate of optimizer step `step` (0-based)."""
+Segments = list[tuple[int, int]]  # (first step, total steps) of each schedule a run followed, in order
+
+
+def lr_at(step: int, optim: Any, total_steps: int, segments: Segments | None = None) -> float:
+    """Learning rate of optimizer step `step` (0-based): linear warmup, then cosine to `min_lr` at `total_steps`.
+
+    `segments`: when a run was resumed with a different `steps`, the schedules it followed, [(0, T0), (s1, T1),
+    ...]. Steps before s1 keep T0's rates (they were taken); from s1 on the rate decays by a cosine from the
+    rate step s1 had to `min_lr` at T1 — no jump, and no recomputed history. A change during warmup needs no
+    segment: the cosine has not started."""
+    if segments and len(segments) > 1:
+        first, total = segments[-1]
+        if step >= first and first >= optim.warmup_steps:
+            start = lr_at(first, optim, segments[-2][1], segments[:-1])
+            ratio = min(1.0, (step - first) / max(1, total - first))
+            return optim.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (start - optim.min_lr)
+        if step < first:
+            return lr_at(step, optim, segments[-2][1], segments[:-1])
+        total_steps = total
     if step < optim.warmup_steps:
         return optim.lr * (step + 1) / (optim.warmup_steps + 1)
     span = max(1, total_steps - optim.warmup_steps)
@@ -66,10 +83,12 @@ def lr_at(step: int, optim: Any, total_steps: int) -> float:
     return optim.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (optim.lr - optim.min_lr)
 
 
-def scheduler_factory(optim: Any, total_steps: int) -> Callable[[torch.optim.Optimizer], Any]:
+def scheduler_factory(optim: Any, total_steps: int, segments: Segments | None = None
+                      ) -> Callable[[torch.optim.Optimizer], Any]:
     """What `deepspeed.initialize(lr_scheduler=...)` calls with the (wrapped) optimizer."""
 
     def factory(optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LambdaLR:
-        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: lr_at(s, optim, total_steps) / optim.lr)
+        return torch.optim.lr_scheduler.LambdaLR(optimizer,
+                                                 lambda s: lr_at(s, optim, total_steps, segments) / optim.lr)
 
     return factory

@@ -38,11 +38,13 @@ class Engine:
     """One rank's DeepSpeed engine plus what the training loop asks of it."""
 
     def __init__(self, cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: dict[str, Any],
-                 init: WeightSource | None = None):
+                 init: WeightSource | None = None, schedule: list[tuple[int, int]] | None = None):
         """`init`: the weights to start from (SFT: the pretrained model; a Hugging Face checkpoint), read as
-        this rank's slices; None is the seeded random init."""
+        this rank's slices; None is the seeded random init. `schedule`: the LR schedule segments
+        (`dsconfig.lr_at`; None: one schedule over `train.steps`)."""
         self.cfg, self.job, self.layout = cfg, job, layout
-        self.ds, self.optimizer, self.scheduler, self.dp_group = build_engine(cfg, job, layout, seed, ds_cfg, init)
+        self.ds, self.optimizer, self.scheduler, self.dp_group = build_engine(cfg, job, layout, seed, ds_cfg, init,
+                                                                              schedule)
 
     def _dp_mean(self, loss: torch.Tensor) -> float:
         if self.layout.dp > 1:

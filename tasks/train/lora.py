@@ -8,8 +8,8 @@ base model; A starts from a seeded normal (std 1/r, each tensor from its own gen
 With tensor parallelism the update follows the base's split, adding one small collective of width r:
 
     column-parallel (W rows split):  h = A x (A replicated) ─copy_to_tp─► B_local h  → the local output slice
-    row-parallel (W columns split):  h = Σ_tp A_local x_local ─reduce_from_tp─► B h (B replicated) → added after
-                                     the base's own all-reduce
+    row-parallel (W columns split):  h = Σ_tp A_local x_local ─reduce_from_tp─► B h (B replicated)
+                                     → added after the base's own all-reduce
 
 `copy_to_tp` all-reduces dh backward, so the replicated A gets the full gradient on every TP rank; the split
 tensor (B_local or A_local) carries `partition_dim` like the base weights, and `tasks/train/weights.py` joins it.

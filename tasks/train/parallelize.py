@@ -234,7 +234,7 @@ class DeepSpeedParts(NamedTuple):
 
 
 def build_engine(cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: dict[str, Any],
-                 init: WeightSource | None = None) -> DeepSpeedParts:
+                 init: WeightSource | None = None, schedule: list[tuple[int, int]] | None = None) -> DeepSpeedParts:
     """The module, the client AdamW and schedule, and `deepspeed.initialize` over them for this rank.
 
     `init`: the weights to start from (SFT: the pretrained model; a Hugging Face checkpoint), any layout."""
@@ -246,7 +246,7 @@ def build_engine(cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: 
                           getattr(train, "adapter", None))  # an SFT knob: PretrainSpec has none
     optimizer = make_optimizer(module, train.optim)
     ds, optimizer, _, scheduler = deepspeed.initialize(
-        model=module, optimizer=optimizer, lr_scheduler=scheduler_factory(train.optim, train.steps),
+        model=module, optimizer=optimizer, lr_scheduler=scheduler_factory(train.optim, train.steps, schedule),
         config=ds_cfg, mpu=layout.mpu if layout.pp == 1 else None)
     if train.precision == "fp32" and job.parallel.zero_stage == 0:
         record_clip_norm(ds)

@@ -43,6 +43,7 @@ from tasks.train.stability import Action, Decision, StabilityGuard
 from tasks.train.weights import ADAPTER_DIR, ADAPTER_SHARDS, merge_shards
 
 GUARD_FILE = "stability.json"
+SCHEDULE_FILE = "schedule.json"  # per checkpoint: the LR schedule segments it was trained under
 
 
 def no_fault(batch: int) -> float:
@@ -123,11 +124,23 @@ def start(job: PretrainRun | SFTRun, rank: int, hooks: Hooks) -> TrainResult:
             raise ValueError(error)  # before the costly set-up: nothing has been touched
         if rank == 0:
             write_json_atomic(store.folder / "ds_config.json", dsc)
-        engine = Engine(prepared.cfg, job.spec, layout, job.seed, dsc, init=prepared.init)
-        trainer = Trainer(objective, prepared, engine, store, job, hooks, t_start=t_start)
+        schedule = schedule_segments(store, tag, start_step, train.steps)
+        engine = Engine(prepared.cfg, job.spec, layout, job.seed, dsc, init=prepared.init, schedule=schedule)
+        trainer = Trainer(objective, prepared, engine, store, job, hooks, t_start=t_start, schedule=schedule)
         return trainer.fit(tag, start_step, rows, dsc)
     finally:
         torch.set_num_threads(before)  # an in-process run must not change the caller's threads
+
+
+def schedule_segments(store: CheckpointStore, tag: str | None, start: int, steps: int) -> list[tuple[int, int]]:
+    """The LR schedules this run follows (`dsconfig.lr_at`): the checkpoint's, plus a new segment from the resume
+    step when `train.steps` changed since — so already-taken steps keep their rates and the decay continues
+    from the current rate instead of jumping to a recomputed cosine."""
+    saved = store.folder / tag / SCHEDULE_FILE if tag else None
+    segments = [tuple(s) for s in json.loads(saved.read_text())] if saved and saved.exists() else [(0, steps)]
+    if segments[-1][1] != steps:
+        segments.append((start, steps))
+    return [(int(a), int(b)) for a, b in segments]
 
 
 @dataclass
@@ -141,6 +154,7 @@ class Trainer:
     job: Any                       # PretrainRun | SFTRun (paths, seed, spec)
     hooks: Hooks = field(default_factory=Hooks)
     t_start: float = field(default_factory=time.perf_counter)
+    schedule: list[tuple[int, int]] = field(default_factory=list)  # LR schedule segments (`schedule_segments`)
 
     def __post_init__(self) -> None:
         self.train = self.job.spec.train
@@ -274,7 +288,7 @@ class Trainer:
         if not (done % t.log_every == 0 or done == t.steps):
             return []
         row = {"kind": "train", "step": done, "loss": rounded(loss),
-               "lr": rounded(lr_at(step, t.optim, t.steps) * self.guard.lr_scale(done)),
+               "lr": rounded(lr_at(step, t.optim, t.steps, self.schedule) * self.guard.lr_scale(done)),
                "grad_norm": rounded(gnorm), **self.objective.train_row(done)}
         if self.monitor:
             wall = self.monitor.row(done, {k: v for k, v in row.items() if k not in ("kind", "step")})
@@ -319,6 +333,7 @@ class Trainer:
         if self.rank == 0:
             write_text_atomic(folder / tag / "metrics.jsonl", jsonl(self.rows))
             write_json_atomic(folder / tag / GUARD_FILE, self.guard.state_dict())
+            write_json_atomic(folder / tag / SCHEDULE_FILE, [list(s) for s in self.schedule])
             self.objective.save_state(folder / tag)
             self.store.write_manifest(tag, step, self.prepared.identity, self.spec_json)
             self.store.publish(tag)
