@@ -84,7 +84,7 @@ def data_funnel(root: Path) -> list[dict[str, Any]]:
             cl = clean.get("by_source", {}).get(src, {"in": 0, "kept": 0})
             for reason in drop_reasons:
                 row[f"dropped: {reason}"] = cl.get(f"dropped:{reason}", 0)
-            row["kept"] = cl["kept"]
+            row["kept"] = cl.get("kept", 0)  # a source whose every document was dropped has no `kept`
             dropped = sum(v for k, v in cl.items() if k.startswith("dropped:"))
             ok = ok and cl["in"] == ing["kept"] and cl["in"] == cl["kept"] + dropped
         if mix is not None:
