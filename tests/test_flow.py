@@ -150,6 +150,20 @@ def test_progress_is_read_from_the_stage_log_lines():
     assert progress_from_line("clean", "forgeline.clean: shard 2/8 shard-00001.parquet cleaned") == 25.0
     assert progress_from_line("mix", "tokenize train: 50/200") == 25.0
     assert progress_from_line("ingest", "docs: read 15, kept 15") is None
+    assert progress_from_line("sft", "12:00:01 forgeline.sft: step 1/8 loss 2.1 lr 1e-4") == 12.5
+
+
+def test_sft_gets_its_own_loss_curve(tmp_path):
+    from tasks.core.artifacts import stage_artifacts
+
+    rows = [{"kind": "train", "step": s, "loss": 3.0 / s} for s in range(1, 5)]
+    metrics = tmp_path / "data/sft/metrics.jsonl"
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text("".join(__import__("json").dumps(r) + "\n" for r in rows))
+    assert stage_artifacts(tmp_path, "pretrain") == []  # pretrain wrote nothing: sft's rows are not its
+    (art,) = stage_artifacts(tmp_path, "sft")
+    assert art.key == "sft-loss" and art.kind == "image" and "reports/sft/loss.png" in art.description
+    assert (tmp_path / "reports/sft/loss.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_loss_curve_is_drawn_from_the_pretrain_metrics(tmp_path):
