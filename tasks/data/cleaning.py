@@ -1,7 +1,8 @@
 """The clean stage's two phases: per-shard filtering (resumable) and corpus-wide deduplication.
 
 Phase 1 writes, per ingest shard, a work table (records + quality score + drop reason + exact-dedup key + PII
-counts) and the shard's MinHash signatures. Phase 2 reads them all back and decides exact and near duplicates.
+counts; the record's `meta` JSON also gets `pii: {kind: count}` when anything was scrubbed) and the shard's
+MinHash signatures. Phase 2 reads them all back and decides exact and near duplicates.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def clean_record(r: dict[str, Any], spec: CleanSpec, root: Path,
     reason = detail = None
     score: float | None = None if spec.quality.enabled else 1.0   # None: dropped before quality measured it
     meta = r["meta"]
+    if any(pii.values()):  # the kept record says what was scrubbed from it (a reviewer sees scrubbing happened)
+        meta = meta_json({**json.loads(meta or "{}"), "pii": {k: v for k, v in sorted(pii.items()) if v}})
     if not text.strip():
         reason, detail = "empty", "nothing left after normalization"
     else:
