@@ -141,6 +141,12 @@ def test_data_funnel_adds_up_per_source_and_flags_counts_that_do_not(tmp_path):
     assert rows["total"]["accounted"] is False and rows["total"]["kept"] == 9
     assert rows["total"]["train tokens"] == 1000 and rows["total"]["val tokens"] == 39
 
+    # a source whose every document was dropped has no `kept` count in clean's report: 0 kept, accounted
+    write_json(tmp_path / "data/clean/report.json", {"by_source": {
+        "a": {"in": 8, "kept": 8}, "b": {"in": 5, "dropped:contaminated": 5}}})
+    rows = {r["source"]: r for r in data_funnel(tmp_path)}
+    assert rows["b"]["kept"] == 0 and rows["b"]["dropped: contaminated"] == 5 and rows["b"]["accounted"] is True
+
 
 def test_progress_is_read_from_the_stage_log_lines():
     from tasks.core.artifacts import progress_from_line

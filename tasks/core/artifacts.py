@@ -86,7 +86,7 @@ def data_funnel(root: Path) -> list[dict[str, Any]]:
                 row[f"dropped: {reason}"] = cl.get(f"dropped:{reason}", 0)
             row["kept"] = cl.get("kept", 0)  # a source whose every document was dropped has no `kept`
             dropped = sum(v for k, v in cl.items() if k.startswith("dropped:"))
-            ok = ok and cl["in"] == ing["kept"] and cl["in"] == cl["kept"] + dropped
+            ok = ok and cl["in"] == ing["kept"] and cl["in"] == row["kept"] + dropped
         if mix is not None:
             mx = mix.get("sources", {}).get(src, {})
             row["train tokens"] = mx.get("realized_tokens", 0)
