@@ -183,6 +183,36 @@ class DedupSpec(StrictModel):
         return self
 
 
+class DecontaminationSpec(StrictModel):
+    """Drop (reason `contaminated`) a pretraining document sharing a word n-gram (lowercase `\\w+` words, so
+    case and punctuation never hide an overlap) with a text the model will be judged on: the evaluate stage's
+    prompts (`evaluate.prompts`), SFT's held-out conversations (`data/instruct/heldout.jsonl`, the instruct
+    stage's output) and the texts of `benchmark_files`. 13-grams as in GPT-3 and OLMo's decontamination."""
+
+    enabled: bool = Field(True, description="Run the `decontamination` filter (place it in `clean.filters`).")
+    ngram: int = Field(
+        13, ge=1, le=64, description="n-gram length in words (named as instruct's). A benchmark text shorter than "
+        "this is one n-gram (its whole word sequence), so a short prompt quoted whole still counts."
+    )
+    mode: Literal["any", "fraction"] = Field(
+        "any", description="any: drop on a single shared n-gram (GPT-3's rule); fraction: drop when the shared "
+        "n-grams are ≥ `threshold` of the n-grams of the smaller of document and benchmark text."
+    )
+    threshold: float = Field(0.5, gt=0, le=1, description="Shared n-gram share that drops (mode `fraction`).")
+    min_words: int = Field(
+        8, ge=1, description="Texts with fewer words are not indexed (counted in the report as `short`): shorter "
+        "than `ngram`, a text is one n-gram of its whole, and a few-word prompt is common phrasing across a "
+        "corpus, not a leak (GPT-3's floor was 8 words)."
+    )
+    heldout: bool = Field(True, description="Index SFT's held-out conversations (`data/instruct/heldout.jsonl`).")
+    benchmark_files: list[str] = Field(
+        default_factory=list, description="Benchmark task files (paths relative to the project root) whose texts "
+        "are indexed: `.jsonl` (one item a line: its `text` field, else all its string values) or `.txt` (one "
+        "item a non-blank line). Clean re-runs when this list changes (a DVC param), not when a listed file's contents "
+        "do: run `dvc repro -f clean` after editing one."
+    )
+
+
 class CleanSpec(StrictModel):
     """Normalize, filter, scrub and deduplicate the validated records; every drop is written to a ledger."""
 
@@ -192,8 +222,11 @@ class CleanSpec(StrictModel):
     quality: QualitySpec = Field(default_factory=QualitySpec, description="Quality heuristics.")
     toxicity: ToxicitySpec = Field(default_factory=ToxicitySpec, description="Toxicity filter.")
     language: LanguageSpec = Field(default_factory=LanguageSpec, description="Language identification.")
-    filters: list[Literal["quality", "language", "toxicity"]] = Field(
-        default_factory=lambda: ["quality", "language", "toxicity"],
+    decontamination: DecontaminationSpec = Field(
+        default_factory=DecontaminationSpec, description="n-gram overlap with eval, held-out and benchmark texts."
+    )
+    filters: list[Literal["quality", "language", "toxicity", "decontamination"]] = Field(
+        default_factory=lambda: ["quality", "language", "toxicity", "decontamination"],
         description="Order of the per-document filters; the first that drops a document decides its reason.",
     )
 
@@ -206,3 +239,13 @@ class CleanSpec(StrictModel):
     pii: PIISpec = Field(default_factory=PIISpec, description="PII scrubbing.")
     dedup: DedupSpec = Field(default_factory=DedupSpec, description="Exact and near deduplication.")
     shard_records: int = Field(2_000, ge=1, description="Records per output shard.")
+
+
+class CleanJob(StrictModel):
+    """What `tasks.clean.run` receives: its section plus the evaluate stage's prompts to decontaminate against."""
+
+    clean: CleanSpec = Field(default_factory=CleanSpec, description="The `clean` section.")
+    eval_prompts: dict[str, str] = Field(
+        default_factory=dict, description="Evaluation prompts by id (`evaluate.prompts`); documents sharing an "
+        "n-gram with one are dropped as `contaminated`."
+    )

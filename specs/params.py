@@ -10,7 +10,7 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from specs.base import ParamsError, StrictModel, describe_errors
-from specs.clean import CleanSpec
+from specs.clean import CleanJob, CleanSpec
 from specs.evaluate import EvaluateSpec
 from specs.ingest import IngestSpec
 from specs.instruct import InstructJob, InstructSpec
@@ -80,6 +80,8 @@ class Params(StrictModel):
             return SFTJob.from_sections(self.sft, self.parallel, self.evaluate.spotcheck.flags)
         if stage == "mix":
             return MixJob(**self.mix.model_dump(), model_init=self.model.init)
+        if stage == "clean":
+            return CleanJob(clean=self.clean, eval_prompts={p.id: p.text for p in self.evaluate.prompts})
         if stage == "instruct":
             return InstructJob(instruct=self.instruct, eval_prompts=[p.text for p in self.evaluate.prompts])
         return getattr(self, "validate_" if stage == "validate" else stage)

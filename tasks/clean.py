@@ -2,7 +2,10 @@
 
 Per ingest shard (resumable; in this process, a process pool or on Dask, see `run.executor`): normalize ->
 scrub PII (before anything downstream sees the text) -> the filters of `clean.filters` in order (quality with
-prose or code rules per source, language, toxicity) -> MinHash signature. Finished shards are kept in a work
+prose or code rules per source, language, toxicity, decontamination) -> MinHash signature. Decontamination drops a
+document sharing a word 13-gram with an evaluate prompt, an SFT held-out conversation (instruct's
+`heldout.jsonl`: instruct is upstream of clean, it has no upstream of its own, so no cycle) or a configured
+benchmark file's item. Finished shards are kept in a work
 folder outside the DVC out (DVC deletes outs before a rerun), keyed by the spec and the input's manifest, so a
 killed and re-run stage skips them. Then, over all shards: exact dedup on normalized text and MinHash-LSH near
 dedup, each removed document within the threshold of the best document kept for it (no chains), and an audit
@@ -26,22 +29,25 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from specs.base import spec_hash
-from specs.clean import CleanSpec
+from specs.clean import CleanJob, CleanSpec
 from specs.results import StageResult
 from tasks.core import faults
 from tasks.core.files import atomic_path, sha256_file, write_json_atomic, write_text_atomic
 from tasks.core.runner import MANIFEST, StagePaths
 from tasks.core.shardmap import map_shards
 from tasks.data import cleaning, quality
+from tasks.data.decontaminate import benchmark_file_texts, heldout_texts, keep_indexable
 from tasks.data.records import RECORD_SCHEMA, write_table
 
 log = logging.getLogger("forgeline.clean")
 WORK_DIR = "work"
 
 
-def run(spec: CleanSpec, paths: StagePaths) -> StageResult:
+def run(job: CleanJob, paths: StagePaths) -> StageResult:
+    spec = job.clean
     ingest = paths.input("ingest")
-    work = _work_dir(spec, paths)
+    index_texts, decon = _index_texts(job, paths)
+    work = _work_dir(spec, paths, index_texts)
     shards = sorted((ingest / "shards").glob("*.parquet"))
     # Finished shards (their work table is renamed into place last) were done by an earlier, interrupted run.
     todo = [s for s in shards if not ((work / f"{s.stem}.parquet").exists() and (work / f"{s.stem}.sig.npy").exists())]
@@ -56,21 +62,43 @@ def run(spec: CleanSpec, paths: StagePaths) -> StageResult:
                  run["result"], run["seconds"], run["pid"])
         faults.checkpoint("clean.shard_done")
 
-    args = [(s, work / f"{s.stem}.parquet", work / f"{s.stem}.sig.npy", spec, paths.seed, paths.root) for s in todo]
+    args = [(s, work / f"{s.stem}.parquet", work / f"{s.stem}.sig.npy", spec, paths.seed, paths.root, index_texts)
+            for s in todo]
     map_shards(cleaning.process_shard, args, [s.stem for s in todo], paths.executor, "clean", done)
 
     rows, sigs = _load_work(work, shards)
     dedup_report = cleaning.deduplicate(rows, sigs, spec, paths.seed)
-    counts = _write_outputs(rows, spec, paths, dedup_report)
+    counts = _write_outputs(rows, spec, paths, dedup_report, decon)
     shutil.rmtree(work, ignore_errors=True)  # finished: the work folder has served its purpose
     return StageResult(stage="clean", counts=counts, summary=_summary(counts), table=_table(counts))
 
 
-def _work_dir(spec: CleanSpec, paths: StagePaths) -> Path:
-    """A folder unique to (spec, seed, input): work from another configuration is never reused."""
+def _index_texts(job: CleanJob, paths: StagePaths) -> tuple[tuple[tuple[str, str], ...], dict[str, Any]]:
+    """The (name, text) pairs decontamination indexes, and what the report says of them."""
+    d = job.clean.decontamination
+    if not (d.enabled and "decontamination" in job.clean.filters):
+        return (), {"enabled": False}
+    texts = [(f"evaluate.prompts:{pid}", text) for pid, text in job.eval_prompts.items()]
+    heldout = paths.input("instruct") / "heldout.jsonl"
+    if d.heldout and heldout.exists():
+        texts += heldout_texts(heldout)
+    elif d.heldout:  # only outside a pipeline: in one, instruct is upstream and the runner verified its folder
+        log.warning("decontamination: %s is missing: the SFT held-out set is not indexed", heldout)
+    for rel in d.benchmark_files:  # a missing file raises: a typo must not silently index nothing
+        texts += benchmark_file_texts(paths.root / rel, rel)
+    kept, short = keep_indexable(texts, d.min_words)
+    origins = Counter(name.rsplit(":", 1)[0] for name, _ in kept)
+    return tuple(kept), {"enabled": True, "ngram": d.ngram, "mode": d.mode, "indexed": len(kept), "short": short,
+                         "by_origin": dict(sorted(origins.items()))}
+
+
+def _work_dir(spec: CleanSpec, paths: StagePaths, index_texts: tuple[tuple[str, str], ...]) -> Path:
+    """A folder unique to (spec, seed, input, indexed texts): work from another configuration is never reused."""
     ingest_manifest = paths.input("ingest") / MANIFEST
+    texts = hashlib.sha256("\x1f".join(f"{n}\x1e{t}" for n, t in index_texts).encode()).hexdigest()
     key = hashlib.sha256(
-        f"{spec_hash(spec)}:{paths.seed}:{sha256_file(ingest_manifest) if ingest_manifest.exists() else ''}".encode()
+        f"{spec_hash(spec)}:{paths.seed}:{sha256_file(ingest_manifest) if ingest_manifest.exists() else ''}:"
+        f"{texts}".encode()
     ).hexdigest()[:16]
     work = paths.root / WORK_DIR / "clean" / key
     work.mkdir(parents=True, exist_ok=True)
@@ -84,7 +112,8 @@ def _load_work(work: Path, shards: list[Path]) -> tuple[pa.Table, np.ndarray]:
     return table, (np.concatenate(sigs) if sigs else np.zeros((0, 1), dtype=np.uint64))
 
 
-def _write_outputs(rows: pa.Table, spec: CleanSpec, paths: StagePaths, dedup: dict[str, Any]) -> dict[str, Any]:
+def _write_outputs(rows: pa.Table, spec: CleanSpec, paths: StagePaths, dedup: dict[str, Any],
+                   decon: dict[str, Any]) -> dict[str, Any]:
     records = rows.to_pylist()
     final_reason = dedup["reasons"]  # row index -> (reason, kept_id, score/similarity) for dedup drops
     kept_by_source: dict[str, list[dict]] = defaultdict(list)
@@ -131,7 +160,8 @@ def _write_outputs(rows: pa.Table, spec: CleanSpec, paths: StagePaths, dedup: di
                                     spec.quality.curve) if spec.quality.enabled else []
     if curve:
         write_text_atomic(paths.out / "quality_curve.csv", quality.curve_csv(curve))
-    write_json_atomic(paths.out / "report.json", {**counts, "dedup_detail": dedup["detail"], "quality_curve": curve})
+    write_json_atomic(paths.out / "report.json", {**counts, "dedup_detail": dedup["detail"], "quality_curve": curve,
+                                                  "decontamination": decon})
     return counts
 
 

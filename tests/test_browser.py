@@ -155,7 +155,7 @@ def test_the_loss_curve_artifact_renders_as_an_image(ui_run, tmp_path):
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     with get_client(sync_client=True) as client:
-        (art,) = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["05-pretrain-loss"])))
+        (art,) = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["06-pretrain-loss"])))
     assert art.type == "image" and (tmp_path / "reports" / "pretrain" / "loss.png").exists()
     with sync_playwright() as p:
         browser = launch(p)
@@ -207,7 +207,7 @@ def test_the_review_form_shows_each_item_next_to_its_label(ui_server, tmp_path):
 
     with get_client(sync_client=True) as client:
         (items_table,) = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["07-review-pretrain-items"])))
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["08-review-pretrain-items"])))
     SHOTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = launch(p)
@@ -229,7 +229,7 @@ def test_the_review_form_shows_each_item_next_to_its_label(ui_server, tmp_path):
             # lines stay lines, indentation and markup characters as written
             # (the browser collapses runs of plain spaces, as HTML does)
             assert re.search(r"def f\(x\):\n[\u00a0 ]{4,}return x \* 2 # \*twice\*", body), body[-800:]
-            link = page.get_by_role("link", name="the 07-review-pretrain-sample artifact")
+            link = page.get_by_role("link", name="the 08-review-pretrain-sample artifact")
             expect(link).to_be_visible()
             assert "/artifacts/artifact/" in link.get_attribute("href")
             dialog.screenshot(path=str(SHOTS / "review-form-dialog.png"))

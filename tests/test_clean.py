@@ -58,6 +58,9 @@ def test_pii_is_replaced_before_output(cleaned):
     assert "jane.doe" not in text and "555-0132" not in text and "4111" not in text
     assert "<EMAIL>" in text and "<PHONE>" in text and "<CREDIT_CARD>" in text
     assert result.counts["pii_replaced"]["email"] >= 1
+    # the kept record says what was scrubbed (hand count of the planted line: one of each)
+    meta = {r["id"]: json.loads(r["meta"]) for r in read_all_records(root / "data/clean").to_pylist()}
+    assert meta["wiki/zz-pii"]["pii"] == {"credit_card": 1, "email": 1, "phone": 1}
 
 
 def test_code_is_judged_by_code_rules(cleaned):

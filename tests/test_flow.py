@@ -101,13 +101,13 @@ def check_ui_artifacts(project, outcomes) -> None:
     assert "mix" in funnel.description  # the funnel was last published after mix, with its token columns
 
     assert arts["02-validate-data-docs"].type in ("markdown", "link")
-    assert "Deduplication" in arts["03-clean-dedup"].data
-    image = arts["05-pretrain-loss"]
+    assert "Deduplication" in arts["04-clean-dedup"].data
+    image = arts["06-pretrain-loss"]
     assert image.type == "image"
     png = (project / "reports" / "pretrain" / "loss.png").read_bytes()
     assert png.startswith(b"\x89PNG") and image.data == "data:image/png;base64," + base64.b64encode(png).decode()
-    assert arts["05-pretrain-throughput"].type == "table"
-    progress = arts["05-pretrain-progress"]  # fed from `step i/n` log lines, finished at 100 %
+    assert arts["06-pretrain-throughput"].type == "table"
+    progress = arts["06-pretrain-progress"]  # fed from `step i/n` log lines, finished at 100 %
     assert progress.type == "progress" and float(progress.data) == 100.0
 
 
@@ -141,6 +141,12 @@ def test_data_funnel_adds_up_per_source_and_flags_counts_that_do_not(tmp_path):
     assert rows["total"]["accounted"] is False and rows["total"]["kept"] == 9
     assert rows["total"]["train tokens"] == 1000 and rows["total"]["val tokens"] == 39
 
+    # a source whose every document was dropped has no `kept` count in clean's report: 0 kept, accounted
+    write_json(tmp_path / "data/clean/report.json", {"by_source": {
+        "a": {"in": 8, "kept": 8}, "b": {"in": 5, "dropped:contaminated": 5}}})
+    rows = {r["source"]: r for r in data_funnel(tmp_path)}
+    assert rows["b"]["kept"] == 0 and rows["b"]["dropped: contaminated"] == 5 and rows["b"]["accounted"] is True
+
 
 def test_progress_is_read_from_the_stage_log_lines():
     from tasks.core.artifacts import progress_from_line
@@ -150,6 +156,20 @@ def test_progress_is_read_from_the_stage_log_lines():
     assert progress_from_line("clean", "forgeline.clean: shard 2/8 shard-00001.parquet cleaned") == 25.0
     assert progress_from_line("mix", "tokenize train: 50/200") == 25.0
     assert progress_from_line("ingest", "docs: read 15, kept 15") is None
+    assert progress_from_line("sft", "12:00:01 forgeline.sft: step 1/8 loss 2.1 lr 1e-4") == 12.5
+
+
+def test_sft_gets_its_own_loss_curve(tmp_path):
+    from tasks.core.artifacts import stage_artifacts
+
+    rows = [{"kind": "train", "step": s, "loss": 3.0 / s} for s in range(1, 5)]
+    metrics = tmp_path / "data/sft/metrics.jsonl"
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text("".join(__import__("json").dumps(r) + "\n" for r in rows))
+    assert stage_artifacts(tmp_path, "pretrain") == []  # pretrain wrote nothing: sft's rows are not its
+    (art,) = stage_artifacts(tmp_path, "sft")
+    assert art.key == "sft-loss" and art.kind == "image" and "reports/sft/loss.png" in art.description
+    assert (tmp_path / "reports/sft/loss.png").read_bytes().startswith(b"\x89PNG")
 
 
 def test_loss_curve_is_drawn_from_the_pretrain_metrics(tmp_path):

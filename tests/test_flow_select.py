@@ -164,8 +164,8 @@ def test_a_failed_run_rerun_continues_at_the_failed_stage(tmp_path, prefect_serv
     monkeypatch.delenv("FORGELINE_FAULT")
 
     again = forgeline(root=str(project), until="clean")
-    assert outcomes(again) == [("ingest", False), ("validate", False), ("clean", True)]
-    status = run([sys.executable, "-m", "dvc", "status", "ingest", "validate", "clean"], project)
+    assert outcomes(again) == [("ingest", False), ("validate", False), ("instruct", False), ("clean", True)]
+    status = run([sys.executable, "-m", "dvc", "status", "ingest", "validate", "instruct", "clean"], project)
     assert "up to date" in status.stdout
 
 

@@ -84,9 +84,9 @@ def data_funnel(root: Path) -> list[dict[str, Any]]:
             cl = clean.get("by_source", {}).get(src, {"in": 0, "kept": 0})
             for reason in drop_reasons:
                 row[f"dropped: {reason}"] = cl.get(f"dropped:{reason}", 0)
-            row["kept"] = cl["kept"]
+            row["kept"] = cl.get("kept", 0)  # a source whose every document was dropped has no `kept`
             dropped = sum(v for k, v in cl.items() if k.startswith("dropped:"))
-            ok = ok and cl["in"] == ing["kept"] and cl["in"] == cl["kept"] + dropped
+            ok = ok and cl["in"] == ing["kept"] and cl["in"] == row["kept"] + dropped
         if mix is not None:
             mx = mix.get("sources", {}).get(src, {})
             row["train tokens"] = mx.get("realized_tokens", 0)
@@ -165,9 +165,10 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def loss_curve_png(root: Path) -> Path | None:
-    """Plot pretrain's train/val loss from data/pretrain/metrics.jsonl into reports/pretrain/loss.png."""
-    rows = _jsonl(_out(root, "pretrain") / "metrics.jsonl")
+def loss_curve_png(root: Path, stage: str = "pretrain") -> Path | None:
+    """Plot a training stage's train/val loss from data/<stage>/metrics.jsonl into reports/<stage>/loss.png
+    (pretrain and sft write the same rows)."""
+    rows = _jsonl(_out(root, stage) / "metrics.jsonl")
     train = [(r["step"], r["loss"]) for r in rows if r.get("kind") == "train" and r.get("loss") is not None]
     val = [(r["step"], r["val_loss"]) for r in rows if r.get("val_loss") is not None]
     if not train and not val:
@@ -185,11 +186,11 @@ def loss_curve_png(root: Path) -> Path | None:
             ax.plot(*zip(*val), "o-", label="val loss", color="tab:orange")
         ax.set_xlabel("step")
         ax.set_ylabel("loss")
-        ax.set_title("pretrain loss")
+        ax.set_title(f"{stage} loss")
         ax.grid(alpha=0.3)
         ax.legend()
         fig.tight_layout()
-        out = _reports(root, "pretrain") / LOSS_PNG
+        out = _reports(root, stage) / LOSS_PNG
         out.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(out) as tmp:
             # No "Software" stamp: the same curve gives the same bytes across matplotlib builds.
@@ -245,11 +246,12 @@ def stage_artifacts(root: Path, stage: str) -> list[UIArtifact]:
         md = dedup_markdown(root)
         if md:
             out.append(UIArtifact(kind="markdown", key="clean-dedup", markdown=md, description="clean: dedup"))
-    if stage == "pretrain":
-        png = loss_curve_png(root)
+    if stage in ("pretrain", "sft"):
+        png = loss_curve_png(root, stage)
         if png is not None:
-            out.append(UIArtifact(kind="image", key="pretrain-loss", url=png_data_uri(png),
-                                  description=f"pretrain: loss curve ({png.relative_to(root)})"))
+            out.append(UIArtifact(kind="image", key=f"{stage}-loss", url=png_data_uri(png),
+                                  description=f"{stage}: loss curve ({png.relative_to(root)})"))
+    if stage == "pretrain":
         rows = throughput_table(root)
         if rows:
             out.append(UIArtifact(kind="table", key="pretrain-throughput", table=rows,
@@ -282,6 +284,7 @@ def model_card_markdown(root: Path) -> str | None:
 # Log lines that say how far a stage is: (stage or None for any, pattern with groups done/total).
 _PROGRESS = (
     ("pretrain", re.compile(r"\bstep (\d+)/(\d+)\b")),
+    ("sft", re.compile(r"\bstep (\d+)/(\d+)\b")),  # the same trainer logs sft's steps
     ("clean", re.compile(r"\bshard (\d+)/(\d+)\b")),
     (None, re.compile(r"\btokenize \w+: (\d+)/(\d+)\b")),
 )

@@ -187,8 +187,11 @@ class StageDef:
 STAGES: tuple[StageDef, ...] = (
     StageDef("ingest"),
     StageDef("validate", upstream=("ingest",)),
-    # clean reads ingest's records but runs only after validate passed (its out is a dependency too).
-    StageDef("clean", upstream=("ingest", "validate"), seeded=True),
+    # Before clean: clean decontaminates the pretraining corpus against instruct's held-out set.
+    StageDef("instruct", seeded=True, params=("evaluate.prompts",)),
+    # clean reads ingest's records but runs only after validate passed (its out is a dependency too); it
+    # decontaminates against evaluate's prompts and instruct's held-out set (instruct has no upstream: no cycle).
+    StageDef("clean", upstream=("ingest", "validate", "instruct"), seeded=True, params=("evaluate.prompts",)),
     StageDef("mix", upstream=("clean",), seeded=True, params=("model.init",)),
     # Checkpoints persist across reruns (a retried stage resumes from them) and stay out of the DVC cache.
     StageDef("pretrain", upstream=("mix",), seeded=True, params=("model", "parallel", "mix.adaptive"),
@@ -196,7 +199,6 @@ STAGES: tuple[StageDef, ...] = (
     StageDef("evaluate", upstream=("pretrain", "mix", "clean"), seeded=True),
     # The gate before SFT: approves by policy (auto) or reads a human decision committed under reviews/.
     StageDef("review", upstream=("evaluate",), extra_deps=("reviews",)),
-    StageDef("instruct", seeded=True, params=("evaluate.prompts",)),
     # Finetuning starts only from an approved model; it launches ranks like pretrain (launcher from `parallel`).
     StageDef("sft", upstream=("pretrain", "mix", "instruct", "review"), seeded=True,
              params=("parallel", "evaluate.spotcheck.flags"),

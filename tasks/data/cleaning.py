@@ -1,7 +1,8 @@
 """The clean stage's two phases: per-shard filtering (resumable) and corpus-wide deduplication.
 
 Phase 1 writes, per ingest shard, a work table (records + quality score + drop reason + exact-dedup key + PII
-counts) and the shard's MinHash signatures. Phase 2 reads them all back and decides exact and near duplicates.
+counts; the record's `meta` JSON also gets `pii: {kind: count}` when anything was scrubbed) and the shard's
+MinHash signatures. Phase 2 reads them all back and decides exact and near duplicates.
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ LEDGER_SCHEMA = pa.schema(
 )
 
 
-def clean_record(r: dict[str, Any], spec: CleanSpec, root: Path) -> dict[str, Any]:
+def clean_record(r: dict[str, Any], spec: CleanSpec, root: Path,
+                 built: list[filters.Filter] | None = None) -> dict[str, Any]:
     """One record through normalize -> PII -> the filters of `clean.filters` (first drop wins); returns the
-    work row. A drop's `reason` is its verdict's reason; `detail` is JSON naming the filter and its signals."""
+    work row. A drop's `reason` is its verdict's reason; `detail` is JSON naming the filter and its signals.
+    `built`: the filters (`filters_for`), else built with nothing indexed for decontamination."""
     text = normalize_text(r["text"], spec.normalization)
     pii: dict[str, int] = {}
     if spec.pii.enabled:
@@ -43,10 +46,13 @@ def clean_record(r: dict[str, Any], spec: CleanSpec, root: Path) -> dict[str, An
     reason = detail = None
     score: float | None = None if spec.quality.enabled else 1.0   # None: dropped before quality measured it
     meta = r["meta"]
+    if any(pii.values()):  # the kept record says what was scrubbed from it (a reviewer sees scrubbing happened)
+        meta = meta_json({**json.loads(meta or "{}"), "pii": {k: v for k, v in sorted(pii.items()) if v}})
     if not text.strip():
         reason, detail = "empty", "nothing left after normalization"
     else:
-        results = filters.run_filters(_filters(spec, root), {**r, "text": text})
+        results = filters.run_filters(built if built is not None else filters_for(spec, root),
+                                      {**r, "text": text})
         for name, verdict in results:
             if name == "quality":
                 score = verdict.signals["score"]
@@ -65,19 +71,22 @@ def clean_record(r: dict[str, Any], spec: CleanSpec, root: Path) -> dict[str, An
 
 
 @lru_cache(maxsize=4)
-def _filters_cached(spec_json: str, root: str) -> list[filters.Filter]:
-    return filters.clean_filters(CleanSpec.model_validate_json(spec_json), Path(root))
+def _filters_cached(spec_json: str, root: str, index_texts: tuple[tuple[str, str], ...]) -> list[filters.Filter]:
+    return filters.clean_filters(CleanSpec.model_validate_json(spec_json), Path(root), index_texts)
 
 
-def _filters(spec: CleanSpec, root: Path) -> list[filters.Filter]:
-    """The filters for `spec`, built once per process (the lexicon and language model load once)."""
-    return _filters_cached(spec.model_dump_json(), str(root))
+def filters_for(spec: CleanSpec, root: Path, index_texts: tuple[tuple[str, str], ...] = ()) -> list[filters.Filter]:
+    """The filters for `spec`, built once per process (the lexicon, language model and n-gram index)."""
+    return _filters_cached(spec.model_dump_json(), str(root), tuple(index_texts))
 
 
-def process_shard(shard: Path, target: Path, sig_target: Path, spec: CleanSpec, seed: int, root: Path) -> int:
+def process_shard(shard: Path, target: Path, sig_target: Path, spec: CleanSpec, seed: int, root: Path,
+                  index_texts: tuple[tuple[str, str], ...] = ()) -> int:
     """Phase 1 for one ingest shard; returns its record count. Signatures are written first and the table last,
-    so the table's presence (atomically renamed into place) means the shard is finished."""
-    rows = [clean_record(r, spec, root) for r in pq.read_table(shard).to_pylist()]
+    so the table's presence (atomically renamed into place) means the shard is finished. `index_texts`: the
+    (name, text) pairs decontamination drops overlaps with."""
+    built = filters_for(spec, root, index_texts)
+    rows = [clean_record(r, spec, root, built) for r in pq.read_table(shard).to_pylist()]
     sigs = minhash.signatures([r["text"] for r in rows], spec.dedup, seed)  # [rows, num_perm]
     with atomic_path(sig_target) as tmp:
         with open(tmp, "wb") as fh:

@@ -4,7 +4,8 @@ declared order and stops at the first drop. The caller ledgers a drop as (filter
 
 Clean's filters (documents are records: dicts with `text`, `source`, `lang`) are built from params by
 `clean_filters`: `quality` (Gopher + C4 rules, reason `low_quality`), `language` (py3langid, reason
-`language`) and `toxicity` (word list, reason `toxic`), in the order of `clean.filters`. Instruct's filters
+`language`), `toxicity` (word list, reason `toxic`) and `decontamination` (a 13-gram shared with an eval
+prompt, a held-out SFT item or a benchmark file, reason `contaminated`), in the order of `clean.filters`. Instruct's filters
 (documents are `Turns`) live in `tasks/data/instruct_filters.py` and follow the same protocol.
 """
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from specs.clean import CleanSpec, LanguageSpec, QualitySpec, ToxicitySpec
+from tasks.data.decontaminate import EvalIndex
 from tasks.data.quality import quality_score
 from tasks.data.toxicity import Lexicon, load_lexicon, toxicity
 
@@ -144,8 +146,27 @@ class LanguageFilter:
         return Verdict(keep, None if keep else "language", signals)
 
 
-def clean_filters(spec: CleanSpec, root: Path) -> list[Filter]:
-    """Clean's enabled filters in the order `spec.filters` declares."""
+@dataclass(frozen=True, eq=False)
+class DecontaminationFilter:
+    """Drops a document sharing an n-gram with an indexed benchmark text (mode and threshold: the index's
+    spec). Signals: `shared` n-grams, `of` (the smaller side's n-gram count), `share`, `ngram` (the length
+    compared) and `match:<name>` = shared (the matched text's name rides in the key: signals are numbers)."""
+
+    index: EvalIndex
+    name: str = "decontamination"
+
+    def __call__(self, doc: dict[str, Any]) -> Verdict:
+        hit = self.index.check(doc["text"])
+        if hit is None:
+            return Verdict(True)
+        signals = {"shared": float(hit.shared), "of": float(hit.of), "share": round(hit.share, 6),
+                   "ngram": float(self.index.n_of[hit.eval_index]), f"match:{self.index.name(hit)}": float(hit.shared)}
+        return Verdict(False, "contaminated", signals)
+
+
+def clean_filters(spec: CleanSpec, root: Path, index_texts: Sequence[tuple[str, str]] = ()) -> list[Filter]:
+    """Clean's enabled filters in the order `spec.filters` declares; `index_texts` are the (name, text) pairs
+    the decontamination filter drops overlaps with."""
     built: dict[str, Filter] = {}
     if spec.quality.enabled:
         built["quality"] = QualityFilter(spec.quality)
@@ -155,6 +176,9 @@ def clean_filters(spec: CleanSpec, root: Path) -> list[Filter]:
     if spec.toxicity.enabled:
         wordlist = str(root / spec.toxicity.wordlist) if spec.toxicity.wordlist else None
         built["toxicity"] = ToxicityFilter(spec.toxicity, _lexicon(wordlist))
+    if spec.decontamination.enabled:
+        names, texts = [n for n, _ in index_texts], [t for _, t in index_texts]
+        built["decontamination"] = DecontaminationFilter(EvalIndex(texts, spec.decontamination, names))
     return [built[name] for name in spec.filters if name in built]
 
 

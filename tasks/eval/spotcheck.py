@@ -111,6 +111,13 @@ def _string_array(values: Iterable[str]) -> pa.Array:
     return pa.array(sorted(values), pa.string())
 
 
+def pii_scrubbed(meta: str | None) -> str:
+    """`pii_scrubbed: email 2, phone 1` from a kept record's meta (clean's counts of what it replaced), or "".
+    Not a flag: scrubbed PII is gone from the text; the note tells the reviewer that scrubbing happened."""
+    counts = json.loads(meta or "{}").get("pii") or {}
+    return "pii_scrubbed: " + ", ".join(f"{k} {n}" for k, n in sorted(counts.items())) if counts else ""
+
+
 def kept_items(clean_dir: Path, spec: SpotcheckSpec, seed: int, flagger: Flagger) -> list[SpotItem]:
     """Documents clean kept, drawn per source. Only the chosen documents' texts are read."""
     files = sorted((clean_dir / "shards").glob("*.parquet"))
@@ -119,12 +126,14 @@ def kept_items(clean_dir: Path, spec: SpotcheckSpec, seed: int, flagger: Flagger
         strata[f"kept_doc:{r['source']}"].append(r["id"])
     chosen = draw(strata, spec.per_stratum, seed)
     wanted = {i for ids in chosen.values() for i in ids}
-    texts = {r["id"]: r for r in _rows(files, ["id", "source", "text"], wanted)} if wanted else {}
+    texts = {r["id"]: r for r in _rows(files, ["id", "source", "text", "meta"], wanted)} if wanted else {}
     items = []
     for stratum, ids in chosen.items():
         for doc_id in ids:
             r = texts[doc_id]
             flags, why = flagger(r["text"] or "", r["source"])
+            scrubbed = pii_scrubbed(r["meta"])
+            why = "; ".join(part for part in (why, scrubbed) if part)
             items.append(SpotItem(id=ID_PREFIX["kept_doc"] + doc_id, kind="kept_doc", stratum=stratum,
                                   source=r["source"], text=_truncate(r["text"] or "", spec.max_chars),
                                   chars=len(r["text"] or ""), flags=flags, flag_detail=why))
