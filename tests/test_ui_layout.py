@@ -43,3 +43,20 @@ def test_the_model_card_is_published_as_markdown(tmp_path):
     assert "```yaml\nlicense: mit\ntags:\n- forgeline\n```" in art.markdown
     card.write_text("# no front matter\n")
     assert model_card_markdown(tmp_path) == "# no front matter\n"
+
+
+def test_the_quality_curve_reaches_the_ui_as_a_table(tmp_path):
+    """clean's threshold curve becomes a markdown artifact: one row per threshold, the total and each source."""
+    import json
+
+    from tasks.core.artifacts import stage_artifacts
+
+    rows = [{"threshold": t, "source": s, "docs": d, "docs_share": 1.0, "words": 10 * d, "words_share": w}
+            for t, per in ((0.3, {"all": 9, "a": 5, "b": 4}), (0.9, {"all": 3, "a": 3}))
+            for s, d in per.items() for w in [d / 9]]
+    out = tmp_path / "data" / "clean"
+    out.mkdir(parents=True)
+    (out / "report.json").write_text(json.dumps({"quality_curve": rows}))
+    (art,) = [a for a in stage_artifacts(tmp_path, "clean") if a.key == "clean-quality-curve"]
+    assert "| 0.3 | 9 | 100.0% | 5 | 4 |" in art.markdown
+    assert "| 0.9 | 3 | 33.3% | 3 | — |" in art.markdown  # source b has no row at 0.9: shown as a dash

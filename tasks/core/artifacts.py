@@ -159,6 +159,26 @@ def dedup_markdown(root: Path) -> str | None:
     return "\n".join(lines)
 
 
+def quality_curve_markdown(root: Path) -> str | None:
+    """clean's threshold curve: documents (and words) the quality filter alone would keep at each threshold, in
+    total and per source — the trade-off a user picks `clean.quality.threshold` from."""
+    report = _read_json(_out(root, "clean") / "report.json")
+    rows = (report or {}).get("quality_curve") or []
+    if not rows:
+        return None
+    sources = sorted({r["source"] for r in rows if r["source"] != "all"})
+    by = {(r["threshold"], r["source"]): r for r in rows}
+    lines = ["## Quality threshold curve", "", "Documents kept by the quality filter alone (share of words kept in "
+             "total):", "", "| threshold | all | words | " + " | ".join(sources) + " |",
+             "|---:|---:|---:|" + "---:|" * len(sources)]
+    for t in sorted({r["threshold"] for r in rows}):
+        total = by.get((t, "all"), {})
+        cells = [f"{by[(t, s)]['docs']:,}" if (t, s) in by else "—" for s in sources]
+        lines.append(f"| {t:.1f} | {total.get('docs', 0):,} | {total.get('words_share', 0):.1%} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
@@ -246,6 +266,10 @@ def stage_artifacts(root: Path, stage: str) -> list[UIArtifact]:
         md = dedup_markdown(root)
         if md:
             out.append(UIArtifact(kind="markdown", key="clean-dedup", markdown=md, description="clean: dedup"))
+        curve = quality_curve_markdown(root)
+        if curve:
+            out.append(UIArtifact(kind="markdown", key="clean-quality-curve", markdown=curve,
+                                  description="clean: documents kept per quality threshold"))
     if stage in ("pretrain", "sft"):
         png = loss_curve_png(root, stage)
         if png is not None:
