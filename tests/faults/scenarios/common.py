@@ -120,7 +120,8 @@ def copy_workspace(src: Path, dest: Path) -> Path:
 
 
 def base_projects(tmp_root: Path) -> Base:
-    """Build (once per process and folder) the tiny project with planted input, through validate and mix."""
+    """Build (once per process and folder) the tiny project with planted input, through validate (+ instruct)
+    and through mix."""
     key = f"base:{tmp_root}"
     if key not in _CACHE:
         validated, mixed, done = tmp_root / "base-validated", tmp_root / "base-mixed", tmp_root / "base.done"
@@ -131,6 +132,7 @@ def base_projects(tmp_root: Path) -> Base:
             plant_inputs(validated)
             make_project(validated, params)
             dvc(validated, "repro", "validate")
+            dvc(validated, "repro", "instruct")  # clean decontaminates against its held-out set
             copy_workspace(validated, mixed)
             dvc(mixed, "repro", "mix")
             done.touch()
