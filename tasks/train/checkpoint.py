@@ -26,6 +26,7 @@ from typing import Any
 
 from tasks.core.files import list_files, sha256_file, write_json_atomic, write_text_atomic
 
+SCHEDULE_FILE = "schedule.json"  # per checkpoint: the LR schedule segments it was trained under
 log = logging.getLogger("forgeline.pretrain")
 MANIFEST = "forgeline.json"
 LATEST = "latest"
@@ -168,6 +169,17 @@ def choose_resume(store: CheckpointStore, identity: dict[str, Any], steps: int, 
     mfile = store.folder / tag / "metrics.jsonl"
     rows = [json.loads(line) for line in mfile.read_text().splitlines() if line.strip()] if mfile.exists() else []
     return tag, step, rows, None
+
+
+def schedule_segments(store: CheckpointStore, tag: str | None, start: int, steps: int) -> list[tuple[int, int]]:
+    """The LR schedules this run follows (`dsconfig.lr_at`): the checkpoint's, plus a new segment from the resume
+    step when `train.steps` changed since — so already-taken steps keep their rates and the decay continues
+    from the current rate instead of jumping to a recomputed cosine."""
+    saved = store.folder / tag / SCHEDULE_FILE if tag else None
+    segments = [tuple(s) for s in json.loads(saved.read_text())] if saved and saved.exists() else [(0, steps)]
+    if segments[-1][1] != steps:
+        segments.append((start, steps))
+    return [(int(a), int(b)) for a, b in segments]
 
 
 def rng_file(folder: Path, tag: str, rank: int) -> Path:

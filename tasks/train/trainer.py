@@ -32,7 +32,8 @@ import torch.distributed as dist
 from specs.ranks import PretrainRun, RankError, RankResult, SFTRun, Timing, TrainResult
 from tasks.core import faults
 from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
-from tasks.train.checkpoint import CheckpointStore, choose_resume, restore_rng, rng_file, rng_state, tag_name
+from tasks.train.checkpoint import (SCHEDULE_FILE, CheckpointStore, choose_resume, restore_rng, rng_file, rng_state,
+                                    schedule_segments, tag_name)
 from tasks.train.config import flops_per_token, param_count
 from tasks.train.dsconfig import ds_config, lr_at
 from tasks.train.monitor import Monitor
@@ -43,7 +44,6 @@ from tasks.train.stability import Action, Decision, StabilityGuard
 from tasks.train.weights import ADAPTER_DIR, ADAPTER_SHARDS, merge_shards
 
 GUARD_FILE = "stability.json"
-SCHEDULE_FILE = "schedule.json"  # per checkpoint: the LR schedule segments it was trained under
 
 
 def no_fault(batch: int) -> float:
@@ -130,17 +130,6 @@ def start(job: PretrainRun | SFTRun, rank: int, hooks: Hooks) -> TrainResult:
         return trainer.fit(tag, start_step, rows, dsc)
     finally:
         torch.set_num_threads(before)  # an in-process run must not change the caller's threads
-
-
-def schedule_segments(store: CheckpointStore, tag: str | None, start: int, steps: int) -> list[tuple[int, int]]:
-    """The LR schedules this run follows (`dsconfig.lr_at`): the checkpoint's, plus a new segment from the resume
-    step when `train.steps` changed since — so already-taken steps keep their rates and the decay continues
-    from the current rate instead of jumping to a recomputed cosine."""
-    saved = store.folder / tag / SCHEDULE_FILE if tag else None
-    segments = [tuple(s) for s in json.loads(saved.read_text())] if saved and saved.exists() else [(0, steps)]
-    if segments[-1][1] != steps:
-        segments.append((start, steps))
-    return [(int(a), int(b)) for a, b in segments]
 
 
 @dataclass
