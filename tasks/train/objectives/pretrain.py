@@ -112,6 +112,10 @@ class PretrainObjective:
     def reduce(self, engine: Any, batch: int, values: list[torch.Tensor]) -> float:
         return engine.dp_mean(torch.stack(values).mean())
 
+    def micro_losses(self, engine: Any, batch: int, values: list[torch.Tensor]) -> list[float]:
+        """Micro-batch i's mean loss over the dp ranks (each rank's micro-batch i has the same token count)."""
+        return [v / self.layout.dp for v in engine.dp_sum_each(torch.stack(values))]
+
     def whole_step(self, engine: Any, batch: int) -> float:
         L = self.layout
         it = self.data.iterator(batch, L.dp_rank) if (L.is_first or L.is_last) else None

@@ -162,6 +162,14 @@ class SFTObjective:
     def reduce(self, engine: Any, batch: int, values: list[torch.Tensor]) -> float:
         return engine.dp_sum(torch.stack(values).sum()) / max(self.count, 1.0)
 
+    def micro_losses(self, engine: Any, batch: int, values: list[torch.Tensor]) -> list[float]:
+        """Micro-batch i's per-token loss over the dp ranks: Σ loss sums / Σ assistant tokens (one all-reduce)."""
+        weights = self.data.train.weights
+        counts = [float(weights[idx].sum()) for idx in self.plan.micro_indexes(batch, self.layout.dp_rank)]
+        sums = engine.dp_sum_each(torch.tensor([float(v) for v in values] + counts, dtype=torch.float64))
+        k = len(values)
+        return [s / max(c, 1.0) for s, c in zip(sums[:k], sums[k:])]
+
     def whole_step(self, engine: Any, batch: int) -> float:
         raise NotImplementedError("sft runs without a pipeline")
 
