@@ -123,3 +123,33 @@ def test_telemetry_rows_and_mfu(mixed, tmp_path):
     assert r["mfu"] == pytest.approx(r["tokens_per_s"] * config["flops_per_token"] / 1e12, rel=1e-3)
     assert "MFU" in result.summary and "synchronous saves, training stalled" in result.summary
     assert any("checkpoint_stall_s" in r for r in rows)
+
+
+def accum_spec(**stability) -> dict:
+    spec = spec_with(**stability)
+    return {**spec, "parallel": {"dp": 2, "zero_stage": 2},
+            "train": {**spec["train"], "grad_accum": 2, "micro_batch_size": 2}}
+
+
+def test_accumulation_nan_is_skipped_before_the_update_on_every_rank(mixed, tmp_path, monkeypatch):
+    """dp 2 × ZeRO-2 × 2 micro-batches: the pre-pass sees batch 5's NaN before any backward, on both ranks (the
+    micro-batch losses are reduced over dp), so no gradient is reduced and DeepSpeed's accumulation stays
+    aligned; with `accum_check: after` the same NaN reaches the update, where DeepSpeed's ZeRO-2 drops it itself
+    (non-finite grad norm), recorded as such (an overflow, not a guard skip)."""
+    monkeypatch.setenv("FORGELINE_INJECT_LOSS", "5:nan")
+    root = fresh_root(mixed, tmp_path / "prepass")
+    result = run_stage(root, accum_spec())
+    incidents = read(root, "incidents.jsonl")
+    assert [(i["step"], i["action"]) for i in incidents] == [(5, "skip")]
+    assert incidents[0]["micro_losses"] == ["nan", "nan"] and result.counts["steps"] == 8
+    rows = {r["step"]: r for r in read(root, "metrics.jsonl") if r["kind"] == "train"}
+    assert rows[5]["grad_norm"] is None and all(rows[s]["grad_norm"] > 0 for s in (4, 6, 7, 8))
+    optim = OptimSpec.model_validate(SPEC["train"]["optim"])
+    assert [rows[s]["lr"] for s in range(1, 9)] == pytest.approx([lr_at(s, optim, 8) for s in range(8)], abs=1e-6)
+    assert all(torch.isfinite(t).all() for t in load_weights(root / "data" / "pretrain").values())
+
+    after = fresh_root(mixed, tmp_path / "after")
+    run_stage(after, accum_spec(accum_check="after"))
+    late = read(after, "incidents.jsonl")
+    assert [(i["step"], i["action"]) for i in late] == [(5, "overflow")]
+    assert "micro_losses" not in late[0]

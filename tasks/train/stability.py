@@ -196,14 +196,15 @@ class StabilityGuard:
 
     def note_overflow(self, step: int, loss: float, loss_scale: float | None,
                       doc_ids: Iterable[Any] | Callable[[], Iterable[Any]] = ()) -> Decision:
-        """fp16: the loss scaler found inf/NaN gradients, skipped the update and lowered the scale. Recorded as an
-        OVERFLOW incident; not a spike (no count toward a rollback) and not in the statistics — a run with
-        dynamic loss scaling overflows routinely while the scale searches for its ceiling."""
+        """DeepSpeed found inf/NaN gradients and skipped the update itself — fp16's loss scaler (which also lowers
+        the scale), or ZeRO 1–3's non-finite grad-norm check in fp32. Recorded as an OVERFLOW incident; not a spike
+        (no count toward a rollback) and not in the statistics — a run with dynamic loss scaling overflows
+        routinely while the scale searches for its ceiling."""
         if self._history and self._history[-1][0] == step:  # judged on its loss before the update: take it out
             self._history.pop()
         if self._micro and self._micro[-1][0] == step:
             self._micro.pop()
-        decision = Decision(Action.OVERFLOW, reason="fp16 overflow: update skipped by the loss scaler"
+        decision = Decision(Action.OVERFLOW, reason="inf/NaN gradients: DeepSpeed skipped the update"
                             + (f", scale now {loss_scale:g}" if loss_scale is not None else ""))
         self._record(step, self.batch_index(step), float(loss), None, None, None, decision, doc_ids)
         return decision
