@@ -153,3 +153,22 @@ def test_accumulation_nan_is_skipped_before_the_update_on_every_rank(mixed, tmp_
     late = read(after, "incidents.jsonl")
     assert [(i["step"], i["action"]) for i in late] == [(5, "overflow")]
     assert "micro_losses" not in late[0]
+
+
+def test_torch_autocast_bf16_trains_close_to_fp32_with_grad_norms(mixed, tmp_path):
+    """`speed.mixed_precision: torch_autocast` through the real stage on a CPU rank (bf16 autocast exists there):
+    the config has no bf16 section, grad norms are reported (fp32 weights, ZeRO-0: DeepSpeed's clip norm is kept),
+    and the losses follow the fp32 run within bf16 rounding — but are not the fp32 numbers (autocast acted)."""
+    def losses(precision: str, **speed) -> list[tuple[float, float]]:
+        spec = {**SPEC, "train": {**SPEC["train"], "steps": 3, "eval_every": 100, "precision": precision,
+                                  "grad_accum": 2, "speed": speed}}
+        root = fresh_root(mixed, tmp_path / precision)
+        run_stage(root, spec)
+        cfg = json.loads((root / "data" / "pretrain" / "ds_config.json").read_text())
+        assert cfg["torch_autocast"]["enabled"] is bool(speed) and not cfg["bf16"]["enabled"]
+        return [(r["loss"], r["grad_norm"]) for r in read(root, "metrics.jsonl") if r["kind"] == "train"]
+
+    auto, fp32 = losses("bf16", mixed_precision="torch_autocast"), losses("fp32")
+    assert all(g is not None and g > 0 for _, g in auto)
+    assert [a for a, _ in auto] == pytest.approx([f for f, _ in fp32], rel=2e-2)
+    assert [a for a, _ in auto] != [f for f, _ in fp32]

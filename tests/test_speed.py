@@ -143,3 +143,12 @@ def test_overflow_signals_read_from_a_deepspeed_engine():
     assert skipped_steps_of(SimpleNamespace()) == 0 and loss_scale_of(SimpleNamespace(optimizer=None)) is None
     assert skipped_steps_of(SimpleNamespace(skipped_steps=True)) == 0  # not a count
     assert loss_scale_of(SimpleNamespace(optimizer=SimpleNamespace(loss_scale=lambda: 1))) is None
+
+
+def test_torch_autocast_runs_are_a_different_checkpoint_identity():
+    from tasks.train.objectives.base import autocast_identity
+
+    auto = PretrainSpec(precision="bf16", speed={"mixed_precision": "torch_autocast"})
+    assert autocast_identity(auto) == {"mixed_precision": "torch_autocast"}
+    assert autocast_identity(PretrainSpec(precision="bf16")) == {}  # identities from before the option match
+    assert autocast_identity(PretrainSpec(precision="fp32", speed={"mixed_precision": "torch_autocast"})) == {}

@@ -360,3 +360,31 @@ def test_an_fp16_overflow_is_an_incident_not_a_spike_and_keeps_the_schedule(tmp_
     rows = {r["step"]: r for r in result.rows if r["kind"] == "train"}
     assert rows[2]["overflows"] == 0 and rows[4]["overflows"] == 2 and rows[4]["grad_norm"] is None
     assert float(engine.w.detach()) == pytest.approx(reference_w([0, 1, 4, 5]), abs=1e-6)
+
+
+def test_objectives_micro_losses_are_per_micro_batch_over_dp():
+    """The pre-pass's micro-batch losses: pretraining's mean loss of micro-batch i over the dp ranks, SFT's
+    Σ loss sums / Σ assistant tokens of micro-batch i (a fake engine sums over two ranks holding these values)."""
+    import numpy as np
+    from types import SimpleNamespace
+
+    from tasks.train.objectives.pretrain import PretrainObjective
+    from tasks.train.objectives.sft import SFTObjective
+
+    seen: list[list[float]] = []
+
+    def dp_sum_each(x: torch.Tensor) -> list[float]:  # two ranks, the other holding 3× these values
+        seen.append(x.tolist())
+        return [4.0 * float(v) for v in x]
+
+    engine = SimpleNamespace(dp_sum_each=dp_sum_each)
+    pre = object.__new__(PretrainObjective)
+    pre.layout = SimpleNamespace(dp=2, dp_rank=0)
+    assert pre.micro_losses(engine, 0, [torch.tensor(2.0), torch.tensor(3.5)]) == [4.0, 7.0]
+    sft = object.__new__(SFTObjective)
+    sft.layout = SimpleNamespace(dp=2, dp_rank=1)
+    weights = np.array([[1, 1, 0, 0], [1, 1, 1, 0], [0, 0, 0, 1]], dtype=np.float32)  # 2 + 3 and 1 tokens
+    sft.data = SimpleNamespace(train=SimpleNamespace(weights=weights))
+    sft.plan = SimpleNamespace(micro_indexes=lambda batch, rank: [np.array([0, 1]), np.array([2])])
+    assert sft.micro_losses(engine, 7, [torch.tensor(10.0), torch.tensor(0.5)]) == [2.0, 0.5]
+    assert seen[-1] == [10.0, 0.5, 5.0, 1.0]  # one all-reduce: the sums, then the token counts

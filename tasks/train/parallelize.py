@@ -251,7 +251,7 @@ def build_engine(cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: 
     ds, optimizer, _, scheduler = deepspeed.initialize(
         model=module, optimizer=optimizer, lr_scheduler=scheduler_factory(train.optim, train.steps, schedule),
         config=ds_cfg, mpu=layout.mpu if layout.pp == 1 else None)
-    if train.precision == "fp32" and job.parallel.zero_stage == 0:
-        record_clip_norm(ds)
+    if not (ds_cfg["bf16"]["enabled"] or ds_cfg["fp16"]["enabled"]) and job.parallel.zero_stage == 0:
+        record_clip_norm(ds)  # fp32 weights without ZeRO: fp32, or bf16 through torch_autocast
     grid = ds.mpu if layout.pp > 1 else layout.mpu  # a PipelineEngine's mpu is its module's grid
     return DeepSpeedParts(ds, optimizer, scheduler, grid.get_data_parallel_group() if grid is not None else None)

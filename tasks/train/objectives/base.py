@@ -30,6 +30,14 @@ from tasks.train.init_weights import WeightSource
 MicroBatch = Callable[[], tuple[torch.Tensor, torch.Tensor]]  # -> (loss to backpropagate, value to report)
 
 
+def autocast_identity(train: Any) -> dict[str, Any]:
+    """The checkpoint-identity entry of DeepSpeed's mixed-precision mode: torch_autocast keeps fp32 weights and
+    optimizer states where the bf16 section keeps bf16 weights plus fp32 masters, so one cannot resume the other.
+    Absent for the default (`sections`), so identities written before the option existed still match."""
+    mode = train.speed.mixed_precision
+    return {"mixed_precision": mode} if mode != "sections" and train.precision == "bf16" else {}
+
+
 @dataclass
 class Prepared:
     """What an objective knows before the engine exists."""
