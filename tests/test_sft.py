@@ -216,3 +216,18 @@ def test_lora_export_loads_with_peft_and_equals_the_merged_model(pretrained, tmp
         assert float((adapted(input_ids=ids).logits - merged(input_ids=ids).logits).abs().max()) < 1e-4
         assert float((load(out / "base")(input_ids=ids).logits - merged(input_ids=ids).logits).abs().max()) > 1e-3
     assert report["param_count"] > 0
+
+
+def test_accumulation_pre_pass_skips_a_nan_step_on_two_ranks(pretrained, tmp_path, monkeypatch):
+    """SFT with 2 micro-batches on each of 2 ZeRO-2 ranks: the guard's forward pre-pass reduces each micro-batch's
+    per-token loss over the ranks and skips step 3 (NaN) before any backward; the other steps train."""
+    monkeypatch.setenv("FORGELINE_INJECT_LOSS", "3:nan")
+    root = copy_inputs(pretrained, tmp_path / "p")
+    run_sft(root, dp=2, zero_stage=2, micro_batch_size=2, grad_accum=2, steps=4)
+    sft_dir = root / "data" / "sft"
+    incidents = [json.loads(line) for line in (sft_dir / "incidents.jsonl").read_text().splitlines()]
+    assert [(i["step"], i["action"], i["micro_losses"]) for i in incidents] == [(3, "skip", ["nan", "nan"])]
+    rows = [json.loads(line) for line in (sft_dir / "metrics.jsonl").read_text().splitlines()]
+    norms = {r["step"]: r["grad_norm"] for r in rows if r["kind"] == "train"}
+    assert norms[3] is None and all(norms[s] > 0 for s in (1, 2, 4))
+    assert all(torch.isfinite(t).all() for t in load_weights(sft_dir).values())

@@ -153,3 +153,71 @@ def test_disabled_and_spec_validation():
     with pytest.raises(ValueError, match="min_history"):
         StabilitySpec(window=10, min_history=20)
     assert all(f.description for f in StabilitySpec.model_fields.values())
+
+
+# ---- accumulation: micro-batch losses; fp16 overflow ----------------------------------------------------------
+def micro_steps(guard: StabilityGuard, n: int, k: int, seed: int) -> list:
+    """n steps of k micro-batch losses each: level 3.0, micro-batch noise σ = 0.05 (the step mean's σ is 0.05/√k)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for step in range(1, n + 1):
+        micro = [float(v) for v in 3.0 + rng.normal(0, 0.05, k)]
+        out.append(guard.observe(step, sum(micro) / k, None, micro_losses=micro))
+    return out
+
+
+def test_one_spiking_micro_batch_skips_the_step_although_the_mean_hides_it():
+    spec = StabilitySpec(window=50, min_history=20, z_threshold=6.0, min_rel_std=0.0)
+    guard = StabilityGuard(spec)
+    assert all(d.action is Action.OK for d in micro_steps(guard, 40, 8, seed=3))
+    # micro-batch 5 at 3.0 + 0.8 (16 σ of a micro-batch); the step mean rises by 0.1: under 6 of the mean's z?
+    micro = [3.0] * 8
+    micro[5] = 3.8
+    mean = sum(micro) / 8
+    plain = StabilityGuard(spec)
+    micro_steps(plain, 40, 8, seed=3)
+    assert plain.observe(41, mean, None).action is Action.OK  # the step loss alone does not flag it
+    d = guard.observe(41, mean, None, doc_ids=["d41"], micro_losses=micro)
+    assert d.action is Action.SKIP and "micro-batch 5 loss z=" in d.reason
+    assert guard.incidents[-1]["micro_losses"] == micro and guard.incidents[-1]["step"] == 41
+    # the look-alike: the same micro-batch at 3.1 (2 σ) is an ordinary step, and enters the reference
+    micro[5] = 3.1
+    assert guard.observe(42, sum(micro) / 8, None, micro_losses=micro).action is Action.OK
+    assert len(guard.incidents) == 1
+
+
+def test_a_nan_micro_batch_is_a_non_finite_spike_from_the_first_step():
+    guard = StabilityGuard(StabilitySpec())
+    d = guard.observe(1, 2.0, None, micro_losses=[2.0, math.nan, 2.0])
+    assert d.action is Action.SKIP and d.reason == "non-finite loss or grad norm"
+    assert guard.incidents[0]["micro_losses"] == [2.0, "nan", 2.0]
+
+
+def test_micro_statistics_survive_state_dict_and_rollback():
+    spec = StabilitySpec(window=30, min_history=10, min_rel_std=0.0, max_spikes=2)
+    guard = StabilityGuard(spec)
+    micro_steps(guard, 20, 4, seed=5)
+    guard.note_checkpoint(20)
+    copy = StabilityGuard(spec)
+    copy.load_state_dict(json.loads(json.dumps(guard.state_dict())))
+    spike = [3.0, 3.0, 3.0, 4.0]
+    assert copy.observe(21, 3.25, None, micro_losses=spike) == guard.observe(21, 3.25, None, micro_losses=spike)
+    old = dict(guard.state_dict())
+    old.pop("micro"), old.pop("checkpoint_micro")  # a state saved before micro-batch judging existed
+    StabilityGuard(spec).load_state_dict(old)
+    d = guard.observe(22, 3.25, None, micro_losses=spike)
+    assert d.action is Action.ROLLBACK and d.to_step == 20
+    assert len(guard.state_dict()["micro"]) == 20  # back to the checkpoint's reference
+
+
+def test_an_fp16_overflow_is_recorded_but_is_not_a_spike():
+    guard = StabilityGuard(StabilitySpec(max_spikes=1, max_rollbacks=0))
+    run(guard, [3.0] * 25, [1.0] * 25)
+    before = guard.state_dict()["history"]
+    guard.observe(26, 3.0, None)  # judged on its loss, then the scaler skipped its update
+    d = guard.note_overflow(26, 3.0, 32768.0, doc_ids=["d26"])
+    assert d.action is Action.OVERFLOW and not d.apply_update and d.reason.endswith("scale now 32768")
+    assert guard.incidents == [{**guard.incidents[0], "step": 26, "action": "overflow", "doc_ids": ["d26"]}]
+    assert guard.state_dict()["history"] == before and guard.rollbacks == 0  # not in the reference
+    # with max_spikes 1 and no rollbacks left, a real spike would abort: the overflow did not count as one
+    assert guard.observe(27, 3.0, 1.0).action is Action.OK

@@ -5,6 +5,7 @@ skip / down-weight before the update, rollback to a checkpoint, resume choice an
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -36,6 +37,9 @@ class FakeEngine:
         self.calls: list[str] = []
         self.pending = 0
         self.scale = 1.0
+        self.overflows = 0
+        self.boundaries = 0
+        self.overflow_at: set[int] = set()  # boundary counts (1-based) whose update "overflows" (fp16)
 
     def set_lr_scale(self, scale: float) -> None:
         self.scale = scale
@@ -45,6 +49,12 @@ class FakeEngine:
         self.calls.append("backward")
         self.pending += 1
         if self.pending == self.grad_accum:
+            self.boundaries += 1
+            if self.boundaries in self.overflow_at:  # what DeepSpeed's fp16 scaler does: drop, count, no update
+                self.w.grad, self.pending = None, 0
+                self.overflows += 1
+                self.calls.append("overflow")
+                return
             with torch.no_grad():
                 self.w -= LR * self.scale * self.w.grad
             self.last_norm = float(self.w.grad.abs())
@@ -54,6 +64,18 @@ class FakeEngine:
 
     def skip_update(self) -> None:
         self.calls.append("skip")
+
+    def skipped_steps(self) -> int:
+        return self.overflows
+
+    def loss_scale(self) -> float | None:
+        return None
+
+    @contextmanager
+    def eval_mode(self) -> Iterator[None]:
+        self.calls.append("prepass")
+        with torch.no_grad():
+            yield
 
     def grad_norm(self) -> float | None:
         return self.last_norm
@@ -106,6 +128,9 @@ class FakeObjective:
     def reduce(self, engine: Any, batch: int, values: list[torch.Tensor]) -> float:
         return float(torch.stack(values).mean())
 
+    def micro_losses(self, engine: Any, batch: int, values: list[torch.Tensor]) -> list[float]:
+        return [float(v) for v in values]
+
     def whole_step(self, engine: Any, batch: int) -> float:
         raise NotImplementedError
 
@@ -143,9 +168,13 @@ def job(tmp: Path, steps: int = 6, grad_accum: int = 1, **stability: Any) -> Pre
                        reports_dir=str(tmp / "reports"), marker_dir=str(tmp / "markers"), seed=1)
 
 
-def fit(tmp: Path, grad_accum: int = 1, hooks: Hooks | None = None, steps: int = 6, **stability: Any):
+def fit(tmp: Path, grad_accum: int = 1, hooks: Hooks | None = None, steps: int = 6, engine: Any = None,
+        objective: Any = None, precision: str = "auto", **stability: Any):
     j = job(tmp, steps=steps, grad_accum=grad_accum, **stability)
-    engine, objective = FakeEngine(grad_accum), FakeObjective(grad_accum)
+    if precision != "auto":
+        train = j.spec.train.model_copy(update={"precision": precision})
+        j = j.model_copy(update={"spec": j.spec.model_copy(update={"train": train})})
+    engine, objective = engine or FakeEngine(grad_accum), objective or FakeObjective(grad_accum)
     store = CheckpointStore(Path(j.ckpt_dir))
     prepared = objective.prepare(0)
     tag, start, rows, error = choose_resume(store, prepared.identity, j.spec.train.steps, "fake")
@@ -164,7 +193,7 @@ def reference_w(batches: list[int]) -> float:
 
 def test_accumulation_runs_every_micro_batch_then_one_update(tmp_path):
     result, engine, objective, _ = fit(tmp_path, grad_accum=3)
-    assert engine.calls == (["backward"] * 3 + ["update"]) * 6  # no judging before the update with accumulation
+    assert engine.calls == (["prepass"] + ["backward"] * 3 + ["update"]) * 6  # judged by a forward pre-pass
     assert objective.seen == list(range(6))
     assert float(engine.w.detach()) == pytest.approx(reference_w(list(range(6))), abs=1e-6)
     assert len(result.losses) == 6 and result.start_step == 0
@@ -257,3 +286,105 @@ def test_cpu_threads_come_from_params_split_over_local_ranks(monkeypatch):
     assert cpu_threads(2, 1) == 2 and cpu_threads(2, 2) == 1 and cpu_threads(2, 8) == 1 and cpu_threads(16, 4) == 4
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")  # 8 ranks over 4 nodes: 2 per machine
     assert cpu_threads(16, 8) == 8
+
+
+# ---- stability with accumulation, a pipeline's one-call step, fp16 overflow ---------------------------------
+def test_accumulation_skips_the_whole_step_before_its_update_when_one_micro_batch_is_nan(tmp_path):
+    hooks = Hooks(micro_factor=lambda batch, i: math.nan if (batch, i) == (4, 2) else 1.0)  # the last of 3
+    result, engine, _, trainer = fit(tmp_path, grad_accum=3, hooks=hooks)
+    step = ["prepass", "backward", "backward", "backward", "update"]
+    assert engine.calls == step * 3 + ["prepass", "skip"] + step * 2  # batch 4: not one micro-batch backpropagated
+    incident, = trainer.guard.incidents
+    assert incident["step"] == 4 and incident["action"] == "skip" and incident["micro_losses"][2] == "nan"
+    assert float(engine.w.detach()) == pytest.approx(reference_w([0, 1, 2, 4, 5]), abs=1e-6)
+    assert result.losses[3] is None and engine.w.grad is None  # no accumulated gradient left behind
+
+
+def test_accumulation_downweights_every_micro_batch_of_a_spiking_step(tmp_path):
+    hooks = Hooks(micro_factor=lambda batch, i: 50.0 if (batch, i) == (5, 0) else 1.0)
+    _, engine, _, trainer = fit(tmp_path, grad_accum=2, hooks=hooks, on_spike="downweight", downweight_factor=0.1)
+    assert [i["action"] for i in trainer.guard.incidents] == ["downweight"]
+    w = reference_w([0, 1, 2, 3])
+    w -= LR * (50 * 0.1 + 0.1) / 2 * 2 * (w - FakeObjective.target(4))  # mean of micro gradients 5·g and 0.1·g
+    w -= LR * 2 * (w - FakeObjective.target(5))
+    assert float(engine.w.detach()) == pytest.approx(w, abs=1e-5)
+
+
+def test_accum_check_after_applies_the_update_then_notes_the_spike(tmp_path):
+    hooks = Hooks(micro_factor=lambda batch, i: 80.0 if (batch, i) == (5, 1) else 1.0)
+    _, engine, _, trainer = fit(tmp_path, grad_accum=2, hooks=hooks, accum_check="after", steps=5)
+    assert "prepass" not in engine.calls and engine.calls.count("update") == 5  # no extra forward, no skip
+    assert [i["action"] for i in trainer.guard.incidents] == ["noted"]
+
+
+class PipelineObjective(FakeObjective):
+    """A pipeline's step: one call runs every micro-batch's forward, backward and the update (`train_batch`)."""
+
+    whole_steps = True
+
+    def __init__(self, grad_accum: int, factor: dict[int, float]):
+        super().__init__(grad_accum)
+        self.factor = factor
+
+    def whole_step(self, engine: FakeEngine, batch: int) -> float:
+        losses = []
+        for micro in self.micro_batches(engine, batch):
+            loss, value = micro()
+            engine.backward_and_step(loss * self.factor.get(batch + 1, 1.0))
+            losses.append(value * self.factor.get(batch + 1, 1.0))
+        return float(torch.stack(losses).mean())
+
+
+def test_a_pipeline_step_is_judged_after_its_update_and_recovers_by_rollback(tmp_path):
+    objective = PipelineObjective(2, {5: 80.0, 6: 80.0})
+    result, engine, _, trainer = fit(tmp_path, grad_accum=2, objective=objective, steps=8)
+    assert [i["action"] for i in trainer.guard.incidents] == ["noted", "rollback"]  # nothing can act before
+    assert "prepass" not in engine.calls and "skip" not in engine.calls
+    first_load = engine.calls.index("load:step000004")
+    assert engine.calls[:first_load].count("update") == 6  # both spiking steps were applied, then undone
+    assert trainer.guard.rollbacks == 1 and trainer.guard.skipped == [(5, 7)]
+    w = reference_w([0, 1, 2, 3])  # the checkpoint of step 4; then batches 7-10 (1-based) at the cooled LR
+    for b in (6, 7, 8, 9):
+        w -= LR * 0.5 * 2 * (w - FakeObjective.target(b))
+    assert float(engine.w.detach()) == pytest.approx(w, abs=1e-6)
+    assert len(result.losses) == 9  # steps 1-5 of the first pass (5 applied, then undone), 5-8 of the replay
+
+
+def test_an_fp16_overflow_is_an_incident_not_a_spike_and_keeps_the_schedule(tmp_path):
+    engine = FakeEngine(1)
+    engine.overflow_at = {3, 4}  # two overflows inside the window: two spikes would roll back (max_spikes 2)
+    result, engine, _, trainer = fit(tmp_path, engine=engine, precision="fp16")
+    assert [(i["step"], i["action"]) for i in trainer.guard.incidents] == [(3, "overflow"), (4, "overflow")]
+    assert trainer.guard.rollbacks == 0 and not any(c.startswith("load") for c in engine.calls)
+    assert engine.calls.count("skip") == 2  # the LR schedule advanced for each (DeepSpeed leaves it)
+    rows = {r["step"]: r for r in result.rows if r["kind"] == "train"}
+    assert rows[2]["overflows"] == 0 and rows[4]["overflows"] == 2 and rows[4]["grad_norm"] is None
+    assert float(engine.w.detach()) == pytest.approx(reference_w([0, 1, 4, 5]), abs=1e-6)
+
+
+def test_objectives_micro_losses_are_per_micro_batch_over_dp():
+    """The pre-pass's micro-batch losses: pretraining's mean loss of micro-batch i over the dp ranks, SFT's
+    Σ loss sums / Σ assistant tokens of micro-batch i (a fake engine sums over two ranks holding these values)."""
+    import numpy as np
+    from types import SimpleNamespace
+
+    from tasks.train.objectives.pretrain import PretrainObjective
+    from tasks.train.objectives.sft import SFTObjective
+
+    seen: list[list[float]] = []
+
+    def dp_sum_each(x: torch.Tensor) -> list[float]:  # two ranks, the other holding 3× these values
+        seen.append(x.tolist())
+        return [4.0 * float(v) for v in x]
+
+    engine = SimpleNamespace(dp_sum_each=dp_sum_each)
+    pre = object.__new__(PretrainObjective)
+    pre.layout = SimpleNamespace(dp=2, dp_rank=0)
+    assert pre.micro_losses(engine, 0, [torch.tensor(2.0), torch.tensor(3.5)]) == [4.0, 7.0]
+    sft = object.__new__(SFTObjective)
+    sft.layout = SimpleNamespace(dp=2, dp_rank=1)
+    weights = np.array([[1, 1, 0, 0], [1, 1, 1, 0], [0, 0, 0, 1]], dtype=np.float32)  # 2 + 3 and 1 tokens
+    sft.data = SimpleNamespace(train=SimpleNamespace(weights=weights))
+    sft.plan = SimpleNamespace(micro_indexes=lambda batch, rank: [np.array([0, 1]), np.array([2])])
+    assert sft.micro_losses(engine, 7, [torch.tensor(10.0), torch.tensor(0.5)]) == [2.0, 0.5]
+    assert seen[-1] == [10.0, 0.5, 5.0, 1.0]  # one all-reduce: the sums, then the token counts

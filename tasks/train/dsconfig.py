@@ -17,16 +17,42 @@ from torch import nn
 STEPS_PER_PRINT = 10**9  # our loop logs; DeepSpeed's own progress lines stay off
 
 
+def on_cuda(parallel: Any) -> bool:
+    """Whether the ranks of `parallel` run on CUDA (`accelerator: auto` follows what this process sees)."""
+    return parallel.accelerator == "cuda" or (parallel.accelerator == "auto" and torch.cuda.is_available())
+
+
+def zero_section(stage: int, speed: Any, cuda: bool) -> dict[str, Any]:
+    """`zero_optimization` with every communication knob written out (none left to DeepSpeed's defaults, so the
+    config on disk says what ran)."""
+    overlap = speed.overlap_comm if speed.overlap_comm is not None else (stage == 3 or (stage == 2 and cuda))
+    zero: dict[str, Any] = {"stage": stage, "overlap_comm": overlap,
+                            "contiguous_gradients": speed.contiguous_gradients,
+                            "reduce_bucket_size": speed.reduce_bucket_size,
+                            "allgather_bucket_size": speed.allgather_bucket_size}
+    if stage == 3:
+        persist = speed.stage3_param_persistence_threshold
+        zero.update({"stage3_prefetch_bucket_size": speed.stage3_prefetch_bucket_size,
+                     # CPU ranks: every parameter partitioned (deterministic gathers on the small test models)
+                     "stage3_param_persistence_threshold": persist if persist is not None else
+                     (100_000 if cuda else 0)})
+    return zero
+
+
 def ds_config(train: Any, parallel: Any) -> dict[str, Any]:
     """DeepSpeed config for a `PretrainSpec` and `ParallelSpec`."""
     fp16 = train.precision == "fp16"
+    # torch_autocast replaces the bf16 section; fp16 keeps its section (DeepSpeed's dynamic loss scaler, whose
+    # skipped steps the trainer recognises as overflows)
+    autocast = train.speed.mixed_precision == "torch_autocast" and train.precision == "bf16"
     cfg: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": train.micro_batch_size,
         "gradient_accumulation_steps": train.grad_accum,
         "train_batch_size": train.micro_batch_size * train.grad_accum * parallel.dp,
         "gradient_clipping": train.optim.grad_clip,
-        "zero_optimization": {"stage": parallel.zero_stage},
-        "bf16": {"enabled": train.precision == "bf16"},
+        "zero_optimization": zero_section(parallel.zero_stage, train.speed, on_cuda(parallel)),
+        "bf16": {"enabled": train.precision == "bf16" and not autocast},
+        "torch_autocast": {"enabled": autocast, "dtype": "bfloat16"},
         # loss_scale 0 = dynamic loss scaling: start at 2^16, halve on overflow (the step is skipped), grow
         # after 1000 clean steps.
         "fp16": {"enabled": fp16, "loss_scale": 0, "initial_scale_power": 16, "loss_scale_window": 1000,
@@ -37,9 +63,6 @@ def ds_config(train: Any, parallel: Any) -> dict[str, Any]:
         "zero_force_ds_cpu_optimizer": False,
         "dump_state": False,
     }
-    if parallel.zero_stage == 3:
-        # Deterministic gathers and no prefetch surprises on small models; same math either way.
-        cfg["zero_optimization"].update({"stage3_param_persistence_threshold": 0})
     return cfg
 
 
@@ -52,9 +75,28 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def make_optimizer(model: nn.Module, optim: Any) -> torch.optim.Optimizer:
-    return torch.optim.AdamW(param_groups(model, optim.weight_decay), lr=optim.lr, betas=tuple(optim.betas),
-                             eps=1e-8, foreach=False)
+def compile_blocks(module: nn.Module, block_type: type) -> int:
+    """`torch.compile` every `block_type` submodule in place (`nn.Module.compile`: the module objects, their
+    parameters and DeepSpeed's hooks stay; only each block's forward runs compiled). Returns how many."""
+    blocks = [m for m in module.modules() if isinstance(m, block_type)]
+    for block in blocks:
+        block.compile()
+    return len(blocks)
+
+
+def adamw_kwargs(optim: Any, fused: str, device_type: str) -> dict[str, Any]:
+    """AdamW's arguments. `fused` (SpeedSpec.fused_adamw): auto = the fused kernel where the parameters live on
+    CUDA; otherwise the plain per-tensor loop (`foreach=False`: the CPU results the tests pin)."""
+    use_fused = fused == "on" or (fused == "auto" and device_type == "cuda")
+    kernel: dict[str, Any] = {"fused": True} if use_fused else {"foreach": False}
+    return {"lr": optim.lr, "betas": tuple(optim.betas), "eps": 1e-8, **kernel}
+
+
+def make_optimizer(model: nn.Module, optim: Any, fused: str = "auto", device_type: str = "cpu"
+                   ) -> torch.optim.Optimizer:
+    """The client AdamW; `device_type`: where the ranks train (the module is still on the host when it is built,
+    DeepSpeed moves it)."""
+    return torch.optim.AdamW(param_groups(model, optim.weight_decay), **adamw_kwargs(optim, fused, device_type))
 
 
 Segments = list[tuple[int, int]]  # (first step, total steps) of each schedule a run followed, in order

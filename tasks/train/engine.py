@@ -23,6 +23,7 @@ from tasks.train.deepspeed_adapter import (full_fp32_param, gathered_param, pipe
                                            pipeline_local_layers, use_weights_only_loader)
 from tasks.train.init_weights import WeightSource
 from tasks.train.parallelize import Layout, build_engine
+from tasks.train.stepguard import loss_scale_of, skipped_steps_of
 from tasks.train.lora import is_adapter_key, merge_lora
 from tasks.train.weights import ADAPTER_SHARDS, shard_path, write_shard
 
@@ -77,8 +78,17 @@ class Engine:
         self.ds.step()
 
     def skip_update(self) -> None:
-        """Skip this optimizer step; the LR schedule still advances (LR stays a function of the step)."""
+        """Skip this optimizer step; the LR schedule still advances (LR stays a function of the step). Also what
+        follows an fp16 overflow, which DeepSpeed skips without advancing the schedule."""
         self.scheduler.step()
+
+    def skipped_steps(self) -> int:
+        """Steps DeepSpeed's loss scaler has skipped for fp16 overflow (compare before and after a step:
+        tasks/train/stepguard.py)."""
+        return skipped_steps_of(self.ds)
+
+    def loss_scale(self) -> float | None:
+        return loss_scale_of(self.ds)
 
     def grad_norm(self) -> float | None:
         """The global gradient norm of the last update (None when unknown or not finite)."""
@@ -94,6 +104,14 @@ class Engine:
             x = x.detach().clone().double()
             dist.all_reduce(x, group=self.dp_group)
         return float(x)
+
+    def dp_sum_each(self, x: torch.Tensor) -> list[float]:
+        """Element-wise sum over the data-parallel ranks of a small vector (one all-reduce)."""
+        x = x.detach().to(self.device, torch.float64)
+        if self.layout.dp > 1:
+            x = x.clone()
+            dist.all_reduce(x, group=self.dp_group)
+        return [float(v) for v in x.cpu()]
 
     def dp_mean(self, x: torch.Tensor) -> float:
         return self._dp_mean(x.detach().float())

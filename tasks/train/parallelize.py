@@ -37,7 +37,7 @@ from torch import nn
 from tasks.train.config import ModelConfig
 from tasks.train.deepspeed_adapter import (count_once_per_stage, disable_shm_comm, forget_cached_groups, make_grid,
                                            pipeline_local_layers, pipeline_tied_layers, record_clip_norm)
-from tasks.train.dsconfig import make_optimizer, scheduler_factory
+from tasks.train.dsconfig import compile_blocks, make_optimizer, on_cuda, scheduler_factory
 from tasks.train.init_weights import WeightSource, load_local
 from tasks.train.lora import apply_lora
 from tasks.train.model import (Block, Embedding, FinalNorm, LMHead, RMSNorm, Transformer, head_index, lm_head_forward,
@@ -244,11 +244,14 @@ def build_engine(cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: 
     z_loss = getattr(train, "z_loss", 0.0)  # a pretraining knob: SFTSpec has none
     module = build_module(cfg, layout, seed, train.activation_checkpointing, init, z_loss,
                           getattr(train, "adapter", None))  # an SFT knob: PretrainSpec has none
-    optimizer = make_optimizer(module, train.optim)
+    if train.speed.compile:
+        compile_blocks(module, Block)
+    optimizer = make_optimizer(module, train.optim, train.speed.fused_adamw,
+                               "cuda" if on_cuda(job.parallel) else "cpu")
     ds, optimizer, _, scheduler = deepspeed.initialize(
         model=module, optimizer=optimizer, lr_scheduler=scheduler_factory(train.optim, train.steps, schedule),
         config=ds_cfg, mpu=layout.mpu if layout.pp == 1 else None)
-    if train.precision == "fp32" and job.parallel.zero_stage == 0:
-        record_clip_norm(ds)
+    if not (ds_cfg["bf16"]["enabled"] or ds_cfg["fp16"]["enabled"]) and job.parallel.zero_stage == 0:
+        record_clip_norm(ds)  # fp32 weights without ZeRO: fp32, or bf16 through torch_autocast
     grid = ds.mpu if layout.pp > 1 else layout.mpu  # a PipelineEngine's mpu is its module's grid
     return DeepSpeedParts(ds, optimizer, scheduler, grid.get_data_parallel_group() if grid is not None else None)

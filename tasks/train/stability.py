@@ -13,11 +13,15 @@ How the loop uses it:
   on (skipped windows excluded); `lr_scale(step)` multiplies the scheduled LR while cooling down.
 - Checkpoint `state_dict()` with the model. After a ROLLBACK also write it beside the checkpoints (the
   checkpoint being resumed predates the rollback) and on a resume load whichever has more `rollbacks`.
-- With fp16 dynamic loss scaling, overflow steps the scaler already skipped are not spikes: don't observe them.
-- Where the loss is only known after the update (gradient accumulation, pipeline stages), call
-  `observe(..., update_done=True)`: a spike is then NOTED (recorded, counted toward a rollback) instead of skipped.
-  Where it is known before (one micro-batch per rank), observe the loss first and the grad norm after the update
-  with `observe_grad_norm`: an update is applied before its grad norm exists, so grad-norm spikes are NOTED too.
+- With fp16 dynamic loss scaling, overflow steps the scaler already skipped are not spikes: don't observe them,
+  record them with `note_overflow` (an OVERFLOW incident: no spike count, no statistics, no rollback).
+- Where the loss is only known after the update (a pipeline's `train_batch`, or accumulation with
+  `accum_check: after`), call `observe(..., update_done=True)`: a spike is then NOTED (recorded, counted toward a
+  rollback) instead of skipped. Where it is known before (one micro-batch per rank, or accumulation's forward
+  pre-pass, tasks/train/stepguard.py), observe the loss first — with accumulation also each micro-batch's loss
+  (`micro_losses`), judged against the accepted steps' micro-batch losses, so one spiking micro-batch of many is
+  caught although the step's mean dilutes it — and the grad norm after the update with `observe_grad_norm`: an
+  update is applied before its grad norm exists, so grad-norm spikes are NOTED too.
 """
 
 from __future__ import annotations
@@ -36,8 +40,6 @@ from specs.train import StabilitySpec
 MAD_TO_STD = 1.4826
 
 
-
-
 class Action(str, Enum):
     OK = "ok"
     SKIP = "skip"
@@ -45,6 +47,7 @@ class Action(str, Enum):
     NOTED = "noted"  # a spike seen after its update was applied: recorded and counted, nothing undone
     ROLLBACK = "rollback"
     ABORT = "abort"
+    OVERFLOW = "overflow"  # fp16: the loss scaler skipped the update (and lowered the scale); not a spike
 
 
 class StabilityError(RuntimeError):
@@ -81,6 +84,8 @@ class StabilityGuard:
     def __init__(self, spec: StabilitySpec):
         self.spec = spec
         self._history: deque[tuple[int, float, float | None]] = deque(maxlen=spec.window)  # accepted steps only
+        self._micro: deque[tuple[int, list[float]]] = deque(maxlen=spec.window)  # their micro-batch losses
+        self._checkpoint_micro: list[tuple[int, list[float]]] = []
         self._spikes: list[int] = []             # spike steps of the current episode (within `window`)
         self.incidents: list[dict[str, Any]] = []
         self.rollbacks = 0
@@ -108,6 +113,7 @@ class StabilityGuard:
         """Call after the checkpoint of `step` is saved: a rollback returns to it."""
         self.last_checkpoint = step
         self._checkpoint_history = list(self._history)
+        self._checkpoint_micro = list(self._micro)
 
     # ---- detection ------------------------------------------------------------------------------------------
     def _robust_z(self, x: float | None, column: int, log_scale: bool = False) -> float | None:
@@ -130,30 +136,52 @@ class StabilityGuard:
         floor = self.spec.min_rel_std * (1.0 if log_scale else abs(med))
         return (x - med) / max(MAD_TO_STD * mad, floor, 1e-12)
 
+    def _micro_z(self, micro: list[float]) -> tuple[int, float] | None:
+        """(index, robust z) of the highest micro-batch loss against the accepted steps' micro-batch losses, once
+        `min_history` steps with micro-batch losses are in the window; None before (or with no micro losses)."""
+        if len(micro) < 2 or len(self._micro) < self.spec.min_history or not all(map(math.isfinite, micro)):
+            return None
+        values = [v for _, vs in self._micro for v in vs]
+        med = median(values)
+        mad = median(abs(v - med) for v in values)
+        scale = max(MAD_TO_STD * mad, self.spec.min_rel_std * abs(med), 1e-12)
+        worst = max(range(len(micro)), key=lambda i: micro[i])
+        return worst, (micro[worst] - med) / scale
+
     def observe(self, step: int, loss: float, grad_norm: float | None = None,
-                doc_ids: Iterable[Any] | Callable[[], Iterable[Any]] = (), update_done: bool = False) -> Decision:
+                doc_ids: Iterable[Any] | Callable[[], Iterable[Any]] = (), update_done: bool = False,
+                micro_losses: list[float] | None = None) -> Decision:
         """Judge one step; accepted steps feed the statistics, spikes are written to `incidents`.
 
         `doc_ids`: the batch's document ids, or a function returning them (called only for an incident).
         `update_done`: the optimizer already applied this step, so a spike short of a rollback is NOTED.
+        `micro_losses`: the step's micro-batch losses (each reduced over dp, identical on every rank): a NaN or a
+        spike in any one of them makes the step a spike.
         """
         if self.aborted:
             return Decision(Action.ABORT, reason=self.aborted)
         loss = float(loss)
         grad_norm = None if grad_norm is None else float(grad_norm)
+        micro = [float(v) for v in micro_losses or ()]
         if not self.spec.enabled:
             return Decision(Action.OK)
-        non_finite = not math.isfinite(loss) or (grad_norm is not None and not math.isfinite(grad_norm))
+        non_finite = not math.isfinite(loss) or not all(map(math.isfinite, micro)) or \
+            (grad_norm is not None and not math.isfinite(grad_norm))
         z_loss, z_grad = self._robust_z(loss, 1), self._robust_z(grad_norm, 2, log_scale=True)
-        over = [name for name, z in (("loss", z_loss), ("grad_norm", z_grad))
+        z_micro = self._micro_z(micro)
+        over = [name for name, z in (("loss", z_loss), ("grad_norm", z_grad), ("micro", z_micro and z_micro[1]))
                 if z is not None and z > self.spec.z_threshold]
         if not non_finite and not over:
             self._history.append((step, loss, grad_norm))
+            if len(micro) > 1:
+                self._micro.append((step, micro))
             return Decision(Action.OK)
 
         batch = self.batch_index(step)  # before a rollback adds this batch to the skipped windows
-        reason = "non-finite loss or grad norm" if non_finite else \
-            " and ".join(f"{n} z={z:.1f}" for n, z in (("loss", z_loss), ("grad_norm", z_grad)) if n in over)
+        named = {"loss": z_loss, "grad_norm": z_grad}
+        reason = "non-finite loss or grad norm" if non_finite else " and ".join(
+            f"micro-batch {z_micro[0]} loss z={z_micro[1]:.1f}" if n == "micro" and z_micro else f"{n} z={named[n]:.1f}"
+            for n in over)
         self._spikes = [s for s in self._spikes if s > step - self.spec.window] + [step]
         if len(self._spikes) >= self.spec.max_spikes:
             decision = self._escalate(step, reason)
@@ -163,7 +191,22 @@ class StabilityGuard:
             decision = Decision(Action.SKIP, reason=reason)
         else:
             decision = Decision(Action.DOWNWEIGHT, factor=self.spec.downweight_factor, reason=reason)
-        self._record(step, batch, loss, grad_norm, z_loss, z_grad, decision, doc_ids)
+        self._record(step, batch, loss, grad_norm, z_loss, z_grad, decision, doc_ids, micro)
+        return decision
+
+    def note_overflow(self, step: int, loss: float, loss_scale: float | None,
+                      doc_ids: Iterable[Any] | Callable[[], Iterable[Any]] = ()) -> Decision:
+        """DeepSpeed found inf/NaN gradients and skipped the update itself — fp16's loss scaler (which also lowers
+        the scale), or ZeRO 1–3's non-finite grad-norm check in fp32. Recorded as an OVERFLOW incident; not a spike
+        (no count toward a rollback) and not in the statistics — a run with dynamic loss scaling overflows
+        routinely while the scale searches for its ceiling."""
+        if self._history and self._history[-1][0] == step:  # judged on its loss before the update: take it out
+            self._history.pop()
+        if self._micro and self._micro[-1][0] == step:
+            self._micro.pop()
+        decision = Decision(Action.OVERFLOW, reason="inf/NaN gradients: DeepSpeed skipped the update"
+                            + (f", scale now {loss_scale:g}" if loss_scale is not None else ""))
+        self._record(step, self.batch_index(step), float(loss), None, None, None, decision, doc_ids)
         return decision
 
     def observe_grad_norm(self, step: int, grad_norm: float | None,
@@ -182,6 +225,8 @@ class StabilityGuard:
             self._history[-1] = (step, loss, grad_norm)
             return Decision(Action.OK)
         self._history.pop()
+        if self._micro and self._micro[-1][0] == step:
+            self._micro.pop()
         batch = self.batch_index(step)
         reason = ("non-finite grad norm" if not math.isfinite(grad_norm) else f"grad_norm z={z_grad:.1f}")
         self._spikes = [s for s in self._spikes if s > step - self.spec.window] + [step]
@@ -193,9 +238,10 @@ class StabilityGuard:
         return decision
 
     def _record(self, step: int, batch: int, loss: float, grad_norm: float | None, z_loss: float | None,
-                z_grad: float | None, decision: Decision, doc_ids: Any) -> None:
+                z_grad: float | None, decision: Decision, doc_ids: Any, micro: list[float] | None = None) -> None:
         ids = doc_ids() if callable(doc_ids) else doc_ids
         self.incidents.append({
+            **({"micro_losses": [_json_float(v) for v in micro]} if micro else {}),
             "step": step, "batch": batch, "loss": _json_float(loss),
             "grad_norm": _json_float(grad_norm), "z_loss": _json_float(z_loss), "z_grad_norm": _json_float(z_grad),
             "action": decision.action.value, "reason": decision.reason, "doc_ids": list(ids),
@@ -225,6 +271,7 @@ class StabilityGuard:
         # the replay is judged against the same reference as the first pass, and the guard stays armed (no
         # min_history blind spell unless it restarts from the initial weights). A new spike episode starts.
         self._history = deque(self._checkpoint_history, maxlen=window)
+        self._micro = deque(self._checkpoint_micro, maxlen=window)
         self._spikes = []
         return Decision(Action.ROLLBACK, to_step=to_step, skip_batches=(start, stop),
                         lr_factor=self.spec.lr_cool_factor, cool_steps=self.spec.lr_cool_steps,
@@ -251,6 +298,8 @@ class StabilityGuard:
             "incidents": [dict(i) for i in self.incidents], "rollbacks": self.rollbacks,
             "last_checkpoint": self.last_checkpoint,
             "checkpoint_history": [list(h) for h in self._checkpoint_history],
+            "micro": [[s, list(v)] for s, v in self._micro],
+            "checkpoint_micro": [[s, list(v)] for s, v in self._checkpoint_micro],
             "skipped": [list(r) for r in self.skipped],
             "cool": list(self.cool) if self.cool else None, "aborted": self.aborted,
         }
@@ -264,6 +313,9 @@ class StabilityGuard:
         self.rollbacks = int(state["rollbacks"])
         self.last_checkpoint = int(state["last_checkpoint"])
         self._checkpoint_history = [tuple(h) for h in state["checkpoint_history"]]
+        # absent in states saved before micro-batch judging existed: those runs had none
+        self._micro = deque(((int(s), list(v)) for s, v in state.get("micro", [])), maxlen=self.spec.window)
+        self._checkpoint_micro = [(int(s), list(v)) for s, v in state.get("checkpoint_micro", [])]
         self.skipped = [tuple(r) for r in state["skipped"]]
         self.cool = tuple(state["cool"]) if state["cool"] else None
         self.aborted = state["aborted"]

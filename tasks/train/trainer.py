@@ -2,7 +2,8 @@
 the DeepSpeed launcher, torchrun); the objective (tasks/train/objectives/) says what is trained, this module how.
 
 Per step (0-based `step`, `done = step + 1` steps finished): one optimizer step on the step's global batch, judged
-by the stability guard (before the backward when the step is one micro-batch per rank, else after the update);
+by the stability guard (before any backward — with accumulation through a forward pre-pass — except for a
+pipeline's one-call step, judged after its update: tasks/train/stepguard.py);
 every `log_every` (and the last) a metrics row and a log line; every `eval_every` (and the last, and whenever the
 objective asks) its evaluation rows; every `checkpoint_every` (and the last) a checkpoint; then the fault point
 `<objective>.step_done`. metrics.jsonl rows hold only deterministic values (rounded to 6 decimals), so an
@@ -41,6 +42,7 @@ from tasks.train.objectives import make_objective
 from tasks.train.objectives.base import Objective, Prepared
 from tasks.train.runlog import append_row, check_overfit, jsonl, rounded, write_plots
 from tasks.train.stability import Action, Decision, StabilityGuard
+from tasks.train.stepguard import take_step
 from tasks.train.weights import ADAPTER_DIR, ADAPTER_SHARDS, merge_shards
 
 GUARD_FILE = "stability.json"
@@ -50,11 +52,16 @@ def no_fault(batch: int) -> float:
     return 1.0
 
 
+def no_micro_fault(batch: int, micro: int) -> float:
+    return 1.0
+
+
 @dataclass
 class Hooks:
     """Test hooks, installed explicitly (not looked up in the environment per step)."""
 
     loss_factor: Callable[[int], float] = no_fault     # data batch (1-based) -> training-loss multiplier
+    micro_factor: Callable[[int, int], float] = no_micro_fault  # (data batch, micro-batch index) -> multiplier
     point: Callable[[str], None] = faults.checkpoint   # named fault points (kill / errno / pause tests)
 
     @classmethod
@@ -230,38 +237,12 @@ class Trainer:
 
     def optimizer_step(self, batch: int, done: int) -> tuple[float, float | None, Decision | None]:
         """One optimizer step on data batch `batch`: (loss of the global batch, grad norm, the guard's decision
-        when it judged before the update, else None).
-
-        With one micro-batch per rank (and no pipeline) the loss is known before any backward, so the guard can
-        skip the update (the LR schedule still advances) or scale the loss. With accumulation the earlier
-        micro-batches' gradients are already reduced when the last loss is known (and a pipeline's step is one
-        call): holding every micro-batch's graph to judge first would undo what accumulation saves, so the guard
-        judges after the update there."""
-        e, o = self.engine, self.objective
-        e.set_lr_scale(self.guard.lr_scale(done))
-        fault = self.hooks.loss_factor(batch + 1)
-        if o.whole_steps:
-            return o.whole_step(e, batch) * fault, e.grad_norm(), None
-        judging = self.train.grad_accum == 1
-        values: list[torch.Tensor] = []
-        decision = None
-        for micro in o.micro_batches(e, batch):
-            loss, value = micro()
-            if fault != 1.0:
-                loss, value = loss * fault, value * fault
-            values.append(value.detach())
-            if judging:
-                reported = o.reduce(e, batch, values)
-                decision = self.guard.observe(done, reported, doc_ids=lambda: o.doc_ids(batch))
-                if not decision.apply_update:
-                    e.skip_update()
-                    return reported, None, decision
-                if decision.factor != 1.0:
-                    loss = loss * decision.factor
-                e.backward_and_step(loss)
-                return reported, e.grad_norm(), decision
-            e.backward_and_step(loss)
-        return o.reduce(e, batch, values), e.grad_norm(), None
+        when it judged before the update, else None). When the guard can judge first — one micro-batch per rank,
+        or accumulation with its forward pre-pass — and when it cannot (a pipeline): tasks/train/stepguard.py."""
+        self.engine.set_lr_scale(self.guard.lr_scale(done))
+        fault, micro_fault = self.hooks.loss_factor(batch + 1), self.hooks.micro_factor
+        return take_step(self.engine, self.objective, self.guard, self.train.stability.accum_check, batch, done,
+                         lambda i: fault * micro_fault(batch + 1, i))
 
     # --------------------------------------------------------------------------------------- rows and logs
     def _write_incidents(self, incidents_file: Path) -> None:
@@ -278,7 +259,10 @@ class Trainer:
             return []
         row = {"kind": "train", "step": done, "loss": rounded(loss),
                "lr": rounded(lr_at(step, t.optim, t.steps, self.schedule) * self.guard.lr_scale(done)),
-               "grad_norm": rounded(gnorm), **self.objective.train_row(done)}
+               "grad_norm": rounded(gnorm), **self.objective.train_row(done),
+               # fp16: steps the loss scaler skipped so far (not spikes; each one is also an incident)
+               **({"overflows": sum(i["action"] == "overflow" for i in self.guard.incidents)}
+                  if t.precision == "fp16" else {})}
         if self.monitor:
             wall = self.monitor.row(done, {k: v for k, v in row.items() if k not in ("kind", "step")})
             self.log.info("step %d/%d loss %.4f lr %.3g grad_norm %s tokens/s %s mfu %s", done, t.steps, loss,

@@ -7,7 +7,8 @@ rollback, checkpoints, evaluation cadence, telemetry, final weights — and asks
     attach(engine, tag)           after it: build the data over the rank layout (restore sampler state of `tag`)
     micro_batches(engine, batch)  this rank's micro-batches of data batch `batch`, each a lazily computed
                                   (loss to backpropagate, value to report); `reduce` turns the reported values
-                                  into the global batch's loss (identical on every rank)
+                                  into the global batch's loss (identical on every rank), `micro_losses`
+                                  into each micro-batch's loss over dp (the guard's pre-pass judges each)
     whole_step(engine, batch)     or, for a pipeline, the whole optimizer step in one call (`whole_steps` True)
     evaluate(engine, done, next_batch)  eval rows (and whatever the objective updates from them)
     finish(out_dir, rows, guard)  its own output files and results (rank 0)
@@ -27,6 +28,14 @@ from tasks.train.config import ModelConfig
 from tasks.train.init_weights import WeightSource
 
 MicroBatch = Callable[[], tuple[torch.Tensor, torch.Tensor]]  # -> (loss to backpropagate, value to report)
+
+
+def autocast_identity(train: Any) -> dict[str, Any]:
+    """The checkpoint-identity entry of DeepSpeed's mixed-precision mode: torch_autocast keeps fp32 weights and
+    optimizer states where the bf16 section keeps bf16 weights plus fp32 masters, so one cannot resume the other.
+    Absent for the default (`sections`), so identities written before the option existed still match."""
+    mode = train.speed.mixed_precision
+    return {"mixed_precision": mode} if mode != "sections" and train.precision == "bf16" else {}
 
 
 @dataclass
@@ -59,6 +68,8 @@ class Objective(Protocol):
     def micro_batches(self, engine: Any, batch: int) -> Iterator[MicroBatch]: ...
 
     def reduce(self, engine: Any, batch: int, values: list[torch.Tensor]) -> float: ...
+
+    def micro_losses(self, engine: Any, batch: int, values: list[torch.Tensor]) -> list[float]: ...
 
     def whole_step(self, engine: Any, batch: int) -> float: ...
 

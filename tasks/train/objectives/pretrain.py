@@ -24,7 +24,7 @@ from specs.pretrain import ModelSpec, shape_problems
 from tasks.train.config import ModelConfig
 from tasks.train.hf_import import hf_model_config
 from tasks.train.init_weights import HFSource
-from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared
+from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared, autocast_identity
 from tasks.train.runlog import build_report, eval_row
 
 
@@ -81,7 +81,7 @@ class PretrainObjective:
         identity = {"model": {k: v for k, v in self.cfg.to_dict().items() if k not in ("vocab_size", "seq_len")},
                     "parallel": {"dp": par.dp, "tp": par.tp, "pp": par.pp, "zero_stage": par.zero_stage},
                     "train": {"precision": t.precision, "micro_batch_size": t.micro_batch_size,
-                              "grad_accum": t.grad_accum},
+                              "grad_accum": t.grad_accum, **autocast_identity(t)},
                     **facts, "seed": self.job.seed, "init": init.fingerprint() if init else "random"}
         self.global_batch = t.micro_batch_size * t.grad_accum * par.dp
         return Prepared(self.cfg, identity, torch_seed=self.job.seed, init=init,
@@ -111,6 +111,10 @@ class PretrainObjective:
 
     def reduce(self, engine: Any, batch: int, values: list[torch.Tensor]) -> float:
         return engine.dp_mean(torch.stack(values).mean())
+
+    def micro_losses(self, engine: Any, batch: int, values: list[torch.Tensor]) -> list[float]:
+        """Micro-batch i's mean loss over the dp ranks (each rank's micro-batch i has the same token count)."""
+        return [v / self.layout.dp for v in engine.dp_sum_each(torch.stack(values))]
 
     def whole_step(self, engine: Any, batch: int) -> float:
         L = self.layout

@@ -29,7 +29,7 @@ from tasks.train.chat_template import TemplateChat, checkpoint_chat
 from specs.pretrain import shape_problems
 from tasks.train.config import ModelConfig
 from tasks.train.data import BatchPlan
-from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared
+from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared, autocast_identity
 from tasks.train.runlog import rounded
 from tasks.train.sft_data import Packed, pack_samples, render_records, sft_loss_sums, step_loss
 from tasks.train.init_weights import StateDictSource
@@ -127,7 +127,7 @@ class SFTObjective:
         identity = {"model": cfg.to_dict(), "parallel": {"dp": par.dp, "zero_stage": par.zero_stage,
                                                          **({"tp": par.tp} if par.tp > 1 else {})},
                     "train": {"micro_batch_size": t.micro_batch_size, "grad_accum": t.grad_accum,
-                              "precision": t.precision,
+                              "precision": t.precision, **autocast_identity(t),
                               **({"adapter": t.adapter.model_dump()} if t.adapter.kind != "none" else {})},
                     "data": {k: self.data.stats[k]["loss_tokens"] for k in ("train", "heldout")}, "seed": job.seed,
                     "init": job.pretrain_fingerprint}
@@ -161,6 +161,14 @@ class SFTObjective:
 
     def reduce(self, engine: Any, batch: int, values: list[torch.Tensor]) -> float:
         return engine.dp_sum(torch.stack(values).sum()) / max(self.count, 1.0)
+
+    def micro_losses(self, engine: Any, batch: int, values: list[torch.Tensor]) -> list[float]:
+        """Micro-batch i's per-token loss over the dp ranks: Σ loss sums / Σ assistant tokens (one all-reduce)."""
+        weights = self.data.train.weights
+        counts = [float(weights[idx].sum()) for idx in self.plan.micro_indexes(batch, self.layout.dp_rank)]
+        sums = engine.dp_sum_each(torch.tensor([float(v) for v in values] + counts, dtype=torch.float64))
+        k = len(values)
+        return [s / max(c, 1.0) for s, c in zip(sums[:k], sums[k:])]
 
     def whole_step(self, engine: Any, batch: int) -> float:
         raise NotImplementedError("sft runs without a pipeline")
