@@ -1,7 +1,7 @@
 """Pretraining throughput: forgeline's DeepSpeed engine against two plain PyTorch references (issue #4).
 
     python benchmarks/pretrain_throughput.py                                  # GPU: 350m, seq 1024, batch 16, bf16
-    python benchmarks/pretrain_throughput.py --shape gpt2-124m --compile
+    python benchmarks/pretrain_throughput.py --shape gpt2-124m --compile --json out.json     # + the figures as JSON
     python benchmarks/pretrain_throughput.py --device cpu --shape tiny --seq 128 --batch 4 --steps 3 --warmup 1 \
         --precision fp32
 

@@ -8,10 +8,12 @@ Checked: global ranks 0..3 with local ranks 0..1 on each node; every file in the
 writer, and it is the rank that owns it (shared outputs rank 0, per-rank files their rank; node 1's local rank 0
 writes only its own files) — from a write audit of every process (tests/helpers/write_audit); nothing lands in a
 node's working directory; losses and weights equal the same run launched on one node (spawn); a run killed after
-a checkpoint and relaunched on both nodes ends byte-identical."""
+a checkpoint and relaunched on both nodes ends byte-identical. The DeepSpeed launcher's per-host command (what
+its pdsh runner starts on each host of a hostfile) gives the same ranks, writers and bytes."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -28,7 +30,7 @@ import pytest
 
 from specs.pretrain import PretrainJob
 from specs.ranks import JobFile
-from tasks.train.launch import Nodes, build_command, launch
+from tasks.train.launch import Nodes, build_command, collect, launch, resolved_precision
 from tasks.train.testing import free_port, make_job, synthetic_mix
 
 REPO = Path(__file__).resolve().parents[1]
@@ -213,37 +215,53 @@ def outputs(out: Path) -> dict[str, bytes]:
     return {name: (out / name).read_bytes() for name in OUTPUTS}
 
 
-@pytest.mark.slow
-def test_two_nodes_write_once_match_one_node_and_resume(setup):
+@pytest.fixture(scope="module")
+def two_node_run(setup):
+    """The uninterrupted two-node torchrun run: (its folder, rank 0's result, the audit rows, the outputs)."""
     base, mix, spec = setup
     folder, job_json = fresh(base, mix, spec, "whole")
     head_rc, other_rc, result_file, audit = two_nodes(folder, job_json, "whole")
     assert (head_rc, other_rc) == (0, 0), (folder / "driver" / "head-whole.log").read_text()[-3000:]
-    result = json.loads(result_file.read_text())
+    return folder, json.loads(result_file.read_text()), audit_rows(audit), outputs(folder / "shared" / "out")
+
+
+def same_but_launcher(ours: dict[str, bytes], theirs: dict[str, bytes], launchers: tuple[str, str]) -> None:
+    """Equal outputs, byte for byte, except the launcher named in report.json's spec."""
+    assert {k: v for k, v in theirs.items() if k != "report.json"} == {k: v for k, v in ours.items()
+                                                                        if k != "report.json"}
+    report, ref = json.loads(ours["report.json"]), json.loads(theirs["report.json"])
+    assert (report["spec"]["parallel"].pop("launcher"), ref["spec"]["parallel"].pop("launcher")) == launchers
+    assert report == ref  # every figure in it is the same
+
+
+@pytest.mark.slow
+def test_ranks_and_one_writer_per_file(two_node_run):
+    folder, result, rows, _ = two_node_run
     assert result["rank0"] and len(result["losses"]) == 4 and result["resumed_from"] is None
     markers = sorted(p.name for p in (folder / "shared" / "markers").iterdir())
     assert markers == [f"rank-{r:05d}.json" for r in range(4)]
-    counts = check_ranks_and_writers(audit_rows(audit), folder)
+    counts = check_ranks_and_writers(rows, folder)
     for name in ("model.safetensors", "report.json", "config.json", "ds_config.json"):
         assert counts[f"out/{name}"] == 1, name  # written once, not once per node
     assert counts["checkpoints/step000002/mp_rank_00_model_states.pt"] == 1
     assert counts["checkpoints/step000002/forgeline.json"] == 1
-    ours = outputs(folder / "shared" / "out")
 
-    # the same run on one node (the default spawn launcher): the same losses and weights, byte for byte
+
+@pytest.mark.slow
+def test_equal_to_the_same_run_on_one_node(two_node_run, setup):
+    base, mix, spec = setup
+    _, result, _, ours = two_node_run
     one = make_job(base / "one-node", mix, spec.model_copy(update={"parallel": spec.parallel.model_copy(
         update={"launcher": "spawn"})}), SEED)
-    single = launch(one, base / "one-node" / "launch")
+    single = launch(one, base / "one-node" / "launch")  # the default launcher, one node
     assert single.losses == result["losses"]
-    theirs = outputs(Path(one.out_dir))
-    assert {k: v for k, v in theirs.items() if k != "report.json"} == {k: v for k, v in ours.items()
-                                                                        if k != "report.json"}
-    report, ref = json.loads(ours["report.json"]), json.loads(theirs["report.json"])
-    assert (report["spec"]["parallel"].pop("launcher"), ref["spec"]["parallel"].pop("launcher")) == ("torchrun",
-                                                                                                      "spawn")
-    assert report == ref  # the report names the launcher; every figure in it is the same
+    same_but_launcher(ours, outputs(Path(one.out_dir)), ("torchrun", "spawn"))
 
-    # killed after step 3 (checkpoint 2 the newest) on every rank, then both agents again: the same end
+
+@pytest.mark.slow
+def test_killed_on_both_nodes_resumes_to_the_same_end(two_node_run, setup):
+    base, mix, spec = setup
+    _, result, _, ours = two_node_run
     folder, job_json = fresh(base, mix, spec, "killed")
     head_rc, _, _, _ = two_nodes(folder, job_json, "killed", fault="pretrain.step_done=3")
     assert head_rc != 0
@@ -257,3 +275,35 @@ def test_two_nodes_write_once_match_one_node_and_resume(setup):
     assert resumed["losses"] == result["losses"][2:]
     assert outputs(folder / "shared" / "out") == ours
     check_ranks_and_writers(audit_rows(audit), folder)
+
+
+@pytest.mark.slow
+def test_deepspeed_launcher_per_node_commands(two_node_run, setup):
+    """What the DeepSpeed launcher's pdsh runner starts on each host of a 2-host hostfile (`deepspeed.launcher
+    .launch --world_info=... --node_rank=N --no_local_rank --module tasks.train.worker`), here as two local
+    processes: the same ranks, writers and outputs as the torchrun run."""
+    base, mix, spec = setup
+    _, _, _, ours = two_node_run
+    ds_spec = spec.model_copy(update={"parallel": spec.parallel.model_copy(update={"launcher": "deepspeed"})})
+    ds_spec = resolved_precision(ds_spec)  # what the stage's launch does before it writes the job file
+    folder, job_json = fresh(base, mix, ds_spec, "deepspeed")
+    shared, audit, port = folder / "shared", folder / "audit-deepspeed", free_port()
+    audit.mkdir()
+    (shared / "markers").mkdir(parents=True, exist_ok=True)
+    (shared / "launch").mkdir()
+    (shared / "launch" / "job.json").write_text(job_json)
+    info = base64.urlsafe_b64encode(json.dumps({"host-a": [0, 1], "host-b": [0, 1]}).encode()).decode()
+    procs = []
+    for n in (0, 1):
+        cmd = [sys.executable, "-u", "-m", "deepspeed.launcher.launch", f"--world_info={info}", f"--node_rank={n}",
+               "--master_addr=127.0.0.1", f"--master_port={port}", "--no_local_rank", "--module",
+               "tasks.train.worker", "--job", str(shared / "launch" / "job.json")]
+        env = {**node_env(folder / f"node{n}", audit, folder, None), "DS_ACCELERATOR": "cpu", "OMP_NUM_THREADS": "1"}
+        with open(folder / f"ds-node{n}.log", "w") as log:
+            procs.append(subprocess.Popen(cmd, cwd=folder / f"node{n}", env=env, stdout=log,
+                                          stderr=subprocess.STDOUT, start_new_session=True))
+    codes = [finish(proc, 400) for proc in procs]
+    assert codes == [0, 0], (folder / "ds-node0.log").read_text()[-3000:]
+    assert collect(shared / "markers", 4).rank0
+    check_ranks_and_writers(audit_rows(audit), folder)
+    same_but_launcher(ours, outputs(shared / "out"), ("torchrun", "deepspeed"))

@@ -53,7 +53,8 @@ def throughput(data: dict) -> str:
     if "engine" in runs:
         for ref in ("plain", "nanogpt"):
             if ref in runs:
-                cells.append(f"engine/{LABELS[ref].split()[0]} {runs['engine']['tokens_per_s'] / runs[ref]['tokens_per_s']:.2f}×")
+                ratio = runs["engine"]["tokens_per_s"] / runs[ref]["tokens_per_s"]
+                cells.append(f"engine/{LABELS[ref].split()[0]} {ratio:.2f}×")
     return "; ".join(cells)
 
 
@@ -96,7 +97,7 @@ def setup(folder: Path) -> str:
 
 def result(folder: Path, name: str) -> str:
     """The part's figures, or the last line of its log when it left none."""
-    data = load(folder, name if name != "ckpt-stall" else "_none")
+    data = load(folder, name)
     try:
         if name == "setup":
             return setup(folder)
@@ -115,7 +116,8 @@ def table(folder: Path, total_s: int | None, dry_run: bool) -> str:
     lines = ["| part | status | s | result |", "|---|---|---:|---|"]
     for name in PARTS:
         word, seconds = status(folder, name)
-        lines.append(f"| {name} | {word} | {seconds} | {result(folder, name) if word != 'absent' else 'benchmarks/checkpoint_stall.py not in this tree'} |")
+        text = "benchmarks/checkpoint_stall.py not in this tree" if word == "absent" else result(folder, name)
+        lines.append(f"| {name} | {word} | {seconds} | {text} |")
     note = " (dry run: tiny shapes on CPU, not GPU figures)" if dry_run else ""
     if total_s is not None:
         lines.append(f"\nwhole script {total_s} s{note}")

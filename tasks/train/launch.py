@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from tasks.core.files import write_text_atomic
 from specs.ranks import JobFile, PretrainRun, RankResult, RunContext, SFTRun, TrainResult
+from tasks.core.files import write_text_atomic
 from tasks.train.trainer import marker_path, run_rank
 
 CODE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `tasks` package: importable by workers

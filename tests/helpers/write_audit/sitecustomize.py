@@ -1,8 +1,8 @@
 """Write audit for tests/test_multinode.py: on PYTHONPATH with FORGELINE_AUDIT_DIR set, every Python process
 (torchrun agents, their workers) logs each file it writes under FORGELINE_AUDIT_ROOT — opens for writing,
 renames (every atomic write ends in one) and `torch.save` targets (its C++ writer opens files without Python's
-audit events) — to `<audit dir>/<pid>.jsonl`, tagged with the process's torchrun ranks (GROUP_RANK is the node).
-Unset, it does nothing. Only paths are recorded; nothing is read."""
+audit events) — to `<audit dir>/<pid>.jsonl`, tagged with the process's ranks (the node: torchrun's
+GROUP_RANK, the DeepSpeed launcher's CROSS_RANK). Unset, it does nothing. Only paths are recorded; nothing is read."""
 
 from __future__ import annotations
 
@@ -25,7 +25,8 @@ def _emit(op: str, path: object) -> None:
         return
     env = os.environ
     row = {"pid": os.getpid(), "op": op, "path": path, "cwd": os.getcwd(), "rank": env.get("RANK"),
-           "local_rank": env.get("LOCAL_RANK"), "node": env.get("GROUP_RANK"), "world": env.get("WORLD_SIZE")}
+           "local_rank": env.get("LOCAL_RANK"), "node": env.get("GROUP_RANK") or env.get("CROSS_RANK"),
+           "world": env.get("WORLD_SIZE")}
     if _state["fd"] is None:
         busy, _state["busy"] = _state["busy"], True  # the log's own open is not audited
         try:
