@@ -197,6 +197,36 @@ def check_ranks_and_writers(rows: list[dict], base: Path) -> dict[str, int]:
     return counts
 
 
+def test_audit_records_writes_and_the_check_catches_a_second_writer(tmp_path):
+    """The audit sees the three ways files get written (open, rename, torch.save); the checker refuses a shared
+    output written by another rank than 0, a per-rank file written by a peer, and a write into a node's folder."""
+    audit, shared = tmp_path / "audit", tmp_path / "shared"
+    audit.mkdir()
+    shared.mkdir()
+    code = ("import os, torch; open('a.txt', 'w').write('x'); open('b.tmp', 'w').write('y'); "
+            "os.replace('b.tmp', 'b.txt'); torch.save({}, 'c.pt'); open('a.txt').read()")
+    env = {**os.environ, "PYTHONPATH": str(AUDIT), "FORGELINE_AUDIT_DIR": str(audit),
+           "FORGELINE_AUDIT_ROOT": str(tmp_path), "RANK": "3", "LOCAL_RANK": "1", "GROUP_RANK": "1"}
+    subprocess.run([sys.executable, "-c", code], cwd=shared, env=env, check=True, timeout=120)
+    rows = audit_rows(audit)
+    assert sorted((r["op"], Path(r["path"]).name) for r in rows) == [
+        ("open", "a.txt"), ("open", "b.tmp"), ("rename", "b.txt"), ("torch.save", "c.pt")]
+    assert {(r["rank"], r["local_rank"], r["node"]) for r in rows} == {("3", "1", "1")}
+
+    def row(rank, local, node, rel, where="shared"):
+        return {"pid": 100 + rank, "op": "rename", "path": str(tmp_path / where / rel), "rank": str(rank),
+                "local_rank": str(local), "node": str(node), "cwd": str(tmp_path / f"node{node}")}
+
+    good = [row(0, 0, 0, "out/config.json"), row(1, 1, 0, "markers/rank-00001.json"),
+            row(2, 0, 1, "markers/rank-00002.json"), row(3, 1, 1, "checkpoints/step000002/rng-rank00003.pt"),
+            row(2, 0, 1, "checkpoints/step000002/zero_pp_rank_1_mp_rank_00_optim_states.pt")]
+    assert check_ranks_and_writers(good, tmp_path)["out/config.json"] == 1
+    for bad in (row(2, 0, 1, "out/config.json"), row(1, 1, 0, "markers/rank-00002.json"),
+                row(2, 0, 1, "junk.log", where="node1")):
+        with pytest.raises(AssertionError):
+            check_ranks_and_writers(good + [bad], tmp_path)
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     base = tmp_path_factory.mktemp("multinode")
