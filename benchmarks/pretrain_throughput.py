@@ -1,7 +1,7 @@
 """Pretraining throughput: forgeline's DeepSpeed engine against two plain PyTorch references (issue #4).
 
     python benchmarks/pretrain_throughput.py                                  # GPU: 350m, seq 1024, batch 16, bf16
-    python benchmarks/pretrain_throughput.py --shape gpt2-124m --compile
+    python benchmarks/pretrain_throughput.py --shape gpt2-124m --compile --json out.json     # + the figures as JSON
     python benchmarks/pretrain_throughput.py --device cpu --shape tiny --seq 128 --batch 4 --steps 3 --warmup 1 \
         --precision fp32
 
@@ -308,6 +308,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--vocab", type=int, default=None, help="vocab size (default: 8192 for tiny, else 50304)")
     p.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated subset of {','.join(RUNS)}")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", type=Path, default=None, help="also write the measurements (and MFU) here, for "
+                   "benchmarks/gpu/run.sh's table")
     p.add_argument("--child", choices=RUNS, help=argparse.SUPPRESS)  # internal: run one measurement here
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
@@ -332,6 +334,11 @@ def main() -> None:
     if results and results[0]["device_name"] != "cpu":
         print(f"device: {results[0]['device_name']}")
     print(table(results, args))
+    if args.json:
+        rows = [{**r, "mfu": mfu_of(r, args.precision)} for r in results]
+        keep = ("shape", "seq", "batch", "steps", "warmup", "device", "precision", "compile", "zero")
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"args": {k: getattr(args, k) for k in keep}, "results": rows}, indent=1))
 
 
 if __name__ == "__main__":

@@ -8,9 +8,15 @@ launcher `spawn` (the default; CPU and tests):
 launcher `deepspeed` -> `deepspeed --num_gpus N [--hostfile H] --master_port P --no_local_rank --module
                tasks.train.worker --job <job.json>` (with a hostfile the launcher takes the ranks per node from
                the file's slots and N is not passed), run from the project root.
-launcher `torchrun` -> `torchrun --nproc_per_node N --master_port P -m tasks.train.worker --job <job.json>`
-               (single node; for several nodes run that command on each with torchrun's --nnodes/--rdzv-*
-               options).
+launcher `torchrun` -> `torchrun --nproc_per_node N --master_port P -m tasks.train.worker --job <job.json>`;
+               with FORGELINE_NNODES=K and FORGELINE_RDZV_ENDPOINT=host:port in the stage's environment (`Nodes`)
+               it starts this node's agent as `torchrun --nnodes K --nproc_per_node N/K --rdzv_backend c10d
+               --rdzv_endpoint host:port --rdzv_id forgeline-<objective> ...` and logs the same line, which every
+               other node runs (their workers read the job file once the rendezvous is complete, i.e. after this
+               launch wrote it). Global ranks decide what is written (shared outputs on rank 0, per-rank files
+               by rank number); LOCAL_RANK only picks the GPU.
+Where the nodes are is no pipeline parameter: the same layout trains to the same bytes on one node or several
+(tests/test_multinode.py), so it comes from the environment at launch, not params.yaml.
 Each rank writes `rank-NNNNN.json` (a `specs.ranks.RankResult`: ok with its result, or the typed error) into the
 marker folder when it finishes; the launch counts as done only when every rank's marker says ok — exit codes alone are not trusted (ZeRO-3 can abort at
 interpreter exit after the work is done). The job file and markers live in `runs/pretrain-launch/` (a shared
@@ -19,16 +25,20 @@ filesystem is assumed across nodes, as for the checkpoints).
 
 from __future__ import annotations
 
+import logging
 import os
+import shlex
 import shutil
 import socket
 import subprocess
 import sys
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 from specs.ranks import JobFile, PretrainRun, RankResult, RunContext, SFTRun, TrainResult
+from tasks.core.files import write_text_atomic
 from tasks.train.trainer import marker_path, run_rank
 
 CODE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `tasks` package: importable by workers
@@ -78,9 +88,42 @@ def rank_env(accelerator: str, threads: bool = True) -> dict[str, str | None]:
     return env
 
 
+@dataclass(frozen=True)
+class Nodes:
+    """The machines a torchrun launch spans: `count` nodes meeting at the c10d rendezvous `endpoint` (host:port
+    on the node that runs the stage)."""
+
+    count: int = 1
+    endpoint: str | None = None
+
+    @classmethod
+    def from_env(cls) -> "Nodes":
+        """FORGELINE_NNODES (default 1) and FORGELINE_RDZV_ENDPOINT (required when it is above 1)."""
+        raw = os.environ.get("FORGELINE_NNODES", "1").strip() or "1"
+        if not raw.isdigit() or int(raw) < 1:
+            raise ValueError(f"FORGELINE_NNODES={raw!r}: a whole number of nodes ≥ 1")
+        endpoint = os.environ.get("FORGELINE_RDZV_ENDPOINT", "").strip() or None
+        if int(raw) > 1 and (endpoint is None or not endpoint.rpartition(":")[2].isdigit()):
+            raise ValueError(f"FORGELINE_NNODES={raw} needs FORGELINE_RDZV_ENDPOINT=host:port (the c10d rendezvous "
+                             f"on the node that runs the stage), got {endpoint!r}")
+        return cls(int(raw), endpoint)
+
+    def per_node(self, world: int, launcher: str) -> int:
+        """Ranks per node; refuses what cannot be launched that way."""
+        if self.count == 1:
+            return world
+        if launcher != "torchrun":
+            raise ValueError(f"FORGELINE_NNODES={self.count} is for launcher: torchrun (launcher {launcher}: "
+                             "spawn is one node; the deepspeed launcher takes its nodes from parallel.hostfile)")
+        if world % self.count:
+            raise ValueError(f"dp × tp × pp = {world} ranks do not split evenly over {self.count} nodes")
+        return world // self.count
+
+
 def build_command(launcher: str, world: int, job_file: Path, port: int, hostfile: str | None = None,
-                  python: str = sys.executable) -> list[str]:
-    """The command line of an external launcher (`deepspeed` or `torchrun`)."""
+                  python: str = sys.executable, nodes: Nodes = Nodes(), objective: str = "pretrain") -> list[str]:
+    """The command line of an external launcher (`deepspeed` or `torchrun`); with several `nodes` (torchrun),
+    the line every node's agent runs."""
     bindir = Path(python).parent
     if launcher == "deepspeed":
         cmd = [str(bindir / "deepspeed") if (bindir / "deepspeed").exists() else "deepspeed"]
@@ -88,7 +131,11 @@ def build_command(launcher: str, world: int, job_file: Path, port: int, hostfile
         return cmd + ["--master_port", str(port), "--no_local_rank", "--module", "tasks.train.worker",
                       "--job", str(job_file)]
     if launcher == "torchrun":
-        return [python, "-m", "torch.distributed.run", "--nproc_per_node", str(world), "--master_port", str(port),
+        per_node = nodes.per_node(world, launcher)
+        where = ["--master_port", str(port)] if nodes.count == 1 else [
+            "--nnodes", str(nodes.count), "--rdzv_backend", "c10d", "--rdzv_endpoint", str(nodes.endpoint),
+            "--rdzv_id", f"forgeline-{objective}"]
+        return [python, "-m", "torch.distributed.run", "--nproc_per_node", str(per_node), *where,
                 "-m", "tasks.train.worker", "--job", str(job_file)]
     raise ValueError(f"no external command for launcher {launcher!r}")
 
@@ -148,6 +195,8 @@ def launch(job: PretrainRun | SFTRun, launch_dir: Path, root: Path | None = None
     if spec.train.precision == "fp16" and par.launcher == "spawn" and use_cpu(par.accelerator):
         raise ValueError(f"{job.objective}.precision: fp16 needs a GPU (DeepSpeed's CPU accelerator has no fp16); "
                          "use bf16 or fp32 on CPU")
+    nodes = Nodes.from_env()
+    nodes.per_node(world, par.launcher)  # refuse an impossible node split before anything is touched
     markers = Path(job.marker_dir)
     shutil.rmtree(markers, ignore_errors=True)
     markers.mkdir(parents=True, exist_ok=True)
@@ -173,16 +222,27 @@ def launch(job: PretrainRun | SFTRun, launch_dir: Path, root: Path | None = None
             except Exception as exc:  # a rank raised or died: its marker says why
                 error = exc
     else:
-        job_file = Path(launch_dir) / "job.json"
-        job_file.parent.mkdir(parents=True, exist_ok=True)
-        job_file.write_text(JobFile.dumps(job))
-        cmd = build_command(par.launcher, world, job_file, port, par.hostfile)
-        env = {**os.environ, **{k: v for k, v in rank_env(par.accelerator).items() if v is not None}}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CODE_ROOT), env.get("PYTHONPATH")]))
-        proc = subprocess.run(cmd, cwd=root, env=env)
-        if proc.returncode:
-            error = RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}")
+        error = run_external(job, Path(launch_dir), port, nodes, root)
     return collect(markers, world, error, job.objective)
+
+
+def run_external(job: PretrainRun | SFTRun, launch_dir: Path, port: int, nodes: Nodes,
+                 root: Path | None) -> BaseException | None:
+    """Write the job file and run this node's external launcher (from `root`); the error when it failed."""
+    par = job.spec.parallel
+    job_file = (launch_dir / "job.json").resolve()  # absolute: other nodes' workers read it too
+    write_text_atomic(job_file, JobFile.dumps(job))
+    cmd = build_command(par.launcher, par.world_size, job_file, port, par.hostfile, nodes=nodes,
+                        objective=job.objective)
+    if nodes.count > 1:
+        logging.getLogger(f"forgeline.{job.objective}").info(
+            "%s: this node's torchrun agent starts; run this on each of the other %d nodes, from the project "
+            "folder, with the shared paths mounted where they are here: %s", job.objective, nodes.count - 1,
+            shlex.join(["python", *cmd[1:]]))
+    env = {**os.environ, **{k: v for k, v in rank_env(par.accelerator).items() if v is not None}}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CODE_ROOT), env.get("PYTHONPATH")]))
+    proc = subprocess.run(cmd, cwd=root, env=env)
+    return RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}") if proc.returncode else None
 
 
 def collect(markers: Path, world: int, error: BaseException | None = None, kind: str = "pretrain") -> TrainResult:

@@ -2,7 +2,10 @@
 
 The DeepSpeed launcher and torchrun set RANK / LOCAL_RANK / WORLD_SIZE / MASTER_ADDR / MASTER_PORT; the job
 file (a `specs.ranks.JobFile` written by `tasks.train.launch`) says what to train and where the outputs and
-markers go.
+markers go (absolute paths, on a filesystem every node shares). RANK (global) decides what a rank writes;
+LOCAL_RANK only picks its GPU. On a multi-node launch the other nodes' agents start this module themselves, so
+it sets the rank environment the launching node gave its own agent (DeepSpeed's CPU accelerator on CPU ranks)
+where the node's environment has not set it already.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import os
 from pathlib import Path
 
 from specs.ranks import JobFile
-from tasks.train.launch import setup_child_logging
+from tasks.train.launch import rank_env, setup_child_logging
 from tasks.train.trainer import run_rank
 
 
@@ -23,8 +26,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.local_rank is not None:
         os.environ.setdefault("LOCAL_RANK", str(args.local_rank))
+    job = JobFile.loads(Path(args.job).read_text())
+    for key, value in rank_env(job.spec.parallel.accelerator).items():
+        if value is not None:
+            os.environ.setdefault(key, value)  # before DeepSpeed picks its accelerator (first use, in the trainer)
     setup_child_logging(int(os.environ.get("RANK", "0")))
-    run_rank(JobFile.loads(Path(args.job).read_text()))
+    run_rank(job)
     return 0
 
 
