@@ -13,6 +13,9 @@ attention block-diagonal causal (token i sees j only if j ≤ i and seg[j] == se
 positions, so samples packed into one row cannot see each other and each starts at position 0. Without them the
 forward is the unchanged `is_causal=True` path; pipeline layers only ever get the activation tensor.
 
+Generation (pp = 1): `Transformer.forward(ids, position_ids=..., cache=KVCache(...))` runs only the new tokens,
+appending their keys/values to the cache at their positions (tasks/train/kv_cache.py, per-row positions).
+
 No parallel code lives here. Tensor parallelism is applied to a built model by `parallelize.py`, which swaps the
 plain `nn.Linear`s for column/row-parallel ones holding this rank's slice; the forward reads the number of heads
 from the projections' output (`view(B, T, -1, hd)`), so the same code runs whole or on a TP rank's heads.
@@ -37,6 +40,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from tasks.train.config import ModelConfig  # the shape numbers live there (param_count, flops_per_token)
+from tasks.train.kv_cache import KVCache, LayerCache
 
 
 # ---------------------------------------------------------------------------------------------- initialization
@@ -175,8 +179,10 @@ class Attention(nn.Module):
         self.resid_dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None) -> torch.Tensor:
+                position_ids: torch.Tensor | None = None, cache: LayerCache | None = None) -> torch.Tensor:
         """x [B, T, d]; optional attn_mask [B, 1, T, T] bool (replaces the causal mask) and positions [B, T].
+        With `cache` (generation; positions required): this step's k, v are written at their positions and
+        the queries attend to every cached slot their position allows (tasks/train/kv_cache.py).
 
         h / hkv are the heads the projections produce: all of them, or one TP rank's share once parallelize.py
         has split the projections (hence `-1` in the views instead of the config's counts)."""
@@ -190,14 +196,18 @@ class Attention(nn.Module):
         q, k = q.transpose(1, 2), k.transpose(1, 2)                                # [B, h|hkv, T, hd]
         if position_ids is None:
             cos, sin = rope_tables(T, self.head_dim, cfg.rope_theta, x.device, q.dtype, scaling)  # [T, hd]
-        else:  # table long enough for any position of a packed row (positions restart per sample)
-            cos, sin = rope_at(position_ids, self.head_dim, cfg.rope_theta, max(T, cfg.seq_len), q.dtype,
+        else:  # table long enough for any position of a packed row (positions restart per sample) or cache
+            n_table = max(T, cfg.seq_len, cache.capacity if cache is not None else 0)
+            cos, sin = rope_at(position_ids, self.head_dim, cfg.rope_theta, n_table, q.dtype,
                                scaling)                                             # [B, 1, T, hd]
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is not None:  # keys/values of all earlier positions join this step's; the mask is positional
+            k, v = cache.update(k, v, position_ids)                                # [B, hkv, n, hd]
+            attn_mask = cache.mask(position_ids, k.size(2), cfg.sliding_window)    # [B, 1, T, n]
         rep = q.size(1) // k.size(1)                                                # query heads per kv head
-        k, v = repeat_kv(k, rep), repeat_kv(v, rep)                                # [B, h, T, hd]
+        k, v = repeat_kv(k, rep), repeat_kv(v, rep)                                # [B, h, T|n, hd]
         p = cfg.dropout if self.training else 0.0
-        if cfg.sliding_window and T > cfg.sliding_window:  # older tokens fall out of the window
+        if cache is None and cfg.sliding_window and T > cfg.sliding_window:  # older tokens leave the window
             window = sliding_window_mask(T, cfg.sliding_window, x.device)          # [T, T]
             attn_mask = window if attn_mask is None else attn_mask & window        # [(B, 1,) T, T]
         if attn_mask is None:  # the pretraining path: is_causal lets SDPA pick its fastest (flash) kernel
@@ -242,16 +252,17 @@ class Block(nn.Module):
         self.checkpointing = checkpointing  # recompute in backward (pp = 1; a pipeline does its own)
 
     def _forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
-                 position_ids: torch.Tensor | None = None) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), attn_mask, position_ids)              # [B, T, d]
+                 position_ids: torch.Tensor | None = None, cache: LayerCache | None = None) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), attn_mask, position_ids, cache)       # [B, T, d]
         return x + self.mlp(self.mlp_norm(x))                                      # [B, T, d]
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """A pipeline calls this with x alone; the packed-SFT extras come only from `Transformer.forward`."""
+                position_ids: torch.Tensor | None = None, cache: LayerCache | None = None) -> torch.Tensor:
+        """A pipeline calls this with x alone; the packed-SFT and generation extras come only from
+        `Transformer.forward`."""
         if self.checkpointing and self.training and torch.is_grad_enabled():
             return checkpoint(self._forward, x, attn_mask, position_ids, use_reentrant=False)
-        return self._forward(x, attn_mask, position_ids)
+        return self._forward(x, attn_mask, position_ids, cache)
 
 
 class FinalNorm(RMSNorm):
@@ -300,6 +311,7 @@ class Transformer(nn.Module):
 
     Packed rows: pass `segment_ids` [B, T] (block-diagonal causal attention; positions then restart at 0 per
     segment unless `position_ids` [B, T] are given) and/or `position_ids` alone (RoPE positions, causal mask).
+    Generation: `cache` (a `KVCache`) with `position_ids` [B, T], the slots the new tokens take in each row.
     """
 
     def __init__(self, cfg: ModelConfig, seed: int, checkpointing: bool = False):
@@ -312,9 +324,15 @@ class Transformer(nn.Module):
 
     def forward(self, ids: torch.Tensor, labels: torch.Tensor | None = None,
                 segment_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
-                z_loss: float = 0.0) -> torch.Tensor:
+                z_loss: float = 0.0, cache: KVCache | None = None) -> torch.Tensor:
         x = ids                                                                    # [B, T]
-        if segment_ids is None and position_ids is None:
+        if cache is not None:
+            if position_ids is None or segment_ids is not None:
+                raise ValueError("a KV cache needs position_ids and takes no segment_ids")
+            blocks = iter(cache.layers)
+            for layer in self.layers:
+                x = layer(x, None, position_ids, next(blocks)) if isinstance(layer, Block) else layer(x)
+        elif segment_ids is None and position_ids is None:
             for layer in self.layers:
                 x = layer(x)                                                       # ... -> [B, T, V]
         else:

@@ -1,0 +1,71 @@
+"""A key/value cache for generation with `Transformer(ids, position_ids=..., cache=...)`.
+
+Layout: per block, keys and values [B, Hkv, S, hd] (S = capacity slots). Slot s of row b holds the token at
+position s of that row, so every row keeps its own positions (no left padding): prompts of different lengths are
+right-padded for the prefill, and a row's next token is written at its own next slot, overwriting the padding's
+garbage before any real query can see that slot. K is stored after RoPE (rotated at its own position once) and
+before the GQA repeat (the cache stays n_heads / n_kv_heads times smaller than the attention's K).
+
+Masking (`LayerCache.mask`): a query at position p of row b sees slot j iff j ≤ p — and, with a sliding window
+w (Mistral), p - j < w. The diagonal is always allowed, so padding queries stay finite. Rows can be dropped
+between steps (`KVCache.keep`) when their continuation has finished.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class LayerCache:
+    """One block's keys and values [B, Hkv, S, hd], allocated on the first write (dtype / device / heads of K)."""
+
+    def __init__(self, batch: int, capacity: int):
+        self.batch, self.capacity = batch, capacity
+        self.k: torch.Tensor | None = None
+        self.v: torch.Tensor | None = None
+
+    def update(self, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write k, v [B, Hkv, T, hd] at the slots `positions` [B, T]; return every slot up to the largest
+        position written, [B, Hkv, n, hd] each (slots past a row's own position are masked by `mask`)."""
+        if int(positions.max()) >= self.capacity:
+            raise IndexError(f"position {int(positions.max())} is past the cache's {self.capacity} slots")
+        if self.k is None:
+            B, H, _, hd = k.shape
+            self.k = k.new_zeros(B, H, self.capacity, hd)                              # [B, Hkv, S, hd]
+            self.v = v.new_zeros(B, H, self.capacity, hd)
+        rows = torch.arange(k.size(0), device=k.device)[:, None]                        # [B, 1]
+        # Advanced indices on dims 0 and 2 around a slice: the indexed view is [B, T, Hkv, hd].
+        self.k[rows, :, positions] = k.transpose(1, 2)
+        self.v[rows, :, positions] = v.transpose(1, 2)
+        n = int(positions.max()) + 1
+        return self.k[:, :, :n], self.v[:, :, :n]                                      # [B, Hkv, n, hd]
+
+    @staticmethod
+    def mask(positions: torch.Tensor, n: int, window: int | None) -> torch.Tensor:
+        """Boolean SDPA mask [B, 1, T, n] (True = may attend) for queries at `positions` [B, T]."""
+        slots = torch.arange(n, device=positions.device)                               # [n]
+        dist = positions[:, None, :, None] - slots                                      # [B, 1, T, n] p - j
+        allowed = dist >= 0
+        return allowed & (dist < window) if window else allowed
+
+    def keep(self, rows: torch.Tensor) -> None:
+        if self.k is not None:
+            self.k, self.v = self.k[rows], self.v[rows]
+        self.batch = int(rows.numel())
+
+
+class KVCache:
+    """The cache of every block of one model for `batch` rows of at most `capacity` positions each."""
+
+    def __init__(self, n_layers: int, batch: int, capacity: int):
+        self.capacity = capacity
+        self.layers = [LayerCache(batch, capacity) for _ in range(n_layers)]
+
+    def keep(self, rows: list[int]) -> None:
+        """Keep only these rows (in this order): finished continuations stop costing compute."""
+        if not self.layers:
+            return
+        first = self.layers[0]
+        index = torch.tensor(rows, dtype=torch.long, device=None if first.k is None else first.k.device)
+        for layer in self.layers:
+            layer.keep(index)
