@@ -6,7 +6,7 @@
 One random model (O(1) weights, so greedy continuations are not degenerate) is exported with
 tasks/train/hf_export.py and loaded back by transformers; every method continues the same seeded prompts
 (lengths 8..40 tokens) greedily by exactly `--new` tokens (no stop token, so all do the same work), in this one
-process with a fixed thread count, best of `--repeats`. Methods:
+process with a fixed thread count, best of `--repeats` (taken round-robin over the methods). Methods:
 
     forgeline batched     tasks/eval/generate.generate_batch over all prompts (what evaluate and SFT run)
     forgeline 1-by-1      the same, one prompt at a time
@@ -42,6 +42,10 @@ from tasks.train.model import Transformer  # noqa: E402
 def build(args: argparse.Namespace, folder: Path) -> tuple[Transformer, torch.nn.Module]:
     """Our model with random O(1) weights, and transformers' model loaded from its export."""
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()  # the export's max_length beside max_new_tokens warns on every call
+    hf_logging.disable_progress_bar()
 
     cfg = ModelConfig(vocab_size=args.vocab, seq_len=args.seq_len, n_layers=args.layers, n_heads=args.heads,
                       n_kv_heads=args.kv_heads, d_model=args.d_model, ffn_hidden=ffn_hidden_size(args.d_model, 64))
@@ -84,13 +88,16 @@ def no_cache(model: Transformer, prompts: list[list[int]], new: int) -> list[lis
     return outs
 
 
-def timed(fn, repeats: int) -> tuple[float, list[list[int]]]:
-    best, out = float("inf"), []
+def timed(methods: dict, repeats: int) -> dict[str, tuple[float, list[list[int]]]]:
+    """Best wall time and output of each method; the repeats go round-robin over the methods, so a load spike
+    on a shared machine hits all of them alike instead of one method's whole series."""
+    best = {name: (float("inf"), []) for name in methods}
     for _ in range(repeats):
-        t = time.perf_counter()
-        out = fn()
-        best = min(best, time.perf_counter() - t)
-    return best, out
+        for name, fn in methods.items():
+            t = time.perf_counter()
+            out = fn()
+            best[name] = (min(best[name][0], time.perf_counter() - t), out)
+    return best
 
 
 def main() -> None:
@@ -104,7 +111,7 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=8192)
     ap.add_argument("--seq-len", type=int, default=256)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (evaluate's default is 1)")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--skip-no-cache", action="store_true", help="leave out the slow uncached loop")
     args = ap.parse_args()
 
@@ -123,7 +130,7 @@ def main() -> None:
         }
         if not args.skip_no_cache:
             methods["forgeline no cache"] = lambda: no_cache(model, prompts, args.new)
-        results = {name: timed(fn, args.repeats) for name, fn in methods.items()}
+        results = timed(methods, args.repeats)
     reference = results["forgeline 1-by-1"][1]
     total = args.prompts * args.new
     print(f"{args.prompts} prompts × {args.new} new tokens, {args.layers} layers d {args.d_model} "

@@ -93,8 +93,9 @@ def prefill(model: Transformer, rows: list[list[int]], cache: KVCache, device: t
     for b, r in enumerate(rows):
         ids[b, :len(r)] = torch.tensor(r, dtype=torch.long)
     pos = torch.arange(L, device=device).expand(len(rows), L)                       # [B, L]
-    logits = model(ids, position_ids=pos, cache=cache)                              # [B, L, V]
-    return [logits[b, len(r) - 1] for b, r in enumerate(rows)]
+    last = torch.tensor([len(r) - 1 for r in rows], device=device)                  # [B]
+    logits = model(ids, position_ids=pos, cache=cache, last=last)                   # [B, 1, V]
+    return list(logits[:, -1].unbind(0))
 
 
 @torch.inference_mode()

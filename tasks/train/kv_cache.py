@@ -6,9 +6,9 @@ right-padded for the prefill, and a row's next token is written at its own next 
 garbage before any real query can see that slot. K is stored after RoPE (rotated at its own position once) and
 before the GQA repeat (the cache stays n_heads / n_kv_heads times smaller than the attention's K).
 
-Masking (`LayerCache.mask`): a query at position p of row b sees slot j iff j ≤ p — and, with a sliding window
-w (Mistral), p - j < w. The diagonal is always allowed, so padding queries stay finite. Rows can be dropped
-between steps (`KVCache.keep`) when their continuation has finished.
+Masking (`KVCache.begin`, once per forward): a query at position p of row b sees slot j iff j ≤ p — and, with a
+sliding window w (Mistral), p - j < w. The diagonal is always allowed, so padding queries stay finite. Rows can
+be dropped between steps (`KVCache.keep`) when their continuation has finished.
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ class LayerCache:
         self.k: torch.Tensor | None = None
         self.v: torch.Tensor | None = None
 
-    def update(self, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Write k, v [B, Hkv, T, hd] at the slots `positions` [B, T]; return every slot up to the largest
-        position written, [B, Hkv, n, hd] each (slots past a row's own position are masked by `mask`)."""
-        if int(positions.max()) >= self.capacity:
-            raise IndexError(f"position {int(positions.max())} is past the cache's {self.capacity} slots")
+    def update(self, k: torch.Tensor, v: torch.Tensor, positions: torch.Tensor, n: int
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Write k, v [B, Hkv, T, hd] at the slots `positions` [B, T]; return slots 0..n-1 (n = the largest
+        position + 1, from `KVCache.begin`), [B, Hkv, n, hd] each; slots past a row's own position are masked."""
         if self.k is None:
             B, H, _, hd = k.shape
             self.k = k.new_zeros(B, H, self.capacity, hd)                              # [B, Hkv, S, hd]
@@ -37,16 +36,7 @@ class LayerCache:
         # Advanced indices on dims 0 and 2 around a slice: the indexed view is [B, T, Hkv, hd].
         self.k[rows, :, positions] = k.transpose(1, 2)
         self.v[rows, :, positions] = v.transpose(1, 2)
-        n = int(positions.max()) + 1
         return self.k[:, :, :n], self.v[:, :, :n]                                      # [B, Hkv, n, hd]
-
-    @staticmethod
-    def mask(positions: torch.Tensor, n: int, window: int | None) -> torch.Tensor:
-        """Boolean SDPA mask [B, 1, T, n] (True = may attend) for queries at `positions` [B, T]."""
-        slots = torch.arange(n, device=positions.device)                               # [n]
-        dist = positions[:, None, :, None] - slots                                      # [B, 1, T, n] p - j
-        allowed = dist >= 0
-        return allowed & (dist < window) if window else allowed
 
     def keep(self, rows: torch.Tensor) -> None:
         if self.k is not None:
@@ -60,6 +50,17 @@ class KVCache:
     def __init__(self, n_layers: int, batch: int, capacity: int):
         self.capacity = capacity
         self.layers = [LayerCache(batch, capacity) for _ in range(n_layers)]
+
+    def begin(self, positions: torch.Tensor, window: int | None) -> torch.Tensor:
+        """The boolean SDPA mask [B, 1, T, n] (True = may attend) of one forward whose new tokens sit at
+        `positions` [B, T]; n = the largest position + 1. Built once per forward, shared by every block."""
+        n = int(positions.max()) + 1
+        if n > self.capacity:
+            raise IndexError(f"position {n - 1} is past the cache's {self.capacity} slots")
+        slots = torch.arange(n, device=positions.device)                               # [n]
+        dist = positions[:, None, :, None] - slots                                      # [B, 1, T, n] p - j
+        allowed = dist >= 0
+        return allowed & (dist < window) if window else allowed
 
     def keep(self, rows: list[int]) -> None:
         """Keep only these rows (in this order): finished continuations stop costing compute."""

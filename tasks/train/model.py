@@ -181,8 +181,8 @@ class Attention(nn.Module):
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None, cache: LayerCache | None = None) -> torch.Tensor:
         """x [B, T, d]; optional attn_mask [B, 1, T, T] bool (replaces the causal mask) and positions [B, T].
-        With `cache` (generation; positions required): this step's k, v are written at their positions and
-        the queries attend to every cached slot their position allows (tasks/train/kv_cache.py).
+        With `cache` (generation; positions and `KVCache.begin`'s mask [B, 1, T, n] required): this step's k, v
+        are written at their positions and the queries attend to the cached slots the mask allows.
 
         h / hkv are the heads the projections produce: all of them, or one TP rank's share once parallelize.py
         has split the projections (hence `-1` in the views instead of the config's counts)."""
@@ -201,9 +201,8 @@ class Attention(nn.Module):
             cos, sin = rope_at(position_ids, self.head_dim, cfg.rope_theta, n_table, q.dtype,
                                scaling)                                             # [B, 1, T, hd]
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        if cache is not None:  # keys/values of all earlier positions join this step's; the mask is positional
-            k, v = cache.update(k, v, position_ids)                                # [B, hkv, n, hd]
-            attn_mask = cache.mask(position_ids, k.size(2), cfg.sliding_window)    # [B, 1, T, n]
+        if cache is not None:  # all earlier positions' keys/values join this step's; attn_mask: KVCache.begin's
+            k, v = cache.update(k, v, position_ids, attn_mask.size(-1))            # [B, hkv, n, hd]
         rep = q.size(1) // k.size(1)                                                # query heads per kv head
         k, v = repeat_kv(k, rep), repeat_kv(v, rep)                                # [B, h, T|n, hd]
         p = cfg.dropout if self.training else 0.0
@@ -311,7 +310,8 @@ class Transformer(nn.Module):
 
     Packed rows: pass `segment_ids` [B, T] (block-diagonal causal attention; positions then restart at 0 per
     segment unless `position_ids` [B, T] are given) and/or `position_ids` alone (RoPE positions, causal mask).
-    Generation: `cache` (a `KVCache`) with `position_ids` [B, T], the slots the new tokens take in each row.
+    Generation: `cache` (a `KVCache`) with `position_ids` [B, T], the slots the new tokens take in each row;
+    `last` [B] (optional) returns only the logits of token `last[b]` of each row, [B, 1, V].
     """
 
     def __init__(self, cfg: ModelConfig, seed: int, checkpointing: bool = False):
@@ -324,14 +324,17 @@ class Transformer(nn.Module):
 
     def forward(self, ids: torch.Tensor, labels: torch.Tensor | None = None,
                 segment_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
-                z_loss: float = 0.0, cache: KVCache | None = None) -> torch.Tensor:
+                z_loss: float = 0.0, cache: KVCache | None = None, last: torch.Tensor | None = None) -> torch.Tensor:
         x = ids                                                                    # [B, T]
         if cache is not None:
             if position_ids is None or segment_ids is not None:
                 raise ValueError("a KV cache needs position_ids and takes no segment_ids")
-            blocks = iter(cache.layers)
-            for layer in self.layers:
-                x = layer(x, None, position_ids, next(blocks)) if isinstance(layer, Block) else layer(x)
+            mask, blocks = cache.begin(position_ids, self.cfg.sliding_window), iter(cache.layers)  # [B, 1, T, n]
+            for layer in self.layers[:-1]:
+                x = layer(x, mask, position_ids, next(blocks)) if isinstance(layer, Block) else layer(x)
+            if last is not None:  # only these tokens' logits (a prefill needs each row's final one)
+                x = x[torch.arange(x.size(0), device=x.device), last][:, None]     # [B, 1, d]
+            x = self.layers[-1](x)                                                 # [B, T | 1, V]
         elif segment_ids is None and position_ids is None:
             for layer in self.layers:
                 x = layer(x)                                                       # ... -> [B, T, V]
