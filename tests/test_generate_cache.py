@@ -151,10 +151,12 @@ def test_sampled_rows_draw_from_their_own_generators():
     assert ids[len(rows[0]):] == together[0][0]
 
 
-def test_a_cache_needs_positions_and_refuses_overflow():
+def test_a_cache_needs_positions_and_refuses_overflow_and_empty_prompts():
     cfg = FAMILIES["llama"]
     model = model_of(cfg)
     with pytest.raises(ValueError, match="position_ids"):
         model(torch.tensor([[1, 2]]), cache=KVCache(cfg.n_layers, 1, 4))
+    with pytest.raises(ValueError, match="at least one token"):
+        generate_batch(model, [[1, 2], []], GREEDY, [torch.Generator(), torch.Generator()])
     with pytest.raises(IndexError, match="past the cache"):
         model(torch.tensor([[1, 2]]), position_ids=torch.tensor([[3, 4]]), cache=KVCache(cfg.n_layers, 1, 4))

@@ -98,6 +98,15 @@ def prefill(model: Transformer, rows: list[list[int]], cache: KVCache, device: t
     return list(logits[:, -1].unbind(0))
 
 
+def choose(logits: dict[int, torch.Tensor], rows: list[int], sampling: SamplingSpec,
+           generators: list[torch.Generator]) -> list[int]:
+    """The next token of each of `rows` from its logits [V]: `sample_next` per row, or for greedy decoding one
+    argmax over the batch (the same ids: float32 → float64 is exact and argmax keeps the first maximum)."""
+    if sampling.temperature == 0.0:
+        return torch.stack([logits[i] for i in rows]).argmax(dim=-1).tolist()
+    return [sample_next(logits[i], sampling, generators[i]) for i in rows]
+
+
 @torch.inference_mode()
 def generate_batch(model: Transformer, prompts: list[list[int]], sampling: SamplingSpec,
                    generators: list[torch.Generator], eos_id: int | list[int] | None = None
@@ -108,6 +117,8 @@ def generate_batch(model: Transformer, prompts: list[list[int]], sampling: Sampl
     a row computes exactly what it would alone (greedy results do not depend on the batch; sampled ones draw
     from the row's own generator, one draw per token, as before). A row whose context outgrows seq_len leaves
     the cache and continues as the model was trained: each step re-reads its last seq_len tokens (no cache)."""
+    if not all(prompts):
+        raise ValueError("generate: every prompt needs at least one token (the model continues a context)")
     stops = {eos_id} if isinstance(eos_id, int) else set(eos_id or ())
     device = next(model.parameters()).device
     T = model.cfg.seq_len
@@ -119,8 +130,7 @@ def generate_batch(model: Transformer, prompts: list[list[int]], sampling: Sampl
     logits = dict(zip(cached, prefill(model, [p[-T:] for p in ids], cache, device)))  # prompt -> [V]
     active = list(range(len(prompts)))
     for step in range(sampling.max_new_tokens):
-        for i in active:
-            nxt = sample_next(logits[i], sampling, generators[i])
+        for i, nxt in zip(active, choose(logits, active, sampling, generators)):
             if sampling.stop_at_eos and nxt in stops:
                 stop[i] = "eos"
             else:

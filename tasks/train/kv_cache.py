@@ -14,6 +14,20 @@ be dropped between steps (`KVCache.keep`) when their continuation has finished.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
+
+
+def grouped_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+                      dropout_p: float = 0.0) -> torch.Tensor:
+    """SDPA of q [B, h, T, hd] over cached k, v [B, Hkv, n, hd] under mask [B, 1, T, n], without repeating K/V
+    per query head (that copy grows with the cache): the rep = h / Hkv query heads of kv head j (heads
+    j·rep .. j·rep + rep - 1, repeat_kv's order) become rep·T queries of that one head, row r·T + t."""
+    B, h, T, hd = q.shape
+    rep = h // k.size(1)
+    folded = q.reshape(B, k.size(1), rep * T, hd)                                      # [B, Hkv, rep·T, hd]
+    mask = mask.repeat(1, 1, rep, 1) if rep > 1 else mask                              # [B, 1, rep·T, n]
+    y = F.scaled_dot_product_attention(folded, k, v, attn_mask=mask, dropout_p=dropout_p)
+    return y.reshape(B, h, T, hd)                                                      # [B, h, T, hd]
 
 
 class LayerCache:

@@ -40,7 +40,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from tasks.train.config import ModelConfig  # the shape numbers live there (param_count, flops_per_token)
-from tasks.train.kv_cache import KVCache, LayerCache
+from tasks.train.kv_cache import KVCache, LayerCache, grouped_attention
 
 
 # ---------------------------------------------------------------------------------------------- initialization
@@ -201,20 +201,22 @@ class Attention(nn.Module):
             cos, sin = rope_at(position_ids, self.head_dim, cfg.rope_theta, n_table, q.dtype,
                                scaling)                                             # [B, 1, T, hd]
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        p = cfg.dropout if self.training else 0.0
         if cache is not None:  # all earlier positions' keys/values join this step's; attn_mask: KVCache.begin's
             k, v = cache.update(k, v, position_ids, attn_mask.size(-1))            # [B, hkv, n, hd]
-        rep = q.size(1) // k.size(1)                                                # query heads per kv head
-        k, v = repeat_kv(k, rep), repeat_kv(v, rep)                                # [B, h, T|n, hd]
-        p = cfg.dropout if self.training else 0.0
-        if cache is None and cfg.sliding_window and T > cfg.sliding_window:  # older tokens leave the window
-            window = sliding_window_mask(T, cfg.sliding_window, x.device)          # [T, T]
-            attn_mask = window if attn_mask is None else attn_mask & window        # [(B, 1,) T, T]
-        if attn_mask is None:  # the pretraining path: is_causal lets SDPA pick its fastest (flash) kernel
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)          # [B, h, T, hd]
-        else:  # an explicit boolean mask: SDPA's memory-efficient / math kernels (flash takes no mask)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)     # [B, h, T, hd]
-        y = y.transpose(1, 2).reshape(B, T, -1)                                    # [B, T, h·hd]
-        return self.resid_dropout(self.wo(y))                                      # [B, T, d]
+            y = grouped_attention(q, k, v, attn_mask, p)                            # [B, h, T, hd]
+        else:
+            rep = q.size(1) // k.size(1)                                            # query heads per kv head
+            k, v = repeat_kv(k, rep), repeat_kv(v, rep)                            # [B, h, T, hd]
+            if cfg.sliding_window and T > cfg.sliding_window:  # older tokens fall out of the window
+                window = sliding_window_mask(T, cfg.sliding_window, x.device)      # [T, T]
+                attn_mask = window if attn_mask is None else attn_mask & window    # [(B, 1,) T, T]
+            if attn_mask is None:  # the pretraining path: is_causal lets SDPA pick its fastest (flash) kernel
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)      # [B, h, T, hd]
+            else:  # an explicit boolean mask: SDPA's memory-efficient / math kernels (flash takes no mask)
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)  # [B, h, T, hd]
+        y = self.wo(y.transpose(1, 2).reshape(B, T, -1))                           # [B, T, h·hd] -> [B, T, d]
+        return self.resid_dropout(y) if self.training else y  # eval: skip the identity module's call overhead
 
 
 class SwiGLU(nn.Module):
@@ -227,7 +229,8 @@ class SwiGLU(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.w2(F.silu(self.w1(x)) * self.w3(x)))              # [B, T, h] -> [B, T, d]
+        y = self.w2(F.silu(self.w1(x)) * self.w3(x))                                # [B, T, h] -> [B, T, d]
+        return self.dropout(y) if self.training else y
 
 
 # --------------------------------------------------------------------------------------------- pipeline layers
