@@ -10,7 +10,8 @@ Outputs (data/evaluate/):
   report.json         the numbers the review gate judges: perplexity and its unigram `baseline`
                       (tasks/eval/baseline.py), flagged shares, sample identity
 All four are byte-identical on a rerun on CPU: fixed thread count, per-prompt seeded generators, hash-ranked
-sampling, sorted-key JSON, floats rounded to 6 decimals. The model has no KV cache; see tasks/eval/generate.py.
+sampling, sorted-key JSON, floats rounded to 6 decimals. Generation is batched with a KV cache (see
+tasks/eval/generate.py).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from specs.review import GateReport, ReviewDecision
 from specs.sft import SFTJob
 from tasks.core.files import write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
-from tasks.eval.generate import generate, prompt_seed, torch_threads
+from tasks.eval.generate import generate_batch, prompt_seed, torch_threads
 from tasks.eval.spotcheck import Flagger, generation_items, sample_text
 from tasks.train.chat import render
 from tasks.train.config import ModelConfig
@@ -104,21 +104,22 @@ def compare(spec: SFTJob, paths: StagePaths, data: Any, instruct: Path) -> list[
         model = Transformer(cfg, seed=0)
         model.load_state_dict(state, strict=True)
         models[name] = model.eval()
-    rows = []
+    rows, prompts = [], []
+    for rec in records:
+        msgs = rec["messages"]
+        first = next(i for i, m in enumerate(msgs) if m["role"] == "user")
+        prompt_msgs = msgs[: first + 1]
+        ids, _ = (chat.render(prompt_msgs, add_generation_prompt=True) if chat is not None
+                  else render(prompt_msgs, tok, add_generation_prompt=True))
+        prompts.append(list(ids))
+        rows.append({"id": rec["id"], "source": rec.get("source", "unknown"), "prompt": msgs[first]["content"],
+                     "reference": next((m["content"] for m in msgs[first + 1:] if m["role"] == "assistant"), "")})
     with torch_threads(1), torch.no_grad():
-        for rec in records:
-            msgs = rec["messages"]
-            first = next(i for i, m in enumerate(msgs) if m["role"] == "user")
-            prompt_msgs = msgs[: first + 1]
-            ids, _ = (chat.render(prompt_msgs, add_generation_prompt=True) if chat is not None
-                      else render(prompt_msgs, tok, add_generation_prompt=True))
-            row = {"id": rec["id"], "source": rec.get("source", "unknown"), "prompt": msgs[first]["content"],
-                   "reference": next((m["content"] for m in msgs[first + 1:] if m["role"] == "assistant"), "")}
-            for name, model in models.items():
-                gen = torch.Generator().manual_seed(prompt_seed(paths.seed, rec["id"]))
-                new, _stop = generate(model, list(ids), spec.train.sampling, gen, end_id)
+        for name, model in models.items():  # all prompts in one KV-cached batch, each with its own generator
+            gens = [torch.Generator().manual_seed(prompt_seed(paths.seed, rec["id"])) for rec in records]
+            outs = generate_batch(model, prompts, spec.train.sampling, gens, end_id) if prompts else []
+            for row, (new, _stop) in zip(rows, outs):
                 row[name] = tok.decode(new, skip_special_tokens=True)
-            rows.append(row)
     return rows
 
 

@@ -1,19 +1,15 @@
-"""Telemetry: FLOPs/MFU arithmetic, the peak table, throughput, NVML stats (faked), metrics.jsonl and wandb."""
+"""Telemetry: FLOPs/MFU arithmetic, the peak table, throughput, metrics.jsonl and wandb (NVML: test_nvml.py)."""
 
 from __future__ import annotations
 
 import json
-import sys
-import types
 
 import pytest
 
 from specs.pretrain import ModelSpec
-from tasks.train import telemetry
 from tasks.train.config import ModelConfig, flops_per_token, transformer_flops_per_token
 from tasks.train.telemetry import (
-    DEVICE_PEAK_TFLOPS, MetricsLogger, Throughput, UnknownDeviceError, canonical_device, gpu_stats, mfu, peak_flops,
-    throttling_alert,
+    DEVICE_PEAK_TFLOPS, MetricsLogger, Throughput, UnknownDeviceError, canonical_device, mfu, peak_flops,
 )
 
 
@@ -79,56 +75,6 @@ def test_throughput_excludes_warmup_and_uses_a_sliding_window():
     now[0] += 0.25
     meter.update(1000)
     assert meter.tokens_per_s == pytest.approx(4000.0)
-
-
-def fake_nvml(mask: int, fail_power: bool = False) -> types.ModuleType:
-    nv = types.ModuleType("pynvml")
-    nv.nvmlInit = lambda: None
-    nv.nvmlDeviceGetHandleByIndex = lambda i: f"handle{i}"
-    nv.nvmlDeviceGetName = lambda h: b"NVIDIA H100 80GB HBM3"
-    nv.nvmlDeviceGetTemperature = lambda h, sensor: 87
-    if fail_power:
-        def no_power(h):
-            raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
-        nv.nvmlDeviceGetPowerUsage = no_power
-    else:
-        nv.nvmlDeviceGetPowerUsage = lambda h: 699_000
-    nv.nvmlDeviceGetEnforcedPowerLimit = lambda h: 700_000
-    nv.nvmlDeviceGetMemoryInfo = lambda h: types.SimpleNamespace(used=60 * 2**30, total=80 * 2**30)
-    nv.nvmlDeviceGetClockInfo = lambda h, kind: 1200
-    nv.nvmlDeviceGetMaxClockInfo = lambda h, kind: 1980
-    nv.nvmlDeviceGetUtilizationRates = lambda h: types.SimpleNamespace(gpu=99, memory=45)
-    nv.nvmlDeviceGetCurrentClocksThrottleReasons = lambda h: mask
-    return nv
-
-
-@pytest.fixture
-def nvml(monkeypatch):
-    def install(module):
-        monkeypatch.setitem(sys.modules, "pynvml", module)
-        monkeypatch.setattr(telemetry, "_nvml", None)
-    return install
-
-
-def test_gpu_stats_and_throttling_alert_from_a_fake_nvml(nvml):
-    nvml(fake_nvml(0x40 | 0x4))  # hw thermal slowdown + sw power cap
-    stats = gpu_stats(0)
-    assert stats["gpu_name"] == "NVIDIA H100 80GB HBM3" and stats["temperature_c"] == 87
-    assert stats["power_w"] == 699.0 and stats["memory_used_gib"] == 60 and stats["memory_busy_pct"] == 45
-    assert stats["throttle_reasons"] == ["sw_power_cap", "hw_thermal_slowdown"]
-    alert = throttling_alert(stats)
-    assert "hw_thermal_slowdown" in alert and "1200/1980 MHz (61%)" in alert and "87 °C" in alert
-
-    nvml(fake_nvml(0x1, fail_power=True))  # idle is not throttling; a missing query drops only its key
-    stats = gpu_stats(0)
-    assert "power_w" not in stats and stats["temperature_c"] == 87
-    assert throttling_alert(stats) is None
-
-
-def test_gpu_stats_is_empty_without_nvml(nvml):
-    nvml(None)  # `import pynvml` raises ImportError
-    assert gpu_stats() == {}
-    assert throttling_alert({}) is None
 
 
 def test_metrics_logger_disabled_writes_jsonl_and_resumes(tmp_path):

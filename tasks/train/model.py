@@ -13,6 +13,9 @@ attention block-diagonal causal (token i sees j only if j ≤ i and seg[j] == se
 positions, so samples packed into one row cannot see each other and each starts at position 0. Without them the
 forward is the unchanged `is_causal=True` path; pipeline layers only ever get the activation tensor.
 
+Generation (pp = 1): `Transformer.forward(ids, position_ids=..., cache=KVCache(...))` runs only the new tokens,
+appending their keys/values to the cache at their positions (tasks/train/kv_cache.py, per-row positions).
+
 No parallel code lives here. Tensor parallelism is applied to a built model by `parallelize.py`, which swaps the
 plain `nn.Linear`s for column/row-parallel ones holding this rank's slice; the forward reads the number of heads
 from the projections' output (`view(B, T, -1, hd)`), so the same code runs whole or on a TP rank's heads.
@@ -37,6 +40,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from tasks.train.config import ModelConfig  # the shape numbers live there (param_count, flops_per_token)
+from tasks.train.kv_cache import KVCache, LayerCache, grouped_attention
 
 
 # ---------------------------------------------------------------------------------------------- initialization
@@ -175,8 +179,10 @@ class Attention(nn.Module):
         self.resid_dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None) -> torch.Tensor:
+                position_ids: torch.Tensor | None = None, cache: LayerCache | None = None) -> torch.Tensor:
         """x [B, T, d]; optional attn_mask [B, 1, T, T] bool (replaces the causal mask) and positions [B, T].
+        With `cache` (generation; positions and `KVCache.begin`'s mask [B, 1, T, n] required): this step's k, v
+        are written at their positions and the queries attend to the cached slots the mask allows.
 
         h / hkv are the heads the projections produce: all of them, or one TP rank's share once parallelize.py
         has split the projections (hence `-1` in the views instead of the config's counts)."""
@@ -190,22 +196,27 @@ class Attention(nn.Module):
         q, k = q.transpose(1, 2), k.transpose(1, 2)                                # [B, h|hkv, T, hd]
         if position_ids is None:
             cos, sin = rope_tables(T, self.head_dim, cfg.rope_theta, x.device, q.dtype, scaling)  # [T, hd]
-        else:  # table long enough for any position of a packed row (positions restart per sample)
-            cos, sin = rope_at(position_ids, self.head_dim, cfg.rope_theta, max(T, cfg.seq_len), q.dtype,
+        else:  # table long enough for any position of a packed row (positions restart per sample) or cache
+            n_table = max(T, cfg.seq_len, cache.capacity if cache is not None else 0)
+            cos, sin = rope_at(position_ids, self.head_dim, cfg.rope_theta, n_table, q.dtype,
                                scaling)                                             # [B, 1, T, hd]
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        rep = q.size(1) // k.size(1)                                                # query heads per kv head
-        k, v = repeat_kv(k, rep), repeat_kv(v, rep)                                # [B, h, T, hd]
         p = cfg.dropout if self.training else 0.0
-        if cfg.sliding_window and T > cfg.sliding_window:  # older tokens fall out of the window
-            window = sliding_window_mask(T, cfg.sliding_window, x.device)          # [T, T]
-            attn_mask = window if attn_mask is None else attn_mask & window        # [(B, 1,) T, T]
-        if attn_mask is None:  # the pretraining path: is_causal lets SDPA pick its fastest (flash) kernel
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)          # [B, h, T, hd]
-        else:  # an explicit boolean mask: SDPA's memory-efficient / math kernels (flash takes no mask)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)     # [B, h, T, hd]
-        y = y.transpose(1, 2).reshape(B, T, -1)                                    # [B, T, h·hd]
-        return self.resid_dropout(self.wo(y))                                      # [B, T, d]
+        if cache is not None:  # all earlier positions' keys/values join this step's; attn_mask: KVCache.begin's
+            k, v = cache.update(k, v, position_ids, attn_mask.size(-1))            # [B, hkv, n, hd]
+            y = grouped_attention(q, k, v, attn_mask, p)                            # [B, h, T, hd]
+        else:
+            rep = q.size(1) // k.size(1)                                            # query heads per kv head
+            k, v = repeat_kv(k, rep), repeat_kv(v, rep)                            # [B, h, T, hd]
+            if cfg.sliding_window and T > cfg.sliding_window:  # older tokens fall out of the window
+                window = sliding_window_mask(T, cfg.sliding_window, x.device)      # [T, T]
+                attn_mask = window if attn_mask is None else attn_mask & window    # [(B, 1,) T, T]
+            if attn_mask is None:  # the pretraining path: is_causal lets SDPA pick its fastest (flash) kernel
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)      # [B, h, T, hd]
+            else:  # an explicit boolean mask: SDPA's memory-efficient / math kernels (flash takes no mask)
+                y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)  # [B, h, T, hd]
+        y = self.wo(y.transpose(1, 2).reshape(B, T, -1))                           # [B, T, h·hd] -> [B, T, d]
+        return self.resid_dropout(y) if self.training else y  # eval: skip the identity module's call overhead
 
 
 class SwiGLU(nn.Module):
@@ -218,7 +229,8 @@ class SwiGLU(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.dropout(self.w2(F.silu(self.w1(x)) * self.w3(x)))              # [B, T, h] -> [B, T, d]
+        y = self.w2(F.silu(self.w1(x)) * self.w3(x))                                # [B, T, h] -> [B, T, d]
+        return self.dropout(y) if self.training else y
 
 
 # --------------------------------------------------------------------------------------------- pipeline layers
@@ -242,16 +254,17 @@ class Block(nn.Module):
         self.checkpointing = checkpointing  # recompute in backward (pp = 1; a pipeline does its own)
 
     def _forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
-                 position_ids: torch.Tensor | None = None) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), attn_mask, position_ids)              # [B, T, d]
+                 position_ids: torch.Tensor | None = None, cache: LayerCache | None = None) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), attn_mask, position_ids, cache)       # [B, T, d]
         return x + self.mlp(self.mlp_norm(x))                                      # [B, T, d]
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """A pipeline calls this with x alone; the packed-SFT extras come only from `Transformer.forward`."""
+                position_ids: torch.Tensor | None = None, cache: LayerCache | None = None) -> torch.Tensor:
+        """A pipeline calls this with x alone; the packed-SFT and generation extras come only from
+        `Transformer.forward`."""
         if self.checkpointing and self.training and torch.is_grad_enabled():
             return checkpoint(self._forward, x, attn_mask, position_ids, use_reentrant=False)
-        return self._forward(x, attn_mask, position_ids)
+        return self._forward(x, attn_mask, position_ids, cache)
 
 
 class FinalNorm(RMSNorm):
@@ -300,6 +313,8 @@ class Transformer(nn.Module):
 
     Packed rows: pass `segment_ids` [B, T] (block-diagonal causal attention; positions then restart at 0 per
     segment unless `position_ids` [B, T] are given) and/or `position_ids` alone (RoPE positions, causal mask).
+    Generation: `cache` (a `KVCache`) with `position_ids` [B, T], the slots the new tokens take in each row;
+    `last` [B] (optional) returns only the logits of token `last[b]` of each row, [B, 1, V].
     """
 
     def __init__(self, cfg: ModelConfig, seed: int, checkpointing: bool = False):
@@ -312,9 +327,18 @@ class Transformer(nn.Module):
 
     def forward(self, ids: torch.Tensor, labels: torch.Tensor | None = None,
                 segment_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
-                z_loss: float = 0.0) -> torch.Tensor:
+                z_loss: float = 0.0, cache: KVCache | None = None, last: torch.Tensor | None = None) -> torch.Tensor:
         x = ids                                                                    # [B, T]
-        if segment_ids is None and position_ids is None:
+        if cache is not None:
+            if position_ids is None or segment_ids is not None:
+                raise ValueError("a KV cache needs position_ids and takes no segment_ids")
+            mask, blocks = cache.begin(position_ids, self.cfg.sliding_window), iter(cache.layers)  # [B, 1, T, n]
+            for layer in self.layers[:-1]:
+                x = layer(x, mask, position_ids, next(blocks)) if isinstance(layer, Block) else layer(x)
+            if last is not None:  # only these tokens' logits (a prefill needs each row's final one)
+                x = x[torch.arange(x.size(0), device=x.device), last][:, None]     # [B, 1, d]
+            x = self.layers[-1](x)                                                 # [B, T | 1, V]
+        elif segment_ids is None and position_ids is None:
             for layer in self.layers:
                 x = layer(x)                                                       # ... -> [B, T, V]
         else:

@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from tasks.train.telemetry import (MetricsLogger, PeakFlops, Throughput, UnknownDeviceError, gpu_stats, mfu,
-                                   peak_flops, throttling_alert)
+from tasks.train.nvml import local_gpus, sample_gpus
+from tasks.train.telemetry import MetricsLogger, PeakFlops, Throughput, UnknownDeviceError, mfu, peak_flops
 
 log = logging.getLogger("forgeline.telemetry")
 
@@ -67,6 +67,11 @@ class Monitor:
         self.checkpoint_stalls: list[float] = []
         self.alerts: list[str] = []
         self.nvml = spec.nvml and torch.cuda.is_available()
+        # Rank 0 reads every local rank's GPU (resolved once through CUDA_VISIBLE_DEVICES; tasks/train/nvml.py).
+        self.gpus = local_gpus() if self.nvml else []
+        for gpu in self.gpus:
+            log.info("local rank %d: NVML GPU %s%s", gpu.local_rank, gpu.nvml_index,
+                     f" (CUDA_VISIBLE_DEVICES entry {gpu.visible_as})" if gpu.visible_as else "")
 
     def step_done(self) -> None:
         self.throughput.update(self.tokens_per_step)
@@ -82,11 +87,12 @@ class Monitor:
             self.mfu_values.append(util)
         wall: dict[str, Any] = {"tokens_per_s": None if tps is None else round(tps, 1),
                                 "step_time_s": self.throughput.step_time, "mfu": util, **memory_gib()}
-        if self.nvml:
-            stats = gpu_stats(torch.cuda.current_device())
-            wall.update({f"gpu_{k}": v for k, v in stats.items() if isinstance(v, (int, float))})
-            alert = throttling_alert(stats)
-            if alert:
+        if self.gpus:
+            sample = sample_gpus(self.gpus)
+            wall.update(sample.metrics)                                 # gpu<local rank>_<stat>
+            for line in sample.lines:
+                log.info("step %d %s", step, line)
+            for alert in sample.alerts:
                 log.warning("%s", alert)
                 self.alerts.append(f"step {step}: {alert}")
         self.sink.log(step, {**metrics, **wall})

@@ -1,5 +1,5 @@
-"""Telemetry: MFU (of tasks.train.config.flops_per_token), throughput, NVML device stats with a throttling alert,
-metrics logging.
+"""Telemetry: MFU (of tasks.train.config.flops_per_token), throughput, metrics logging; NVML device stats with a
+throttling alert live in tasks/train/nvml.py (re-exported here).
 
 Only the logging rank (global rank 0) creates a `MetricsLogger`; every rank may read its own `gpu_stats`.
 """
@@ -7,7 +7,6 @@ Only the logging rank (global rank 0) creates a `MetricsLogger`; every rank may 
 from __future__ import annotations
 
 import json
-import logging
 import math
 import re
 import time
@@ -16,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Literal
 
-log = logging.getLogger("forgeline.telemetry")
+from tasks.train.nvml import gpu_stats, throttling_alert  # noqa: F401  (re-exported: the telemetry API)
+
 
 # Dense peak TFLOP/s per device and math precision (never the 2:4-sparsity figures: training is dense). "fp32" is
 # plain FP32 (PyTorch's default for fp32 matmuls); "tf32" applies with torch.set_float32_matmul_precision("high").
@@ -149,92 +149,6 @@ class Throughput:
         if len(self._marks) < 2:
             return None
         return (self._marks[-1][0] - self._marks[0][0]) / (len(self._marks) - 1)
-
-
-# NVML clock-event ("throttle") reason bits, nvml.h (nvmlClocksEventReason* / nvmlClocksThrottleReason*).
-THROTTLE_REASONS = {
-    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
-    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown",
-    0x100: "display_clock_setting",
-}
-THERMAL_OR_POWER = {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
-                    "hw_power_brake_slowdown"}
-_nvml: Any = None  # the initialized pynvml module, False when unavailable, None before the first try
-
-
-def _nvml_module():
-    global _nvml
-    if _nvml is None:
-        try:  # `pynvml` comes from the nvidia-ml-py package; imported lazily, absent on CPU machines
-            import pynvml
-
-            pynvml.nvmlInit()
-            _nvml = pynvml
-        except Exception as exc:  # no package, no driver, no GPU
-            log.debug("NVML unavailable: %s", exc)
-            _nvml = False
-    return _nvml or None
-
-
-def gpu_stats(index: int = 0) -> dict[str, Any]:
-    """Temperature, power, memory, SM clock vs max, utilization and throttle reasons of one GPU ({} without NVML).
-
-    `index` is NVML's (physical) index, which differs from the CUDA index under CUDA_VISIBLE_DEVICES.
-    """
-    nv = _nvml_module()
-    if nv is None:
-        return {}
-    try:
-        h = nv.nvmlDeviceGetHandleByIndex(index)
-    except Exception as exc:
-        log.debug("NVML device %d: %s", index, exc)
-        return {}
-    stats: dict[str, Any] = {"gpu_index": index}
-    queries = {  # each on its own: boards that lack one query (e.g. power) still report the rest
-        "gpu_name": lambda: nv.nvmlDeviceGetName(h),
-        "temperature_c": lambda: nv.nvmlDeviceGetTemperature(h, 0),  # NVML_TEMPERATURE_GPU
-        "power_w": lambda: nv.nvmlDeviceGetPowerUsage(h) / 1000.0,  # mW
-        "power_limit_w": lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
-        "memory_used_gib": lambda: nv.nvmlDeviceGetMemoryInfo(h).used / 2**30,
-        "memory_total_gib": lambda: nv.nvmlDeviceGetMemoryInfo(h).total / 2**30,
-        "sm_clock_mhz": lambda: nv.nvmlDeviceGetClockInfo(h, 1),  # NVML_CLOCK_SM
-        "sm_clock_max_mhz": lambda: nv.nvmlDeviceGetMaxClockInfo(h, 1),
-        "utilization_pct": lambda: nv.nvmlDeviceGetUtilizationRates(h).gpu,
-        # Share of time the memory controller was busy: NVML's proxy for memory-bandwidth use.
-        "memory_busy_pct": lambda: nv.nvmlDeviceGetUtilizationRates(h).memory,
-    }
-    for key, query in queries.items():
-        try:
-            value = query()
-            stats[key] = value.decode() if isinstance(value, bytes) else value
-        except Exception as exc:
-            log.debug("NVML %s: %s", key, exc)
-    reasons_fn = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-        getattr(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
-    try:
-        mask = int(reasons_fn(h)) if reasons_fn else 0
-        stats["throttle_reasons"] = [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
-    except Exception as exc:
-        log.debug("NVML throttle reasons: %s", exc)
-    return stats
-
-
-def throttling_alert(stats: dict[str, Any]) -> str | None:
-    """A one-line warning when the GPU's clocks are held down for thermal or power reasons, else None."""
-    hit = [r for r in stats.get("throttle_reasons", []) if r in THERMAL_OR_POWER]
-    if not hit:
-        return None
-    parts = [f"GPU {stats.get('gpu_index', '?')} ({stats.get('gpu_name', 'unknown')}) clocks throttled by "
-             + ", ".join(hit)]
-    clock, max_clock = stats.get("sm_clock_mhz"), stats.get("sm_clock_max_mhz")
-    if clock and max_clock:
-        parts.append(f"SM {clock}/{max_clock} MHz ({clock / max_clock:.0%})")
-    if "temperature_c" in stats:
-        parts.append(f"{stats['temperature_c']} °C")
-    if "power_w" in stats and "power_limit_w" in stats:
-        parts.append(f"{stats['power_w']:.0f}/{stats['power_limit_w']:.0f} W")
-    detail = f": {', '.join(parts[1:])}" if len(parts) > 1 else ""
-    return f"{parts[0]}{detail} — check cooling and power limits; MFU drops with the clock"
 
 
 def _json_value(v: Any) -> Any:
