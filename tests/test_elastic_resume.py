@@ -86,12 +86,11 @@ def test_pp2_resumes_at_pp1_zero1(tmp_path, mix_dir, monkeypatch):
     resume_and_compare(tmp_path, mix_dir, job_spec({"zero_stage": 1}, grad_accum=2))
 
 
-def test_dp1_zero3_resumes_at_tp2_dp2(tmp_path, mix_dir, monkeypatch):
-    """Back the other way: one rank at ZeRO-3 (masters gathered from its partitions) to 4 ranks, tp 2 × dp 2
-    with micro_batch 2 (4 × 2 × 1 = 2 × 2 × 2: the global batch and hence the data position are the same)."""
+def test_tp1_zero3_resumes_at_tp2_zero1(tmp_path, mix_dir, monkeypatch):
+    """Back the other way: one rank at ZeRO-3 (masters gathered from its partitions) to tp 2, each TP rank cutting
+    its slices out of the whole tensors, with the global batch cut differently (4 × 2 → 2 × 4 sequences)."""
     fail_after_step_3(tmp_path, mix_dir, job_spec({"zero_stage": 3}, grad_accum=2), monkeypatch)
-    resume_and_compare(tmp_path, mix_dir, job_spec({"tp": 2, "dp": 2, "zero_stage": 1}, micro_batch_size=2,
-                                                   grad_accum=2))
+    resume_and_compare(tmp_path, mix_dir, job_spec({"tp": 2, "zero_stage": 1}, micro_batch_size=2, grad_accum=4))
 
 
 def test_losing_adam_state_is_detected(mix_dir):

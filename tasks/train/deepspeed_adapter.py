@@ -18,6 +18,10 @@ that, so a DeepSpeed bump breaks there, loudly, and not as a silently different 
     gathered_param          deepspeed.zero.GatheredParameters and ZeRO-3's `ds_id` mark
     pipeline_tied_layers    PipelineModule.tied_modules / _layer_specs (every tied copy on this stage)
     make_grid               deepspeed.runtime.pipe.topology.PipelineParallelGrid, the mpu for pp = 1 × tp > 1
+    adam_step, training_state, prime_adam_state, link_adam_state, set_training_state
+                            elastic resume: the wrapped optimizer's `.optimizer`, ZeRO-3's
+                            `fp32_partitioned_groups_flat`, `_hp_mapping` fragments, `ds_tensor`, the safe_*_full
+                            API (exercised through real engines by tests/test_elastic_resume.py)
 """
 
 from __future__ import annotations

@@ -154,9 +154,9 @@ class SliceReader:
         if old is None:  # one whole copy: cut the new slice out of it
             with safe_open(str(ranked[0][1]), framework="pt") as fh:
                 whole = fh.get_slice(key)
-                size = whole.get_shape()[dim] if dim is not None else 0
                 if dim is None:
                     return whole[:]
+                size = whole.get_shape()[dim]
                 lo, hi = size * part // parts, size * (part + 1) // parts
                 return whole[lo:hi] if dim == 0 else whole[:, lo:hi]
         if dim is not None and dim != old:
@@ -212,8 +212,8 @@ def load_layout_free(engine: Any, tag_dir: Path) -> dict[str, Any]:
         setattr(ds, k, v)
     scaler = getattr(ds.optimizer, "loss_scaler", None)
     for k, v in state.get("loss_scaler", {}).items():
-        if scaler is not None and hasattr(scaler, k):
-            setattr(scaler, k, type(getattr(scaler, k))(v))
+        if scaler is not None and isinstance(getattr(scaler, k, None), (int, float)):
+            setattr(scaler, k, type(getattr(scaler, k))(v))  # fp16's dynamic scale goes on where it was
     if L.world > 1:
         dist.barrier()
     return {"step": int(state["step"]), RESHARDED: True}
