@@ -5,7 +5,8 @@ one model file per TP rank and pipeline layer); its "universal checkpoint" targe
 and TP patterns, which our own TP layers and PipelineModule do not carry. So every save also writes a
 layout-free copy of the training state, beside DeepSpeed's files, in the tag folder:
 
-    elastic/pp<stage>-tp<rank>-dp<rank>.safetensors   for every trainable parameter this rank owns, keyed by
+    elastic/pp<stage>-tp<rank>-dp<rank>-<part>.safetensors   for every trainable parameter this rank owns (in
+                                      files of ≤ ~1 GiB, so a save holds one file's worth of host memory), keyed by
                                       the plain model's name (`layers.<i>.<name>`, as the final weights):
                                       `<key>` its fp32 master, `<key>#exp_avg`, `<key>#exp_avg_sq` (Adam's
                                       moments), TP slices left as slices (split dims in the metadata, as
@@ -55,6 +56,7 @@ FOLDER = "elastic"
 STATE = "state.json"
 MOMENTS = ADAM_MOMENTS
 STEP_KEY = "adam.step"
+MAX_FILE_BYTES = 1024**3  # per file: bounds the host memory a save holds
 RESHARDED = "resharded"  # key of Engine.load's answer: True when the layout-free state was loaded
 
 
@@ -74,13 +76,25 @@ def saved_layers(engine: Any) -> list[tuple[int, torch.nn.Module]]:
 
 
 # ----------------------------------------------------------------------------------------------------- save
-def save_layout_free(engine: Any, tag_dir: Path, step: int) -> None:
-    """Write this rank's part of the layout-free state into `tag_dir/elastic/` (a collective: every rank)."""
+def save_layout_free(engine: Any, tag_dir: Path, step: int, max_file_bytes: int | None = None) -> None:
+    """Write this rank's part of the layout-free state into `tag_dir/elastic/` (a collective: every rank), in
+    files of about `max_file_bytes` each."""
     L, ds = engine.layout, engine.ds
     adam = adam_step(ds)
     link_adam_state(ds)  # DeepSpeed leaves some param groups' fragments unlinked (see there)
     tensors: dict[str, torch.Tensor] = {}
     split: dict[str, int] = {}
+    parts, held, limit = 0, 0, max_file_bytes or MAX_FILE_BYTES
+
+    def flush() -> None:  # one file per ~max_file_bytes: host memory stays one file's worth, whatever the model
+        nonlocal parts, held
+        tensors[STEP_KEY] = torch.tensor([float(adam or 0.0)], dtype=torch.float64)
+        write_shard(tag_dir / FOLDER / f"pp{L.stage:03d}-tp{L.tp_rank:03d}-dp{L.dp_rank:03d}-{parts:05d}"
+                                       ".safetensors", tensors, split, L.tp, L.tp_rank)
+        tensors.clear()
+        split.clear()
+        parts, held = parts + 1, 0
+
     params = [(f"layers.{idx}.{name}", p) for idx, layer in saved_layers(engine)
               for name, p in layer.named_parameters() if p.requires_grad]
     for i, (key, p) in enumerate(params):
@@ -93,9 +107,11 @@ def save_layout_free(engine: Any, tag_dir: Path, step: int) -> None:
             tensors[f"{key}#{name}"] = value.float().cpu()
         if dim is not None:
             split[key] = int(dim)
-    tensors[STEP_KEY] = torch.tensor([float(adam or 0.0)], dtype=torch.float64)
-    write_shard(tag_dir / FOLDER / f"pp{L.stage:03d}-tp{L.tp_rank:03d}-dp{L.dp_rank:03d}.safetensors", tensors,
-                split, L.tp, L.tp_rank)
+        held += 3 * fp32.numel() * 4
+        if held >= limit:
+            flush()
+    if tensors or parts == 0:
+        flush()  # every rank writes at least one file: it carries Adam's step count
     if L.rank == 0:
         sched = {k: v for k, v in ds.lr_scheduler.state_dict().items() if k != "lr_lambdas"}
         scaler = getattr(ds.optimizer, "loss_scaler", None)
