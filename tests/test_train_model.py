@@ -176,11 +176,11 @@ def test_ds_config_from_spec():
 
 
 def test_identity_problems_name_the_field():
-    a = {"model": {"d_model": 128, "n_layers": 4}, "parallel": {"dp": 1, "tp": 1}, "seq_len": 256}
-    b = {"model": {"d_model": 64, "n_layers": 4}, "parallel": {"dp": 1, "tp": 2}, "seq_len": 256}
+    a = {"model": {"d_model": 128, "n_layers": 4}, "parallel": {"dp": 1, "tp": 1}, "seq_len": 256, "seed": 1}
+    b = {"model": {"d_model": 64, "n_layers": 4}, "parallel": {"dp": 1, "tp": 2}, "seq_len": 256, "seed": 2}
     problems = identity_problems(a, b)
     assert any(p.startswith("model.d_model: checkpoint has 128, this run has 64") for p in problems)
-    assert any(p.startswith("parallel.tp:") for p in problems) and len(problems) == 2
+    assert any(p.startswith("seed:") for p in problems) and len(problems) == 2  # the layout may change (elastic)
     assert identity_problems(a, json.loads(json.dumps(a))) == []
 
 

@@ -33,10 +33,11 @@ LATEST = "latest"
 TAG_RE = re.compile(r"^step(\d{6,})$")
 
 # Fields of the run identity that a checkpoint must share with the run resuming from it: they change tensor
-# shapes, the rank layout of the saved states, or what the steps so far mean (data, order, batch).
+# shapes, the numbers trained in, or what the steps so far mean (data, order). The layout (parallel.dp / tp /
+# pp / zero_stage) and how the global batch is cut (train.micro_batch_size, grad_accum) may change: the
+# layout-free state resumes any layout as long as the global batch stays the same (tasks/train/elastic.py).
 IDENTITY_FIELDS = (
-    "model", "parallel.dp", "parallel.tp", "parallel.pp", "parallel.zero_stage", "train.precision",
-    "train.micro_batch_size", "train.grad_accum", "seq_len", "vocab_size", "seed", "data", "init",
+    "model", "train.precision", "train.adapter", "seq_len", "vocab_size", "seed", "data", "init",
 )
 
 
@@ -148,13 +149,17 @@ class CheckpointStore:
 def choose_resume(store: CheckpointStore, identity: dict[str, Any], steps: int, stage: str
                   ) -> tuple[str | None, int, list[dict[str, Any]], str | None]:
     """(tag, step, metric rows, error): the newest intact checkpoint this run may resume from; tag None to start
-    fresh; `error` set to refuse (another model, layout, data or seed, or a checkpoint beyond `steps`)."""
+    fresh; `error` set to refuse (another model, precision, data, seed or global batch, another layout without
+    the layout-free state, or a checkpoint beyond `steps`)."""
     tag, manifest, warnings = store.find_resumable()
     for w in warnings:
         log.warning("%s", w)
     if tag is None or manifest is None:
         return None, 0, [], None
-    problems = identity_problems(manifest["identity"], identity)
+    from tasks.train.elastic import layout_problems  # here: elastic.py imports this module (RNG helpers)
+
+    problems = identity_problems(manifest["identity"], identity) + layout_problems(manifest["identity"], identity,
+                                                                                   store.folder / tag)
     if problems:
         return None, 0, [], (f"{stage}: refusing to resume from {store.folder / tag}: the run differs in "
                              + "; ".join(problems)

@@ -21,6 +21,7 @@ from tasks.train.config import ModelConfig
 from tasks.train.data import EvalData, loss_sums
 from tasks.train.deepspeed_adapter import (full_fp32_param, gathered_param, pipeline_eval_sums,
                                            pipeline_local_layers, use_weights_only_loader)
+from tasks.train.elastic import load_layout_free, needs_reshard, save_layout_free
 from tasks.train.init_weights import WeightSource
 from tasks.train.parallelize import Layout, build_engine
 from tasks.train.stepguard import loss_scale_of, skipped_steps_of
@@ -157,8 +158,11 @@ class Engine:
     # ------------------------------------------------------------------------------------------- checkpoints
     def save(self, folder: str, tag: str, client_state: dict[str, Any]) -> None:
         self.ds.save_checkpoint(folder, tag=tag, client_state=client_state, save_latest=False)
+        save_layout_free(self, Path(folder) / tag, client_state["step"])  # elastic.py: resume at another layout
 
     def load(self, folder: str, tag: str) -> dict[str, Any]:
+        if needs_reshard(Path(folder) / tag, self.layout, self.job.parallel.zero_stage):  # saved at another layout
+            return load_layout_free(self, Path(folder) / tag)
         # DeepSpeed's engine unpickles with weights_only=False: a tampered file would run code on resume (the
         # checksum manifest can be forged with it). Load tensors and DeepSpeed's few plain classes only.
         use_weights_only_loader(self.ds)

@@ -47,11 +47,12 @@ def synthetic_mix(folder: Path, vocab_size: int = 256, seq_len: int = 32, docs: 
     return folder
 
 
-def reference_run(spec: Any, mix_dir: Path, seed: int, steps: int | None = None
+def reference_run(spec: Any, mix_dir: Path, seed: int, steps: int | None = None, drop_adam_at: int | None = None
                   ) -> tuple[list[float], dict[str, torch.Tensor]]:
     """Per-step mean train loss and final state dict of a plain single-process run equivalent to `spec` (a
     PretrainJob) at any layout: each step's global batch as dp·grad_accum micro-batches, mean loss, AdamW +
-    global-norm clipping + LambdaLR."""
+    global-norm clipping + LambdaLR. `drop_adam_at`: forget Adam's moments and step count before that step (what
+    a resume that restored only the weights would do: the yardstick for how much resume tests can tell)."""
     from tasks.train.data import TrainData
     from tasks.train.dsconfig import make_optimizer, scheduler_factory
     from tasks.train.objectives.pretrain import data_facts
@@ -66,6 +67,8 @@ def reference_run(spec: Any, mix_dir: Path, seed: int, steps: int | None = None
     data = TrainData(Path(mix_dir), seed, t.micro_batch_size, t.grad_accum * spec.parallel.dp, 1)
     out = []
     for step in range(steps or t.steps):
+        if step == drop_adam_at:
+            opt.state.clear()
         batches = data.micro_batches(step, 0)
         losses = []
         for x, y in batches:

@@ -33,8 +33,9 @@ import torch.distributed as dist
 from specs.ranks import PretrainRun, RankError, RankResult, SFTRun, Timing, TrainResult
 from tasks.core import faults
 from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
-from tasks.train.checkpoint import (SCHEDULE_FILE, CheckpointStore, choose_resume, restore_rng, rng_file, rng_state,
-                                    schedule_segments, tag_name)
+from tasks.train.checkpoint import (SCHEDULE_FILE, CheckpointStore, choose_resume, rng_file, rng_state,
+                                    schedule_segments, tag_name, tag_step)
+from tasks.train.elastic import restore_or_reseed_rng
 from tasks.train.config import flops_per_token, param_count
 from tasks.train.dsconfig import ds_config, lr_at
 from tasks.train.monitor import Monitor
@@ -318,8 +319,8 @@ class Trainer:
         """Weights, optimizer, schedule and RNG of `tag`; the guard state saved with it, or the one written at a
         later rollback (which returned to `tag` or earlier and so is newer): whichever counted more rollbacks."""
         folder = self.store.folder
-        self.engine.load(str(folder), tag)
-        restore_rng(rng_file(folder, tag, self.rank))
+        loaded = self.engine.load(str(folder), tag)  # resharded when saved at another layout (elastic.py)
+        restore_or_reseed_rng(loaded, rng_file(folder, tag, self.rank), self.prepared.torch_seed, tag_step(tag))
         states = [json.loads(f.read_text()) for f in (folder / tag / GUARD_FILE, folder / GUARD_FILE) if f.exists()]
         if states:
             self.guard.load_state_dict(max(states, key=lambda st: st["rollbacks"]))
@@ -330,8 +331,8 @@ class Trainer:
         tag, folder = tag_name(to_step), self.store.folder
         self.log.warning("stability: rolling back to checkpoint %s (rollback %d of %d)", tag, self.guard.rollbacks,
                          self.guard.spec.max_rollbacks)
-        self.engine.load(str(folder), tag)
-        restore_rng(rng_file(folder, tag, self.rank))
+        loaded = self.engine.load(str(folder), tag)
+        restore_or_reseed_rng(loaded, rng_file(folder, tag, self.rank), self.prepared.torch_seed, to_step)
         self.rows = [r for r in self.rows if r["step"] <= to_step]
         if self.rank == 0:
             write_json_atomic(folder / GUARD_FILE, self.guard.state_dict())  # a resume from `tag` keeps it

@@ -1,0 +1,179 @@
+"""Elastic resume (tasks/train/elastic.py): a run checkpointed at one layout resumes at another.
+
+Each layout test stops a run on real CPU ranks after step 3 (checkpoint every 2 steps: step 2 is the newest),
+resumes it at another layout (dp, tp, pp and the ZeRO stage change; the global batch stays 8 sequences), and
+compares the resumed run with `reference_run`: the plain single-process loop over the same global batches,
+which does not depend on any layout (tests/test_train_parallel.py holds every layout to it at 1e-5). So the
+tolerances are those of an uninterrupted run at any layout: a resume that lost Adam's moments, its step count,
+the LR schedule or the data position would be off by far more (see `test_losing_adam_state_is_detected`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from specs.pretrain import PretrainJob
+from tasks.core.files import write_json_atomic
+from tasks.train.checkpoint import CheckpointStore, choose_resume
+from tasks.train import elastic
+from tasks.train.elastic import FOLDER, STATE, SliceReader
+from tasks.train.launch import launch
+from tasks.train.testing import make_job, reference_run, synthetic_mix
+from tasks.train.weights import load_weights
+
+SEED = 3
+STEPS = 5
+
+
+@pytest.fixture(scope="module")
+def mix_dir(tmp_path_factory) -> Path:
+    return synthetic_mix(tmp_path_factory.mktemp("mix") / "mix", vocab_size=256, seq_len=32)
+
+
+def job_spec(parallel: dict, **train) -> PretrainJob:
+    return PretrainJob.model_validate({
+        "model": {"flavor": "tiny", "n_layers": 4, "d_model": 64, "n_heads": 4, "n_kv_heads": 2},
+        "parallel": parallel,
+        "train": {"steps": STEPS, "micro_batch_size": 4, "log_every": 1, "eval_every": STEPS, "eval_batches": 2,
+                  "checkpoint_every": 2, "optim": {"warmup_steps": 2}, **train},
+    })
+
+
+def fail_after_step_3(tmp_path: Path, mix_dir: Path, spec: PretrainJob, monkeypatch) -> None:
+    """Every rank fails (an injected EIO) right after step 3; a one-rank run is in this process, so no SIGKILL."""
+    monkeypatch.setenv("FORGELINE_FAULT", "pretrain.step_done=3:EIO")
+    with pytest.raises((OSError, RuntimeError), match="Input/output error"):
+        launch(make_job(tmp_path, mix_dir, spec, SEED), tmp_path / "launch")
+    monkeypatch.delenv("FORGELINE_FAULT")
+    assert (tmp_path / "checkpoints" / "step000002" / FOLDER / STATE).exists()
+
+
+def resume_and_compare(tmp_path: Path, mix_dir: Path, spec: PretrainJob) -> None:
+    result = launch(make_job(tmp_path, mix_dir, spec, SEED), tmp_path / "launch")
+    assert result.resumed_from == "step000002" and result.start_step == 2
+    ref_losses, ref_state = reference_run(spec, mix_dir, SEED)
+    np.testing.assert_allclose(result.losses, ref_losses[2:], rtol=0, atol=1e-5)
+    rows = [json.loads(x) for x in (tmp_path / "out" / "metrics.jsonl").read_text().splitlines()]
+    np.testing.assert_allclose([r["loss"] for r in rows if r["kind"] == "train"], ref_losses, rtol=0, atol=2e-6)
+    state = load_weights(tmp_path / "out")
+    assert set(state) == set(ref_state)
+    for k, v in ref_state.items():
+        torch.testing.assert_close(state[k], v, rtol=0, atol=2e-4, msg=k)
+
+
+def test_dp2_zero2_resumes_at_dp1_zero0(tmp_path, mix_dir, monkeypatch):
+    """dp 2 → 1: grad_accum doubles so the global batch stays 8; a resume that halves it is refused first."""
+    fail_after_step_3(tmp_path, mix_dir, job_spec({"dp": 2, "zero_stage": 2}), monkeypatch)
+    with pytest.raises(ValueError, match=r"global batch: checkpoint has 8 .* this run has 4 .*grad_accum = 2"):
+        launch(make_job(tmp_path, mix_dir, job_spec({}), SEED), tmp_path / "launch")
+    resume_and_compare(tmp_path, mix_dir, job_spec({}, grad_accum=2))
+
+
+def test_tp2_zero1_resumes_at_tp1_zero3(tmp_path, mix_dir, monkeypatch):
+    """tp 2 → 1: the TP slices of the fp32 masters and Adam's moments are joined; ZeRO-3 partitions them anew."""
+    fail_after_step_3(tmp_path, mix_dir, job_spec({"tp": 2, "zero_stage": 1}, grad_accum=2), monkeypatch)
+    resume_and_compare(tmp_path, mix_dir, job_spec({"zero_stage": 3}, grad_accum=2))
+
+
+def test_pp2_resumes_at_pp1_zero1(tmp_path, mix_dir, monkeypatch):
+    """pp 2 → 1: both stages' layers (the tied head's copy left out) make one model."""
+    fail_after_step_3(tmp_path, mix_dir, job_spec({"pp": 2}, grad_accum=2), monkeypatch)
+    resume_and_compare(tmp_path, mix_dir, job_spec({"zero_stage": 1}, grad_accum=2))
+
+
+def test_tp1_zero3_resumes_at_tp2_zero1(tmp_path, mix_dir, monkeypatch):
+    """Back the other way: one rank at ZeRO-3 (masters gathered from its partitions) to tp 2, each TP rank cutting
+    its slices out of the whole tensors, with the global batch cut differently (4 × 2 → 2 × 4 sequences). The
+    one-rank run (in this process) writes files of ≤ 64 KiB, so the reader joins a state spread over many."""
+    monkeypatch.setattr(elastic, "MAX_FILE_BYTES", 64 * 1024)
+    fail_after_step_3(tmp_path, mix_dir, job_spec({"zero_stage": 3}, grad_accum=2), monkeypatch)
+    assert len(list((tmp_path / "checkpoints" / "step000002" / FOLDER).glob("*.safetensors"))) > 10
+    resume_and_compare(tmp_path, mix_dir, job_spec({"tp": 2, "zero_stage": 1}, micro_batch_size=2, grad_accum=4))
+
+
+def test_losing_adam_state_is_detected(mix_dir):
+    """The yardstick can tell: a resume at step 2 that kept the weights but lost Adam's moments and step count
+    is off by ≫ the 1e-5 tolerance above at the very next step."""
+    spec = job_spec({})
+    ref, _ = reference_run(spec, mix_dir, SEED)
+    lost, _ = reference_run(spec, mix_dir, SEED, drop_adam_at=2)
+    assert lost[:3] == ref[:3]  # step 3's loss is computed before its update: same weights
+    assert abs(lost[3] - ref[3]) > 1e-3
+
+
+# ------------------------------------------------------------------------------------ slices and resume choice
+def write_slices(folder: Path, full: torch.Tensor, dim: int | None, tp: int) -> None:
+    """`full` as the TP ranks of a tp-way layout would save it (rank 0 alone when replicated)."""
+    parts = list(torch.chunk(full, tp, dim=dim)) if dim is not None else [full]
+    for r, part in enumerate(parts):
+        meta = {"tp": tp, "tp_rank": r, "split": {} if dim is None else {"w": dim}}
+        save_file({"w": part.contiguous(), "w#exp_avg": (part * 2).contiguous(),
+                   "adam.step": torch.tensor([2.0], dtype=torch.float64)}, str(folder / f"pp000-tp{r:03d}-dp000"
+                                                                                           ".safetensors"),
+                  metadata={"format": "pt", "forgeline": json.dumps(meta)})
+
+
+def test_slice_reader_reslices_any_tp(tmp_path):
+    """Old TP slices (rows, columns, or one replicated copy) read as every new TP rank's slice, against torch.chunk
+    of the whole tensor."""
+    full = torch.arange(8 * 12, dtype=torch.float32).reshape(8, 12)
+    for old_tp, dim in [(2, 0), (2, 1), (4, 0), (1, 1), (2, None)]:
+        folder = tmp_path / f"tp{old_tp}-dim{dim}"
+        folder.mkdir()
+        write_slices(folder, full, dim, old_tp)
+        reader = SliceReader(folder)
+        assert reader.steps == {2.0}
+        for new_tp in (1, 2, 4):
+            new_dim = None if new_tp == 1 else (0 if dim is None else dim)
+            for r in range(new_tp):
+                want = full if new_dim is None else torch.chunk(full, new_tp, dim=new_dim)[r]
+                assert torch.equal(reader.read("w", new_dim, r, new_tp), want), (old_tp, dim, new_tp, r)
+                assert torch.equal(reader.read("w#exp_avg", new_dim, r, new_tp), want * 2)
+        if dim is not None and old_tp > 1:
+            with pytest.raises(ValueError, match="split along dim"):
+                reader.read("w", 1 - dim, 0, 2)
+    with pytest.raises(KeyError, match="no `v`"):
+        reader.read("v", None, 0, 1)
+
+
+def identity(dp: int = 2, tp: int = 1, micro: int = 4, accum: int = 1, zero: int = 2, precision: str = "fp32"):
+    return {"model": {"d_model": 64}, "parallel": {"dp": dp, "tp": tp, "pp": 1, "zero_stage": zero},
+            "train": {"precision": precision, "micro_batch_size": micro, "grad_accum": accum},
+            "seq_len": 32, "vocab_size": 256, "data": "abc", "seed": 3, "init": "random"}
+
+
+def saved_store(tmp_path: Path, elastic: bool = True) -> CheckpointStore:
+    store = CheckpointStore(tmp_path / "ckpt")
+    tag = store.folder / "step000002"
+    tag.mkdir(parents=True)
+    if elastic:
+        write_json_atomic(tag / FOLDER / STATE, {"layout": {"dp": 2, "tp": 1, "pp": 1, "zero_stage": 2}})
+    store.write_manifest("step000002", 2, identity(), {})
+    return store
+
+
+def test_resume_choice_across_layouts(tmp_path):
+    store = saved_store(tmp_path)
+    for ok in (identity(dp=1, accum=2, zero=0), identity(dp=1, micro=8), identity(dp=1, tp=2, accum=2, zero=3),
+               identity(dp=4, micro=2)):
+        assert choose_resume(store, ok, 5, "pretrain")[3] is None, ok
+    tag, step, _rows, error = choose_resume(store, identity(dp=1), 5, "pretrain")
+    assert tag is None and step == 0
+    assert "global batch: checkpoint has 8 sequences per step (micro_batch_size 4 × grad_accum 1 × dp 2), this " \
+           "run has 4 (4 × 1 × 1)" in error and "train.grad_accum = 2" in error
+    assert "global batch" in choose_resume(store, identity(dp=2, accum=2), 5, "pretrain")[3]
+    assert "train.precision" in choose_resume(store, identity(precision="bf16"), 5, "pretrain")[3]
+
+
+def test_older_checkpoint_resumes_only_at_its_own_layout(tmp_path):
+    """A checkpoint without the layout-free state (written before it existed) still resumes at its layout."""
+    store = saved_store(tmp_path, elastic=False)
+    assert choose_resume(store, identity(), 5, "pretrain")[3] is None
+    error = choose_resume(store, identity(dp=1, accum=2), 5, "pretrain")[3]
+    assert "without the layout-free state" in error and "Delete" in error
