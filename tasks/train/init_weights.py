@@ -39,7 +39,7 @@ from tasks.train.hf_export import key_map
 from tasks.train.hf_import import HFImportError, weight_files
 from tasks.train.model import Transformer, name_seed
 
-CHUNK = 1 << 22  # elements drawn per step (16 MiB fp32): the generator's working memory, a multiple of 16
+CHUNK = 1 << 20  # elements drawn per step (4 MiB fp32): the generator's working memory, a multiple of 16
 
 
 class WeightSource(Protocol):
@@ -111,17 +111,21 @@ class RandomSource:
         if std is None:
             return torch.full(local, fill)
         numel, row = math.prod(shape), math.prod(shape[1:])
-        if dim in (None, 0):
-            a, b = lo * row, hi * row
-            pieces = list(normal_chunks(numel, std, self.seed, key, a, b))
-            flat = torch.cat([v for _, v in pieces]) if len(pieces) > 1 else pieces[0][1]
-            return flat[a - pieces[0][0]: b - pieces[0][0]].clone().view(local)
+        out = torch.empty(local)
+        if dim in (None, 0):  # rows lo..hi: one contiguous range of the flattened tensor
+            flat, a, b = out.view(-1), lo * row, hi * row
+            for pos, v in normal_chunks(numel, std, self.seed, key, a, b):
+                s, e = max(a, pos), min(b, pos + v.numel())
+                if s < e:
+                    flat[s - a: e - a] = v[s - pos: e - pos]
+            return out
         if len(shape) != 2 or dim != 1:
             raise ValueError(f"random init `{key}`: slicing along dim {dim} of shape {shape} is not supported")
         block = max(16, CHUNK // row // 16 * 16) * row  # whole rows, a multiple of 16 elements
-        cols = [v.view(-1, row)[:, lo:hi].clone() for _, v in normal_chunks(numel, std, self.seed, key, 0, numel,
-                                                                             block)]
-        return torch.cat(cols).view(local)
+        for pos, v in normal_chunks(numel, std, self.seed, key, 0, numel, block):
+            rows = v.view(-1, row)
+            out[pos // row: pos // row + rows.size(0)] = rows[:, lo:hi]
+        return out
 
     def fingerprint(self) -> str:
         return f"random:{self.seed}"
@@ -185,28 +189,34 @@ class HFSource:
 def load_local(layers: list[tuple[int, nn.Module]], tp_rank: int, tp: int, source: WeightSource,
                dtype: torch.dtype | None = None, meta_only: bool = False) -> int:
     """Give the parameters of `layers` ((global index, layer) pairs: this rank's) `source`'s slices; returns the
-    number of tensors loaded. A meta parameter is replaced by a new one holding its slice (in `dtype`, default
-    its own; its attributes — TP marks, init recipe, requires_grad — kept); a real one is copied into.
-    `meta_only`: leave real parameters alone (LoRA's adapters, added before materialising). A shape that
-    differs from the parameter's is refused by name."""
+    number of tensors loaded (`load_params` per layer)."""
+    return sum(load_params(f"layers.{idx}", layer, tp_rank, tp, source, dtype, meta_only) for idx, layer in layers)
+
+
+def load_params(prefix: str, module: nn.Module, tp_rank: int, tp: int, source: WeightSource,
+                dtype: torch.dtype | None = None, meta_only: bool = False, recurse: bool = True) -> int:
+    """Give `module`'s parameters (plain keys `<prefix>.<name>`; `recurse` False: its own, not its children's)
+    `source`'s slices. A meta parameter is replaced by a new one holding its slice (in `dtype`, default its own;
+    its attributes — TP marks, init recipe, requires_grad — kept); a real one is copied into. `meta_only`: leave
+    real parameters alone (LoRA's adapters, added before materialising). A shape that differs from the
+    parameter's is refused by name."""
     loaded = 0
     with torch.no_grad():
-        for idx, layer in layers:
-            for name, p in list(layer.named_parameters()):
-                if meta_only and not p.is_meta:
-                    continue
-                key = f"layers.{idx}.{name}"
-                dim = getattr(p, "partition_dim", None) if tp > 1 else None
-                t = source.read(key, dim, tp_rank, tp)
-                if tuple(t.shape) != tuple(p.shape):
-                    raise ValueError(f"starting weights: `{key}` has shape {tuple(t.shape)} on TP rank {tp_rank}, "
-                                     f"the model expects {tuple(p.shape)}")
-                if p.is_meta:
-                    owner_path, _, attr = name.rpartition(".")
-                    new = nn.Parameter(t.to(dtype or p.dtype).contiguous(), requires_grad=p.requires_grad)
-                    new.__dict__.update(p.__dict__)
-                    setattr(layer.get_submodule(owner_path) if owner_path else layer, attr, new)
-                else:
-                    p.copy_(t.to(dtype=p.dtype, device=p.device))
-                loaded += 1
+        for name, p in list(module.named_parameters(recurse=recurse)):
+            if meta_only and not p.is_meta:
+                continue
+            key = f"{prefix}.{name}"
+            dim = getattr(p, "partition_dim", None) if tp > 1 else None
+            t = source.read(key, dim, tp_rank, tp)
+            if tuple(t.shape) != tuple(p.shape):
+                raise ValueError(f"starting weights: `{key}` has shape {tuple(t.shape)} on TP rank {tp_rank}, "
+                                 f"the model expects {tuple(p.shape)}")
+            if p.is_meta:
+                owner_path, _, attr = name.rpartition(".")
+                new = nn.Parameter(t.to(dtype or p.dtype).contiguous(), requires_grad=p.requires_grad)
+                new.__dict__.update(p.__dict__)
+                setattr(module.get_submodule(owner_path) if owner_path else module, attr, new)
+            else:
+                p.copy_(t.to(dtype=p.dtype, device=p.device))
+            loaded += 1
     return loaded

@@ -40,7 +40,7 @@ from tasks.train.config import ModelConfig
 from tasks.train.deepspeed_adapter import (count_once_per_stage, disable_shm_comm, forget_cached_groups, make_grid,
                                            pipeline_local_layers, pipeline_tied_layers, record_clip_norm)
 from tasks.train.dsconfig import make_optimizer, scheduler_factory
-from tasks.train.init_weights import RandomSource, WeightSource, load_local
+from tasks.train.init_weights import RandomSource, WeightSource, load_local, load_params
 from tasks.train.lora import apply_lora
 from tasks.train.model import (Block, Embedding, FinalNorm, LMHead, RMSNorm, Transformer, head_index, lm_head_forward,
                                lm_loss)
@@ -279,9 +279,15 @@ def build_module(cfg: ModelConfig, layout: Layout, seed: int, checkpointing: boo
     if lora:  # on the meta model (it needs shapes only), so ZeRO-3 partitions adapters with their layer
         apply_lora(module, local_layers(module, layout), adapter, seed, layout.tp_ctx)
     for index, layer in local_layers(module, layout):
-        load_local([(index, layer)], layout.tp_rank, layout.tp, source, dtype, meta_only=True)
-        if zero3 is not None:
-            partition_zero3(layer, zero3, layout.mpu)
+        if zero3 is None:
+            load_local([(index, layer)], layout.tp_rank, layout.tp, source, dtype, meta_only=True)
+            continue
+        # children before parents: each submodule's own parameters are materialised, then partitioned at once
+        # (a parent's zero.Init then skips its already-partitioned children), so the peak is one linear
+        for name, sub in reversed(list(layer.named_modules())):
+            prefix = f"layers.{index}" + (f".{name}" if name else "")
+            if load_params(prefix, sub, layout.tp_rank, layout.tp, source, dtype, meta_only=True, recurse=False):
+                partition_zero3(sub, zero3, layout.mpu)
     return module
 
 
