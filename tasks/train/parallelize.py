@@ -188,9 +188,17 @@ def staged(spec: Any, index: int, finish: Finish) -> Any:
     return spec
 
 
-def pipeline_layers(cfg: ModelConfig, seed: int, finish: Finish) -> list[Any]:
-    """LayerSpecs of the whole model, built lazily by PipelineModule on the stage that owns each."""
+def pipeline_layers(cfg: ModelConfig, seed: int, finish: Finish | None = None) -> list[Any]:
+    """LayerSpecs of the whole model, built lazily by PipelineModule on the stage that owns each; `finish`
+    (default: the seeded random init, no TP) turns each meta-built layer into this rank's real one."""
     from deepspeed.pipe import LayerSpec, TiedLayerSpec
+
+    if finish is None:
+        source = RandomSource(cfg, seed)
+
+        def finish(index: int, layer: nn.Module) -> nn.Module:
+            load_local([(index, layer)], 0, 1, source, meta_only=True)
+            return layer
 
     if cfg.tie_embeddings:
         first = staged(TiedLayerSpec("embed", Embedding, cfg, seed, tied_weight_attr="weight"), 0, finish)
