@@ -10,7 +10,7 @@ drawn in bf16 and saved with `safetensors.torch.save_file`, then freed), with `c
 `LlamaConfig` and a `model.safetensors.index.json`. Each import runs in fresh processes: forgeline's
 `build_module(init=HFSource(...))` (meta device, each rank reading its own safetensors slices) at tp = 1, tp = 2
 and dp = 2 with ZeRO-3, in the training dtype fp32 (ZeRO-3: its partitions); transformers with `dtype=float32`.
-Peak RSS is ru_maxrss growth over the process's peak just before the import (the libraries excluded); a rank's
+Peak RSS is the growth of VmHWM (reset just before the import) over the RSS then (the libraries excluded); a rank's
 share is the parameter bytes it holds afterwards. Goal (#12): peak ≤ 1.2 × share + 1 GB.
 """
 
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
@@ -30,11 +29,12 @@ sys.path.insert(0, str(ROOT))
 GB = 1e9
 
 REFERENCE = """
-import resource, sys, time, torch
+import sys, time, torch
 from transformers import AutoModelForCausalLM
-base, t0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, time.perf_counter()
+from tests.helpers.init_meta import peak_growth, start_peak
+base, t0 = start_peak(), time.perf_counter()
 m = AutoModelForCausalLM.from_pretrained(sys.argv[1], local_files_only=True, dtype=torch.float32)
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base, time.perf_counter() - t0)
+print(peak_growth(base), time.perf_counter() - t0)
 """
 
 
@@ -87,6 +87,7 @@ def rank_main(rank: int, world: int, folder: str, parallel: dict) -> dict:
     from tasks.train.init_weights import HFSource
     from tasks.train.model import Transformer
     from tasks.train.parallelize import build_layout, build_module, init_distributed
+    from tests.helpers.init_meta import peak_growth, start_peak
 
     init_distributed()
     par = ParallelSpec(**parallel)
@@ -95,11 +96,11 @@ def rank_main(rank: int, world: int, folder: str, parallel: dict) -> dict:
     zero3 = ds_config(PretrainSpec(micro_batch_size=1), par) if par.zero_stage == 3 else None
     with torch.device("meta"):  # torch's meta kernels import once (~80 MB): not the model's memory
         Transformer(cfg, 0)
-    base, t0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, time.perf_counter()
+    base, t0 = start_peak(), time.perf_counter()
     module = build_module(cfg, layout, 0, init=HFSource(Path(folder), cfg), zero3=zero3)
     seconds = time.perf_counter() - t0
     held = sum(t.numel() * t.element_size() for t in (getattr(p, "ds_tensor", p) for p in module.parameters()))
-    return {"peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base, "seconds": seconds,
+    return {"peak": peak_growth(base), "seconds": seconds,
             "share": held}
 
 
@@ -125,7 +126,7 @@ def main() -> None:
             for r, out in enumerate(spawn_gloo(rank_main, world, (str(folder), parallel), Path(tmp) / label)):
                 rows.append((label, r, out["seconds"], out["peak"], out["share"]))
         proc = subprocess.run([sys.executable, "-c", REFERENCE, str(folder)], capture_output=True, text=True,
-                              check=True)
+                              check=True, cwd=ROOT)
         peak, seconds = proc.stdout.split()[-2:]
         rows.append(("transformers from_pretrained", 0, float(seconds), int(peak), 2 * size))
     print("| import | rank | wall (s) | peak RSS growth (GB) | × checkpoint | share fp32 (GB) | goal 1.2 × share + 1 GB "

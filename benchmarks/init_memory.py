@@ -6,8 +6,8 @@ partitioned at once) — issue #13.
     python benchmarks/init_memory.py                        # ~0.5 B parameters (d 1536, 16 layers), bf16
     python benchmarks/init_memory.py --d-model 2048 --layers 16 --precision fp32
 
-Each (path, rank) runs in its own fresh process (spawned), so a peak is its own. Peak RSS (ru_maxrss) is
-reported as growth over the process's peak just before the build (the imported libraries, ~0.5 GB, excluded),
+Each (path, rank) runs in its own fresh process (spawned). Peak RSS (VmHWM, reset just before the build) is
+reported as growth over the RSS just before the build (the imported libraries, ~0.5 GB, excluded),
 after the module is built and after the engine is ready (the engine adds ZeRO-3's flat fp32 master partition
 and its gradient buffers). Goal (#13): the new path's peak ≤ 0.6 × the old path's.
 """
@@ -15,7 +15,6 @@ and its gradient buffers). Goal (#13): the new path's peak ≤ 0.6 × the old pa
 from __future__ import annotations
 
 import argparse
-import resource
 import sys
 import tempfile
 import time
@@ -24,10 +23,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 GB = 1e9
-
-
-def peak() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def rank_main(rank: int, world: int, cfg_dict: dict, path: str, precision: str) -> dict:
@@ -39,6 +34,7 @@ def rank_main(rank: int, world: int, cfg_dict: dict, path: str, precision: str) 
     from tasks.train.dsconfig import ds_config, make_optimizer
     from tasks.train.model import Transformer
     from tasks.train.parallelize import build_layout, build_module, init_distributed
+    from tests.helpers.init_meta import peak_growth, start_peak
 
     init_distributed()
     par = ParallelSpec(dp=world, zero_stage=3)
@@ -47,14 +43,14 @@ def rank_main(rank: int, world: int, cfg_dict: dict, path: str, precision: str) 
     layout = build_layout(par)
     with torch.device("meta"):  # torch's meta kernels import once (~80 MB): not the model's memory
         Transformer(cfg, 0)
-    base, t0 = peak(), time.perf_counter()
+    base, t0 = start_peak(), time.perf_counter()
     if path == "new":
         module = build_module(cfg, layout, 0, zero3=ds_cfg)
     else:  # what build_module did before: the whole plain model in fp32; deepspeed.initialize partitions it
         module = Transformer(cfg, 0)
-    built, t1 = peak(), time.perf_counter()
+    built, t1 = peak_growth(base), time.perf_counter()
     deepspeed.initialize(model=module, optimizer=make_optimizer(module, train.optim), config=ds_cfg)
-    return {"module": built - base, "engine": peak() - base, "build_s": t1 - t0,
+    return {"module": built, "engine": peak_growth(base), "build_s": t1 - t0,
             "total_s": time.perf_counter() - t0}
 
 

@@ -4,15 +4,29 @@ in fp32, then sliced / partitioned), and report what the rank holds and how much
 
 from __future__ import annotations
 
-import resource
+from pathlib import Path
 from typing import Any
 
 import torch
 
 
-def peak_rss_bytes() -> int:
-    """This process's peak resident set so far (Linux reports ru_maxrss in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def _status_bytes(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024  # kB
+    raise KeyError(field)
+
+
+def start_peak() -> int:
+    """Reset this process's peak-RSS mark (VmHWM) to its current RSS and return that RSS. Not ru_maxrss: Linux
+    carries a parent's peak across fork and exec into it, so a spawned rank would inherit the launcher's."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return _status_bytes("VmRSS")
+
+
+def peak_growth(start: int) -> int:
+    """How far the peak RSS rose above `start` (from `start_peak`)."""
+    return _status_bytes("VmHWM") - start
 
 
 def ds_config(dp: int, zero_stage: int, bf16: bool = False) -> dict[str, Any]:
@@ -50,14 +64,14 @@ def build_rank(rank: int, world: int, cfg_dict: dict, parallel: dict, seed: int,
     zero3 = ds_config(par.dp, 3) if par.zero_stage == 3 else None
     with torch.device("meta"):  # the first meta-device ops import ~80 MB of torch's meta kernels: not the model
         Transformer(cfg, seed)
-    before = peak_rss_bytes()
+    before = start_peak()
     if mode == "new":
         module = build_module(cfg, layout, seed, zero3=zero3)
     else:
         module = apply_tensor_parallel(Transformer(cfg, seed), layout.tp_ctx)
         if zero3 is not None:
             partition_zero3(module, zero3, layout.mpu)
-    out: dict[str, Any] = {"peak_growth": peak_rss_bytes() - before, "held": held_bytes(module),
+    out: dict[str, Any] = {"peak_growth": peak_growth(before), "held": held_bytes(module),
                            "tp_rank": layout.tp_rank, "stage": layout.stage, "tensors": {}, "dims": {}}
     if collect:
         for idx, layer in local_layers(module, layout):
