@@ -127,7 +127,7 @@ def test_a_rank_allocates_about_its_share_and_the_old_path_the_whole_model(tmp_p
     old = spawn_gloo(build_rank, 2, (cfg.to_dict(), parallel, SEED, "old", False), tmp_path / "old")
     for out in new:
         assert out["held"] < 0.55 * full
-        # its half + one linear's transient + allocator slack (measured 0.59–0.71 on a busy 2-core box)
+        # its half + one linear's transient + allocator slack
         assert out["peak_growth"] < 0.80 * full, (out["peak_growth"], full)
     for out in old:  # the measurement sees a whole-model build
         assert out["peak_growth"] > 0.95 * full, (out["peak_growth"], full)
