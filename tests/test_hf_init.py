@@ -5,7 +5,10 @@ trained), pretrain starts from the checkpoint's weights in any layout — each r
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,7 +28,7 @@ from tasks.train.hf_import import hf_model_config, load_hf_state
 from tasks.train.weights import load_weights
 from tests.helpers.hf import CHATML, corpus_texts, make_checkpoint
 from tests.helpers.sft import conversations, decide, run_sft, write_jsonl
-from tests.helpers.pretrain import SEED, write_clean_shards
+from tests.helpers.pretrain import DRIVER, REPO, SEED, write_clean_shards
 
 TRAIN = {"micro_batch_size": 4, "log_every": 1, "eval_every": 2, "eval_batches": 2, "checkpoint_every": 2,
          "optim": {"warmup_steps": 1, "lr": 1e-3}}
@@ -64,8 +67,9 @@ def test_mix_uses_the_checkpoints_tokenizer_byte_for_byte(hf_project):
     assert layout["eos_id"] == 0 and layout["special_ids"]["<|pad|>"] == 1
 
 
-@pytest.mark.parametrize("parallel", [{}, {"tp": 2}, {"pp": 2}, {"dp": 2, "zero_stage": 2}],
-                         ids=["tp1", "tp2", "pp2", "dp2-zero2"])
+@pytest.mark.parametrize("parallel", [{}, {"tp": 2}, {"pp": 2}, {"dp": 2, "zero_stage": 2},
+                                      {"dp": 2, "zero_stage": 3}],
+                         ids=["tp1", "tp2", "pp2", "dp2-zero2", "dp2-zero3"])
 def test_zero_steps_writes_exactly_the_checkpoints_weights(hf_project, tmp_path, parallel):
     out = run_pretrain(hf_project, tmp_path, steps=0, **parallel)
     cfg = hf_model_config(hf_project / "ckpt", seq_len=32)
@@ -94,6 +98,31 @@ def test_continued_pretraining_is_the_same_with_tensor_parallelism(hf_project, t
     a, b = load_weights(one), load_weights(two)
     for k in a:
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-4, msg=k)
+
+
+def test_continued_pretraining_killed_and_resumed_ends_byte_identical(hf_project, tmp_path):
+    """Continued pretraining from the checkpoint on 2 TP ranks, SIGKILLed after step 3 (checkpoints every 2):
+    the rerun resumes from step 2 and writes exactly the bytes of an uninterrupted run."""
+    steps = 4
+    ref = run_pretrain(hf_project, tmp_path / "ref", steps=steps, tp=2)
+    root = tmp_path / "killed"
+    shutil.copytree(hf_project / "data" / "mix", root / "data" / "mix")
+    spec = {"model": {"init": {"kind": "hf", "path": str(hf_project / "ckpt")}}, "parallel": {"tp": 2},
+            "train": {**TRAIN, "steps": steps}}
+    env = {**os.environ, "FORGELINE_FAULT": "pretrain.step_done=3"}
+    proc = subprocess.run([sys.executable, "-c", DRIVER, str(root), str(SEED), json.dumps(spec)], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=600)
+    # the ranks are SIGKILLed after step 3; the launching process reports their death and fails
+    assert proc.returncode != 0 and "terminated with signal SIGKILL" in proc.stderr, proc.stderr[-2000:]
+    names = sorted(p.name for p in (root / "checkpoints" / "pretrain").glob("step*"))
+    assert names[-1] == "step000002", names
+    paths = StagePaths(root=root, stage="pretrain", seed=SEED)
+    shutil.rmtree(paths.out)
+    paths.out.mkdir(parents=True)
+    result = pretrain.run(PretrainJob.model_validate(spec), paths)
+    assert "resumed from checkpoint step000002" in result.summary
+    for name in ("model.safetensors", "metrics.jsonl", "report.json", "config.json"):
+        assert (paths.out / name).read_bytes() == (ref / name).read_bytes(), name
 
 
 def test_a_conflicting_shape_key_and_a_pickle_checkpoint_are_refused(hf_project, tmp_path):

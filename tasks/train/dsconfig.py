@@ -67,11 +67,12 @@ def ds_config(train: Any, parallel: Any) -> dict[str, Any]:
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Decay on ≥ 2-D weights (matmuls, embedding); none on norms and other vectors."""
+    """Decay on ≥ 2-D weights (matmuls, embedding); none on norms and other vectors. A parameter ZeRO-3 has
+    already partitioned (at build time) holds an empty tensor: its shape is `ds_shape`."""
     decay, no_decay = [], []
     for _, p in model.named_parameters():
         if p.requires_grad:
-            (decay if p.dim() >= 2 else no_decay).append(p)
+            (decay if len(getattr(p, "ds_shape", p.shape)) >= 2 else no_decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 

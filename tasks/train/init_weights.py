@@ -7,13 +7,27 @@ parameters this rank holds and asks the source for each one's slice. So tp > 1 a
 the same way tp = pp = 1 does, and from a Hugging Face folder a rank reads only its own rows or columns
 (safetensors slices are read from the memory-mapped file without touching the rest of the tensor).
 
-Sources: `StateDictSource` (a state dict in memory: SFT's pretrained model after its embedding resize) and
-`HFSource` (a Hugging Face checkpoint folder, via the key map of `tasks/train/hf_export.py`).
+Sources: `RandomSource` (the seeded random init of `tasks/train/model.py`, generated for the asked slice only),
+`StateDictSource` (a state dict in memory: SFT's pretrained model after its embedding resize) and `HFSource` (a
+Hugging Face checkpoint folder, via the key map of `tasks/train/hf_export.py`).
+
+The module may be built on the meta device (shapes only): `load_local` then *materialises* each meta parameter
+from its slice (in the dtype asked for), so a rank never allocates a tensor it does not own — not the full
+column/row-parallel weight under TP, not another stage's layers under PP.
+
+Exactness of `RandomSource`: `init_normal` draws a whole tensor with `Tensor.normal_` on its own CPU generator
+(mt19937). That kernel fills the tensor with one 32-bit uniform per element in order, then Box-Muller-transforms
+each aligned block of 16 (element j pairs with j + 8); when the size is not a multiple of 16 it draws 16 more
+uniforms and recomputes the last 16 elements. So element i depends only on the stream position of its aligned
+16-block (or on the tail draw): skipping `a` uniforms (`uniform_`, one draw per element too) and drawing chunks
+whose sizes are multiples of 16 — the last one reaching the end and ≥ 16 long, so it redraws the same tail —
+reproduces any range of the whole tensor bit for bit (tests/test_init_meta.py checks against `init_normal`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 from pathlib import Path
 from typing import Protocol
 
@@ -23,6 +37,9 @@ from torch import nn
 from tasks.train.config import ModelConfig
 from tasks.train.hf_export import key_map
 from tasks.train.hf_import import HFImportError, weight_files
+from tasks.train.model import Transformer, name_seed
+
+CHUNK = 1 << 20  # elements drawn per step (4 MiB fp32): the generator's working memory, a multiple of 16
 
 
 class WeightSource(Protocol):
@@ -42,6 +59,78 @@ def _slice_bounds(size: int, part: int, parts: int, what: str) -> tuple[int, int
     return part * step, (part + 1) * step
 
 
+def _ceil16(n: int) -> int:
+    return -(-n // 16) * 16
+
+
+def normal_chunks(numel: int, std: float, seed: int, name: str, start: int, stop: int, chunk: int = CHUNK):
+    """Yield (offset, values) consecutive pieces of `init_normal(numel, std, seed, name)` flattened, from an
+    aligned offset ≤ `start` to one ≥ `stop`, each exactly as the whole-tensor draw makes it (module docstring).
+    `chunk` must be a multiple of 16."""
+    gen = torch.Generator().manual_seed(name_seed(seed, name))
+    if numel < 16:  # the kernel's scalar path: small enough to draw whole
+        yield 0, torch.empty(numel).normal_(0.0, std, generator=gen)
+        return
+    first = start - start % 16
+    end = numel if (numel % 16 and stop > numel - 16) or stop >= numel else _ceil16(stop)
+    if end == numel and numel % 16:
+        first = min(first, (numel - 16) // 16 * 16)  # the last draw must hold the whole recomputed tail
+    skipped = 0
+    while skipped < first:  # advance the stream: one 32-bit draw per element, as the kernel's fill
+        k = min(chunk, first - skipped)
+        torch.empty(k).uniform_(generator=gen)
+        skipped += k
+    pos = first
+    while pos < end:
+        k = min(chunk, end - pos)
+        if 0 < end - pos - k < 16:  # never leave a last piece under 16 (the kernel's scalar path)
+            k = end - pos
+        yield pos, torch.empty(k).normal_(0.0, std, generator=gen)
+        pos += k
+
+
+class RandomSource:
+    """The seeded random init of `Transformer(cfg, seed)`, generated per slice: a row slice draws only its own
+    rows (after skipping the stream before them); a column slice walks the whole stream in row blocks of
+    `CHUNK` elements and keeps its columns, so memory stays at its slice plus one block."""
+
+    def __init__(self, cfg: ModelConfig, seed: int):
+        with torch.device("meta"):  # shapes and recipes only: nothing is drawn
+            plain = Transformer(cfg, seed)
+        self.seed = seed
+        self.recipes = {k: (tuple(p.shape), p.init_std, p.init_fill) for k, p in plain.named_parameters()}
+
+    def read(self, key: str, dim: int | None, part: int, parts: int) -> torch.Tensor:
+        if key not in self.recipes:
+            raise KeyError(f"random init: no parameter `{key}`")
+        shape, std, fill = self.recipes[key]
+        lo, hi = (0, shape[0]) if dim is None else _slice_bounds(shape[dim], part, parts, f"random init `{key}`")
+        local = list(shape)
+        if dim is not None:
+            local[dim] = hi - lo
+        if std is None:
+            return torch.full(local, fill)
+        numel, row = math.prod(shape), math.prod(shape[1:])
+        out = torch.empty(local)
+        if dim in (None, 0):  # rows lo..hi: one contiguous range of the flattened tensor
+            flat, a, b = out.view(-1), lo * row, hi * row
+            for pos, v in normal_chunks(numel, std, self.seed, key, a, b):
+                s, e = max(a, pos), min(b, pos + v.numel())
+                if s < e:
+                    flat[s - a: e - a] = v[s - pos: e - pos]
+            return out
+        if len(shape) != 2 or dim != 1:
+            raise ValueError(f"random init `{key}`: slicing along dim {dim} of shape {shape} is not supported")
+        block = max(16, CHUNK // row // 16 * 16) * row  # whole rows, a multiple of 16 elements
+        for pos, v in normal_chunks(numel, std, self.seed, key, 0, numel, block):
+            rows = v.view(-1, row)
+            out[pos // row: pos // row + rows.size(0)] = rows[:, lo:hi]
+        return out
+
+    def fingerprint(self) -> str:
+        return f"random:{self.seed}"
+
+
 class StateDictSource:
     """Slices of a state dict held in memory."""
 
@@ -52,10 +141,10 @@ class StateDictSource:
         if key not in self.state:
             raise KeyError(f"{self.name}: no tensor `{key}`")
         t = self.state[key]
-        if dim is None:
-            return t
+        if dim is None:  # a copy: a materialised parameter must not alias (and train) the caller's state
+            return t.clone()
         lo, hi = _slice_bounds(t.shape[dim], part, parts, f"{self.name}: `{key}`")
-        return t.narrow(dim, lo, hi - lo)
+        return t.narrow(dim, lo, hi - lo).clone()
 
     def fingerprint(self) -> str:
         h = hashlib.sha256()
@@ -97,19 +186,37 @@ class HFSource:
         return h.hexdigest()[:16]
 
 
-def load_local(layers: list[tuple[int, nn.Module]], tp_rank: int, tp: int, source: WeightSource) -> int:
-    """Copy `source`'s slices into the parameters of `layers` ((global index, layer) pairs: this rank's); returns
-    the number of tensors loaded. A shape that differs from the parameter's is refused by name."""
+def load_local(layers: list[tuple[int, nn.Module]], tp_rank: int, tp: int, source: WeightSource,
+               dtype: torch.dtype | None = None, meta_only: bool = False) -> int:
+    """Give the parameters of `layers` ((global index, layer) pairs: this rank's) `source`'s slices; returns the
+    number of tensors loaded (`load_params` per layer)."""
+    return sum(load_params(f"layers.{idx}", layer, tp_rank, tp, source, dtype, meta_only) for idx, layer in layers)
+
+
+def load_params(prefix: str, module: nn.Module, tp_rank: int, tp: int, source: WeightSource,
+                dtype: torch.dtype | None = None, meta_only: bool = False, recurse: bool = True) -> int:
+    """Give `module`'s parameters (plain keys `<prefix>.<name>`; `recurse` False: its own, not its children's)
+    `source`'s slices. A meta parameter is replaced by a new one holding its slice (in `dtype`, default its own;
+    its attributes — TP marks, init recipe, requires_grad — kept); a real one is copied into. `meta_only`: leave
+    real parameters alone (LoRA's adapters, added before materialising). A shape that differs from the
+    parameter's is refused by name."""
     loaded = 0
     with torch.no_grad():
-        for idx, layer in layers:
-            for name, p in layer.named_parameters():
-                key = f"layers.{idx}.{name}"
-                dim = getattr(p, "partition_dim", None) if tp > 1 else None
-                t = source.read(key, dim, tp_rank, tp)
-                if tuple(t.shape) != tuple(p.shape):
-                    raise ValueError(f"starting weights: `{key}` has shape {tuple(t.shape)} on TP rank {tp_rank}, "
-                                     f"the model expects {tuple(p.shape)}")
+        for name, p in list(module.named_parameters(recurse=recurse)):
+            if meta_only and not p.is_meta:
+                continue
+            key = f"{prefix}.{name}"
+            dim = getattr(p, "partition_dim", None) if tp > 1 else None
+            t = source.read(key, dim, tp_rank, tp)
+            if tuple(t.shape) != tuple(p.shape):
+                raise ValueError(f"starting weights: `{key}` has shape {tuple(t.shape)} on TP rank {tp_rank}, "
+                                 f"the model expects {tuple(p.shape)}")
+            if p.is_meta:
+                owner_path, _, attr = name.rpartition(".")
+                new = nn.Parameter(t.to(dtype or p.dtype).contiguous(), requires_grad=p.requires_grad)
+                new.__dict__.update(p.__dict__)
+                setattr(module.get_submodule(owner_path) if owner_path else module, attr, new)
+            else:
                 p.copy_(t.to(dtype=p.dtype, device=p.device))
-                loaded += 1
+            loaded += 1
     return loaded

@@ -23,7 +23,9 @@ from the projections' output (`view(B, T, -1, hd)`), so the same code runs whole
 Initialization is a pure function of (seed, parameter name in the plain model): N(0, init_std) from a generator
 seeded by the name (`init_normal`; the global RNG is never drawn from), the residual output projections (o, down)
 scaled by 1/sqrt(2·n_layers) (GPT-2), norms = 1. Hence the pp = 1 / tp = 1 model, its TP shards and its
-pipeline stages all start from the same weights.
+pipeline stages all start from the same weights. Every parameter carries its recipe (`init_std` or `init_fill`,
+`tag`), so a model built under `torch.device("meta")` (no values drawn) can be materialised later, slice by slice,
+to exactly these values (`tasks/train/init_weights.py: RandomSource`).
 
 `Transformer` (pp = 1) is the plain wrapper: `state_dict()` keys `layers.<i>.<param>` are the format of the
 consolidated `model.safetensors`; a tied head has no key of its own.
@@ -56,15 +58,26 @@ def init_normal(shape: tuple[int, ...], std: float, seed: int, name: str) -> tor
     return torch.empty(shape).normal_(0.0, std, generator=gen)
 
 
+def tag(p: nn.Parameter, std: float | None = None, fill: float | None = None) -> nn.Parameter:
+    """Record how `p` is initialised (N(0, std²) from its name's generator, or the constant `fill`)."""
+    p.init_std, p.init_fill = std, fill  # type: ignore[attr-defined]
+    return p
+
+
+def normal_param(shape: tuple[int, ...], std: float, seed: int, name: str) -> nn.Parameter:
+    """`init_normal` as a tagged parameter (on the meta device when that is the default: nothing drawn)."""
+    return tag(nn.Parameter(init_normal(shape, std, seed, name)), std=std)
+
+
 def linear(in_features: int, out_features: int, std: float, seed: int, name: str, bias: bool = False) -> nn.Linear:
     """`nn.Linear` whose weight [out, in] is `init_normal(..., name)` (and bias, if any, zeros).
 
     Built on the meta device first: its default (kaiming) init would draw from the global RNG and shift every
     later random draw (dropout masks, the RNG state checkpoints save) against a model that never drew."""
     layer = nn.Linear(in_features, out_features, bias=bias, device="meta")
-    layer.weight = nn.Parameter(init_normal((out_features, in_features), std, seed, name))
+    layer.weight = normal_param((out_features, in_features), std, seed, name)
     if bias:
-        layer.bias = nn.Parameter(torch.zeros(out_features))
+        layer.bias = tag(nn.Parameter(torch.zeros(out_features)), fill=0.0)
     return layer
 
 
@@ -73,7 +86,7 @@ class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float):
         super().__init__()
         self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
+        self.weight = tag(nn.Parameter(torch.ones(dim)), fill=1.0)
 
     def normalize(self, x: torch.Tensor) -> torch.Tensor:
         xf = x.float()
@@ -237,8 +250,8 @@ class SwiGLU(nn.Module):
 class Embedding(nn.Module):
     def __init__(self, cfg: ModelConfig, seed: int, index: int = 0):
         super().__init__()
-        self.weight = nn.Parameter(init_normal((cfg.vocab_size, cfg.d_model), cfg.init_std, seed,
-                                               f"layers.{index}.weight"))         # [V, d]
+        self.weight = normal_param((cfg.vocab_size, cfg.d_model), cfg.init_std, seed,
+                                   f"layers.{index}.weight")                      # [V, d]
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         return F.embedding(ids, self.weight)                                       # [B, T] -> [B, T, d]
@@ -281,8 +294,8 @@ class LMHead(nn.Module):
             self.tied = [tied_to]  # a list: not registered as a submodule, so parameters are not listed twice
         else:
             self.tied = []
-            self.weight = nn.Parameter(init_normal((cfg.vocab_size, cfg.d_model), cfg.init_std, seed,
-                                                   f"layers.{index}.weight"))     # [V, d]
+            self.weight = normal_param((cfg.vocab_size, cfg.d_model), cfg.init_std, seed,
+                                       f"layers.{index}.weight")                  # [V, d]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         w = self.tied[0].weight if self.tied else self.weight

@@ -17,9 +17,11 @@ the topology's model axis. With pp = 1 the plain `Transformer` is used; when tp 
 over the same topology is the `mpu` DeepSpeed needs for its data-parallel groups, and its slice group is the TP
 group. DeepSpeed internals this needs go through `deepspeed_adapter.py`.
 
-Tensor parallelism is applied after the plain layers are built, full, from the seed (as before the split: the
-full weight is drawn, then sliced, and freed when the plain linear is dropped), so every layout starts from the
-shards of the same weights.
+Every layer is built on the meta device (shapes only), TP-swapped there, then materialised with this rank's
+slices only (`init_weights.load_local` from a `WeightSource`; the random init's `RandomSource` reproduces the
+whole-tensor draw of `Transformer(cfg, seed)` bit for bit, slice by slice), so every layout starts from the
+shards of the same weights and no rank ever allocates what it does not hold. With ZeRO-3 each layer is
+partitioned right after it is materialised.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import os
 from dataclasses import dataclass
 from datetime import timedelta
 from functools import partial
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -38,7 +40,7 @@ from tasks.train.config import ModelConfig
 from tasks.train.deepspeed_adapter import (count_once_per_stage, disable_shm_comm, forget_cached_groups, make_grid,
                                            pipeline_local_layers, pipeline_tied_layers, record_clip_norm)
 from tasks.train.dsconfig import compile_blocks, make_optimizer, on_cuda, scheduler_factory
-from tasks.train.init_weights import WeightSource, load_local
+from tasks.train.init_weights import RandomSource, WeightSource, load_local, load_params
 from tasks.train.lora import apply_lora
 from tasks.train.model import (Block, Embedding, FinalNorm, LMHead, RMSNorm, Transformer, head_index, lm_head_forward,
                                lm_loss)
@@ -167,18 +169,46 @@ def apply_tensor_parallel(model: nn.Module, tp: TPContext) -> nn.Module:
 
 
 # ------------------------------------------------------------------------------------------------- the module
-def pipeline_layers(cfg: ModelConfig, seed: int) -> list[Any]:
-    """LayerSpecs of the whole model, built lazily by PipelineModule on the stage that owns each."""
+Finish = Callable[[int, nn.Module], nn.Module]  # (global layer index, meta layer) -> this rank's real layer
+
+
+def staged(spec: Any, index: int, finish: Finish) -> Any:
+    """`spec` (a DeepSpeed LayerSpec / TiedLayerSpec) made to build its layer on the meta device and hand it to
+    `finish` (TP slices, this rank's values), so a pipeline stage allocates only its own layers' own slices.
+    The spec's `typename` stays the plain class: `partition_method="type:Block"` and `checkpointable_layers`
+    see the same names as before."""
+    plain = spec.build
+
+    def build(log: bool = False) -> nn.Module:
+        with torch.device("meta"):
+            layer = plain(log)
+        return finish(index, layer)
+
+    spec.build = build  # PipelineModule calls `spec.build()` on the stage that owns the layer
+    return spec
+
+
+def pipeline_layers(cfg: ModelConfig, seed: int, finish: Finish | None = None) -> list[Any]:
+    """LayerSpecs of the whole model, built lazily by PipelineModule on the stage that owns each; `finish`
+    (default: the seeded random init, no TP) turns each meta-built layer into this rank's real one."""
     from deepspeed.pipe import LayerSpec, TiedLayerSpec
 
+    if finish is None:
+        source = RandomSource(cfg, seed)
+
+        def finish(index: int, layer: nn.Module) -> nn.Module:
+            load_local([(index, layer)], 0, 1, source, meta_only=True)
+            return layer
+
     if cfg.tie_embeddings:
-        first = TiedLayerSpec("embed", Embedding, cfg, seed, tied_weight_attr="weight")
-        last = TiedLayerSpec("embed", Embedding, cfg, seed, forward_fn=lm_head_forward, tied_weight_attr="weight")
+        first = staged(TiedLayerSpec("embed", Embedding, cfg, seed, tied_weight_attr="weight"), 0, finish)
+        last = staged(TiedLayerSpec("embed", Embedding, cfg, seed, forward_fn=lm_head_forward,
+                                    tied_weight_attr="weight"), 0, finish)
     else:
-        first = LayerSpec(Embedding, cfg, seed)
-        last = LayerSpec(LMHead, cfg, seed, head_index(cfg))
-    blocks = [LayerSpec(Block, cfg, i, seed) for i in range(1, cfg.n_layers + 1)]
-    return [first, *blocks, LayerSpec(FinalNorm, cfg), last]
+        first = staged(LayerSpec(Embedding, cfg, seed), 0, finish)
+        last = staged(LayerSpec(LMHead, cfg, seed, head_index(cfg)), head_index(cfg), finish)
+    blocks = [staged(LayerSpec(Block, cfg, i, seed), i, finish) for i in range(1, cfg.n_layers + 1)]
+    return [first, *blocks, staged(LayerSpec(FinalNorm, cfg), cfg.n_layers + 1, finish), last]
 
 
 def local_layers(module: nn.Module, layout: Layout) -> list[tuple[int, nn.Module]]:
@@ -194,35 +224,78 @@ def local_layers(module: nn.Module, layout: Layout) -> list[tuple[int, nn.Module
     return out
 
 
+def zero3_dtype(ds_cfg: dict[str, Any]) -> torch.dtype:
+    """The dtype ZeRO-3 keeps parameters in (DeepSpeed casts a module it partitions itself; one partitioned
+    beforehand must already have it)."""
+    if ds_cfg.get("bf16", {}).get("enabled"):
+        return torch.bfloat16
+    return torch.float16 if ds_cfg.get("fp16", {}).get("enabled") else torch.float32
+
+
+def partition_zero3(layer: nn.Module, ds_cfg: dict[str, Any], mpu: Any) -> None:
+    """Partition `layer`'s parameters over the data-parallel group now, as `deepspeed.initialize` would do for
+    the whole module (same `zero.Init(module=...)` call as DeepSpeed's parameter_offload.py), so the rank keeps
+    only its 1/dp of this layer before the next one is materialised."""
+    import deepspeed
+
+    group = mpu.get_data_parallel_group() if mpu is not None else None
+    deepspeed.zero.Init(module=layer, data_parallel_group=group, dtype=zero3_dtype(ds_cfg),
+                        config_dict_or_path=ds_cfg, mpu=mpu)
+
+
 def build_module(cfg: ModelConfig, layout: Layout, seed: int, checkpointing: bool = False,
-                 init: WeightSource | None = None, z_loss: float = 0.0, adapter: Any = None) -> nn.Module:
+                 init: WeightSource | None = None, z_loss: float = 0.0, adapter: Any = None,
+                 zero3: dict[str, Any] | None = None) -> nn.Module:
     """This rank's model: the plain Transformer (pp = 1) or its pipeline stage, with TP applied.
+
+    Built on the meta device and materialised per layer with this rank's slices only: from `init` (SFT's
+    pretrained model; a Hugging Face checkpoint, read as safetensors slices), else the seeded random init
+    (`RandomSource`: the same values as `Transformer(cfg, seed)`, generated per slice). Under TP a rank never
+    holds a full column/row-parallel weight; a pipeline stage builds only its own layers (its LayerSpecs are
+    built, then finished, by PipelineModule); `zero3` (the DeepSpeed config, ZeRO-3, pp = 1): each layer is
+    partitioned as soon as it is materialised, so the peak is the rank's share plus about one layer.
 
     The pipeline cut matches on class names: DeepSpeed's `partition_method="type:Block"` regex-searches each
     LayerSpec's `typename.__name__` (case-insensitive; only `Block` contains "block" here), weighs matches 1
     and balances them over the stages; `checkpointable_layers=["Block"]` compares each built layer's
-    `__class__.__name__` exactly. TP swaps linears *inside* the built Blocks, so both see the plain classes and
-    the cut is the one the plain layer list gives.
+    `__class__.__name__` exactly. TP swaps linears *inside* the built Blocks, so both see the plain classes.
+    `adapter` (SFT's, kind `lora`): the loaded weights are frozen and LoRA pairs added to the targeted linears
+    (`tasks/train/lora.py`)."""
+    source = init if init is not None else RandomSource(cfg, seed)
+    dtype = zero3_dtype(zero3) if zero3 is not None else None
 
-    `init`: starting weights; after the cut and the TP swap each rank reads its own slices only
-    (`tasks/train/init_weights.py`), so a checkpoint starts any layout. `adapter` (SFT's, kind `lora`): the
-    loaded weights are frozen and LoRA pairs added to the targeted linears (`tasks/train/lora.py`)."""
+    def finish(index: int, layer: nn.Module) -> nn.Module:
+        apply_tensor_parallel(layer, layout.tp_ctx)
+        load_local([(index, layer)], layout.tp_rank, layout.tp, source, dtype, meta_only=True)
+        return layer
+
+    lora = adapter is not None and adapter.kind == "lora"
     if layout.pp > 1:
         from deepspeed.pipe import PipelineModule
 
         module = PipelineModule(
-            layers=pipeline_layers(cfg, seed), topology=layout.topo,
+            layers=pipeline_layers(cfg, seed, finish), topology=layout.topo,
             loss_fn=partial(lm_loss, z_loss=z_loss) if z_loss else lm_loss,
             partition_method="type:Block", activation_checkpoint_interval=1 if checkpointing else 0,
             checkpointable_layers=["Block"])
-        apply_tensor_parallel(module, layout.tp_ctx)
         count_once_per_stage(module, layout.tp_rank)  # after TP: it reads the shards' `tensor_model_parallel`
-    else:
+        if lora:
+            apply_lora(module, local_layers(module, layout), adapter, seed, layout.tp_ctx)
+        return module
+    with torch.device("meta"):
         module = apply_tensor_parallel(Transformer(cfg, seed, checkpointing=checkpointing), layout.tp_ctx)
-    if init is not None:
-        load_local(local_layers(module, layout), layout.tp_rank, layout.tp, init)
-    if adapter is not None and adapter.kind == "lora":
+    if lora:  # on the meta model (it needs shapes only), so ZeRO-3 partitions adapters with their layer
         apply_lora(module, local_layers(module, layout), adapter, seed, layout.tp_ctx)
+    for index, layer in local_layers(module, layout):
+        if zero3 is None:
+            load_local([(index, layer)], layout.tp_rank, layout.tp, source, dtype, meta_only=True)
+            continue
+        # children before parents: each submodule's own parameters are materialised, then partitioned at once
+        # (a parent's zero.Init then skips its already-partitioned children), so the peak is one linear
+        for name, sub in reversed(list(layer.named_modules())):
+            prefix = f"layers.{index}" + (f".{name}" if name else "")
+            if load_params(prefix, sub, layout.tp_rank, layout.tp, source, dtype, meta_only=True, recurse=False):
+                partition_zero3(sub, zero3, layout.mpu)
     return module
 
 
@@ -242,8 +315,9 @@ def build_engine(cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: 
 
     train = job.train
     z_loss = getattr(train, "z_loss", 0.0)  # a pretraining knob: SFTSpec has none
+    zero3 = ds_cfg if ds_cfg.get("zero_optimization", {}).get("stage") == 3 else None
     module = build_module(cfg, layout, seed, train.activation_checkpointing, init, z_loss,
-                          getattr(train, "adapter", None))  # an SFT knob: PretrainSpec has none
+                          getattr(train, "adapter", None), zero3)  # adapter: an SFT knob, PretrainSpec has none
     if train.speed.compile:
         compile_blocks(module, Block)
     optimizer = make_optimizer(module, train.optim, train.speed.fused_adamw,
