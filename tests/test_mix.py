@@ -12,9 +12,11 @@ from pydantic import ValidationError
 
 from specs.mix import MixSpec
 from specs.results import StageResult
+from specs.run import ExecutorSpec
 from tasks import mix
 from tasks.core.files import atomic_path
 from tasks.core.runner import StagePaths
+from tasks.data.mixplan import hash_keys, hash_unit, split_val
 from tasks.data.packing import PackedDataset
 from tasks.data.records import RECORD_SCHEMA, write_table
 from tasks.data.tokenizer import load_tokenizer, roundtrip_ok
@@ -49,9 +51,10 @@ def write_corpus(root: Path, sizes: dict[str, tuple[int, int]], seed: int = 0) -
 CORPUS = {"prose": (150, 300), "code": (120, 200), "tiny": (12, 100)}
 
 
-def run_mix(root: Path, seed: int = 7, **spec) -> tuple[StageResult, dict]:
+def run_mix(root: Path, seed: int = 7, executor: ExecutorSpec = ExecutorSpec(workers=1),
+            **spec) -> tuple[StageResult, dict]:
     spec = MixSpec(**{"tokenizer": SMALL_TOKENIZER, "seq_len": 64, **spec})
-    paths = StagePaths(root=root, stage="mix", seed=seed)
+    paths = StagePaths(root=root, stage="mix", seed=seed, executor=executor)
     paths.out.mkdir(parents=True, exist_ok=True)
     result = mix.run(spec, paths)
     return result, json.loads((paths.out / "report.json").read_text())
@@ -125,23 +128,34 @@ def test_same_params_give_byte_identical_outputs(tmp_path):
     assert (other / "train-00000.bin").read_bytes() != outs[0]["train-00000.bin"]  # the shuffle does not
 
 
+def ids_of_split(out: Path, split: str, source: str) -> set[str]:
+    docs = pq.read_table(out / f"{split}.idx.parquet").column("doc_ids").combine_chunks().flatten().to_pylist()
+    return {i for i in docs if i.startswith(source + "/")}
+
+
 def test_val_split_is_disjoint_and_stable(tmp_path):
     root, _ = _fresh(tmp_path)
-    run_mix(root, token_budget=20_000, val_fraction=0.1)
+    _, report = run_mix(root, token_budget=20_000, val_fraction=0.1)
     out = root / "data" / "mix"
     ids = {split: set(pq.read_table(out / f"{split}.idx.parquet").column("doc_ids").combine_chunks().flatten()
                       .to_pylist()) for split in ("train", "val")}
     assert ids["val"] and not ids["train"] & ids["val"]
     assert {i.split("/")[0] for i in ids["val"]} == set(CORPUS)  # every source has val documents
 
-    docs = mix.read_corpus(root / "data" / "clean")
-    train, val = mix.split_docs(docs, 0.1, 1)
-    grown = {s: sorted(items + [(f"{s}/new{k}", "more text") for k in range(200)]) for s, items in docs.items()}
-    train2, val2 = mix.split_docs(grown, 0.1, 1)
-    for s in docs:
-        assert {i for i, _ in val[s]} <= {i for i, _ in val2[s]}  # old val documents stay in val
-        assert {i for i, _ in train[s]} <= {i for i, _ in train2[s]}  # old train documents stay in train
-        assert abs(len(val2[s]) / len(grown[s]) - 0.1) < 0.06
+    for s, (n, _) in CORPUS.items():  # the split of each source's ids, then of the same ids plus 200 new ones
+        ids = [f"{s}/doc{k:04d}" for k in range(n)]
+        grown = ids + [f"{s}/new{k}" for k in range(200)]
+        keys = hash_keys(ids, "val")
+        val = {i for i, v in zip(ids, split_val(keys, 0.1, 1)) if v}
+        val2 = {i for i, v in zip(grown, split_val(hash_keys(grown, "val"), 0.1, 1)) if v}
+        below = {i for i in ids if hash_unit("val", i) < 0.1}  # the threshold, recomputed per id
+        assert {i for i, v in zip(ids, split_val(keys, 0.1, 0)) if v} == below and below <= val
+        # what the stage packed (min_val_docs 3 tops tiny up; the last documents may sit in the dropped tail)
+        staged = {i for i, v in zip(ids, split_val(keys, 0.1, 3)) if v}
+        assert ids_of_split(out, "val", s) <= staged and report["sources"][s]["val_documents"] == len(staged)
+        assert len(staged) == max(len(below), 3)
+        assert val <= val2 and not (set(ids) - val) & val2  # old documents never change sides
+        assert abs(len(val2) / len(grown) - 0.1) < 0.06
 
 
 def test_index_names_the_documents_of_each_sequence(tmp_path):

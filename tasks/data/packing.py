@@ -19,6 +19,7 @@ one's tokens begin, so a trainer can report loss per source and name the documen
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from pathlib import Path
@@ -50,42 +51,96 @@ def shard_name(split: str, k: int) -> str:
 
 def pack_split(docs: Sequence[np.ndarray], doc_ids: Sequence[str], sources: Sequence[str], out: Path,
                split: str, seq_len: int, eos_id: int, dtype: str, shard_sequences: int) -> dict[str, Any]:
-    """Write the shards and index of one split; return its layout entry (files, sequences, tokens)."""
-    L = seq_len
-    lengths = np.fromiter((len(d) + 1 for d in docs), dtype=np.int64, count=len(docs))  # [n_docs] incl. eos
-    ends = np.cumsum(lengths)                 # [n_docs] exclusive end of each document in the stream
-    starts = ends - lengths                   # [n_docs] first token of each document
-    total = int(ends[-1]) if len(docs) else 0
-    n_seq = max(0, (total - 1) // L)          # full windows of L + 1 tokens, sharing one token at the joins
+    """Write the shards and index of one split from documents in memory; return its layout entry."""
+    with PackWriter(out, split, seq_len, eos_id, dtype, shard_sequences) as writer:
+        for d, i, s in zip(docs, doc_ids, sources):
+            writer.add(d, i, s)
+    return writer.layout
 
-    eos = np.asarray([eos_id], dtype=dtype)
-    stream = np.concatenate([part for d in docs for part in (d.astype(dtype, copy=False), eos)]) \
-        if len(docs) else np.zeros(0, dtype=dtype)  # [total]
 
-    shards = []
-    for k, s0 in enumerate(range(0, n_seq, shard_sequences)):
-        s1 = min(n_seq, s0 + shard_sequences)
-        tokens = stream[s0 * L: s1 * L + 1]   # [(s1 - s0) * L + 1]
-        with atomic_path(out / shard_name(split, k)) as tmp:
+class PackWriter:
+    """Packs documents fed one at a time (`add`) into a split's shards and index, shard by shard: it holds at
+    most one shard's tokens (plus the document that overflows it) and the names of that shard's documents, so
+    memory is bounded by `shard_sequences`, not by the split. Use as a context manager; `layout` is the split's
+    layout entry once it closes."""
+
+    def __init__(self, out: Path, split: str, seq_len: int, eos_id: int, dtype: str, shard_sequences: int):
+        self.out, self.split, self.L, self.dtype = Path(out), split, seq_len, dtype
+        self.per_shard = shard_sequences
+        self.eos = np.asarray([eos_id], dtype=dtype)
+        self.parts: list[np.ndarray] = []  # pending tokens, from stream position `base` on
+        self.pending = 0
+        self.base = 0
+        self.docs: list[tuple[int, int, str, str]] = []  # (start, end, id, source) of documents past `base`
+        self.shards: list[dict[str, Any]] = []
+        self.documents = 0
+        self.layout: dict[str, Any] = {}
+        self._index = contextlib.ExitStack()
+        self._writer: pq.ParquetWriter | None = None
+
+    def __enter__(self) -> "PackWriter":
+        tmp = self._index.enter_context(atomic_path(self.out / f"{self.split}.idx.parquet"))
+        self._writer = pq.ParquetWriter(tmp, INDEX_SCHEMA, compression="zstd")
+        return self
+
+    def add(self, tokens: np.ndarray, doc_id: str, source: str) -> None:
+        """Append one document (its end token is added here)."""
+        start = self.base + self.pending
+        n = len(tokens) + 1
+        self.parts += [tokens.astype(self.dtype, copy=False), self.eos]
+        self.pending += n
+        self.docs.append((start, start + n, doc_id, source))
+        self.documents += 1
+        while self.pending >= self.per_shard * self.L + 1:
+            self._flush(self.per_shard)
+
+    def _flush(self, n_seq: int) -> None:
+        """Write the next shard: `n_seq` sequences from the pending tokens (n_seq * L + 1 of them)."""
+        L, k = self.L, len(self.shards)
+        stream = np.concatenate(self.parts) if len(self.parts) > 1 else self.parts[0]
+        tokens = stream[: n_seq * L + 1]
+        with atomic_path(self.out / shard_name(self.split, k)) as tmp:
             tokens.tofile(tmp)
-        shards.append({"file": shard_name(split, k), "sequences": s1 - s0, "tokens": int(tokens.size)})
-    if not n_seq and total:
-        log.warning("pack %s: %d tokens do not fill one sequence of %d+1; the split is empty", split, total, L)
-    if n_seq:
-        log.info("pack %s: %d sequences of %d+1 tokens in %d shard(s)", split, n_seq, L, len(shards))
+        self.shards.append({"file": shard_name(self.split, k), "sequences": n_seq, "tokens": int(tokens.size)})
+        starts = np.fromiter((d[0] for d in self.docs), np.int64, len(self.docs))
+        ends = np.fromiter((d[1] for d in self.docs), np.int64, len(self.docs))
+        first_seq = k * self.per_shard
+        self._writer.write_table(_index_table(starts, ends, [d[2] for d in self.docs], [d[3] for d in self.docs],
+                                              first_seq, n_seq, L, self.per_shard))
+        # The next shard starts at its first window, sharing this shard's last token.
+        self.parts, self.pending = [stream[n_seq * L:]], self.pending - n_seq * L
+        self.base += n_seq * L
+        self.docs = [d for d in self.docs if d[1] > self.base]
 
-    index = _index_table(starts, ends, doc_ids, sources, n_seq, L, shard_sequences)
-    with atomic_path(out / f"{split}.idx.parquet") as tmp:
-        pq.write_table(index, tmp, compression="zstd")
-    return {"sequences": n_seq, "documents_packed": len(docs), "stream_tokens": total,
-            "dropped_tail_tokens": total - (n_seq * L + 1) if n_seq else total, "shards": shards,
-            "index": f"{split}.idx.parquet"}
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            total = self.base + self.pending
+            n_seq = max(0, (total - 1) // self.L)
+            if n_seq > len(self.shards) * self.per_shard:
+                self._flush(n_seq - len(self.shards) * self.per_shard)
+            if not self.shards:  # an empty split still has an index (no rows)
+                self._writer.write_table(INDEX_SCHEMA.empty_table())
+            self._finish(total, n_seq)
+        self._writer.close()
+        self._index.__exit__(exc_type, exc, tb)
+
+    def _finish(self, total: int, n_seq: int) -> None:
+        L, split = self.L, self.split
+        if not n_seq and total:
+            log.warning("pack %s: %d tokens do not fill one sequence of %d+1; the split is empty", split, total, L)
+        if n_seq:
+            log.info("pack %s: %d sequences of %d+1 tokens in %d shard(s)", split, n_seq, L, len(self.shards))
+        self.layout = {"sequences": n_seq, "documents_packed": self.documents, "stream_tokens": total,
+                       "dropped_tail_tokens": total - (n_seq * L + 1) if n_seq else total, "shards": self.shards,
+                       "index": f"{split}.idx.parquet"}
 
 
 def _index_table(starts: np.ndarray, ends: np.ndarray, doc_ids: Sequence[str], sources: Sequence[str],
-                 n_seq: int, L: int, shard_sequences: int) -> pa.Table:
-    """One row per window [i*L, i*L + L + 1): which documents overlap it, found by binary search."""
-    win_start = np.arange(n_seq, dtype=np.int64) * L                # [n_seq]
+                 first_seq: int, n_seq: int, L: int, shard_sequences: int) -> pa.Table:
+    """One row per window [i*L, i*L + L + 1) for i in first_seq.. (stream positions): which of the given
+    documents overlap it, found by binary search."""
+    seq = np.arange(first_seq, first_seq + n_seq, dtype=np.int64)  # [n_seq]
+    win_start = seq * L
     first = np.searchsorted(ends, win_start, side="right")           # first doc ending after the window starts
     last = np.searchsorted(starts, win_start + L + 1, side="left") - 1  # last doc starting before it ends
     count = last - first + 1                                         # [n_seq] ≥ 1
@@ -101,9 +156,9 @@ def _index_table(starts: np.ndarray, ends: np.ndarray, doc_ids: Sequence[str], s
         return pa.ListArray.from_arrays(list_offsets, values)
 
     return pa.Table.from_arrays([
-        pa.array(np.arange(n_seq, dtype=np.int64)),
-        pa.array((np.arange(n_seq) // shard_sequences).astype(np.int32)),
-        pa.array((np.arange(n_seq) % shard_sequences).astype(np.int64) * L),
+        pa.array(seq),
+        pa.array((seq // shard_sequences).astype(np.int32)),
+        pa.array((seq % shard_sequences).astype(np.int64) * L),
         listed(pa.array(list(doc_ids), pa.string()).take(pa.array(flat))),
         listed(pa.array(list(sources), pa.string()).take(pa.array(flat))),
         listed(pa.array(begin)),
