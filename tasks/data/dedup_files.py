@@ -59,18 +59,21 @@ def write_shard_inputs(base: Path, sigs: np.ndarray, rows: list[dict], bands: in
     entries = np.empty(keys.size, dtype=ENTRY)
     entries["key"] = keys.ravel()
     entries["row"] = np.repeat(live, bands)
-    entries = entries[np.argsort(entries["key"] % np.uint64(buckets), kind="stable")]
-    offsets = np.searchsorted(entries["key"] % np.uint64(buckets), np.arange(buckets + 1, dtype=np.uint64))
+    bucket = entries["key"] % np.uint64(buckets)
+    if buckets > 1:
+        order = np.argsort(bucket, kind="stable")
+        entries, bucket = entries[order], bucket[order]
+    offsets = np.searchsorted(bucket, np.arange(buckets + 1, dtype=np.uint64))
     save_npy(at(base, ".bands.npy"), entries)
     save_npy(at(base, ".bands.off.npy"), offsets.astype(np.int64))
-    exact = np.zeros((len(rows), 2), dtype=np.uint64)
-    for k, r in enumerate(rows):
-        digest = bytes.fromhex(r["exact_key"])
-        exact[k] = (int.from_bytes(digest[:8], "little"), int.from_bytes(digest[8:], "little"))
+    # the 32-hex-digit digests as two little-endian uint64 (one conversion for the whole shard)
+    exact = np.frombuffer(bytes.fromhex("".join(r["exact_key"] for r in rows)), dtype="<u8").reshape(-1, 2)
     save_npy(at(base, ".exact.npy"), exact)
-    order = sorted(((-r["quality"] if r["quality"] is not None else np.inf, r["id"], k)
-                    for k, r in enumerate(rows) if r["reason"] is None), key=lambda t: (t[0], t[1]))
-    table = pa.Table.from_pylist([dict(zip(ORDER_SCHEMA.names, t)) for t in order], schema=ORDER_SCHEMA)
+    quality = np.array([np.inf if r["quality"] is None else -r["quality"] for r in rows], dtype=np.float64)
+    ids = [r["id"] for r in rows]
+    order = sorted(live.tolist(), key=lambda k: (quality[k], ids[k]))                 # best first, stable
+    table = pa.table([pa.array(quality[order]), pa.array([ids[k] for k in order], pa.string()),
+                      pa.array(np.asarray(order, dtype=np.int32))], schema=ORDER_SCHEMA)
     with atomic_path(at(base, ".order.arrow")) as tmp, pa.OSFile(str(tmp), "wb") as sink:
         with pa.ipc.new_file(sink, ORDER_SCHEMA) as writer:      # batches the merge reads one at a time
             writer.write_table(table, max_chunksize=ORDER_BATCH)

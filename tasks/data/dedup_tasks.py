@@ -83,7 +83,8 @@ def read_rows(layout: Layout, rows: np.ndarray, column: str) -> list:
     shard = layout.shard_of(rows)
     for s in sorted_unique(shard).tolist():
         mine = rows[shard == s] - layout.offsets[s]
-        table = pq.read_table(dedup_files.at(layout.base(s), ".parquet"), columns=[column])
+        table = pq.read_table(dedup_files.at(layout.base(s), ".parquet"), columns=[column], memory_map=True,
+                              use_threads=False)          # one column of one shard: threads only add overhead
         values.extend(table.column(0).take(mine).to_pylist())
     return values
 
