@@ -134,3 +134,35 @@ def test_estimated_similarity_path_matches(tmp_path):
                                      buckets=dedup_global.plan_buckets(len(rows), spec, ONE))
     assert reasons == reference["reasons"] and found["summary"] == reference["summary"]
     assert found["summary"]["near_dropped"] > 30
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 50, 10_000])
+def test_external_merge_equals_one_sort(tmp_path, chunk):
+    rng = np.random.default_rng(4)
+    # distinct within each run (as candidate codes and links are), repeated across runs
+    runs = [np.sort(rng.choice(600, size=n, replace=False)) for n in (0, 1, 37, 200, 500)]
+    paths = []
+    for k, run in enumerate(runs):
+        paths.append(tmp_path / f"r{k}.npy")
+        np.save(paths[-1], run)
+    parts = list(dedup_files.merge_sorted(paths, None, chunk))
+    assert np.array_equal(np.concatenate(parts), np.sort(np.concatenate(runs)))
+    seen = [set(p.tolist()) for p in parts]                   # a value never spans two chunks
+    assert all(not (a & b) for x, a in enumerate(seen) for b in seen[x + 1:])
+    assert max(len(p) for p in parts) <= len(runs) * chunk and (chunk > 500) == (len(parts) == 1)
+    rows = np.zeros(5, dtype=[("code", "<i8"), ("tag", "<i8")])      # structured rows merge by their field
+    rows["code"], rows["tag"] = [1, 1, 2, 5, 9], [0, 1, 2, 3, 4]
+    np.save(tmp_path / "a.npy", rows[::2]), np.save(tmp_path / "b.npy", rows[1::2])
+    merged = np.concatenate(list(dedup_files.merge_sorted([tmp_path / "a.npy", tmp_path / "b.npy"], "code", chunk)))
+    assert merged["tag"].tolist() == [0, 1, 2, 3, 4]                  # ties keep file order
+
+
+def test_bucket_count_follows_the_budget_and_the_concurrent_tasks():
+    # 1,000 rows × 16 bands × 96 B = 1,536,000 B of bucket entries; 0.001 GiB = 1,073,741.8 B
+    spec = CleanSpec(memory_gb=0.001)
+    assert dedup_global.plan_buckets(1000, spec, ONE) == 2
+    assert dedup_global.plan_buckets(1000, spec, ExecutorSpec(workers=2)) == 3       # two tasks share it
+    assert dedup_global.plan_buckets(1000, spec, ExecutorSpec(kind="dask", workers=2)) == 3
+    assert dedup_global.plan_buckets(4000, spec, ONE) == 6                            # ceil(5.72)
+    assert dedup_global.plan_buckets(10**6, CleanSpec(), ExecutorSpec(workers=2)) == 2  # 1.536 GB / 1 GiB
+    assert dedup_global.plan_buckets(1000, CleanSpec(), ONE) == 1

@@ -79,11 +79,6 @@ def write_shard_inputs(base: Path, sigs: np.ndarray, rows: list[dict], bands: in
             writer.write_table(table, max_chunksize=ORDER_BATCH)
 
 
-def input_paths(base: Path) -> list[Path]:
-    return [at(base, s) for s in (".sig.npy", ".bands.npy", ".bands.off.npy", ".exact.npy",
-                                          ".order.arrow")]
-
-
 def bucket_slice(base: Path, bucket: int) -> np.ndarray:
     """Bucket `bucket`'s entries of one shard (read through a memory map: only that slice is paged in)."""
     offsets = np.load(at(base, ".bands.off.npy"))
@@ -109,8 +104,8 @@ def rank_runs(bases: Sequence[Path], offsets: np.ndarray, total: int) -> np.ndar
 
 def merge_sorted(paths: Sequence[Path], key: str | None, chunk: int) -> Iterator[np.ndarray]:
     """The rows of several .npy files, each sorted by `key` (a field; None: the values), in one sorted stream
-    of chunks, at most ~`chunk` rows per file in memory. Every row with a given key value is in the same chunk
-    (so duplicates across files can be dropped chunk by chunk). Ties keep file order."""
+    of chunks, at most `chunk` rows per file in memory. When no file repeats a key, all rows with one key value
+    are in the same chunk (so duplicates across files can be dropped chunk by chunk). Ties keep file order."""
     runs = [np.load(p, mmap_mode="r") for p in paths]
     at = [0] * len(runs)
     of = (lambda a: a[key]) if key else (lambda a: a)

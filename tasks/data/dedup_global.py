@@ -31,7 +31,8 @@ from specs.run import ExecutorSpec
 from tasks.core.executors import available_cores
 from tasks.core.shardmap import map_shards
 from tasks.data import dedup_audit, dedup_files
-from tasks.data.dedup_tasks import ALIVE, CANDIDATES, RANK, Layout, bucket_candidates, read_rows, verify_range
+from tasks.data.dedup_tasks import (ALIVE, CANDIDATES, RANK, VERIFIED, Layout, bucket_candidates, read_rows,
+                                    verify_range)
 from tasks.data.lsh import choose_banding, s_curve, sorted_unique
 
 log = logging.getLogger("forgeline.clean")
@@ -56,8 +57,7 @@ def banding(spec: DedupSpec) -> tuple[int, int]:
 
 def task_budget(spec: CleanSpec, executor: ExecutorSpec) -> float:
     """Bytes one task may hold: the budget shared by the tasks that run at once."""
-    workers = 1 if executor.kind == "local" and executor.workers == 1 else (executor.workers or available_cores())
-    return spec.memory_gb * 2**30 / workers
+    return spec.memory_gb * 2**30 / (executor.workers or available_cores())
 
 
 def plan_buckets(total_rows: int, spec: CleanSpec, executor: ExecutorSpec) -> int:
@@ -114,10 +114,9 @@ def _near(layout: Layout, spec: CleanSpec, executor: ExecutorSpec,
     cand = [work / f"cand-{k:05d}.npy" for k in range(buckets)]
     map_shards(bucket_candidates, [(layout, k, p) for k, p in enumerate(cand)], [p.stem for p in cand], executor,
                "clean dedup: candidates")
-    chunk = max(4096, int(spec.memory_gb * 2**30 / 8 / 4 / max(buckets, 1)))
     total = 0
     with open(work / CANDIDATES, "wb") as fh:                 # the external merge: one sorted, distinct file
-        for part in dedup_files.merge_sorted(cand, None, chunk):
+        for part in dedup_files.merge_sorted(cand, None, _chunk(spec, len(cand), 8)):
             part = sorted_unique(part)
             fh.write(part.astype("<i8").tobytes())
             total += len(part)
@@ -129,21 +128,34 @@ def _near(layout: Layout, spec: CleanSpec, executor: ExecutorSpec,
                    [p.stem for p in ver], executor, "clean dedup: verification")
     log.info("dedup: %d alive, %d buckets, %d candidates in %d verification ranges", alive, buckets, total,
              len(ranges))
-    kept = np.ones(layout.total, dtype=bool)                  # by rank; a flag is final once it is read as better
-    dropped: list[tuple[int, int, float]] = []
-    links = 0
-    for part in dedup_files.merge_sorted(ver, "code", max(4096, chunk // 4)):
-        links += len(part)
-        w, b = part["code"] // layout.total, part["code"] % layout.total
-        for k in np.flatnonzero(kept[b] & kept[w]).tolist():  # candidates only: decide them in order
-            if kept[w[k]] and kept[b[k]]:
-                kept[w[k]] = False
-                dropped.append((int(part["worse"][k]), int(part["better"][k]), float(part["sim"][k])))
+    dropped, links = _decide(ver, layout.total, _chunk(spec, len(ver), VERIFIED.itemsize))
     bands, rows = banding(spec.dedup)
     near = (np.array([x[0] for x in dropped], np.int64), np.array([x[1] for x in dropped], np.int64),
             np.array([x[2] for x in dropped], np.float64))
     return near, {"bands": bands, "rows": rows, "candidate_pairs": total, "verified_pairs": links,
                   "clusters": len(set(near[1].tolist()))}
+
+
+def _decide(ver: list[Path], total: int, chunk: int) -> tuple[list[tuple[int, int, float]], int]:
+    """The greedy no-chain decision over the links, read in (worse rank, better rank) order: a document is
+    removed for the first kept one linked to it. (dropped row, keeper row, similarity) per removal; the links."""
+    kept = np.ones(total, dtype=bool)                         # by rank; a flag is final once it is read as better
+    dropped: list[tuple[int, int, float]] = []
+    links = 0
+    for part in dedup_files.merge_sorted(ver, "code", chunk):
+        links += len(part)
+        w, b = part["code"] // total, part["code"] % total
+        for k in np.flatnonzero(kept[b] & kept[w]).tolist():  # (a flag only ever turns off) decide in order
+            if kept[w[k]] and kept[b[k]]:
+                kept[w[k]] = False
+                dropped.append((int(part["worse"][k]), int(part["better"][k]), float(part["sim"][k])))
+    return dropped, links
+
+
+def _chunk(spec: CleanSpec, runs: int, itemsize: int) -> int:
+    """Rows read per sorted run in a merge: all runs' chunks, their concatenation and its sort order (~4×) in
+    the budget."""
+    return max(4096, int(spec.memory_gb * 2**30 / (4 * max(runs, 1) * (itemsize + 8))))
 
 
 def _mean_text_bytes(layout: Layout) -> float:
