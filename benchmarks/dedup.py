@@ -6,6 +6,9 @@
     python benchmarks/dedup.py --sizes 20000 --skip datatrove
     python benchmarks/dedup.py --setup-datatrove    # create the datatrove virtualenv first (PyPI only)
 
+(Peak memory of clean's whole corpus-wide phase as the corpus grows, out of core vs in memory, Dask vs local:
+benchmarks/dedup_scale.py.)
+
 Every method runs on the same synthetic corpus (`tasks.data.synthetic`: Zipfian English-like documents with
 planted near-duplicates and hard-negative relatives, word-5-gram Jaccard known exactly) in its own process with
 one thread, and the table reports docs / CPU-second of the detection itself (input already in memory; for

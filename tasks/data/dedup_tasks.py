@@ -59,7 +59,9 @@ def bucket_candidates(layout: Layout, bucket: int, out: Path) -> int:
         rows.append(g[live])
     key = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
     row = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-    order = np.lexsort((row, key))                                       # groups, members by ascending row
+    # rows already ascend (shards in order, each slice in row order), so a stable sort by key alone gives
+    # groups with their members by ascending row
+    order = np.argsort(key, kind="stable")
     key, row = key[order], row[order]
     same = key[1:] == key[:-1]
     in_group = np.zeros(len(key), dtype=bool)                            # members of groups with ≥ 2 rows
