@@ -6,6 +6,9 @@
     python benchmarks/dedup.py --sizes 20000 --skip datatrove
     python benchmarks/dedup.py --setup-datatrove    # create the datatrove virtualenv first (PyPI only)
 
+(Peak memory of clean's whole corpus-wide phase as the corpus grows, out of core vs in memory, Dask vs local:
+benchmarks/dedup_scale.py.)
+
 Every method runs on the same synthetic corpus (`tasks.data.synthetic`: Zipfian English-like documents with
 planted near-duplicates and hard-negative relatives, word-5-gram Jaccard known exactly) in its own process with
 one thread, and the table reports docs / CPU-second of the detection itself (input already in memory; for
@@ -16,7 +19,9 @@ end in one cluster, and true when their exact word-5-gram Jaccard is ≥ the thr
 pair (the generator computed all of them) ∪ any predicted pair that turns out ≥ threshold when checked
 exactly; random pairs are checked to be far apart. `forgeline` verifies candidates by the exact Jaccard of
 their shingle sets, `forgeline-est` by the signatures' estimate only (`near_duplicates` without
-`shingle_sets_fn`). datatrove runs from its own virtualenv (`--datatrove-venv`, default /tmp/bench-datatrove)
+`shingle_sets_fn`), `forgeline-ooc` is clean's out-of-core path (signatures and dedup inputs written per shard
+of 2,000, then `dedup_global.deduplicate`: buckets, verification read back from the shards, the streamed
+decision; the work tables themselves are written before the clock starts, as phase 1 writes them anyway). datatrove runs from its own virtualenv (`--datatrove-venv`, default /tmp/bench-datatrove)
 as a subprocess, with its default MinhashConfig (or `--datatrove-banding 16x8`); it is skipped with a message
 when that venv is absent. No datatrove code is part of forgeline. The slow methods (~150–400 docs/s) are
 skipped above `--slow-max` documents (default 50k: datatrove at 200k would take ~15 min per core).
@@ -42,7 +47,7 @@ sys.path.insert(0, str(ROOT))
 from tasks.data.lsh import clusters_of  # noqa: E402  (after the sys.path insert above)
 from tasks.data.synthetic import cluster_pairs, exact_jaccard, make_corpus, pair_scores  # noqa: E402
 
-METHODS = ("forgeline", "forgeline-est", "datasketch-naive", "datatrove")
+METHODS = ("forgeline", "forgeline-ooc", "forgeline-est", "datasketch-naive", "datatrove")
 SLOW = ("datasketch-naive", "datatrove")   # ~150–400 docs/s: skipped above --slow-max documents
 SINGLE_THREAD = {**{k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                                      "NUMEXPR_NUM_THREADS", "RAYON_NUM_THREADS")}, "TOKENIZERS_PARALLELISM": "false"}
@@ -94,9 +99,14 @@ def worker(method: str, corpus_path: str, result_path: str) -> None:
         for line in f:
             row = json.loads(line)
             ids.append(row["id"]), texts.append(row["text"]), scores.append(row["score"])
+    tmp = tempfile.TemporaryDirectory(prefix="forgeline-ooc-") if method == "forgeline-ooc" else None
+    if tmp:
+        work = _work_tables(Path(tmp.name), ids, texts, scores)       # phase 1 writes them anyway: not timed
     loaded_mb = peak_rss_mb()
     cpu, wall = time.process_time(), time.perf_counter()
-    if method.startswith("forgeline"):
+    if tmp:
+        clusters, config = _out_of_core(work, texts)
+    elif method.startswith("forgeline"):
         spec = DedupSpec()
         index = {d: i for i, d in enumerate(ids)}
         exact = (lambda batch: shingle_sets([texts[index[d]] for d in batch], spec)) if method == "forgeline" else None
@@ -113,6 +123,51 @@ def worker(method: str, corpus_path: str, result_path: str) -> None:
     with open(result_path, "w") as f:
         json.dump({"cpu_s": cpu, "wall_s": wall, "clusters": clusters, "config": config, "loaded_mb": loaded_mb,
                    "peak_mb": peak_rss_mb()}, f)
+
+
+def _work_tables(folder: Path, ids: list[str], texts: list[str], scores: list[float]) -> list[list[dict]]:
+    """Clean's work tables for the corpus in shards of 2,000 (what phase 1 writes besides the dedup inputs)."""
+    import pyarrow as pa
+
+    from tasks.data.dedup_files import at
+    from tasks.data.normalize import exact_key
+    from tasks.data.records import write_table
+
+    schema = pa.schema([("id", pa.string()), ("text", pa.string()), ("quality", pa.float64()),
+                        ("reason", pa.string()), ("exact_key", pa.string())])
+    shards = []
+    for n, lo in enumerate(range(0, len(ids), 2000)):
+        rows = [{"id": ids[k], "text": texts[k], "quality": scores[k], "reason": None,
+                 "exact_key": exact_key(texts[k])} for k in range(lo, min(lo + 2000, len(ids)))]
+        write_table(rows, schema, at(folder / f"s-{n:05d}", ".parquet"))
+        shards.append(rows)
+    return [folder, shards]
+
+
+def _out_of_core(work: list, texts: list[str]) -> tuple[list[list[int]], str]:
+    """Signatures and dedup inputs per shard, then the out-of-core global phase (no exact dedup, no audit: the
+    in-memory methods do neither), one bucket task after another in this process."""
+    from specs.clean import CleanSpec
+    from specs.run import ExecutorSpec
+    from tasks.data import dedup_files, dedup_global
+    from tasks.data.minhash import signatures
+
+    (folder, shards), executor = work, ExecutorSpec(workers=1)
+    spec = CleanSpec(dedup={"exact": False, "audit_sample": 0, "precision_sample": 0})
+    buckets = dedup_global.plan_buckets(len(texts), spec, executor)
+    bands, rows = dedup_global.banding(spec.dedup)
+    for n, part in enumerate(shards):
+        sigs = signatures([r["text"] for r in part], spec.dedup)
+        dedup_files.save_npy(dedup_files.at(folder / f"s-{n:05d}", ".sig.npy"), sigs)
+        dedup_files.write_shard_inputs(folder / f"s-{n:05d}", sigs, part, bands, rows, buckets)
+    layout = dedup_global.layout_of(folder, [f"s-{n:05d}" for n in range(len(shards))])
+    found = dedup_global.deduplicate(layout, spec, 1, executor)
+    d, groups = found["decisions"], {}
+    for dropped, kept in zip(d.rows.tolist(), d.keeper.tolist()):
+        groups.setdefault(kept, [kept]).append(dropped)
+    s = found["summary"]
+    return list(groups.values()), (f"out of core, {buckets} bucket(s), {s['bands']}x{s['rows']}, exact "
+                                   f"verification, {s['candidate_pairs']} candidates, {s['verified_pairs']} verified")
 
 
 def peak_rss_mb() -> float:

@@ -239,6 +239,13 @@ class CleanSpec(StrictModel):
     pii: PIISpec = Field(default_factory=PIISpec, description="PII scrubbing.")
     dedup: DedupSpec = Field(default_factory=DedupSpec, description="Exact and near deduplication.")
     shard_records: int = Field(2_000, ge=1, description="Records per output shard.")
+    memory_gb: float = Field(
+        2.0, gt=0, le=65_536, description="Resident memory (GiB) the corpus-wide phase may use, shared by the "
+        "dedup tasks that run at once (local pool or Dask workers): it sets the number of band buckets on disk, "
+        "the candidate ranges verified per task and the merge chunks. Beyond that the stage holds ~12 B per "
+        "document (ranks and flags; ~40 B more while exact dedup sorts) and 24 B per dropped one. Results "
+        "never depend on it."
+    )
 
 
 class CleanJob(StrictModel):

@@ -2,7 +2,8 @@
 
 Phase 1 writes, per ingest shard, a work table (records + quality score + drop reason + exact-dedup key + PII
 counts; the record's `meta` JSON also gets `pii: {kind: count}` when anything was scrubbed) and the shard's
-MinHash signatures. Phase 2 reads them all back and decides exact and near duplicates.
+MinHash signatures. Phase 2 (`tasks.data.dedup_global`, out of core) decides exact and near duplicates from them; `deduplicate` here
+is the same decision in memory, over a whole table (the reference the out-of-core one is tested against).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import pyarrow.parquet as pq
 
 from specs.clean import CleanSpec
 from tasks.core.files import atomic_path
-from tasks.data import dedup_audit, filters, minhash
+from tasks.data import dedup_audit, dedup_files, dedup_global, filters, minhash
 from tasks.data.normalize import exact_key, normalize_text
 from tasks.data.pii import scrub_pii
 from tasks.data.records import RECORD_SCHEMA, meta_json, write_table
@@ -80,17 +81,19 @@ def filters_for(spec: CleanSpec, root: Path, index_texts: tuple[tuple[str, str],
     return _filters_cached(spec.model_dump_json(), str(root), tuple(index_texts))
 
 
-def process_shard(shard: Path, target: Path, sig_target: Path, spec: CleanSpec, seed: int, root: Path,
+def process_shard(shard: Path, target: Path, spec: CleanSpec, seed: int, root: Path, buckets: int,
                   index_texts: tuple[tuple[str, str], ...] = ()) -> int:
-    """Phase 1 for one ingest shard; returns its record count. Signatures are written first and the table last,
-    so the table's presence (atomically renamed into place) means the shard is finished. `index_texts`: the
+    """Phase 1 for one ingest shard; returns its record count. Its signatures and dedup inputs
+    (`tasks.data.dedup_files`, band keys in `buckets` buckets) are written first and the table last, so the
+    table's presence (atomically renamed into place) means the shard is finished. `index_texts`: the
     (name, text) pairs decontamination drops overlaps with."""
     built = filters_for(spec, root, index_texts)
     rows = [clean_record(r, spec, root, built) for r in pq.read_table(shard).to_pylist()]
     sigs = minhash.signatures([r["text"] for r in rows], spec.dedup, seed)  # [rows, num_perm]
-    with atomic_path(sig_target) as tmp:
-        with open(tmp, "wb") as fh:
-            np.save(fh, sigs)
+    base = target.with_suffix("")
+    dedup_files.save_npy(dedup_files.at(base, ".sig.npy"), sigs)
+    bands, band_rows = dedup_global.banding(spec.dedup)
+    dedup_files.write_shard_inputs(base, sigs, rows, bands, band_rows, buckets)
     with atomic_path(target) as tmp:
         write_table(rows, WORK_SCHEMA, tmp)
     return len(rows)

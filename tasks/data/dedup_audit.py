@@ -19,7 +19,7 @@ included (on a corpus no larger than `audit_sample` the audit is exhaustive).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -72,20 +72,27 @@ def audit(
 ) -> dict[str, Any]:
     """Pair precision / recall / F1 of `result` (made over `ids`) on the exact Jaccard of a seeded sample."""
     sample = audit_sample(len(ids), result.candidate_index, spec, seed)          # [m]
-    sets = shingle_sets([text_of(ids[d]) for d in sample.tolist()], spec)
-    i, j, jac = pairwise_jaccard(sets)
-    true = jac >= spec.threshold
-    true_i, true_j = i[true], j[true]
-
     keeper_of = {dropped: kept for dropped, kept, _ in result.dropped}
     group = [keeper_of.get(ids[d], ids[d]) for d in sample.tolist()]             # a keeper's group is its id
     removed = np.array([ids[d] in keeper_of for d in sample.tolist()], dtype=bool)
-    members: dict[str, int] = {}
+    return audit_groups([text_of(ids[d]) for d in sample.tolist()], group, removed, spec, result.bands,
+                        result.rows)
+
+
+def audit_groups(texts: Sequence[str], group: Sequence[Hashable], removed: np.ndarray, spec: DedupSpec,
+                 bands: int, rows: int) -> dict[str, Any]:
+    """The audit's figures for sampled documents: their texts, the group each ended in (a keeper's label) and
+    whether it was removed; `bands` × `rows` is the banding the decision used."""
+    sets = shingle_sets(list(texts), spec)
+    i, j, jac = pairwise_jaccard(sets)
+    true = jac >= spec.threshold
+    true_i, true_j = i[true], j[true]
+    members: dict[Hashable, int] = {}
     for g in group:
         members[g] = members.get(g, 0) + 1
     predicted = sum(k * (k - 1) // 2 for k in members.values())
     hits = sum(group[a] == group[b] for a, b in zip(true_i.tolist(), true_j.tolist()))
-    m = len(sample)
+    m = len(texts)
     precision = hits / predicted if predicted else None
     recall = hits / len(true_i) if len(true_i) else None
     f1 = None
@@ -101,5 +108,5 @@ def audit(
         "recall": None if recall is None else round(recall, 6),
         "f1": None if f1 is None else round(f1, 6),
         "residual": int(np.sum(~removed[true_i] & ~removed[true_j])),
-        "p_candidate_at_threshold": round(float(1.0 - (1.0 - t**result.rows) ** result.bands), 6),
+        "p_candidate_at_threshold": round(float(1.0 - (1.0 - t**rows) ** bands), 6),
     }

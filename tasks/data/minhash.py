@@ -18,7 +18,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from hashlib import blake2b
 
@@ -29,8 +29,8 @@ from specs.clean import DedupSpec
 from tasks.data.lsh import candidate_pairs, choose_banding, greedy_keepers, s_curve, sorted_unique
 from tasks.data.wordhash import MUL, fmix64, word_hashes
 
-__all__ = ["DedupResult", "near_duplicates", "s_curve", "shingle_sets", "shingles",
-           "signatures"]
+__all__ = ["DedupResult", "estimated_jaccard", "exact_jaccard_pairs", "near_duplicates", "s_curve",
+           "shingle_sets", "shingles", "signatures"]
 ShingleSetsFn = Callable[[Sequence[str]], Sequence[np.ndarray]]   # ids -> their shingle sets
 
 # Documents shingled at once. Small batches keep the per-byte and per-word temporaries (~2 MB at 128 docs of
@@ -220,17 +220,32 @@ def near_duplicates(
     )
 
 
+def estimated_jaccard(sigs_i: np.ndarray, sigs_j: np.ndarray) -> np.ndarray:
+    """The MinHash estimate of each pair's Jaccard: share of equal slots of rows sigs_i[k], sigs_j[k] ([k, P])."""
+    out = np.empty(len(sigs_i), dtype=np.float64)
+    for s in range(0, len(sigs_i), 16_384):                             # bounded [batch, P] comparisons
+        out[s: s + 16_384] = (sigs_i[s: s + 16_384] == sigs_j[s: s + 16_384]).mean(axis=1)
+    return out
+
+
+def exact_jaccard_pairs(sets: Mapping[int, np.ndarray], i: Sequence[int], j: Sequence[int]) -> np.ndarray:
+    """Exact Jaccard of each pair (sets[i[k]], sets[j[k]]) of sorted, distinct, non-empty shingle sets."""
+    out = np.empty(len(i), dtype=np.float64)
+    for k, (x, y) in enumerate(zip(i, j)):
+        a, b = sets[x], sets[y]
+        at = np.searchsorted(b, a)                                      # cheaper than intersect1d's sort
+        at[at == len(b)] = 0
+        inter = int(np.count_nonzero(b[at] == a))
+        out[k] = inter / (len(a) + len(b) - inter)
+    return out
+
+
 def _similarity_fn(
     ids: Sequence[str], sigs: np.ndarray, shingle_sets_fn: ShingleSetsFn | None
 ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """similarity(i [k], j [k]) -> float64 [k]: estimated (signatures) or exact (shingle sets) Jaccard."""
     if shingle_sets_fn is None:
-        def estimated(i: np.ndarray, j: np.ndarray) -> np.ndarray:
-            out = np.empty(len(i), dtype=np.float64)
-            for s in range(0, len(i), 16_384):                          # bounded [batch, P] comparisons
-                out[s: s + 16_384] = (sigs[i[s: s + 16_384]] == sigs[j[s: s + 16_384]]).mean(axis=1)
-            return out
-        return estimated
+        return lambda i, j: estimated_jaccard(sigs[i], sigs[j])
 
     sets: dict[int, np.ndarray] = {}    # only documents that appear in candidate pairs are shingled
 
@@ -239,12 +254,5 @@ def _similarity_fn(
         for s in range(0, len(missing), CHUNK_DOCS):
             batch = missing[s: s + CHUNK_DOCS]
             sets.update(zip(batch, shingle_sets_fn([ids[d] for d in batch])))
-        out = np.empty(len(i), dtype=np.float64)
-        for k, (x, y) in enumerate(zip(i.tolist(), j.tolist())):
-            a, b = sets[x], sets[y]                                     # sorted, distinct, ≥ 1 value each
-            at = np.searchsorted(b, a)                                  # cheaper than intersect1d's sort
-            at[at == len(b)] = 0
-            inter = int(np.count_nonzero(b[at] == a))
-            out[k] = inter / (len(a) + len(b) - inter)
-        return out
+        return exact_jaccard_pairs(sets, i.tolist(), j.tolist())
     return exact

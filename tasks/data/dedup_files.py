@@ -1,0 +1,125 @@
+"""Clean's per-shard dedup inputs on disk, and the external merge of sorted numpy runs that the global phase uses.
+
+Phase 1 writes, beside each shard's work table and signatures (`<stem>.sig.npy`), everything the global phase
+needs so that it never holds the corpus:
+
+- `<stem>.bands.npy` + `<stem>.bands.off.npy`: one entry (64-bit band key, row) per band of each document the
+  filters kept, grouped by bucket (`key % buckets`) with offsets [buckets + 1], so bucket k's task reads one slice
+  of every shard. The band index is mixed into the key, so one bucket holds whole (band, key) groups of all bands.
+- `<stem>.exact.npy`: uint64 [n, 2], the 128-bit exact-dedup digest of each row (`normalize.exact_key`).
+- `<stem>.order.arrow` (Arrow IPC): the kept rows sorted best first (highest quality, ties by id): merged over all shards
+  (`rank_runs`) they give every document its global rank, the visiting order of the greedy decision.
+
+Row g of the corpus is the g-th row of the shards concatenated in shard order (`offsets`).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from tasks.core.files import atomic_path
+from tasks.data.lsh import band_keys
+
+ENTRY = np.dtype([("key", "<u8"), ("row", "<i4")])
+ORDER_SCHEMA = pa.schema([("neg_quality", pa.float64()), ("id", pa.string()), ("row", pa.int32())])
+ORDER_BATCH = 4096
+_BAND_MIX = np.uint64(0xD6E8FEB86659FD93)
+
+
+def at(base: Path, suffix: str) -> Path:
+    """`base` + suffix (not `with_suffix`, which would cut a stem holding a dot)."""
+    return base.parent / (base.name + suffix)
+
+
+def save_npy(path: Path, array: np.ndarray) -> None:
+    with atomic_path(path) as tmp:
+        with open(tmp, "wb") as fh:
+            np.save(fh, array)
+
+
+def mixed_band_keys(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """uint64 [n, bands]: `lsh.band_keys` with the band index mixed in (equal only for equal band AND key)."""
+    keys = band_keys(sigs, bands, rows)                                   # [n, b]
+    keys += np.arange(bands, dtype=np.uint64)[None, :] * _BAND_MIX        # wraps mod 2^64, as intended
+    keys ^= keys >> np.uint64(29)
+    return keys
+
+
+def write_shard_inputs(base: Path, sigs: np.ndarray, rows: list[dict], bands: int, band_rows: int,
+                       buckets: int) -> None:
+    """The dedup inputs of one shard (see the module docstring); `base` is the work path without suffix."""
+    alive = np.array([r["reason"] is None for r in rows], dtype=bool)                  # [n]
+    live = np.flatnonzero(alive).astype(np.int32)
+    keys = mixed_band_keys(sigs[live], bands, band_rows) if len(live) else np.zeros((0, bands), np.uint64)
+    entries = np.empty(keys.size, dtype=ENTRY)
+    entries["key"] = keys.ravel()
+    entries["row"] = np.repeat(live, bands)
+    bucket = entries["key"] % np.uint64(buckets)
+    if buckets > 1:
+        order = np.argsort(bucket, kind="stable")
+        entries, bucket = entries[order], bucket[order]
+    offsets = np.searchsorted(bucket, np.arange(buckets + 1, dtype=np.uint64))
+    save_npy(at(base, ".bands.npy"), entries)
+    save_npy(at(base, ".bands.off.npy"), offsets.astype(np.int64))
+    # the 32-hex-digit digests as two little-endian uint64 (one conversion for the whole shard)
+    exact = np.frombuffer(bytes.fromhex("".join(r["exact_key"] for r in rows)), dtype="<u8").reshape(-1, 2)
+    save_npy(at(base, ".exact.npy"), exact)
+    quality = np.array([np.inf if r["quality"] is None else -r["quality"] for r in rows], dtype=np.float64)
+    ids = [r["id"] for r in rows]
+    order = sorted(live.tolist(), key=lambda k: (quality[k], ids[k]))                 # best first, stable
+    table = pa.table([pa.array(quality[order]), pa.array([ids[k] for k in order], pa.string()),
+                      pa.array(np.asarray(order, dtype=np.int32))], schema=ORDER_SCHEMA)
+    with atomic_path(at(base, ".order.arrow")) as tmp, pa.OSFile(str(tmp), "wb") as sink:
+        with pa.ipc.new_file(sink, ORDER_SCHEMA) as writer:      # batches the merge reads one at a time
+            writer.write_table(table, max_chunksize=ORDER_BATCH)
+
+
+def bucket_slice(base: Path, bucket: int) -> np.ndarray:
+    """Bucket `bucket`'s entries of one shard (read through a memory map: only that slice is paged in)."""
+    offsets = np.load(at(base, ".bands.off.npy"))
+    return np.load(at(base, ".bands.npy"), mmap_mode="r")[offsets[bucket]: offsets[bucket + 1]]
+
+
+def rank_runs(bases: Sequence[Path], offsets: np.ndarray, total: int) -> np.ndarray:
+    """int64 [total]: each kept row's global rank in best-first order (−quality, then id), −1 for rows the
+    filters dropped. A heap merge of the shards' sorted runs, read a batch (ORDER_BATCH rows) at a time."""
+    rank = np.full(total, -1, dtype=np.int64)
+
+    def run(s: int) -> Iterator[tuple[float, str, int]]:
+        reader = pa.ipc.open_file(pa.memory_map(str(at(bases[s], ".order.arrow"))))
+        for k in range(reader.num_record_batches):
+            b = reader.get_batch(k)
+            q, ids, rows = b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2).to_numpy()
+            yield from zip(q, ids, (rows + offsets[s]).tolist())
+
+    for r, (_, _, g) in enumerate(heapq.merge(*(run(s) for s in range(len(bases))), key=lambda t: (t[0], t[1]))):
+        rank[g] = r
+    return rank
+
+
+def merge_sorted(paths: Sequence[Path], key: str | None, chunk: int) -> Iterator[np.ndarray]:
+    """The rows of several .npy files, each sorted by `key` (a field; None: the values), in one sorted stream
+    of chunks, at most `chunk` rows per file in memory. When no file repeats a key, all rows with one key value
+    are in the same chunk (so duplicates across files can be dropped chunk by chunk). Ties keep file order."""
+    runs = [np.load(p, mmap_mode="r") for p in paths]
+    at = [0] * len(runs)
+    of = (lambda a: a[key]) if key else (lambda a: a)
+    while True:
+        heads = [(r, np.asarray(run[at[r]: at[r] + chunk])) for r, run in enumerate(runs) if at[r] < len(run)]
+        if not heads:
+            return
+        # rows ≤ the smallest last key of the chunks that do not reach their run's end are safe to emit
+        open_ends = [of(h)[-1] for r, h in heads if at[r] + len(h) < len(runs[r])]
+        bound = min(open_ends) if open_ends else None
+        parts = []
+        for r, h in heads:
+            take = len(h) if bound is None else int(np.searchsorted(of(h), bound, side="right"))
+            parts.append(h[:take])
+            at[r] += take
+        out = np.concatenate(parts)
+        yield out[np.argsort(of(out), kind="stable")]
