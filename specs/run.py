@@ -57,6 +57,7 @@ class RunSpec(StrictModel):
     )
     executor: ExecutorSpec = Field(
         default_factory=ExecutorSpec,
-        description="Where data stages run their per-shard work (clean's filtering and MinHash signatures). "
+        description="Where data stages run their per-shard work (clean's filtering, signatures, dedup buckets and "
+        "verification; mix's scan and tokenization). "
         "It never changes a result, so it is not a DVC param of any stage.",
     )
