@@ -5,7 +5,8 @@ A save of step N (tag `stepNNNNNN`), on every rank:
 2. rank 0 clears a stale folder of the tag, then a barrier;
 3. the engine's `save` (DeepSpeed's `save_checkpoint`): synchronous — every file written and hashed now;
    asynchronous — every file's state copied to host memory (tasks/train/snapshot.py) and queued; plus this
-   rank's RNG state; rank 0 writes the small files (metrics rows, guard, schedule, objective state) now;
+   rank's RNG state; rank 0's small files (metrics rows, guard, schedule) are rendered to text and queued too
+   (an objective's own state files are written now);
 4. the writer (inline, or a thread per rank, after which training resumes) writes the queued files, each
    hashed as it is written, and sends its digests to rank 0 (a gloo group of its own: the main thread's
    collectives go on meanwhile); once every rank has reported, rank 0 writes the manifest
@@ -32,6 +33,7 @@ from typing import Any, Callable
 
 import torch.distributed as dist
 
+from tasks.core.files import write_text_atomic
 from tasks.train.checkpoint import CheckpointStore, rng_file, rng_state, tag_name
 from tasks.train.snapshot import PendingFile, write_state
 
@@ -61,9 +63,10 @@ class Checkpointer:
         self.group = dist.new_group(backend="gloo") if world > 1 else None
 
     # ------------------------------------------------------------------------------------------ the API
-    def save(self, step: int, write_rank0_files: Callable[[Path], None]) -> float:
-        """Save step `step`; `write_rank0_files(tag_folder)` writes rank 0's own small files. Returns the
-        seconds training was blocked (including the wait for the previous save)."""
+    def save(self, step: int, texts: dict[str, str], write_now: Callable[[Path], None]) -> float:
+        """Save step `step`. Rank 0 also writes `texts` (file name in the tag -> content, rendered by the caller)
+        with the rest, and calls `write_now(tag_folder)` for files it writes itself before this returns.
+        Returns the seconds training was blocked (including the wait for the previous save)."""
         t0 = time.perf_counter()
         self.wait()
         tag, folder = tag_name(step), self.store.folder
@@ -73,7 +76,8 @@ class Checkpointer:
         pending = list(self.engine.save(str(folder), tag, {"step": step}, snapshot=self.s.asynchronous) or [])
         pending.append(PendingFile(rng_file(folder, tag, self.rank), state=rng_state()))  # fresh tensors
         if self.rank == 0:
-            write_rank0_files(folder / tag)
+            write_now(folder / tag)
+            pending += [PendingFile(folder / tag / name, state=text) for name, text in texts.items()]
         if self.s.asynchronous:
             self.thread = threading.Thread(target=self._run, args=(tag, step, pending, time.perf_counter()),
                                            name=f"checkpoint-writer-{tag}", daemon=True)
@@ -124,6 +128,10 @@ class Checkpointer:
         problem, digests = None, {}
         try:
             for i, f in enumerate(pending):
+                if isinstance(f.state, str):
+                    write_text_atomic(f.path, f.state)  # small: hashed with the manifest
+                    f.state = None
+                    continue
                 if f.digest is None:
                     f.digest, f.state = write_state(f.path, f.state), None  # drop the snapshot's references
                 if i == 0 and self.s.asynchronous:

@@ -72,6 +72,10 @@ def iter_tensors(obj: Any) -> Iterator[torch.Tensor]:
             yield from iter_tensors(v)
 
 
+def as_bytes(storage: torch.UntypedStorage) -> torch.Tensor:
+    return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+
+
 class HostBuffers:
     """Host storages that snapshots are copied into, kept per file name and reused while the sizes match."""
 
@@ -106,7 +110,7 @@ class HostBuffers:
             key = src._cdata  # the StorageImpl: the identity torch.save itself dedups storages by
             if key not in copies:
                 buf = self._buffer(kept, len(used), src)
-                buf.copy_(src)
+                as_bytes(buf).copy_(as_bytes(src))  # a tensor copy: torch's parallel kernel, not one memcpy
                 copies[key] = buf
                 used.append(buf)
             view = torch.empty(0, dtype=t.dtype).set_(copies[key], t.storage_offset(), t.size(), t.stride())

@@ -31,7 +31,7 @@ import torch.distributed as dist
 
 from specs.ranks import PretrainRun, RankError, RankResult, SFTRun, Timing, TrainResult
 from tasks.core import faults
-from tasks.core.files import write_json_atomic, write_text_atomic
+from tasks.core.files import json_text, write_json_atomic, write_text_atomic
 from tasks.train.async_save import Checkpointer, SaveSettings
 from tasks.train.checkpoint import (SCHEDULE_FILE, CheckpointStore, choose_resume, restore_rng, rng_file,
                                     schedule_segments, tag_name)
@@ -315,15 +315,12 @@ class Trainer:
             dist.barrier()
 
     def _save(self, step: int) -> float:
-        """Checkpoint step `step` (tasks/train/async_save.py); returns the seconds training was blocked."""
+        """Checkpoint step `step` (tasks/train/async_save.py); returns the seconds training was blocked. Rank 0's
+        own files are rendered now (the rows and guard change as training goes on) and written by the writer."""
         self.guard.note_checkpoint(step)  # before its state is saved: a resumed run must hold the same target
-        return self.saver.save(step, self._write_rank0_files)
-
-    def _write_rank0_files(self, tag_folder: Path) -> None:
-        write_text_atomic(tag_folder / "metrics.jsonl", jsonl(self.rows))
-        write_json_atomic(tag_folder / GUARD_FILE, self.guard.state_dict())
-        write_json_atomic(tag_folder / SCHEDULE_FILE, [list(s) for s in self.schedule])
-        self.objective.save_state(tag_folder)
+        texts = {"metrics.jsonl": jsonl(self.rows), GUARD_FILE: json_text(self.guard.state_dict()),
+                 SCHEDULE_FILE: json_text([list(s) for s in self.schedule])} if self.rank == 0 else {}
+        return self.saver.save(step, texts, self.objective.save_state)
 
     def _load(self, tag: str) -> None:
         """Weights, optimizer, schedule and RNG of `tag`; the guard state saved with it, or the one written at a
