@@ -22,8 +22,8 @@ from tasks.train.checkpoint import LATEST, MANIFEST, CheckpointStore
 from tasks.train.launch import launch
 from tasks.train.snapshot import HostBuffers, write_state
 from tasks.train.testing import make_job, synthetic_mix
-from tasks.train.trainer import Hooks
-from tests.test_trainer import fit
+from tasks.train.trainer import Hooks, Trainer
+from tests.test_trainer import FakeEngine, FakeObjective, job
 
 SEED = 5
 
@@ -110,7 +110,13 @@ def test_training_goes_on_while_the_writer_runs_and_one_save_is_in_flight(tmp_pa
             assert active[0] == 1
             active[0] -= 1
 
-    result, _, _, _ = fit(tmp_path, hooks=Hooks(point=point))
+    j = job(tmp_path)
+    j = j.model_copy(update={"spec": j.spec.model_copy(update={"train": j.spec.train.model_copy(
+        update={"checkpoint_async": True})})})
+    engine, objective = FakeEngine(1), FakeObjective(1)
+    trainer = Trainer(objective, objective.prepare(0), engine, CheckpointStore(Path(j.ckpt_dir)), j,
+                      Hooks(point=point))
+    result = trainer.fit(None, 0, [], {})
     writers = [who for name, who in events if name == "fake.checkpoint_async_write"]
     assert writers == [f"checkpoint-writer-step{s:06d}" for s in (0, 2, 4, 6)]
     assert [what for name, what in events if name == "published"] == [
