@@ -1,7 +1,7 @@
 """Checkpoint stall: how long training stands still per save, synchronous against asynchronous checkpoints
 (`train.checkpoint_async`, issue #13; goal: async blocks < 10 % of sync).
 
-    python benchmarks/checkpoint_stall.py                       # the 350m shape (~303M parameters), 1 CPU rank
+    python benchmarks/checkpoint_stall.py --steps 4 --every 2   # the 350m shape (~304M parameters), 1 CPU rank
     python benchmarks/checkpoint_stall.py --shape tiny --steps 6 --every 2      # a quick check of the script
 
 Each mode is one real pretrain run of the stage's code path — `tasks.train.launch.launch` of a `PretrainJob`
@@ -106,8 +106,8 @@ def main() -> None:
     p.add_argument("--shape", choices=("tiny", "gpt2-124m", "350m", "1b"), default="350m")
     p.add_argument("--seq", type=int, default=64, help="sequence length of the synthetic mix")
     p.add_argument("--batch", type=int, default=1, help="micro-batch size")
-    p.add_argument("--steps", type=int, default=15)
-    p.add_argument("--every", type=int, default=5, help="checkpoint_every (enough steps to hide one write)")
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--every", type=int, default=2, help="checkpoint_every (enough steps to hide one write)")
     p.add_argument("--threads", type=int, default=2, help="train.cpu_threads")
     p.add_argument("--modes", default="sync,async")
     p.add_argument("--work", default=None, help="folder for the runs (default: a temp folder, removed)")
