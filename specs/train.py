@@ -125,6 +125,12 @@ class TrainLoopSpec(StrictModel):
     eval_every: int = Field(50, ge=1, description="Steps between evaluations (and one at the end).")
     checkpoint_every: int = Field(50, ge=1, description="Steps between checkpoints (and one at the end).")
     keep_checkpoints: int = Field(2, ge=1, description="Newest checkpoints kept on disk.")
+    checkpoint_async: bool = Field(
+        False, description="Save checkpoints in the background: training waits only while each rank copies its "
+        "state to host memory (one extra host copy of it is kept); a thread per rank writes and hashes the files, "
+        "and the tag is published (manifest, then `latest`) once every rank's files are written — a crash before "
+        "that leaves it unpublished, so resume uses the previous one (a kill can then lose one more checkpoint "
+        "interval). false: write and hash before training goes on. Same bytes either way.")
     log_every: int = Field(10, ge=1, description="Steps between progress lines / metric rows.")
     cpu_threads: int = Field(
         2, ge=1, le=1024, description="torch CPU threads of the run on one machine, split evenly over its local "

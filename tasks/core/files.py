@@ -113,9 +113,14 @@ def write_text_atomic(path: str | Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+def json_text(data: Any) -> str:
+    """Pretty, key-sorted JSON (stable bytes for equal data): what `write_json_atomic` writes."""
+    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n"
+
+
 def write_json_atomic(path: str | Path, data: Any) -> None:
     """Pretty, key-sorted JSON (stable bytes for equal data), written atomically."""
-    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False, default=str) + "\n")
+    write_text_atomic(path, json_text(data))
 
 
 def sha256_file(path: str | Path, chunk: int = 1 << 20) -> str:

@@ -7,7 +7,8 @@ Layout (`<root>/checkpoints/pretrain/`, outside the DVC out, which DVC deletes b
         rng-rank00000.pt        torch RNG state of each rank
         metrics.jsonl           the run's metric rows up to this step (so a resumed run's metrics.jsonl is whole)
         forgeline.json          manifest: step, sha256 + size of every other file of the tag, the resolved spec,
-                                the identity of the run (written last, atomically)
+                                the identity of the run (written last, atomically, once every rank's files are
+                                written: each rank hashes its own files as it writes them)
     latest                      the newest complete tag (DeepSpeed's convention), written after the manifest
     ds_config.json              the DeepSpeed config of the run
 
@@ -21,6 +22,7 @@ import json
 import logging
 import re
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,7 @@ log = logging.getLogger("forgeline.pretrain")
 MANIFEST = "forgeline.json"
 LATEST = "latest"
 TAG_RE = re.compile(r"^step(\d{6,})$")
+VERIFY_THREADS = 8  # files hashed at once when a tag is verified (one file per rank and kind: a handful)
 
 # Fields of the run identity that a checkpoint must share with the run resuming from it: they change tensor
 # shapes, the numbers trained in, or what the steps so far mean (data, order). The layout (parallel.dp / tp /
@@ -90,10 +93,23 @@ class CheckpointStore:
         if (self.folder / tag).exists():
             shutil.rmtree(self.folder / tag)
 
-    def write_manifest(self, tag: str, step: int, identity: dict[str, Any], spec: dict[str, Any]) -> None:
+    def write_manifest(self, tag: str, step: int, identity: dict[str, Any], spec: dict[str, Any],
+                       digests: dict[str, dict[str, Any]] | None = None) -> None:
+        """The tag's manifest over every file of its folder: `digests` (relative path -> sha256 and bytes) are
+        what the ranks computed as they wrote their files (each rank hashes its own, in parallel); any other
+        file (the small ones rank 0 writes, or a configured DeepSpeed writer's) is hashed here."""
         folder = self.folder / tag
-        files = {p.relative_to(folder).as_posix(): {"sha256": sha256_file(p), "bytes": p.stat().st_size}
-                 for p in list_files(folder) if p.name != MANIFEST}
+        digests = digests or {}
+        on_disk = {p.relative_to(folder).as_posix(): p for p in list_files(folder) if p.name != MANIFEST}
+        missing = sorted(set(digests) - set(on_disk))
+        if missing:
+            raise RuntimeError(f"checkpoint {tag}: reported file(s) {', '.join(missing)} are not on disk")
+        files = {}
+        for rel, path in on_disk.items():
+            files[rel] = digests.get(rel) or {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+            if files[rel]["bytes"] != path.stat().st_size:
+                raise RuntimeError(f"checkpoint {tag}: {rel} has {path.stat().st_size} bytes on disk, its writer "
+                                   f"wrote {files[rel]['bytes']}")
         write_json_atomic(folder / MANIFEST, {"format": "forgeline-checkpoint-v1", "tag": tag, "step": step,
                                               "identity": identity, "spec": spec, "files": files})
 
@@ -101,7 +117,8 @@ class CheckpointStore:
         write_text_atomic(self.folder / LATEST, tag)
 
     def verify(self, tag: str) -> tuple[dict[str, Any] | None, str]:
-        """(manifest, '') when the tag is complete and intact, else (None, why not)."""
+        """(manifest, '') when the tag is complete and intact, else (None, why not). Every file is re-hashed
+        (in parallel threads: sha256 releases the GIL); the first problem in path order is reported."""
         folder = self.folder / tag
         try:
             manifest = json.loads((folder / MANIFEST).read_text())
@@ -109,11 +126,17 @@ class CheckpointStore:
             return None, "no manifest (the save did not finish)"
         except (OSError, ValueError) as exc:
             return None, f"unreadable manifest ({exc})"
-        for rel, want in sorted(manifest.get("files", {}).items()):
+        wanted = sorted(manifest.get("files", {}).items())
+        for rel, want in wanted:
             path = folder / rel
             if not path.is_file():
                 return None, f"{rel} is missing"
-            if path.stat().st_size != want["bytes"] or sha256_file(path) != want["sha256"]:
+            if path.stat().st_size != want["bytes"]:
+                return None, f"{rel} does not match its checksum"
+        with ThreadPoolExecutor(max_workers=max(1, min(VERIFY_THREADS, len(wanted)))) as pool:
+            digests = list(pool.map(sha256_file, [folder / rel for rel, _ in wanted]))
+        for (rel, want), digest in zip(wanted, digests):
+            if digest != want["sha256"]:
                 return None, f"{rel} does not match its checksum"
         return manifest, ""
 

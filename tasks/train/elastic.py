@@ -40,16 +40,17 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import torch.distributed as dist
 
-from tasks.core.files import write_json_atomic
+from tasks.core.files import json_text, write_json_atomic
 from tasks.train.checkpoint import restore_rng
 from tasks.train.deepspeed_adapter import (ADAM_MOMENTS, adam_step, link_adam_state, pipeline_local_layers,
                                            prime_adam_state, set_training_state, training_state)
 from tasks.train.parallelize import local_layers
+from tasks.train.snapshot import PendingFile, digest_file
 from tasks.train.weights import write_shard
 
 FOLDER = "elastic"
@@ -76,21 +77,26 @@ def saved_layers(engine: Any) -> list[tuple[int, torch.nn.Module]]:
 
 
 # ----------------------------------------------------------------------------------------------------- save
-def save_layout_free(engine: Any, tag_dir: Path, step: int, max_file_bytes: int | None = None) -> None:
-    """Write this rank's part of the layout-free state into `tag_dir/elastic/` (a collective: every rank), in
-    files of about `max_file_bytes` each."""
+def save_layout_free(engine: Any, tag_dir: Path, step: int, max_file_bytes: int | None = None,
+                     defer: bool = False) -> list[PendingFile]:
+    """This rank's part of the layout-free state in `tag_dir/elastic/` (a collective: every rank), in files of
+    about `max_file_bytes` each. Returns the files: written and hashed by this rank, or with `defer` (an
+    asynchronous save) host copies that the checkpoint writer writes and hashes later (then the rank holds its
+    whole part in host memory until written, like the rest of its snapshot)."""
     L, ds = engine.layout, engine.ds
     adam = adam_step(ds)
     link_adam_state(ds)  # DeepSpeed leaves some param groups' fragments unlinked (see there)
     tensors: dict[str, torch.Tensor] = {}
     split: dict[str, int] = {}
     parts, held, limit = 0, 0, max_file_bytes or MAX_FILE_BYTES
+    files: list[PendingFile] = []
 
     def flush() -> None:  # one file per ~max_file_bytes: host memory stays one file's worth, whatever the model
         nonlocal parts, held
         tensors[STEP_KEY] = torch.tensor([float(adam or 0.0)], dtype=torch.float64)
-        write_shard(tag_dir / FOLDER / f"pp{L.stage:03d}-tp{L.tp_rank:03d}-dp{L.dp_rank:03d}-{parts:05d}"
-                                       ".safetensors", tensors, split, L.tp, L.tp_rank)
+        path = tag_dir / FOLDER / f"pp{L.stage:03d}-tp{L.tp_rank:03d}-dp{L.dp_rank:03d}-{parts:05d}.safetensors"
+        write = shard_writer(dict(tensors), dict(split), L.tp, L.tp_rank)
+        files.append(PendingFile(path, state=write) if defer else PendingFile(path, digest=write(path)))
         tensors.clear()
         split.clear()
         parts, held = parts + 1, 0
@@ -102,9 +108,11 @@ def save_layout_free(engine: Any, tag_dir: Path, step: int, max_file_bytes: int 
         fp32, moments = training_state(ds, p, adam is not None)  # gathered over dp: every dp rank calls it
         if i % L.dp != L.dp_rank or (dim is None and L.tp_rank != 0):
             continue
-        tensors[key] = fp32.float().cpu()
+        # Deferred: copies, since training changes the live tensors before the writer reads them (a CPU fp32
+        # parameter's .float().cpu() is the parameter itself).
+        tensors[key] = fp32.float().cpu().clone() if defer else fp32.float().cpu()
         for name, value in zip(MOMENTS, moments):
-            tensors[f"{key}#{name}"] = value.float().cpu()
+            tensors[f"{key}#{name}"] = value.float().cpu().clone() if defer else value.float().cpu()
         if dim is not None:
             split[key] = int(dim)
         held += 3 * fp32.numel() * 4
@@ -115,14 +123,28 @@ def save_layout_free(engine: Any, tag_dir: Path, step: int, max_file_bytes: int 
     if L.rank == 0:
         sched = {k: v for k, v in ds.lr_scheduler.state_dict().items() if k != "lr_lambdas"}
         scaler = getattr(ds.optimizer, "loss_scaler", None)
-        write_json_atomic(tag_dir / FOLDER / STATE, {
+        state = {
             "format": "forgeline-elastic-v1", "step": step, "layout": layout_of(L, engine.job.parallel.zero_stage),
             "global_batch": global_batch_of(engine), "global_samples": step * global_batch_of(engine),
             "counters": {k: int(getattr(ds, k, 0)) for k in ("global_steps", "global_samples", "skipped_steps")},
             "scheduler": sched,
             "loss_scaler": {k: float(v) for k, v in vars(scaler).items()
                             if k in ("cur_scale", "cur_iter", "last_overflow_iter", "cur_hysteresis")}
-            if scaler is not None else {}})
+            if scaler is not None else {}}
+        if defer:  # a text: the writer writes it, rank 0 hashes it with the manifest
+            files.append(PendingFile(tag_dir / FOLDER / STATE, state=json_text(state)))
+        else:
+            write_json_atomic(tag_dir / FOLDER / STATE, state)
+    return files
+
+
+def shard_writer(tensors: dict[str, torch.Tensor], split: dict[str, int], tp: int, tp_rank: int
+                 ) -> Callable[[Path], dict[str, Any]]:
+    """A writer of one layout-free file: writes `tensors` as a weight shard and returns its digest."""
+    def write(path: Path) -> dict[str, Any]:
+        write_shard(path, tensors, split, tp, tp_rank)
+        return digest_file(path)
+    return write
 
 
 # ----------------------------------------------------------------------------------------------------- load

@@ -16,6 +16,7 @@ from typing import Any, Iterator
 
 import torch
 import torch.distributed as dist
+from deepspeed.runtime.checkpoint_engine import TorchCheckpointEngine
 
 from tasks.train.config import ModelConfig
 from tasks.train.data import EvalData, loss_sums
@@ -26,6 +27,7 @@ from tasks.train.init_weights import WeightSource
 from tasks.train.parallelize import Layout, build_engine
 from tasks.train.stepguard import loss_scale_of, skipped_steps_of
 from tasks.train.lora import is_adapter_key, merge_lora
+from tasks.train.snapshot import HostBuffers, PendingFile, write_state
 from tasks.train.weights import ADAPTER_SHARDS, shard_path, write_shard
 
 log = logging.getLogger("forgeline.pretrain")
@@ -156,9 +158,23 @@ class Engine:
         return total
 
     # ------------------------------------------------------------------------------------------- checkpoints
-    def save(self, folder: str, tag: str, client_state: dict[str, Any]) -> None:
-        self.ds.save_checkpoint(folder, tag=tag, client_state=client_state, save_latest=False)
-        save_layout_free(self, Path(folder) / tag, client_state["step"])  # elastic.py: resume at another layout
+    def save(self, folder: str, tag: str, client_state: dict[str, Any], snapshot: bool = False
+             ) -> list[PendingFile]:
+        """DeepSpeed's `save_checkpoint` of this rank's files into `<folder>/<tag>/`, plus the layout-free copy
+        of the training state (elastic.py: a resume at another layout). `snapshot` False: written (and hashed)
+        before this returns; True: only copied to host memory, the returned files' states are written later
+        (tasks/train/async_save.py), and training may change the weights meanwhile."""
+        tag_dir, step = Path(folder) / tag, client_state["step"]
+        capture = capturing_engine(self.ds)
+        if capture is None:  # a DeepSpeed writer of its own is configured: it writes now, rank 0 hashes
+            self.ds.save_checkpoint(folder, tag=tag, client_state=client_state, save_latest=False)
+            return save_layout_free(self, tag_dir, step)
+        capture.snapshot = snapshot
+        try:
+            self.ds.save_checkpoint(folder, tag=tag, client_state=client_state, save_latest=False)
+        finally:
+            capture.snapshot = False
+        return capture.take() + save_layout_free(self, tag_dir, step, defer=snapshot)
 
     def load(self, folder: str, tag: str) -> dict[str, Any]:
         if needs_reshard(Path(folder) / tag, self.layout, self.job.parallel.zero_stage):  # saved at another layout
@@ -239,6 +255,51 @@ class Engine:
             write_shard(shard_path(out_dir, L.stage, L.tp_rank, ADAPTER_SHARDS), mine,
                         {k: d for k, d in split.items() if k in mine}, L.tp, L.tp_rank)
         return path
+
+
+class CapturingEngine(TorchCheckpointEngine):
+    """DeepSpeed's torch.save checkpoint engine whose `save` writes now (and records the digest) or, while
+    `snapshot` is on, copies the state to host memory and leaves the write to the caller."""
+
+    def __init__(self, zipfile: bool):
+        super().__init__(None)
+        self.zipfile_serialization = zipfile
+        self.buffers = HostBuffers()  # reused by every save of the run (one host copy of this rank's state)
+        self.snapshot = False
+        self.pending: list[PendingFile] = []
+
+    def create(self, info: Any) -> None:
+        return None  # the base class logs a line per save
+
+    def save(self, state_dict: Any, path: str) -> None:
+        p = Path(path)
+        if self.snapshot:
+            self.pending.append(PendingFile(p, state=self.buffers.snapshot(p.name, state_dict)))
+        else:
+            self.pending.append(PendingFile(p, digest=write_state(p, state_dict, self.zipfile_serialization)))
+
+    def take(self) -> list[PendingFile]:
+        out, self.pending = self.pending, []
+        return out
+
+
+def capturing_engine(ds: Any) -> CapturingEngine | None:
+    """Put a `CapturingEngine` on DeepSpeed engine `ds` (once; its weights-only `load` is kept); None when a
+    writer other than the plain torch.save one is configured (its files are then written synchronously by it).
+
+    Relies on: DeepSpeed 0.19 writes every model/optimizer/layer file of a checkpoint through
+    `ds.checkpoint_engine.save(state_dict, path)` (an instance attribute, so replaceable) and reads them through
+    its `load`; the torch engine's only setting is `zipfile_serialization`."""
+    current = ds.checkpoint_engine
+    if isinstance(current, CapturingEngine):
+        return current
+    if type(current) is not TorchCheckpointEngine:
+        return None
+    engine = CapturingEngine(bool(current.zipfile_serialization))
+    if "load" in vars(current):  # `use_weights_only_loader` replaced the instance's load: keep it
+        engine.load = vars(current)["load"]
+    ds.checkpoint_engine = engine
+    return engine
 
 
 def _as_float(x: Any) -> float | None:

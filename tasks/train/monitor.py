@@ -99,8 +99,8 @@ class Monitor:
         return wall
 
     def checkpoint_saved(self, step: int, seconds: float) -> None:
-        """A synchronous save (DeepSpeed's `torch.save` engine): training stood still for `seconds`. DeepSpeed's
-        decoupled/fast writers need its async_io op (GPU nodes); until they are wired in, the stall is measured."""
+        """A checkpoint save stood training still for `seconds` (an async save: its host snapshot and any wait
+        for the previous save's writer; tasks/train/async_save.py)."""
         self.checkpoint_stalls.append(seconds)
         self.sink.log(step, {"checkpoint_stall_s": round(seconds, 4)})
 

@@ -32,9 +32,10 @@ import torch.distributed as dist
 
 from specs.ranks import PretrainRun, RankError, RankResult, SFTRun, Timing, TrainResult
 from tasks.core import faults
-from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
-from tasks.train.checkpoint import (SCHEDULE_FILE, CheckpointStore, choose_resume, rng_file, rng_state,
-                                    schedule_segments, tag_name, tag_step)
+from tasks.core.files import json_text, write_json_atomic, write_text_atomic
+from tasks.train.async_save import Checkpointer, SaveSettings
+from tasks.train.checkpoint import (SCHEDULE_FILE, CheckpointStore, choose_resume, rng_file, schedule_segments,
+                                    tag_name, tag_step)
 from tasks.train.elastic import restore_or_reseed_rng
 from tasks.train.config import flops_per_token, param_count
 from tasks.train.dsconfig import ds_config, lr_at
@@ -166,6 +167,9 @@ class Trainer:
         self.step_times: list[float] = []
         self.spec_json = self.job.spec.model_dump(mode="json")
         self._n_incidents = 0  # incidents already written to incidents.jsonl
+        self.saver = Checkpointer(self.store, self.engine, self.rank, self.layout.world, SaveSettings(
+            self.train.checkpoint_async, self.prepared.identity, self.spec_json, self.train.keep_checkpoints,
+            self.hooks.point, self.objective.name))
 
     # --------------------------------------------------------------------------------------------- the run
     def fit(self, tag: str | None, start: int, rows: list[dict[str, Any]], dsc: dict[str, Any]) -> TrainResult:
@@ -190,11 +194,14 @@ class Trainer:
         if start == 0 and tag is None and s.enabled and s.max_rollbacks > 0:
             self._save(0)  # a rollback before the first checkpoint returns to the initial weights
         t_ready = time.perf_counter()
+        failing = True
         try:
             step = start
             while step < self.train.steps:
                 step = self.run_step(step, metrics_file, incidents_file)
+            failing = False
         finally:
+            self.saver.close(failing)  # the last save is published before the final weights
             if self.monitor:
                 self.monitor.close()
         t_trained = time.perf_counter()
@@ -227,10 +234,9 @@ class Trainer:
             for r in new_rows:
                 append_row(metrics_file, r)
         if done % self.train.checkpoint_every == 0 or done == self.train.steps:
-            t_ckpt = time.perf_counter()
-            self._save(done)
-            if self.monitor:  # saves are synchronous here: training waits for them (the stall is reported)
-                self.monitor.checkpoint_saved(done, time.perf_counter() - t_ckpt)
+            stall = self._save(done)
+            if self.monitor:  # the time training waited for the save (async: the host snapshot)
+                self.monitor.checkpoint_saved(done, stall)
         if self.monitor and (new_rows or done % self.train.checkpoint_every == 0):
             self.monitor.resync()  # evaluation and checkpoint time is not training throughput
         self.hooks.point(f"{self.objective.name}.step_done")
@@ -293,27 +299,13 @@ class Trainer:
         if self.layout.world > 1:
             dist.barrier()
 
-    def _save(self, step: int) -> None:
-        tag, folder = tag_name(step), self.store.folder
+    def _save(self, step: int) -> float:
+        """Checkpoint step `step` (tasks/train/async_save.py); returns the seconds training was blocked. Rank 0's
+        own files are rendered now (the rows and guard change as training goes on) and written by the writer."""
         self.guard.note_checkpoint(step)  # before its state is saved: a resumed run must hold the same target
-        if self.rank == 0:
-            self.store.prepare(tag)
-        self._barrier()
-        self.engine.save(str(folder), tag, {"step": step})
-        with atomic_path(rng_file(folder, tag, self.rank)) as tmp:
-            torch.save(rng_state(), tmp)
-        self._barrier()
-        self.hooks.point(f"{self.objective.name}.checkpoint_write")  # killed: files written, manifest not
-        if self.rank == 0:
-            write_text_atomic(folder / tag / "metrics.jsonl", jsonl(self.rows))
-            write_json_atomic(folder / tag / GUARD_FILE, self.guard.state_dict())
-            write_json_atomic(folder / tag / SCHEDULE_FILE, [list(s) for s in self.schedule])
-            self.objective.save_state(folder / tag)
-            self.store.write_manifest(tag, step, self.prepared.identity, self.spec_json)
-            self.store.publish(tag)
-            removed = self.store.prune(self.train.keep_checkpoints, protect=tag)
-            self.log.info("checkpoint %s saved%s", tag, f" (removed {', '.join(removed)})" if removed else "")
-        self._barrier()
+        texts = {"metrics.jsonl": jsonl(self.rows), GUARD_FILE: json_text(self.guard.state_dict()),
+                 SCHEDULE_FILE: json_text([list(s) for s in self.schedule])} if self.rank == 0 else {}
+        return self.saver.save(step, texts, self.objective.save_state)
 
     def _load(self, tag: str) -> None:
         """Weights, optimizer, schedule and RNG of `tag`; the guard state saved with it, or the one written at a
@@ -331,6 +323,7 @@ class Trainer:
         tag, folder = tag_name(to_step), self.store.folder
         self.log.warning("stability: rolling back to checkpoint %s (rollback %d of %d)", tag, self.guard.rollbacks,
                          self.guard.spec.max_rollbacks)
+        self.saver.wait_all()  # the tag may be the save still in flight
         loaded = self.engine.load(str(folder), tag)
         restore_or_reseed_rng(loaded, rng_file(folder, tag, self.rank), self.prepared.torch_seed, to_step)
         self.rows = [r for r in self.rows if r["step"] <= to_step]

@@ -52,7 +52,9 @@ def shard_path(out_dir: Path, stage: int, tp_rank: int, folder: str = SHARDS_DIR
 def write_shard(path: Path, tensors: dict[str, torch.Tensor], split: dict[str, int], tp: int, tp_rank: int) -> None:
     """One rank's part: `tensors` (its TP slices and, on TP rank 0, the replicated tensors) and `split` (key →
     the dimension its slices are concatenated along)."""
-    meta = {"format": "pt", "forgeline": json.dumps({"tp": tp, "tp_rank": tp_rank, "split": split}, sort_keys=True)}
+    # One metadata key: safetensors keeps metadata in a Rust HashMap, whose order is random per process, so
+    # two keys would make equal shards differ in bytes from run to run (these files are only read back here).
+    meta = {"forgeline": json.dumps({"tp": tp, "tp_rank": tp_rank, "split": split}, sort_keys=True)}
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=meta)
