@@ -127,6 +127,16 @@ def test_no_near_dedup_and_empty_inputs(tmp_path):
     assert reasons == {} and found["summary"] == reference["summary"] == {"exact_dropped": 0}
 
 
+def test_near_dedup_with_no_candidate_pair(tmp_path):
+    """Distinct documents, near dedup on: the candidate file is empty (a tiny or duplicate-free corpus) and the
+    audit and decision still run, keeping everything (numpy cannot memory-map an empty file)."""
+    rows = [row(i, window(100 * i, 60)) for i in range(6)]  # disjoint word windows
+    reference, found, reasons = both(tmp_path, rows, CleanSpec())
+    assert reasons == reference["reasons"] == {}
+    assert found["summary"]["near_dropped"] == reference["summary"]["near_dropped"] == 0
+    assert found["summary"]["candidate_pairs"] == 0
+
+
 def test_estimated_similarity_path_matches(tmp_path):
     rows = planted_rows(1200, seed=3)
     spec = CleanSpec(memory_gb=1e-4, dedup={"verify": False, "num_perm": 64})

@@ -36,6 +36,14 @@ def at(base: Path, suffix: str) -> Path:
     return base.parent / (base.name + suffix)
 
 
+def int64_file(path: Path) -> np.ndarray:
+    """A raw int64 file, memory-mapped (read-only); an empty one (no candidates: a tiny or duplicate-free
+    corpus) as an empty array, since numpy cannot map zero bytes."""
+    if path.stat().st_size == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.memmap(path, dtype=np.int64, mode="r")
+
+
 def save_npy(path: Path, array: np.ndarray) -> None:
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as fh:

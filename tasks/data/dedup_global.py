@@ -172,7 +172,7 @@ class _Candidates:
     """The merged candidate file as `dedup_audit.audit_sample` indexes it: pairs of alive-document indices."""
 
     def __init__(self, layout: Layout, alive: np.ndarray):
-        self.codes = np.memmap(layout.work / CANDIDATES, dtype=np.int64, mode="r")
+        self.codes = dedup_files.int64_file(layout.work / CANDIDATES)
         self.total, self.alive = layout.total, alive
 
     def __len__(self) -> int:

@@ -101,7 +101,7 @@ def read_signatures(layout: Layout, rows: np.ndarray) -> np.ndarray:
 
 def verify_range(layout: Layout, lo: int, hi: int, spec: DedupSpec, out: Path) -> int:
     """Candidates [lo, hi) judged; links (≥ threshold) written to `out` as VERIFIED rows; returns their count."""
-    codes = np.asarray(np.memmap(layout.work / CANDIDATES, dtype=np.int64, mode="r")[lo:hi])
+    codes = np.asarray(dedup_files.int64_file(layout.work / CANDIDATES)[lo:hi])
     i, j = codes // layout.total, codes % layout.total
     docs = sorted_unique(np.concatenate([i, j]))                         # rows needed, ascending
     if spec.verify:
