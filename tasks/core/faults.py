@@ -6,6 +6,8 @@
   at `files.atomic_write`, which every output write passes just before its temp file is published);
 - action `pause`: wait there until the file named by `FORGELINE_FAULT_RELEASE` exists (at most 10 minutes), so
   a test can act while a stage is provably mid-run (e.g. start a second run on the same workspace).
+`FORGELINE_FAULT_PATH=<text>`: count only the hits whose file path contains `<text>` (e.g. `/data/clean/shards/`:
+the n-th output shard, however many work files the stage writes before it).
 `FORGELINE_FAULT_ONCE=<file>`: fire at most once across processes (firing creates the file first), so a retried
 or re-run stage meets no fault, as a retry after a real crash would not meet the same crash.
 
@@ -37,6 +39,9 @@ def checkpoint(point: str, path: str | Path | None = None) -> None:
     if name != point:
         return
     nth, _, action = rest.partition(":")
+    only = os.environ.get("FORGELINE_FAULT_PATH")
+    if only and (path is None or only not in Path(path).as_posix()):
+        return
     _hits[point] += 1
     if _hits[point] != int(nth or 1):
         return

@@ -133,7 +133,7 @@ def write_outputs(layout: Layout, spec: CleanSpec, out: Path, dedup: dict[str, A
     with Ledger(out / "dropped.parquet") as ledger:
         for s in range(len(layout.stems)):
             _shard_outputs(layout, s, spec, d, names, kept, ledger, by_source, pii, curve)
-    kept.close()
+        kept.close()  # inside: a failed shard write must not leave the ledger published (nothing is, on failure)
     return _report(by_source, pii, curve.rows(), out, dedup, decon)
 
 

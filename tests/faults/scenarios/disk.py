@@ -28,9 +28,9 @@ def disk_full_by_fault(tmp_root: Path) -> Row:
     """ENOSPC at the first output shard of clean (after every work shard finished); then a plain re-run."""
     base = base_projects(tmp_root)
     proj = workspace(tmp_root, "disk-fault")
-    nth = 2 * ingest_shard_count(proj) + 1
-    in_process_executor(proj)  # the n-th write counts the shards' writes too: one process must make them
-    failed = stage_cli(proj, "clean", env=child_env(FORGELINE_FAULT=f"files.atomic_write={nth}:ENOSPC"))
+    in_process_executor(proj)  # the outputs come after every work shard: one process makes them all
+    failed = stage_cli(proj, "clean", env=child_env(FORGELINE_FAULT="files.atomic_write=1:ENOSPC",
+                                                    FORGELINE_FAULT_PATH="/data/clean/shards/"))
     out = proj / "data/clean"
     left = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
     rerun, took = timed(stage_cli, proj, "clean")

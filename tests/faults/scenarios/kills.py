@@ -54,10 +54,10 @@ def kill_clean_mid_write(tmp_root: Path) -> Row:
     base = base_projects(tmp_root)
     proj = workspace(tmp_root, "kill-clean-write")
     total = ingest_shard_count(proj)
-    nth = 2 * total + 1  # each ingest shard makes two work files (signatures, rows); then the outputs
-    in_process_executor(proj)  # the n-th write counts the shards' writes too: one process must make them
+    in_process_executor(proj)  # the outputs come after every work shard: one process makes them all
     row = Row("SIGKILL", "clean, mid-write of an output shard (dvc repro)")
-    killed = dvc(proj, "repro", "clean", env=child_env(FORGELINE_FAULT=f"files.atomic_write={nth}"), check=False)
+    killed = dvc(proj, "repro", "clean", env=child_env(FORGELINE_FAULT="files.atomic_write=1",
+                                                       FORGELINE_FAULT_PATH="/data/clean/shards/"), check=False)
     temps = [p.relative_to(proj).as_posix() for p in stray_temp_files(proj / "data/clean")]
     finals = sorted(p.name for p in (proj / "data/clean/shards").glob("*.parquet"))
     manifest_after_kill = (proj / "data/clean/manifest.json").exists()
@@ -66,7 +66,9 @@ def kill_clean_mid_write(tmp_root: Path) -> Row:
     log = rerun.stdout + rerun.stderr
     row.checks = {
         "killed run failed": killed.returncode != 0,
-        "the interrupted write is a temp file": len(temps) == 1 and "/shards/." in temps[0],
+        # the shard being written, plus the ledger still open around it: temp names only, never final ones
+        "the interrupted write is a temp file": any("/shards/." in t for t in temps)
+        and all(Path(t).name.startswith(".") and ".tmp-" in Path(t).name for t in temps),
         "no final shard yet": finals == [],
         "no manifest after the kill": not manifest_after_kill,
         "downstream refuses the unfinished folder": downstream.returncode != 0
