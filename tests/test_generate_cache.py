@@ -17,7 +17,13 @@ from tasks.train.config import ModelConfig
 from tasks.train.hf_export import export_hf
 from tasks.train.kv_cache import KVCache
 from tasks.train.model import Transformer
-from tests.test_hf_export import tokenizer_json, trained_like_state  # noqa: F401  (fixture, O(1) weights)
+from tests.helpers.export import make_tokenizer_json, trained_like_state
+
+
+@pytest.fixture(scope="module")
+def tokenizer_json(tmp_path_factory):
+    return make_tokenizer_json(tmp_path_factory.mktemp("tok") / "tokenizer.json")
+
 
 BASE = ModelConfig(vocab_size=320, seq_len=40, n_layers=2, n_heads=4, n_kv_heads=2, d_model=32, ffn_hidden=64,
                    tie_embeddings=False, rope_theta=500.0, norm_eps=1e-6)

@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from tasks.data.tokenizer import save_tokenizer, train_tokenizer
 from tasks.train.hf_export import (ExportMismatch, check_hf, export_hf, key_map, hf_config, to_hf_state_dict,
                                    verify_hf)
 from tasks.train.config import ModelConfig, param_count
 from tasks.train.model import Transformer
+from tests.helpers.export import make_tokenizer_json, trained_like_state
 
-SPECIALS = ["<|endoftext|>", "<|pad|>", "<|user|>", "<|assistant|>"]
 TEMPLATE = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|endoftext|>{% endfor %}"
 CARD = {
     "name": "forgeline-tiny",
@@ -25,31 +24,16 @@ CARD = {
     "params": {"lr": 0.0003, "steps": 40, "note": "a|b"},
     "metrics": [{"source": "docs", "ppl": 12.5}, {"source": "code", "ppl": 7.25}],
 }
-TEXTS = ["The mill by the river grinds grain.", "def add(a, b):\n    return a + b\n",
-         "Ünïcödé text — with dashes; and   spaces."] * 30
 
 
 @pytest.fixture(scope="module")
 def tokenizer_json(tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
-    save_tokenizer(train_tokenizer(TEXTS, vocab_size=320, min_frequency=2, special_tokens=SPECIALS), path)
-    return path
+    return make_tokenizer_json(tmp_path_factory.mktemp("tok") / "tokenizer.json")
 
 
 def tiny_cfg(tie: bool, n_kv_heads: int, vocab_size: int = 320) -> ModelConfig:
     return ModelConfig(vocab_size=vocab_size, seq_len=32, n_layers=2, n_heads=4, n_kv_heads=n_kv_heads, d_model=32,
                        ffn_hidden=64, tie_embeddings=tie, rope_theta=500.0, norm_eps=1e-6)
-
-
-def trained_like_state(cfg: ModelConfig, seed: int = 0) -> dict[str, torch.Tensor]:
-    """O(1) random weights: the init's std 0.02 gives logits ~1e-3, too small for a 1e-4 check to mean much.
-    Norm weights are perturbed too, so swapping the two norms of a block would show."""
-    gen = torch.Generator().manual_seed(seed)
-    state = {}
-    for name, t in Transformer(cfg, seed=0).state_dict().items():
-        r = torch.randn(t.shape, generator=gen)
-        state[name] = 1 + 0.3 * r if t.ndim == 1 else r / (1.0 if name == "layers.0.weight" else t.shape[1] ** 0.5)
-    return state
 
 
 @pytest.mark.parametrize("tie,n_kv_heads", [(True, 2), (False, 4), (True, 1)],
