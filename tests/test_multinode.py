@@ -167,6 +167,8 @@ def expected_writer(rel: str) -> int | None:
         return int(m.group(1) or m.group(2))
     if m := re.fullmatch(r"zero_pp_rank_(\d+)_mp_rank_(\d+)_optim_states\.pt", name):
         return int(m.group(1)) * TP + int(m.group(2))
+    if m := re.fullmatch(r"pp000-tp(\d+)-dp(\d+)-\d+\.safetensors", name):  # elastic.py's layout-free state
+        return int(m.group(2)) * TP + int(m.group(1))
     if m := re.fullmatch(r"mp_rank_(\d+)_model_states\.pt|pp000-tp(\d+)\.safetensors", name):
         return int(m.group(1) or m.group(2))
     return 0
@@ -193,7 +195,8 @@ def check_ranks_and_writers(rows: list[dict], base: Path) -> dict[str, int]:
     assert not wrong, wrong
     node1_local0 = next(int(rank) for _, node, local, rank, _ in workers if (node, local) == ("1", "0"))
     mine = sorted(rel for rel, w in writers.items() if w == {node1_local0})
-    assert mine and all(re.search(r"rank-00002\.json|rng-rank00002\.pt|zero_pp_rank_1_mp_rank_00_", p) for p in mine)
+    assert mine and all(re.search(r"rank-00002\.json|rng-rank00002\.pt|zero_pp_rank_1_mp_rank_00_|"
+                                  r"elastic/pp000-tp000-dp001-", p) for p in mine)
     return counts
 
 

@@ -47,7 +47,7 @@ part() {
   timeout --kill-after=10 "$limit" "$@" > "$PARTS/$name.log" 2>&1
   local rc=$?
   echo "$rc $(( SECONDS - t0 )) $limit" > "$PARTS/$name.status"
-  tail -n 3 "$PARTS/$name.log"
+  tail -n 3 "$PARTS/$name.log" | sed 's/^/    /'  # indented: the one table at the end is all that starts with "| "
 }
 
 setup() {
@@ -89,9 +89,11 @@ part setup 90 bash -c 'setup'
 if (( DRY )); then
   export DS_ACCELERATOR=cpu
   TPUT=(--device cpu --shape tiny --seq 64 --batch 2 --steps 2 --warmup 1 --precision fp32)
+  STALL=(--shape tiny --seq 64 --batch 2 --steps 4 --every 2)
   DEVICE=cpu
 else
   TPUT=(--device cuda --precision bf16)
+  STALL=(--steps 4 --every 2)  # its default shape (350m), the stage's real save path
   DEVICE=cuda
 fi
 # shellcheck disable=SC2206  # word-splitting the user's extra flags is the point
@@ -104,7 +106,7 @@ part pretrain 110 "$PY" benchmarks/gpu/pretrain_smoke.py --device "$DEVICE" --ou
 if [[ -f benchmarks/checkpoint_stall.py ]]; then
   # shellcheck disable=SC2206
   EXTRA_STALL=(${CKPT_STALL_ARGS:-})
-  part ckpt-stall 70 "$PY" benchmarks/checkpoint_stall.py "${EXTRA_STALL[@]}"
+  part ckpt-stall 70 "$PY" benchmarks/checkpoint_stall.py "${STALL[@]}" "${EXTRA_STALL[@]}"
 else
   echo "absent 0 0" > "$PARTS/ckpt-stall.status"
 fi
