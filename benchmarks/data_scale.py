@@ -37,7 +37,8 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tasks.data.embedded import read_embedded  # noqa: E402  (after the sys.path insert above)
+from benchmarks.mix_memory import tree_rss  # noqa: E402  (after the sys.path insert above)
+from tasks.data.embedded import read_embedded  # noqa: E402
 from tasks.data.records import Doc  # noqa: E402
 
 STAGES = ("ingest", "validate", "clean", "mix")
@@ -121,16 +122,6 @@ def params_yaml(executor: dict, n_docs: int) -> str:
                 "seq_len": 256},
     }
     return json.dumps(params, indent=1)  # JSON is YAML
-
-
-def tree_rss(proc: psutil.Process) -> int:
-    total = 0
-    for p in [proc] + proc.children(recursive=True):
-        try:
-            total += p.memory_info().rss
-        except psutil.Error:
-            pass  # a worker that just ended
-    return total
 
 
 def run_stage(root: Path, stage: str) -> tuple[float, int]:

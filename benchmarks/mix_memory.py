@@ -60,7 +60,7 @@ def tree_rss(proc: psutil.Process) -> int:
     for p in [proc, *proc.children(recursive=True)]:
         try:
             total += p.memory_info().rss
-        except psutil.NoSuchProcess:
+        except psutil.Error:  # a worker that just ended (or is not ours to read)
             continue
     return total
 
