@@ -88,12 +88,62 @@ def test_signatures_equal_datasketch_minhash(num_perm):
 
 
 def test_chunking_does_not_change_signatures(monkeypatch, corpus):
-    texts = corpus.texts[:300] + ["word " * 3000]  # one document longer than a whole block
+    texts = corpus.texts[:300] + ["word " * 3000]  # one document longer than a whole chunk of others
     expected = signatures(texts, DedupSpec())
     monkeypatch.setattr(minhash, "CHUNK_DOCS", 7)
-    monkeypatch.setattr(minhash, "BLOCK_SHINGLES", 64)
-    monkeypatch.setattr(minhash, "TILE_PERMS", 5)
     assert np.array_equal(signatures(texts, DedupSpec()), expected)
+
+
+M64 = 2**64 - 1
+
+
+def fmix64_int(h: int) -> int:
+    h ^= h >> 33
+    h = (h * 0xFF51AFD7ED558CCD) & M64
+    h ^= h >> 33
+    h = (h * 0xC4CEB9FE1A85EC53) & M64
+    return h ^ (h >> 33)
+
+
+def fmix32_int(h: int) -> int:
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    return h ^ (h >> 16)
+
+
+def reference_signature(text: str, n: int, a: list[int], b: list[int]) -> list[int]:
+    """One document, plain Python ints: regex words, the multilinear word hash, n-gram polynomial, MinHash."""
+    pow_ = [(fmix64_int((k + 0x9E3779B97F4A7C15) & M64) | 1) for k in range(4096)]
+    units = [fmix64_int(sum(pow_[k & 4095] * (c + 1) for k, c in enumerate(w.encode())) & M64)
+             for w in re.findall(r"\w+", text.lower())]
+    windows = [units[s: s + n] for s in range(len(units) - n + 1)] or [units]
+    grams = []
+    for window in windows:
+        g = window[0]
+        for u in window[1:]:
+            g = (g * 0x9E3779B97F4A7C15 + u) & M64
+        grams.append(fmix64_int(g) >> 32)
+    hashed = [fmix32_int(h) for h in grams]
+    return [min((ap * h + bp) & 0xFFFFFFFF for h in hashed) for ap, bp in zip(a, b)]
+
+
+def test_batched_signatures_equal_a_per_document_reference():
+    # Edge sizes in one batch: no word, shorter than the shingle, exactly one shingle, one more, very long
+    # (a word over 4096 bytes wraps the per-offset multipliers), non-ASCII words and a word of 70 bytes.
+    texts = ["two words here", "one two three four five", "One, two; three four five six!",
+             "x" * 5000 + " tail of five words here " + "y" * 70, "Ünïcode wörds “quoted” here and there again",
+             " ".join(f"w{k % 97}" for k in range(4000)), "a b c d", "é"]
+    spec = DedupSpec(num_perm=16)
+    a, b = (p.tolist() for p in minhash.permutations(16, 3))
+    rows = signatures(["", "!!!", *texts], spec, seed=3)
+    for text, row in zip(texts, rows[2:]):
+        assert row.tolist() == reference_signature(text, spec.shingle_size, a, b), text[:30]
+    assert [len(shingles(t, spec)) for t in texts[:3]] == [1, 1, 2]
+    # no word at all: one shingle of the text's own keyed hash, so "" and "!!!" differ
+    assert not np.array_equal(rows[0], rows[1])
+    assert all(np.array_equal(signatures([t], spec, seed=3)[0], r) for t, r in zip(["", "!!!", *texts], rows))
 
 
 def test_candidates_equal_datasketch_lsh(corpus, sigs):
@@ -181,8 +231,8 @@ def test_explicit_banding_is_honoured(corpus, sigs):
         DedupSpec(bands=20, rows=8)
 
 
-def test_chunked_word_hashes_equal_bytewise():
-    # Every word length from 1 to 300 bytes (the 8-byte chunks, the > 64-byte fallback), non-ASCII words,
+def test_compiled_word_hashes_equal_bytewise():
+    # Every word length from 1 to 300 bytes and one of 5,000 (past the 4,096 multipliers), non-ASCII words,
     # digits and "_", punctuation runs, empty and word-less documents, a word ending the batch.
     rng = np.random.default_rng(4)
     alphabet = list("abcdefghijklmnopqrstuvwxyz0123456789_") + ["é", "ß", "д", "中", "🙂"]
@@ -192,13 +242,13 @@ def test_chunked_word_hashes_equal_bytewise():
                  for _ in range(int(rng.integers(0, 80)))]
         texts.append(rng.choice([" ", ", ", " -- ", "\n"]).join(words))
     texts += ["", "!!! ...", "x" * 5000, "tail"]
-    chunked, counts = word_hashes(texts)
+    compiled, counts = word_hashes(texts)
     bytewise, counts_bw = word_hashes(texts, bytewise=True)
-    assert np.array_equal(chunked, bytewise) and np.array_equal(counts, counts_bw)
+    assert np.array_equal(compiled, bytewise) and np.array_equal(counts, counts_bw)
     assert counts.tolist() == [len(re.findall(r"\w+", t.lower())) for t in texts]
     # equal words hash equally wherever they stand; different words (here: all distinct) differently
     words = [w for t in texts for w in re.findall(r"\w+", t.lower())]
     by_word = {}
-    for w, h in zip(words, chunked.tolist()):
+    for w, h in zip(words, compiled.tolist()):
         assert by_word.setdefault(w, h) == h
     assert len(set(by_word.values())) == len(by_word)

@@ -26,6 +26,7 @@ import numpy as np
 from datasketch import MinHash
 
 from specs.clean import DedupSpec
+from tasks.data import hashloops
 from tasks.data.lsh import candidate_pairs, choose_banding, greedy_keepers, s_curve, sorted_unique
 from tasks.data.wordhash import MUL, fmix64, word_hashes
 
@@ -36,19 +37,8 @@ ShingleSetsFn = Callable[[Sequence[str]], Sequence[np.ndarray]]   # ids -> their
 # Documents shingled at once. Small batches keep the per-byte and per-word temporaries (~2 MB at 128 docs of
 # 2 KB) in cache: 128 was measured 2.2× faster than 512 for shingling and 1.5× for whole signatures.
 CHUNK_DOCS = 128
-BLOCK_SHINGLES = 4096       # columns of the [permutations, shingles] product at once
-TILE_PERMS = 16             # rows of it at once: a 256 KB tile stays in L2 through mul, add, min (~6 % faster)
 _KEY = b"forgeline-minhash-v1"
 _CHAR_SALT = np.uint64(0x2545F4914F6CDD1D)
-
-
-def _fmix32(h: np.ndarray) -> np.ndarray:
-    """MurmurHash3's 32-bit finalizer, exactly as datasketch's affine32 scheme pre-mixes its input."""
-    h = h ^ (h >> np.uint32(16))
-    h *= np.uint32(0x85EBCA6B)
-    h ^= h >> np.uint32(13)
-    h *= np.uint32(0xC2B2AE35)
-    return h ^ (h >> np.uint32(16))
 
 
 def _blake64(data: str) -> int:
@@ -68,36 +58,11 @@ def _chunk_shingles(texts: Sequence[str], spec: DedupSpec) -> tuple[np.ndarray, 
 
     Doc d owns hashes[offsets[d]:offsets[d + 1]] (≥ 1 each; repeats are kept, MinHash ignores them).
     """
-    n, m = spec.shingle_size, len(texts)
     units, lengths = word_hashes(texts) if spec.shingle == "word" else _char_units(texts)   # [T], [m]
-    unit_starts = np.cumsum(lengths) - lengths                          # [m]
-
-    # Every window of n consecutive units, combined as ((u0·M + u1)·M + u2)… then avalanched. Windows that
-    # straddle two documents are computed and dropped (≤ n − 1 per document).
-    grams = units[: max(len(units) - n + 1, 0)].copy()                  # [T − n + 1]
-    for k in range(1, n):
-        grams *= MUL
-        grams += units[k: k + len(grams)]
-    grams = (fmix64(grams) >> np.uint64(32)).astype(np.uint32)
-
-    per_doc = np.where(lengths >= n, lengths - n + 1, 0)                # [m] n-grams per doc
-    offsets = np.zeros(m + 1, dtype=np.int64)
-    np.cumsum(np.maximum(per_doc, 1), out=offsets[1:])                  # a short doc still gets one shingle
-    if m and per_doc.min() > 0:                                         # the usual case: no doc shorter than n
-        valid = np.ones(len(grams), dtype=bool)                         # [T − n + 1] windows inside one doc
-        straddle = (unit_starts + lengths)[:, None] - np.arange(1, n)   # [m, n − 1] last n − 1 starts of each doc
-        valid[straddle[straddle < len(grams)]] = False
-        return grams[valid], offsets
-    within = np.arange(per_doc.sum()) - np.repeat(np.cumsum(per_doc) - per_doc, per_doc)
-    out = np.empty(offsets[-1], dtype=np.uint32)                        # [S]
-    out[np.repeat(offsets[:-1], per_doc) + within] = grams[np.repeat(unit_starts, per_doc) + within]
-    for d in np.flatnonzero(per_doc == 0).tolist():                     # shorter than n: the whole text
-        whole = 0
-        for u in units[unit_starts[d]: unit_starts[d] + lengths[d]].tolist():
-            whole = (whole * int(MUL) + u) & 0xFFFFFFFFFFFFFFFF
-        value = fmix64(np.array([whole], np.uint64))[0] if lengths[d] else np.uint64(_blake64(texts[d]))
-        out[offsets[d]] = value >> np.uint64(32)
-    return out, offsets
+    hashes, offsets = hashloops.ngram_hashes(units, lengths, spec.shingle_size, MUL)
+    for d in np.flatnonzero(lengths == 0).tolist():                     # no units at all: hash the text itself
+        hashes[offsets[d]] = _blake64(texts[d]) >> 32
+    return hashes, offsets
 
 
 def shingle_sets(texts: Sequence[str], spec: DedupSpec) -> list[np.ndarray]:
@@ -131,28 +96,11 @@ def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def signatures(texts: Sequence[str], spec: DedupSpec, seed: int = 1) -> np.ndarray:
     """MinHash signatures, uint32 [len(texts), num_perm]; row i equals datasketch's hashvalues for doc i."""
-    a, b = permutations(spec.num_perm, seed)
+    a, b = (p.astype(np.uint64) for p in permutations(spec.num_perm, seed))
     sigs = np.empty((len(texts), spec.num_perm), dtype=np.uint32)     # [n, P]
-    buf = np.empty((min(TILE_PERMS, spec.num_perm), 2 * BLOCK_SHINGLES), dtype=np.uint32)  # [tile, block]
-    a, b = a[:, None], b[:, None]                                       # [P, 1]
     for start in range(0, len(texts), CHUNK_DOCS):
         hashes, offsets = _chunk_shingles(texts[start: start + CHUNK_DOCS], spec)   # [S], [m + 1]
-        hashes = _fmix32(hashes)
-        # Blocks of whole documents, cut where a multiple of BLOCK_SHINGLES falls: a block holds fewer than
-        # 2 × BLOCK_SHINGLES shingles unless one document alone is longer (then it gets its own array).
-        # Permutations run along rows so that the per-document min reduces over contiguous memory (reducing
-        # along columns of a [shingles, P] array was measured 5× slower).
-        marks = np.arange(0, offsets[-1], BLOCK_SHINGLES)
-        cuts = np.append(sorted_unique(np.searchsorted(offsets, marks, side="right") - 1), len(offsets) - 1)
-        for d0, d1 in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
-            lo, hi = int(offsets[d0]), int(offsets[d1])
-            block = buf[:, : hi - lo] if hi - lo <= buf.shape[1] else np.empty((len(buf), hi - lo), np.uint32)
-            for r in range(0, len(a), len(buf)):                        # a cache-sized tile of permutations
-                tile = block[: len(a[r: r + len(buf)])]                 # the last tile may be shorter
-                np.multiply(a[r: r + len(buf)], hashes[None, lo:hi], out=tile)   # uint32 wraps: mod 2^32
-                tile += b[r: r + len(buf)]
-                sigs[start + d0: start + d1, r: r + len(tile)] = np.minimum.reduceat(tile, offsets[d0:d1] - lo,
-                                                                                      axis=1).T
+        hashloops.minhash_rows(hashes, offsets, a, b, sigs[start: start + CHUNK_DOCS])
     return sigs
 
 
