@@ -1,6 +1,6 @@
 """Near-duplicate detection benchmark: forgeline vs a naive datasketch loop vs HuggingFace datatrove.
 
-    python benchmarks/dedup.py --speed              # ~2 KB docs: this checkout vs the code before #15, per stage
+    python benchmarks/dedup.py --speed              # ~2 KB docs: this checkout vs earlier code, per stage
     python benchmarks/dedup.py                      # 10k / 50k / 200k documents
     python benchmarks/dedup.py --quick              # 2k / 5k
     python benchmarks/dedup.py --sizes 20000 --skip datatrove
@@ -219,14 +219,23 @@ def evaluate(corpus, clusters: list[list[int]], threshold: float, checked: dict)
 
 
 def load_baseline(rev: str):
-    """tasks/data/minhash.py as of git `rev`, imported as its own module (it uses today's lsh and specs)."""
+    """tasks/data/minhash.py as of git `rev`, imported as its own module with that revision's wordhash.py (when it
+    has one; both use today's lsh and specs), so the baseline's hashing is entirely its own."""
     import types
 
-    source = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:tasks/data/minhash.py"], check=True,
-                            capture_output=True, text=True).stdout
-    module = types.ModuleType("minhash_baseline")
-    sys.modules[module.__name__] = module          # dataclasses look their module up while decorating
-    exec(compile(source, f"{rev}:tasks/data/minhash.py", "exec"), module.__dict__)
+    loaded: list[str] = []
+    for name in ("wordhash", "minhash"):
+        shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:tasks/data/{name}.py"], capture_output=True,
+                               text=True)
+        if shown.returncode != 0:          # e155486 predates wordhash.py
+            continue
+        source = shown.stdout
+        for dep in loaded:
+            source = source.replace(f"from tasks.data.{dep} import", f"from {dep}_{rev} import")
+        module = types.ModuleType(f"{name}_{rev}")
+        sys.modules[module.__name__] = module      # dataclasses look their module up while decorating
+        exec(compile(source, f"{rev}:tasks/data/{name}.py", "exec"), module.__dict__)
+        loaded.append(name)
     return module
 
 
@@ -250,7 +259,8 @@ def speed(args) -> None:
         return min(times), result
 
     rows, sigs_of, checked = [], {}, {}
-    for name, module in ((f"before ({args.baseline})", load_baseline(args.baseline)), ("now", minhash)):
+    codes = [(f"before ({rev})", load_baseline(rev)) for rev in args.baseline.split(",")] + [("now", minhash)]
+    for name, module in codes:
         exact = (lambda m: lambda batch: m.shingle_sets([corpus.texts[index[d]] for d in batch], spec))(module)
         t_sig, sigs = best_of(lambda: module.signatures(corpus.texts, spec))
         t_band, _ = best_of(lambda: candidate_pairs(sigs, 16, 8))
@@ -270,10 +280,11 @@ def speed(args) -> None:
     print("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
     for name, *rates, p, r, f1 in rows:
         print(f"| {name} | " + " | ".join(f"{x:,.0f}" for x in rates) + f" | {p:.3f} | {r:.3f} | {f1:.3f} |")
-    old, new = rows
+    new = rows[-1]
     same = all(np.array_equal(a, sigs_of[new[0]]) for a in sigs_of.values())
-    print(f"\n- now / before: signatures {new[1] / old[1]:.2f}×, near dedup in all {new[4] / old[4]:.2f}×; "
-          f"signatures bit-identical: {'yes' if same else 'NO'}")
+    for old in rows[:-1]:
+        print(f"\n- now / {old[0]}: signatures {new[1] / old[1]:.2f}×, near dedup in all {new[4] / old[4]:.2f}×")
+    print(f"- signatures bit-identical: {'yes' if same else 'NO'}")
     print(f"- the run's audit (now): {report['audit_docs']:,} documents, {report['audit_pairs']:,} pairs in "
           f"{t_audit:.1f} CPU-s: precision {report['precision']}, recall {report['recall']}, F1 {report['f1']}")
 
@@ -291,8 +302,9 @@ def main() -> None:
     parser.add_argument("--setup-datatrove", action="store_true", help="create the datatrove venv, then run")
     parser.add_argument("--speed", action="store_true", help="per-stage speed, --baseline vs this checkout")
     parser.add_argument("--docs", type=int, default=20_000, help="--speed: corpus size (default 20000)")
-    parser.add_argument("--baseline", default="e155486", help="--speed: git revision to compare with (default: "
-                        "e155486, the code before #14/#15)")
+    parser.add_argument("--baseline", default="e155486,94d22d3", help="--speed: comma-separated git revisions to "
+                        "compare with (default: e155486, the code before #14/#15, and 94d22d3, the numpy hashing "
+                        "before the compiled loops)")
     parser.add_argument("--reps", type=int, default=3, help="--speed: repetitions, the best is kept")
     parser.add_argument("--worker", nargs=3, metavar=("METHOD", "CORPUS", "RESULT"), help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -3,7 +3,7 @@
 numpy needs one full pass over memory per arithmetic step: 3 passes of [permutations × shingles] for the
 signatures (multiply, add, min) and ~20 over the words for their hashes, which made hashing ~90 % of near
 dedup. Compiled, each value is produced and consumed in registers: the signature loop runs the 128
-permutations of one shingle as SIMD lanes (~7 µs per 2 KB document instead of ~25), the word loop reads each
+permutations of one shingle as SIMD lanes (~6 µs per 2 KB document instead of ~25), the word loop reads each
 byte once. All arithmetic is on uint64 with explicit 32-bit masks where the hash is 32-bit, so results are
 bit-identical to the numpy definitions they replace (`wordhash.word_hashes(bytewise=True)` is the oracle;
 datasketch's `MinHash` for the signatures). Single-threaded; `cache=True` keeps the compiled code in
@@ -39,11 +39,9 @@ def _fmix32(h):
     return h ^ (h >> _U16)
 
 
-@njit(cache=True, inline="always")
-def _is_word_byte(c):
-    # `\w` on lowercased UTF-8: ASCII letters, digits, "_", and every byte of a multi-byte character
-    f = c | 0x20
-    return c >= 0x80 or (0x61 <= f <= 0x7A) or (0x30 <= c <= 0x39) or c == 0x5F
+# [256] 1 for a `\w` byte of lowercased UTF-8 (ASCII letters, digits, "_", every byte of a multi-byte character)
+_WORD_BYTE = np.array([int(c >= 0x80 or 0x61 <= (c | 0x20) <= 0x7A or 0x30 <= c <= 0x39 or c == 0x5F)
+                       for c in range(256)], dtype=np.uint64)
 
 
 @njit(cache=True)
@@ -53,22 +51,26 @@ def word_hashes(data, doc_ends, pow_):
     data: uint8 bytes of the batch; doc_ends[d]: the position of document d's separator (a non-word byte).
     Returns (uint64 [T], int64 [m]).
     """
-    out = np.empty(len(data) // 2 + 1, np.uint64)      # a word needs ≥ 1 byte and a non-word byte after it
+    out = np.empty(len(data) // 2 + 2, np.uint64)      # a word needs ≥ 1 byte and a non-word byte after it
     counts = np.zeros(len(doc_ends), np.int64)
     t, lo = 0, 0
     for d in range(len(doc_ends)):
-        acc, k = np.uint64(0), 0
+        t0, acc, k = t, np.uint64(0), 0
+        # Branch-free: a word ends at an unpredictable byte, so every byte stores the running sum and moves
+        # `t` on only where a word just ended, and masks (not multiplies: shorter dependency chain) reset the
+        # sum; measured ~1.5× faster than a loop that branches on each byte's class.
         for i in range(lo, doc_ends[d] + 1):           # the separator ends the document's last word
             c = data[i]
-            if _is_word_byte(c):
-                acc += pow_[k & 4095] * np.uint64(c + 1)
-                k += 1
-            elif k:
-                out[t] = _fmix64(acc)
-                t += 1
-                counts[d] += 1
-                acc, k = np.uint64(0), 0
+            word = _WORD_BYTE[c]
+            out[t] = acc
+            t += (k > 0) & (word == 0)
+            keep = np.uint64(0) - word                 # all ones inside a word, else 0
+            acc = (acc + pow_[k & 4095] * np.uint64(c + 1)) & keep
+            k = (k + 1) & np.int64(keep)
+        counts[d] = t - t0
         lo = doc_ends[d] + 1
+    for s in range(t):
+        out[s] = _fmix64(out[s])
     return out[:t], counts
 
 
@@ -101,13 +103,34 @@ def ngram_hashes(units, lengths, n, mul):
 def minhash_rows(hashes, offsets, a, b, out):
     """out[d, p] = min over document d's shingles h of (a[p] · fmix32(h) + b[p]) mod 2^32 (datasketch affine32).
 
-    hashes: uint32 [S]; offsets: int64 [m + 1] (each document ≥ 1 shingle); a, b: uint64 [P]; out: uint32 [m, P].
+    hashes: uint32 [S]; offsets: int64 [m + 1] (each document ≥ 1 shingle); a, b: uint32 [P]; out: uint32 [m, P].
     """
     num_perm = len(a)
+    acc = np.empty(num_perm, np.uint32)                # one document's running minima (stays in L1)
     for d in range(len(offsets) - 1):
-        row = out[d]
-        row[:] = np.uint32(0xFFFFFFFF)
+        acc[:] = np.uint32(0xFFFFFFFF)
         for s in range(offsets[d], offsets[d + 1]):
-            h = _fmix32(np.uint64(hashes[s]))
+            h = np.uint32(_fmix32(np.uint64(hashes[s])))
             for p in range(num_perm):                  # vectorised: permutations are the SIMD lanes
-                row[p] = min(row[p], np.uint32((a[p] * h + b[p]) & _M32))
+                v = np.uint32(a[p] * h + b[p])         # the cast keeps the low 32 bits: mod 2^32
+                if v < acc[p]:
+                    acc[p] = v
+        out[d] = acc
+
+
+@njit(cache=True)
+def intersection_sizes(values, offsets, i, j):
+    """|set i[k] ∩ set j[k]| for each k, set d being the sorted distinct values[offsets[d]:offsets[d + 1]]: a
+    merge of the two runs (the previous per-pair numpy searchsorted cost ~30 µs of call overhead per pair)."""
+    out = np.zeros(len(i), np.int64)
+    for k in range(len(i)):
+        x, x_end = offsets[i[k]], offsets[i[k] + 1]
+        y, y_end = offsets[j[k]], offsets[j[k] + 1]
+        common = 0
+        while x < x_end and y < y_end:
+            vx, vy = values[x], values[y]
+            common += vx == vy
+            x += vx <= vy
+            y += vy <= vx
+        out[k] = common
+    return out

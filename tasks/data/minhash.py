@@ -96,7 +96,7 @@ def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def signatures(texts: Sequence[str], spec: DedupSpec, seed: int = 1) -> np.ndarray:
     """MinHash signatures, uint32 [len(texts), num_perm]; row i equals datasketch's hashvalues for doc i."""
-    a, b = (p.astype(np.uint64) for p in permutations(spec.num_perm, seed))
+    a, b = permutations(spec.num_perm, seed)
     sigs = np.empty((len(texts), spec.num_perm), dtype=np.uint32)     # [n, P]
     for start in range(0, len(texts), CHUNK_DOCS):
         hashes, offsets = _chunk_shingles(texts[start: start + CHUNK_DOCS], spec)   # [S], [m + 1]
@@ -178,14 +178,15 @@ def estimated_jaccard(sigs_i: np.ndarray, sigs_j: np.ndarray) -> np.ndarray:
 
 def exact_jaccard_pairs(sets: Mapping[int, np.ndarray], i: Sequence[int], j: Sequence[int]) -> np.ndarray:
     """Exact Jaccard of each pair (sets[i[k]], sets[j[k]]) of sorted, distinct, non-empty shingle sets."""
-    out = np.empty(len(i), dtype=np.float64)
-    for k, (x, y) in enumerate(zip(i, j)):
-        a, b = sets[x], sets[y]
-        at = np.searchsorted(b, a)                                      # cheaper than intersect1d's sort
-        at[at == len(b)] = 0
-        inter = int(np.count_nonzero(b[at] == a))
-        out[k] = inter / (len(a) + len(b) - inter)
-    return out
+    docs = sorted(set(i) | set(j))
+    at = {d: k for k, d in enumerate(docs)}                             # doc -> its run in `values`
+    lengths = np.fromiter((len(sets[d]) for d in docs), np.int64, len(docs))
+    offsets = np.concatenate([[0], np.cumsum(lengths)])                 # [u + 1]
+    values = np.concatenate([sets[d] for d in docs]) if docs else np.zeros(0, np.uint32)
+    pi = np.fromiter((at[d] for d in i), np.int64, len(i))
+    pj = np.fromiter((at[d] for d in j), np.int64, len(j))
+    inter = hashloops.intersection_sizes(values, offsets, pi, pj)
+    return inter / (lengths[pi] + lengths[pj] - inter)
 
 
 def _similarity_fn(
