@@ -252,3 +252,19 @@ def test_compiled_word_hashes_equal_bytewise():
     for w, h in zip(words, compiled.tolist()):
         assert by_word.setdefault(w, h) == h
     assert len(set(by_word.values())) == len(by_word)
+
+
+def test_exact_jaccard_pairs_equal_python_sets():
+    # overlapping, disjoint, identical, nested and one-element sets, pairs in both orders and repeated
+    rng = np.random.default_rng(5)
+    sets = {d: np.unique(rng.integers(0, 60, int(rng.integers(1, 40))).astype(np.uint32)) for d in range(0, 40, 3)}
+    sets[100], sets[101] = np.array([7], np.uint32), np.arange(0, 60, dtype=np.uint32)
+    keys = sorted(sets)
+    i = [keys[k] for k in rng.integers(0, len(keys), 300)] + [100, 101, 100]
+    j = [keys[k] for k in rng.integers(0, len(keys), 300)] + [101, 100, 100]
+    got = minhash.exact_jaccard_pairs(sets, i, j)
+    want = [len(set(sets[a].tolist()) & set(sets[b].tolist())) / len(set(sets[a].tolist()) | set(sets[b].tolist()))
+            for a, b in zip(i, j)]
+    assert got.tolist() == pytest.approx(want, abs=0, rel=1e-15)
+    assert got[-3:].tolist() == [1 / 60, 1 / 60, 1.0] and 0 < np.count_nonzero(got == 0) < len(got)
+    assert minhash.exact_jaccard_pairs(sets, [], []).shape == (0,)

@@ -178,13 +178,13 @@ def estimated_jaccard(sigs_i: np.ndarray, sigs_j: np.ndarray) -> np.ndarray:
 
 def exact_jaccard_pairs(sets: Mapping[int, np.ndarray], i: Sequence[int], j: Sequence[int]) -> np.ndarray:
     """Exact Jaccard of each pair (sets[i[k]], sets[j[k]]) of sorted, distinct, non-empty shingle sets."""
-    docs = sorted(set(i) | set(j))
-    at = {d: k for k, d in enumerate(docs)}                             # doc -> its run in `values`
-    lengths = np.fromiter((len(sets[d]) for d in docs), np.int64, len(docs))
+    i, j = np.asarray(i, dtype=np.int64), np.asarray(j, dtype=np.int64)
+    docs = sorted_unique(np.concatenate([i, j]))                        # [u] each set copied once
+    keys = docs.tolist()
+    lengths = np.fromiter((len(sets[d]) for d in keys), np.int64, len(keys))
     offsets = np.concatenate([[0], np.cumsum(lengths)])                 # [u + 1]
-    values = np.concatenate([sets[d] for d in docs]) if docs else np.zeros(0, np.uint32)
-    pi = np.fromiter((at[d] for d in i), np.int64, len(i))
-    pj = np.fromiter((at[d] for d in j), np.int64, len(j))
+    values = np.concatenate([sets[d] for d in keys]) if keys else np.zeros(0, np.uint32)
+    pi, pj = np.searchsorted(docs, i), np.searchsorted(docs, j)         # each pair's two runs in `values`
     inter = hashloops.intersection_sizes(values, offsets, pi, pj)
     return inter / (lengths[pi] + lengths[pj] - inter)
 
