@@ -295,8 +295,9 @@ def speed(args) -> None:
         print(f"| {name} | " + " | ".join(f"{x:,.0f}" for x in rates) + f" | {p:.3f} | {r:.3f} | {f1:.3f} |")
     new = rows[-1]
     same = all(np.array_equal(a, sigs_of[new[0]]) for a in sigs_of.values())
+    print()
     for old in rows[:-1]:
-        print(f"\n- now / {old[0]}: signatures {new[1] / old[1]:.2f}×, near dedup in all {new[4] / old[4]:.2f}×")
+        print(f"- now / {old[0]}: signatures {new[1] / old[1]:.2f}×, near dedup in all {new[4] / old[4]:.2f}×")
     print(f"- signatures bit-identical: {'yes' if same else 'NO'}")
     print(f"- the run's audit (now): {report['audit_docs']:,} documents, {report['audit_pairs']:,} pairs in "
           f"{t_audit:.1f} CPU-s: precision {report['precision']}, recall {report['recall']}, F1 {report['f1']}")
