@@ -21,7 +21,7 @@ from typing import Any, Protocol
 from specs.clean import CleanSpec, LanguageSpec, QualitySpec, ToxicitySpec
 from tasks.data import langid
 from tasks.data.decontaminate import EvalIndex
-from tasks.data.quality import quality_score
+from tasks.data.quality import quality_scores
 from tasks.data.toxicity import Lexicon, load_lexicon, toxicity
 
 
@@ -96,9 +96,12 @@ class QualityFilter:
     name: str = "quality"
 
     def __call__(self, doc: dict[str, Any]) -> Verdict:
-        profile = self.spec.profiles.get(doc["source"], "prose")
-        v = quality_score(doc["text"], getattr(self.spec, profile))
-        return Verdict(v.keep, v.reason, v.signals)
+        return self.batch([doc])[0]
+
+    def batch(self, docs: Sequence[dict[str, Any]]) -> list[Verdict]:
+        """`[self(d) for d in docs]`, measured together (`quality.quality_scores`)."""
+        rules = [getattr(self.spec, self.spec.profiles.get(d["source"], "prose")) for d in docs]
+        return [Verdict(v.keep, v.reason, v.signals) for v in quality_scores([d["text"] for d in docs], rules)]
 
 
 @dataclass(frozen=True)
