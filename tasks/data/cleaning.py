@@ -50,7 +50,8 @@ def clean_records(records: list[dict[str, Any]], spec: CleanSpec, root: Path,
     built = built if built is not None else filters_for(spec, root)
     prepared = [_scrub(r, spec) for r in records]
     live = [i for i, (text, _, _) in enumerate(prepared) if text.strip()]
-    results = filters.run_filters_batch(built, [{**records[i], "text": prepared[i][0]} for i in live])
+    docs = [{**records[i], "text": prepared[i][0], "features": filters.TextFeatures(prepared[i][0])} for i in live]
+    results = filters.run_filters_batch(built, docs)
     verdicts: dict[int, list[tuple[str, filters.Verdict]]] = dict(zip(live, results))
     return [_work_row(r, *prep, verdicts.get(i), spec) for i, (r, prep) in enumerate(zip(records, prepared))]
 

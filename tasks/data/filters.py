@@ -14,15 +14,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
 from specs.clean import CleanSpec, LanguageSpec, QualitySpec, ToxicitySpec
 from tasks.data import langid
+from tasks.data import decontaminate
 from tasks.data.decontaminate import EvalIndex
 from tasks.data.quality import quality_scores
-from tasks.data.toxicity import Lexicon, load_lexicon, toxicity
+from tasks.data.toxicity import Lexicon, load_lexicon, tokens, toxicity
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,33 @@ class QualityFilter:
         return [Verdict(v.keep, v.reason, v.signals) for v in quality_scores([d["text"] for d in docs], rules)]
 
 
+class TextFeatures:
+    """What more than one filter derives from a document's text, each computed once, on first use: clean puts
+    one under the document's `features` key (`features_of` makes one for a document without)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    @cached_property
+    def lowered(self) -> str:
+        return self.text.lower()
+
+    @cached_property
+    def word_runs(self) -> list[str]:
+        """Decontamination's words: the `\\w+` runs of the lower-cased text."""
+        return decontaminate.words(self.text)
+
+    @cached_property
+    def alnum_runs(self) -> list[str]:
+        """Toxicity's words: the runs of letters and digits, which are the `\\w+` runs when no `_` occurs."""
+        return self.word_runs if "_" not in self.lowered else tokens(self.lowered)
+
+
+def features_of(doc: dict[str, Any]) -> TextFeatures:
+    found = doc.get("features")
+    return found if found is not None else TextFeatures(doc["text"])
+
+
 @dataclass(frozen=True)
 class ToxicityFilter:
     spec: ToxicitySpec
@@ -111,7 +139,7 @@ class ToxicityFilter:
     name: str = "toxicity"
 
     def __call__(self, doc: dict[str, Any]) -> Verdict:
-        tox = toxicity(doc["text"], self.lexicon, self.spec)
+        tox = toxicity(doc["text"], self.lexicon, self.spec, features_of(doc).alnum_runs)
         signals = {"hits": float(tox.hits), "ratio": tox.ratio, **{f"word:{w}": 1.0 for w in tox.matched}}
         return Verdict(tox.keep, tox.reason, signals)
 
@@ -180,7 +208,7 @@ class DecontaminationFilter:
     name: str = "decontamination"
 
     def __call__(self, doc: dict[str, Any]) -> Verdict:
-        hit = self.index.check(doc["text"])
+        hit = self.index.check(doc["text"], features_of(doc).word_runs if self.index.sizes else [])
         if hit is None:
             return Verdict(True)
         signals = {"shared": float(hit.shared), "of": float(hit.of), "share": round(hit.share, 6),

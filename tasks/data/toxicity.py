@@ -89,10 +89,16 @@ def _may_hold_phrase(lexicon: Lexicon, tokens: frozenset[str]) -> bool:
     return not lexicon.phrase_words or any(words <= tokens for words in lexicon.phrase_words)
 
 
-def toxicity(text: str, lexicon: Lexicon, spec: ToxicitySpec) -> ToxicityVerdict:
-    """Count listed words and phrases in `text` and decide whether it is kept."""
+def tokens(lowered: str) -> list[str]:
+    """The word tokens of lower-cased text: runs of letters and digits."""
+    return _TOKEN.findall(lowered)
+
+
+def toxicity(text: str, lexicon: Lexicon, spec: ToxicitySpec, words: list[str] | None = None) -> ToxicityVerdict:
+    """Count listed words and phrases in `text` and decide whether it is kept. `words`: `tokens(text.lower())`
+    when the caller has them."""
     lowered = text.lower()
-    tokens = _TOKEN.findall(lowered)
+    tokens = _TOKEN.findall(lowered) if words is None else words
     n_words = len(tokens)
     matched: dict[str, int] = {}
     if lexicon.phrase_re is not None and _may_hold_phrase(lexicon, frozenset(tokens)) and \
