@@ -63,8 +63,8 @@ def _translation_table() -> dict[int, str | None]:
     return table
 
 
-_TABLE = _translation_table()
-_TABLE_CHARS = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(_TABLE)) + "]")
+TRANSLATION_TABLE = _translation_table()
+_TABLE_CHARS = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(TRANSLATION_TABLE)) + "]")
 _TRAILING_SPACE = re.compile(r"[ \t]+$", re.MULTILINE)
 _MANY_BLANK_LINES = re.compile(r"\n{4,}")          # 4 newlines = 3 blank lines
 
@@ -75,7 +75,7 @@ def normalize_text(text: str, form: NormalForm = "NFC") -> str:
     # character up in a dict once any character is not ASCII, and `[ \t]+$` is tried at every space.
     text = text.replace("\r\n", "\n")
     if _TABLE_CHARS.search(text) is not None:
-        text = text.translate(_TABLE)
+        text = text.translate(TRANSLATION_TABLE)
     if form != "none":
         text = unicodedata.normalize(form, text)
     if " \n" in text or "\t\n" in text or text.endswith((" ", "\t")):   # `$`: before a newline or at the end
