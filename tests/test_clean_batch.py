@@ -26,7 +26,8 @@ from tests.helpers.quality import brute_ngrams
 
 LOOKALIKES = [
     "", "a", "The sea.", "HELLO WORLD, THIS IS SHOUTED AT YOU", "Bonjour, je suis très content de vous voir.",
-    "Der schnelle braune Fuchs springt über den faulen Hund.", "これは日本語の文です。", "Привет, как дела?",
+    "Der schnelle braune Fuchs springt über den faulen Hund.", "これは日本語の文です。",
+    "Привет, как дела?",
     "def f(x):\n    return x + 1\n", "snake_case_name = other_name_2", "İstanbul ½ Ⅷ ٣ x² naïve café",
     "123 456 -- ... (x) #1 _ __init__ a1 \t\u00a0 …", "x" * 5000,
 ]
@@ -137,7 +138,8 @@ def test_normalize_skips_only_steps_that_change_nothing(text):
 
 def test_clean_records_equal_clean_record_one_by_one(tmp_path):
     build_corpus(tmp_path)
-    rows = [r for s in sorted((tmp_path / "data/ingest/shards").glob("*.parquet")) for r in pq.read_table(s).to_pylist()]
+    shards = sorted((tmp_path / "data/ingest/shards").glob("*.parquet"))
+    rows = [r for s in shards for r in pq.read_table(s).to_pylist()]
     rows += [{**rows[0], "id": "wiki/blank", "text": " \u200b \n "}]
     spec = CleanSpec(quality={"profiles": {"code": "code"}})
     built = cleaning.filters_for(spec, tmp_path, (("prompt", "the " + rows[0]["text"][:400]),))

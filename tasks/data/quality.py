@@ -173,19 +173,21 @@ def measure_many(texts: list[str], min_words_per_line: list[int]) -> list[dict[s
     """`[measure(t, m) for t, m in zip(texts, min_words_per_line)]`, the n-gram signals of all in one batch."""
     signals, words = [], []
     for text, m in zip(texts, min_words_per_line):
-        lowered = text.lower().split()
+        lowered_text = text.lower()
+        lowered = lowered_text.split()
         # ASCII: lower-casing changes no character's length or kind, so the lower-cased words are the words
         n_chars = np.fromiter(map(len, lowered if text.isascii() else text.split()), dtype=np.int64)
-        signals.append(_text_signals(text, lowered, n_chars, m))
+        signals.append(_text_signals(text, lowered_text, lowered, n_chars, m))
         words.append((lowered, n_chars))
     for mine, ngrams in zip(signals, _ngram_signals_many(words)):
         mine.update(ngrams)
     return signals
 
 
-def _text_signals(text: str, lowered: list[str], lengths: np.ndarray, min_words_per_line: int) -> dict[str, float]:
-    """Every signal but the n-gram ones; `lowered`: the lower-cased whitespace words, `lengths`: the
-    characters of each (original) word."""
+def _text_signals(text: str, lowered_text: str, lowered: list[str], lengths: np.ndarray,
+                  min_words_per_line: int) -> dict[str, float]:
+    """Every signal but the n-gram ones; `lowered`: the whitespace words of `lowered_text` (the lower-cased
+    text), `lengths`: the characters of each word of `text`."""
     n_words = len(lengths)
     word_chars = int(lengths.sum())
     raw_lines = [line.strip() for line in text.splitlines()]
@@ -200,7 +202,6 @@ def _text_signals(text: str, lowered: list[str], lengths: np.ndarray, min_words_
     paragraphs = [p.strip() for p in _PARAGRAPH.split(text) if p.strip()]
     dup_paras, dup_para_chars = _duplicates(paragraphs)
     line_chars = sum(map(len, lines))
-    lowered_text = text.lower()
     boiler = 0
     if "javascript" in lowered_text or _policy(lowered_text):      # rare: look at lines only then
         boiler = sum(1 for line in lines if "javascript" in line.lower() or _policy(line.lower()))
