@@ -34,6 +34,7 @@ class Lexicon:
     source: str                          # where the list came from, for manifests and messages
     # per phrase, its words (letter/digit runs): a text holds the phrase only where it holds all of them as words
     phrase_words: tuple[frozenset[str], ...] = ()
+    phrase_vocab: frozenset[str] = frozenset()           # the union of phrase_words
 
     def __len__(self) -> int:
         return len(self.words) + len(self.phrases)
@@ -68,7 +69,8 @@ def parse_lexicon(lines: list[str], source: str = "<memory>") -> Lexicon:
         alternation = "|".join(_phrase_pattern(p) for p in ordered)
         phrase_re = re.compile(rf"(?<!\w)(?:{alternation})(?!\w)")
     return Lexicon(words=frozenset(words), phrases=ordered, phrase_re=phrase_re, source=source,
-                   phrase_words=tuple(frozenset(_TOKEN.findall(p)) for p in ordered))
+                   phrase_words=tuple(frozenset(_TOKEN.findall(p)) for p in ordered),
+                   phrase_vocab=frozenset(_TOKEN.findall(" ".join(ordered))))
 
 
 def load_lexicon(path: Path | None = None) -> Lexicon:
@@ -82,11 +84,14 @@ def _canonical(match: str) -> str:
     return " ".join(part for part in _SEPARATOR.split(match.replace("’", "'")) if part)
 
 
-def _may_hold_phrase(lexicon: Lexicon, tokens: frozenset[str]) -> bool:
+def _may_hold_phrase(lexicon: Lexicon, tokens: list[str]) -> bool:
     """False only when no phrase can match: a match is bounded by non-word characters and its separators and
     apostrophes are not letters or digits, so each of the phrase's words is then one of the text's words.
-    (The phrase regex is tried at every character; this is a few set look-ups.)"""
-    return not lexicon.phrase_words or any(words <= tokens for words in lexicon.phrase_words)
+    (The phrase regex is tried at every character; this is one pass of set look-ups.)"""
+    if not lexicon.phrase_words:
+        return True
+    present = lexicon.phrase_vocab.intersection(tokens)           # the phrase words the text has
+    return any(words <= present for words in lexicon.phrase_words)
 
 
 def tokens(lowered: str) -> list[str]:
@@ -101,8 +106,7 @@ def toxicity(text: str, lexicon: Lexicon, spec: ToxicitySpec, words: list[str] |
     tokens = _TOKEN.findall(lowered) if words is None else words
     n_words = len(tokens)
     matched: dict[str, int] = {}
-    if lexicon.phrase_re is not None and _may_hold_phrase(lexicon, frozenset(tokens)) and \
-            lexicon.phrase_re.search(lowered):
+    if lexicon.phrase_re is not None and _may_hold_phrase(lexicon, tokens) and lexicon.phrase_re.search(lowered):
         def blank(m: re.Match[str]) -> str:
             key = _canonical(m.group())
             matched[key] = matched.get(key, 0) + 1
