@@ -18,6 +18,7 @@ from tasks.data.embedded import read_embedded
 from tasks.data.filters import FunctionFilter, LanguageFilter, Verdict, first_drop, run_filters
 from tasks.data.quality import curve_csv, measure, quality_score, threshold_curve
 from tasks.data.records import Doc
+from tests.helpers.quality import brute_ngrams
 
 PROSE, CODE = QualitySpec().prose, QualitySpec().code
 
@@ -134,26 +135,6 @@ def test_duplicate_paragraphs():
     assert v.signals["dup_paragraphs"] == pytest.approx(2 / 6)
     chars = sum(map(len, PARAGRAPHS[:2])) / (sum(map(len, PARAGRAPHS)) + sum(map(len, PARAGRAPHS[:2])))
     assert v.signals["dup_paragraph_chars"] == pytest.approx(chars) and not v.keep
-
-
-def brute_ngrams(text: str) -> dict[str, float]:
-    """Top 2–4-gram and duplicate 5–10-gram character fractions by plain loops (the reference)."""
-    ws = text.lower().split()
-    total = sum(map(len, ws))
-    out = {}
-    for n in (2, 3, 4):
-        grams = Counter(tuple(ws[i:i + n]) for i in range(len(ws) - n + 1))
-        best = max(grams.items(), key=lambda kv: (kv[1], sum(map(len, kv[0]))), default=(None, 0))
-        out[f"top_{n}gram"] = best[1] * sum(map(len, best[0])) / total if best[1] > 1 else 0.0
-    for n in range(5, 11):
-        seen, covered = set(), set()
-        for i in range(len(ws) - n + 1):
-            g = tuple(ws[i:i + n])
-            if g in seen:
-                covered.update(range(i, i + n))
-            seen.add(g)
-        out[f"dup_{n}gram"] = sum(len(ws[i]) for i in covered) / total
-    return out
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -40,20 +40,42 @@ def clean_record(r: dict[str, Any], spec: CleanSpec, root: Path,
     """One record through normalize -> PII -> the filters of `clean.filters` (first drop wins); returns the
     work row. A drop's `reason` is its verdict's reason; `detail` is JSON naming the filter and its signals.
     `built`: the filters (`filters_for`), else built with nothing indexed for decontamination."""
+    return clean_records([r], spec, root, built)[0]
+
+
+def clean_records(records: list[dict[str, Any]], spec: CleanSpec, root: Path,
+                  built: list[filters.Filter] | None = None) -> list[dict[str, Any]]:
+    """`[clean_record(r, ...) for r in records]`, the filters run filter by filter over the whole list
+    (`filters.run_filters_batch`: the same verdicts, language id done for many documents at once)."""
+    built = built if built is not None else filters_for(spec, root)
+    prepared = [_scrub(r, spec) for r in records]
+    live = [i for i, (text, _, _) in enumerate(prepared) if text.strip()]
+    docs = [{**records[i], "text": prepared[i][0], "features": filters.TextFeatures(prepared[i][0])} for i in live]
+    results = filters.run_filters_batch(built, docs)
+    verdicts: dict[int, list[tuple[str, filters.Verdict]]] = dict(zip(live, results))
+    return [_work_row(r, *prep, verdicts.get(i), spec) for i, (r, prep) in enumerate(zip(records, prepared))]
+
+
+def _scrub(r: dict[str, Any], spec: CleanSpec) -> tuple[str, dict[str, int], str]:
+    """(normalized text with PII replaced, PII counts by kind, the record's meta saying what was scrubbed)."""
     text = normalize_text(r["text"], spec.normalization)
     pii: dict[str, int] = {}
     if spec.pii.enabled:
         text, pii = scrub_pii(text, spec.pii.kinds, spec.pii.keep_addresses)
-    reason = detail = None
-    score: float | None = None if spec.quality.enabled else 1.0   # None: dropped before quality measured it
     meta = r["meta"]
     if any(pii.values()):  # the kept record says what was scrubbed from it (a reviewer sees scrubbing happened)
         meta = meta_json({**json.loads(meta or "{}"), "pii": {k: v for k, v in sorted(pii.items()) if v}})
-    if not text.strip():
+    return text, pii, meta
+
+
+def _work_row(r: dict[str, Any], text: str, pii: dict[str, int], meta: str,
+              results: list[tuple[str, filters.Verdict]] | None, spec: CleanSpec) -> dict[str, Any]:
+    """The work row of a record from its scrubbed text and its filters' verdicts (None: its text was empty)."""
+    reason = detail = None
+    score: float | None = None if spec.quality.enabled else 1.0   # None: dropped before quality measured it
+    if results is None:
         reason, detail = "empty", "nothing left after normalization"
     else:
-        results = filters.run_filters(built if built is not None else filters_for(spec, root),
-                                      {**r, "text": text})
         for name, verdict in results:
             if name == "quality":
                 score = verdict.signals["score"]
@@ -88,7 +110,7 @@ def process_shard(shard: Path, target: Path, spec: CleanSpec, seed: int, root: P
     table's presence (atomically renamed into place) means the shard is finished. `index_texts`: the
     (name, text) pairs decontamination drops overlaps with."""
     built = filters_for(spec, root, index_texts)
-    rows = [clean_record(r, spec, root, built) for r in pq.read_table(shard).to_pylist()]
+    rows = clean_records(pq.read_table(shard).to_pylist(), spec, root, built)
     sigs = minhash.signatures([r["text"] for r in rows], spec.dedup, seed)  # [rows, num_perm]
     base = target.with_suffix("")
     dedup_files.save_npy(dedup_files.at(base, ".sig.npy"), sigs)

@@ -75,6 +75,7 @@ class EvalIndex:
         self.n_of: dict[int, int] = {}                           # eval prompt -> its n-gram length
         self.lengths: set[int] = set()                           # n-gram lengths in the index
         self.whole: dict[Gram, int] = {}                         # full word sequence -> first eval prompt
+        self.vocab: set[str] = set()                             # every word of an indexed n-gram
         for e, prompt in enumerate(prompts):
             tokens = words(prompt)
             if not tokens:
@@ -87,14 +88,28 @@ class EvalIndex:
             self.sizes[e] = len(grams)
             for g in sorted(grams):
                 self.grams[g].append(e)
+            self.vocab.update(tokens)
+        self.whole_lengths = {len(w) for w in self.whole}
 
-    def check(self, text: str) -> Hit | None:
-        """The strongest overlap of `text` with an eval prompt that drops it, or None."""
-        tokens = words(text)
-        if not tokens or not self.sizes:
+    def may_share(self, tokens: list[str]) -> bool:
+        """False only when `tokens` hold no indexed n-gram: an n-gram's words are consecutive indexed words, so
+        without a run of min(n) of them there is none (a byte search over a mask instead of building every
+        n-gram of the text, at each indexed length)."""
+        mask = bytes(map(self.vocab.__contains__, tokens))
+        return b"\x01" * min(self.lengths) in mask
+
+    def check(self, text: str, tokens: list[str] | None = None) -> Hit | None:
+        """The strongest overlap of `text` with an eval prompt that drops it, or None. `tokens`: `words(text)`
+        when the caller has them."""
+        if not self.sizes:
             return None
-        if tuple(tokens) in self.whole:
+        tokens = words(text) if tokens is None else tokens
+        if not tokens:
+            return None
+        if len(tokens) in self.whole_lengths and tuple(tokens) in self.whole:
             return Hit(self.whole[tuple(tokens)], 1, 1, equal=True)
+        if not self.may_share(tokens):
+            return None
         shared: Counter[int] = Counter()
         own: dict[int, int] = {}                                  # text's n-gram count at each length
         for n in sorted(self.lengths):

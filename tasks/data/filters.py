@@ -14,14 +14,16 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Protocol
 
 from specs.clean import CleanSpec, LanguageSpec, QualitySpec, ToxicitySpec
+from tasks.data import langid
+from tasks.data import decontaminate
 from tasks.data.decontaminate import EvalIndex
-from tasks.data.quality import quality_score
-from tasks.data.toxicity import Lexicon, load_lexicon, toxicity
+from tasks.data.quality import quality_scores
+from tasks.data.toxicity import Lexicon, load_lexicon, tokens, toxicity
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,22 @@ def run_filters(filters: Sequence[Filter], doc: Any) -> list[tuple[str, Verdict]
         if not verdict.keep:
             break
     return out
+
+
+def run_filters_batch(filters: Sequence[Filter], docs: Sequence[Any]) -> list[list[tuple[str, Verdict]]]:
+    """`[run_filters(filters, d) for d in docs]`, filter by filter: each filter sees the documents every earlier
+    one kept, all at once through its `batch(docs) -> verdicts` where it has one (language id walks a batch
+    faster than one document at a time), else one by one."""
+    results: list[list[tuple[str, Verdict]]] = [[] for _ in docs]
+    alive = list(range(len(docs)))
+    for f in filters:
+        batch = getattr(f, "batch", None)
+        todo = [docs[i] for i in alive]
+        verdicts = batch(todo) if batch is not None else [f(d) for d in todo]
+        for i, verdict in zip(alive, verdicts):
+            results[i].append((f.name, verdict))
+        alive = [i for i, verdict in zip(alive, verdicts) if verdict.keep]
+    return results
 
 
 def first_drop(results: list[tuple[str, Verdict]]) -> tuple[str, Verdict] | None:
@@ -79,9 +97,39 @@ class QualityFilter:
     name: str = "quality"
 
     def __call__(self, doc: dict[str, Any]) -> Verdict:
-        profile = self.spec.profiles.get(doc["source"], "prose")
-        v = quality_score(doc["text"], getattr(self.spec, profile))
-        return Verdict(v.keep, v.reason, v.signals)
+        return self.batch([doc])[0]
+
+    def batch(self, docs: Sequence[dict[str, Any]]) -> list[Verdict]:
+        """`[self(d) for d in docs]`, measured together (`quality.quality_scores`)."""
+        rules = [getattr(self.spec, self.spec.profiles.get(d["source"], "prose")) for d in docs]
+        return [Verdict(v.keep, v.reason, v.signals) for v in quality_scores([d["text"] for d in docs], rules)]
+
+
+class TextFeatures:
+    """What more than one filter derives from a document's text, each computed once, on first use: clean puts
+    one under the document's `features` key (`features_of` makes one for a document without)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    @cached_property
+    def lowered(self) -> str:
+        return self.text.lower()
+
+    @cached_property
+    def word_runs(self) -> list[str]:
+        """Decontamination's words: the `\\w+` runs of the lower-cased text."""
+        return decontaminate.words(self.text)
+
+    @cached_property
+    def alnum_runs(self) -> list[str]:
+        """Toxicity's words: the runs of letters and digits, which are the `\\w+` runs when no `_` occurs."""
+        return self.word_runs if "_" not in self.lowered else tokens(self.lowered)
+
+
+def features_of(doc: dict[str, Any]) -> TextFeatures:
+    found = doc.get("features")
+    return found if found is not None else TextFeatures(doc["text"])
 
 
 @dataclass(frozen=True)
@@ -91,22 +139,14 @@ class ToxicityFilter:
     name: str = "toxicity"
 
     def __call__(self, doc: dict[str, Any]) -> Verdict:
-        tox = toxicity(doc["text"], self.lexicon, self.spec)
+        tox = toxicity(doc["text"], self.lexicon, self.spec, features_of(doc).alnum_runs)
         signals = {"hits": float(tox.hits), "ratio": tox.ratio, **{f"word:{w}": 1.0 for w in tox.matched}}
         return Verdict(tox.keep, tox.reason, signals)
 
 
-@lru_cache(maxsize=1)
-def _identifier():
-    # py3langid's model is an npz inside its wheel (no pickle, no download); loaded once per process
-    from py3langid.langid import MODEL_FILE, LanguageIdentifier
-
-    return LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-
-
 def detect_language(text: str, sample_chars: int = 2_000) -> tuple[str, float]:
     """(ISO 639-1 code, probability) of the first `sample_chars` characters."""
-    lang, prob = _identifier().classify(text[:sample_chars])
+    lang, prob = langid.identifier().classify(text[:sample_chars])
     return lang, float(prob)
 
 
@@ -120,7 +160,7 @@ class LanguageFilter:
     name: str = "language"
 
     def __post_init__(self) -> None:
-        known = set(_identifier().nb_classes)
+        known = set(langid.identifier().nb_classes)
         unknown = sorted({c for codes in self.spec.allowed.values() for c in codes} - known)
         if unknown:  # a typo would silently drop a whole source
             raise ValueError(f"clean.language.allowed: unknown language code(s) {', '.join(unknown)}; "
@@ -134,13 +174,25 @@ class LanguageFilter:
             return self.spec.allowed[doc["source"]]
         declared = doc.get("lang") or ""
         # a declared tag the model does not know (e.g. `python`) cannot be checked
-        return [declared] if declared in _identifier().nb_classes else []
+        return [declared] if declared in langid.identifier().nb_classes else []
 
     def __call__(self, doc: dict[str, Any]) -> Verdict:
         allowed = self.allowed(doc)
         if not allowed:
             return Verdict(True)
-        lang, prob = detect_language(doc["text"], self.spec.sample_chars)
+        return self.judge(allowed, *detect_language(doc["text"], self.spec.sample_chars))
+
+    def batch(self, docs: Sequence[dict[str, Any]]) -> list[Verdict]:
+        """`[self(d) for d in docs]`, the documents that need it identified together (`tasks.data.langid`)."""
+        allowed = [self.allowed(d) for d in docs]
+        todo = [i for i, a in enumerate(allowed) if a]
+        verdicts = [Verdict(True)] * len(docs)
+        found = langid.classify_many([docs[i]["text"][:self.spec.sample_chars] for i in todo])
+        for i, (lang, prob) in zip(todo, found):
+            verdicts[i] = self.judge(allowed[i], lang, prob)
+        return verdicts
+
+    def judge(self, allowed: list[str], lang: str, prob: float) -> Verdict:
         signals = {"confidence": round(prob, 6), f"lang:{lang}": round(prob, 6)}
         keep = lang in allowed and prob >= self.spec.min_confidence
         return Verdict(keep, None if keep else "language", signals)
@@ -156,7 +208,7 @@ class DecontaminationFilter:
     name: str = "decontamination"
 
     def __call__(self, doc: dict[str, Any]) -> Verdict:
-        hit = self.index.check(doc["text"])
+        hit = self.index.check(doc["text"], features_of(doc).word_runs if self.index.sizes else [])
         if hit is None:
             return Verdict(True)
         signals = {"shared": float(hit.shared), "of": float(hit.of), "share": round(hit.share, 6),

@@ -63,18 +63,25 @@ def _translation_table() -> dict[int, str | None]:
     return table
 
 
-_TABLE = _translation_table()
+TRANSLATION_TABLE = _translation_table()
+_TABLE_CHARS = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(TRANSLATION_TABLE)) + "]")
 _TRAILING_SPACE = re.compile(r"[ \t]+$", re.MULTILINE)
 _MANY_BLANK_LINES = re.compile(r"\n{4,}")          # 4 newlines = 3 blank lines
 
 
 def normalize_text(text: str, form: NormalForm = "NFC") -> str:
     """Normalize `text` for training: see the module docstring for the exact rules."""
-    text = text.replace("\r\n", "\n").translate(_TABLE)
+    # Each step is skipped where it cannot change the text (one scan, no copy): `str.translate` looks every
+    # character up in a dict once any character is not ASCII, and `[ \t]+$` is tried at every space.
+    text = text.replace("\r\n", "\n")
+    if _TABLE_CHARS.search(text) is not None:
+        text = text.translate(TRANSLATION_TABLE)
     if form != "none":
         text = unicodedata.normalize(form, text)
-    text = _TRAILING_SPACE.sub("", text)
-    text = _MANY_BLANK_LINES.sub("\n\n\n", text)
+    if " \n" in text or "\t\n" in text or text.endswith((" ", "\t")):   # `$`: before a newline or at the end
+        text = _TRAILING_SPACE.sub("", text)
+    if "\n\n\n\n" in text:
+        text = _MANY_BLANK_LINES.sub("\n\n\n", text)
     return text.lstrip("\n").rstrip()
 
 

@@ -41,7 +41,8 @@ BULLETS = ("•", "‣", "▪", "◦", "●", "○", "- ", "* ", "– ", "· ")
 ELLIPSES = ("...", "…")
 # C4 keeps lines ending in . ? ! " ' (an ellipsis does not count); curly quotes added for typeset text.
 TERMINAL = (".", "?", "!", '"', "'", "”", "’")
-POLICY = re.compile(r"terms of use|privacy policy|cookie policy|uses cookies|use of cookies|use cookies")
+POLICY_PHRASES = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
+POLICY = re.compile("|".join(POLICY_PHRASES))
 TOP_NGRAMS = (2, 3, 4)
 DUP_NGRAMS = (5, 6, 7, 8, 9, 10)
 _PARAGRAPH = re.compile(r"\n\s*\n")
@@ -92,57 +93,102 @@ def _duplicates(items: list[str]) -> tuple[int, int]:
             sum(len(item) * (c - 1) for item, c in counts.items() if c > 1))
 
 
-def _ngram_signals(lowered: list[str], lengths: np.ndarray) -> dict[str, float]:
-    """Top 2–4-gram and duplicate 5–10-gram character fractions, on integer word ids hashed per n-gram."""
-    out = {f"top_{n}gram": 0.0 for n in TOP_NGRAMS} | {f"dup_{n}gram": 0.0 for n in DUP_NGRAMS}
-    total = float(lengths.sum())
-    n_words = len(lowered)
-    vocab: dict[str, int] = {}
-    # setdefault with a running counter: a word's id is the position of its first occurrence (C-level map)
-    ids = np.fromiter(map(vocab.setdefault, lowered, itertools.count()), dtype=np.uint64, count=n_words)
-    if len(vocab) == n_words or total == 0:       # no word repeats, so no n-gram does
+def _ngram_signals_many(docs: list[tuple[list[str], np.ndarray]]) -> list[dict[str, float]]:
+    """Top 2–4-gram and duplicate 5–10-gram character fractions of each (lower-cased words, word lengths), on
+    integer word ids hashed per n-gram; all documents at once, in one set of arrays (row g = the g-th word of
+    the documents concatenated), so that numpy's per-call cost is paid per batch, not per document. Every
+    grouping is by (document, n-gram hash): documents never see each other's words."""
+    out = [{f"top_{n}gram": 0.0 for n in TOP_NGRAMS} | {f"dup_{n}gram": 0.0 for n in DUP_NGRAMS} for _ in docs]
+    sizes = np.array([len(lowered) for lowered, _ in docs], dtype=np.int64)
+    if not sizes.sum():
         return out
-    hashes = ids
+    offsets = np.concatenate(([0], np.cumsum(sizes)))
+    n_all = int(offsets[-1])
+    ids = np.empty(n_all, dtype=np.uint64)          # a word's id: the position of its first occurrence, per doc
+    for d, (lowered, _) in enumerate(docs):
+        vocab: dict[str, int] = {}
+        # setdefault with a running counter: C-level map
+        ids[offsets[d]:offsets[d + 1]] = np.fromiter(map(vocab.setdefault, lowered, itertools.count()),
+                                                     dtype=np.uint64, count=len(lowered))
+    lengths = np.concatenate([lengths for _, lengths in docs]).astype(np.int64)
+    totals = [float(lengths[offsets[d]:offsets[d + 1]].sum()) for d in range(len(docs))]
+    doc_of = np.repeat(np.arange(len(docs)), sizes)
+    local = np.arange(n_all) - offsets[doc_of]
     cum = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))
+    nonempty = offsets[:-1][sizes > 0]
     # Every occurrence of a repeated n-gram starts where the (n-1)-gram is repeated too, so each n only sorts
     # the positions that were repeated at n-1 (a shrinking set; exact, since no occurrence is left out).
-    cand = np.flatnonzero(np.bincount(ids.astype(np.int64), minlength=n_words)[ids.astype(np.int64)] > 1)
+    word_key = (offsets[doc_of] + ids.astype(np.int64))
+    cand = np.flatnonzero(np.bincount(word_key, minlength=n_all)[word_key] > 1)
+    hashes = ids
     for n in range(2, DUP_NGRAMS[-1] + 1):
         hashes = hashes[:-1] * _PRIME + ids[n - 1:]       # uint64 wrap-around: a rolling n-gram hash
-        cand = cand[cand < len(hashes)]
-        if len(cand) < 2:
-            break
-        order = np.argsort(hashes[cand])                    # equal n-grams adjacent
-        ordered = hashes[cand][order]
-        group_start = np.concatenate(([True], ordered[1:] != ordered[:-1]))
-        starts = np.flatnonzero(group_start)
-        counts = np.diff(np.append(starts, len(ordered)))
+        cand = cand[local[cand] < sizes[doc_of[cand]] - n + 1]     # n-grams that end inside their document
+        order = np.lexsort((hashes[cand], doc_of[cand]))           # equal (document, n-gram) adjacent
+        pos, h, dc = cand[order], hashes[cand][order], doc_of[cand][order]
+        starts = np.flatnonzero(np.concatenate(([True], (h[1:] != h[:-1]) | (dc[1:] != dc[:-1])))) \
+            if len(pos) else np.zeros(0, dtype=np.int64)
+        counts = np.diff(np.append(starts, len(pos)))
         repeated = np.repeat(counts > 1, counts)            # per sorted entry: its n-gram occurs again
         if not repeated.any():
             break                                           # no repeated n-gram: none of any longer n either
-        earliest = np.minimum.reduceat(cand[order], starts)  # each distinct n-gram's first position
+        earliest = np.minimum.reduceat(pos, starts)         # each distinct n-gram's first position
         if n in TOP_NGRAMS:   # the most frequent n-gram; among equally frequent ones, the longest
-            chars = cum[earliest + n] - cum[earliest]
-            top = int(np.lexsort((chars, counts))[-1])
-            out[f"top_{n}gram"] = min(1.0, float(counts[top] * chars[top]) / total)
+            _top_ngram(out, n, dc[starts], counts, cum[earliest + n] - cum[earliest], totals)
         if n in DUP_NGRAMS:
-            is_repeat = np.zeros(len(hashes), dtype=bool)
-            is_repeat[cand[order][repeated]] = True
+            is_repeat = np.zeros(n_all, dtype=bool)
+            is_repeat[pos[repeated]] = True
             is_repeat[earliest] = False
             repeats = np.flatnonzero(is_repeat)             # start of every occurrence after the first
-            cover = np.zeros(n_words + 1, dtype=np.int64)   # words covered by a repeated n-gram
+            cover = np.zeros(n_all + 1, dtype=np.int64)     # words covered by a repeated n-gram
             np.add.at(cover, repeats, 1)
             np.add.at(cover, repeats + n, -1)
-            out[f"dup_{n}gram"] = float(lengths[np.cumsum(cover[:-1]) > 0].sum()) / total
-        cand = np.sort(cand[order][repeated])
+            covered = np.add.reduceat(np.where(np.cumsum(cover[:-1]) > 0, lengths, 0), nonempty)
+            for d, chars in zip(np.flatnonzero(sizes > 0).tolist(), covered.tolist()):
+                if chars:
+                    out[d][f"dup_{n}gram"] = float(chars) / totals[d]
+        cand = np.sort(pos[repeated])
     return out
+
+
+def _top_ngram(out: list[dict[str, float]], n: int, group_doc: np.ndarray, counts: np.ndarray,
+               chars: np.ndarray, totals: list[float]) -> None:
+    """`top_<n>gram` of each document holding a repeated n-gram: count × characters of its most frequent one
+    (the longest among equally frequent), over the document's characters. Groups come sorted by document."""
+    key = (counts.astype(np.int64) << 32) | chars           # (count, chars) ordered as one integer
+    firsts = np.flatnonzero(np.concatenate(([True], group_doc[1:] != group_doc[:-1])))
+    best = np.maximum.reduceat(key, firsts)
+    for d, b in zip(group_doc[firsts].tolist(), best.tolist()):
+        count, length = b >> 32, b & 0xFFFFFFFF
+        if count > 1:
+            out[d][f"top_{n}gram"] = min(1.0, float(count * length) / totals[d])
 
 
 def measure(text: str, min_words_per_line: int = 3) -> dict[str, float]:
     """The raw signals the rules look at (see the module docstring)."""
-    words = text.split()
-    n_words = len(words)
-    lengths = np.fromiter(map(len, words), dtype=np.int64, count=n_words)
+    return measure_many([text], [min_words_per_line])[0]
+
+
+def measure_many(texts: list[str], min_words_per_line: list[int]) -> list[dict[str, float]]:
+    """`[measure(t, m) for t, m in zip(texts, min_words_per_line)]`, the n-gram signals of all in one batch."""
+    signals, words = [], []
+    for text, m in zip(texts, min_words_per_line):
+        lowered_text = text.lower()
+        lowered = lowered_text.split()
+        # ASCII: lower-casing changes no character's length or kind, so the lower-cased words are the words
+        n_chars = np.fromiter(map(len, lowered if text.isascii() else text.split()), dtype=np.int64)
+        signals.append(_text_signals(text, lowered_text, lowered, n_chars, m))
+        words.append((lowered, n_chars))
+    for mine, ngrams in zip(signals, _ngram_signals_many(words)):
+        mine.update(ngrams)
+    return signals
+
+
+def _text_signals(text: str, lowered_text: str, lowered: list[str], lengths: np.ndarray,
+                  min_words_per_line: int) -> dict[str, float]:
+    """Every signal but the n-gram ones; `lowered`: the whitespace words of `lowered_text` (the lower-cased
+    text), `lengths`: the characters of each word of `text`."""
+    n_words = len(lengths)
     word_chars = int(lengths.sum())
     raw_lines = [line.strip() for line in text.splitlines()]
     lines = [line for line in raw_lines if line]
@@ -156,19 +202,17 @@ def measure(text: str, min_words_per_line: int = 3) -> dict[str, float]:
     paragraphs = [p.strip() for p in _PARAGRAPH.split(text) if p.strip()]
     dup_paras, dup_para_chars = _duplicates(paragraphs)
     line_chars = sum(map(len, lines))
-    lowered_text = text.lower()
-    lowered = lowered_text.split()
     boiler = 0
-    if "javascript" in lowered_text or POLICY.search(lowered_text):      # rare: look at lines only then
-        boiler = sum(1 for line in lines if "javascript" in line.lower() or POLICY.search(line.lower()))
+    if "javascript" in lowered_text or _policy(lowered_text):      # rare: look at lines only then
+        boiler = sum(1 for line in lines if "javascript" in line.lower() or _policy(line.lower()))
     # C4 judges lines of extracted web text, where a line is a paragraph; our sources are hard-wrapped (plays,
     # help texts), so its line rules are applied to paragraphs with their wraps joined, weighted by characters.
     c4_ok = sum(len(p) for p in paragraphs if p.endswith(TERMINAL) and not p.endswith(ELLIPSES)
                 and p.count(" ") + p.count("\n") + 1 >= min_words_per_line
-                and not (boiler and ("javascript" in p.lower() or POLICY.search(p.lower()))))
+                and not (boiler and ("javascript" in p.lower() or _policy(p.lower()))))
     per_word = (lambda x: x / n_words) if n_words else (lambda x: 0.0)
     per_line = (lambda x: x / n_lines) if n_lines else (lambda x: 0.0)
-    signals = {
+    return {
         "words": float(n_words),
         "mean_word_length": word_chars / n_words if n_words else 0.0,
         "hash_ratio": per_word(text.count("#")),
@@ -176,7 +220,7 @@ def measure(text: str, min_words_per_line: int = 3) -> dict[str, float]:
         "bullet_lines": per_line(sum(line.startswith(BULLETS) for line in lines)),
         "ellipsis_lines": per_line(sum(line.endswith(ELLIPSES) for line in lines)),
         "stop_words": float(sum(map(STOP_WORDS.__contains__, lowered))),
-        "alpha_words": 1.0 - per_word(len(_NO_LETTER_WORD.findall(text))) if n_words else 0.0,
+        "alpha_words": 1.0 - per_word(_no_letter_words(text, lowered)) if n_words else 0.0,
         "dup_lines": dup_long / len(long_lines) if long_lines else 0.0,
         "dup_line_chars": dup_line_chars / line_chars if line_chars else 0.0,
         "dup_paragraphs": dup_paras / len(paragraphs) if paragraphs else 0.0,
@@ -186,8 +230,19 @@ def measure(text: str, min_words_per_line: int = 3) -> dict[str, float]:
         "curly_lines": per_line(sum("{" in line for line in lines)) if "{" in text else 0.0,
         "lorem_ipsum": float("lorem ipsum" in lowered_text),
     }
-    signals.update(_ngram_signals(lowered, lengths))
-    return signals
+
+
+def _no_letter_words(text: str, lowered: list[str]) -> int:
+    """Whitespace words of `text` without a letter. In ASCII a letter is a cased character, so a lower-cased
+    word holds one exactly when `str.islower` says so (one C call per word instead of a regex over the text)."""
+    if text.isascii():
+        return len(lowered) - sum(map(str.islower, lowered))
+    return len(_NO_LETTER_WORD.findall(text))
+
+
+def _policy(lowered: str) -> bool:
+    """`POLICY.search(lowered)`, as plain substring tests (its alternatives are literals; ~6x faster)."""
+    return any(phrase in lowered for phrase in POLICY_PHRASES)
 
 
 def rule_scores(signals: dict[str, float], rules: QualityRules) -> dict[str, float]:
@@ -224,9 +279,18 @@ def rule_scores(signals: dict[str, float], rules: QualityRules) -> dict[str, flo
 
 def quality_score(text: str, rules: QualityRules) -> QualityVerdict:
     """Score `text` under one rule profile (prose or code) and decide whether it is kept."""
-    signals = measure(text, rules.min_words_per_line)
+    return quality_scores([text], [rules])[0]
+
+
+def quality_scores(texts: list[str], rules: list[QualityRules]) -> list[QualityVerdict]:
+    """`[quality_score(t, r) for t, r in zip(texts, rules)]`, measured in one batch (`measure_many`)."""
+    measured = measure_many(texts, [r.min_words_per_line for r in rules])
+    return [_verdict(signals, r) for signals, r in zip(measured, rules)]
+
+
+def _verdict(signals: dict[str, float], rules: QualityRules) -> QualityVerdict:
     scores = rule_scores(signals, rules)
-    score = float(np.prod(list(scores.values())))
+    score = float(np.multiply.reduce(np.array(list(scores.values()))))   # np.prod's reduction, without its wrapper
     keep = score >= rules.threshold
     signals.update({f"rule:{name}": value for name, value in scores.items()})
     signals["score"] = round(score, 6)

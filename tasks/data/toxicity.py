@@ -32,6 +32,9 @@ class Lexicon:
     phrases: tuple[str, ...]             # multi-word entries, lower-cased, hyphens shown as spaces
     phrase_re: re.Pattern[str] | None    # all phrases, longest first; None when there are none
     source: str                          # where the list came from, for manifests and messages
+    # per phrase, its words (letter/digit runs): a text holds the phrase only where it holds all of them as words
+    phrase_words: tuple[frozenset[str], ...] = ()
+    phrase_vocab: frozenset[str] = frozenset()           # the union of phrase_words
 
     def __len__(self) -> int:
         return len(self.words) + len(self.phrases)
@@ -65,7 +68,9 @@ def parse_lexicon(lines: list[str], source: str = "<memory>") -> Lexicon:
     if ordered:
         alternation = "|".join(_phrase_pattern(p) for p in ordered)
         phrase_re = re.compile(rf"(?<!\w)(?:{alternation})(?!\w)")
-    return Lexicon(words=frozenset(words), phrases=ordered, phrase_re=phrase_re, source=source)
+    return Lexicon(words=frozenset(words), phrases=ordered, phrase_re=phrase_re, source=source,
+                   phrase_words=tuple(frozenset(_TOKEN.findall(p)) for p in ordered),
+                   phrase_vocab=frozenset(_TOKEN.findall(" ".join(ordered))))
 
 
 def load_lexicon(path: Path | None = None) -> Lexicon:
@@ -79,20 +84,38 @@ def _canonical(match: str) -> str:
     return " ".join(part for part in _SEPARATOR.split(match.replace("’", "'")) if part)
 
 
-def toxicity(text: str, lexicon: Lexicon, spec: ToxicitySpec) -> ToxicityVerdict:
-    """Count listed words and phrases in `text` and decide whether it is kept."""
+def _may_hold_phrase(lexicon: Lexicon, tokens: list[str]) -> bool:
+    """False only when no phrase can match: a match is bounded by non-word characters and its separators and
+    apostrophes are not letters or digits, so each of the phrase's words is then one of the text's words.
+    (The phrase regex is tried at every character; this is one pass of set look-ups.)"""
+    if not lexicon.phrase_words:
+        return True
+    present = lexicon.phrase_vocab.intersection(tokens)           # the phrase words the text has
+    return any(words <= present for words in lexicon.phrase_words)
+
+
+def tokens(lowered: str) -> list[str]:
+    """The word tokens of lower-cased text: runs of letters and digits."""
+    return _TOKEN.findall(lowered)
+
+
+def toxicity(text: str, lexicon: Lexicon, spec: ToxicitySpec, words: list[str] | None = None) -> ToxicityVerdict:
+    """Count listed words and phrases in `text` and decide whether it is kept. `words`: `tokens(text.lower())`
+    when the caller has them."""
     lowered = text.lower()
-    n_words = len(_TOKEN.findall(lowered))
+    tokens = _TOKEN.findall(lowered) if words is None else words
+    n_words = len(tokens)
     matched: dict[str, int] = {}
-    if lexicon.phrase_re is not None and lexicon.phrase_re.search(lowered):
+    if lexicon.phrase_re is not None and _may_hold_phrase(lexicon, tokens) and lexicon.phrase_re.search(lowered):
         def blank(m: re.Match[str]) -> str:
             key = _canonical(m.group())
             matched[key] = matched.get(key, 0) + 1
             return " "
-        lowered = lexicon.phrase_re.sub(blank, lowered)
-    for token in _TOKEN.findall(lowered):
-        if token in lexicon.words:
-            matched[token] = matched.get(token, 0) + 1
+        tokens = _TOKEN.findall(lexicon.phrase_re.sub(blank, lowered))   # the words outside the phrases
+    if not lexicon.words.isdisjoint(tokens):
+        for token in tokens:
+            if token in lexicon.words:
+                matched[token] = matched.get(token, 0) + 1
     hits = sum(matched.values())
     ratio = hits / n_words if n_words else 0.0
     drop = hits >= spec.min_hits and ratio > spec.max_ratio
