@@ -19,9 +19,9 @@ import torch
 from specs.pretrain import PretrainJob
 from tasks.train.launch import launch
 from tasks.train.model import ModelConfig, Transformer
-from tasks.train.testing import forward_backward, make_job, reference_run, spawn_gloo
+from tasks.train.testing import forward_backward, make_job, reference_run, spawn_gloo, tp_forward_check
 from tasks.train.weights import load_weights
-from tests.helpers.parallel import SEED, STEPS, job_spec, tp_forward_checks
+from tests.helpers.parallel import SEED, STEPS, job_spec
 
 
 def run_and_compare(tmp_path: Path, mix_dir: Path, spec: PretrainJob, atol: float = 1e-5) -> dict:
@@ -46,35 +46,19 @@ EXTENDED = {"attn_bias": True, "explicit_head_dim": 16, "sliding_window": 8, "ro
             "rope_factor": 4.0, "rope_original_max_len": 8}  # Qwen2-, Qwen3- and Mistral-style options
 
 
-EXTRAS = {"plain": {}, "bias-headdim-window-rope": EXTENDED, "qk-norm": {"qk_norm": True, "explicit_head_dim": 16}}
-
-
-def tp_config(extras: dict) -> ModelConfig:
+@pytest.mark.parametrize("extras", [{}, EXTENDED, {"qk_norm": True, "explicit_head_dim": 16}],
+                         ids=["plain", "bias-headdim-window-rope", "qk-norm"])
+def test_tp2_forward_and_grads_equal_tp1(tmp_path, extras):
     cfg = ModelConfig.from_spec(job_spec({}).model, vocab_size=256, seq_len=32)
-    return ModelConfig.from_dict({**cfg.to_dict(), **extras})
-
-
-@pytest.fixture(scope="module")
-def tp2_ranks(tmp_path_factory) -> dict[str, list[dict]]:
-    """Both TP ranks' logits, loss and gradients for every config in EXTRAS, from one 2-rank gloo launch (each
-    launch is mostly start-up)."""
-    cfgs = [tp_config(extras).to_dict() for extras in EXTRAS.values()]
-    ranks = spawn_gloo(tp_forward_checks, 2, (cfgs, SEED), tmp_path_factory.mktemp("tp2"))
-    return {name: [{k.split("/", 1)[1]: v for k, v in out.items() if k.startswith(f"{i}/")} for out in ranks]
-            for i, name in enumerate(EXTRAS)}
-
-
-@pytest.mark.parametrize("name", list(EXTRAS))
-def test_tp2_forward_and_grads_equal_tp1(tp2_ranks, name):
-    cfg = tp_config(EXTRAS[name])
+    cfg = ModelConfig.from_dict({**cfg.to_dict(), **extras})
+    ranks = spawn_gloo(tp_forward_check, 2, (cfg.to_dict(), SEED), tmp_path)
     plain = Transformer(cfg, SEED)
     logits, loss = forward_backward(plain, cfg, SEED)
-    assert len(tp2_ranks[name]) == 2
-    for out in tp2_ranks[name]:
+    for out in ranks:
         torch.testing.assert_close(out["logits"], logits, rtol=0, atol=1e-5)
         torch.testing.assert_close(out["loss"], loss.detach(), rtol=0, atol=1e-6)
-        for pname, p in plain.named_parameters():
-            torch.testing.assert_close(out[f"grad:{pname}"], p.grad, rtol=0, atol=1e-6, msg=pname)
+        for name, p in plain.named_parameters():
+            torch.testing.assert_close(out[f"grad:{name}"], p.grad, rtol=0, atol=1e-6, msg=name)
 
 
 def test_dp2_zero2(tmp_path, mix_dir):
