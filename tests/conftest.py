@@ -125,6 +125,16 @@ def mixed(tmp_path_factory) -> Path:
     return build_mixed(tmp_path_factory.mktemp("mixed"))
 
 
+@pytest.fixture(scope="session")
+def mix_dir(tmp_path_factory) -> Path:
+    """A synthetic mix folder (256-token vocab, 32-token sequences; tasks.train.testing.synthetic_mix) that the
+    engine tests on real ranks read and never write (tests/test_train_parallel.py, test_elastic_resume.py,
+    test_async_checkpoint.py)."""
+    from tasks.train.testing import synthetic_mix
+
+    return synthetic_mix(tmp_path_factory.mktemp("mix") / "mix", vocab_size=256, seq_len=32)
+
+
 def drain_prefect_workers(timeout: float = 30.0) -> None:
     """Tests that point Prefect at a server of their own (deployments, the browser test) stop that server when
     done; a log/event worker left bound to it made the next module's `prefect_test_harness` teardown wait forever."""

@@ -21,9 +21,9 @@ from tasks.core.files import list_files
 from tasks.train.checkpoint import LATEST, MANIFEST, CheckpointStore
 from tasks.train.launch import launch
 from tasks.train.snapshot import HostBuffers, write_state
-from tasks.train.testing import make_job, synthetic_mix
+from tasks.train.testing import make_job
 from tasks.train.trainer import Hooks, Trainer
-from tests.test_trainer import FakeEngine, FakeObjective, job
+from tests.helpers.trainer import FakeEngine, FakeObjective, job
 
 SEED = 5
 
@@ -128,11 +128,6 @@ def test_training_goes_on_while_the_writer_runs_and_one_save_is_in_flight(tmp_pa
 
 # ----------------------------------------------------------------------------------- real 2-rank runs
 STEPS = 5
-
-
-@pytest.fixture(scope="module")
-def mix_dir(tmp_path_factory) -> Path:
-    return synthetic_mix(tmp_path_factory.mktemp("mix") / "mix", vocab_size=256, seq_len=32)
 
 
 def spec(asynchronous: bool) -> PretrainJob:

@@ -184,7 +184,7 @@ def test_the_review_form_shows_each_item_next_to_its_label(ui_server, tmp_path):
 
     from flows.review import ask_review
     from specs.evaluate import SpotItem
-    from tests.test_review import ITEMS, _paused_run_id, write_evaluate
+    from tests.helpers.review import ITEMS, paused_run_id, write_evaluate
 
     api_url, _ = ui_server
     ui = api_url.removesuffix("/api")
@@ -201,7 +201,7 @@ def test_the_review_form_shows_each_item_next_to_its_label(ui_server, tmp_path):
     ctx = contextvars.copy_context()  # a thread starts with an empty context: hand it the server's settings
     worker = threading.Thread(target=lambda: box.update(out=ctx.run(review_flow, str(tmp_path))), daemon=True)
     worker.start()
-    run_id = _paused_run_id("review-in-the-browser", timeout=120)
+    run_id = paused_run_id("review-in-the-browser", timeout=120)
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
@@ -275,7 +275,7 @@ def test_validate_report_renders_offline_with_filled_tables(tmp_path):
     from playwright.sync_api import expect, sync_playwright
 
     from tasks.validate import run
-    from tests.test_validate import project, record, spec
+    from tests.helpers.validate import project, record, spec
 
     _browser_or_skip()
     rows = [record("literature", i) for i in range(6)] + [record("code", i) for i in range(3)]

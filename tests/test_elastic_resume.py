@@ -24,25 +24,14 @@ from tasks.train.checkpoint import CheckpointStore, choose_resume
 from tasks.train import elastic
 from tasks.train.elastic import FOLDER, STATE, SliceReader
 from tasks.train.launch import launch
-from tasks.train.testing import make_job, reference_run, synthetic_mix
+from tasks.train.testing import make_job, reference_run
 from tasks.train.weights import load_weights
-
-SEED = 3
-STEPS = 5
-
-
-@pytest.fixture(scope="module")
-def mix_dir(tmp_path_factory) -> Path:
-    return synthetic_mix(tmp_path_factory.mktemp("mix") / "mix", vocab_size=256, seq_len=32)
+from tests.helpers.parallel import SEED, job_spec as parallel_job
 
 
 def job_spec(parallel: dict, **train) -> PretrainJob:
-    return PretrainJob.model_validate({
-        "model": {"flavor": "tiny", "n_layers": 4, "d_model": 64, "n_heads": 4, "n_kv_heads": 2},
-        "parallel": parallel,
-        "train": {"steps": STEPS, "micro_batch_size": 4, "log_every": 1, "eval_every": STEPS, "eval_batches": 2,
-                  "checkpoint_every": 2, "optim": {"warmup_steps": 2}, **train},
-    })
+    """The engine tests' job (tests/helpers/parallel.py) checkpointing every 2 steps."""
+    return parallel_job(parallel, **{"checkpoint_every": 2, **train})
 
 
 def fail_after_step_3(tmp_path: Path, mix_dir: Path, spec: PretrainJob, monkeypatch) -> None:

@@ -82,12 +82,22 @@ def test_zero_steps_writes_exactly_the_checkpoints_weights(hf_project, tmp_path,
     assert report["steps"] == 0 and report["model"]["vocab_size"] == cfg.vocab_size
 
 
-def test_continued_pretraining_is_the_same_with_tensor_parallelism(hf_project, tmp_path):
-    one = run_pretrain(hf_project, tmp_path / "tp1", steps=3)
-    two = run_pretrain(hf_project, tmp_path / "tp2", steps=3, tp=2)
+CONTINUED_STEPS = 4  # checkpoints at 0 and 2, the kill after step 3
+
+
+@pytest.fixture(scope="module")
+def continued_tp2(hf_project, tmp_path_factory) -> Path:
+    """Continued pretraining from the checkpoint on 2 TP ranks, uninterrupted: the out folder (the tp 1 run and
+    the killed-and-resumed run are both compared with it)."""
+    return run_pretrain(hf_project, tmp_path_factory.mktemp("continued-tp2"), steps=CONTINUED_STEPS, tp=2)
+
+
+def test_continued_pretraining_is_the_same_with_tensor_parallelism(hf_project, continued_tp2, tmp_path):
+    one = run_pretrain(hf_project, tmp_path / "tp1", steps=CONTINUED_STEPS)
+    two = continued_tp2
     rows = [[json.loads(x) for x in (o / "metrics.jsonl").read_text().splitlines()] for o in (one, two)]
     losses = [[r["loss"] for r in rs if r["kind"] == "train"] for rs in rows]
-    assert len(losses[0]) == 3 and losses[0] == pytest.approx(losses[1], abs=1e-4)
+    assert len(losses[0]) == CONTINUED_STEPS and losses[0] == pytest.approx(losses[1], abs=1e-4)
     # it started from the checkpoint: step 1's loss is what transformers' model gives on step 1's batch
     x, y = TrainData(hf_project / "data" / "mix", SEED, TRAIN["micro_batch_size"], 1, 1).micro_batches(0, 0)[0]
     hf = AutoModelForCausalLM.from_pretrained(hf_project / "ckpt", local_files_only=True,
@@ -100,11 +110,10 @@ def test_continued_pretraining_is_the_same_with_tensor_parallelism(hf_project, t
         torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-4, msg=k)
 
 
-def test_continued_pretraining_killed_and_resumed_ends_byte_identical(hf_project, tmp_path):
+def test_continued_pretraining_killed_and_resumed_ends_byte_identical(hf_project, continued_tp2, tmp_path):
     """Continued pretraining from the checkpoint on 2 TP ranks, SIGKILLed after step 3 (checkpoints every 2):
     the rerun resumes from step 2 and writes exactly the bytes of an uninterrupted run."""
-    steps = 4
-    ref = run_pretrain(hf_project, tmp_path / "ref", steps=steps, tp=2)
+    steps, ref = CONTINUED_STEPS, continued_tp2
     root = tmp_path / "killed"
     shutil.copytree(hf_project / "data" / "mix", root / "data" / "mix")
     spec = {"model": {"init": {"kind": "hf", "path": str(hf_project / "ckpt")}}, "parallel": {"tp": 2},

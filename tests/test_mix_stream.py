@@ -15,7 +15,7 @@ from tasks.core.files import atomic_path
 from tasks.data.mixplan import hash_keys, hash_unit, take_documents
 from tasks.data.packing import PackedDataset, pack_split, write_layout
 from tasks.data.records import RECORD_SCHEMA, write_table
-from tests.test_mix import run_mix, write_corpus
+from tests.helpers.mix import run_mix, write_corpus
 
 WEIGHTS = {"prose": 0.5, "code": 0.3, "tiny": 0.2}
 

@@ -19,27 +19,9 @@ import torch
 from specs.pretrain import PretrainJob
 from tasks.train.launch import launch
 from tasks.train.model import ModelConfig, Transformer
-from tasks.train.testing import (forward_backward, make_job, reference_run, spawn_gloo, synthetic_mix,
-                                 tp_forward_check)
+from tasks.train.testing import forward_backward, make_job, reference_run, spawn_gloo, tp_forward_check
 from tasks.train.weights import load_weights
-
-SEED = 3
-STEPS = 5
-
-
-@pytest.fixture(scope="module")
-def mix_dir(tmp_path_factory) -> Path:
-    return synthetic_mix(tmp_path_factory.mktemp("mix") / "mix", vocab_size=256, seq_len=32)
-
-
-def job_spec(parallel: dict, **train) -> PretrainJob:
-    return PretrainJob.model_validate({
-        "model": {"flavor": "tiny", "n_layers": 4, "d_model": 64, "n_heads": 4, "n_kv_heads": 2,
-                  **train.pop("model", {})},
-        "parallel": parallel,
-        "train": {"steps": STEPS, "micro_batch_size": 4, "log_every": 1, "eval_every": STEPS, "eval_batches": 2,
-                  "checkpoint_every": 100, "optim": {"warmup_steps": 2}, **train},
-    })
+from tests.helpers.parallel import SEED, STEPS, job_spec
 
 
 def run_and_compare(tmp_path: Path, mix_dir: Path, spec: PretrainJob, atol: float = 1e-5) -> dict:
