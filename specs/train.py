@@ -131,6 +131,11 @@ class TrainLoopSpec(StrictModel):
         "and the tag is published (manifest, then `latest`) once every rank's files are written — a crash before "
         "that leaves it unpublished, so resume uses the previous one (a kill can then lose one more checkpoint "
         "interval). false: write and hash before training goes on. Same bytes either way.")
+    checkpoint_elastic: bool = Field(
+        True, description="Every checkpoint also holds the layout-free copy of the training state (`<tag>/elastic/`:"
+        " fp32 masters and Adam moments, ~12 bytes per trainable parameter, ~1.75x the checkpoint's bytes) that "
+        "lets a run resume at another dp/tp/pp/ZeRO layout. false: not written, so saves are smaller and faster, "
+        "and such a checkpoint resumes only at the layout that wrote it (another layout is refused).")
     log_every: int = Field(10, ge=1, description="Steps between progress lines / metric rows.")
     cpu_threads: int = Field(
         2, ge=1, le=1024, description="torch CPU threads of the run on one machine, split evenly over its local "
