@@ -89,6 +89,12 @@ class SpeedSpec(StrictModel):
         None, ge=0, description="ZeRO-3: parameters with fewer elements stay unpartitioned (no gather per use). "
         "None (auto): 100000 on GPUs (DeepSpeed's default), 0 on CPU ranks (every parameter partitioned: the "
         "layout the CPU tests check).")
+    stage3_sub_group_size: int = Field(
+        1_000_000_000, ge=1, description="ZeRO-3: elements per flat fp32 sub-group of a rank's partition "
+        "(DeepSpeed's `sub_group_size`, its default 1e9). Start-up converts each sub-group to an fp32 master with "
+        "two transient fp32 copies, and the optimizer set-up and each step use an fp32 gradient buffer of the "
+        "largest: a smaller value lowers those transients (1e9 keeps a <1e9-element share in one group). The "
+        "update is elementwise, so the values trained are the same; ZeRO-3's optimizer files follow the groups.")
 
 
 class TelemetrySpec(StrictModel):
