@@ -15,6 +15,12 @@ layout-free copy of the training state, beside DeepSpeed's files, in the tag fol
                                       sample counters, the fp16 loss scale, the global batch and the data
                                       position in global samples (rank 0)
 
+`train.checkpoint_elastic: false` skips this copy (tasks/train/engine.py: `Engine.save`); such a checkpoint then
+resumes only at its own layout (`layout_problems` refuses another, naming the knob). In an asynchronous save the
+copy is queued for the background writer like DeepSpeed's files; what stays in the stall is gathering a ZeRO
+master (a collective) and, without one, nothing: the live weights and Adam moments are the ones DeepSpeed's
+files hold, whose host copy the snapshot shares (`HostBuffers.begin`).
+
 Who writes what: TP-split tensors by every TP rank, replicated ones by TP rank 0; of those, parameter i of a
 rank's list by data-parallel rank i mod dp (the fp32 master and moments of a ZeRO-partitioned parameter are
 gathered over dp for every parameter — a collective — and kept only by its writer), so no rank holds more than
