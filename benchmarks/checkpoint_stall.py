@@ -3,6 +3,10 @@
 
     python benchmarks/checkpoint_stall.py --steps 4 --every 2   # the 350m shape (~304M parameters), 1 CPU rank
     python benchmarks/checkpoint_stall.py --shape tiny --steps 6 --every 2      # a quick check of the script
+    python benchmarks/checkpoint_stall.py --steps 4 --every 2 --elastic on,off  # with and without the copy
+
+`--elastic`: every save also writes the layout-free copy for elastic resume (`train.checkpoint_elastic`, on by
+default: ~1.75x the bytes); `off` runs each mode without it.
 
 Each mode is one real pretrain run of the stage's code path — `tasks.train.launch.launch` of a `PretrainJob`
 (one rank, DeepSpeed ZeRO-0 fp32, the client AdamW) on a synthetic mix — in its own child process, so that its
@@ -17,6 +21,7 @@ saves it includes what the writer thread takes from the training threads while i
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import re
@@ -33,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 WRITTEN = re.compile(r"checkpoint (step\d+) saved \(written in ([0-9.]+) s in the background\)")
 
 
-def job_spec(args: argparse.Namespace, asynchronous: bool):
+def job_spec(args: argparse.Namespace, asynchronous: bool, elastic: bool = True):
     from specs.pretrain import PretrainJob
 
     return PretrainJob.model_validate({
@@ -42,6 +47,7 @@ def job_spec(args: argparse.Namespace, asynchronous: bool):
         "train": {"steps": args.steps, "micro_batch_size": args.batch, "log_every": args.every,
                   "eval_every": 10 * args.steps, "eval_batches": 1, "checkpoint_every": args.every,
                   "keep_checkpoints": 1, "checkpoint_async": asynchronous, "cpu_threads": args.threads,
+                  "checkpoint_elastic": elastic,
                   "precision": "fp32", "optim": {"warmup_steps": 1},
                   "stability": {"max_rollbacks": 0}, "telemetry": {"wandb": "disabled", "nvml": False}},
     })
@@ -56,15 +62,15 @@ class Lines(logging.Handler):
         self.lines.append(record.getMessage())
 
 
-def child(args: argparse.Namespace, mode: str) -> dict:
+def child(args: argparse.Namespace, mode: str, elastic: bool) -> dict:
     """One run in this process: per-save stalls and background write times, loop time, sizes."""
     from tasks.train.config import ModelConfig, param_count
     from tasks.train.launch import launch
     from tasks.train.testing import make_job, synthetic_mix
 
-    work = Path(args.work) / mode
+    work = Path(args.work) / f"{mode}-elastic-{'on' if elastic else 'off'}"
     mix = synthetic_mix(work / "mix", vocab_size=256, seq_len=args.seq, docs=60, val_docs=4)
-    spec = job_spec(args, mode == "async")
+    spec = job_spec(args, mode == "async", elastic)
     lines = Lines()
     logging.getLogger("forgeline.pretrain").addHandler(lines)
     logging.getLogger("forgeline.pretrain").setLevel(logging.INFO)
@@ -74,30 +80,32 @@ def child(args: argparse.Namespace, mode: str) -> dict:
     writes = [float(m.group(2)) for m in map(WRITTEN.search, lines.lines) if m]
     tag = sorted((work / "checkpoints").glob("step*"))[-1]
     cfg = ModelConfig.from_dict(result.outputs["report"]["model"])
-    return {"mode": mode, "params": param_count(cfg), "stalls": stalls, "writes": writes,
+    return {"mode": mode, "elastic": elastic, "params": param_count(cfg), "stalls": stalls, "writes": writes,
             "checkpoint_bytes": sum(p.stat().st_size for p in tag.rglob("*") if p.is_file()),
             "train_s": result.timing.train_s, "s_per_step": result.timing.s_per_step,
             "peak_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}
 
 
 def table(results: list[dict]) -> str:
-    by = {r["mode"]: r for r in results}
-    out = [f"model: {results[0]['params'] / 1e6:.0f}M parameters, checkpoint "
-           f"{results[0]['checkpoint_bytes'] / 2**30:.2f} GiB per save (weights + AdamW state, fp32)", "",
-           "| mode | saves | first save blocked (s) | later saves blocked, median (s) | background write, "
-           "median (s) | s/step | train loop (s) | peak RSS (GiB) |",
-           "|---|---|---|---|---|---|---|---|"]
+    out = [f"model: {results[0]['params'] / 1e6:.0f}M parameters", "",
+           "| mode | layout-free copy | checkpoint (GiB) | saves | first save blocked (s) | later saves blocked, "
+           "median (s) | background write, median (s) | s/step | train loop (s) | peak RSS (GiB) |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         later = statistics.median(r["stalls"][1:]) if len(r["stalls"]) > 1 else float("nan")
         write = f"{statistics.median(r['writes']):.2f}" if r["writes"] else "— (in the stall)"
-        out.append(f"| {r['mode']} | {len(r['stalls'])} | {r['stalls'][0]:.3f} | {later:.3f} | {write} | "
-                   f"{r['s_per_step']:.2f} | {r['train_s']:.1f} | {r['peak_rss_gib']:.1f} |")
-    if {"sync", "async"} <= set(by):
-        s, a = by["sync"]["stalls"], by["async"]["stalls"]
-        out += ["", f"async blocks {statistics.median(a) / statistics.median(s):.1%} of sync per save (median over "
-                f"all saves; first save {a[0] / s[0]:.1%}, later saves "
-                f"{statistics.median(a[1:]) / statistics.median(s[1:]):.1%}); goal < 10 %"
-                if len(a) > 1 and len(s) > 1 else ""]
+        out.append(f"| {r['mode']} | {'on' if r['elastic'] else 'off'} | {r['checkpoint_bytes'] / 2**30:.2f} | "
+                   f"{len(r['stalls'])} | {r['stalls'][0]:.3f} | {later:.3f} | {write} | {r['s_per_step']:.2f} | "
+                   f"{r['train_s']:.1f} | {r['peak_rss_gib']:.1f} |")
+    out.append("")
+    for elastic in (True, False):
+        by = {r["mode"]: r for r in results if r["elastic"] == elastic}
+        if {"sync", "async"} <= set(by) and len(by["sync"]["stalls"]) > 1 and len(by["async"]["stalls"]) > 1:
+            s, a = by["sync"]["stalls"], by["async"]["stalls"]
+            later = statistics.median(a[1:]) / statistics.median(s[1:])
+            out.append(f"layout-free copy {'on' if elastic else 'off'}: async blocks "
+                       f"{statistics.median(a) / statistics.median(s):.1%} of sync per save (median over all saves; "
+                       f"first save {a[0] / s[0]:.1%}, later saves {later:.1%}); goal < 10 %")
     return "\n".join(out)
 
 
@@ -110,17 +118,18 @@ def main() -> None:
     p.add_argument("--every", type=int, default=2, help="checkpoint_every (enough steps to hide one write)")
     p.add_argument("--threads", type=int, default=2, help="train.cpu_threads")
     p.add_argument("--modes", default="sync,async")
+    p.add_argument("--elastic", default="on", help="on, off or on,off: train.checkpoint_elastic of the runs")
     p.add_argument("--work", default=None, help="folder for the runs (default: a temp folder, removed)")
     p.add_argument("--json", action="store_true", help="print the raw results as JSON too")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        print("RESULT " + json.dumps(child(args, args.child)), flush=True)
+        print("RESULT " + json.dumps(child(args, args.child, args.elastic == "on")), flush=True)
         return
     results = []
     with tempfile.TemporaryDirectory(prefix="ckpt-stall-") as tmp:
-        for mode in args.modes.split(","):
-            cmd = [sys.executable, __file__, "--child", mode, "--work", args.work or tmp,
+        for elastic, mode in itertools.product(args.elastic.split(","), args.modes.split(",")):
+            cmd = [sys.executable, __file__, "--child", mode, "--work", args.work or tmp, f"--elastic={elastic}",
                    *[f"--{k}={getattr(args, k)}" for k in ("shape", "seq", "batch", "steps", "every", "threads")]]
             proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
             line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)

@@ -5,6 +5,7 @@ partitioned at once) — issue #13.
 
     python benchmarks/init_memory.py                        # ~0.5 B parameters (d 1536, 16 layers), bf16
     python benchmarks/init_memory.py --d-model 2048 --layers 16 --precision fp32
+    python benchmarks/init_memory.py --sub-group-size 5e7   # speed.stage3_sub_group_size: smaller transients
 
 Each (path, rank) runs in its own fresh process (spawned). Peak RSS (VmHWM, reset just before the build) is
 reported as growth over the RSS just before the build (the imported libraries, ~0.5 GB, excluded),
@@ -25,7 +26,45 @@ sys.path.insert(0, str(ROOT))
 GB = 1e9
 
 
-def rank_main(rank: int, world: int, cfg_dict: dict, path: str, precision: str) -> dict:
+# ZeRO-3 optimizer steps inside `deepspeed.initialize` (DeepSpeed 0.19, runtime/zero/stage3.py), each timed as
+# its own phase of the breakdown: what each allocates is in the README's table.
+ZERO3_PHASES = (("_create_fp16_partitions_with_defragmentation", "flat bf16/fp32 partition (defragment)"),
+                ("_create_fp32_partitions", "fp32 master partition"),
+                ("initialize_optimizer_states", "initialize_optimizer_states (fp32 gradient buffer)"),
+                ("_setup_for_real_optimizer", "gradient partition buffer, IPG buckets"))
+
+
+class Phases:
+    """Peak and current RSS growth (over `base`) of consecutive phases: `mark(name)` closes the phase running
+    since the previous mark and resets the peak mark, so each phase's peak is its own."""
+
+    def __init__(self, base: int):
+        from tests.helpers.init_meta import peak_growth, start_peak
+
+        self.base, self.rows, self.peak_growth, self.start_peak = base, [], peak_growth, start_peak
+
+    def mark(self, name: str) -> None:
+        peak = self.peak_growth(self.base)
+        self.rows.append((name, peak, self.start_peak() - self.base))
+
+    def instrument(self) -> None:
+        """Mark before and after each of ZeRO-3's set-up steps (the gaps between them are phases too)."""
+        from deepspeed.runtime.zero.stage3 import DeepSpeedZeroOptimizer_Stage3 as Zero3
+
+        for method, label in ZERO3_PHASES:
+            def wrapped(self_, *a, _orig=getattr(Zero3, method), _label=label, **k):
+                self.mark(f"before: {_label}")
+                out = _orig(self_, *a, **k)
+                self.mark(_label)
+                return out
+            setattr(Zero3, method, wrapped)
+
+    def peak(self) -> int:
+        return max(p for _, p, _ in self.rows)
+
+
+def rank_main(rank: int, world: int, cfg_dict: dict, path: str, precision: str, sub_group: int | None = None
+              ) -> dict:
     import deepspeed
     import torch
 
@@ -34,11 +73,12 @@ def rank_main(rank: int, world: int, cfg_dict: dict, path: str, precision: str) 
     from tasks.train.dsconfig import ds_config, make_optimizer
     from tasks.train.model import Transformer
     from tasks.train.parallelize import build_layout, build_module, init_distributed
-    from tests.helpers.init_meta import peak_growth, start_peak
+    from tests.helpers.init_meta import start_peak
 
     init_distributed()
     par = ParallelSpec(dp=world, zero_stage=3)
-    train = PretrainSpec(precision=precision, micro_batch_size=1)
+    train = PretrainSpec(precision=precision, micro_batch_size=1,
+                         speed={"stage3_sub_group_size": sub_group} if sub_group else {})
     cfg, ds_cfg = ModelConfig.from_dict(cfg_dict), ds_config(train, par)
     layout = build_layout(par)
     with torch.device("meta"):  # torch's meta kernels import once (~80 MB): not the model's memory
@@ -48,10 +88,14 @@ def rank_main(rank: int, world: int, cfg_dict: dict, path: str, precision: str) 
         module = build_module(cfg, layout, 0, zero3=ds_cfg)
     else:  # what build_module did before: the whole plain model in fp32; deepspeed.initialize partitions it
         module = Transformer(cfg, 0)
-    built, t1 = peak_growth(base), time.perf_counter()
+    t1 = time.perf_counter()
+    phases = Phases(base)
+    phases.mark("module built")
+    phases.instrument()
     deepspeed.initialize(model=module, optimizer=make_optimizer(module, train.optim), config=ds_cfg)
-    return {"module": built, "engine": peak_growth(base), "build_s": t1 - t0,
-            "total_s": time.perf_counter() - t0}
+    phases.mark("rest of initialize")
+    return {"module": phases.rows[0][1], "engine": phases.peak(), "build_s": t1 - t0,
+            "total_s": time.perf_counter() - t0, "phases": phases.rows}
 
 
 def main() -> None:
@@ -61,6 +105,8 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=32000)
     ap.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
     ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--sub-group-size", type=float, default=None,
+                    help="pretrain.speed.stage3_sub_group_size for both paths (default 1e9, DeepSpeed's)")
     args = ap.parse_args()
 
     from specs.pretrain import ModelSpec
@@ -77,7 +123,8 @@ def main() -> None:
     rows = {}
     for path in ("old", "new"):
         with tempfile.TemporaryDirectory() as tmp:
-            rows[path] = spawn_gloo(rank_main, args.ranks, (cfg.to_dict(), path, args.precision), Path(tmp))
+            rows[path] = spawn_gloo(rank_main, args.ranks, (cfg.to_dict(), path, args.precision,
+                                                                    int(args.sub_group_size or 0) or None), Path(tmp))
     print("| path | rank | peak RSS growth, module built (GB) | × fp32 model | peak RSS growth, engine ready (GB) "
           "| × fp32 model | build (s) | build + initialize (s) |")
     print("|---|---|---|---|---|---|---|---|")
@@ -86,6 +133,13 @@ def main() -> None:
             print(f"| {path} | {r} | {out['module'] / GB:.2f} | {out['module'] / full:.2f} | "
                   f"{out['engine'] / GB:.2f} | {out['engine'] / full:.2f} | {out['build_s']:.1f} | "
                   f"{out['total_s']:.1f} |")
+    print("\nPhases of rank 0 (peak RSS growth within the phase / RSS growth at its end, GB; a phase \"before: X\" "
+          "is what ran between the previous step and X):\n")
+    print("| phase | " + " | ".join(f"{path} peak | {path} at end" for path in rows) + " |")
+    print("|---|" + "---|---|" * len(rows))
+    for i, (name, *_) in enumerate(rows["new"][0]["phases"]):
+        cells = [f"{r[0]['phases'][i][1] / GB:.2f} | {r[0]['phases'][i][2] / GB:.2f}" for r in rows.values()]
+        print(f"| {name} | " + " | ".join(cells) + " |")
     for key in ("module", "engine"):
         ratio = max(o[key] for o in rows["new"]) / max(o[key] for o in rows["old"])
         print(f"new / old peak ({key}): {ratio:.2f}  (goal ≤ 0.60)")

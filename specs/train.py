@@ -89,6 +89,12 @@ class SpeedSpec(StrictModel):
         None, ge=0, description="ZeRO-3: parameters with fewer elements stay unpartitioned (no gather per use). "
         "None (auto): 100000 on GPUs (DeepSpeed's default), 0 on CPU ranks (every parameter partitioned: the "
         "layout the CPU tests check).")
+    stage3_sub_group_size: int = Field(
+        1_000_000_000, ge=1, description="ZeRO-3: elements per flat fp32 sub-group of a rank's partition "
+        "(DeepSpeed's `sub_group_size`, its default 1e9). Start-up converts each sub-group to an fp32 master with "
+        "two transient fp32 copies, and the optimizer set-up and each step use an fp32 gradient buffer of the "
+        "largest: a smaller value lowers those transients (1e9 keeps a <1e9-element share in one group). The "
+        "update is elementwise, so the values trained are the same; ZeRO-3's optimizer files follow the groups.")
 
 
 class TelemetrySpec(StrictModel):
@@ -131,6 +137,11 @@ class TrainLoopSpec(StrictModel):
         "and the tag is published (manifest, then `latest`) once every rank's files are written — a crash before "
         "that leaves it unpublished, so resume uses the previous one (a kill can then lose one more checkpoint "
         "interval). false: write and hash before training goes on. Same bytes either way.")
+    checkpoint_elastic: bool = Field(
+        True, description="Every checkpoint also holds the layout-free copy of the training state (`<tag>/elastic/`:"
+        " fp32 masters and Adam moments, ~12 bytes per trainable parameter, ~1.75x the checkpoint's bytes) that "
+        "lets a run resume at another dp/tp/pp/ZeRO layout. false: not written, so saves are smaller and faster, "
+        "and such a checkpoint resumes only at the layout that wrote it (another layout is refused).")
     log_every: int = Field(10, ge=1, description="Steps between progress lines / metric rows.")
     cpu_threads: int = Field(
         2, ge=1, le=1024, description="torch CPU threads of the run on one machine, split evenly over its local "

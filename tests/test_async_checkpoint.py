@@ -72,6 +72,30 @@ def test_snapshot_serializes_to_the_originals_bytes_after_training_changes_it():
     assert buffers.nbytes() == (100 + 7) * 4 + 12 * 8 + 12 * 4 + 5 * 2  # each storage once; empty ones take 0
 
 
+def test_snapshots_of_one_save_share_copies_and_the_next_save_does_not():
+    """Between `begin` and `end` (one save), a tensor two files hold (ZeRO-0's layout-free copy holds the weights
+    and Adam moments DeepSpeed's files hold) is copied once; the next save copies it afresh, with its new values."""
+    weight, moment = torch.randn(10), torch.randn(10)
+    buffers = HostBuffers()
+    buffers.begin()
+    ds_file = buffers.snapshot("model.pt", {"w": weight, "m": moment})
+    elastic = buffers.snapshot("elastic/w", {"w": weight[2:], "other": torch.ones(3)})
+    buffers.end()
+    assert elastic["w"].untyped_storage().data_ptr() == ds_file["w"].untyped_storage().data_ptr()
+    assert buffers.nbytes() == (10 + 10 + 3) * 4  # the shared weight counted once
+    with torch.no_grad():
+        weight.add_(1)
+    assert torch.equal(elastic["w"], ds_file["w"][2:]) and not torch.equal(elastic["w"], weight[2:])
+    buffers.begin()
+    ds_file = buffers.snapshot("model.pt", {"w": weight, "m": moment})
+    elastic = buffers.snapshot("elastic/w", {"w": weight[2:], "other": torch.ones(3)})
+    buffers.end()
+    assert torch.equal(elastic["w"], weight[2:]) and torch.equal(ds_file["w"], weight)  # the new values
+    # outside a save nothing is shared: a look-alike snapshot copies its own
+    alone = buffers.snapshot("elastic/w", {"w": weight[2:], "other": torch.ones(3)})
+    assert alone["w"].untyped_storage().data_ptr() != ds_file["w"].untyped_storage().data_ptr()
+
+
 def test_write_state_hashes_what_it_writes(tmp_path):
     state = tricky_state()
     digest = write_state(tmp_path / "f.pt", state)

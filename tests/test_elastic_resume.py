@@ -19,8 +19,9 @@ import torch
 from safetensors.torch import save_file
 
 from specs.pretrain import PretrainJob
+from tasks.core import faults
 from tasks.core.files import write_json_atomic
-from tasks.train.checkpoint import CheckpointStore, choose_resume
+from tasks.train.checkpoint import MANIFEST, CheckpointStore, choose_resume
 from tasks.train import elastic
 from tasks.train.elastic import FOLDER, STATE, SliceReader
 from tasks.train.launch import launch
@@ -35,12 +36,14 @@ def job_spec(parallel: dict, **train) -> PretrainJob:
 
 
 def fail_after_step_3(tmp_path: Path, mix_dir: Path, spec: PretrainJob, monkeypatch) -> None:
-    """Every rank fails (an injected EIO) right after step 3; a one-rank run is in this process, so no SIGKILL."""
+    """Every rank fails (an injected EIO) right after step 3; a one-rank run is in this process, so no SIGKILL
+    (and the hit count starts from zero, whatever earlier in-process runs of this session counted)."""
+    faults.reset_counts()
     monkeypatch.setenv("FORGELINE_FAULT", "pretrain.step_done=3:EIO")
     with pytest.raises((OSError, RuntimeError), match="Input/output error"):
         launch(make_job(tmp_path, mix_dir, spec, SEED), tmp_path / "launch")
     monkeypatch.delenv("FORGELINE_FAULT")
-    assert (tmp_path / "checkpoints" / "step000002" / FOLDER / STATE).exists()
+    assert (tmp_path / "checkpoints" / "step000002" / FOLDER / STATE).exists() == spec.train.checkpoint_elastic
 
 
 def resume_and_compare(tmp_path: Path, mix_dir: Path, spec: PretrainJob) -> None:
@@ -84,6 +87,46 @@ def test_tp1_zero3_resumes_at_tp2_zero1(tmp_path, mix_dir, monkeypatch):
     fail_after_step_3(tmp_path, mix_dir, job_spec({"zero_stage": 3}, grad_accum=2), monkeypatch)
     assert len(list((tmp_path / "checkpoints" / "step000002" / FOLDER).glob("*.safetensors"))) > 10
     resume_and_compare(tmp_path, mix_dir, job_spec({"tp": 2, "zero_stage": 1}, micro_batch_size=2, grad_accum=4))
+
+
+def run_files(base: Path) -> tuple[dict[str, bytes], dict[str, dict]]:
+    """The final outputs' bytes and every kept checkpoint's manifest digests."""
+    finals = {n: (base / "out" / n).read_bytes() for n in ("model.safetensors", "metrics.jsonl")}
+    return finals, {t.name: json.loads((t / MANIFEST).read_text())["files"]
+                    for t in sorted((base / "checkpoints").glob("step*"))}
+
+
+def test_checkpoint_elastic_off_resumes_only_at_its_own_layout(tmp_path, mix_dir, monkeypatch):
+    """`checkpoint_elastic: false`: no layout-free files; the same layout resumes byte-identical to an
+    uninterrupted run; another layout is refused naming the knob. And with it on (ZeRO-0: its fp32 masters and
+    Adam moments are the live parameters and optimizer state, which an async save shares with DeepSpeed's
+    snapshot), async and sync saves write the same layout-free bytes."""
+    on = job_spec({}, keep_checkpoints=3)
+    launch(make_job(tmp_path / "sync", mix_dir, on, SEED), tmp_path / "sync" / "launch")
+    asynchronous = job_spec({}, keep_checkpoints=3, checkpoint_async=True)
+    launch(make_job(tmp_path / "async", mix_dir, asynchronous, SEED), tmp_path / "async" / "launch")
+    finals, digests = run_files(tmp_path / "sync")
+    assert run_files(tmp_path / "async") == (finals, digests)
+    elastic_files = {t: sorted(f for f in files if f.startswith(f"{FOLDER}/")) for t, files in digests.items()}
+    assert list(digests) == ["step000002", "step000004", "step000005"]
+    assert all(f"{FOLDER}/{STATE}" in files and len(files) >= 2 for files in elastic_files.values())
+
+    off = job_spec({}, keep_checkpoints=3, checkpoint_elastic=False, checkpoint_async=True)
+    fail_after_step_3(tmp_path / "off", mix_dir, off, monkeypatch)
+    with pytest.raises(ValueError, match=r"without the layout-free state .* saved with "
+                                         r"`pretrain\.checkpoint_elastic: false`.*checkpoint_elastic: true"):
+        launch(make_job(tmp_path / "off", mix_dir, job_spec({"zero_stage": 1}, checkpoint_elastic=False), SEED),
+               tmp_path / "off" / "launch")
+    result = launch(make_job(tmp_path / "off", mix_dir, off, SEED), tmp_path / "off" / "launch")
+    assert result.resumed_from == "step000002"
+    off_finals, off_digests = run_files(tmp_path / "off")
+    assert off_finals == finals
+    assert not list((tmp_path / "off" / "checkpoints").rglob(FOLDER))
+    without = {t: {f: d for f, d in files.items() if f not in elastic_files[t]} for t, files in digests.items()}
+    assert off_digests["step000002"] == without["step000002"]  # saved before the failure: the same bytes
+    # Saved after the resume: the same files (DeepSpeed's model-states file of a resumed run differs in bytes,
+    # not tensors: the README's known limit).
+    assert {t: sorted(files) for t, files in off_digests.items()} == {t: sorted(f) for t, f in without.items()}
 
 
 def test_losing_adam_state_is_detected(mix_dir):
@@ -137,13 +180,13 @@ def identity(dp: int = 2, tp: int = 1, micro: int = 4, accum: int = 1, zero: int
             "seq_len": 32, "vocab_size": 256, "data": "abc", "seed": 3, "init": "random"}
 
 
-def saved_store(tmp_path: Path, elastic: bool = True) -> CheckpointStore:
+def saved_store(tmp_path: Path, elastic: bool = True, spec: dict | None = None) -> CheckpointStore:
     store = CheckpointStore(tmp_path / "ckpt")
     tag = store.folder / "step000002"
     tag.mkdir(parents=True)
     if elastic:
         write_json_atomic(tag / FOLDER / STATE, {"layout": {"dp": 2, "tp": 1, "pp": 1, "zero_stage": 2}})
-    store.write_manifest("step000002", 2, identity(), {})
+    store.write_manifest("step000002", 2, identity(), spec or {})
     return store
 
 
@@ -166,3 +209,8 @@ def test_older_checkpoint_resumes_only_at_its_own_layout(tmp_path):
     assert choose_resume(store, identity(), 5, "pretrain")[3] is None
     error = choose_resume(store, identity(dp=1, accum=2), 5, "pretrain")[3]
     assert "without the layout-free state" in error and "Delete" in error
+    assert "predates that format" in error and "`pretrain.checkpoint_elastic: true`" in error
+    off = saved_store(tmp_path / "off", elastic=False, spec={"train": {"checkpoint_elastic": False}})
+    assert choose_resume(off, identity(), 5, "sft")[3] is None
+    error = choose_resume(off, identity(dp=1, accum=2), 5, "sft")[3]
+    assert "saved with `sft.checkpoint_elastic: false`" in error and "predates" not in error

@@ -55,7 +55,8 @@ def test_zero_communication_knobs_are_written_out(stage, accelerator, overlap, p
     expected = {"stage": stage, "overlap_comm": overlap, "contiguous_gradients": True,
                 "reduce_bucket_size": 500_000_000, "allgather_bucket_size": 500_000_000}
     if stage == 3:
-        expected.update({"stage3_prefetch_bucket_size": 50_000_000, "stage3_param_persistence_threshold": persist})
+        expected.update({"stage3_prefetch_bucket_size": 50_000_000, "stage3_param_persistence_threshold": persist,
+                         "sub_group_size": 1_000_000_000})
     assert zero == expected
     z = parsed(cfg).zero_config
     assert z.overlap_comm is overlap and z.reduce_bucket_size == 500_000_000 and z.contiguous_gradients
@@ -63,12 +64,14 @@ def test_zero_communication_knobs_are_written_out(stage, accelerator, overlap, p
 
 def test_zero_knobs_set_in_params_win_over_the_defaults():
     speed = {"overlap_comm": False, "contiguous_gradients": False, "reduce_bucket_size": 2_000_000,
-             "allgather_bucket_size": 3_000_000, "stage3_prefetch_bucket_size": 7, "stage3_param_persistence_threshold": 11}
+             "allgather_bucket_size": 3_000_000, "stage3_prefetch_bucket_size": 7, "stage3_param_persistence_threshold": 11,
+             "stage3_sub_group_size": 13}
     zero = ds_config(PretrainSpec(speed=speed), ParallelSpec(zero_stage=3, accelerator="cuda"))["zero_optimization"]
-    assert zero == {"stage": 3, **speed}
+    assert zero == {"stage": 3, **{("sub_group_size" if k == "stage3_sub_group_size" else k): v
+                                   for k, v in speed.items()}}
     z = parsed(ds_config(PretrainSpec(speed=speed), ParallelSpec(zero_stage=3))).zero_config
-    assert (z.overlap_comm, z.reduce_bucket_size, z.prefetch_bucket_size, z.param_persistence_threshold) == \
-        (False, 2_000_000, 7, 11)
+    assert (z.overlap_comm, z.reduce_bucket_size, z.prefetch_bucket_size, z.param_persistence_threshold,
+            z.sub_group_size) == (False, 2_000_000, 7, 11, 13)
     with pytest.raises(ValueError):
         PretrainSpec(speed={"reduce_bucket_size": 0})
     with pytest.raises(ValueError):

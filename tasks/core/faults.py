@@ -30,6 +30,12 @@ from pathlib import Path
 _hits: Counter[str] = Counter()
 
 
+def reset_counts() -> None:
+    """Count hits from zero again, as a new process would (for in-process tests that inject a fault more than
+    once in one process)."""
+    _hits.clear()
+
+
 def checkpoint(point: str, path: str | Path | None = None) -> None:
     """A fault point; `path` names the file being written there (used in an injected OSError)."""
     spec = os.environ.get("FORGELINE_FAULT")

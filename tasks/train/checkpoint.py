@@ -181,8 +181,8 @@ def choose_resume(store: CheckpointStore, identity: dict[str, Any], steps: int, 
         return None, 0, [], None
     from tasks.train.elastic import layout_problems  # here: elastic.py imports this module (RNG helpers)
 
-    problems = identity_problems(manifest["identity"], identity) + layout_problems(manifest["identity"], identity,
-                                                                                   store.folder / tag)
+    problems = identity_problems(manifest["identity"], identity) + layout_problems(
+        manifest["identity"], identity, store.folder / tag, stage, manifest.get("spec"))
     if problems:
         return None, 0, [], (f"{stage}: refusing to resume from {store.folder / tag}: the run differs in "
                              + "; ".join(problems)

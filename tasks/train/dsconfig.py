@@ -33,6 +33,7 @@ def zero_section(stage: int, speed: Any, cuda: bool) -> dict[str, Any]:
     if stage == 3:
         persist = speed.stage3_param_persistence_threshold
         zero.update({"stage3_prefetch_bucket_size": speed.stage3_prefetch_bucket_size,
+                     "sub_group_size": speed.stage3_sub_group_size,
                      # CPU ranks: every parameter partitioned (deterministic gathers on the small test models)
                      "stage3_param_persistence_threshold": persist if persist is not None else
                      (100_000 if cuda else 0)})

@@ -15,6 +15,12 @@ layout-free copy of the training state, beside DeepSpeed's files, in the tag fol
                                       sample counters, the fp16 loss scale, the global batch and the data
                                       position in global samples (rank 0)
 
+`train.checkpoint_elastic: false` skips this copy (tasks/train/engine.py: `Engine.save`); such a checkpoint then
+resumes only at its own layout (`layout_problems` refuses another, naming the knob). In an asynchronous save the
+copy is queued for the background writer like DeepSpeed's files; what stays in the stall is gathering a ZeRO
+master (a collective) and, without one, nothing: the live weights and Adam moments are the ones DeepSpeed's
+files hold, whose host copy the snapshot shares (`HostBuffers.begin`).
+
 Who writes what: TP-split tensors by every TP rank, replicated ones by TP rank 0; of those, parameter i of a
 rank's list by data-parallel rank i mod dp (the fp32 master and moments of a ZeRO-partitioned parameter are
 gathered over dp for every parameter — a collective — and kept only by its writer), so no rank holds more than
@@ -50,7 +56,7 @@ from tasks.train.checkpoint import restore_rng
 from tasks.train.deepspeed_adapter import (ADAM_MOMENTS, adam_step, link_adam_state, pipeline_local_layers,
                                            prime_adam_state, set_training_state, training_state)
 from tasks.train.parallelize import local_layers
-from tasks.train.snapshot import PendingFile, digest_file
+from tasks.train.snapshot import HostBuffers, PendingFile, digest_file
 from tasks.train.weights import write_shard
 
 FOLDER = "elastic"
@@ -78,11 +84,15 @@ def saved_layers(engine: Any) -> list[tuple[int, torch.nn.Module]]:
 
 # ----------------------------------------------------------------------------------------------------- save
 def save_layout_free(engine: Any, tag_dir: Path, step: int, max_file_bytes: int | None = None,
-                     defer: bool = False) -> list[PendingFile]:
+                     defer: bool = False, buffers: HostBuffers | None = None) -> list[PendingFile]:
     """This rank's part of the layout-free state in `tag_dir/elastic/` (a collective: every rank), in files of
     about `max_file_bytes` each. Returns the files: written and hashed by this rank, or with `defer` (an
     asynchronous save) host copies that the checkpoint writer writes and hashes later (then the rank holds its
-    whole part in host memory until written, like the rest of its snapshot)."""
+    whole part in host memory until written, like the rest of its snapshot). `buffers`: the save's host
+    buffers (`CapturingEngine.buffers`, after DeepSpeed's files were snapshotted into them) — live tensors are
+    copied through them, so a tensor DeepSpeed's files already hold is not copied again, and the rest go into
+    pages reused from save to save."""
+    pool = buffers if buffers is not None else HostBuffers()
     L, ds = engine.layout, engine.ds
     adam = adam_step(ds)
     link_adam_state(ds)  # DeepSpeed leaves some param groups' fragments unlinked (see there)
@@ -108,11 +118,14 @@ def save_layout_free(engine: Any, tag_dir: Path, step: int, max_file_bytes: int 
         fp32, moments = training_state(ds, p, adam is not None)  # gathered over dp: every dp rank calls it
         if i % L.dp != L.dp_rank or (dim is None and L.tp_rank != 0):
             continue
-        # Deferred: copies, since training changes the live tensors before the writer reads them (a CPU fp32
-        # parameter's .float().cpu() is the parameter itself).
-        tensors[key] = fp32.float().cpu().clone() if defer else fp32.float().cpu()
-        for name, value in zip(MOMENTS, moments):
-            tensors[f"{key}#{name}"] = value.float().cpu().clone() if defer else value.float().cpu()
+        mine = {key: fp32.float().cpu(), **{f"{key}#{n}": v.float().cpu() for n, v in zip(MOMENTS, moments)}}
+        if defer and mine[key].untyped_storage().data_ptr() == p.untyped_storage().data_ptr():
+            # Deferred and live (a CPU run without a ZeRO master: the parameter and torch's Adam state themselves,
+            # which training changes before the writer reads them): host copies. A ZeRO master and its moments
+            # come gathered into fresh tensors (and `.cpu()` of a GPU tensor is one), which nothing else
+            # changes: kept as they are.
+            mine = pool.snapshot(f"{FOLDER}/{key}", mine)
+        tensors.update(mine)
         if dim is not None:
             split[key] = int(dim)
         held += 3 * fp32.numel() * 4
@@ -273,8 +286,10 @@ def global_batch(identity: dict[str, Any]) -> tuple[int, int, int]:
     return int(t.get("micro_batch_size", 0)), int(t.get("grad_accum", 1)), int(par.get("dp", 1))
 
 
-def layout_problems(stored: dict[str, Any], current: dict[str, Any], tag_dir: Path) -> list[str]:
-    """Why a checkpoint at another layout cannot be resumed here (empty: it can, or the layout is the same)."""
+def layout_problems(stored: dict[str, Any], current: dict[str, Any], tag_dir: Path, stage: str = "pretrain",
+                    spec: dict[str, Any] | None = None) -> list[str]:
+    """Why a checkpoint at another layout cannot be resumed here (empty: it can, or the layout is the same).
+    `spec`: the resolved spec its manifest records (says whether it was saved with `checkpoint_elastic` off)."""
     keys = ("dp", "tp", "pp", "zero_stage")
     old = {k: int(stored.get("parallel", {}).get(k, 1 if k != "zero_stage" else 0)) for k in keys}
     new = {k: int(current.get("parallel", {}).get(k, 1 if k != "zero_stage" else 0)) for k in keys}
@@ -288,6 +303,10 @@ def layout_problems(stored: dict[str, Any], current: dict[str, Any], tag_dir: Pa
                         f"grad_accum {a0} × dp {d0}), this run has {m1 * a1 * d1} ({m1} × {a1} × {d1}); the data "
                         f"position is kept in global samples, so the global batch must stay the same{hint}")
     if old != new and saved_layout(tag_dir) is None:
+        saved_with = (spec or {}).get("train", {}).get("checkpoint_elastic")  # the job spec's train section
+        why = (f"it was saved with `{stage}.checkpoint_elastic: false`" if saved_with is False
+               else f"it predates that format; it is written with `{stage}.checkpoint_elastic: true`")
         problems.append(f"parallel: checkpoint was written at {old} without the layout-free state "
-                        f"({FOLDER}/{STATE}) that resuming at {new} needs")
+                        f"({FOLDER}/{STATE}) that resuming at {new} needs ({why}); resume at {old}, or train "
+                        f"again with `{stage}.checkpoint_elastic: true` to change layouts")
     return problems

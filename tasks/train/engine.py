@@ -166,15 +166,21 @@ class Engine:
         (tasks/train/async_save.py), and training may change the weights meanwhile."""
         tag_dir, step = Path(folder) / tag, client_state["step"]
         capture = capturing_engine(self.ds)
+        elastic = bool(self.job.train.checkpoint_elastic)  # false: this layout's files only (resume refuses others)
         if capture is None:  # a DeepSpeed writer of its own is configured: it writes now, rank 0 hashes
             self.ds.save_checkpoint(folder, tag=tag, client_state=client_state, save_latest=False)
-            return save_layout_free(self, tag_dir, step)
+            return save_layout_free(self, tag_dir, step) if elastic else []
         capture.snapshot = snapshot
+        capture.buffers.begin()
         try:
             self.ds.save_checkpoint(folder, tag=tag, client_state=client_state, save_latest=False)
+            capture.snapshot = False
+            layout_free = save_layout_free(self, tag_dir, step, defer=snapshot, buffers=capture.buffers) \
+                if elastic else []
         finally:
             capture.snapshot = False
-        return capture.take() + save_layout_free(self, tag_dir, step, defer=snapshot)
+            capture.buffers.end()
+        return capture.take() + layout_free
 
     def load(self, folder: str, tag: str) -> dict[str, Any]:
         if needs_reshard(Path(folder) / tag, self.layout, self.job.parallel.zero_stage):  # saved at another layout

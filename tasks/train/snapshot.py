@@ -81,12 +81,28 @@ class HostBuffers:
 
     def __init__(self) -> None:
         self.by_name: dict[str, list[torch.UntypedStorage]] = {}
+        # Source storage -> (it, its copy), over every snapshot of one save (`begin` ... `end`): a tensor that two
+        # files of one save hold (the layout-free copy's fp32 weights and Adam moments are DeepSpeed's own
+        # without a ZeRO master) is copied once and both files read that copy. The source is held so that its
+        # address (the key) cannot be reused by a new storage before the save ends. None outside a save: each
+        # snapshot then copies all it holds.
+        self.this_save: dict[int, tuple[torch.UntypedStorage, torch.UntypedStorage]] | None = None
 
     def nbytes(self) -> int:
         return sum(s.nbytes() for kept in self.by_name.values() for s in kept)
 
     def clear(self) -> None:
         self.by_name.clear()
+        self.this_save = None
+
+    def begin(self) -> None:
+        """A save begins: its snapshots share copies of the same storage (copies made for earlier saves hold
+        older values: never shared)."""
+        self.this_save = {}
+
+    def end(self) -> None:
+        """The save's snapshots are taken: let go of their sources; later snapshots share nothing with them."""
+        self.this_save = None
 
     def _buffer(self, kept: list[torch.UntypedStorage], i: int, src: torch.UntypedStorage) -> torch.UntypedStorage:
         if i < len(kept) and kept[i].nbytes() == src.nbytes():
@@ -108,10 +124,15 @@ class HostBuffers:
                 continue  # a subclass or a tensor with attributes: deepcopy below copies it (not pooled)
             src = t.untyped_storage()
             key = src._cdata  # the StorageImpl: the identity torch.save itself dedups storages by
+            shared = self.this_save or {}
+            if key not in copies and key in shared:
+                copies[key] = shared[key][1]  # copied for another file of this save: share that copy
             if key not in copies:
                 buf = self._buffer(kept, len(used), src)
                 as_bytes(buf).copy_(as_bytes(src))  # a tensor copy: torch's parallel kernel, not one memcpy
                 copies[key] = buf
+                if self.this_save is not None:
+                    self.this_save[key] = (src, buf)
                 used.append(buf)
             view = torch.empty(0, dtype=t.dtype).set_(copies[key], t.storage_offset(), t.size(), t.stride())
             memo[id(t)] = view.requires_grad_(t.requires_grad)
