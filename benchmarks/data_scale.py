@@ -24,6 +24,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -124,10 +125,19 @@ def params_yaml(executor: dict, n_docs: int) -> str:
     return json.dumps(params, indent=1)  # JSON is YAML
 
 
-def run_stage(root: Path, stage: str) -> tuple[float, int]:
-    """(wall seconds, peak RSS of the stage's process tree) of `python -m tasks <stage>`."""
+def children_cpu_s() -> float:
+    """User + system CPU seconds of every ended, waited-for descendant (a stage and the workers it joined)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_stage(root: Path, stage: str) -> tuple[float, int, float]:
+    """(wall seconds, peak RSS of the stage's process tree, CPU seconds of that tree) of `python -m tasks <stage>`.
+
+    CPU seconds are what a per-core rate should be computed from on a shared machine: wall time grows with
+    whatever else runs, CPU time much less."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), children_cpu_s()
     proc = subprocess.Popen([sys.executable, "-m", "tasks", "--root", str(root), stage], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     ps, peak, log = psutil.Process(proc.pid), 0, []
@@ -139,7 +149,7 @@ def run_stage(root: Path, stage: str) -> tuple[float, int]:
     reader.join()
     if proc.returncode:
         raise RuntimeError(f"{stage} failed ({proc.returncode}):\n{''.join(log[-40:])}")
-    return time.perf_counter() - t0, peak
+    return time.perf_counter() - t0, peak, children_cpu_s() - cpu0
 
 
 def folder_bytes(folder: Path) -> int:
@@ -161,10 +171,10 @@ def run_size(work: Path, n_docs: int, executor: dict, raw: Path) -> list[dict]:
     (root / "params.yaml").write_text(params_yaml(executor, n_docs))
     rows = []
     for stage in STAGES:
-        wall, peak = run_stage(root, stage)
+        wall, peak, cpu = run_stage(root, stage)
         out = root / "data" / stage
         rows.append({"docs": n_docs, "executor": label(executor), "stage": stage, "wall_s": wall,
-                     "docs_per_s": n_docs / wall, "peak_rss_gb": peak / 2**30, "disk_gb": folder_bytes(out) / 2**30,
+                     "docs_per_s": n_docs / wall, "cpu_s": cpu, "peak_rss_gb": peak / 2**30, "disk_gb": folder_bytes(out) / 2**30,
                      "digest": digest(out) if stage in ("clean", "mix") else ""})
     return rows
 
@@ -175,8 +185,8 @@ def label(executor: dict) -> str:
 
 # ------------------------------------------------------------------------------------------------ tables
 def print_rows(rows: list[dict], text_bytes: dict[int, int]) -> None:
-    print("\n| docs | text GB | executor | stage | wall s | docs/s | µs/doc | peak RSS GB | disk GB | outputs |")
-    print("|---:|---:|---|---|---:|---:|---:|---:|---:|---|")
+    print("\n| docs | text GB | executor | stage | wall s | docs/s | CPU s | CPU µs/doc | peak RSS GB | disk GB | outputs |")
+    print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---|")
     first: dict[tuple[int, str], str] = {}
     for r in rows:
         same = ""
@@ -184,7 +194,8 @@ def print_rows(rows: list[dict], text_bytes: dict[int, int]) -> None:
             ref = first.setdefault((r["docs"], r["stage"]), r["digest"])
             same = "identical" if r["digest"] == ref else f"DIFFER ({r['digest']})"
         print(f"| {r['docs']:,} | {text_bytes[r['docs']] / 1e9:.2f} | {r['executor']} | {r['stage']} | "
-              f"{r['wall_s']:.1f} | {r['docs_per_s']:,.0f} | {1e6 / r['docs_per_s']:.0f} | {r['peak_rss_gb']:.2f} | "
+              f"{r['wall_s']:.1f} | {r['docs_per_s']:,.0f} | {r['cpu_s']:.0f} | {1e6 * r['cpu_s'] / r['docs']:.0f} | "
+              f"{r['peak_rss_gb']:.2f} | "
               f"{r['disk_gb']:.2f} | {same} |")
 
 
@@ -193,15 +204,14 @@ def print_projection(rows: list[dict], text_bytes: dict[int, int], cores: int = 
     n = max(text_bytes)
     base = [r for r in rows if r["docs"] == n and r["executor"] == rows[0]["executor"]]
     docs_1tb = 1e12 / (text_bytes[n] / n)
-    workers = int(rows[0]["executor"].split("×")[1])
     print(f"\n1 TB projection: {docs_1tb:,.0f} documents ({text_bytes[n] / n:,.0f} B each), {cores}-core nodes, "
-          f"from the {n:,}-document rates with {workers} worker(s)")
+          f"from the {n:,}-document CPU seconds per document ({rows[0]['executor']})")
     print("| stage | docs / core-s | core-hours | nodes for ≤ 24 h | runs on |")
     print("|---|---:|---:|---:|---|")
     where = {"ingest": "executor (per file)", "validate": "executor (per shard)",
              "clean": "executor (per shard) + dedup buckets", "mix": "executor (per shard) + streamed packing"}
     for r in base:
-        per_core = r["docs_per_s"] / workers
+        per_core = r["docs"] / r["cpu_s"]
         core_h = docs_1tb / per_core / 3600
         print(f"| {r['stage']} | {per_core:,.0f} | {core_h:,.0f} | {max(1, int(np.ceil(core_h / cores / hours_goal)))} "
               f"| {where[r['stage']]} |")
