@@ -235,7 +235,6 @@ def load_baseline(rev: str):
     """tasks/data/minhash.py as of git `rev`, imported as its own module with that revision's wordhash.py (when it
     has one; both use today's lsh and specs), so the baseline's hashing is entirely its own."""
     import types
-
     loaded: list[str] = []
     for name in ("wordhash", "minhash"):
         shown = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:tasks/data/{name}.py"], capture_output=True,
