@@ -24,6 +24,9 @@ os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="forgeline-prefect
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("WANDB_MODE", "disabled")
+# Offline, as the pipeline runs: the `datasets` compatibility tests must never reach the Hub.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
 # The tiny sample holds one kept document per source, and a Shakespeare scene can hit the flagger's word list

@@ -24,8 +24,8 @@ from specs.ingest import FilesSource
 from tasks.core.runner import run_stage
 from tasks.data.formats import read_files
 from tasks.data.records import Bad, Doc, read_all_records
+from tests.helpers.readers import CAP, bads, docs, read
 
-CAP = 1 << 20
 CODECS = {
     "gz": (gzip.compress, lambda c: zlib.decompressobj(wbits=31).decompress(c)),
     "zst": (lambda b: zstandard.ZstdCompressor().compress(b), lambda c: zstandard.ZstdDecompressor()
@@ -33,18 +33,6 @@ CODECS = {
     "bz2": (lambda b: bz2.compress(b, 1), lambda c: bz2.BZ2Decompressor().decompress(c)),  # 100 kB blocks
     "xz": (lzma.compress, lambda c: lzma.LZMADecompressor().decompress(c)),
 }
-
-
-def read(root: Path, paths: list[str], cap: int = CAP, **source) -> list[Doc | Bad]:
-    return list(read_files(FilesSource(name="t", paths=paths, **source), root, cap))
-
-
-def docs(items) -> list[Doc]:
-    return [i for i in items if isinstance(i, Doc)]
-
-
-def bads(items) -> list[tuple[str, str]]:
-    return [(i.location, i.reason) for i in items if isinstance(i, Bad)]
 
 
 def jsonl_lines(n: int) -> list[str]:
@@ -242,13 +230,6 @@ def test_arrow_stream_cut_mid_batch_and_compressed_and_file_format(tmp_path):
     cut = read(tmp_path, ["cut.arrow"])
     assert [d.text for d in docs(cut)] == expected[:20] and bads(cut) == [("row 21", "truncated")]
     assert [(i.origin, i.reason) for i in read(tmp_path, ["junk.arrow"])] == [("junk.arrow", "unreadable_file")]
-
-
-def test_datasets_save_to_disk_folder_is_compatible(tmp_path):
-    datasets = pytest.importorskip("datasets")
-    datasets.Dataset.from_dict({"text": ["one", "two", "three"], "k": [1, 2, 3]}).save_to_disk(str(tmp_path / "ds"))
-    items = read(tmp_path, ["ds"])
-    assert [(d.text, d.meta) for d in items] == [("one", {"k": 1}), ("two", {"k": 2}), ("three", {"k": 3})]
 
 
 def warc_record(kind: str, uri: str, block: bytes, content_type: str = "") -> bytes:
