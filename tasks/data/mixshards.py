@@ -28,7 +28,7 @@ from tokenizers import Tokenizer
 
 from tasks.core.files import atomic_path
 from tasks.data.mixplan import hash_keys
-from tasks.data.tokenizer import document_encoder, encode_documents
+from tasks.data.tokenizer import document_encoder, encode_documents, one_thread
 
 OPEN_FILES = 64  # scratch files kept open while packing (documents come in a shuffled order across shards)
 
@@ -77,10 +77,11 @@ def cached_encoder(path: Path) -> Any:
 
 def tokenize_shard(path: str, tokenizer: str, dtype: str, scratch: str, k: int) -> dict[str, np.ndarray]:
     """Tokenize every document of shard `k` into the scratch folder; return per-document token and id-byte
-    counts ([n] int64 each)."""
+    counts ([n] int64 each). On one core: parallelism comes from the executor's workers (`one_thread`)."""
     docs = shard_documents(path, ["id", "text"])
     enc = cached_encoder(Path(tokenizer))
-    arrays = encode_documents(enc, docs["text"], dtype, Path(path).name, encoder=enc)
+    with one_thread():
+        arrays = encode_documents(enc, docs["text"], dtype, Path(path).name, encoder=enc)
     ids = [i.encode("utf-8") for i in docs["id"]]
     with atomic_path(Path(scratch) / f"{k}.tokens.bin") as tmp:
         with open(tmp, "wb") as fh:

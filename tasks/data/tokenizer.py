@@ -13,9 +13,12 @@ mix test trains twice and compares the bytes.
 from __future__ import annotations
 
 import logging
+import os
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -25,6 +28,35 @@ from tasks.core.files import write_text_atomic
 log = logging.getLogger("forgeline.mix")
 ENCODE_BATCH = 256  # documents per encode_batch call: big enough for threads, small enough for steady progress
 PROGRESS_EVERY_S = 5.0
+PARALLELISM = "TOKENIZERS_PARALLELISM"  # read by tokenizers on every batch call, not once at import
+_serial = {"depth": 0, "saved": None}
+_serial_lock = threading.Lock()
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Inside, tokenizers encodes batches on the calling thread only (its Rust pool is switched off).
+
+    Shard tasks run inside it: the executor's `workers` is then the stage's core count. Left on, every one of N
+    pool workers fans each batch out over all cores, N x cores threads on a many-core node. Nested and
+    concurrent uses (Dask threads of one worker process) are counted, so the switch is restored only when the
+    last one leaves. The ids are the same either way (encoding does not depend on threads)."""
+    with _serial_lock:
+        if _serial["depth"] == 0:
+            _serial["saved"] = os.environ.get(PARALLELISM)
+            os.environ[PARALLELISM] = "false"
+        _serial["depth"] += 1
+    try:
+        yield
+    finally:
+        with _serial_lock:
+            _serial["depth"] -= 1
+            if _serial["depth"] == 0:
+                saved = _serial["saved"]
+                if saved is None:
+                    os.environ.pop(PARALLELISM, None)
+                else:
+                    os.environ[PARALLELISM] = saved
 
 
 def new_byte_level_bpe() -> Tokenizer:
