@@ -9,9 +9,12 @@ A block's two matmul pairs are split so that each needs one all-reduce forward a
 `reduce_from_tp` all-reduces forward and is the identity backward. With a group of size 1 (or None) both are the
 identity and the layers are plain linears, so one code path serves tp = 1 and tp > 1.
 
-The layers are made from a plain model's full weight (`from_linear`: `parallelize.py` swaps them in for the
-model's `nn.Linear`s) and keep only this rank's contiguous slice, so a TP model holds exactly the shards of the
-non-TP model with the same seed and their losses agree. Split parameters carry `tensor_model_parallel = True`
+The layers replace a plain model's `nn.Linear`s (`from_linear`, called by `parallelize.apply_tensor_parallel`)
+and keep only this rank's contiguous slice. In training the plain layer lives on the meta device, so the swap
+costs shapes only; `parallelize` then materialises each rank's slice directly (`init_weights.load_local`: the
+seeded draw's slice, or the checkpoint's rows/columns), so no rank ever holds a full weight and a TP model holds
+exactly the shards of the non-TP model with the same seed: their losses agree. Given a real layer (tests,
+tools), `_shard` copies the slice so the full weight can be freed. Split parameters carry `tensor_model_parallel = True`
 (DeepSpeed counts them once per TP rank in the global gradient norm; replicated ones only on TP rank 0) and
 `partition_dim` (how `gather_full` reassembles them).
 """
