@@ -16,6 +16,12 @@ order. A failed shard raises `ShardError` naming the shard, chained to the worke
 
 `fn` must be a module-level function (it travels to the workers by reference) and each shard must write only its
 own files, atomically: then outputs cannot depend on the executor or on the order shards finish in.
+
+Inside `stage_session()` (the runner opens one around every stage) `executor_for` gives the same executor for the
+same spec, and it keeps its pool or Dask cluster warm across the stage's passes (clean: shards, dedup buckets,
+verification, outputs; mix: scan, sample, tokenize) until the session ends: each fresh pool of spawned
+processes costs every worker its interpreter and imports again (~0.5–2 CPU s), which on a small corpus was more
+than a pass's work. Outside a session each `map` starts and stops its own.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
 from specs.run import ExecutorSpec
@@ -52,6 +59,8 @@ class Executor(Protocol):
     def map(self, fn: Callable[..., Any], args: Sequence[tuple], labels: Sequence[str],
             on_done: OnDone | None = None) -> list[Any]: ...
 
+    def close(self) -> None: ...  # stop what a kept executor started (its pool, its Dask client)
+
 
 def available_cores() -> int:
     """Cores this process may run on (a container's or `taskset`'s limit, not the host's count)."""
@@ -61,11 +70,36 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+_sessions: list[dict[str, Any]] = []  # open stage sessions, innermost last: spec (as JSON) -> its kept executor
+
+
+@contextlib.contextmanager
+def stage_session() -> Iterator[None]:
+    """Within: one warm executor per spec, closed (its workers stopped) when the block exits, also on an error."""
+    kept: dict[str, Any] = {}
+    _sessions.append(kept)
+    try:
+        yield
+    finally:
+        _sessions.remove(kept)
+        for executor in kept.values():
+            executor.close()
+
+
 def executor_for(spec: ExecutorSpec) -> Executor:
+    if not _sessions:
+        return _build(spec, keep=False)
+    kept, key = _sessions[-1], spec.model_dump_json()
+    if key not in kept:
+        kept[key] = _build(spec, keep=True)
+    return kept[key]
+
+
+def _build(spec: ExecutorSpec, keep: bool) -> Any:
     if spec.kind == "dask":
-        return DaskExecutor(spec)
+        return DaskExecutor(spec, keep)
     workers = spec.workers or available_cores()
-    return InProcess() if workers == 1 else ProcessPool(workers)
+    return InProcess() if workers == 1 else ProcessPool(workers, keep)
 
 
 def _check(args: Sequence[tuple], labels: Sequence[str]) -> None:
@@ -91,25 +125,46 @@ class InProcess:
                 on_done(i, results[-1])
         return results
 
+    def close(self) -> None:
+        """Nothing to stop: shards ran in this process."""
+
 
 class ProcessPool:
-    """A pool of `workers` spawned processes on this machine (never more processes than shards)."""
+    """A pool of `workers` spawned processes on this machine. Not kept (`keep` False): started per `map` with no
+    more processes than shards and stopped after it. Kept: started at the first `map` of two or more shards,
+    its processes spawned as work arrives (at most `workers`) and reused until `close`."""
 
-    def __init__(self, workers: int):
-        self.workers = workers
+    def __init__(self, workers: int, keep: bool = False):
+        self.workers, self.keep = workers, keep
         self.description = f"a pool of {workers} processes"
+        self.pool: cf.ProcessPoolExecutor | None = None
 
     def map(self, fn: Callable[..., Any], args: Sequence[tuple], labels: Sequence[str],
             on_done: OnDone | None = None) -> list[Any]:
         _check(args, labels)
         n = min(self.workers, len(args))
-        if n <= 1:  # starting a process for one shard only costs time
+        if n <= 1 and self.pool is None:  # starting a process for one shard only costs time
             return InProcess().map(fn, args, labels, on_done)
-        results: list[Any] = [None] * len(args)
-        pool = cf.ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"),
-                                      initializer=exit_with_parent, initargs=(os.getpid(),))
+        if self.pool is None:
+            self.pool = cf.ProcessPoolExecutor(max_workers=self.workers if self.keep else n,
+                                               mp_context=multiprocessing.get_context("spawn"),
+                                               initializer=exit_with_parent, initargs=(os.getpid(),))
         try:
-            index = {pool.submit(fn, *a): i for i, a in enumerate(args)}
+            return self._collect(fn, args, labels, on_done)
+        except ShardError as exc:
+            if isinstance(exc.__cause__, BrokenProcessPool):
+                self.close()  # a worker died: the pool takes no more work; the next map starts a fresh one
+            raise
+        finally:
+            if not self.keep:
+                self.close()
+
+    def _collect(self, fn: Callable[..., Any], args: Sequence[tuple], labels: Sequence[str],
+                 on_done: OnDone | None) -> list[Any]:
+        assert self.pool is not None
+        results: list[Any] = [None] * len(args)
+        index = {self.pool.submit(fn, *a): i for i, a in enumerate(args)}
+        try:
             for future in cf.as_completed(index):
                 i = index[future]
                 try:
@@ -118,9 +173,19 @@ class ProcessPool:
                     raise ShardError(labels[i], exc) from exc
                 if on_done:
                     on_done(i, results[i])
-        finally:  # on a failure, shards not yet started are dropped; running ones finish (they write atomically)
-            pool.shutdown(wait=True, cancel_futures=True)
+        except BaseException:
+            # This map's shards not yet started are dropped; running ones finish (they write atomically), so a
+            # kept pool is idle again before the error leaves.
+            for future in index:
+                future.cancel()
+            cf.wait(index)
+            raise
         return results
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
 
 
 def exit_with_parent(parent: int, poll_s: float = 0.5) -> None:
@@ -139,8 +204,10 @@ def exit_with_parent(parent: int, poll_s: float = 0.5) -> None:
 class DaskExecutor:
     """Shards as `dask.distributed` futures, on a local cluster or an existing scheduler."""
 
-    def __init__(self, spec: ExecutorSpec):
-        self.spec = spec
+    def __init__(self, spec: ExecutorSpec, keep: bool = False):
+        self.spec, self.keep = spec, keep
+        self.session: contextlib.ExitStack | None = None  # a kept client (and its local cluster)
+        self.kept_client: Any = None
         workers = spec.workers or available_cores()
         self.description = (f"the Dask scheduler at {spec.address}" if spec.address else
                             f"a local Dask cluster of {workers} workers x {spec.threads_per_worker} threads")
@@ -172,7 +239,7 @@ class DaskExecutor:
             return []
         results: list[Any] = [None] * len(args)
         run = uuid.uuid4().hex  # keys unique per map: a shared scheduler may hold another run's shards
-        with self.client() as client:
+        with self.map_client() as client:
             # pure=False: the same arguments are new work each time (the shard writes files), never a cached result
             futures = [client.submit(fn, *a, key=f"shard-{label}-{run}", pure=False, retries=self.spec.retries)
                        for a, label in zip(args, labels)]
@@ -190,3 +257,20 @@ class DaskExecutor:
                 client.cancel(futures)  # a shared scheduler should not go on with a failed run's shards
                 raise
         return results
+
+    @contextlib.contextmanager
+    def map_client(self) -> Iterator[Any]:
+        """The client one `map` uses: the kept one (started at the first map), or its own, closed after it."""
+        if not self.keep:
+            with self.client() as client:
+                yield client
+            return
+        if self.kept_client is None:
+            self.session = contextlib.ExitStack()
+            self.kept_client = self.session.enter_context(self.client())
+        yield self.kept_client
+
+    def close(self) -> None:
+        if self.session is not None:
+            self.session.close()
+            self.session, self.kept_client = None, None

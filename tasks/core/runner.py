@@ -17,6 +17,7 @@ from specs import Params, spec_hash
 from specs.results import Manifest, RunRecord, StageResult
 from specs.run import ExecutorSpec
 from tasks.core import graph
+from tasks.core.executors import stage_session
 from tasks.core.files import check_writable, file_records, sha256_file, write_json_atomic
 from tasks.core.integrity import verify_upstream
 
@@ -111,7 +112,8 @@ def run_stage(name: str, params: Params, root: Path) -> StageResult:
     paths.out.mkdir(parents=True, exist_ok=True)
 
     started, t0 = _now(), time.perf_counter()
-    result: StageResult = module.run(spec, paths)
+    with stage_session():  # one warm executor for all the stage's passes, stopped when it returns or fails
+        result: StageResult = module.run(spec, paths)
     if not isinstance(result, StageResult):
         raise TypeError(f"tasks.{name}.run must return a StageResult, got {type(result).__name__}")
 
