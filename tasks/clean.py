@@ -69,7 +69,7 @@ def run(job: CleanJob, paths: StagePaths) -> StageResult:
 
     layout = dedup_global.layout_of(work, [s.stem for s in shards])
     dedup_report = dedup_global.deduplicate(layout, spec, paths.seed, paths.executor)
-    counts = clean_outputs.write_outputs(layout, spec, paths.out, dedup_report, decon)
+    counts = clean_outputs.write_outputs(layout, spec, paths.out, dedup_report, decon, paths.executor)
     shutil.rmtree(work, ignore_errors=True)  # finished: the work folder has served its purpose
     return StageResult(stage="clean", counts=counts, summary=_summary(counts), table=_table(counts))
 
