@@ -24,8 +24,7 @@ import pyarrow.parquet as pq
 
 from tasks.core.files import atomic_path
 from tasks.data import dedup_files
-from tasks.data.cleaning import LEDGER_SCHEMA
-from tasks.data.records import RECORD_SCHEMA
+from tasks.data.records import LEDGER_SCHEMA, RECORD_SCHEMA
 
 SUMMARY_COLUMNS = ["id", "text", "source", "quality", "reason", "detail", "pii_kinds", "pii_counts"]
 # A kept shard's pieces: (table index, first, end) in that table's kept rows of the shard's source
@@ -114,15 +113,19 @@ def write_kept(bases: list[Path], scratch: Path, folder: Path, shards: list[Kept
     """The kept shards `shards` (consecutive ones, their pieces in ascending tables); returns the rows written.
     Holds one work table's kept rows at a time."""
     loaded: dict[int, pa.Table] = {}
+    of_source: dict[tuple[int, str], pa.Table] = {}
     written = 0
     for source, number, pieces in shards:
         slices = []
         for t, lo, hi in pieces:
             if t not in loaded:
                 loaded.clear()
+                of_source.clear()
                 loaded[t] = _kept_rows(bases[t], part(scratch, t, "kept"))
-            rows = loaded[t]
-            slices.append(rows.filter(pc.equal(rows.column("source"), source)).slice(lo, hi - lo))
+            if (t, source) not in of_source:
+                rows = loaded[t]
+                of_source[(t, source)] = rows.filter(pc.equal(rows.column("source"), source))
+            slices.append(of_source[(t, source)].slice(lo, hi - lo))
         table = pa.concat_tables(slices).combine_chunks()
         table = pa.Table.from_arrays([table.column(c) for c in RECORD_SCHEMA.names], schema=RECORD_SCHEMA)
         with atomic_path(folder / f"{source}-{number:05d}.parquet") as tmp:

@@ -41,7 +41,7 @@ def keeper_ids(layout: Layout, decisions: Decisions) -> np.ndarray:
     """The id of the document kept for each dropped one, aligned with `decisions` (read back from the shards:
     only those rows, only the id column)."""
     keepers = sorted_unique(decisions.keeper)
-    ids = np.asarray(read_rows(layout, keepers, "id") + [""], dtype=object)[:-1]  # "" keeps it 1-D of objects
+    ids = np.asarray(read_rows(layout, keepers, "id"), dtype=object)
     return ids[np.searchsorted(keepers, decisions.keeper)]
 
 
