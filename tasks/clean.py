@@ -11,7 +11,8 @@ killed and re-run stage skips them. Then, over all shards, out of core (`tasks.d
 in buckets on disk, the buckets' and verification ranges' tasks on the same executor, memory bounded by
 `clean.memory_gb`): exact dedup on normalized text and MinHash-LSH near dedup, each removed document within the
 threshold of the best document kept for it (no chains), and an audit of that decision's precision and recall
-against brute-force Jaccard on a sample. The outputs are written shard by shard (`tasks.data.clean_outputs`).
+against brute-force Jaccard on a sample. The outputs are written by tasks on the same executor, from the work
+tables (`tasks.data.clean_outputs`).
 
 Outputs (data/clean/): `shards/<source>-NNNNN.parquet` (RECORD_SCHEMA), `dropped.parquet` (the ledger: id,
 source, reason, score, kept_id, detail, text), `report.json`. Counts are conserved: in = kept + dropped.
@@ -69,7 +70,7 @@ def run(job: CleanJob, paths: StagePaths) -> StageResult:
 
     layout = dedup_global.layout_of(work, [s.stem for s in shards])
     dedup_report = dedup_global.deduplicate(layout, spec, paths.seed, paths.executor)
-    counts = clean_outputs.write_outputs(layout, spec, paths.out, dedup_report, decon)
+    counts = clean_outputs.write_outputs(layout, spec, paths.out, dedup_report, decon, paths.executor)
     shutil.rmtree(work, ignore_errors=True)  # finished: the work folder has served its purpose
     return StageResult(stage="clean", counts=counts, summary=_summary(counts), table=_table(counts))
 

@@ -1,171 +1,136 @@
-"""Clean's outputs, streamed shard by shard from the work tables: memory is bounded by one work table, one output
-shard per source and a ledger row group, not by the corpus.
+"""Clean's outputs from the work tables, as tasks on the stage's executor (`tasks.data.clean_output_tasks`):
+memory is bounded by about one work table per task, and the stage's process only plans and sums.
 
-Bytes equal those of writing everything at once (the kept shards are cut every `shard_records` rows of a source
-as before; the ledger is one Parquet row group per LEDGER_ROWS rows, so a ledger up to that size is the same
-file) and the counts, the quality curve and the report are summed over shards to the same values.
+1. One task per work table decides each row kept or dropped (its filters' reason, else the dedup decision) and
+   tallies it; it writes the table's kept row numbers and its ledger rows.
+2. From the kept counts per (table, source), prefix sums place every kept record at its position in its source;
+   the shards `<source>-NNNNN.parquet` (cut every `shard_records` kept rows of a source, in table order) are
+   written by tasks from slices of the tables, while one task streams the ledger parts into dropped.parquet.
+3. The counts, the quality curve and the report are the tables' tallies summed.
+
+Bytes equal those of the former row-by-row writer (one table per kept shard; the ledger one Parquet row group
+per LEDGER_ROWS rows) whatever the executor: tests/test_clean_outputs.py checks them against it.
 """
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from specs.clean import CleanSpec
-from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
-from tasks.data import dedup_files, quality
-from tasks.data.cleaning import LEDGER_SCHEMA
+from specs.run import ExecutorSpec
+from tasks.core.files import write_json_atomic, write_text_atomic
+from tasks.core.shardmap import map_shards
+from tasks.data import quality
+from tasks.data.clean_output_tasks import KeptShard, Piece, call, part, summarize_table, write_kept, write_ledger
 from tasks.data.dedup_global import Decisions
 from tasks.data.dedup_tasks import Layout, read_rows
 from tasks.data.lsh import sorted_unique
-from tasks.data.records import RECORD_SCHEMA, write_table
 
+log = logging.getLogger("forgeline.clean")
 LEDGER_ROWS = 16_384
+SCRATCH = "outputs"
 
 
-class KeptShards:
-    """`<source>-NNNNN.parquet` files of `size` records each, written as each fills."""
-
-    def __init__(self, folder: Path, size: int):
-        self.folder, self.size = folder, size
-        self.buffers: dict[str, list[dict]] = defaultdict(list)
-        self.written: Counter[str] = Counter()
-        folder.mkdir(parents=True, exist_ok=True)
-
-    def add(self, source: str, record: dict) -> None:
-        self.buffers[source].append(record)
-        if len(self.buffers[source]) == self.size:
-            self._flush(source)
-
-    def _flush(self, source: str) -> None:
-        with atomic_path(self.folder / f"{source}-{self.written[source]:05d}.parquet") as tmp:
-            write_table(self.buffers[source], RECORD_SCHEMA, tmp)
-        self.written[source] += 1
-        self.buffers[source] = []
-
-    def close(self) -> None:
-        for source in sorted(self.buffers):
-            if self.buffers[source]:
-                self._flush(source)
-
-
-class Ledger:
-    """dropped.parquet, a row group per LEDGER_ROWS rows (no drops: a file of no rows, as before). A context
-    manager: the file is renamed into place on a clean exit only."""
-
-    def __init__(self, path: Path):
-        self.context, self.rows, self.flushed = atomic_path(path), [], False
-
-    def __enter__(self) -> "Ledger":
-        self.writer = pq.ParquetWriter(self.context.__enter__(), LEDGER_SCHEMA, compression="zstd",
-                                       write_statistics=True)
-        return self
-
-    def add(self, row: dict) -> None:
-        self.rows.append(row)
-        if len(self.rows) == LEDGER_ROWS:
-            self._flush()
-
-    def _flush(self) -> None:
-        self.writer.write_table(pa.Table.from_pylist(self.rows, schema=LEDGER_SCHEMA))
-        self.rows, self.flushed = [], True
-
-    def __exit__(self, *exc: Any) -> None:
-        if exc[0] is None and (self.rows or not self.flushed):
-            self._flush()
-        self.writer.close()
-        self.context.__exit__(*exc)
-
-
-class CurveTally:
-    """`quality.threshold_curve` summed shard by shard: per source, the measured documents and words and, per
-    threshold, those scoring at or above it."""
-
-    def __init__(self, thresholds: list[float]):
-        self.thresholds = thresholds
-        self.measured: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-        self.kept: dict[tuple[float, str], list[int]] = defaultdict(lambda: [0, 0])
-
-    def add(self, source: str, score: float | None, words: int) -> None:
-        if score is None:
-            return
-        for src in (source, "all"):
-            self.measured[src][0] += 1
-            self.measured[src][1] += words
-            for t in self.thresholds:
-                if score >= t:
-                    self.kept[(t, src)][0] += 1
-                    self.kept[(t, src)][1] += words
-
-    def rows(self) -> list[dict[str, object]]:
-        if not self.measured:
-            return []
-        rows: list[dict[str, object]] = []
-        for t in self.thresholds:
-            for src in [*sorted(set(self.measured) - {"all"}), "all"]:
-                (n, total_words), (docs, words) = self.measured[src], self.kept.get((t, src), [0, 0])
-                rows.append({"threshold": round(t, 6), "source": src, "docs": docs, "words": words,
-                             "docs_share": round(docs / n, 6),
-                             "words_share": round(words / total_words, 6) if total_words else 0.0})
-        return rows
-
-
-def keeper_ids(layout: Layout, decisions: Decisions) -> dict[int, str]:
-    """The ids of the documents kept for the dropped ones (read back from the shards: only those rows)."""
+def keeper_ids(layout: Layout, decisions: Decisions) -> np.ndarray:
+    """The id of the document kept for each dropped one, aligned with `decisions` (read back from the shards:
+    only those rows, only the id column)."""
     keepers = sorted_unique(decisions.keeper)
-    return dict(zip(keepers.tolist(), read_rows(layout, keepers, "id")))
+    ids = np.asarray(read_rows(layout, keepers, "id"), dtype=object)
+    return ids[np.searchsorted(keepers, decisions.keeper)]
 
 
-def write_outputs(layout: Layout, spec: CleanSpec, out: Path, dedup: dict[str, Any],
-                  decon: dict[str, Any]) -> dict[str, Any]:
-    """Kept shards, the ledger and report.json; returns the counts."""
+def write_outputs(layout: Layout, spec: CleanSpec, out: Path, dedup: dict[str, Any], decon: dict[str, Any],
+                  executor: ExecutorSpec | None = None, ledger_rows: int = LEDGER_ROWS) -> dict[str, Any]:
+    """Kept shards, the ledger and report.json, written on `executor` (default: this process); returns the
+    counts."""
+    executor = executor or ExecutorSpec(workers=1)
+    t0 = time.perf_counter()
     d: Decisions = dedup["decisions"]
     names = keeper_ids(layout, d)
-    kept = KeptShards(out / "shards", spec.shard_records)
+    scratch = layout.work / SCRATCH
+    scratch.mkdir(parents=True, exist_ok=True)
+    curve = spec.quality.curve if spec.quality.enabled else None
+    args = []
+    for s in range(len(layout.stems)):
+        lo, hi = np.searchsorted(d.rows, [layout.offsets[s], layout.offsets[s + 1]])
+        args.append((summarize_table, layout.base(s), scratch, s, d.rows[lo:hi] - layout.offsets[s],
+                     d.near[lo:hi], d.sim[lo:hi], names[lo:hi], curve))
+    tallies = [r["result"] for r in map_shards(call, args, list(layout.stems), executor, "clean outputs")]
+    plan = kept_plan([t["kept"] for t in tallies], spec.shard_records)
+    bases = [layout.base(s) for s in range(len(layout.stems))]
+    # the ledger first: on a pool it is the longest task, written while the kept shards are
+    writes = [(write_ledger, [part(scratch, s, "ledger") for s in range(len(bases))], out / "dropped.parquet",
+               ledger_rows)]
+    writes += [(write_kept, bases, scratch, out / "shards", group) for group in plan]
+    (out / "shards").mkdir(parents=True, exist_ok=True)
+    map_shards(call, writes, ["ledger"] + [f"kept-{g[0][0]}-{g[0][1]:05d}" for g in plan], executor,
+               "clean outputs")
+    log.info("outputs written in %.1f s (%d tables, %d kept shards)", time.perf_counter() - t0, len(bases),
+             sum(len(g) for g in plan))
+    return _report(*_sum(tallies), out, dedup, decon, curve or [])
+
+
+def kept_plan(kept: list[dict[str, int]], size: int) -> list[list[KeptShard]]:
+    """Every kept shard's pieces from the kept counts per table and source (prefix sums: a kept record's
+    position in its source is the kept records of that source in the tables before it, plus its rank in its
+    own), grouped by the table the shard starts in: a group is one task, reading each table about once."""
+    groups: dict[int, list[KeptShard]] = defaultdict(list)
+    for source in sorted({src for k in kept for src in k}):
+        counts = np.array([k.get(source, 0) for k in kept], dtype=np.int64)
+        ends = np.cumsum(counts)
+        starts = ends - counts
+        for number, first in enumerate(range(0, int(ends[-1]), size)):
+            last = min(first + size, int(ends[-1]))
+            span = np.arange(np.searchsorted(ends, first, "right"), np.searchsorted(starts, last, "left"))
+            tables = span[counts[span] > 0]                          # the tables holding rows [first, last)
+            pieces: list[Piece] = [(int(t), int(max(first, starts[t]) - starts[t]),
+                                    int(min(last, ends[t]) - starts[t])) for t in tables]
+            groups[pieces[0][0]].append((source, number, pieces))
+    return [groups[t] for t in sorted(groups)]
+
+
+def _sum(tallies: list[dict[str, Any]]) -> tuple[dict[str, Counter], Counter, dict[str, Any]]:
+    """The tables' tallies summed: outcomes per source, PII by kind, the quality curve's per-source tallies."""
     by_source: dict[str, Counter] = defaultdict(Counter)
     pii: Counter[str] = Counter()
-    curve = CurveTally(spec.quality.curve)
-    with Ledger(out / "dropped.parquet") as ledger:
-        for s in range(len(layout.stems)):
-            _shard_outputs(layout, s, spec, d, names, kept, ledger, by_source, pii, curve)
-        kept.close()  # inside: a failed shard write must not leave the ledger published (nothing is, on failure)
-    return _report(by_source, pii, curve.rows(), out, dedup, decon)
+    curve: dict[str, Any] = {}
+    for t in tallies:
+        for src, c in t["counts"].items():
+            by_source[src].update(c)
+        pii.update(t["pii"])
+        for src, c in t.get("curve", {}).items():
+            for name in (src, "all"):
+                total = curve.setdefault(name, {"measured": [0, 0], "above": [[0, 0] for _ in c["above"]]})
+                total["measured"] = [a + b for a, b in zip(total["measured"], c["measured"])]
+                total["above"] = [[a + b for a, b in zip(x, y)] for x, y in zip(total["above"], c["above"])]
+    return by_source, pii, curve
 
 
-def _shard_outputs(layout: Layout, s: int, spec: CleanSpec, d: Decisions, names: dict[int, str], kept: KeptShards,
-                   ledger: Ledger, by_source: dict[str, Counter], pii: Counter, curve: CurveTally) -> None:
-    """One work table's rows to the kept shards or the ledger, counted."""
-    lo, hi = np.searchsorted(d.rows, [layout.offsets[s], layout.offsets[s + 1]])
-    decided = {int(g) - layout.offsets[s]: k for k, g in enumerate(d.rows[lo:hi].tolist(), start=int(lo))}
-    table = pq.read_table(dedup_files.at(layout.base(s), ".parquet"))
-    for i, r in enumerate(table.to_pylist()):
-        src = r["source"]
-        by_source[src]["in"] += 1
-        pii.update({k: v for k, v in zip(r["pii_kinds"], r["pii_counts"])})
-        if spec.quality.enabled:
-            curve.add(src, r["quality"], len(r["text"].split()))
-        reason, kept_id, detail = r["reason"], None, r["detail"]
-        if reason is None and i in decided:
-            k = decided[i]
-            kept_id = names[int(d.keeper[k])]
-            reason, detail = (("near_duplicate", f"Jaccard {round(float(d.sim[k]), 6):.3f}") if d.near[k]
-                              else ("exact_duplicate", "identical after normalization"))
-        if reason is None:
-            by_source[src]["kept"] += 1
-            kept.add(src, {k: r[k] for k in RECORD_SCHEMA.names})
-        else:
-            by_source[src][f"dropped:{reason}"] += 1
-            ledger.add({"id": r["id"], "source": src, "reason": reason, "score": r["quality"],
-                        "kept_id": kept_id, "detail": detail, "text": r["text"]})
+def curve_rows(curve: dict[str, Any], thresholds: list[float]) -> list[dict[str, object]]:
+    """`quality.threshold_curve`'s rows from the summed tallies: per threshold and source (sources with a
+    measured document, then "all"), the documents and words scoring at or above it and their shares."""
+    measured = {src: c for src, c in curve.items() if c["measured"][0]}
+    if not measured:
+        return []
+    rows: list[dict[str, object]] = []
+    for i, t in enumerate(thresholds):
+        for src in [*sorted(set(measured) - {"all"}), "all"]:
+            (n, total_words), (docs, words) = measured[src]["measured"], measured[src]["above"][i]
+            rows.append({"threshold": round(t, 6), "source": src, "docs": docs, "words": words,
+                         "docs_share": round(docs / n, 6),
+                         "words_share": round(words / total_words, 6) if total_words else 0.0})
+    return rows
 
 
-def _report(by_source: dict[str, Counter], pii: Counter, curve: list[dict], out: Path, dedup: dict[str, Any],
-            decon: dict[str, Any]) -> dict[str, Any]:
+def _report(by_source: dict[str, Counter], pii: Counter, tally: dict[str, Any], out: Path, dedup: dict[str, Any],
+            decon: dict[str, Any], thresholds: list[float]) -> dict[str, Any]:
+    curve = curve_rows(tally, thresholds)
     sources = {s: dict(sorted(c.items())) for s, c in sorted(by_source.items())}
     for s, c in sources.items():  # the conservation law: every record is kept or dropped with a reason
         dropped = sum(v for k, v in c.items() if k.startswith("dropped:"))

@@ -29,10 +29,6 @@ WORK_SCHEMA = pa.schema(
     [*RECORD_SCHEMA, ("quality", pa.float64()), ("reason", pa.string()), ("detail", pa.string()),
      ("exact_key", pa.string()), ("pii_kinds", pa.list_(pa.string())), ("pii_counts", pa.list_(pa.int64()))]
 )
-LEDGER_SCHEMA = pa.schema(
-    [("id", pa.string()), ("source", pa.string()), ("reason", pa.string()), ("score", pa.float64()),
-     ("kept_id", pa.string()), ("detail", pa.string()), ("text", pa.string())]
-)
 
 
 def clean_record(r: dict[str, Any], spec: CleanSpec, root: Path,

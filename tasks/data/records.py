@@ -39,6 +39,12 @@ QUARANTINE_SCHEMA = pa.schema(
     ]
 )
 
+# clean's dropped.parquet: every record clean removed, why, and (duplicates) the id of the one kept for it
+LEDGER_SCHEMA = pa.schema(
+    [("id", pa.string()), ("source", pa.string()), ("reason", pa.string()), ("score", pa.float64()),
+     ("kept_id", pa.string()), ("detail", pa.string()), ("text", pa.string())]
+)
+
 QUARANTINE_REASONS = (
     "invalid_utf8", "invalid_json", "not_an_object", "missing_text", "empty_text", "wrong_type", "oversized",
     "missing_media", "bad_media", "unreadable_file", "unsupported_format", "duplicate_id",

@@ -1,0 +1,165 @@
+"""Clean's output phase as tasks on the stage's executor (module-level functions, each writing only its own
+files, atomically; `tasks.data.clean_outputs` plans them and sums their results). No per-row Python: every step
+is an Arrow compute kernel or a numpy operation over a whole work table.
+
+- `summarize_table`: one work table with its dedup decisions -> each row kept or dropped with its reason, the
+  table's kept row numbers (`kept-<s>.npy`), its ledger rows (`ledger-<s>.arrow`, Arrow IPC) and its tallies
+  per source (in / kept / dropped by reason, PII kinds, the quality curve's documents and words).
+- `write_kept`: kept shards `<source>-NNNNN.parquet`, each cut from slices of the tables' kept rows (a shard
+  may straddle tables), written as one table of RECORD_SCHEMA: the bytes of `records.write_table` of its rows.
+- `write_ledger`: the ledger parts streamed in table order into ONE dropped.parquet, a row group per
+  `ledger_rows` rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tasks.core.files import atomic_path
+from tasks.data import dedup_files
+from tasks.data.records import LEDGER_SCHEMA, RECORD_SCHEMA
+
+SUMMARY_COLUMNS = ["id", "text", "source", "quality", "reason", "detail", "pii_kinds", "pii_counts"]
+# A kept shard's pieces: (table index, first, end) in that table's kept rows of the shard's source
+Piece = tuple[int, int, int]
+KeptShard = tuple[str, int, list[Piece]]  # (source, shard number, pieces in order)
+
+
+def call(fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)`: lets one executor map run tasks of different kinds (fn is module-level, so it pickles)."""
+    return fn(*args)
+
+
+def part(scratch: Path, s: int, kind: str) -> Path:
+    return scratch / (f"kept-{s:06d}.npy" if kind == "kept" else f"ledger-{s:06d}.arrow")
+
+
+def word_counts(text: pa.Array) -> np.ndarray:
+    """`len(t.split())` of every text. Arrow's whitespace set is Python's `str.isspace` (checked over every code
+    point in tests/test_clean_outputs.py) but it does not merge runs: empty pieces are not words."""
+    pieces = pc.utf8_split_whitespace(text)
+    parents = pc.list_parent_indices(pieces).to_numpy()
+    nonempty = pc.greater(pc.binary_length(pc.list_flatten(pieces)), 0).to_numpy(zero_copy_only=False)
+    return np.bincount(parents[nonempty], minlength=len(text)).astype(np.int64)
+
+
+def summarize_table(base: Path, scratch: Path, s: int, drops: np.ndarray, near: np.ndarray, sim: np.ndarray,
+                    kept_ids: np.ndarray, curve: list[float] | None) -> dict[str, Any]:
+    """Table `s`: its dedup decisions (`drops`: row numbers in the table, ascending) applied to the rows the
+    filters kept; writes its kept rows' numbers and its ledger part; returns its tallies (`curve`: the quality
+    curve's thresholds, None when quality is not measured)."""
+    table = pq.read_table(dedup_files.at(base, ".parquet"), columns=SUMMARY_COLUMNS)
+    col = {name: table.column(name).combine_chunks() for name in SUMMARY_COLUMNS}
+    n = table.num_rows
+    live = pc.is_null(col["reason"]).to_numpy(zero_copy_only=False)[drops]  # a filter's drop is final
+    drops, near, sim, kept_ids = drops[live], near[live], sim[live], kept_ids[live]
+    mask = np.zeros(n, dtype=bool)
+    mask[drops] = True
+    mask_arr = pa.array(mask)
+    reason = pc.replace_with_mask(col["reason"], mask_arr, pa.array(
+        np.where(near, "near_duplicate", "exact_duplicate").tolist(), pa.string()))
+    # one string per dedup drop (Python's round-then-format, as the decision's detail always was)
+    details = [f"Jaccard {round(x, 6):.3f}" if nr else "identical after normalization"
+               for x, nr in zip(sim.tolist(), near.tolist())]
+    detail = pc.replace_with_mask(col["detail"], mask_arr, pa.array(details, pa.string()))
+    kept_id = pc.replace_with_mask(pa.nulls(n, pa.string()), mask_arr, pa.array(kept_ids.tolist(), pa.string()))
+    kept = pc.is_null(reason).to_numpy(zero_copy_only=False)
+    ledger = pa.Table.from_arrays([col["id"], col["source"], reason, col["quality"], kept_id, detail, col["text"]],
+                                  schema=LEDGER_SCHEMA).filter(pa.array(~kept))
+    with atomic_path(part(scratch, s, "ledger")) as tmp, pa.OSFile(str(tmp), "wb") as sink, \
+            pa.ipc.new_file(sink, LEDGER_SCHEMA) as writer:
+        writer.write_table(ledger)
+    dedup_files.save_npy(part(scratch, s, "kept"), np.flatnonzero(kept).astype(np.int64))
+    return {**_tallies(col, reason, kept, curve), "ledger_rows": ledger.num_rows}
+
+
+def _tallies(col: dict[str, pa.Array], reason: pa.Array, kept: np.ndarray,
+             curve: list[float] | None) -> dict[str, Any]:
+    """Per source: counts by outcome, kept rows, PII replaced by kind, and the quality curve's tallies."""
+    encoded = col["source"].dictionary_encode()
+    sources, codes = encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False)
+    outcome = pa.table({"source": col["source"], "reason": reason}).group_by(["source", "reason"]).aggregate(
+        [([], "count_all")])
+    counts: dict[str, dict[str, int]] = {src: {} for src in sources}
+    for src, why, k in zip(*(outcome.column(c).to_pylist() for c in ("source", "reason", "count_all"))):
+        counts[src]["in"] = counts[src].get("in", 0) + k
+        counts[src]["kept" if why is None else f"dropped:{why}"] = k
+    kinds = pa.table({"kind": pc.list_flatten(col["pii_kinds"]), "n": pc.list_flatten(col["pii_counts"])})
+    pii = kinds.group_by("kind").aggregate([("n", "sum")])
+    out: dict[str, Any] = {"counts": counts, "kept": dict(zip(sources, np.bincount(
+        codes[kept], minlength=len(sources)).tolist())), "pii": dict(zip(pii.column("kind").to_pylist(),
+                                                                        pii.column("n_sum").to_pylist()))}
+    if curve is not None:
+        measured = pc.is_valid(col["quality"]).to_numpy(zero_copy_only=False)
+        score = col["quality"].to_numpy(zero_copy_only=False)
+        words = word_counts(col["text"])
+        tally = lambda m: np.stack([np.bincount(codes[m], minlength=len(sources)),  # noqa: E731
+                                    np.bincount(codes[m], weights=words[m], minlength=len(sources))]).astype(
+                                        np.int64)  # float sums of integers: exact below 2**53 words
+        at = [tally(measured & (score >= t)) for t in curve]
+        out["curve"] = {src: {"measured": tally(measured)[:, i].tolist(), "above": [a[:, i].tolist() for a in at]}
+                        for i, src in enumerate(sources)}
+    return out
+
+
+def write_kept(bases: list[Path], scratch: Path, folder: Path, shards: list[KeptShard]) -> int:
+    """The kept shards `shards` (consecutive ones, their pieces in ascending tables); returns the rows written.
+    Holds one work table's kept rows at a time."""
+    loaded: dict[int, pa.Table] = {}
+    of_source: dict[tuple[int, str], pa.Table] = {}
+    written = 0
+    for source, number, pieces in shards:
+        slices = []
+        for t, lo, hi in pieces:
+            if t not in loaded:
+                loaded.clear()
+                of_source.clear()
+                loaded[t] = _kept_rows(bases[t], part(scratch, t, "kept"))
+            if (t, source) not in of_source:
+                rows = loaded[t]
+                of_source[(t, source)] = rows.filter(pc.equal(rows.column("source"), source))
+            slices.append(of_source[(t, source)].slice(lo, hi - lo))
+        table = pa.concat_tables(slices).combine_chunks()
+        table = pa.Table.from_arrays([table.column(c) for c in RECORD_SCHEMA.names], schema=RECORD_SCHEMA)
+        with atomic_path(folder / f"{source}-{number:05d}.parquet") as tmp:
+            pq.write_table(table, tmp, compression="zstd", write_statistics=True)  # records.write_table's options
+        written += table.num_rows
+    return written
+
+
+def _kept_rows(base: Path, kept: Path) -> pa.Table:
+    table = pq.read_table(dedup_files.at(base, ".parquet"), columns=RECORD_SCHEMA.names)
+    return table.take(pa.array(np.load(kept, allow_pickle=False)))
+
+
+def write_ledger(parts: list[Path], path: Path, ledger_rows: int) -> int:
+    """dropped.parquet from the ledger parts in order: a row group per `ledger_rows` rows, the last shorter (no
+    drops at all: a file of no rows). Holds at most one part and one row group. Returns the rows written."""
+    held: list[pa.Table] = []
+    count = written = 0
+    with atomic_path(path) as tmp, pq.ParquetWriter(tmp, LEDGER_SCHEMA, compression="zstd",
+                                                    write_statistics=True) as writer:
+        def flush(rows: int) -> None:
+            nonlocal held, count, written
+            table = pa.concat_tables(held) if held else LEDGER_SCHEMA.empty_table()
+            # one contiguous chunk per row group: the bytes of writing the rows as one table
+            writer.write_table(table.slice(0, rows).combine_chunks())
+            held, count, written = [table.slice(rows)] if rows < table.num_rows else [], count - rows, written + rows
+
+        for p in parts:
+            with pa.OSFile(str(p)) as source:  # read into memory (one part): nothing refers to the file after
+                table = pa.ipc.open_file(source).read_all()
+            held.append(table)
+            count += table.num_rows
+            while count >= ledger_rows:
+                flush(ledger_rows)
+        if count or not written:
+            flush(count)
+    return written
