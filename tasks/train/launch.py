@@ -2,9 +2,15 @@
 
 launcher `spawn` (the default; CPU and tests):
   world = 1  -> in this process (still `deepspeed.initialize` over a one-rank gloo group),
-  world > 1  -> `torch.multiprocessing.spawn` of `world` local ranks; each gets RANK / LOCAL_RANK / WORLD_SIZE,
-               MASTER_ADDR=127.0.0.1 and a free MASTER_PORT, OMP_NUM_THREADS=1 (10–30× faster on CPU than
-               letting every rank use every core) and DS_ACCELERATOR=cpu when there is no CUDA.
+  world > 1  -> `world` local ranks from `torch.multiprocessing.start_processes`; each gets RANK / LOCAL_RANK /
+               WORLD_SIZE, MASTER_ADDR=127.0.0.1 and a free MASTER_PORT, OMP_NUM_THREADS=1 (10–30× faster on CPU
+               than letting every rank use every core) and DS_ACCELERATOR=cpu when there is no CUDA. CPU ranks are
+               forked from a forkserver that has already imported torch, torch._dynamo, DeepSpeed and wandb
+               (FORGELINE_START_METHOD=forkserver, the default on CPU): a spawned rank spends ~8–10 CPU s importing
+               them before any work, a forked one none after the first launch of the process. GPU ranks, and any
+               launch with FORGELINE_START_METHOD=spawn, start fresh interpreters (`spawn`): CUDA must not be
+               touched in a process that forks ranks. Either way a rank gets the launching process's environment
+               of this launch (passed explicitly: the server's is the one of the launch that started it).
 launcher `deepspeed` -> `deepspeed --num_gpus N [--hostfile H] --master_port P --no_local_rank --module
                tasks.train.worker --job <job.json>` (with a hostfile the launcher takes the ranks per node from
                the file's slots and N is not passed), run from the project root.
@@ -152,7 +158,42 @@ def environ_context() -> RunContext:
     return RunContext(allow_shm=os.environ.get("FORGELINE_DS_SHM") == "1", loss_faults=faults)
 
 
-def _spawn_entry(local_rank: int, job_json: str, world: int) -> None:
+# What the forkserver imports once, before it forks any rank: the modules that cost a rank ~8–10 CPU s (torch's
+# own import, torch._dynamo — pulled in by torch._refs on the first normal_() and by DeepSpeed's muon optimizer
+# check —, DeepSpeed's engine and pipeline, wandb). None starts a thread, a process group or CUDA (checked in
+# tests/test_launch_start.py). Our own modules are left out: tasks.train imports pyarrow, whose jemalloc starts a
+# background thread, and a thread in a process that forks is what forkserver exists to avoid.
+PRELOAD = ["torch", "torch.distributed", "torch._dynamo", "deepspeed", "deepspeed.runtime.engine",
+           "deepspeed.runtime.pipe", "deepspeed.runtime.zero.muon.muon_optimizer", "wandb"]
+# The variables the server's imports read (DeepSpeed picks its accelerator at import; libgomp reads its thread
+# count when torch loads it): a later launch that needs other values starts its ranks with `spawn`.
+SERVER_KEYS = ("DS_ACCELERATOR", "OMP_NUM_THREADS")
+_server_env: dict[str, str | None] | None = None  # SERVER_KEYS as they were when this process started its server
+
+
+def start_method(accelerator: str) -> str:
+    """`forkserver` for CPU ranks (unless FORGELINE_START_METHOD=spawn), `spawn` for GPU ranks; starts the
+    forkserver (with PRELOAD, in the current environment) on first use."""
+    global _server_env
+    wanted = os.environ.get("FORGELINE_START_METHOD", "forkserver").strip() or "forkserver"
+    if wanted not in ("forkserver", "spawn"):
+        raise ValueError(f"FORGELINE_START_METHOD={wanted!r}: forkserver or spawn")
+    if wanted == "spawn" or not use_cpu(accelerator):
+        return "spawn"
+    current = {k: os.environ.get(k) for k in SERVER_KEYS}
+    if _server_env is None:
+        import multiprocessing.forkserver as fs
+
+        fs.set_forkserver_preload(PRELOAD)
+        fs.ensure_running()  # now, inside the caller's environment for this launch, not at some later fork
+        _server_env = current
+    return "forkserver" if current == _server_env else "spawn"
+
+
+def _spawn_entry(local_rank: int, job_json: str, world: int, env: dict[str, str] | None = None) -> None:
+    if env is not None:  # a forked rank: the launching process's environment now, not the server's
+        os.environ.clear()
+        os.environ.update(env)
     os.environ.update({"RANK": str(local_rank), "LOCAL_RANK": str(local_rank), "WORLD_SIZE": str(world),
                        "LOCAL_WORLD_SIZE": str(world)})
     setup_child_logging(local_rank)
@@ -217,8 +258,11 @@ def launch(job: PretrainRun | SFTRun, launch_dir: Path, root: Path | None = None
         import torch.multiprocessing as mp
 
         with environ(**base, **rank_env(par.accelerator)):
+            method = start_method(par.accelerator)
+            env = dict(os.environ) if method == "forkserver" else None
             try:
-                mp.spawn(_spawn_entry, args=(JobFile.dumps(job), world), nprocs=world, join=True)
+                mp.start_processes(_spawn_entry, args=(JobFile.dumps(job), world, env), nprocs=world, join=True,
+                                   start_method=method)
             except Exception as exc:  # a rank raised or died: its marker says why
                 error = exc
     else:

@@ -145,19 +145,15 @@ def _gloo_entry(rank: int, world: int, port: int, fn: Callable, args: tuple, out
 
 
 def spawn_gloo(fn: Callable, world: int, args: tuple, out_dir: Path) -> list[Any]:
-    """Run `fn(rank, world, *args)` on `world` spawned processes in one gloo group (plain torch.distributed,
+    """Run `fn(rank, world, *args)` on `world` local processes in one gloo group (plain torch.distributed,
     no DeepSpeed: starts in ~2 s); returns each rank's return value (tensors/dicts, saved with torch.save)."""
     import torch.multiprocessing as mp
 
+    from tasks.train.launch import environ, rank_env, start_method
+
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    old = os.environ.get("OMP_NUM_THREADS")
-    os.environ["OMP_NUM_THREADS"] = "1"
-    try:
-        mp.spawn(_gloo_entry, args=(world, free_port(), fn, args, str(out_dir)), nprocs=world, join=True)
-    finally:
-        if old is None:
-            os.environ.pop("OMP_NUM_THREADS", None)
-        else:
-            os.environ["OMP_NUM_THREADS"] = old
+    with environ(**rank_env("cpu")):  # the CPU ranks' environment: forked from launch's warm forkserver
+        mp.start_processes(_gloo_entry, args=(world, free_port(), fn, args, str(out_dir)), nprocs=world,
+                           join=True, start_method=start_method("cpu"))
     return [torch.load(out_dir / f"rank{r}.pt", weights_only=True) for r in range(world)]
