@@ -33,6 +33,7 @@ from specs.base import spec_hash
 from specs.clean import CleanJob, CleanSpec
 from specs.results import StageResult
 from tasks.core import faults
+from tasks.core.executors import release
 from tasks.core.files import sha256_file
 from tasks.core.runner import MANIFEST, StagePaths
 from tasks.core.shardmap import map_shards
@@ -67,6 +68,7 @@ def run(job: CleanJob, paths: StagePaths) -> StageResult:
 
     args = [(s, work / f"{s.stem}.parquet", spec, paths.seed, paths.root, buckets, index_texts) for s in todo]
     map_shards(cleaning.process_shard, args, [s.stem for s in todo], paths.executor, "clean", done)
+    release(paths.executor)  # the global phase gets fresh workers, not ones holding the filters' state
 
     layout = dedup_global.layout_of(work, [s.stem for s in shards])
     dedup_report = dedup_global.deduplicate(layout, spec, paths.seed, paths.executor)

@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from specs.run import ExecutorSpec
-from tasks.core.executors import ShardError, executor_for, stage_session
+from tasks.core.executors import ShardError, executor_for, release, stage_session
 from tests.helpers.shardwork import square_after
 
 POOL = ExecutorSpec(workers=2)
@@ -78,3 +78,14 @@ def test_a_session_keeps_one_local_dask_cluster_for_all_passes():
         assert [r["value"] for r in second] == [16, 25, 36, 49]
         assert pids(second) <= pids(first) and os.getpid() not in pids(first)  # the same worker processes
     assert all(gone(p) for p in pids(first))  # the cluster closed with the session
+
+
+def test_release_stops_the_kept_workers_and_the_next_pass_starts_fresh_ones():
+    with stage_session():
+        first = pids(run_pass(POOL))
+        release(POOL)
+        assert all(gone(p) for p in first)
+        second = pids(run_pass(POOL))
+        assert not second & first
+        assert pids(run_pass(POOL)) <= second  # and those are kept again
+    release(POOL)  # no session open: nothing to stop, no error

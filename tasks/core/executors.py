@@ -86,6 +86,14 @@ def stage_session() -> Iterator[None]:
             executor.close()
 
 
+def release(spec: ExecutorSpec) -> None:
+    """Stop the open session's kept executor for `spec`, if any: the next `map` starts fresh workers. For a pass
+    after which the workers hold state the later passes do not need (clean's shard workers keep the language
+    model, compiled loops and caches, ~0.6 GB each, while its global phase is sized by `clean.memory_gb`)."""
+    if _sessions and (kept := _sessions[-1].pop(spec.model_dump_json(), None)) is not None:
+        kept.close()
+
+
 def executor_for(spec: ExecutorSpec) -> Executor:
     if not _sessions:
         return _build(spec, keep=False)

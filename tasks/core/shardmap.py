@@ -43,4 +43,26 @@ def timed(fn: ShardFn, *args: Any) -> dict[str, Any]:
     """Call `fn(*args)`; report where and how long it ran (worker pid, seconds) beside its result."""
     t0 = time.perf_counter()
     result = fn(*args)
+    release_heap()
     return {"result": result, "pid": os.getpid(), "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def release_heap() -> None:
+    """Hand the heap a finished shard freed back to the OS (glibc `malloc_trim`). A kept worker otherwise holds
+    its peak across the stage's later passes, on top of what those passes' memory budgets allow."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _load_libc():
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim  # glibc only (not musl, not macOS)
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBC = _load_libc()
