@@ -15,6 +15,7 @@ per LEDGER_ROWS rows) whatever the executor: tests/test_clean_outputs.py checks 
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -65,12 +66,15 @@ def write_outputs(layout: Layout, spec: CleanSpec, out: Path, dedup: dict[str, A
     plan = kept_plan([t["kept"] for t in tallies], spec.shard_records)
     bases = [layout.base(s) for s in range(len(layout.stems))]
     # the ledger first: on a pool it is the longest task, written while the kept shards are
-    writes = [(write_ledger, [part(scratch, s, "ledger") for s in range(len(bases))], out / "dropped.parquet",
-               ledger_rows)]
+    # Into the work folder, published below only once every kept shard is written: a failed shard write must not
+    # leave a ledger in the output folder (nothing of a failed run is published but the kept shards before it).
+    ledger = scratch / "dropped.parquet"
+    writes = [(write_ledger, [part(scratch, s, "ledger") for s in range(len(bases))], ledger, ledger_rows)]
     writes += [(write_kept, bases, scratch, out / "shards", group) for group in plan]
     (out / "shards").mkdir(parents=True, exist_ok=True)
     map_shards(call, writes, ["ledger"] + [f"kept-{g[0][0]}-{g[0][1]:05d}" for g in plan], executor,
                "clean outputs")
+    shutil.move(ledger, out / "dropped.parquet")  # a rename: the work folder is on the project's filesystem
     log.info("outputs written in %.1f s (%d tables, %d kept shards)", time.perf_counter() - t0, len(bases),
              sum(len(g) for g in plan))
     return _report(*_sum(tallies), out, dedup, decon, curve or [])
