@@ -4,8 +4,8 @@
 Each run names its source and says how far its figures were checked. Two features of the published runs have no
 counterpart in the planner and make their layouts look worse to it than they were: sequence parallelism (splits
 the 10·sbh replicated activations over tp, Korthikanti et al. 2022) and the interleaved pipeline schedule
-(virtual stages shrink the bubble, Narayanan et al. 2021 §2.2.2). Where the planner's layout space cannot express
-the published one (BLOOM's 12 stages over 70 layers plus embeddings), only the shape of the decision is compared.
+(virtual stages shrink the bubble, Narayanan et al. 2021 §2.2.2). Pipeline stages need not divide the layers
+(BLOOM's 12 stages over 70): DeepSpeed balances the blocks and the fullest stage paces the pipe.
 """
 
 from __future__ import annotations
@@ -80,15 +80,14 @@ RUNS = [
                  "tp 8, FSDP (ZeRO-3) over 124"),
     # bigscience-workshop/bigscience, train/tr11-176B-ml/tr11-176B-ml.slurm (read): BLOOM 176B (70 layers, hidden
     # 14336, 112 heads, seq 2048, vocab padded to 250880), 48 nodes × 8 A100 80 GB, TP_SIZE 4, PP_SIZE 12
-    # (partitioned by 'type:transformer|embedding': 72 units), micro batch 2, global 2048 → dp 8, 128
-    # micro-batches, checkpoint-activations, bf16 with its own ZeRO-1 equivalent. Its dp of 8 = 384 / 48 keeps
-    # the factor 3 of 384 in the model-parallel part, which no layout of ours can (pp ∈ {1, 2} divides 70 and
-    # 384; tp ≤ 8): the global batch is not fixed here, every layout keeps the 128 micro-batches. Jean Zay links
+    # (partitioned by 'type:transformer|embedding': 72 units, 6 per stage, the embedding one of the first and the
+    # last stage's; ours cuts blocks only, 6 × 10 then 5 × 2, the embedding on top), micro batch 2, global 2048
+    # → dp 8, 128 micro-batches, checkpoint-activations, bf16 with its own ZeRO-1 equivalent. Jean Zay links
     # nodes with 4 × 100 Gb/s Omni-Path (an RDMA fabric, modelled as infiniband: ~4× faster per GPU than real).
     PublishedRun("BLOOM 176B (Megatron-DeepSpeed)", "bigscience tr11-176B-ml.slurm",
                  ModelSpec(flavor="1b", n_layers=70, d_model=14336, n_heads=112, n_kv_heads=112),
-                 250880, 2048, 2, None, True, ClusterSpec(nodes=48, **A100_IB), None,
-                 "tp 4, pp 12, dp 8, ZeRO-1 (12 ∤ 70 layers: not expressible)", grad_accum=128),
+                 250880, 2048, 2, 2048, True, ClusterSpec(nodes=48, **A100_IB), (8, 4, 12, 1),
+                 "tp 4, pp 12 (uneven: 70 layers), dp 8, ZeRO-1"),
     # tatsu-lab/stanford_alpaca README, "Fine-tuning" (checked): "fine-tunes LLaMA-7B ... on a machine with 4 A100
     # 80G GPUs in FSDP `full_shard` mode", batch size 128, max length 512 → 4 ranks × micro-batch 4 × 8 steps.
     PublishedRun("LLaMA 7B, one node (Alpaca)", "stanford_alpaca README", ModelSpec(**LLAMA_7B_SHAPE),

@@ -47,7 +47,7 @@ def test_candidates_keep_only_layouts_that_can_run():
     assert runnable[(2, 1, 2)].zero_stage == 1 and runnable[(4, 1, 1)].zero_stage == 2  # ZeRO ≤ 1 with a pipeline
     assert runnable[(1, 1, 1)].zero_stage == 0 and runnable[(4, 1, 1)].global_batch == 4 * 2 * 4
     rejected = {(m.dp, m.tp, m.pp): m.problem for m in rows if m.problem}
-    assert "parallel.pp: must divide model n_layers" in rejected[(1, 1, 4)]
+    assert "parallel.pp: at most model n_layers (2) stages, got 4" in rejected[(1, 1, 4)]
     assert "parallel.tp: must divide model n_heads" in rejected[(1, 4, 1)]
     small = candidates(TINY, train, 1, vocab_size=256, seq_len=32, memory_gb=1e-6)
     assert small[0].problem.startswith("needs ") and "GiB per device" in small[0].problem

@@ -135,7 +135,9 @@ def test_impossible_layouts_are_rejected_with_reasons():
     reasons = {(r.dp, r.tp, r.pp): " ".join(r.reasons) for r in p.rows if r.zero_stage is None}
     assert "must divide model n_heads (12)" in reasons[(2, 8, 1)]
     assert "16 > 8 devices per node" in reasons[(1, 16, 1)]
-    assert "must divide model n_layers (12)" in reasons[(2, 1, 8)]
+    assert "at most model n_layers (12) stages, got 16" in reasons[(1, 1, 16)]
+    uneven = next(r for r in p.rows if (r.dp, r.tp, r.pp) == (2, 1, 8))  # 12 blocks over 8 stages: 2 × 4, 1 × 4
+    assert uneven.zero_stage is not None and not any("n_layers" in x for x in uneven.reasons)
     too_small = plan(ModelSpec(flavor="1b"), ClusterSpec(memory_gb=4), vocab_size=8192, seq_len=256, micro_batch=8)
     assert too_small.chosen is None and "needs" in too_small.rows[0].reasons[0]
     assert "No layout" in too_small.why and "chosen: none fits" in too_small.render()
@@ -146,9 +148,9 @@ def test_validate_layout_adds_world_size_and_node_checks():
     assert validate_layout(m, ParallelSpec(dp=2, tp=2, pp=2), 8) == []
     problems = validate_layout(m, ParallelSpec(dp=2, tp=2, pp=2), 4)
     assert problems == ["parallel: dp × tp × pp = 2 × 2 × 2 = 8, but the world size is 4"]
-    bad = validate_layout(m, ParallelSpec(dp=1, tp=8, pp=8), 64, gpus_per_node=4)
+    bad = validate_layout(m, ParallelSpec(dp=1, tp=8, pp=16), 128, gpus_per_node=4)
     assert any(p.startswith("parallel.tp: must divide model n_heads") for p in bad)
-    assert any(p.startswith("parallel.pp: must divide model n_layers") for p in bad)
+    assert any(p.startswith("parallel.pp: at most model n_layers (12) stages") for p in bad)
     assert any("8 > 4 devices per node" in p for p in bad)
 
 

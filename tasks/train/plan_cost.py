@@ -142,7 +142,8 @@ def estimate_step(cluster: Any, *, flops_per_token: int, n_layers: int, d_model:
     """Seconds per optimizer step of one layout; None when the device has no known peak (CPU, unknown GPU).
 
     `grad_bytes_on_device`: gradient bytes of the fullest stage's parameters on one device before ZeRO
-    sharding (what one data-parallel rank reduces). Stages are assumed balanced (the fullest paces the pipe).
+    sharding (what one data-parallel rank reduces). When pp does not divide the layers (DeepSpeed balances the
+    blocks, so stages differ by one), the fullest stage, ⌈layers / pp⌉ blocks, paces every slot of the pipe.
     """
     flops, _ = device_flops(cluster)
     if flops is None:
@@ -150,12 +151,13 @@ def estimate_step(cluster: Any, *, flops_per_token: int, n_layers: int, d_model:
     links, m = links_of(cluster, dp, tp, pp), grad_accum
     mb_tokens = micro_batch * seq_len
     recompute = RECOMPUTE_FACTOR if activation_checkpointing else 1.0
-    t_mb = flops_per_token * mb_tokens * recompute / (tp * pp * flops)      # one micro-batch on one stage
+    stage_layers = -(-n_layers // pp)                                       # the fullest stage's blocks
+    t_mb = flops_per_token * mb_tokens * recompute * stage_layers / (n_layers * tp * flops)  # one micro-batch
     act = mb_tokens * d_model * act_bytes                                   # one block's B·T·d output
     # Megatron: 2 all-reduces per block forward (attention and MLP outputs), 2 backward (their inputs' grads);
     # recomputation repeats the forward pair. They sit between dependent matmuls: fully exposed.
     per_layer = 4 + (2 if activation_checkpointing else 0)
-    t_tp = per_layer * (n_layers // pp) * ring_all_reduce_s(act, tp, links.tp_bw) if tp > 1 else 0.0
+    t_tp = per_layer * stage_layers * ring_all_reduce_s(act, tp, links.tp_bw) if tp > 1 else 0.0
     # Each stage boundary sends B·T·d forward and its gradient back, once per micro-batch.
     t_p2p = 2 * act / links.pp_bw if pp > 1 else 0.0
     slot = t_mb + t_tp + t_p2p

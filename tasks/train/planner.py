@@ -77,12 +77,12 @@ def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch
     # states (fp32 master weights, momentum, variance); in plain fp32 the weights are the master: 4Ψ + 4Ψ + 8Ψ.
     # ZeRO-1 shards the optimizer states over dp, ZeRO-2 also the grads, ZeRO-3 also the weights (§5).
     opt_bytes = 8 if precision == "fp32" else 12
-    layers = _ceil_div(r["n_layers"], pp)
+    blocks = stage_blocks(r["n_layers"], pp)
     block = _ceil_div(counts.block_matrices + counts.block_biases, tp) + counts.block_norms  # norms replicated
     per_block_act = block_activation_bytes(seq_len, micro_batch, r["d_model"], r["n_heads"], tp, w_bytes,
                                            fused_attention)
 
-    def stage_act(in_flight: int) -> int:
+    def stage_act(layers: int, in_flight: int) -> int:
         if activation_checkpointing:
             # Full recomputation keeps only each block's input (2·sbh bytes in 16-bit, Korthikanti §4.1) plus
             # one block's full working set while it is recomputed in backward.
@@ -95,6 +95,7 @@ def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch
     estimates = []
     stages = [("only", True, True)] if pp == 1 else [("first", True, False), ("last", False, True)]
     for name, first, last in stages:
+        layers = blocks[0] if first else blocks[-1]
         n = layers * block + (counts.embedding if first else 0)
         if last:
             # Untied: the head lives on the last stage. Tied with a pipeline: the last stage holds its own copy
@@ -107,9 +108,16 @@ def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch
             parameters=_ceil_div(n * w_bytes, dp if zero_stage >= 3 else 1),
             gradients=_ceil_div(n * w_bytes, dp if zero_stage >= 2 else 1),
             optimizer=_ceil_div(n * opt_bytes, dp if zero_stage >= 1 else 1),
-            activations=stage_act(in_flight) + (logits if last else 0),
+            activations=stage_act(layers, in_flight) + (logits if last else 0),
             overhead=overhead_bytes, stage=name, params_on_device=n))
     return max(estimates, key=lambda e: e.total)
+
+
+def stage_blocks(n_layers: int, pp: int) -> list[int]:
+    """Blocks per pipeline stage as DeepSpeed's `partition_method="type:Block"` cuts them: balanced, the first
+    `n_layers mod pp` stages one block more (tests/test_pipeline_uneven.py compares with DeepSpeed's own cut)."""
+    small, extra = divmod(n_layers, pp)
+    return [small + 1] * extra + [small] * (pp - extra)
 
 
 def candidate_layouts(world_size: int) -> list[tuple[int, int, int]]:
@@ -348,7 +356,9 @@ def _why(model, cluster, rows, ranked, chosen, counts, micro_batch, seq_len) -> 
     else:
         layers = model.resolved()["n_layers"]
         bubble = (chosen.pp - 1) / (grad_accum + chosen.pp - 1)
-        parts.append(f"The pipeline cuts the {layers} layers into {chosen.pp} stages of {layers // chosen.pp}; "
+        small, big = layers // chosen.pp, -(-layers // chosen.pp)
+        sizes = f"{small}" if small == big else f"{small}–{big} (the fullest paces the pipe)"
+        parts.append(f"The pipeline cuts the {layers} layers into {chosen.pp} stages of {sizes}; "
                      f"only stage-boundary activations cross the {cluster.inter_node} link between nodes, where "
                      "wide data parallel would move every gradient. DeepSpeed allows ZeRO ≤ 1 with a pipeline. "
                      f"The 1F1B bubble is (pp−1)/(m+pp−1) = {bubble:.0%} at grad_accum m = {grad_accum}: use "
