@@ -23,7 +23,7 @@ FLAVORS: dict[str, dict[str, int]] = {
 
 # What a checkpoint's config.json decides: setting one of these beside `init.kind: hf` is a conflict, not an override.
 CHECKPOINT_KEYS = frozenset({"flavor", "n_layers", "n_heads", "n_kv_heads", "d_model", "ffn_multiple_of",
-                             "tie_embeddings", "rope_theta", "norm_eps"})
+                             "ffn_hidden", "tie_embeddings", "rope_theta", "norm_eps"})
 
 
 class ModelSpec(StrictModel):
@@ -41,6 +41,9 @@ class ModelSpec(StrictModel):
     ffn_multiple_of: int = Field(
         64, ge=1, le=4096, description="SwiGLU hidden width is ~8/3·d_model rounded up to a multiple of this."
     )
+    ffn_hidden: int | None = Field(
+        None, ge=8, le=262_144, description="SwiGLU hidden width, set explicitly; null: from d_model and "
+        "ffn_multiple_of. For published shapes no multiple gives (Llama 2 70B: 28672, Llama 3 405B: 53248).")
     dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on attention and MLP outputs (0 for pretraining).")
     tie_embeddings: bool = Field(True, description="Share the input embedding and output projection weights.")
     rope_theta: float = Field(10_000.0, gt=0, description="RoPE base frequency.")
@@ -53,6 +56,10 @@ class ModelSpec(StrictModel):
         """n_layers, n_heads, n_kv_heads, d_model with the flavor's values filled in."""
         base = FLAVORS[self.flavor]
         return {k: (getattr(self, k) if getattr(self, k) is not None else v) for k, v in base.items()}
+
+    def ffn_width(self) -> int:
+        """The SwiGLU hidden width: `ffn_hidden`, else ~8/3·d_model rounded up to `ffn_multiple_of`."""
+        return self.ffn_hidden or ffn_hidden_size(self.resolved()["d_model"], self.ffn_multiple_of)
 
     @model_validator(mode="after")
     def _shape_fits(self) -> "ModelSpec":
@@ -139,8 +146,8 @@ def layout_problems(model: ModelSpec, parallel: ParallelSpec) -> list[str]:
     if model.init.kind == "hf":
         return []
     r = model.resolved()
-    return shape_problems(r["n_heads"], r["n_kv_heads"], ffn_hidden_size(r["d_model"], model.ffn_multiple_of),
-                          r["n_layers"], parallel)
+    return shape_problems(r["n_heads"], r["n_kv_heads"], model.ffn_width(), r["n_layers"], parallel,
+                          "model.ffn_hidden" if model.ffn_hidden else "model.d_model and model.ffn_multiple_of")
 
 
 def shape_problems(n_heads: int, n_kv_heads: int, ffn_hidden: int, n_layers: int, parallel: ParallelSpec,

@@ -45,10 +45,10 @@ A100_IB = dict(gpus_per_node=8, memory_gb=80, device="a100", intra_node="nvlink"
 GPT3_175B_SHAPE = dict(flavor="1b", n_layers=96, d_model=12288, n_heads=96, n_kv_heads=96)  # SwiGLU 32768 wide
 LLAMA_7B_SHAPE = dict(flavor="1b", n_layers=32, d_model=4096, n_heads=32, n_kv_heads=32, ffn_multiple_of=256,
                       tie_embeddings=False)                                                 # SwiGLU 11008 wide
-# Llama 2 70B: ffn 28672 needs ffn_multiple_of 7168, above ModelSpec's bound of 4096 (a limit for hand-written
-# params, not for this shape), so the spec is built without validation; its shape passes the same checks.
-LLAMA2_70B = ModelSpec.model_construct(flavor="1b", n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8,
-                                       ffn_multiple_of=7168, tie_embeddings=False)
+LLAMA2_70B = ModelSpec(flavor="1b", n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8, ffn_hidden=28672,
+                       tie_embeddings=False)
+LLAMA3_405B = ModelSpec(flavor="1b", n_layers=126, d_model=16384, n_heads=128, n_kv_heads=8, ffn_hidden=53248,
+                        tie_embeddings=False)
 
 RUNS = [
     # Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM",

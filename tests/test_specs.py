@@ -129,3 +129,22 @@ def test_tensor_parallel_must_divide_the_swiglu_width():
     assert layout_problems(model, ParallelSpec(tp=3, dp=1)) == [
         "parallel.tp: must divide the SwiGLU width 128 (from model.d_model and model.ffn_multiple_of), got 3"]
     assert layout_problems(model, ParallelSpec(tp=1)) == []
+
+
+def test_explicit_swiglu_width_overrides_the_multiple():
+    """`model.ffn_hidden` sets the width no `ffn_multiple_of` gives (Llama 3 405B: 53248 for d_model 16384,
+    where the rule's ~8/3·d rounded up to ≤ 4096 gives at most 45056); the built model and the tp check use it."""
+    from specs.pretrain import ModelSpec, ParallelSpec, layout_problems
+    from tasks.train.config import ModelConfig, param_counts
+    from tasks.train.model import Transformer
+
+    assert ModelSpec(flavor="tiny", d_model=16384, n_heads=128, ffn_multiple_of=4096).ffn_width() == 45056
+    model = ModelSpec(flavor="tiny", d_model=48, n_heads=3, n_kv_heads=3, ffn_hidden=90)
+    cfg = ModelConfig.from_spec(model, vocab_size=64, seq_len=16)
+    assert cfg.ffn_hidden == 90 and model.ffn_width() == 90
+    net = Transformer(cfg, 0)
+    assert net.layers[1].mlp.w1.weight.shape == (90, 48) and net.layers[1].mlp.w2.weight.shape == (48, 90)
+    assert sum(p.numel() for p in net.parameters()) == param_counts(cfg).total
+    assert layout_problems(model, ParallelSpec(tp=3, dp=1)) == []          # 90 = 3 × 30
+    assert layout_problems(model.model_copy(update={"ffn_hidden": 91}), ParallelSpec(tp=3, dp=1)) == [
+        "parallel.tp: must divide the SwiGLU width 91 (from model.ffn_hidden), got 3"]

@@ -65,7 +65,7 @@ class ModelConfig:
         """From a `specs.pretrain.ModelSpec` plus the data's vocab and sequence length."""
         r = spec.resolved()
         return cls(vocab_size=vocab_size, seq_len=seq_len, **r,
-                   ffn_hidden=ffn_hidden_size(r["d_model"], spec.ffn_multiple_of), dropout=spec.dropout,
+                   ffn_hidden=spec.ffn_width(), dropout=spec.dropout,
                    tie_embeddings=spec.tie_embeddings, rope_theta=spec.rope_theta, norm_eps=spec.norm_eps,
                    init_std=spec.init_std)
 

@@ -75,7 +75,8 @@ class PretrainObjective:
         facts = data_facts(self.mix_dir)
         self.cfg, init = model_and_init(self.spec.model, facts)
         problems = shape_problems(self.cfg.n_heads, self.cfg.n_kv_heads, self.cfg.ffn_hidden, self.cfg.n_layers, par,
-                                  "the checkpoint's intermediate_size" if init else "model.ffn_multiple_of")
+                                  "the checkpoint's intermediate_size" if init else
+                                  "model.ffn_hidden" if self.spec.model.ffn_hidden else "model.ffn_multiple_of")
         if problems:
             raise ValueError("; ".join(problems))
         identity = {"model": {k: v for k, v in self.cfg.to_dict().items() if k not in ("vocab_size", "seq_len")},
