@@ -88,6 +88,16 @@ RUNS = [
                  ModelSpec(flavor="1b", n_layers=70, d_model=14336, n_heads=112, n_kv_heads=112),
                  250880, 2048, 2, 2048, True, ClusterSpec(nodes=48, **A100_IB), (8, 4, 12, 1),
                  "tp 4, pp 12 (uneven: 70 layers), dp 8, ZeRO-1"),
+    # Dubey et al. 2024, "The Llama 3 Herd of Models", §3.3.2 and Table 4 (from the paper, not re-read here):
+    # Llama 3 405B (126 layers, d 16384, 128 heads, 8 kv heads, SwiGLU 53248, vocab 128256, untied) at seq 8192
+    # on 16,384 H100 80 GB: TP 8, CP 1, PP 16, DP 128 (FSDP), 16 sequences per DP rank = 2048 per batch (16M
+    # tokens); 126 layers over 16 stages is uneven (the paper takes one block off the first and last stages,
+    # for the embedding and the head). 400 Gb/s RoCE per GPU, modelled as NDR InfiniBand (the same 50 GB/s).
+    # The paper's micro-batch and recomputation are not taken from it: micro-batch 1 and full activation
+    # checkpointing here (without sequence parallelism, which our memory model lacks, nothing else fits).
+    PublishedRun("Llama 3 405B (Meta)", "Dubey et al. 2024, Table 4", LLAMA3_405B, 128256, 8192, 1, 2048, True,
+                 ClusterSpec(nodes=2048, gpus_per_node=8, memory_gb=80, device="h100-sxm"), (128, 8, 16, 1),
+                 "tp 8, pp 16 (uneven: 126 layers), dp 128 (FSDP)"),
     # tatsu-lab/stanford_alpaca README, "Fine-tuning" (checked): "fine-tunes LLaMA-7B ... on a machine with 4 A100
     # 80G GPUs in FSDP `full_shard` mode", batch size 128, max length 512 → 4 ranks × micro-batch 4 × 8 steps.
     PublishedRun("LLaMA 7B, one node (Alpaca)", "stanford_alpaca README", ModelSpec(**LLAMA_7B_SHAPE),

@@ -55,13 +55,14 @@ def test_compute_tensor_and_pipeline_terms_by_hand():
     assert plain.tokens == 1000
     act = 1000 * 1000 * 2                                  # B·T·d in bf16
     tp4 = step(c, tp=4)
-    tp_comm = 4 * 8 * 2 * 3 / 4 * act / 300e9              # 4 all-reduces × 8 layers, ring over 4 on NVLink 3
+    # 4 all-reduces × 8 layers, ring over 4 on NVLink 3, each also 8.4 µs + 2·3 steps × 3.4 µs of latency
+    tp_comm = 4 * 8 * (2 * 3 / 4 * act / 300e9 + 8.4e-6 + 6 * 3.4e-6)
     assert tp4.tp_comm_s == pytest.approx(tp_comm)
     assert tp4.step_s == pytest.approx(t_mb / 4 + tp_comm)
     ckpt = step(c, tp=4, activation_checkpointing=True)    # forward recomputed: 4/3 compute, 6 all-reduces
     assert ckpt.compute_s == pytest.approx(t_mb / 4 * 4 / 3) and ckpt.tp_comm_s == pytest.approx(tp_comm * 1.5)
     pp4 = step(c, pp=4, grad_accum=12)                     # dp 1: the step is (m + pp − 1) slots
-    slot = t_mb / 4 + 2 * act / INFINIBAND_HDR_PER_GPU
+    slot = t_mb / 4 + 2 * (act / INFINIBAND_HDR_PER_GPU + 8.4e-6 + 14e-6)   # a send each way: one network step
     assert pp4.step_s == pytest.approx(15 * slot)
     assert pp4.bubble_s / pp4.step_s == pytest.approx(3 / 15)   # (pp−1)/(m+pp−1)
 
@@ -69,11 +70,15 @@ def test_compute_tensor_and_pipeline_terms_by_hand():
 def test_zero_traffic_ratios_and_overlap():
     c = cluster()
     kw = dict(dp=16, tp=1, grad_bytes_on_device=4 * 10**9)     # crosses nodes: HDR 25 GB/s
-    allreduce = ring_all_reduce_s(4e9, 16, INFINIBAND_HDR_PER_GPU)
+    # 4 GB of bf16 gradients = 4 buckets of 5e8 elements; each pass (reduce-scatter or all-gather) over 16 ranks
+    # pays 8.4 µs + 15 network steps × 14 µs per bucket. ZeRO-3 gathers per block: 8 collectives per pass.
+    lat = 8.4e-6 + 15 * 14e-6
+    allreduce = ring_all_reduce_s(4e9, 16, INFINIBAND_HDR_PER_GPU) + 2 * 4 * lat
     z0, z1, z2, z3 = (step(c, zero_stage=z, **kw) for z in range(4))
     assert z0.dp_comm_s == pytest.approx(allreduce) and z1.dp_comm_s == z0.dp_comm_s
     assert z2.dp_comm_s == pytest.approx(allreduce)                  # reduce-scatter + all-gather at m = 1
-    assert z3.dp_comm_s == pytest.approx(1.5 * allreduce)            # + the weights' second all-gather
+    # + the weights' second all-gather
+    assert z3.dp_comm_s == pytest.approx(1.5 * ring_all_reduce_s(4e9, 16, INFINIBAND_HDR_PER_GPU) + 3 * 8 * lat)
     # Far more traffic than backward compute: all but the overlapped backward is exposed.
     backward = 2 / 3 * z0.compute_s
     assert z0.dp_exposed_s == pytest.approx(allreduce - backward)
@@ -84,6 +89,16 @@ def test_zero_traffic_ratios_and_overlap():
     # ZeRO-3 repeats its traffic every micro-batch; ZeRO-0/1 once per step.
     assert step(c, zero_stage=3, grad_accum=4, **kw).dp_comm_s == pytest.approx(4 * z3.dp_comm_s)
     assert step(c, zero_stage=1, grad_accum=4, **kw).dp_comm_s == pytest.approx(z1.dp_comm_s)
+
+
+def test_latency_prices_wide_zero3_gathers():
+    """ZeRO-3 over 2048 ranks: each of a block's 3 collectives per micro-batch walks 2047 network steps, so
+    even a tiny model pays 3 × 8 blocks × (8.4 µs + 2047 × 14 µs) ≈ 0.69 s per micro-batch on the wire."""
+    c = ClusterSpec(nodes=2048, gpus_per_node=1, memory_gb=80, device="a100")
+    tiny = step(c, dp=2048, zero_stage=3, grad_bytes_on_device=1000)
+    assert tiny.dp_comm_s == pytest.approx(3 * 8 * (8.4e-6 + 2047 * 14e-6), rel=1e-3)
+    assert step(c, dp=2048, zero_stage=1, grad_bytes_on_device=1000).dp_comm_s == pytest.approx(
+        2 * (8.4e-6 + 2047 * 14e-6), rel=1e-3)                       # one bucket, one all-reduce per step
 
 
 def test_the_network_matters_only_where_traffic_crosses_nodes():

@@ -76,6 +76,21 @@ def test_bloom_pipeline_over_70_layers_is_expressible_and_near_the_best():
     assert row_of(even, run.published).cost.step_s == pytest.approx(pub.cost.step_s, rel=0.01)
 
 
+def test_llama3_405b_keeps_its_published_shape_because_wide_zero3_pays_latency():
+    """16,384 H100s: tp 8 in the node, a deep (uneven: 126 / 16) pipeline across nodes, ZeRO-1. ZeRO-3 over 2048
+    ranks (one sequence per rank) moves no more bytes per token, but each of its per-block gathers walks a
+    2047-step ring: priced by NCCL's latency model it loses to the pipeline, as in the published run."""
+    run, p = planned("Llama 3 405B")
+    assert stage_blocks(126, 16) == [8] * 14 + [7] * 2
+    pub, c = row_of(p, run.published), p.chosen
+    assert pub is not None and pub.within_margin
+    assert pub.cost.s_per_token <= c.cost.s_per_token * (1 + WITHIN)
+    assert c.tp == 8 and c.pp > 1 and c.zero_stage <= 1 and in_node(c, run.cluster.gpus_per_node)
+    wide = row_of(p, (2048, 8, 1, 3))
+    assert wide.within_margin and wide.cost.s_per_token > pub.cost.s_per_token
+    assert wide.cost.dp_exposed_s > 0.5 * wide.cost.compute_s   # the gathers' latency is what it cannot hide
+
+
 def test_ethernet_and_infiniband_give_different_answers_for_70b_on_64_gpus():
     _, ib = planned("70B, 8 × 8 H100, InfiniBand")
     _, eth = planned("70B, 8 × 8 H100, 100 GbE")

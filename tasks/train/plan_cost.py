@@ -34,6 +34,18 @@ NDR_DEVICES = {"h100-sxm", "h100-pcie", "h200"}
 # device whose collective crosses nodes gets 12.5 GB/s / gpus_per_node (all of them cross at once).
 ETHERNET_100G_PER_NODE = 12.5e9
 
+# Latency of a collective, from NCCL's own cost model (src/graph/tuning.cc, Ring algorithm, Simple protocol:
+# what large messages use): a base of 8.4 µs per collective plus, per ring step, 3.4 µs over NVLink, 5.7 µs over
+# PCIe and 14 µs over the network. A ring all-reduce takes 2·(n−1) steps, an all-gather or reduce-scatter n−1:
+# linear in the ranks, so it is what a 2048-way ZeRO-3 gather pays, whatever the bandwidth. Every step of a
+# ring is paced by its slowest hop, so a group that crosses nodes gets the network's figure. CPU ranks (gloo
+# over shared memory) have no NCCL figure: PCIe's stands in (they get no estimate anyway).
+BASE_LATENCY_S = 8.4e-6
+STEP_LATENCY_S = {"nvlink": 3.4e-6, "pcie": 5.7e-6, "shm": 5.7e-6, "infiniband": 14e-6, "ethernet": 14e-6}
+# Gradients are reduced in buckets of this many elements (DeepSpeed's default `reduce_bucket_size`, which
+# forgeline's generated config keeps): one collective, one latency, per bucket.
+GRAD_BUCKET_ELEMENTS = 500_000_000
+
 # ------------------------------------------------------------------------------------------------ assumptions
 # Fraction of the dense peak the matmuls reach, before communication and bubbles (which are modelled
 # separately): Megatron-LM reports 44–52 % MFU end to end for 175B–1T on A100 (Narayanan et al. 2021, Table 1),
@@ -117,10 +129,18 @@ def links_of(cluster: Any, dp: int, tp: int, pp: int) -> Links:
 
 def ring_all_reduce_s(nbytes: float, ranks: int, bandwidth: float) -> float:
     """Bandwidth term of a ring all-reduce (Patarasuk & Yuan 2009; NCCL's "bus bandwidth"): 2·(n−1)/n · S / B.
-    Latency is ignored (it matters only for tiny messages, where every layout is fast anyway)."""
+    The latency term is `ring_latency_s`."""
     if ranks <= 1 or nbytes <= 0:
         return 0.0
     return 2 * (ranks - 1) / ranks * nbytes / bandwidth if bandwidth > 0 else float("inf")
+
+
+def ring_latency_s(ranks: int, link: str, steps_per_rank: int = 2, collectives: float = 1) -> float:
+    """Latency of `collectives` ring collectives over `ranks` ranks on `link`: each BASE_LATENCY_S plus
+    steps_per_rank·(n−1) ring steps (2 for an all-reduce, 1 for an all-gather or reduce-scatter)."""
+    if ranks <= 1:
+        return 0.0
+    return collectives * (BASE_LATENCY_S + steps_per_rank * (ranks - 1) * STEP_LATENCY_S.get(link, 0.0))
 
 
 def device_flops(cluster: Any) -> tuple[float | None, str]:
@@ -157,15 +177,19 @@ def estimate_step(cluster: Any, *, flops_per_token: int, n_layers: int, d_model:
     # Megatron: 2 all-reduces per block forward (attention and MLP outputs), 2 backward (their inputs' grads);
     # recomputation repeats the forward pair. They sit between dependent matmuls: fully exposed.
     per_layer = 4 + (2 if activation_checkpointing else 0)
-    t_tp = per_layer * stage_layers * ring_all_reduce_s(act, tp, links.tp_bw) if tp > 1 else 0.0
+    t_tp = per_layer * stage_layers * (ring_all_reduce_s(act, tp, links.tp_bw) + ring_latency_s(tp, links.tp))
     # Each stage boundary sends B·T·d forward and its gradient back, once per micro-batch.
-    t_p2p = 2 * act / links.pp_bw if pp > 1 else 0.0
+    t_p2p = 2 * (act / links.pp_bw + ring_latency_s(2, links.pp, 1, 1)) if pp > 1 else 0.0
     slot = t_mb + t_tp + t_p2p
     # ZeRO traffic (Rajbhandari et al. 2020, §7): ZeRO-0/1 all-reduce the gradients once per step (2Ψ);
     # ZeRO-2 reduce-scatters them every micro-batch (Ψ) and all-gathers the updated shard once (Ψ);
     # ZeRO-3 all-gathers the weights for forward and again for backward and reduce-scatters the gradients,
     # every micro-batch (3Ψ, i.e. 1.5× plain data parallel at grad_accum 1).
     half = ring_all_reduce_s(grad_bytes_on_device, dp, links.dp_bw) / 2     # one reduce-scatter or all-gather
+    # Latency, per pass over the gradients: one collective per bucket; ZeRO-3 gathers and reduces per block.
+    buckets = max(1, -(-grad_bytes_on_device // (GRAD_BUCKET_ELEMENTS * act_bytes)))
+    half_lat = ring_latency_s(dp, links.dp, 1, buckets if zero_stage < 3 else max(buckets, stage_layers))
+    half += half_lat
 
     def exposed(comm: float, window: float) -> float:
         return max(comm - window, (1 - MAX_OVERLAP) * comm)
