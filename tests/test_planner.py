@@ -219,6 +219,10 @@ def test_plan_json_ranks_every_layout_by_estimated_time(capsys):
     assert per_token[ranked.index(chosen[0])] <= per_token[0] * 1.02  # the fastest, or tied with it
     assert out["cluster"]["device"] == "a100" and "assumed MFU" in out["cost_model"]["basis"]
     assert out["params_layout"] == {"dp": 8, "tp": 1, "pp": 1, "zero_stage": 0, "problems": []}
+    # The script-facing summary: candidates = the ranked layouts; the choice's memory (GiB) and step time.
+    assert out["candidates"] == ranked
+    assert out["chosen"]["memory_gb_per_device"] == pytest.approx(out["chosen"]["memory_gib"]["total"], abs=1e-3)
+    assert out["chosen"]["step_time_s"] == pytest.approx(out["chosen"]["estimate"]["step_s"])
     # A fixed global batch of 8 sequences (micro_batch 8): only dp = 1 layouts can run it.
     assert main(args + ["--global-batch", "8"]) == 0
     fixed = json.loads(capsys.readouterr().out)["layouts"]

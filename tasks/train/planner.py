@@ -165,6 +165,9 @@ class PlanRow:
     def to_dict(self) -> dict:
         return {"dp": self.dp, "tp": self.tp, "pp": self.pp, "zero_stage": self.zero_stage, "fits": self.fits,
                 "within_margin": self.within_margin, "grad_accum": self.grad_accum,
+                # the script-facing names: GiB like --memory-gb, seconds per optimizer step
+                "memory_gb_per_device": round(self.memory.total / GIB, 3) if self.memory else None,
+                "step_time_s": round(self.cost.step_s, 6) if self.cost else None,
                 "memory_gib": self.memory.breakdown_gib() if self.memory else None,
                 "estimate": self.cost.as_dict() if self.cost else None, "reasons": list(self.reasons)}
 
@@ -224,7 +227,8 @@ class Plan:
         return {"model": self.model_name, "parameters": self.params.total, "cluster": self.cluster.model_dump(),
                 "cost_model": {"basis": self.cost_basis, "memory_safety": MEMORY_SAFETY,
                                "tie_tolerance": TIE_TOLERANCE},
-                "chosen": self.chosen.to_dict() if self.chosen else None, "why": self.why, "layouts": layouts}
+                "chosen": self.chosen.to_dict() if self.chosen else None, "why": self.why,
+                "candidates": layouts[:len(self.ranked)], "layouts": layouts}
 
 
 def _seed_key(r: PlanRow) -> tuple:
