@@ -4,13 +4,15 @@ and throughput.
     python benchmarks/pii_recall.py                      # 2,000 plants per kind, seed 1234
     python benchmarks/pii_recall.py --per-kind 500 --seed 7
 
-Plants come from `tasks.data.pii_planted` (one fake email, obfuscated email, phone, IPv4/IPv6 address, card
-number, IBAN, SSN or secret in a prose, code, config, log or HTTP line; `email/obfuscated` is reported apart). A plant counts as found when every part of the value is gone
-and only its own kind was counted (a carrier misread as another kind counts as a miss). Look-alikes are lines
-without PII (versions, dates, UUIDs, hashes, slices, ISBNs, prices, coordinates, placeholders, code, private
-addresses, IBANs with a wrong check digit/length/structure, never-issued SSNs, ZIP+4, "at ... dot" prose); a false hit is a look-alike line with any count. Throughput is measured on three texts, each
-scrubbed whole: the Python standard library's `json`, `email`, `http`, `logging` and `asyncio` sources (code
-without PII, where most of clean's input time goes), the planted lines joined, and the look-alikes joined.
+Plants come from `tasks.data.pii_planted` (one fake email, obfuscated email, phone, IPv4/IPv6 address, card number,
+IBAN, SSN or secret in a prose, code, config, log or HTTP line; `email/obfuscated` is reported apart). A plant
+counts as found when every part of the value is gone and only its own kind was counted (a carrier misread as
+another kind counts as a miss). Look-alikes are lines without PII (versions, dates, UUIDs, hashes, slices, ISBNs,
+prices, coordinates, placeholders, code, private addresses, IBANs with a wrong check digit/length/structure,
+never-issued SSNs, ZIP+4, "at ... dot" prose); a false hit is a look-alike line with any count. Throughput is
+measured on three texts, each scrubbed whole: the Python standard library's `json`, `email`, `http`, `logging` and
+`asyncio` sources (code without PII, where most of clean's input time goes), the planted lines joined, and the
+look-alikes joined.
 """
 
 from __future__ import annotations

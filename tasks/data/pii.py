@@ -1,20 +1,22 @@
 """PII scrubbing: replace emails, phone numbers, IP addresses, card numbers, IBANs, SSNs and secrets by typed
 placeholders.
 
-`scrub_pii(text, kinds, keep_addresses)` returns the scrubbed text and counts by kind (`email`, `phone`,
-`ipv4`, `ipv6`, `credit_card`, `iban`, `ssn`, `secret`; only kinds that occurred, sorted). Passes run in a fixed
-order: secrets (`tasks.data.pii_secrets`; a key or token may hold an `@` or digit groups), emails, obfuscated
-emails, IBANs, SSNs (`tasks.data.pii_ids`: their digit groups would be eaten by the card and phone passes),
-cards, IPv6, IPv4, phones, each on the previous pass's output. Regexes are compiled once and find *candidates*; a callback validates each
-one (Luhn and issuer prefix, `ipaddress`, digit counts, entropy, placeholder and code checks) and returns the
-match unchanged when it is not PII.
+`scrub_pii(text, kinds, keep_addresses)` returns the scrubbed text and counts by kind (`email`, `phone`, `ipv4`,
+`ipv6`, `credit_card`, `iban`, `ssn`, `secret`; only kinds that occurred, sorted). Passes run in a fixed order:
+secrets (`tasks.data.pii_secrets`; a key or token may hold an `@` or digit groups), emails, obfuscated emails,
+IBANs, SSNs (`tasks.data.pii_ids`: their digit groups would be eaten by the card and phone passes), cards, IPv6,
+IPv4, phones, each on the previous pass's output. Regexes are compiled once and find *candidates*; a callback
+validates each one (Luhn and issuer prefix, `ipaddress`, digit counts, entropy, placeholder and code checks) and
+returns the match unchanged when it is not PII.
 
 What is deliberately not PII, to keep code and ordinary prose intact:
 - phones need a `+`, parentheses or separators: international (`+44 20 7946 0958`, `(+33) 1 23 45 67 89`,
   `+49 (0)30 1234567`, E.164 `+442079460958`), US `(202) 555-0143`, `202-555-0143`, `202.555.0143` (area
   code and exchange 2-9, one separator kind), or national groups led by a trunk `0` (`020 7946 0958`,
   `01 23 45 67 89`, 9–12 digits); so dates, years, times, prices, version numbers, ISBNs and bare integers do
-  not match. Digit strings with fewer than 3 distinct digits (`00 00 00 00 00`) are rejected;
+  not match. Digit strings with fewer than 3 distinct digits (`00 00 00 00 00`) are rejected, and so are the
+  SSN layout `AAA-GG-SSSS` and, for phones and cards, digit groups inside an IBAN-shaped run (`PL46 4634 ...`
+  with a wrong check digit);
 - IPv4 needs exactly four octets ≤ 255 without leading zeros, not inside a longer dotted run (`1.2.3.4.5`,
   OIDs) and not after `v`/`version`/`section`/`rfc`; IPv6 needs three colons or a 4-digit group with a letter
   (`fe80::1`, but not the slices `x[1::2]`, `x[100::2]`), a group that is not a clock's (`10:00::11:00`), and

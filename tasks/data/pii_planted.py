@@ -1,11 +1,11 @@
 """A seeded planted-PII set and a look-alike set, to measure `tasks.data.pii.scrub_pii` (tests and benchmark).
 
 `planted(seed, per_kind)` returns `Plant`s: one fake value of a kind (email, also obfuscated, phone, ipv4, ipv6,
-credit_card, iban, ssn, secret) in a carrier line (prose, code, config, JSON, a log line, an HTTP request), with the parts that must
-disappear. Values are built from their formats, not from the detector: card numbers by Luhn and issuer ranges,
-addresses checked public with `ipaddress.is_global`, tokens by each vendor's documented shape, phones in the
-national layouts of a dozen countries, IBANs, SSNs and obfuscated emails as `tasks.data.pii_planted_ids` builds
-them. `look_alikes(seed)` returns lines that hold no PII but look like some:
+credit_card, iban, ssn, secret) in a carrier line (prose, code, config, JSON, a log line, an HTTP request), with
+the parts that must disappear. Values are built from their formats, not from the detector: card numbers by Luhn and
+issuer ranges, addresses checked public with `ipaddress.is_global`, tokens by each vendor's documented shape,
+phones in the national layouts of a dozen countries, IBANs, SSNs and obfuscated emails as
+`tasks.data.pii_planted_ids` builds them. `look_alikes(seed)` returns lines that hold no PII but look like some:
 versions, dates, UUIDs, hashes, slices, ISBNs, prices, coordinates, placeholders, ordinary code, kept addresses,
 and the near misses of `pii_planted_ids` (bad IBANs, never-issued SSNs, ZIP+4, lower-case "at ... dot" prose).
 Human passwords start with a letter or digit (a leading `!`, `*`, `&` or `#` reads as a YAML tag, alias or
