@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import Field, model_validator
 
 from specs.base import StrictModel
 
-PII_KINDS = ("email", "phone", "ipv4", "ipv6", "credit_card", "secret")
+PIIKind = Literal["email", "phone", "ipv4", "ipv6", "credit_card", "iban", "ssn", "secret"]
+PII_KINDS: tuple[str, ...] = get_args(PIIKind)
 # Address classes that name no person (a machine's own, a LAN's, an example's or a group's address); see PIISpec.
 ADDRESS_CLASSES = ("loopback", "private", "link_local", "unspecified", "documentation", "multicast")
 
@@ -129,7 +130,7 @@ class PIISpec(StrictModel):
     """PII scrubbing: matches are replaced by typed placeholders such as `<EMAIL>` and counted by kind."""
 
     enabled: bool = Field(True, description="Scrub PII before anything downstream sees the text.")
-    kinds: list[Literal["email", "phone", "ipv4", "ipv6", "credit_card", "secret"]] = Field(
+    kinds: list[PIIKind] = Field(
         default_factory=lambda: list(PII_KINDS), description="Kinds of PII to scrub."
     )
     keep_addresses: list[Literal["loopback", "private", "link_local", "unspecified", "documentation",

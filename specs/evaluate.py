@@ -11,7 +11,7 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from specs.base import require_unique, StrictModel
-from specs.clean import CODE_RULES, PII_KINDS, QualityRules, QualitySpec, ToxicitySpec
+from specs.clean import CODE_RULES, PII_KINDS, PIIKind, QualityRules, QualitySpec, ToxicitySpec
 from specs.review import ItemLabel, ReviewDecision, ReviewSpec  # re-exported: the review gate's contracts
 
 NAME = r"^[a-z][a-z0-9_-]{0,63}$"  # prompt ids and categories: short, lower case, stable in file names
@@ -63,7 +63,7 @@ class FlagSpec(StrictModel):
     (tasks/data/pii.py, toxicity.py, quality.py). Thresholds are stricter than clean's on purpose: a flag asks a
     reviewer to look, it drops nothing."""
 
-    pii_kinds: list[Literal["email", "phone", "ipv4", "ipv6", "credit_card", "secret"]] = Field(
+    pii_kinds: list[PIIKind] = Field(
         default_factory=lambda: list(PII_KINDS), description="PII kinds whose presence flags an item `pii`."
     )
     toxicity: ToxicitySpec = Field(

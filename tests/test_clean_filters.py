@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from specs.clean import QualitySpec, ToxicitySpec
 from tasks.data.normalize import exact_key, normalize_text
 from tasks.data.pii import PLACEHOLDERS, luhn_ok, scrub_pii
+from tasks.data.pii_planted_ids import IBAN_REGISTRY, iban_value, ssn_value
 from tasks.data.quality import quality_score
 from tasks.data.toxicity import load_lexicon, parse_lexicon, toxicity
 
@@ -286,6 +287,13 @@ def planted(seed: int = 1234) -> list[tuple[str, str, str]]:
                  ("client_secret = '", _alnum(rng, 28)), ("Authorization: Bearer ", _alnum(rng, 36)),
                  ("secret=", _alnum(rng, 24, string.ascii_lowercase + string.digits))]
         items += [("secret", name + value, value) for name, value in keyed]
+    countries = sorted(IBAN_REGISTRY)
+    for i in range(12):
+        value = iban_value(rng, countries[(7 * i) % len(countries)], spaced=i % 2 == 0)
+        items.append(("iban", value, value))
+    for i in range(12):
+        value = ssn_value(rng) if i % 2 else ssn_value(rng).replace("-", " ")
+        items.append(("ssn", value, value))
     return items
 
 
@@ -309,7 +317,7 @@ def test_pii_recall_and_counts() -> None:
         else:
             missed.append((kind, text, scrubbed))
     recall = sum(found.values()) / len(PLANTED)
-    assert recall >= 0.99, missed                       # measured: 1.0 (217 of 217)
+    assert recall >= 0.99, missed                       # measured: 1.0 (241 of 241)
     # All sentences in one document: the same detections, counted by kind with sorted keys.
     document = "\n".join(TEMPLATES[i % len(TEMPLATES)].format(text) for i, (_, text, _) in enumerate(PLANTED))
     scrubbed, counts = scrub_pii(document, keep_addresses=())
@@ -322,7 +330,7 @@ def test_pii_kinds_select_passes() -> None:
     assert scrub_pii(text, ["email"]) == ("Mail <EMAIL> or call (202) 555-0143 from 81.2.69.160.", {"email": 1})
     assert scrub_pii(text, [])[0] == text
     with pytest.raises(ValueError):
-        scrub_pii(text, ["ssn"])
+        scrub_pii(text, ["passport"])
 
 
 CONTROL_PROSE = """

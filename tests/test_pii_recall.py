@@ -19,6 +19,7 @@ from specs.clean import ADDRESS_CLASSES, CleanSpec, PIISpec
 from tasks.data.cleaning import clean_record
 from tasks.data.pii import PLACEHOLDERS, scrub_pii
 from tasks.data.pii_planted import look_alikes, luhn_check_digit, planted
+from tasks.data.pii_planted_ids import IBAN_REGISTRY
 from tasks.data.pii_planted_secrets import SECRET_GENERATORS
 
 PER_KIND = 500
@@ -27,7 +28,8 @@ PLANTS = planted(seed=2024, per_kind=PER_KIND)
 
 def test_planted_set_is_broad() -> None:
     by_kind = Counter(p.kind for p in PLANTS)
-    assert by_kind == {kind: PER_KIND for kind in PLACEHOLDERS}
+    assert by_kind == {kind: PER_KIND * (2 if kind == "email" else 1) for kind in PLACEHOLDERS}   # + obfuscated
+    assert Counter(p.form for p in PLANTS)["obfuscated"] == PER_KIND
     texts = {kind: "\n".join(p.text for p in PLANTS if p.kind == kind) for kind in by_kind}
     for needle in ("(+44)", "+49 (0)30", "(+33) 1", "+91 98", "+81-3-", "+1 (", "+4420"):
         assert needle in texts["phone"], needle
@@ -37,6 +39,13 @@ def test_planted_set_is_broad() -> None:
         assert needle in texts["secret"], needle
     assert "[" in texts["ipv6"] and "/32" in texts["ipv4"] and "/128" in texts["ipv6"]
     assert sum(len(p.parts) for p in PLANTS) > len(PLANTS)      # PEM blocks: every body line must go
+    ibans = [p.parts[0] for p in PLANTS if p.kind == "iban"]
+    assert {value[:2] for value in ibans} == set(IBAN_REGISTRY)                   # every registry country
+    assert any(" " in v for v in ibans) and any(" " not in v for v in ibans)
+    ssns = [p.parts[0] for p in PLANTS if p.kind == "ssn"]
+    assert {"-" in v for v in ssns} == {True, False} and any(v.isdigit() for v in ssns)
+    for needle in ("[at]", "(at)", "{at}", "<at>", " AT ", " DOT ", "@", "[dot]", "(dot)"):
+        assert needle in texts["email"], needle
 
 
 def test_recall_per_kind() -> None:
@@ -47,10 +56,10 @@ def test_recall_per_kind() -> None:
         # Found: every part gone, replaced by this kind's placeholder, and nothing else counted.
         if set(counts) == {plant.kind} and not any(part in scrubbed for part in plant.parts) \
                 and PLACEHOLDERS[plant.kind] in scrubbed:
-            found[plant.kind] += 1
+            found[plant.kind + plant.form] += 1
         else:
             missed.append((plant.kind, plant.text, scrubbed))
-    recall = {kind: found[kind] / PER_KIND for kind in PLACEHOLDERS}
+    recall = {kind: found[kind] / PER_KIND for kind in [*PLACEHOLDERS, "emailobfuscated"]}
     assert all(r >= 0.99 for r in recall.values()), (recall, missed[:10])   # measured: 1.0 for each kind
 
 

@@ -1,18 +1,22 @@
-"""PII scrubbing: replace emails, phone numbers, IP addresses, card numbers and secrets by typed placeholders.
+"""PII scrubbing: replace emails, phone numbers, IP addresses, card numbers, IBANs, SSNs and secrets by typed
+placeholders.
 
-`scrub_pii(text, kinds, keep_addresses)` returns the scrubbed text and counts by kind (`email`, `phone`,
-`ipv4`, `ipv6`, `credit_card`, `secret`; only kinds that occurred, sorted). Passes run in a fixed order: secrets
-(`tasks.data.pii_secrets`; a key or token may hold an `@` or digit groups), emails, cards, IPv6, IPv4, phones,
-each on the previous pass's output. Regexes are compiled once and find *candidates*; a callback validates each
-one (Luhn and issuer prefix, `ipaddress`, digit counts, entropy, placeholder and code checks) and returns the
-match unchanged when it is not PII.
+`scrub_pii(text, kinds, keep_addresses)` returns the scrubbed text and counts by kind (`email`, `phone`, `ipv4`,
+`ipv6`, `credit_card`, `iban`, `ssn`, `secret`; only kinds that occurred, sorted). Passes run in a fixed order:
+secrets (`tasks.data.pii_secrets`; a key or token may hold an `@` or digit groups), emails, obfuscated emails,
+IBANs, SSNs (`tasks.data.pii_ids`: their digit groups would be eaten by the card and phone passes), cards, IPv6,
+IPv4, phones, each on the previous pass's output. Regexes are compiled once and find *candidates*; a callback
+validates each one (Luhn and issuer prefix, `ipaddress`, digit counts, entropy, placeholder and code checks) and
+returns the match unchanged when it is not PII.
 
 What is deliberately not PII, to keep code and ordinary prose intact:
 - phones need a `+`, parentheses or separators: international (`+44 20 7946 0958`, `(+33) 1 23 45 67 89`,
   `+49 (0)30 1234567`, E.164 `+442079460958`), US `(202) 555-0143`, `202-555-0143`, `202.555.0143` (area
   code and exchange 2-9, one separator kind), or national groups led by a trunk `0` (`020 7946 0958`,
   `01 23 45 67 89`, 9–12 digits); so dates, years, times, prices, version numbers, ISBNs and bare integers do
-  not match. Digit strings with fewer than 3 distinct digits (`00 00 00 00 00`) are rejected;
+  not match. Digit strings with fewer than 3 distinct digits (`00 00 00 00 00`) are rejected, and so are the
+  SSN layout `AAA-GG-SSSS` and, for phones and cards, digit groups inside an IBAN-shaped run (`PL46 4634 ...`
+  with a wrong check digit);
 - IPv4 needs exactly four octets ≤ 255 without leading zeros, not inside a longer dotted run (`1.2.3.4.5`,
   OIDs) and not after `v`/`version`/`section`/`rfc`; IPv6 needs three colons or a 4-digit group with a letter
   (`fe80::1`, but not the slices `x[1::2]`, `x[100::2]`), a group that is not a clock's (`10:00::11:00`), and
@@ -21,6 +25,8 @@ What is deliberately not PII, to keep code and ordinary prose intact:
   `ADDRESS_CLASSES`: loopback, private, link-local, unspecified, documentation, multicast) are kept as well —
   a machine's own, a LAN's, an example's or a group's address, nobody's personal data;
 - cards: 13–19 digits, bare or in 4-4-4-4(-3) / 4-6-5 / 4-6-4 groups, a plausible issuer prefix and Luhn;
+- IBANs, SSNs and obfuscated emails: see `tasks.data.pii_ids` (registry length and mod-97; SSA rules; the `at`
+  bracketed or an upper-case `AT` word, never lower-case prose such as `ann at example dot com`);
 - secrets: see `tasks.data.pii_secrets` (placeholders such as `${TOKEN}` or `changeme` and code such as
   `key=lambda x: x` are left alone).
 Every syntactically valid email is PII, including author addresses in source comments.
@@ -34,17 +40,21 @@ from collections import Counter
 from typing import Callable, Iterable
 
 from specs.clean import ADDRESS_CLASSES, PII_KINDS
+from tasks.data.pii_ids import ID_PASSES, Anchored
+from tasks.data.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
 from tasks.data.pii_secrets import SECRET_PASSES
 
 PLACEHOLDERS = {"email": "<EMAIL>", "phone": "<PHONE>", "ipv4": "<IP_ADDRESS>", "ipv6": "<IP_ADDRESS>",
-                "credit_card": "<CREDIT_CARD>", "secret": "<SECRET>"}
+                "credit_card": "<CREDIT_CARD>", **ID_PLACEHOLDERS, "secret": "<SECRET>"}
 
 # Many patterns start with one consumed character and then check what precedes it with a two-character
 # lookbehind (`[0-9](?<![\w.][0-9])`): a pattern that opens with a character class lets `re` skip
 # non-candidate positions in C, which a leading lookbehind prevents (6x faster on digit-led patterns).
 
 # --- emails, cards, addresses, phones ------------------------------------------------------------------------
-_EMAIL = re.compile(r"(?<![\w.+%-])[A-Za-z0-9](?:[A-Za-z0-9._%+-]{0,62}[A-Za-z0-9_%+-])?@"
+# Tried only at each `@` (`Anchored`), from the local part's start: led by its local part, `re.sub` would try
+# it at every word. The local part's characters are all in the lookbehind's class, so its start is unique.
+_EMAIL = re.compile(r"(?<![\w.+%-])[A-Za-z0-9](?:[A-Za-z0-9._%+-]{0,62}[A-Za-z0-9_%+-])?(?P<at>@)"
                     r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-])")
 _CARD = re.compile(r"[0-9](?<![\w.,+-][0-9])"          # bare, 4-4-4-4(-3), Amex 4-6-5, Diners 4-6-4
                    r"(?:\d{12,18}|\d{3}([ -])\d{4}\1\d{4}\1\d{4}(?:\1\d{3})?|\d{3}([ -])\d{6}\2\d{4,5})"
@@ -101,7 +111,19 @@ def _issuer_ok(d: str) -> bool:
     return (300 <= p3 <= 305 or p2 in (36, 38, 39)) and 14 <= n <= 19
 
 
+# A country code, 2 check digits and whole groups before the match: inside an IBAN-shaped run that the IBAN
+# pass rejected (a wrong check digit); its digit groups (`SC84 IVMU 5900 6195 9676 7696 ...`) may pass Luhn or
+# read as a trunk-0 phone by chance.
+_IBAN_RUN_BEFORE = re.compile(r"(?<!\w)[A-Z]{2}\d\d(?: [A-Z0-9]{4}){0,7} $", re.ASCII)
+
+
+def in_iban_shaped_run(m: re.Match[str]) -> bool:
+    return _IBAN_RUN_BEFORE.search(m.string, max(0, m.start() - 40), m.start()) is not None
+
+
 def _card(m: re.Match[str]) -> bool:
+    if in_iban_shaped_run(m):
+        return False
     digits = re.sub(r"\D", "", m.group())
     return len(set(digits)) > 1 and _issuer_ok(digits) and luhn_ok(digits)
 
@@ -163,10 +185,15 @@ def _is_mask(value: int, bits: int) -> bool:
     return value >> (bits - 1) == 1 and inverted & (inverted + 1) == 0
 
 
+# `AAA-GG-SSSS` is an SSN's layout, no phone's: valid SSNs are gone by now (`pii_ids`), invalid ones
+# (`000-12-3456`, the advertised fake 078-05-1120) are nobody's number and stay.
+_SSN_SHAPED = re.compile(r"\d{3}([ -])\d\d\1\d{4}")
+
+
 def _phone(m: re.Match[str]) -> bool:
     text = m.group()
     digits = re.sub(r"\D", "", text)
-    if len(set(digits)) < 3 or not 7 <= len(digits) <= 15:
+    if len(set(digits)) < 3 or not 7 <= len(digits) <= 15 or _SSN_SHAPED.fullmatch(text) or in_iban_shaped_run(m):
         return False
     if text.startswith(("+", "(+")):
         separators = re.sub(r"[\d+]", "", text)
@@ -183,13 +210,15 @@ def _hint(*needles: str) -> Callable[[str], bool]:
 
 
 Validator = Callable[[re.Match[str], frozenset[str]], bool]
+Group = int | Callable[[re.Match[str]], "int | tuple[int, int]"]
 # (kind, pattern, validator(match, kept address classes) or None, group to replace (0 = whole match, or a
-# function of the match), cheap test that the pass can match)
-_PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, int | Callable[[re.Match[str]], int],
-                     Callable[[str], bool]], ...] = (
+# function of the match giving a group or a (start, end) span within it), cheap test that the pass can match)
+_PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[str], bool]], ...] = (
     *(("secret", pattern, None if valid is None else (lambda m, keep, valid=valid: valid(m)), group, hint)
       for pattern, valid, group, hint in SECRET_PASSES),
-    ("email", _EMAIL, None, 0, _hint("@")),
+    ("email", Anchored((re.compile("@"),), _EMAIL, spaces=False), None, 0, _hint("@")),
+    *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
+      for kind, pattern, valid, group, hint in ID_PASSES),
     ("credit_card", _CARD, lambda m, keep: _card(m), 0, bool),
     ("ipv6", _IPV6, _ipv6, 0, lambda text: _IPV6_HINT.search(text) is not None),
     ("ipv4", _IPV4, _ipv4, 0, _hint(".")),
@@ -239,7 +268,10 @@ def _round(text: str, wanted: set[str], keep: frozenset[str], counts: Counter[st
             group = group if isinstance(group, int) else group(m)
             if group == 0:
                 return PLACEHOLDERS[kind]
-            start, end = m.start(group) - m.start(), m.end(group) - m.start()
+            if isinstance(group, tuple):        # a span: an IBAN cut before a trailing token
+                start, end = group
+            else:
+                start, end = m.start(group) - m.start(), m.end(group) - m.start()
             return m.group()[:start] + PLACEHOLDERS[kind] + m.group()[end:]
 
         text = pattern.sub(replace, text)

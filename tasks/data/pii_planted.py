@@ -1,11 +1,13 @@
 """A seeded planted-PII set and a look-alike set, to measure `tasks.data.pii.scrub_pii` (tests and benchmark).
 
-`planted(seed, per_kind)` returns `Plant`s: one fake value of a kind (email, phone, ipv4, ipv6, credit_card,
-secret) in a carrier line (prose, code, config, JSON, a log line, an HTTP request), with the parts that must
-disappear. Values are built from their formats, not from the detector: card numbers by Luhn and issuer ranges,
-addresses checked public with `ipaddress.is_global`, tokens by each vendor's documented shape, phones in the
-national layouts of a dozen countries. `look_alikes(seed)` returns lines that hold no PII but look like some:
-versions, dates, UUIDs, hashes, slices, ISBNs, prices, coordinates, placeholders, ordinary code, kept addresses.
+`planted(seed, per_kind)` returns `Plant`s: one fake value of a kind (email, also obfuscated, phone, ipv4, ipv6,
+credit_card, iban, ssn, secret) in a carrier line (prose, code, config, JSON, a log line, an HTTP request), with
+the parts that must disappear. Values are built from their formats, not from the detector: card numbers by Luhn and
+issuer ranges, addresses checked public with `ipaddress.is_global`, tokens by each vendor's documented shape,
+phones in the national layouts of a dozen countries, IBANs, SSNs and obfuscated emails as
+`tasks.data.pii_planted_ids` builds them. `look_alikes(seed)` returns lines that hold no PII but look like some:
+versions, dates, UUIDs, hashes, slices, ISBNs, prices, coordinates, placeholders, ordinary code, kept addresses,
+and the near misses of `pii_planted_ids` (bad IBANs, never-issued SSNs, ZIP+4, lower-case "at ... dot" prose).
 Human passwords start with a letter or digit (a leading `!`, `*`, `&` or `#` reads as a YAML tag, alias or
 anchor, or a comment, and is left alone by design).
 """
@@ -17,6 +19,7 @@ import random
 import string
 from dataclasses import dataclass
 
+from tasks.data import pii_planted_ids as ids
 from tasks.data.pii_planted_secrets import SECRET_GENERATORS
 
 ALNUM = string.ascii_letters + string.digits
@@ -28,6 +31,7 @@ class Plant:
     kind: str
     text: str                        # the carrier line with the value in it
     parts: tuple[str, ...]           # substrings that must be gone after scrubbing
+    form: str = ""                   # a variant measured on its own (`obfuscated` emails)
 
 
 PROSE = ["Please contact {} before Friday.", "The report mentions {} twice, which is odd.",
@@ -179,12 +183,45 @@ def secrets(rng: random.Random, n: int) -> list[Plant]:
     return out
 
 
+def obfuscated_emails(rng: random.Random, n: int) -> list[Plant]:
+    out = []
+    for _ in range(n):
+        value, parts = ids.obfuscated_email(rng)
+        out.append(Plant("email", _carrier(rng, value, ids.EMAIL_CARRIERS), parts, "obfuscated"))
+    return out
+
+
+def ibans(rng: random.Random, n: int) -> list[Plant]:
+    countries = sorted(ids.IBAN_REGISTRY)
+    out = []
+    for i in range(n):          # every registry country in turn, bare or grouped
+        value = ids.iban_value(rng, countries[i % len(countries)], spaced=rng.random() < 0.6)
+        out.append(Plant("iban", _carrier(rng, value, ids.IBAN_CARRIERS), (value,)))
+    return out
+
+
+def ssns(rng: random.Random, n: int) -> list[Plant]:
+    out = []
+    for i in range(n):
+        value = ids.ssn_value(rng)
+        if i % 3 == 1:
+            value = value.replace("-", " ")
+        if i % 3 == 2:          # bare digits count only after a cue word
+            value = value.replace("-", "")
+            text = rng.choice(ids.SSN_CUED).format(value)
+        else:
+            text = _carrier(rng, value, ids.SSN_CARRIERS)
+        out.append(Plant("ssn", text, (value,)))
+    return out
+
+
+# Measured groups (a kind, or a kind's variant); new ones go last, so that a seed's earlier plants stay the same.
 GENERATORS = {"email": emails, "phone": phones, "ipv4": ipv4s, "ipv6": ipv6s, "credit_card": cards,
-              "secret": secrets}
+              "secret": secrets, "email_obfuscated": obfuscated_emails, "iban": ibans, "ssn": ssns}
 
 
 def planted(seed: int = 1234, per_kind: int = 500) -> list[Plant]:
-    """`per_kind` plants of every kind, in a fixed order for a seed."""
+    """`per_kind` plants of every generator (emails twice: plain and obfuscated), in a fixed order for a seed."""
     rng = random.Random(seed)
     return [plant for kind in GENERATORS for plant in GENERATORS[kind](rng, per_kind)]
 
@@ -250,7 +287,7 @@ def look_alikes(seed: int = 1234, variants: int = 200) -> list[str]:
     """The fixed look-alike lines plus seeded variants of the number-shaped ones (dates, versions, hashes)."""
     rng = random.Random(seed)
     out = list(LOOK_ALIKES)
-    for _ in range(variants):
+    for _ in range(variants):       # the original variants first: a seed's earlier lines stay the same
         choice = rng.randint(0, 6)
         if choice == 0:
             out.append(f"version {rng.randint(1, 20)}.{rng.randint(0, 99)}.{rng.randint(0, 99)}.{rng.randint(0, 99)}")
@@ -269,7 +306,7 @@ def look_alikes(seed: int = 1234, variants: int = 200) -> list[str]:
         else:
             out.append(f"host 10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)} and "
                        f"192.168.{rng.randint(0, 255)}.{rng.randint(1, 254)}")
-    return out
+    return out + ids.look_alike_lines(rng, variants)
 
 
 def uuid_like(rng: random.Random) -> str:
