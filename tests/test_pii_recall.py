@@ -98,6 +98,12 @@ def test_no_false_hits_on_look_alikes() -> None:
     ("Call (+44) 20 7946 0958.", "Call <PHONE>."), ("(+33) 1 23 45 67 89", "<PHONE>"),
     ("+1 (555) 234-5678", "<PHONE>"), ("+49 (0)30 1234567", "<PHONE>"), ("+91 98765 43210", "<PHONE>"),
     ("+81-3-1234-5678", "<PHONE>"),
+    # US layouts with test/fictional digits (the exchange led by 0 or 1 is no real NANP number, still a phone)
+    ("Call me at 555-123-4567.", "Call me at <PHONE>."), ("Phone: (555) 123-4567", "Phone: <PHONE>"),
+    ("fax 555.012.3456", "fax <PHONE>"), ("1-555-123-4567", "<PHONE>"),
+    # three bare groups with NANP digits; ten bare digits after a phone cue
+    ("my cell 917 555 1234", "my cell <PHONE>"), ("ph: 5551234567", "ph: <PHONE>"),
+    ('{"phone": "2125550147"}', '{"phone": "<PHONE>"}'), ("Tel. 0211234567", "Tel. <PHONE>"),
     # IPv6 before a full stop, with a port; a /32 host
     ("Connect to 2a01:4f8:c0c:1234::2.", "Connect to <IP_ADDRESS>."),
     ("listen [2a01:4f8::1]:443;", "listen [<IP_ADDRESS>]:443;"),
@@ -114,6 +120,9 @@ def test_known_misses_are_found(text: str, expected: str) -> None:
     "password: ${DB_PASSWORD}", "api_key='<your-key>'", "secret=********", "token: xxxxxxxx",
     "PASSWORD=changeme", "API_KEY=YOUR_API_KEY", 'eos_token = "</s>"', "authorization = self.headers.get('x')",
     "f(user=u, password=pw2)", "xs[::2] + a[1::3]", "version 1.2.3.4, v2.0.0.1", "10:00::11:00",
+    # phone-like digits without a phone's layout or cue: a range, a bare id, a table row, non-NANP groups
+    "x = 100-200-3000", "id 5551234567", "order 123 456 7890 shipped", "rows 212 555 0147 12",
+    "telemetry 2125550147", "call(5551234567)",
 ])
 def test_look_alike_lines_are_untouched(text: str) -> None:
     assert scrub_pii(text) == (text, {})

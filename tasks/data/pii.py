@@ -76,10 +76,16 @@ _PHONE = re.compile(r"""(?xa)
       | (?<=1)[ .-]?\(\d{3}\)[ ]?\d{3}[ .-]\d{4}                    # 1 (202) 555-0143
       | (?<=1)([.-])\d{3}\1\d{3}\1\d{4}                            # 1-202-555-0143
       | (?<=\d)\d\d([.-])\d{3}\2\d{4}                              # 202-555-0143, 202.555.0143
+      | (?<=\d)\d\d[ ]\d{3}[ ]\d{4}(?![ ]\d)                        # 212 555 0147 (NANP digits only)
       | (?<=\()0\d{1,4}\)[ ]?\d{2,8}(?:[ ]\d{2,8}){0,3}            # (020) 7946 0958
       | (?<=0)\d{1,4}([ .-])\d{2,8}(?:\3\d{2,8}){0,4}              # 020 7946 0958, 01 23 45 67 89
+      | (?<=\d)\d{9}                                              # 2125550147, only after a phone cue
     )(?!\w|[.-]?\d)""")
+# A phone cue right before bare digits: `Phone: `, `tel. `, `cell #`, `call me at `, `"mobile": "`.
+_PHONE_CUE = re.compile(r"(?i)\b(?:phone|tel|telephone|cell|mobile|fax|ph|call(?:\s+me)?(?:\s+at)?|whatsapp|sms|text)"
+                        r"(?:\s*(?:no|number|#|nr))?\.?[\s\"':=#-]{0,4}$")
 _NANP = re.compile(r"(?:\+?1\D*)?\(?[2-9]\d\d\D*[2-9]\d\d\D*\d{4}", re.ASCII)
+_NANP_AREA = re.compile(r"(?:1\D*)?\(?[2-9]\d\d\D", re.ASCII)
 
 
 def luhn_ok(digits: str) -> bool:
@@ -200,9 +206,16 @@ def _phone(m: re.Match[str]) -> bool:
         if separators == ".":               # +3.140000 is a signed decimal
             return False
         return len(digits) >= 10 or separators != ""
+    if text.isdigit():                      # bare digits are a phone only where the text says so
+        return len(digits) == 10 and _PHONE_CUE.search(m.string, max(0, m.start() - 24), m.start()) is not None
     if text.startswith(("0", "(0")):
         return 9 <= len(digits) <= 12
-    return _NANP.fullmatch(text) is not None   # NANP: area code and exchange start with 2-9
+    if " " in text and "(" not in text:     # `212 555 0147`: three bare groups, real NANP digits only
+        return _NANP.fullmatch(text) is not None
+    # Dashes, dots or a parenthesised area code are a phone's layout: any exchange (test and fictional numbers
+    # such as `555-123-4567` are written, and planted, that way too), but an area code led by 2-9, as every
+    # NANP area code is (`100-200-3000` is a range, not a number).
+    return _NANP_AREA.match(text) is not None
 
 
 def _hint(*needles: str) -> Callable[[str], bool]:
