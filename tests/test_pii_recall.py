@@ -91,6 +91,12 @@ def test_no_false_hits_on_look_alikes() -> None:
     ("DB_PASSWORD='Tr0ub4dor&3'", "DB_PASSWORD='<SECRET>'"),
     ("session_token = Ab3dE.fG5hI.jK7lM", "session_token = <SECRET>"),
     ("PGPASSWORD=s3cr3t", "PGPASSWORD=<SECRET>"),
+    # AWS secret access keys, the documentation's own example included (the generic rule reads EXAMPLE as a
+    # placeholder)
+    ("aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+     "aws_secret_access_key = <SECRET>"),
+    ('"SecretAccessKey": "je7MtGbClwBF/2Zp9Utk/h3yCo8nvbEXAMPLEKEY"', '"SecretAccessKey": "<SECRET>"'),
+    ("AWS_SECRET_KEY=wJalrXUtnFEMI/K7MDENG+bPxRfiCYzKQ8aTb4sQ", "AWS_SECRET_KEY=<SECRET>"),
     # credentials inside URLs
     ("postgres://app:pa55-w0rd@db.example.com:5432/app", "postgres://app:<SECRET>@db.example.com:5432/app"),
     ("git clone https://bob:tok3n_x9@github.com/a/r.git", "git clone https://bob:<SECRET>@github.com/a/r.git"),
@@ -123,6 +129,8 @@ def test_known_misses_are_found(text: str, expected: str) -> None:
     # phone-like digits without a phone's layout or cue: a range, a bare id, a table row, non-NANP groups
     "x = 100-200-3000", "id 5551234567", "order 123 456 7890 shipped", "rows 212 555 0147 12",
     "telemetry 2125550147", "call(5551234567)",
+    "aws_secret_access_key = os.environ['AWS_SECRET_ACCESS_KEY']", "secret_access_key: ${AWS_SECRET}",
+    "AWS_SECRET_ACCESS_KEY=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
 ])
 def test_look_alike_lines_are_untouched(text: str) -> None:
     assert scrub_pii(text) == (text, {})

@@ -3,6 +3,7 @@
 Each pass is `(pattern, validator or None, group to replace (0 = whole match), cheap test that it can match)`;
 `pii.scrub_pii` runs them in this order, before emails and digits (a key may hold an `@` or digit groups):
 - private-key blocks (PEM/OpenSSH/PGP, also with `\\n` escapes inside JSON and without an END line);
+- AWS secret access keys (40 characters after their name, the documentation's example key included);
 - vendor token shapes (AWS, GCP, Azure, GitHub, GitLab, Slack, Stripe, Twilio, SendGrid, OpenAI, Anthropic,
   Hugging Face, npm, PyPI, Discord, Telegram, Mailchimp, Shopify, DigitalOcean, JWTs): the shapes that
   detect-secrets' plugins know, each led by its literal prefix. detect-secrets itself is not used: it scans
@@ -96,6 +97,12 @@ _TOKEN_SHAPES = Gated([
      r"(?<![\w-])[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}(?![\w-])"),
     (re.compile(r"-us\d"), r"(?<![\w-])[0-9a-f]{32}-us\d{1,2}(?![\w-])"),                        # Mailchimp
 ])
+
+# An AWS secret access key: 40 base64 characters after its name. Its own pass because AWS's documentation key
+# (`wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY`) reads as a placeholder to the generic rule, and it is the one a
+# copied config or a planted test carries; the name and the exact length keep it from matching anything else.
+_AWS_SECRET = re.compile(r"(?i:aws[_.-]?secret[_.-]?(?:access[_.-]?)?key|secret[_.-]?access[_.-]?key)[\"']?[ \t]*"
+                         r"(?:=>|:=|[:=])[ \t]*[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")
 
 # `scheme://user:PASSWORD@host`: only the password is replaced, so the URL stays readable.
 _URL_CREDENTIALS = Gated([("://", r"://(?<=[A-Za-z0-9+.-]://)[^\s:/@'\"<>]{1,64}:([^\s@/'\"<>]{1,128})@(?=[\w\[])")])
@@ -254,6 +261,7 @@ SECRET_PASSES: tuple[tuple[re.Pattern[str], Validator | None, int | Callable[[re
                            Callable[[str], bool]], ...] = (
     (_PEM, None, 0, _hint("PRIVATE KEY")),
     (_TOKEN_SHAPES, _token_shape, 0, _always),
+    (_AWS_SECRET, lambda m: shannon_entropy(m.group(1)) >= 3.5, 1, _hint("ecret", "ECRET")),
     (_URL_CREDENTIALS, _url_credentials, 1, _always),
     (_AUTHORIZATION, _authorization, 2, _always),
     (_BEARER, lambda m: looks_random(m.group(1)), 1, _hint("Bearer")),
