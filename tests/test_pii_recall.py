@@ -110,6 +110,13 @@ def test_no_false_hits_on_look_alikes() -> None:
     # three bare groups with NANP digits; ten bare digits after a phone cue
     ("my cell 917 555 1234", "my cell <PHONE>"), ("ph: 5551234567", "ph: <PHONE>"),
     ('{"phone": "2125550147"}', '{"phone": "<PHONE>"}'), ("Tel. 0211234567", "Tel. <PHONE>"),
+    # extensions, the 00 international prefix, national numbers without separators (Faker's en_US/en_GB/fr_FR)
+    ("Call 854-275-2772x0405.", "Call <PHONE>."), ("+1-545-880-7302x157", "<PHONE>"),
+    ("(212) 555-0147 ext. 12", "<PHONE>"), ("001-612-799-7220x03322", "<PHONE>"),
+    ("at 01154960930 or", "at <PHONE> or"), ("Contact details: 0164613589.", "Contact details: <PHONE>."),
+    # JCB's 15-digit 1800/2131 cards, a 12-digit Maestro (Luhn-valid)
+    ("card 180068737859982", "card <CREDIT_CARD>"), ("card 213102296667345", "card <CREDIT_CARD>"),
+    ("card 586870218912", "card <CREDIT_CARD>"),
     # IPv6 before a full stop, with a port; a /32 host
     ("Connect to 2a01:4f8:c0c:1234::2.", "Connect to <IP_ADDRESS>."),
     ("listen [2a01:4f8::1]:443;", "listen [<IP_ADDRESS>]:443;"),
@@ -127,8 +134,11 @@ def test_known_misses_are_found(text: str, expected: str) -> None:
     "PASSWORD=changeme", "API_KEY=YOUR_API_KEY", 'eos_token = "</s>"', "authorization = self.headers.get('x')",
     "f(user=u, password=pw2)", "xs[::2] + a[1::3]", "version 1.2.3.4, v2.0.0.1", "10:00::11:00",
     # phone-like digits without a phone's layout or cue: a range, a bare id, a table row, non-NANP groups
-    "x = 100-200-3000", "id 5551234567", "order 123 456 7890 shipped", "rows 212 555 0147 12",
+    "id 5551234567", "order 123 456 7890 shipped", "rows 212 555 0147 12",
     "telemetry 2125550147", "call(5551234567)",
+    # digit runs, zero-padded ids, ISBN-10s (by checksum or named), 12 digits failing Luhn
+    'DIGITS = "0123456789"', "'9876543210'", "id 0000123456", "ISBN 0306406152", "see 0306406152 (the ISBN)",
+    "isbn: 0198526636", "order 586870218913",
     "aws_secret_access_key = os.environ['AWS_SECRET_ACCESS_KEY']", "secret_access_key: ${AWS_SECRET}",
     "AWS_SECRET_ACCESS_KEY=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
 ])

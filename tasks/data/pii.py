@@ -57,7 +57,7 @@ PLACEHOLDERS = {"email": "<EMAIL>", "phone": "<PHONE>", "ipv4": "<IP_ADDRESS>", 
 _EMAIL = re.compile(r"(?<![\w.+%-])[A-Za-z0-9](?:[A-Za-z0-9._%+-]{0,62}[A-Za-z0-9_%+-])?(?P<at>@)"
                     r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-])")
 _CARD = re.compile(r"[0-9](?<![\w.,+-][0-9])"          # bare, 4-4-4-4(-3), Amex 4-6-5, Diners 4-6-4
-                   r"(?:\d{12,18}|\d{3}([ -])\d{4}\1\d{4}\1\d{4}(?:\1\d{3})?|\d{3}([ -])\d{6}\2\d{4,5})"
+                   r"(?:\d{11,18}|\d{3}([ -])\d{4}\1\d{4}\1\d{4}(?:\1\d{3})?|\d{3}([ -])\d{6}\2\d{4,5})"
                    r"(?!\w|[.,-]\d)", re.ASCII)
 _IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:]|\.\d)",
                    re.ASCII)
@@ -79,13 +79,16 @@ _PHONE = re.compile(r"""(?xa)
       | (?<=\d)\d\d[ ]\d{3}[ ]\d{4}(?![ ]\d)                        # 212 555 0147 (NANP digits only)
       | (?<=\()0\d{1,4}\)[ ]?\d{2,8}(?:[ ]\d{2,8}){0,3}            # (020) 7946 0958
       | (?<=0)\d{1,4}([ .-])\d{2,8}(?:\3\d{2,8}){0,4}              # 020 7946 0958, 01 23 45 67 89
-      | (?<=\d)\d{9}                                              # 2125550147, only after a phone cue
-    )(?!\w|[.-]?\d)""")
+      | (?<=\d)\d{9,10}                                           # 2125550147 after a cue; 01154960930
+    )(?:[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6})?           # an extension: x157, ext. 5
+    (?!\w|[.-]?\d)""")
+_EXTENSION = re.compile(r"[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6}$")
+_ISBN_BEFORE = re.compile(r"(?i)isbn(?:-10)?[\s:#]*$")
 # A phone cue right before bare digits: `Phone: `, `tel. `, `cell #`, `call me at `, `"mobile": "`.
-_PHONE_CUE = re.compile(r"(?i)\b(?:phone|tel|telephone|cell|mobile|fax|ph|call(?:\s+me)?(?:\s+at)?|whatsapp|sms|text)"
+_PHONE_CUE = re.compile(r"(?i)\b(?:phone|tel|telephone|telefon|cell|mobile|mob|handy|fax|ph|call(?:\s+me)?(?:\s+at)?"
+                        r"|contact(?:\s+(?:me|us))?(?:\s+(?:at|on))?|reach\s+(?:me|us)\s+(?:at|on)|whatsapp|sms|text)"
                         r"(?:\s*(?:no|number|#|nr))?\.?[\s\"':=#-]{0,4}$")
 _NANP = re.compile(r"(?:\+?1\D*)?\(?[2-9]\d\d\D*[2-9]\d\d\D*\d{4}", re.ASCII)
-_NANP_AREA = re.compile(r"(?:1\D*)?\(?[2-9]\d\d\D", re.ASCII)
 
 
 def luhn_ok(digits: str) -> bool:
@@ -110,7 +113,9 @@ def _issuer_ok(d: str) -> bool:
         return n == 15
     if 2200 <= p4 <= 2204:                  # Mir
         return n == 16
-    if p4 == 6011 or 644 <= p3 <= 649 or p2 in (62, 65) or 3528 <= p4 <= 3589:
+    if p4 in (1800, 2131):                  # JCB's 15-digit cards
+        return n == 15
+    if p4 == 6011 or 644 <= p3 <= 649 or p2 in (62, 65) or p2 == 35:   # Discover, UnionPay, JCB (35xx)
         return 16 <= n <= 19
     if p2 == 50 or 56 <= p2 <= 69:          # Maestro (6x prefixes not claimed above)
         return 12 <= n <= 19
@@ -197,7 +202,7 @@ _SSN_SHAPED = re.compile(r"\d{3}([ -])\d\d\1\d{4}")
 
 
 def _phone(m: re.Match[str]) -> bool:
-    text = m.group()
+    text = _EXTENSION.sub("", m.group())
     digits = re.sub(r"\D", "", text)
     if len(set(digits)) < 3 or not 7 <= len(digits) <= 15 or _SSN_SHAPED.fullmatch(text) or in_iban_shaped_run(m):
         return False
@@ -206,16 +211,30 @@ def _phone(m: re.Match[str]) -> bool:
         if separators == ".":               # +3.140000 is a signed decimal
             return False
         return len(digits) >= 10 or separators != ""
-    if text.isdigit():                      # bare digits are a phone only where the text says so
-        return len(digits) == 10 and _PHONE_CUE.search(m.string, max(0, m.start() - 24), m.start()) is not None
+    if text.isdigit():
+        return _bare_phone(m, digits)
+    if text.startswith("00"):               # 00 is the international prefix, like `+`: 001-612-799-7220
+        return 9 <= len(digits) - 2 <= 15
     if text.startswith(("0", "(0")):
         return 9 <= len(digits) <= 12
     if " " in text and "(" not in text:     # `212 555 0147`: three bare groups, real NANP digits only
         return _NANP.fullmatch(text) is not None
-    # Dashes, dots or a parenthesised area code are a phone's layout: any exchange (test and fictional numbers
-    # such as `555-123-4567` are written, and planted, that way too), but an area code led by 2-9, as every
-    # NANP area code is (`100-200-3000` is a range, not a number).
-    return _NANP_AREA.match(text) is not None
+    # Dashes, dots or a parenthesised area code are a phone's layout whatever the digits: test, fictional and
+    # generated numbers (`555-123-4567`, `(123) 456-7890`, Faker's `120-405-6086 x569`) are written that way.
+    return True
+
+
+def _bare_phone(m: re.Match[str], digits: str) -> bool:
+    """Ten or eleven bare digits: a phone after a phone cue (`Phone: 2125550147`), or a national number led by a
+    single trunk 0 (`01154960930`, `0492807302`), unless it reads as a digit run (`0123456789`) or an ISBN-10."""
+    if _PHONE_CUE.search(m.string, max(0, m.start() - 24), m.start()) is not None:
+        return len(digits) == 10 or digits[0] in "01"
+    if digits[0] != "0" or digits[1] == "0" or len(set(digits)) < 4 or digits in "01234567890" or \
+            digits in "09876543210":
+        return False
+    if _ISBN_BEFORE.search(m.string, max(0, m.start() - 12), m.start()):
+        return False
+    return len(digits) == 11 or sum((10 - i) * int(d) for i, d in enumerate(digits)) % 11 != 0  # not an ISBN-10
 
 
 def _hint(*needles: str) -> Callable[[str], bool]:
