@@ -139,6 +139,8 @@ def test_known_misses_are_found(text: str, expected: str) -> None:
     # digit runs, zero-padded ids, ISBN-10s (by checksum or named), 12 digits failing Luhn
     'DIGITS = "0123456789"', "'9876543210'", "id 0000123456", "ISBN 0306406152", "see 0306406152 (the ISBN)",
     "isbn: 0198526636", "order 586870218913",
+    # a ZIP+4 led by 0 (New England), versions in a user agent
+    "Boston, MA 02171-2110", "EAN 4258634077028", "barcode: 6307161101541", "UPC-A 580155580591", "Mozilla/5.0 (Windows NT 5.2; rv:1.9.2.20) Gecko/20100101 Firefox/1.9.2.20",
     "aws_secret_access_key = os.environ['AWS_SECRET_ACCESS_KEY']", "secret_access_key: ${AWS_SECRET}",
     "AWS_SECRET_ACCESS_KEY=xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
 ])

@@ -65,8 +65,9 @@ _IPV6_HINT = re.compile(r"::|:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}:")
 _IPV4 = re.compile(r"[0-9](?<![\w.][0-9])\d{0,2}(?:\.\d{1,3}){3}(?!\w|\.\w)", re.ASCII)
 _PREFIX_AFTER = re.compile(r"/(\d{1,3})(?!\d)")
 # Dotted quads after these words are versions or section numbers ("version 1.2.3.4", "sections 8.2.4.44").
-_NOT_AN_ADDRESS_BEFORE = re.compile(r"(?i)(?:\bv|\bver|version|versions|release|build|section|sections|§|rfc)"
-                                    r"[\W_]{0,4}$")
+# A product token's slash (`Firefox/1.9.2.20`) and a user agent's `rv:` lead versions too.
+_NOT_AN_ADDRESS_BEFORE = re.compile(r"(?i)(?:\bv|\bver|version|versions|release|build|section|sections|§|rfc|\brv)"
+                                    r"[\W_]{0,4}$|[A-Za-z]/$")
 _PHONE = re.compile(r"""(?xa)
     [+(0-9](?<![\w+.-].)(?<!\d[ ./-].)     # first character; nothing word-like or number-like before it
     (?:
@@ -132,10 +133,24 @@ def in_iban_shaped_run(m: re.Match[str]) -> bool:
     return _IBAN_RUN_BEFORE.search(m.string, max(0, m.start() - 40), m.start()) is not None
 
 
+_BARCODE_BEFORE = re.compile(r"(?i)\b(?:ean(?:-?13)?|upc(?:-?a)?|gtin(?:-?1[23])?|barcode|bar code|isbn(?:-?13)?)\b"
+                             r"[^\n\d]{0,12}$")
+
+
+def gtin_ok(digits: str) -> bool:
+    """The GS1 check digit of a barcode number (EAN-13, UPC-A): weights 1, 3, 1, ... from the right."""
+    return sum(int(d) * (3 if i % 2 else 1) for i, d in enumerate(reversed(digits))) % 10 == 0
+
+
 def _card(m: re.Match[str]) -> bool:
     if in_iban_shaped_run(m):
         return False
     digits = re.sub(r"\D", "", m.group())
+    # A bare 12/13-digit barcode (UPC-A, EAN-13) that Luhn also passes by chance, where the text names it: a
+    # GS1 check alone would also drop a tenth of real 13-digit Visa and 12-digit Maestro numbers.
+    if len(digits) in (12, 13) and m.group().isdigit() and gtin_ok(digits) and \
+            _BARCODE_BEFORE.search(m.string, max(0, m.start() - 24), m.start()):
+        return False
     return len(set(digits)) > 1 and _issuer_ok(digits) and luhn_ok(digits)
 
 
@@ -199,12 +214,14 @@ def _is_mask(value: int, bits: int) -> bool:
 # `AAA-GG-SSSS` is an SSN's layout, no phone's: valid SSNs are gone by now (`pii_ids`), invalid ones
 # (`000-12-3456`, the advertised fake 078-05-1120) are nobody's number and stay.
 _SSN_SHAPED = re.compile(r"\d{3}([ -])\d\d\1\d{4}")
+_ZIP4 = re.compile(r"\d{5}-\d{4}")           # a US ZIP+4 code (`02171-2110`), not a trunk-0 phone
 
 
 def _phone(m: re.Match[str]) -> bool:
     text = _EXTENSION.sub("", m.group())
     digits = re.sub(r"\D", "", text)
-    if len(set(digits)) < 3 or not 7 <= len(digits) <= 15 or _SSN_SHAPED.fullmatch(text) or in_iban_shaped_run(m):
+    if len(set(digits)) < 3 or not 7 <= len(digits) <= 15 or _SSN_SHAPED.fullmatch(text) or in_iban_shaped_run(m) \
+            or _ZIP4.fullmatch(text):
         return False
     if text.startswith(("+", "(+")):
         separators = re.sub(r"[\d+]", "", text)
