@@ -8,6 +8,7 @@ import random
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -119,13 +120,43 @@ def project(tmp_path: Path) -> Path:
     return make_project(tmp_path / "proj")
 
 
-@pytest.fixture(scope="module")
+@dataclass(frozen=True)
+class Reproduced:
+    """The tiny project right after its first full `dvc repro`: the run's output and dvc.lock as they were then."""
+
+    project: Path
+    stdout: str
+    lock: str
+
+
+@pytest.fixture(scope="session")
+def reproduced(tmp_path_factory) -> Reproduced:
+    """One full `dvc repro` of a fresh tiny project per session (the slowest command in the suite): test_e2e_dvc
+    goes on from it (status, rerun, --force, param change: it changes the work tree, never the commit), and
+    test_flow clones its commit and compares a flow run's dvc.lock against the lock recorded here."""
+    proj = make_project(tmp_path_factory.mktemp("reproduced") / "proj")
+    first = run([sys.executable, "-m", "dvc", "repro"], proj)
+    return Reproduced(proj, first.stdout, (proj / "dvc.lock").read_text())
+
+
+@pytest.fixture(scope="session")
 def mixed(tmp_path_factory) -> Path:
     """A project root holding data/mix/ from the real mix stage (tokenizer.json, shards, index), built once per
-    module that asks (see tests/helpers/pretrain.py)."""
+    session (see tests/helpers/pretrain.py): the tests copy it out (fresh_root) and never write into it."""
     from tests.helpers.pretrain import build_mixed
 
     return build_mixed(tmp_path_factory.mktemp("mixed"))
+
+
+@pytest.fixture(scope="session")
+def pretrained_run(mixed, tmp_path_factory):
+    """(root, result) of the pretrain stage with tests/helpers/pretrain.py's SPEC on `mixed`, run once per
+    session: test_pretrain's uninterrupted reference and the model test_sft starts from (it copies the root);
+    neither writes into it."""
+    from tests.helpers.pretrain import fresh_root, run_stage
+
+    root = fresh_root(mixed, tmp_path_factory.mktemp("pretrained"))
+    return root, run_stage(root)
 
 
 @pytest.fixture(scope="session")
