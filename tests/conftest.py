@@ -92,6 +92,19 @@ def run(cmd: list[str], cwd: Path, check: bool = True, **kw) -> subprocess.Compl
     return proc
 
 
+def dvc_init(dest: Path) -> None:
+    """What `dvc init -q` then `dvc config core.analytics false` do (the same files, staged in git the same way),
+    through DVC's API in this process: two fewer interpreters that import DVC (~2 s each) per project made."""
+    from dvc.repo import Repo
+
+    repo = Repo.init(str(dest))
+    try:
+        with repo.config.edit() as conf:
+            conf["core"]["analytics"] = "false"  # as the command line writes it: a string
+    finally:
+        repo.close()
+
+
 def make_project(dest: Path, params: dict | None = None) -> Path:
     """Copy the project's code into `dest`, write params, and make it a git + DVC repo with one commit."""
     dest.mkdir(parents=True, exist_ok=True)
@@ -108,8 +121,7 @@ def make_project(dest: Path, params: dict | None = None) -> Path:
     (dest / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     run(["git", "init", "-q"], dest)
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "empty"], dest)
-    run([sys.executable, "-m", "dvc", "init", "-q"], dest)
-    run([sys.executable, "-m", "dvc", "config", "core.analytics", "false"], dest)
+    dvc_init(dest)
     run(["git", "add", "-A"], dest)
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "project"], dest)
     return dest
