@@ -8,6 +8,7 @@ import random
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -91,6 +92,19 @@ def run(cmd: list[str], cwd: Path, check: bool = True, **kw) -> subprocess.Compl
     return proc
 
 
+def dvc_init(dest: Path) -> None:
+    """What `dvc init -q` then `dvc config core.analytics false` do (the same files, staged in git the same way),
+    through DVC's API in this process: two fewer interpreters that import DVC (~2 s each) per project made."""
+    from dvc.repo import Repo
+
+    repo = Repo.init(str(dest))
+    try:
+        with repo.config.edit() as conf:
+            conf["core"]["analytics"] = "false"  # as the command line writes it: a string
+    finally:
+        repo.close()
+
+
 def make_project(dest: Path, params: dict | None = None) -> Path:
     """Copy the project's code into `dest`, write params, and make it a git + DVC repo with one commit."""
     dest.mkdir(parents=True, exist_ok=True)
@@ -107,8 +121,7 @@ def make_project(dest: Path, params: dict | None = None) -> Path:
     (dest / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     run(["git", "init", "-q"], dest)
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "empty"], dest)
-    run([sys.executable, "-m", "dvc", "init", "-q"], dest)
-    run([sys.executable, "-m", "dvc", "config", "core.analytics", "false"], dest)
+    dvc_init(dest)
     run(["git", "add", "-A"], dest)
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "-m", "project"], dest)
     return dest
@@ -119,13 +132,43 @@ def project(tmp_path: Path) -> Path:
     return make_project(tmp_path / "proj")
 
 
-@pytest.fixture(scope="module")
+@dataclass(frozen=True)
+class Reproduced:
+    """The tiny project right after its first full `dvc repro`: the run's output and dvc.lock as they were then."""
+
+    project: Path
+    stdout: str
+    lock: str
+
+
+@pytest.fixture(scope="session")
+def reproduced(tmp_path_factory) -> Reproduced:
+    """One full `dvc repro` of a fresh tiny project per session (the slowest command in the suite): test_e2e_dvc
+    goes on from it (status, rerun, --force, param change: it changes the work tree, never the commit), and
+    test_flow clones its commit and compares a flow run's dvc.lock against the lock recorded here."""
+    proj = make_project(tmp_path_factory.mktemp("reproduced") / "proj")
+    first = run([sys.executable, "-m", "dvc", "repro"], proj)
+    return Reproduced(proj, first.stdout, (proj / "dvc.lock").read_text())
+
+
+@pytest.fixture(scope="session")
 def mixed(tmp_path_factory) -> Path:
     """A project root holding data/mix/ from the real mix stage (tokenizer.json, shards, index), built once per
-    module that asks (see tests/helpers/pretrain.py)."""
+    session (see tests/helpers/pretrain.py): the tests copy it out (fresh_root) and never write into it."""
     from tests.helpers.pretrain import build_mixed
 
     return build_mixed(tmp_path_factory.mktemp("mixed"))
+
+
+@pytest.fixture(scope="session")
+def pretrained_run(mixed, tmp_path_factory):
+    """(root, result) of the pretrain stage with tests/helpers/pretrain.py's SPEC on `mixed`, run once per
+    session: test_pretrain's uninterrupted reference and the model test_sft starts from (it copies the root);
+    neither writes into it."""
+    from tests.helpers.pretrain import fresh_root, run_stage
+
+    root = fresh_root(mixed, tmp_path_factory.mktemp("pretrained"))
+    return root, run_stage(root)
 
 
 @pytest.fixture(scope="session")

@@ -15,9 +15,11 @@ def dvc(project, *args, check=True):
     return run([sys.executable, "-m", "dvc", *args], project, check=check)
 
 
-def test_repro_status_rerun_and_param_change(project):
-    first = dvc(project, "repro")
-    assert "Running stage 'ingest'" in first.stdout and "Running stage 'validate'" in first.stdout
+def test_repro_status_rerun_and_param_change(reproduced):
+    # The first `dvc repro` of a fresh project is the session's shared one (tests/conftest.py: test_flow reads it
+    # too); this test is the only one that changes that project's work tree, so it goes on from it.
+    project = reproduced.project
+    assert "Running stage 'ingest'" in reproduced.stdout and "Running stage 'validate'" in reproduced.stdout
     status = dvc(project, "status")
     assert "Data and pipelines are up to date" in status.stdout
     lock = (project / "dvc.lock").read_text()

@@ -27,10 +27,10 @@ def outputs(root: Path) -> dict[str, bytes]:
 
 
 @pytest.fixture(scope="module")
-def reference(mixed, tmp_path_factory):
-    """An uninterrupted run: its root (with checkpoints step000004 and step000006), outputs and result."""
-    root = fresh_root(mixed, tmp_path_factory.mktemp("reference"))
-    result = run_stage(root)
+def reference(pretrained_run):
+    """An uninterrupted run: its root (with checkpoints step000004 and step000006), outputs and result (the
+    session's run, tests/conftest.py `pretrained_run`: test_sft starts from the same one)."""
+    root, result = pretrained_run
     return root, outputs(root), result
 
 

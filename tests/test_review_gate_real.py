@@ -17,7 +17,7 @@ from specs.review import ReviewSpec
 from tasks import evaluate, review
 from tasks.core.runner import StagePaths
 from tasks.data.records import RECORD_SCHEMA, write_table
-from tests.helpers.pretrain import SEED, SPEC, build_mixed, run_stage
+from tests.helpers.pretrain import SEED, SPEC, run_stage
 
 # The synthetic documents are random words: the prose quality rules flag nearly every text by construction, so
 # the low_quality flag is off here (it is counted like the others; tests/test_review.py covers it).
@@ -49,8 +49,11 @@ def fails(result) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
-    root = build_mixed(tmp_path_factory.mktemp("gate"))
+def project(mixed, tmp_path_factory) -> Path:
+    # A copy of the session's synthetic mix (tests/conftest.py `mixed`: tests/helpers/pretrain.py build_mixed,
+    # clean shards included), which this module then changes (ledger, shards, pretrain outputs) in its own folder.
+    root = tmp_path_factory.mktemp("gate")
+    shutil.copytree(mixed, root, dirs_exist_ok=True)
     ledger = [{"id": "prose/900", "source": "prose", "reason": "toxic", "detail": "1 hit", "text": "shit, said he"}]
     pq.write_table(pa.Table.from_pylist(ledger), root / "data" / "clean" / "dropped.parquet")
     return root

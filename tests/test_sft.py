@@ -14,7 +14,6 @@ import pytest
 import torch
 
 from tests.conftest import kill_point, seed_note
-from tests.helpers.pretrain import fresh_root, run_stage
 from tests.helpers.sft import conversations, decide, run_sft, write_jsonl
 from tasks.train.weights import load_weights
 
@@ -22,10 +21,11 @@ REPO = Path(__file__).resolve().parents[1]
 OUTPUTS = ("model.safetensors", "metrics.jsonl", "report.json", "comparisons.jsonl", "spotcheck.jsonl", "tokenizer.json",
            "config.json")
 @pytest.fixture(scope="module")
-def pretrained(mixed, tmp_path_factory) -> Path:
-    """A root with data/mix, data/pretrain (6 tiny steps), data/instruct and an approving review."""
-    root = fresh_root(mixed, tmp_path_factory.mktemp("sft"))
-    run_stage(root)
+def pretrained(pretrained_run, tmp_path_factory) -> Path:
+    """A root with data/mix, data/pretrain (6 tiny steps), data/instruct and an approving review: a copy of the
+    session's pretrain run (tests/conftest.py `pretrained_run`, test_pretrain's reference), which stays as it was."""
+    root = tmp_path_factory.mktemp("sft")
+    shutil.copytree(pretrained_run[0], root, dirs_exist_ok=True)
     write_jsonl(root / "data" / "instruct" / "train.jsonl", conversations(40))
     write_jsonl(root / "data" / "instruct" / "heldout.jsonl", conversations(6, offset=100))
     decide(root, "approve")

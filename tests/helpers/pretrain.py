@@ -1,5 +1,6 @@
 """A small real mix output and the pretrain stage run on it, shared by tests/test_pretrain.py,
-tests/test_pretrain_guard.py and tests/test_sft.py (the `mixed` fixture in tests/conftest.py builds it)."""
+tests/test_pretrain_guard.py, tests/test_sft.py and tests/test_review_gate_real.py (the session fixtures `mixed`
+and `pretrained_run` in tests/conftest.py build them once)."""
 
 from __future__ import annotations
 
