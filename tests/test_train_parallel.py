@@ -46,8 +46,10 @@ EXTENDED = {"attn_bias": True, "explicit_head_dim": 16, "sliding_window": 8, "ro
             "rope_factor": 4.0, "rope_original_max_len": 8}  # Qwen2-, Qwen3- and Mistral-style options
 
 
-@pytest.mark.parametrize("extras", [{}, EXTENDED, {"qk_norm": True, "explicit_head_dim": 16}],
-                         ids=["plain", "bias-headdim-window-rope", "qk-norm"])
+# vocab 256 splits over tp 2 (tests/test_vocab_parallel.py); 255 does not: the table and head stay whole
+@pytest.mark.parametrize("extras", [{}, EXTENDED, {"qk_norm": True, "explicit_head_dim": 16},
+                                    {"tie_embeddings": False}, {"vocab_size": 255}],
+                         ids=["plain", "bias-headdim-window-rope", "qk-norm", "untied", "odd-vocab"])
 def test_tp2_forward_and_grads_equal_tp1(tmp_path, extras):
     cfg = ModelConfig.from_spec(job_spec({}).model, vocab_size=256, seq_len=32)
     cfg = ModelConfig.from_dict({**cfg.to_dict(), **extras})

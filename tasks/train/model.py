@@ -302,11 +302,6 @@ class LMHead(nn.Module):
         return F.linear(x, w)                                                      # [B, T, d] -> [B, T, V]
 
 
-def lm_head_forward(embedding: Embedding, x: torch.Tensor) -> torch.Tensor:
-    """The tied head inside a pipeline (DeepSpeed TiedLayerSpec forward_fn): the embedding's weight as output."""
-    return F.linear(x, embedding.weight)                                           # [B, T, V]
-
-
 def lm_loss(logits: torch.Tensor, labels: torch.Tensor, z_loss: float = 0.0) -> torch.Tensor:
     """Mean next-token cross entropy; logits [B, T, V], labels [B, T]. With `z_loss` > 0 plus
     z_loss · mean over tokens of (log Σ exp logits)² (PaLM's auxiliary loss)."""

@@ -42,9 +42,9 @@ from tasks.train.deepspeed_adapter import (count_once_per_stage, disable_shm_com
 from tasks.train.dsconfig import compile_blocks, make_optimizer, on_cuda, scheduler_factory
 from tasks.train.init_weights import RandomSource, WeightSource, load_local, load_params
 from tasks.train.lora import apply_lora
-from tasks.train.model import (Block, Embedding, FinalNorm, LMHead, RMSNorm, Transformer, head_index, lm_head_forward,
-                               lm_loss)
-from tasks.train.tensor_parallel import NO_TP, ColumnParallelLinear, RowParallelLinear, TPContext, copy_to_tp
+from tasks.train.model import Block, Embedding, FinalNorm, LMHead, RMSNorm, Transformer, head_index, lm_loss
+from tasks.train.tensor_parallel import (NO_TP, ColumnParallelLinear, RowParallelLinear, TPContext, copy_to_tp,
+                                         shard_parameter, vocab_parallel_embedding, vocab_parallel_logits)
 
 
 # --------------------------------------------------------------------------------------- process groups, layout
@@ -144,16 +144,61 @@ class HeadSharedRMSNorm(RMSNorm):
         return self.normalize(x) * copy_to_tp(self.weight, self.tp)
 
 
+class VocabParallelEmbedding(Embedding):
+    """The token table split by rows over the TP group (Megatron's vocab-parallel embedding): a rank holds and
+    updates V/tp rows, so a 128k-token table costs each TP rank 1/tp of its weights, gradients and Adam state."""
+
+    tp: TPContext
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return vocab_parallel_embedding(ids, self.weight, self.tp)                 # [B, T] -> [B, T, d]
+
+
+class VocabParallelLMHead(LMHead):
+    """The output projection split by vocabulary rows (its own weight, or the tied table's rows this rank
+    holds); the local logits are gathered, so the loss code sees the full [B, T, V]."""
+
+    tp: TPContext
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return vocab_parallel_logits(x, self.tied[0].weight if self.tied else self.weight, self.tp)
+
+
+def tied_head_forward(embedding: Embedding, x: torch.Tensor) -> torch.Tensor:
+    """The tied head inside a pipeline (TiedLayerSpec forward_fn): the last stage's copy of the table, split
+    by rows like the first stage's when the vocabulary is (`apply_tensor_parallel`)."""
+    return vocab_parallel_logits(x, embedding.weight, getattr(embedding, "tp", NO_TP))  # [B, T, V]
+
+
+def split_vocab(model: nn.Module, tp: TPContext) -> None:
+    """Swap, in place, the embedding and the LM head for their vocab-parallel forms with this rank's rows
+    (classes changed on the same objects, so a tied head keeps pointing at its table)."""
+    for m in list(model.modules()):
+        if type(m) is Embedding:
+            m.weight = shard_parameter(m.weight, 0, tp)
+            m.__class__, m.tp = VocabParallelEmbedding, tp
+        elif type(m) is LMHead:
+            if not m.tied:
+                m.weight = shard_parameter(m.weight, 0, tp)
+            m.__class__, m.tp = VocabParallelLMHead, tp
+
+
 def apply_tensor_parallel(model: nn.Module, tp: TPContext) -> nn.Module:
     """Swap, in place, every Block's plain linears for this TP rank's slice of them (BLOCK_TP_PLAN); returns
     `model`. Finds the Blocks itself, so it serves the plain Transformer and a pipeline stage alike.
 
     Heads split contiguously: TP rank r holds query heads [r·h/tp, (r+1)·h/tp) and exactly the kv heads they
-    use. Embedding, norms and the LM head stay replicated (vocab is not split). tp = 1 changes nothing. A
-    swapped-in module takes the plain one's place in its parent, so parameter names and order are unchanged
-    (optimizer groups and DeepSpeed's flat buffers see the same layout)."""
+    use. The embedding and the LM head are split by vocabulary rows when tp divides the vocabulary
+    (`split_vocab`), else replicated; norms stay replicated. tp = 1 changes nothing. A swapped-in module takes
+    the plain one's place in its parent, so parameter names and order are unchanged (optimizer groups and
+    DeepSpeed's flat buffers see the same layout)."""
     if not tp.active:
         return model
+    vocab = next((m.weight.size(0) for m in model.modules() if isinstance(m, Embedding)), None)
+    if vocab is None:  # a pipeline stage without the table: an untied head alone knows the vocabulary
+        vocab = next((m.weight.size(0) for m in model.modules() if isinstance(m, LMHead) and not m.tied), None)
+    if vocab is not None and vocab % tp.size == 0:
+        split_vocab(model, tp)
     for block in [m for m in model.modules() if isinstance(m, Block)]:
         cfg = block.attn.cfg
         if cfg.n_heads % tp.size or cfg.n_kv_heads % tp.size:
@@ -202,7 +247,7 @@ def pipeline_layers(cfg: ModelConfig, seed: int, finish: Finish | None = None) -
 
     if cfg.tie_embeddings:
         first = staged(TiedLayerSpec("embed", Embedding, cfg, seed, tied_weight_attr="weight"), 0, finish)
-        last = staged(TiedLayerSpec("embed", Embedding, cfg, seed, forward_fn=lm_head_forward,
+        last = staged(TiedLayerSpec("embed", Embedding, cfg, seed, forward_fn=tied_head_forward,
                                     tied_weight_attr="weight"), 0, finish)
     else:
         first = staged(LayerSpec(Embedding, cfg, seed), 0, finish)

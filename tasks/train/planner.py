@@ -94,14 +94,17 @@ def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch
 
     estimates = []
     stages = [("only", True, True)] if pp == 1 else [("first", True, False), ("last", False, True)]
+    # The table and the head split by vocabulary rows over tp when tp divides the vocabulary (parallelize's
+    # split_vocab), else every TP rank holds them whole.
+    vocab_split = tp if vocab_size % tp == 0 else 1
+    table, head = _ceil_div(counts.embedding, vocab_split), _ceil_div(counts.head, vocab_split)
     for name, first, last in stages:
         layers = blocks[0] if first else blocks[-1]
-        n = layers * block + (counts.embedding if first else 0)
+        n = layers * block + (table if first else 0)
         if last:
             # Untied: the head lives on the last stage. Tied with a pipeline: the last stage holds its own copy
-            # of the table (DeepSpeed TiedLayerSpec all-reduces the two copies' grads). Embeddings are not split
-            # over tp (no vocab-parallel embedding).
-            n += counts.final_norm + (counts.embedding if model.tie_embeddings and pp > 1 else counts.head)
+            # of the table (DeepSpeed TiedLayerSpec all-reduces the two copies' grads).
+            n += counts.final_norm + (table if model.tie_embeddings and pp > 1 else head)
         # 1F1B (Narayanan et al. 2021, PipeDream-Flush): stage i keeps up to pp − i micro-batches in flight.
         in_flight = min(pp, grad_accum) if first else 1
         estimates.append(MemoryEstimate(

@@ -132,6 +132,49 @@ class RowParallelLinear(_ParallelLinear):
         return reduce_from_tp(F.linear(x, self.weight), self.tp)                   # [..., out]
 
 
+class _GatherFromTP(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, tp):  # type: ignore[override]
+        ctx.tp = tp
+        parts = [torch.empty_like(x) for _ in range(tp.size)]
+        dist.all_gather(parts, x.contiguous(), group=tp.group)
+        return torch.cat(parts, dim=-1)
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        # every TP rank computed the same loss from the same gathered logits: its gradient is its own columns
+        return grad.chunk(ctx.tp.size, dim=-1)[ctx.tp.rank].contiguous(), None
+
+
+def vocab_parallel_embedding(ids: torch.Tensor, weight: torch.Tensor, tp: TPContext) -> torch.Tensor:
+    """Megatron's vocab-parallel lookup: `weight` holds this rank's rows [r·V/tp, (r+1)·V/tp) of the table; ids
+    outside them look up zeros, and the all-reduce sums the one rank's row that each id has."""
+    if not tp.active:
+        return F.embedding(ids, weight)                                            # [B, T] -> [B, T, d]
+    rows = weight.size(0)
+    local = ids - tp.rank * rows
+    outside = (local < 0) | (local >= rows)
+    out = F.embedding(local.masked_fill(outside, 0), weight).masked_fill(outside.unsqueeze(-1), 0.0)
+    return reduce_from_tp(out, tp)                                                 # [B, T, d]
+
+
+def vocab_parallel_logits(x: torch.Tensor, weight: torch.Tensor, tp: TPContext) -> torch.Tensor:
+    """Logits from a vocab-split output matrix: this rank's V/tp columns, gathered into the full [B, T, V]
+    (every rank then computes the same loss; backward keeps each rank's columns and all-reduces x's gradient)."""
+    if not tp.active:
+        return F.linear(x, weight)                                                 # [B, T, d] -> [B, T, V]
+    return _GatherFromTP.apply(F.linear(copy_to_tp(x, tp), weight), tp)           # [B, T, V/tp] -> [B, T, V]
+
+
+def shard_parameter(p: nn.Parameter, dim: int, tp: TPContext) -> nn.Parameter:
+    """This rank's slice of `p` along `dim` (on the meta device: its shape only) as a new parameter that keeps
+    `p`'s attributes (init recipe) and carries the TP marks."""
+    new = nn.Parameter(_shard(p, dim, tp), requires_grad=p.requires_grad)
+    new.__dict__.update(p.__dict__)
+    _mark(new, dim, tp)
+    return new
+
+
 def _mark(p: nn.Parameter, dim: int, tp: TPContext) -> None:
     p.partition_dim = dim  # type: ignore[attr-defined]
     if tp.active:
