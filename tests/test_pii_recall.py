@@ -110,6 +110,8 @@ def test_no_false_hits_on_look_alikes() -> None:
     # three bare groups with NANP digits; ten bare digits after a phone cue
     ("my cell 917 555 1234", "my cell <PHONE>"), ("ph: 5551234567", "ph: <PHONE>"),
     ('{"phone": "2125550147"}', '{"phone": "<PHONE>"}'), ("Tel. 0211234567", "Tel. <PHONE>"),
+    ('"phone_number": "2125550147",', '"phone_number": "<PHONE>",'), ("(tel) 2125550147", "(tel) <PHONE>"),
+    ("☎ 2125550147", "☎ <PHONE>"), ("mobile-no: 9175551234", "mobile-no: <PHONE>"),
     # extensions, the 00 international prefix, national numbers without separators (Faker's en_US/en_GB/fr_FR)
     ("Call 854-275-2772x0405.", "Call <PHONE>."), ("+1-545-880-7302x157", "<PHONE>"),
     ("(212) 555-0147 ext. 12", "<PHONE>"), ("001-612-799-7220x03322", "<PHONE>"),

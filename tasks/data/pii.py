@@ -86,9 +86,9 @@ _PHONE = re.compile(r"""(?xa)
 _EXTENSION = re.compile(r"[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6}$")
 _ISBN_BEFORE = re.compile(r"(?i)isbn(?:-10)?[\s:#]*$")
 # A phone cue right before bare digits: `Phone: `, `tel. `, `cell #`, `call me at `, `"mobile": "`.
-_PHONE_CUE = re.compile(r"(?i)\b(?:phone|tel|telephone|telefon|cell|mobile|mob|handy|fax|ph|call(?:\s+me)?(?:\s+at)?"
+_PHONE_CUE = re.compile(r"(?i)(?:\b(?:phone|tel|telephone|telefon|cell|mobile|mob|handy|fax|ph|call(?:\s+me)?(?:\s+at)?"
                         r"|contact(?:\s+(?:me|us))?(?:\s+(?:at|on))?|reach\s+(?:me|us)\s+(?:at|on)|whatsapp|sms|text)"
-                        r"(?:\s*(?:no|number|#|nr))?\.?[\s\"':=#-]{0,4}$")
+                        r"(?:[\s_-]*(?:no|number|num|#|nr))?|[☎📞])\.?[\s\"':=#)\]>-]{0,4}$")
 _NANP = re.compile(r"(?:\+?1\D*)?\(?[2-9]\d\d\D*[2-9]\d\d\D*\d{4}", re.ASCII)
 
 
