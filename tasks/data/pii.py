@@ -39,6 +39,8 @@ import re
 from collections import Counter
 from typing import Callable, Iterable
 
+from stdnum import ean as stdnum_ean, isbn as stdnum_isbn, luhn as stdnum_luhn
+
 from specs.clean import ADDRESS_CLASSES, PII_KINDS
 from tasks.data.pii_ids import ID_PASSES, Anchored
 from tasks.data.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
@@ -93,13 +95,7 @@ _NANP = re.compile(r"(?:\+?1\D*)?\(?[2-9]\d\d\D*[2-9]\d\d\D*\d{4}", re.ASCII)
 
 
 def luhn_ok(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = ord(ch) - 48
-        if i % 2:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
+    return stdnum_luhn.is_valid(digits)
 
 
 def _issuer_ok(d: str) -> bool:
@@ -137,18 +133,13 @@ _BARCODE_BEFORE = re.compile(r"(?i)\b(?:ean(?:-?13)?|upc(?:-?a)?|gtin(?:-?1[23])
                              r"[^\n\d]{0,12}$")
 
 
-def gtin_ok(digits: str) -> bool:
-    """The GS1 check digit of a barcode number (EAN-13, UPC-A): weights 1, 3, 1, ... from the right."""
-    return sum(int(d) * (3 if i % 2 else 1) for i, d in enumerate(reversed(digits))) % 10 == 0
-
-
 def _card(m: re.Match[str]) -> bool:
     if in_iban_shaped_run(m):
         return False
     digits = re.sub(r"\D", "", m.group())
     # A bare 12/13-digit barcode (UPC-A, EAN-13) that Luhn also passes by chance, where the text names it: a
     # GS1 check alone would also drop a tenth of real 13-digit Visa and 12-digit Maestro numbers.
-    if len(digits) in (12, 13) and m.group().isdigit() and gtin_ok(digits) and \
+    if len(digits) in (12, 13) and m.group().isdigit() and stdnum_ean.is_valid(digits) and \
             _BARCODE_BEFORE.search(m.string, max(0, m.start() - 24), m.start()):
         return False
     return len(set(digits)) > 1 and _issuer_ok(digits) and luhn_ok(digits)
@@ -251,7 +242,7 @@ def _bare_phone(m: re.Match[str], digits: str) -> bool:
         return False
     if _ISBN_BEFORE.search(m.string, max(0, m.start() - 12), m.start()):
         return False
-    return len(digits) == 11 or sum((10 - i) * int(d) for i, d in enumerate(digits)) % 11 != 0  # not an ISBN-10
+    return len(digits) == 11 or not stdnum_isbn.is_valid(digits)  # ten digits: not an ISBN-10
 
 
 def _hint(*needles: str) -> Callable[[str], bool]:

@@ -127,6 +127,13 @@ def links_of(cluster: Any, dp: int, tp: int, pp: int) -> Links:
     return Links(tp_link[0], tp_link[1], dp_link[0], dp_link[1], pp_link[0], pp_link[1])
 
 
+def stage_blocks(n_layers: int, pp: int) -> list[int]:
+    """Blocks per pipeline stage as DeepSpeed's `partition_method="type:Block"` cuts them: balanced, the first
+    `n_layers mod pp` stages one block more (tests/test_pipeline_uneven.py compares with DeepSpeed's own cut)."""
+    small, extra = divmod(n_layers, pp)
+    return [small + 1] * extra + [small] * (pp - extra)
+
+
 def ring_all_reduce_s(nbytes: float, ranks: int, bandwidth: float) -> float:
     """Bandwidth term of a ring all-reduce (Patarasuk & Yuan 2009; NCCL's "bus bandwidth"): 2·(n−1)/n · S / B.
     The latency term is `ring_latency_s`."""
@@ -171,7 +178,7 @@ def estimate_step(cluster: Any, *, flops_per_token: int, n_layers: int, d_model:
     links, m = links_of(cluster, dp, tp, pp), grad_accum
     mb_tokens = micro_batch * seq_len
     recompute = RECOMPUTE_FACTOR if activation_checkpointing else 1.0
-    stage_layers = -(-n_layers // pp)                                       # the fullest stage's blocks
+    stage_layers = stage_blocks(n_layers, pp)[0]                            # the fullest stage's blocks
     t_mb = flops_per_token * mb_tokens * recompute * stage_layers / (n_layers * tp * flops)  # one micro-batch
     act = mb_tokens * d_model * act_bytes                                   # one block's B·T·d output
     # Megatron: 2 all-reduces per block forward (attention and MLP outputs), 2 backward (their inputs' grads);

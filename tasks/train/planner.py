@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from specs.pretrain import ModelSpec, ParallelSpec, layout_problems
 from tasks.train.cluster import ClusterSpec
 from tasks.train.config import ModelConfig, ParamCounts, flops_per_token, param_counts
-from tasks.train.plan_cost import StepCost, describe, device_flops, estimate_step
+from tasks.train.plan_cost import StepCost, describe, device_flops, estimate_step, stage_blocks
 
 GIB = 1 << 30
 BYTES_PER_PARAM = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -114,13 +114,6 @@ def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch
             activations=stage_act(layers, in_flight) + (logits if last else 0),
             overhead=overhead_bytes, stage=name, params_on_device=n))
     return max(estimates, key=lambda e: e.total)
-
-
-def stage_blocks(n_layers: int, pp: int) -> list[int]:
-    """Blocks per pipeline stage as DeepSpeed's `partition_method="type:Block"` cuts them: balanced, the first
-    `n_layers mod pp` stages one block more (tests/test_pipeline_uneven.py compares with DeepSpeed's own cut)."""
-    small, extra = divmod(n_layers, pp)
-    return [small + 1] * extra + [small] * (pp - extra)
 
 
 def candidate_layouts(world_size: int) -> list[tuple[int, int, int]]:
