@@ -81,18 +81,27 @@ def count_once_per_stage(module: nn.Module, tp_rank: int) -> None:
 
 def record_clip_norm(ds: Any) -> None:
     """fp32 without ZeRO: keep the norm DeepSpeed's clipping computes, so `get_global_grad_norm()` answers as it
-    does under ZeRO and bf16/fp16.
+    does under ZeRO and bf16/fp16 — and count a pipeline's tied copies once, as those paths do.
 
     Relies on: `DeepSpeedEngine._take_model_step` calls `self.clip_fp32_gradients()` (an instance attribute
     lookup, so overridable per engine) in exactly that case, which calls `clip_grad_norm_(parameters=
     self.module.parameters(), max_norm=self.gradient_clipping(), mpu=self.mpu)` and drops the result, and
-    `get_global_grad_norm()` returns `self._global_grad_norm`. We call the same function with the same
-    arguments and store its result there."""
+    `get_global_grad_norm()` returns `self._global_grad_norm`. That `clip_grad_norm_` (0.19) does not skip
+    parameters marked `ds_pipe_replicated` (ZeRO 1–2, bf16 and fp16 norms do): a tied table split over TP is
+    "model parallel", so the last stage's copy, whose gradient equals the first stage's after the tied
+    all-reduce, would count twice. We pass it the other parameters, then scale the copies by the same clip
+    coefficient (its formula: min(1, max_norm / (norm + 1e-6)))."""
     from deepspeed.runtime.utils import clip_grad_norm_
 
     def clip_and_record() -> None:
-        ds._global_grad_norm = clip_grad_norm_(parameters=ds.module.parameters(), max_norm=ds.gradient_clipping(),
-                                               mpu=ds.mpu)
+        params = [p for p in ds.module.parameters() if p.grad is not None]
+        copies = [p for p in params if getattr(p, "ds_pipe_replicated", False)]
+        counted = [p for p in params if not getattr(p, "ds_pipe_replicated", False)]
+        norm = clip_grad_norm_(parameters=counted, max_norm=ds.gradient_clipping(), mpu=ds.mpu)
+        coef = torch.clamp(ds.gradient_clipping() / (norm + 1e-6), max=1.0)
+        for p in copies:
+            p.grad.data.mul_(coef.to(p.grad.device))
+        ds._global_grad_norm = norm
 
     ds.clip_fp32_gradients = clip_and_record
 
