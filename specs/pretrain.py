@@ -88,6 +88,11 @@ class ParallelSpec(StrictModel):
     tp: int = Field(1, ge=1, le=64, description="Tensor-parallel ranks (attention heads and MLP split).")
     pp: int = Field(1, ge=1, le=256, description="Pipeline stages (transformer blocks split).")
     zero_stage: int = Field(0, ge=0, le=3, description="DeepSpeed ZeRO stage (≤ 1 when pp > 1).")
+    sequence_parallel: bool = Field(
+        False, description="Megatron's sequence parallelism (tp > 1; no effect at tp = 1): outside the attention "
+        "and MLP matmuls each TP rank holds seq_len/tp of the tokens (residual stream, norms, dropout), with a "
+        "reduce-scatter and an all-gather in place of each TP all-reduce (the same traffic), so those "
+        "activations shrink by tp. seq_len must divide by tp. Same weights and losses as without it.")
     launcher: Literal["spawn", "deepspeed", "torchrun"] = Field(
         "spawn", description="spawn: forgeline starts local ranks itself (CPU/tests); deepspeed: the DeepSpeed "
         "launcher (hostfile/SLURM); torchrun."

@@ -124,7 +124,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     result = plan(params.model, cluster, vocab_size=params.mix.tokenizer.vocab_size, seq_len=params.mix.seq_len,
                   micro_batch=params.pretrain.micro_batch_size, grad_accum=params.pretrain.grad_accum,
                   activation_checkpointing=params.pretrain.activation_checkpointing,
-                  global_batch=args.global_batch)
+                  global_batch=args.global_batch, sequence_parallel=params.parallel.sequence_parallel)
     own = validate_layout(params.model, params.parallel, cluster.world_size, cluster.gpus_per_node)
     p = params.parallel
     if args.json:

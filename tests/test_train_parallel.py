@@ -46,21 +46,65 @@ EXTENDED = {"attn_bias": True, "explicit_head_dim": 16, "sliding_window": 8, "ro
             "rope_factor": 4.0, "rope_original_max_len": 8}  # Qwen2-, Qwen3- and Mistral-style options
 
 
-# vocab 256 splits over tp 2 (tests/test_vocab_parallel.py); 255 does not: the table and head stay whole
+# vocab 256 splits over tp 2 (tests/test_vocab_parallel.py); 255 does not: the table and head stay whole.
+# sp: sequence parallelism (norms, residual stream and a whole table's rows on T/2 tokens per rank).
 @pytest.mark.parametrize("extras", [{}, EXTENDED, {"qk_norm": True, "explicit_head_dim": 16},
-                                    {"tie_embeddings": False}, {"vocab_size": 255}],
-                         ids=["plain", "bias-headdim-window-rope", "qk-norm", "untied", "odd-vocab"])
+                                    {"tie_embeddings": False}, {"vocab_size": 255},
+                                    {"sp": True}, {"sp": True, **EXTENDED},
+                                    {"sp": True, "qk_norm": True, "explicit_head_dim": 16},
+                                    {"sp": True, "tie_embeddings": False}, {"sp": True, "vocab_size": 255},
+                                    {"sp": True, "vocab_size": 255, "tie_embeddings": False}],
+                         ids=["plain", "bias-headdim-window-rope", "qk-norm", "untied", "odd-vocab",
+                              "sp", "sp-bias-headdim-window-rope", "sp-qk-norm", "sp-untied", "sp-odd-vocab", "sp-odd-vocab-untied"])
 def test_tp2_forward_and_grads_equal_tp1(tmp_path, extras):
+    extras = dict(extras)
+    sequence = extras.pop("sp", False)
     cfg = ModelConfig.from_spec(job_spec({}).model, vocab_size=256, seq_len=32)
     cfg = ModelConfig.from_dict({**cfg.to_dict(), **extras})
-    ranks = spawn_gloo(tp_forward_check, 2, (cfg.to_dict(), SEED), tmp_path)
+    ranks = spawn_gloo(tp_forward_check, 2, (cfg.to_dict(), SEED, sequence), tmp_path)
     plain = Transformer(cfg, SEED)
     logits, loss = forward_backward(plain, cfg, SEED)
+    n_logits = 2 * cfg.seq_len * cfg.vocab_size  # the [B·T, V] logits of forward_backward's batch
     for out in ranks:
         torch.testing.assert_close(out["logits"], logits, rtol=0, atol=1e-5)
         torch.testing.assert_close(out["loss"], loss.detach(), rtol=0, atol=1e-6)
         for name, p in plain.named_parameters():
             torch.testing.assert_close(out[f"grad:{name}"], p.grad, rtol=0, atol=1e-6, msg=name)
+        # a split vocabulary's loss never saves the [N, V] logits or softmax, only this rank's V/2 columns
+        numel, last, _ = out["saved_shapes"].T
+        if cfg.vocab_size % 2 == 0:
+            assert int(numel.max()) <= n_logits // 2 and (last == cfg.vocab_size // 2).any()
+        else:
+            assert int(numel.max()) >= n_logits  # kept whole: the probe sees the full logits
+
+
+def test_sequence_parallel_keeps_half_the_tokens_between_tp_regions(tmp_path):
+    """With sequence parallelism the only full-sequence d-wide tensors a tp 2 loss saves are the gathered inputs
+    of each block's q/k/v and gate/up matmuls (5 references per block) and the head's; the norms' and the
+    residual stream's are [B, T/2, d]. Without it every norm input and output is whole too."""
+    cfg = ModelConfig.from_spec(job_spec({}).model, vocab_size=256, seq_len=32)
+    full, half = 2 * cfg.seq_len * cfg.d_model, cfg.seq_len * cfg.d_model
+    counts = {}
+    for sequence in (False, True):
+        ranks = spawn_gloo(tp_forward_check, 2, (cfg.to_dict(), SEED, sequence), tmp_path / str(sequence))
+        numel, last, dims = ranks[0]["saved_shapes"].T
+        wide = (last == cfg.d_model) & (dims == 3)  # activations [B, T | T/2, d], not weights
+        counts[sequence] = (int((wide & (numel == full)).sum()), int((wide & (numel == half)).sum()),
+                            int(numel.sum()))
+    assert counts[True][0] <= 5 * cfg.n_layers + 1 < counts[False][0]
+    assert counts[True][1] > 0 == counts[False][1]
+    assert counts[True][2] < counts[False][2]
+
+
+@pytest.mark.parametrize("parallel,train", [
+    ({"tp": 2}, {}),
+    ({"tp": 2, "dp": 2, "zero_stage": 2}, {"model": {"tie_embeddings": False}}),
+    ({"tp": 2, "pp": 2}, {"activation_checkpointing": True, "z_loss": 0.05}),
+], ids=["tp2", "dp2-tp2-zero2-untied", "pp2-tp2-ckpt-zloss"])
+def test_sequence_parallel_trains_like_the_reference(tmp_path, mix_dir, parallel, train):
+    """`parallel.sequence_parallel`: same losses and merged weights as the plain reference (a pipeline sends each
+    rank's own tokens: DeepSpeed's partitioned sends are switched off, dsconfig)."""
+    run_and_compare(tmp_path, mix_dir, job_spec({**parallel, "sequence_parallel": True}, **train))
 
 
 def test_dp2_zero2(tmp_path, mix_dir):
@@ -73,10 +117,13 @@ def test_pp2_tied_embeddings(tmp_path, mix_dir):
     run_and_compare(tmp_path, mix_dir, job_spec({"pp": 2}, grad_accum=2))
 
 
-@pytest.mark.parametrize("parallel", [{}, {"pp": 2}], ids=["pp1", "pp2"])
+@pytest.mark.parametrize("parallel", [{}, {"pp": 2}, {"tp": 2}, {"pp": 2, "tp": 2}],
+                         ids=["pp1", "pp2", "tp2", "pp2-tp2"])
 def test_z_loss_matches_the_reference(tmp_path, mix_dir, parallel):
     """z-loss through the engine's forward (pp = 1) and the pipeline's loss_fn (pp = 2) equals the plain
-    loop's, and it is really in the trained loss."""
+    loop's, and it is really in the trained loss; with tp 2 from the split vocabulary's log-partition
+    (`vocab_parallel_cross_entropy`), never the gathered logits. pp 2 × tp 2 at ZeRO-0 also checks that the
+    clipping norm counts the tied table's split copy on the last stage once (it counted it twice, 2e-4 off)."""
     result = run_and_compare(tmp_path, mix_dir, job_spec(parallel, z_loss=0.05))
     plain, _ = reference_run(job_spec(parallel), mix_dir, SEED, steps=1)
     assert result.losses[0] > plain[0] + 1e-3

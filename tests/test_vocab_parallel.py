@@ -1,6 +1,8 @@
-"""Vocab-parallel embedding and LM head under tensor parallelism (`parallelize.split_vocab`): each TP rank holds
+"""Vocab-parallel embedding and LM head under tensor parallelism (`tp_model.split_vocab`): each TP rank holds
 V/tp rows of the table (and of an untied head), the forward equals the unsplit model's, and the planner counts
-the table at 1/tp. tests/test_train_parallel.py trains tp 2 (vocab 256: split) against the plain reference
+the table and the logits at 1/tp. The loss of a split head never gathers the logits
+(`tensor_parallel.vocab_parallel_cross_entropy`, Megatron's): checked here against F.cross_entropy on gloo ranks.
+tests/test_train_parallel.py trains tp 2 (vocab 256: split) against the plain reference
 and compares tp 2's logits and gradients with the plain model's, tied, untied and at a vocabulary tp does not
 divide (kept whole); here the split itself and the planner's count."""
 
@@ -8,13 +10,15 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from specs.pretrain import ModelSpec
 from tasks.train.model import LMHead, ModelConfig, Transformer
-from tasks.train.parallelize import VocabParallelEmbedding, VocabParallelLMHead, apply_tensor_parallel
+from tasks.train.tp_model import VocabParallelEmbedding, VocabParallelLMHead, apply_tensor_parallel
 from tasks.train.planner import estimate_memory
 from tasks.train.tensor_parallel import TPContext
-from tests.helpers.parallel import SEED, job_spec
+from tasks.train.testing import spawn_gloo
+from tests.helpers.parallel import SEED, job_spec, vocab_ce_case, vocab_ce_rank
 
 
 def config(**extra) -> ModelConfig:
@@ -51,3 +55,25 @@ def test_planner_counts_the_split_table_per_rank():
     v_d = 2048 * 128256                                     # one V × d table (embedding, and the untied head)
     # 2 tables of V·d parameters at 2 bytes: 3/4 of them gone per rank (the odd vocabulary keeps them whole)
     assert whole.params_on_device - split.params_on_device == pytest.approx(2 * v_d * 3 / 4, rel=1e-3)
+    # the split head's loss holds a quarter of the [s·b, V] logits in bf16 + their fp32 copy (6 B each)
+    assert whole.activations - split.activations == 2048 * (128257 - 128256 // 4) * (2 + 4)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_vocab_parallel_cross_entropy_equals_the_whole_logits(tmp_path, world):
+    """Per-token cross entropy, log-partition and their gradients from each rank's columns (gloo ranks) equal
+    F.cross_entropy / logsumexp over the whole logits, in fp32 and from bf16 logits."""
+    full, targets, a, b = vocab_ce_case(SEED, world)
+    ranks = spawn_gloo(vocab_ce_rank, world, (SEED,), tmp_path)
+    for dtype, atol in ((torch.float32, 2e-5), (torch.bfloat16, 1e-2)):
+        x = full.to(dtype).float().detach().clone().requires_grad_()
+        ce = F.cross_entropy(x, targets, reduction="none")
+        lse = torch.logsumexp(x, dim=-1)
+        ((ce * a).sum() + (lse.pow(2) * b).sum()).backward()
+        grads = x.grad.to(dtype).float().chunk(world, dim=-1)
+        for rank, out in enumerate(ranks):
+            got = out[str(dtype)]
+            torch.testing.assert_close(got["ce"], ce.detach(), rtol=1e-6, atol=atol)
+            torch.testing.assert_close(got["lse"], lse.detach(), rtol=1e-6, atol=atol)
+            assert got["grad"].dtype == dtype
+            torch.testing.assert_close(got["grad"].float(), grads[rank], rtol=2e-2, atol=atol)

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from tasks.data.packing import PackedDataset
+from tasks.train.tensor_parallel import NO_TP, TPContext, token_cross_entropy
 
 
 @lru_cache(maxsize=4)
@@ -130,10 +131,10 @@ class EvalData:
 
 
 def loss_sums(logits: torch.Tensor, batch_labels: torch.Tensor, source: torch.Tensor, weight: torch.Tensor,
-              n_sources: int) -> torch.Tensor:
-    """[2·S + 2] float64: per-source loss sums, per-source token counts, total loss sum, total count."""
-    tok = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.size(-1)), batch_labels.reshape(-1),
-                                            reduction="none").double()           # [m·T]
+              n_sources: int, tp: TPContext = NO_TP) -> torch.Tensor:
+    """[2·S + 2] float64: per-source loss sums, per-source token counts, total loss sum, total count.
+    `tp`: the group a vocab-parallel head split `logits` over (this rank's columns; a collective), else whole."""
+    tok = token_cross_entropy(logits, batch_labels.to(logits.device), tp).double()  # [m·T]
     w = weight.reshape(-1).double().to(tok.device)
     src = source.reshape(-1).to(tok.device)
     sums = torch.zeros(n_sources, dtype=torch.float64, device=tok.device).index_add_(0, src, tok * w)

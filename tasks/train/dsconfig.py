@@ -64,6 +64,10 @@ def ds_config(train: Any, parallel: Any) -> dict[str, Any]:
         "zero_force_ds_cpu_optimizer": False,
         "dump_state": False,
     }
+    if getattr(parallel, "sequence_parallel", False) and parallel.tp > 1 and parallel.pp > 1:
+        # DeepSpeed's pipeline sends 1/tp of an activation per TP rank and all-gathers it on arrival, which
+        # assumes TP peers hold the same activation; under sequence parallelism each holds its own tokens
+        cfg["pipeline"] = {"pipe_partitioned": False, "grad_partitioned": False}
     return cfg
 
 

@@ -25,6 +25,8 @@ from tasks.train.deepspeed_adapter import (full_fp32_param, gathered_param, pipe
 from tasks.train.elastic import load_layout_free, needs_reshard, save_layout_free
 from tasks.train.init_weights import WeightSource
 from tasks.train.parallelize import Layout, build_engine
+from tasks.train.tensor_parallel import TPContext
+from tasks.train.tp_model import vocab_split
 from tasks.train.stepguard import loss_scale_of, skipped_steps_of
 from tasks.train.lora import is_adapter_key, merge_lora
 from tasks.train.snapshot import HostBuffers, PendingFile, write_state
@@ -33,9 +35,9 @@ from tasks.train.weights import ADAPTER_SHARDS, shard_path, write_shard
 log = logging.getLogger("forgeline.pretrain")
 
 
-def _eval_loss_fn(n_sources: int, logits: torch.Tensor, labels: tuple) -> torch.Tensor:
+def _eval_loss_fn(n_sources: int, tp: TPContext, logits: torch.Tensor, labels: tuple) -> torch.Tensor:
     y, src, w = labels
-    return loss_sums(logits, y, src, w, n_sources)
+    return loss_sums(logits, y, src, w, n_sources, tp)
 
 
 class Engine:
@@ -49,6 +51,8 @@ class Engine:
         self.cfg, self.job, self.layout = cfg, job, layout
         self.ds, self.optimizer, self.scheduler, self.dp_group = build_engine(cfg, job, layout, seed, ds_cfg, init,
                                                                               schedule)
+        # the group the head's vocabulary is split over: what the loss functions take with `shard_logits`
+        self.vocab_tp = vocab_split(cfg.vocab_size, layout.tp_ctx)
 
     def _dp_mean(self, loss: torch.Tensor) -> float:
         if self.layout.dp > 1:
@@ -141,14 +145,14 @@ class Engine:
         for b in ev.batches:
             if L.pp > 1:
                 out = pipeline_eval_sums(self.ds, (b.inputs, (b.labels, b.source, b.weight)),
-                                         partial(_eval_loss_fn, S))
+                                         partial(_eval_loss_fn, S, self.vocab_tp))
                 sums = out[0].double() if L.is_last else None
             else:
                 self.ds.module.eval()
                 with torch.no_grad():
-                    logits = self.ds(b.inputs.to(self.ds.device))
+                    logits = self.ds(b.inputs.to(self.ds.device), shard_logits=True)  # [m, T, V/tp]
+                    sums = loss_sums(logits, b.labels, b.source, b.weight, S, self.vocab_tp)
                 self.ds.module.train()
-                sums = loss_sums(logits.cpu(), b.labels, b.source, b.weight, S)
             if L.is_last and L.tp_rank == 0 and L.dp_rank == 0:
                 total += sums.cpu()
         if L.world > 1:  # on the engine's device: NCCL reduces only device tensors

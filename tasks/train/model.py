@@ -16,7 +16,7 @@ forward is the unchanged `is_causal=True` path; pipeline layers only ever get th
 Generation (pp = 1): `Transformer.forward(ids, position_ids=..., cache=KVCache(...))` runs only the new tokens,
 appending their keys/values to the cache at their positions (tasks/train/kv_cache.py, per-row positions).
 
-No parallel code lives here. Tensor parallelism is applied to a built model by `parallelize.py`, which swaps the
+No parallel code lives here. Tensor parallelism is applied to a built model by `tp_model.py`, which swaps the
 plain `nn.Linear`s for column/row-parallel ones holding this rank's slice; the forward reads the number of heads
 from the projections' output (`view(B, T, -1, hd)`), so the same code runs whole or on a TP rank's heads.
 
@@ -197,7 +197,7 @@ class Attention(nn.Module):
         With `cache` (generation; positions and `KVCache.begin`'s mask [B, 1, T, n] required): this step's k, v
         are written at their positions and the queries attend to the cached slots the mask allows.
 
-        h / hkv are the heads the projections produce: all of them, or one TP rank's share once parallelize.py
+        h / hkv are the heads the projections produce: all of them, or one TP rank's share once tp_model.py
         has split the projections (hence `-1` in the views instead of the config's counts)."""
         B, T, _ = x.shape
         cfg, scaling = self.cfg, rope_scaling(self.cfg)
@@ -297,9 +297,16 @@ class LMHead(nn.Module):
             self.weight = normal_param((cfg.vocab_size, cfg.d_model), cfg.init_std, seed,
                                        f"layers.{index}.weight")                  # [V, d]
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, shard: bool = False) -> torch.Tensor:
+        """Logits [B, T, V]. `shard`: the columns this rank holds (all of them here; a vocab-parallel head's
+        own V/tp under tensor parallelism), what `loss` takes."""
         w = self.tied[0].weight if self.tied else self.weight
         return F.linear(x, w)                                                      # [B, T, d] -> [B, T, V]
+
+    def loss(self, logits: torch.Tensor, labels: torch.Tensor, z_loss: float = 0.0) -> torch.Tensor:
+        """The training loss of `forward(x, shard=True)`'s logits (a vocab-parallel head computes it without
+        gathering them)."""
+        return lm_loss(logits, labels, z_loss)
 
 
 def lm_loss(logits: torch.Tensor, labels: torch.Tensor, z_loss: float = 0.0) -> torch.Tensor:
@@ -323,6 +330,8 @@ class Transformer(nn.Module):
     segment unless `position_ids` [B, T] are given) and/or `position_ids` alone (RoPE positions, causal mask).
     Generation: `cache` (a `KVCache`) with `position_ids` [B, T], the slots the new tokens take in each row;
     `last` [B] (optional) returns only the logits of token `last[b]` of each row, [B, 1, V].
+    `shard_logits`: the head's own vocabulary columns (V/tp under a vocab-parallel head, else all V), for
+    `tensor_parallel.token_cross_entropy`; the loss with `labels` is computed from them, never from gathered logits.
     """
 
     def __init__(self, cfg: ModelConfig, seed: int, checkpointing: bool = False):
@@ -335,7 +344,8 @@ class Transformer(nn.Module):
 
     def forward(self, ids: torch.Tensor, labels: torch.Tensor | None = None,
                 segment_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
-                z_loss: float = 0.0, cache: KVCache | None = None, last: torch.Tensor | None = None) -> torch.Tensor:
+                z_loss: float = 0.0, cache: KVCache | None = None, last: torch.Tensor | None = None,
+                shard_logits: bool = False) -> torch.Tensor:
         x = ids                                                                    # [B, T]
         if cache is not None:
             if position_ids is None or segment_ids is not None:
@@ -345,14 +355,17 @@ class Transformer(nn.Module):
                 x = layer(x, mask, position_ids, next(blocks)) if isinstance(layer, Block) else layer(x)
             if last is not None:  # only these tokens' logits (a prefill needs each row's final one)
                 x = x[torch.arange(x.size(0), device=x.device), last][:, None]     # [B, 1, d]
-            x = self.layers[-1](x)                                                 # [B, T | 1, V]
-        elif segment_ids is None and position_ids is None:
-            for layer in self.layers:
-                x = layer(x)                                                       # ... -> [B, T, V]
+            return self.layers[-1](x)                                              # [B, T | 1, V]
+        if segment_ids is None and position_ids is None:
+            for layer in self.layers[:-1]:
+                x = layer(x)                                                       # ... -> [B, T, d]
         else:
             if position_ids is None:
                 position_ids = positions_from_segments(segment_ids)                # [B, T]
             mask = None if segment_ids is None else block_causal_mask(segment_ids)  # [B, 1, T, T], built once
-            for layer in self.layers:
+            for layer in self.layers[:-1]:
                 x = layer(x, mask, position_ids) if isinstance(layer, Block) else layer(x)
-        return x if labels is None else lm_loss(x, labels, z_loss)
+        head = self.layers[-1]
+        if labels is None:
+            return head(x, shard=shard_logits)                                     # [B, T, V | V/tp]
+        return head.loss(head(x, shard=True), labels, z_loss)

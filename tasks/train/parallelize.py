@@ -3,7 +3,7 @@ turns it into this rank's share and wraps it in a DeepSpeed engine.
 
     init_distributed        deepspeed.init_distributed (gloo on CPU; a file rendezvous for local ranks)
     build_layout            topology and process groups -> Layout (this rank's coordinates, its TP group)
-    apply_tensor_parallel   swap a built model's Block linears for column/row-parallel slices (BLOCK_TP_PLAN)
+    (tp_model.py)           apply_tensor_parallel: the TP / vocab / sequence-parallel forms of the layers
     pipeline_layers         the model as LayerSpecs, cut into stages by PipelineModule
     build_module            plain Transformer (pp = 1) or PipelineModule (pp > 1), with TP applied
     build_engine            build_module + the client AdamW + LR schedule + `deepspeed.initialize`
@@ -29,7 +29,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import timedelta
-from functools import partial
 from typing import Any, Callable, NamedTuple
 
 import torch
@@ -42,9 +41,9 @@ from tasks.train.deepspeed_adapter import (count_once_per_stage, disable_shm_com
 from tasks.train.dsconfig import compile_blocks, make_optimizer, on_cuda, scheduler_factory
 from tasks.train.init_weights import RandomSource, WeightSource, load_local, load_params
 from tasks.train.lora import apply_lora
-from tasks.train.model import Block, Embedding, FinalNorm, LMHead, RMSNorm, Transformer, head_index, lm_loss
-from tasks.train.tensor_parallel import (NO_TP, ColumnParallelLinear, RowParallelLinear, TPContext, copy_to_tp,
-                                         shard_parameter, vocab_parallel_embedding, vocab_parallel_logits)
+from tasks.train.model import Block, Embedding, FinalNorm, LMHead, Transformer, head_index
+from tasks.train.tensor_parallel import NO_TP, TPContext
+from tasks.train.tp_model import VocabParallelLMHead, apply_tensor_parallel, head_loss, tied_head_forward
 
 
 # --------------------------------------------------------------------------------------- process groups, layout
@@ -112,105 +111,16 @@ def build_layout(parallel: Any) -> Layout:
     topo = PipeModelDataParallelTopology(num_pp=parallel.pp, num_mp=parallel.tp, num_dp=parallel.dp)
     c = topo.get_coord(rank)
     mpu, tp_ctx = None, NO_TP
+    sequence = bool(getattr(parallel, "sequence_parallel", False))  # SFT's layout has no such knob
     if parallel.pp == 1 and parallel.tp > 1:
         mpu = make_grid(topo)
-        tp_ctx = TPContext(c.model, parallel.tp, mpu.get_slice_parallel_group())
+        tp_ctx = TPContext(c.model, parallel.tp, mpu.get_slice_parallel_group(), sequence)
     elif parallel.tp > 1:
         for ranks in topo.get_axis_comm_lists("model"):
             group = dist.new_group(ranks=ranks)
             if rank in ranks:
-                tp_ctx = TPContext(c.model, parallel.tp, group)
+                tp_ctx = TPContext(c.model, parallel.tp, group, sequence)
     return Layout(rank, world, parallel.dp, parallel.tp, parallel.pp, c.data, c.model, c.pipe, topo, tp_ctx, mpu)
-
-
-# ------------------------------------------------------------------------------------------ tensor parallelism
-# How each of a Block's linears splits (Megatron's pairs): q/k/v and gate/up by output rows, o and down by input
-# columns, so attention and the MLP each need one all-reduce forward (after o / down) and one backward.
-BLOCK_TP_PLAN: dict[str, type[ColumnParallelLinear] | type[RowParallelLinear]] = {
-    "attn.wq": ColumnParallelLinear, "attn.wk": ColumnParallelLinear, "attn.wv": ColumnParallelLinear,
-    "attn.wo": RowParallelLinear,
-    "mlp.w1": ColumnParallelLinear, "mlp.w3": ColumnParallelLinear, "mlp.w2": RowParallelLinear,
-}
-
-
-class HeadSharedRMSNorm(RMSNorm):
-    """Qwen3's per-head q/k RMSNorm under TP: one weight [head_dim] serves every head, but a TP rank holds only
-    its own heads, so its gradient of the weight is partial. `copy_to_tp` (identity forward, all-reduce backward)
-    sums it over the TP group, so every rank applies the same full gradient to its replicated copy."""
-
-    tp: TPContext
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.normalize(x) * copy_to_tp(self.weight, self.tp)
-
-
-class VocabParallelEmbedding(Embedding):
-    """The token table split by rows over the TP group (Megatron's vocab-parallel embedding): a rank holds and
-    updates V/tp rows, so a 128k-token table costs each TP rank 1/tp of its weights, gradients and Adam state."""
-
-    tp: TPContext
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        return vocab_parallel_embedding(ids, self.weight, self.tp)                 # [B, T] -> [B, T, d]
-
-
-class VocabParallelLMHead(LMHead):
-    """The output projection split by vocabulary rows (its own weight, or the tied table's rows this rank
-    holds); the local logits are gathered, so the loss code sees the full [B, T, V]."""
-
-    tp: TPContext
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return vocab_parallel_logits(x, self.tied[0].weight if self.tied else self.weight, self.tp)
-
-
-def tied_head_forward(embedding: Embedding, x: torch.Tensor) -> torch.Tensor:
-    """The tied head inside a pipeline (TiedLayerSpec forward_fn): the last stage's copy of the table, split
-    by rows like the first stage's when the vocabulary is (`apply_tensor_parallel`)."""
-    return vocab_parallel_logits(x, embedding.weight, getattr(embedding, "tp", NO_TP))  # [B, T, V]
-
-
-def split_vocab(model: nn.Module, tp: TPContext) -> None:
-    """Swap, in place, the embedding and the LM head for their vocab-parallel forms with this rank's rows
-    (classes changed on the same objects, so a tied head keeps pointing at its table)."""
-    for m in list(model.modules()):
-        if type(m) is Embedding:
-            m.weight = shard_parameter(m.weight, 0, tp)
-            m.__class__, m.tp = VocabParallelEmbedding, tp
-        elif type(m) is LMHead:
-            if not m.tied:
-                m.weight = shard_parameter(m.weight, 0, tp)
-            m.__class__, m.tp = VocabParallelLMHead, tp
-
-
-def apply_tensor_parallel(model: nn.Module, tp: TPContext) -> nn.Module:
-    """Swap, in place, every Block's plain linears for this TP rank's slice of them (BLOCK_TP_PLAN); returns
-    `model`. Finds the Blocks itself, so it serves the plain Transformer and a pipeline stage alike.
-
-    Heads split contiguously: TP rank r holds query heads [r·h/tp, (r+1)·h/tp) and exactly the kv heads they
-    use. The embedding and the LM head are split by vocabulary rows when tp divides the vocabulary
-    (`split_vocab`), else replicated; norms stay replicated. tp = 1 changes nothing. A swapped-in module takes
-    the plain one's place in its parent, so parameter names and order are unchanged (optimizer groups and
-    DeepSpeed's flat buffers see the same layout)."""
-    if not tp.active:
-        return model
-    vocab = next((m.weight.size(0) for m in model.modules() if isinstance(m, Embedding)), None)
-    if vocab is None:  # a pipeline stage without the table: an untied head alone knows the vocabulary
-        vocab = next((m.weight.size(0) for m in model.modules() if isinstance(m, LMHead) and not m.tied), None)
-    if vocab is not None and vocab % tp.size == 0:
-        split_vocab(model, tp)
-    for block in [m for m in model.modules() if isinstance(m, Block)]:
-        cfg = block.attn.cfg
-        if cfg.n_heads % tp.size or cfg.n_kv_heads % tp.size:
-            raise ValueError(f"{cfg.n_heads} query / {cfg.n_kv_heads} kv heads do not split over {tp.size} TP ranks")
-        if cfg.qk_norm:
-            for norm in (block.attn.q_norm, block.attn.k_norm):
-                norm.__class__, norm.tp = HeadSharedRMSNorm, tp  # same parameter, same name: only forward changes
-        for path, parallel in BLOCK_TP_PLAN.items():
-            owner_path, _, name = path.rpartition(".")
-            owner = block.get_submodule(owner_path)
-            setattr(owner, name, parallel.from_linear(getattr(owner, name), tp))
-    return model
 
 
 # ------------------------------------------------------------------------------------------------- the module
@@ -308,9 +218,11 @@ def build_module(cfg: ModelConfig, layout: Layout, seed: int, checkpointing: boo
     (`tasks/train/lora.py`)."""
     source = init if init is not None else RandomSource(cfg, seed)
     dtype = zero3_dtype(zero3) if zero3 is not None else None
+    if layout.tp_ctx.sequence_parallel and cfg.seq_len % layout.tp:
+        raise ValueError(f"parallel.sequence_parallel: seq_len {cfg.seq_len} does not split over tp = {layout.tp}")
 
     def finish(index: int, layer: nn.Module) -> nn.Module:
-        apply_tensor_parallel(layer, layout.tp_ctx)
+        apply_tensor_parallel(layer, layout.tp_ctx, cfg.vocab_size)
         load_local([(index, layer)], layout.tp_rank, layout.tp, source, dtype, meta_only=True)
         return layer
 
@@ -320,9 +232,11 @@ def build_module(cfg: ModelConfig, layout: Layout, seed: int, checkpointing: boo
 
         module = PipelineModule(
             layers=pipeline_layers(cfg, seed, finish), topology=layout.topo,
-            loss_fn=partial(lm_loss, z_loss=z_loss) if z_loss else lm_loss,
+            loss_fn=head_loss(cfg.vocab_size, layout.tp_ctx, z_loss),
             partition_method="type:Block", activation_checkpoint_interval=1 if checkpointing else 0,
             checkpointable_layers=["Block"])
+        for head in [m for m in module.modules() if isinstance(m, VocabParallelLMHead)]:
+            head.keep_shard = True  # its logits go to loss_fn only (the tied head's forward_fn keeps them too)
         count_once_per_stage(module, layout.tp_rank)  # after TP: it reads the shards' `tensor_model_parallel`
         if lora:
             apply_lora(module, local_layers(module, layout), adapter, seed, layout.tp_ctx)

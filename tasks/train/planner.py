@@ -51,7 +51,7 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def block_activation_bytes(seq_len: int, micro_batch: int, d_model: int, n_heads: int, tp: int,
-                           act_bytes: int, fused_attention: bool) -> int:
+                           act_bytes: int, fused_attention: bool, sequence_parallel: bool = False) -> int:
     """Activations one block keeps for backward, per micro-batch.
 
     Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", eq. 2 and
@@ -60,17 +60,22 @@ def block_activation_bytes(seq_len: int, micro_batch: int, d_model: int, n_heads
     GPT block with a 4h GELU MLP and dropout, an upper bound for our SwiGLU block without dropout. The
     5·a·s/(h·t) term is the attention-score, softmax and dropout matrices: fused (flash) attention never stores
     them (Dao et al. 2022), so it is dropped when `fused_attention`.
+    Sequence parallelism (`parallel.sequence_parallel`, tp > 1) splits the two norms' inputs (4·sbh) and the
+    dropout masks (2·sbh) by t too; the gathered inputs of the q/k/v and gate/up matmuls (2·sbh each) stay
+    whole here (Megatron re-gathers them in backward to split them as well: its 34/t), so 4 + 30/t.
     """
     s, b, h, a = seq_len, micro_batch, d_model, n_heads
-    per_sbh = 10 + 24 / tp + (0.0 if fused_attention else 5 * a * s / (h * tp))
+    whole, split = (4, 30) if sequence_parallel and tp > 1 else (10, 24)
+    per_sbh = whole + split / tp + (0.0 if fused_attention else 5 * a * s / (h * tp))
     return int(s * b * h * per_sbh * act_bytes / 2)
 
 
 def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch: int, precision: str,
                     dp: int, tp: int, pp: int, zero_stage: int, activation_checkpointing: bool,
-                    grad_accum: int = 1, overhead_bytes: int = 0, fused_attention: bool = True) -> MemoryEstimate:
+                    grad_accum: int = 1, overhead_bytes: int = 0, fused_attention: bool = True,
+                    sequence_parallel: bool = False) -> MemoryEstimate:
     """Memory per device of the fullest pipeline stage (the first holds the embedding and the most micro-batches
-    in flight, the last the output head and logits)."""
+    in flight, the last the output head and logits); `sequence_parallel` as `block_activation_bytes`."""
     r, counts = model.resolved(), param_counts(ModelConfig.from_spec(model, vocab_size, seq_len))
     w_bytes = BYTES_PER_PARAM[precision]
     # Rajbhandari et al. 2020 (ZeRO), §3.1: mixed-precision Adam keeps 2Ψ weights + 2Ψ grads + 12Ψ optimizer
@@ -80,24 +85,26 @@ def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch
     blocks = stage_blocks(r["n_layers"], pp)
     block = _ceil_div(counts.block_matrices + counts.block_biases, tp) + counts.block_norms  # norms replicated
     per_block_act = block_activation_bytes(seq_len, micro_batch, r["d_model"], r["n_heads"], tp, w_bytes,
-                                           fused_attention)
+                                           fused_attention, sequence_parallel)
+    token_split = tp if sequence_parallel else 1  # the residual stream between blocks: T/tp tokens per rank
 
     def stage_act(layers: int, in_flight: int) -> int:
         if activation_checkpointing:
             # Full recomputation keeps only each block's input (2·sbh bytes in 16-bit, Korthikanti §4.1) plus
             # one block's full working set while it is recomputed in backward.
-            return layers * in_flight * seq_len * micro_batch * r["d_model"] * w_bytes + per_block_act
+            return layers * in_flight * _ceil_div(seq_len * micro_batch * r["d_model"] * w_bytes, token_split) \
+                + per_block_act
         return layers * in_flight * per_block_act
-
-    # Logits in compute precision plus the fp32 copy the cross-entropy works on (Korthikanti §4.3 counts 4sbv).
-    logits = seq_len * micro_batch * vocab_size * (w_bytes + 4)
 
     estimates = []
     stages = [("only", True, True)] if pp == 1 else [("first", True, False), ("last", False, True)]
-    # The table and the head split by vocabulary rows over tp when tp divides the vocabulary (parallelize's
+    # The table and the head split by vocabulary rows over tp when tp divides the vocabulary (tp_model's
     # split_vocab), else every TP rank holds them whole.
     vocab_split = tp if vocab_size % tp == 0 else 1
     table, head = _ceil_div(counts.embedding, vocab_split), _ceil_div(counts.head, vocab_split)
+    # Logits in compute precision plus the fp32 copy the cross-entropy works on (Korthikanti §4.3 counts 4sbv);
+    # a split head's loss (tensor_parallel.vocab_parallel_cross_entropy) holds only this rank's V/tp columns.
+    logits = seq_len * micro_batch * _ceil_div(vocab_size, vocab_split) * (w_bytes + 4)
     for name, first, last in stages:
         layers = blocks[0] if first else blocks[-1]
         n = layers * block + (table if first else 0)
@@ -249,7 +256,7 @@ def rank_rows(rows: list[PlanRow]) -> tuple[list[PlanRow], PlanRow | None]:
 
 def plan(model: ModelSpec, cluster: ClusterSpec, *, vocab_size: int, seq_len: int, micro_batch: int,
          grad_accum: int = 1, activation_checkpointing: bool = False, fused_attention: bool = True,
-         global_batch: int | None = None) -> Plan:
+         global_batch: int | None = None, sequence_parallel: bool = False) -> Plan:
     """Every candidate layout × allowed ZeRO stage with its memory and estimated step time, and the choice: the
     lowest estimated time per token among the layouts that fit with MEMORY_SAFETY headroom.
 
@@ -277,7 +284,7 @@ def plan(model: ModelSpec, cluster: ClusterSpec, *, vocab_size: int, seq_len: in
         for zero in [0] if dp == 1 else ([0, 1] if pp > 1 else [0, 1, 2, 3]):
             est = estimate_memory(model, vocab_size, seq_len, micro_batch, cluster.precision, dp, tp, pp, zero,
                                   activation_checkpointing, m, int(cluster.overhead_gb * GIB),
-                                  fused_attention)
+                                  fused_attention, sequence_parallel)
             fits = est.total <= mem_limit
             why_not = [] if fits else [f"needs {est.total / GIB:.1f} GiB > {cluster.memory_gb:g} GiB per device"]
             if fits and est.total > MEMORY_SAFETY * mem_limit:

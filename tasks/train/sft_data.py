@@ -25,10 +25,10 @@ from typing import Any, Iterable, Literal, Mapping, Sequence
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from tokenizers import Tokenizer
 
 from tasks.train.chat import DEFAULT_FORMAT, ChatFormat, render
+from tasks.train.tensor_parallel import NO_TP, TPContext, token_cross_entropy
 
 Sample = tuple[Sequence[int], Sequence[int]]  # (ids, loss_mask) as rendered by `chat.render`
 
@@ -148,9 +148,10 @@ def pack_samples(samples: Sequence[Sample], seq_len: int, pad_id: int, seed: int
 
 
 # -------------------------------------------------------------------------------------------------- the loss
-def sft_loss_sums(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor
+def sft_loss_sums(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor, tp: TPContext = NO_TP
                   ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(Σ weight·cross-entropy, Σ weight) of a micro-batch; logits [B, T, V], targets/weights [B, T].
+    """(Σ weight·cross-entropy, Σ weight) of a micro-batch; logits [B, T, V], targets/weights [B, T]; `tp`: the
+    group a vocab-parallel head split the logits over ([B, T, V/tp], this rank's columns; a collective).
 
     Not a mean: a micro-batch mean would give a micro-batch with 3 assistant tokens the same say in the step as
     one with 3,000. Normalize by the token count of the whole optimizer step instead:
@@ -165,8 +166,7 @@ def sft_loss_sums(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Te
          of every rank. For logging, all-reduce the loss sums too and divide by the same global count.
     Cross entropy runs in float32 whatever the logits' dtype.
     """
-    ce = F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1).long(),
-                         reduction="none")                                         # [B·T]
+    ce = token_cross_entropy(logits, targets, tp)                                  # [B·T]
     w = weights.reshape(-1).float()                                                # [B·T]
     return (ce * w).sum(), w.sum()
 

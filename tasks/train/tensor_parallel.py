@@ -9,7 +9,7 @@ A block's two matmul pairs are split so that each needs one all-reduce forward a
 `reduce_from_tp` all-reduces forward and is the identity backward. With a group of size 1 (or None) both are the
 identity and the layers are plain linears, so one code path serves tp = 1 and tp > 1.
 
-The layers replace a plain model's `nn.Linear`s (`from_linear`, called by `parallelize.apply_tensor_parallel`)
+The layers replace a plain model's `nn.Linear`s (`from_linear`, called by `tp_model.apply_tensor_parallel`)
 and keep only this rank's contiguous slice. In training the plain layer lives on the meta device, so the swap
 costs shapes only; `parallelize` then materialises each rank's slice directly (`init_weights.load_local`: the
 seeded draw's slice, or the checkpoint's rows/columns), so no rank ever holds a full weight and a TP model holds
@@ -37,10 +37,15 @@ class TPContext:
     rank: int = 0
     size: int = 1
     group: Any = None  # torch.distributed ProcessGroup
+    sequence: bool = False  # sequence parallelism: outside the TP regions each rank holds T/tp of the tokens
 
     @property
     def active(self) -> bool:
         return self.size > 1
+
+    @property
+    def sequence_parallel(self) -> bool:
+        return self.sequence and self.size > 1
 
 
 NO_TP = TPContext()
@@ -69,6 +74,68 @@ class _ReduceFromTP(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
         return grad, None
+
+
+def _seq_chunks(x: torch.Tensor, tp: TPContext) -> list[torch.Tensor]:
+    if x.size(1) % tp.size:
+        raise ValueError(f"sequence parallelism: {x.size(1)} tokens do not split over {tp.size} TP ranks")
+    return [c.contiguous() for c in x.chunk(tp.size, dim=1)]
+
+
+def _all_gather_seq(x: torch.Tensor, tp: TPContext) -> torch.Tensor:
+    parts = [torch.empty_like(x) for _ in range(tp.size)]
+    dist.all_gather(parts, x.contiguous(), group=tp.group)
+    return torch.cat(parts, dim=1)                                                 # [B, T/tp, d] -> [B, T, d]
+
+
+def _reduce_scatter_seq(x: torch.Tensor, tp: TPContext) -> torch.Tensor:
+    chunks = _seq_chunks(x, tp)
+    out = torch.empty_like(chunks[tp.rank])
+    dist.reduce_scatter(out, chunks, group=tp.group)
+    return out                                                                     # [B, T, d] -> [B, T/tp, d]
+
+
+class _GatherSequence(torch.autograd.Function):
+    """Forward: every rank's T/tp tokens, gathered. Backward: `sum_grad` (the consumer is tensor-parallel, so
+    each rank's gradient is a partial sum) reduce-scatters; else (a replicated consumer computed the same
+    gradient on every rank) each rank keeps its own tokens' slice."""
+
+    @staticmethod
+    def forward(ctx, x, tp, sum_grad):  # type: ignore[override]
+        ctx.tp, ctx.sum_grad = tp, sum_grad
+        return _all_gather_seq(x, tp)
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        if ctx.sum_grad:
+            return _reduce_scatter_seq(grad, ctx.tp), None, None
+        return _seq_chunks(grad, ctx.tp)[ctx.tp.rank], None, None
+
+
+class _ScatterSequence(torch.autograd.Function):
+    """Forward: partial sums [B, T, d] summed and scattered by tokens (reduce-scatter); backward: all-gather.
+    `reduce` False: the input is already whole and equal on every rank — keep this rank's tokens."""
+
+    @staticmethod
+    def forward(ctx, x, tp, reduce):  # type: ignore[override]
+        ctx.tp = tp
+        return _reduce_scatter_seq(x, tp) if reduce else _seq_chunks(x, tp)[tp.rank]
+
+    @staticmethod
+    def backward(ctx, grad):  # type: ignore[override]
+        return _all_gather_seq(grad, ctx.tp), None, None
+
+
+def gather_sequence(x: torch.Tensor, tp: TPContext, sum_grad: bool = True) -> torch.Tensor:
+    """Sequence parallelism's entry into a TP region: [B, T/tp, d] -> [B, T, d] (Korthikanti et al. 2022's g);
+    identity without it. `sum_grad`: the consumer is column-parallel (see `_GatherSequence`)."""
+    return _GatherSequence.apply(x, tp, sum_grad) if tp.sequence_parallel else x
+
+
+def scatter_sequence(x: torch.Tensor, tp: TPContext, reduce: bool = True) -> torch.Tensor:
+    """Sequence parallelism's exit from a TP region: partial sums [B, T, d] -> this rank's summed tokens
+    [B, T/tp, d] (the reduce-scatter that replaces TP's all-reduce: ḡ); identity without it."""
+    return _ScatterSequence.apply(x, tp, reduce) if tp.sequence_parallel else x
 
 
 def copy_to_tp(x: torch.Tensor, tp: TPContext) -> torch.Tensor:
@@ -120,6 +187,8 @@ class ColumnParallelLinear(_ParallelLinear):
     partition_dim = 0
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.tp.sequence_parallel:  # x came through gather_sequence, whose backward sums the partial grads
+            return F.linear(x, self.weight, self.bias)                             # [..., out/tp]
         return F.linear(copy_to_tp(x, self.tp), self.weight, self.bias)            # [..., out/tp]
 
 
@@ -129,6 +198,8 @@ class RowParallelLinear(_ParallelLinear):
     partition_dim = 1
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.tp.sequence_parallel:
+            return scatter_sequence(F.linear(x, self.weight), self.tp)             # [B, T/tp, out]
         return reduce_from_tp(F.linear(x, self.weight), self.tp)                   # [..., out]
 
 
@@ -155,15 +226,81 @@ def vocab_parallel_embedding(ids: torch.Tensor, weight: torch.Tensor, tp: TPCont
     local = ids - tp.rank * rows
     outside = (local < 0) | (local >= rows)
     out = F.embedding(local.masked_fill(outside, 0), weight).masked_fill(outside.unsqueeze(-1), 0.0)
+    if tp.sequence_parallel:
+        return scatter_sequence(out, tp)                                           # [B, T/tp, d]
     return reduce_from_tp(out, tp)                                                 # [B, T, d]
 
 
-def vocab_parallel_logits(x: torch.Tensor, weight: torch.Tensor, tp: TPContext) -> torch.Tensor:
+def vocab_parallel_logits(x: torch.Tensor, weight: torch.Tensor, tp: TPContext, gather: bool = True
+                          ) -> torch.Tensor:
     """Logits from a vocab-split output matrix: this rank's V/tp columns, gathered into the full [B, T, V]
-    (every rank then computes the same loss; backward keeps each rank's columns and all-reduces x's gradient)."""
+    (every rank then computes the same loss; backward keeps each rank's columns and all-reduces x's gradient).
+    `gather` False: this rank's columns only, [B, T, V/tp], for `vocab_parallel_cross_entropy`."""
     if not tp.active:
         return F.linear(x, weight)                                                 # [B, T, d] -> [B, T, V]
-    return _GatherFromTP.apply(F.linear(copy_to_tp(x, tp), weight), tp)           # [B, T, V/tp] -> [B, T, V]
+    # with sequence parallelism x was gathered by the final norm (whose backward sums the partial grads)
+    local = F.linear(x if tp.sequence_parallel else copy_to_tp(x, tp), weight)     # [B, T, V/tp]
+    return _GatherFromTP.apply(local, tp) if gather else local                    # [B, T, V] | [B, T, V/tp]
+
+
+class _VocabParallelCrossEntropy(torch.autograd.Function):
+    """Megatron's vocab-parallel cross entropy: the log-partition from three [N]-sized all-reduces (max, the
+    target's logit, Σ exp), so no rank ever holds the [N, V] logits. Saves only this rank's softmax [N, V/tp]
+    (fp32) for backward, where d ce/dx = softmax − onehot(target) and d lse/dx = softmax."""
+
+    @staticmethod
+    def forward(ctx, logits, targets, tp):  # type: ignore[override]
+        n_local = logits.size(-1)
+        x = logits.float().reshape(-1, n_local)                                    # [N, V/tp]
+        top = x.max(dim=-1).values                                                 # [N]
+        dist.all_reduce(top, op=dist.ReduceOp.MAX, group=tp.group)
+        shifted = x - top[:, None]                                                 # [N, V/tp], a new tensor
+        del x
+        local = targets.reshape(-1).long() - tp.rank * n_local                     # [N] target's local column
+        inside = (local >= 0) & (local < n_local)
+        index = local.clamp(0, n_local - 1)
+        picked = shifted.gather(1, index[:, None]).squeeze(1).masked_fill(~inside, 0.0)  # [N]
+        exp = shifted.exp_()
+        both = torch.stack([picked, exp.sum(dim=-1)])                              # [2, N]: one all-reduce
+        dist.all_reduce(both, group=tp.group)
+        log_z = both[1].log()                                                      # log Σ exp(x − max)
+        ctx.save_for_backward(exp.div_(both[1][:, None]), index, inside)           # softmax [N, V/tp]
+        ctx.dtype, ctx.shape = logits.dtype, logits.shape
+        return log_z - both[0], log_z + top                                        # ce [N], lse [N]
+
+    @staticmethod
+    def backward(ctx, grad_ce, grad_lse):  # type: ignore[override]
+        softmax, index, inside = ctx.saved_tensors
+        grad = softmax.mul_((grad_ce + grad_lse)[:, None])  # in place: the saved softmax is used only once
+        rows = torch.arange(grad.size(0), device=grad.device)
+        grad[rows, index] -= grad_ce * inside
+        return grad.to(ctx.dtype).view(ctx.shape), None, None
+
+
+def vocab_parallel_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, tp: TPContext
+                                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token cross entropy and log-partition (log Σ exp logits), both [N] fp32, from this rank's vocab
+    columns [..., V/tp] (`vocab_parallel_logits(..., gather=False)`); every TP rank gets the same values.
+    Targets must be token ids in [0, V). Without TP (`logits` whole) the plain computation."""
+    if not tp.active:
+        flat = logits.float().reshape(-1, logits.size(-1))                         # [N, V]
+        return token_cross_entropy(flat, targets, tp), torch.logsumexp(flat, dim=-1)
+    return _VocabParallelCrossEntropy.apply(logits, targets, tp)
+
+
+def token_cross_entropy(logits: torch.Tensor, targets: torch.Tensor, tp: TPContext) -> torch.Tensor:
+    """Per-token cross entropy [N] fp32 of whole logits (tp inactive) or of this rank's vocab columns."""
+    if tp.active:
+        return _VocabParallelCrossEntropy.apply(logits, targets, tp)[0]
+    return F.cross_entropy(logits.float().reshape(-1, logits.size(-1)), targets.reshape(-1).long(),
+                           reduction="none")
+
+
+def vocab_parallel_lm_loss(logits: torch.Tensor, labels: torch.Tensor, tp: TPContext, z_loss: float = 0.0
+                           ) -> torch.Tensor:
+    """`model.lm_loss` (mean cross entropy, plus z_loss · mean lse²) from this rank's vocab columns."""
+    ce, lse = vocab_parallel_cross_entropy(logits, labels, tp)
+    return ce.mean() if not z_loss else ce.mean() + z_loss * lse.pow(2).mean()
 
 
 def shard_parameter(p: nn.Parameter, dim: int, tp: TPContext) -> nn.Parameter:

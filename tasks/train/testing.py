@@ -107,21 +107,39 @@ def forward_backward(model, cfg, seed: int):
     return logits, loss
 
 
-def tp_forward_check(rank: int, world: int, cfg_dict: dict[str, Any], seed: int) -> dict[str, torch.Tensor]:
-    """On each of `world` TP ranks: logits, loss and the full (re-gathered) gradients of the TP model."""
+def tp_forward_check(rank: int, world: int, cfg_dict: dict[str, Any], seed: int, sequence: bool = False
+                     ) -> dict[str, torch.Tensor]:
+    """On each of `world` TP ranks: logits, loss and the full (re-gathered) gradients of the TP model
+    (`sequence`: with sequence parallelism), and what its loss saves for backward."""
     import torch.distributed as dist
 
     from tasks.train.model import ModelConfig, Transformer
-    from tasks.train.parallelize import apply_tensor_parallel
+    from tasks.train.tp_model import apply_tensor_parallel
     from tasks.train.tensor_parallel import TPContext, gather_full
 
     cfg = ModelConfig.from_dict(cfg_dict)
-    tp = TPContext(rank, world, dist.new_group(list(range(world))))
+    tp = TPContext(rank, world, dist.new_group(list(range(world))), sequence)
     model = apply_tensor_parallel(Transformer(cfg, seed), tp)
     logits, loss = forward_backward(model, cfg, seed)
     grads = {n: gather_full(p.grad, p.partition_dim, tp) if hasattr(p, "partition_dim") else p.grad
              for n, p in model.named_parameters()}
-    return {"logits": logits.detach(), "loss": loss.detach(), **{f"grad:{k}": v for k, v in grads.items()}}
+    return {"logits": logits.detach(), "loss": loss.detach(), "saved_shapes": saved_shapes_of_loss(model, cfg),
+            **{f"grad:{k}": v for k, v in grads.items()}}
+
+
+def saved_shapes_of_loss(model: torch.nn.Module, cfg: Any) -> torch.Tensor:
+    """[k, 3] (numel, size of the last dim, number of dims) of every tensor autograd saves for backward in
+    `model(ids, labels)` on a [2, seq_len] batch: what the loss keeps alive until backward."""
+    shapes: list[tuple[int, int, int]] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        shapes.append((t.numel(), t.shape[-1] if t.dim() else 1, t.dim()))
+        return t
+
+    ids = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len), generator=torch.Generator().manual_seed(0))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(ids, ids)
+    return torch.tensor(shapes, dtype=torch.int64)
 
 
 def free_port() -> int:

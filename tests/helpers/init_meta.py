@@ -54,8 +54,8 @@ def build_rank(rank: int, world: int, cfg_dict: dict, parallel: dict, seed: int,
     from tasks.train.config import ModelConfig
     from tasks.train.deepspeed_adapter import gathered_param
     from tasks.train.model import Transformer
-    from tasks.train.parallelize import (apply_tensor_parallel, build_layout, build_module, init_distributed,
-                                         local_layers, partition_zero3)
+    from tasks.train.parallelize import build_layout, build_module, init_distributed, local_layers, partition_zero3
+    from tasks.train.tp_model import apply_tensor_parallel
 
     init_distributed()
     par = ParallelSpec(**parallel)

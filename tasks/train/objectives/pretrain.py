@@ -85,7 +85,11 @@ class PretrainObjective:
                               "grad_accum": t.grad_accum, **autocast_identity(t)},
                     **facts, "seed": self.job.seed, "init": init.fingerprint() if init else "random"}
         self.global_batch = t.micro_batch_size * t.grad_accum * par.dp
-        return Prepared(self.cfg, identity, torch_seed=self.job.seed, init=init,
+        # Under sequence parallelism dropout acts on each TP rank's own tokens (and, as without it, on its own
+        # heads): one seed per TP rank, or every token chunk would draw the same mask. Without it the block
+        # outputs are replicated over TP and must draw the same masks (rank = (stage·dp + dp_rank)·tp + tp_rank).
+        seed = self.job.seed * 1009 + rank % par.tp if par.sequence_parallel and par.tp > 1 else self.job.seed
+        return Prepared(self.cfg, identity, torch_seed=seed, init=init,
                         tokens_per_step=self.global_batch * self.cfg.seq_len)
 
     def attach(self, engine: Any, ckpt_dir: Path, tag: str | None) -> None:

@@ -103,8 +103,9 @@ def heldout_loss(engine: Any, rows: Packed, micro: int) -> float | None:
     with engine.eval_mode():
         for lo in range(0, n, micro):
             b = rows.batch(np.arange(lo, min(lo + micro, n)), engine.device)
-            logits = engine.forward(b["input_ids"], segment_ids=b["segment_ids"], position_ids=b["position_ids"])
-            s, c = sft_loss_sums(logits, b["targets"], b["weights"])
+            logits = engine.forward(b["input_ids"], segment_ids=b["segment_ids"], position_ids=b["position_ids"],
+                                    shard_logits=True)                             # [m, T, V/tp]
+            s, c = sft_loss_sums(logits, b["targets"], b["weights"], engine.vocab_tp)
             total, count = total + float(s), count + float(c)
     return total / count if count else None
 
@@ -154,8 +155,8 @@ class SFTObjective:
             def micro(idx: np.ndarray = idx) -> tuple[torch.Tensor, torch.Tensor]:
                 b = rows.batch(idx, engine.device)
                 logits = engine.forward(b["input_ids"], segment_ids=b["segment_ids"],
-                                        position_ids=b["position_ids"])            # [m, T, V]
-                loss_sum, _ = sft_loss_sums(logits, b["targets"], b["weights"])
+                                        position_ids=b["position_ids"], shard_logits=True)  # [m, T, V/tp]
+                loss_sum, _ = sft_loss_sums(logits, b["targets"], b["weights"], engine.vocab_tp)
                 return step_loss(loss_sum, self.count, self.layout.dp, t.grad_accum), loss_sum.detach()
             yield micro
 
