@@ -25,6 +25,7 @@ from __future__ import annotations
 import random
 import re
 import textwrap
+import unicodedata
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from itertools import combinations, islice
@@ -146,6 +147,13 @@ FORMATS: dict[str, Callable[[str, random.Random], str]] = {
     "HTML entities": _entities,
     "trailing whitespace": _trailing,
 }
+# Not folded (measured, README): accents stripped (datatrove folds them: NFD, drop marks) and UTF-8 read as
+# cp1252 (`don’t` → `donâ€™t`; ftfy repairs it, which NeMo Curator runs before its dedup).
+NOT_FOLDED: dict[str, Callable[[str, random.Random], str]] = {
+    "accents stripped": lambda t, rng: "".join(c for c in unicodedata.normalize("NFD", t)
+                                               if not unicodedata.combining(c)),
+    "mojibake (UTF-8 as cp1252)": lambda t, rng: t.encode("utf-8").decode("cp1252", errors="replace"),
+}
 FORMATS["all formats"] = lambda t, rng: _trailing(_entities(_inside("\u200b\u200d\u00ad")(
     _fullwidth(_ligatures(_smart(t.replace("\n", "\r\n"), rng), rng), rng), rng), rng), rng)
 
@@ -211,7 +219,7 @@ class Kind:
 
 
 def format_kind(name: str, docs: list[tuple[str, str]], seed: int, footer: bool) -> Kind:
-    rng, change = random.Random(f"{seed}/{name}/{footer}"), FORMATS[name]
+    rng, change = random.Random(f"{seed}/{name}/{footer}"), {**FORMATS, **NOT_FOLDED}[name]
     texts, pairs, truth = dict(docs), [], set()
     for doc_id, text in docs:
         base = f"{text}\n\n{FOOTER}" if footer else text
@@ -277,6 +285,7 @@ def _fact_pages(rng: random.Random, count: int) -> list[str]:
 def all_kinds(per_corpus: int = 12, seed: int = 1, threshold: float = 0.8) -> list[Kind]:
     docs = originals(per_corpus)
     return ([format_kind(n, docs, seed, False) for n in FORMATS] + [format_kind(n, docs, seed, True) for n in FORMATS]
+            + [format_kind(n, docs, seed, footer) for n in NOT_FOLDED for footer in (False, True)]
             + [edit_kind(n, docs, seed, threshold) for n in EDITS]
             + [edit_kind(n, docs, seed, threshold, "all formats") for n in FORMATTED_EDITS]
             + look_alike_kinds(docs, seed, threshold))
