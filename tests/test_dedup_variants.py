@@ -131,3 +131,22 @@ def test_each_fold_can_be_turned_off():
     assert shingle_text(text, entities=False) == "office &amp; word"
     assert shingle_text(text, invisible=False) == "office & wo\u200drd"
     assert shingle_text(text, unicode=False) == "o\ufb03ce & word"
+
+
+def test_char_shingles_are_folded_too(docs):
+    char = CleanSpec(dedup=DedupSpec(shingle="char", shingle_size=12))
+    char_off = CleanSpec(dedup=char.dedup.model_copy(update=NO_FOLDS.dedup.model_dump(include={
+        "fold_entities", "fold_invisible", "fold_unicode"})))
+    kind = dv.format_kind("all formats", docs, 1, True)
+    assert dv.evaluate(kind, char)["recall"] == 1.0
+    assert dv.evaluate(kind, char_off)["recall"] <= 0.1
+
+
+def test_quotes_fold_only_when_asked():
+    text = "\u201cdon\u2019t\u201d \u2013 or \u2014 x\u2032"
+    assert shingle_text(text, quotes=True) == "\"don't\" - or - x'"
+    assert shingle_text(text) == text                  # word shingles drop punctuation either way
+    word, char = DedupSpec(shingle_size=2), DedupSpec(shingle="char", shingle_size=4)
+    assert np.array_equal(shingles(text, word), shingles("\"don't\" - or - x'", word))
+    assert np.array_equal(shingles(text, char), shingles("\"don't\" - or - x'", char))
+    assert not np.array_equal(shingles(text, char), shingles("\"don't\" + or + x'", char))

@@ -139,6 +139,7 @@ FORMATS: dict[str, Callable[[str, random.Random], str]] = {
     "re-wrapped": _rewrap,
     "doubled spaces": lambda t, rng: re.sub(" ", lambda m: rng.choice([" ", "  ", " \t"]), t),
     "CRLF": lambda t, rng: t.replace("\n", "\r\n"),
+    "re-indented with tabs": lambda t, rng: re.sub(r"(?m)^((?:    )+)", lambda m: "\t" * (len(m.group(1)) // 4), t),
     "smart quotes/dashes": _smart,
     "full-width letters": _fullwidth,
     "ligatures": _ligatures,
@@ -192,6 +193,7 @@ def _extend(share: float) -> Callable[[str, random.Random, str], str]:
 
 EDITS: dict[str, Callable[[str, random.Random, str], str]] = {
     "cookie banner + nav + footer": lambda t, rng, other: f"{COOKIE}\n{NAV}\n\n{t}\n\n{FOOTER}",
+    "license header added": lambda t, rng, other: f"{APACHE}\n{t}",
     "1% words changed": _change_words(0.01),
     "4% words changed": _change_words(0.04),
     "2 sentences changed": _change_sentences,

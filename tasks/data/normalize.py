@@ -19,7 +19,7 @@ duplicates for deduplication, although `normalize_text` keeps them different.
 
 `shingle_text` folds a document for near dedup's shingles only (what is compared, never what is kept): HTML
 entities decoded, invisible format characters (Unicode category Cf, ZWJ/ZWNJ included) dropped, NFKC and
-casefold. Without it a copy whose apostrophes became `&#39;` or whose words carry a ZWJ shares almost no word
+casefold, and for char shingles typographic quotes and dashes as ASCII. Without it a copy whose apostrophes became `&#39;` or whose words carry a ZWJ shares almost no word
 5-gram with its original, and full-width letters or ligatures defeat near dedup as soon as the copy also differs
 by a footer (exact dedup folds them, but only for otherwise identical texts).
 """
@@ -114,8 +114,18 @@ def format_chars() -> tuple[dict[int, None], re.Pattern[str]]:
     return table, re.compile(f"[{bmp}\U00010000-\U0010ffff]")
 
 
-def shingle_text(text: str, entities: bool = True, invisible: bool = True, unicode: bool = True) -> str:
-    """`text` folded for near-dedup shingling (see the module docstring); each fold can be turned off."""
+# Typographic quotes, primes and dashes NFKC keeps, as ASCII (ftfy's `uncurl_quotes` and its dashes): only char
+# shingles see punctuation, word shingles drop it either way.
+TYPOGRAPHIC = (("\u2018", "'"), ("\u2019", "'"), ("\u201a", "'"), ("\u201b", "'"), ("\u2032", "'"),
+               ("\u201c", '"'), ("\u201d", '"'), ("\u201e", '"'), ("\u201f", '"'), ("\u2033", '"'),
+               ("\u2010", "-"), ("\u2012", "-"), ("\u2013", "-"), ("\u2014", "-"), ("\u2015", "-"),
+               ("\u2212", "-"))
+
+
+def shingle_text(text: str, entities: bool = True, invisible: bool = True, unicode: bool = True,
+                 quotes: bool = False) -> str:
+    """`text` folded for near-dedup shingling (see the module docstring); each fold can be turned off.
+    `quotes`: typographic quotes and dashes → ASCII too (`TYPOGRAPHIC`; for char shingles)."""
     # Entities first: `&rsquo;`, `&nbsp;` decode to non-ASCII characters the later folds then see. Decoding is
     # safe for comparison even in code (both documents of a pair are folded alike; the kept text is untouched).
     if entities and "&" in text:
@@ -129,6 +139,10 @@ def shingle_text(text: str, entities: bool = True, invisible: bool = True, unico
     if unicode:                 # NFKC_Casefold's recipe (as exact_key): casefold can un-normalize, so NFKC again;
         # the quick check (~4× cheaper than normalizing) skips text already in NFKC, most of it
         text = _nfkc(_nfkc(text).casefold())
+    if quotes:                  # one C-speed scan per character kind (~1 ns a character each); translate's dict
+        for curly, plain in TYPOGRAPHIC:    # lookup per character was ~60
+            if curly in text:
+                text = text.replace(curly, plain)
     return text
 
 
