@@ -65,10 +65,13 @@ def test_edited_copies_follow_their_exact_jaccard(docs, name, fmt):
     keeper = dv.groups(kind.texts, CLEAN)
     for a, b in kind.pairs:                         # exact verification: never a pair below the threshold
         assert keeper[a] != keeper[b] or (a, b) in kind.truth, (a, exact_jaccard(kind.texts[a], kind.texts[b]))
+    # LSH (16 bands × 8 rows) finds a pair at J = 0.8 with probability 0.947, at 0.85 with 0.994: right at the
+    # threshold a miss is by design, above 0.85 it would be a bug
+    missed = [(p, kind.jaccard[p]) for p in kind.truth if keeper[p[0]] != keeper[p[1]]]
+    assert all(j < 0.85 for _, j in missed), missed
     result = dv.evaluate(kind, CLEAN)
     assert result["false"] == 0, result
-    # LSH (16 bands × 8 rows) finds a pair at J = 0.8 with probability 0.947, at 0.9 with 0.9999
-    assert result["true"] == 0 or result["recall"] >= 0.9, result
+    assert result["true"] < 10 or result["recall"] >= 0.9, result
 
 
 def test_look_alikes_stay_apart(docs):
@@ -150,3 +153,12 @@ def test_quotes_fold_only_when_asked():
     assert np.array_equal(shingles(text, word), shingles("\"don't\" - or - x'", word))
     assert np.array_equal(shingles(text, char), shingles("\"don't\" - or - x'", char))
     assert not np.array_equal(shingles(text, char), shingles("\"don't\" + or + x'", char))
+
+
+def test_edits_straddle_the_threshold(docs):
+    """The edit kinds hold true negatives near the threshold, so 'no false merge' above means something."""
+    kinds = {name: dv.edit_kind(name, docs, 1, 0.8) for name in dv.EDITS}
+    assert all(j < 0.8 for j in kinds["truncated to 70%"].jaccard.values())
+    assert all(0.85 <= j < 0.95 for j in kinds["truncated to 90%"].jaccard.values())
+    near_misses = [j for k in kinds.values() for j in k.jaccard.values() if 0.6 <= j < 0.8]
+    assert len(near_misses) >= 40

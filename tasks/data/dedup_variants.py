@@ -27,7 +27,7 @@ import re
 import textwrap
 import unicodedata
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import combinations, islice
 from pathlib import Path
 
@@ -218,6 +218,7 @@ class Kind:
     texts: dict[str, str]
     pairs: list[tuple[str, str]]
     truth: set[tuple[str, str]]
+    jaccard: dict[tuple[str, str], float] = field(default_factory=dict)   # edits: each pair's truth Jaccard
 
 
 def format_kind(name: str, docs: list[tuple[str, str]], seed: int, footer: bool) -> Kind:
@@ -237,14 +238,15 @@ def edit_kind(name: str, docs: list[tuple[str, str]], seed: int, threshold: floa
     """Edited copies; with `fmt`, formatted by FORMATS[fmt] after the edit (truth stays the edit's Jaccard, so
     a fold that made unrelated text look alike would show up as false merges of the true negatives)."""
     rng, edit = random.Random(f"{seed}/{name}/{fmt}"), EDITS[name]
-    texts, pairs, truth = dict(docs), [], set()
+    texts, pairs, truth, jaccard = dict(docs), [], set(), {}
     for k, (doc_id, text) in enumerate(docs):
         edited = edit(text, rng, docs[(k + 1) % len(docs)][1])
         texts[f"{doc_id}~v"] = FORMATS[fmt](edited, rng) if fmt else edited
         pairs.append((doc_id, f"{doc_id}~v"))
-        if exact_jaccard(text, edited) >= threshold:
+        jaccard[pairs[-1]] = exact_jaccard(text, edited)
+        if jaccard[pairs[-1]] >= threshold:
             truth.add(pairs[-1])
-    return Kind(f"{name}{f' + {fmt}' if fmt else ''}", "edit", texts, pairs, truth)
+    return Kind(f"{name}{f' + {fmt}' if fmt else ''}", "edit", texts, pairs, truth, jaccard)
 
 
 def look_alike_kinds(docs: list[tuple[str, str]], seed: int, threshold: float) -> list[Kind]:
