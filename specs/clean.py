@@ -169,8 +169,8 @@ class DedupSpec(StrictModel):
     )
     fold_unicode: bool = Field(
         True, description="NFKC and casefold before shingling (as the exact-dedup key does): full-width letters, "
-        "ligatures (`ﬁ`) and `ß`/`SS` then match their plain forms in near dedup too, not only in exact copies; with "
-        "`shingle: char`, typographic quotes and dashes also count as their ASCII forms."
+        "ligatures (`ﬁ`) and `ß`/`SS` then match their plain forms in near dedup too, not only in exact copies; "
+        "with `shingle: char`, typographic quotes and dashes also count as their ASCII forms."
     )
     num_perm: int = Field(128, ge=16, le=1024, description="MinHash permutations.")
     threshold: float = Field(0.8, gt=0, lt=1, description="Jaccard similarity that counts as a near duplicate.")

@@ -19,9 +19,10 @@ duplicates for deduplication, although `normalize_text` keeps them different.
 
 `shingle_text` folds a document for near dedup's shingles only (what is compared, never what is kept): HTML
 entities decoded, invisible format characters (Unicode category Cf, ZWJ/ZWNJ included) dropped, NFKC and
-casefold, and for char shingles typographic quotes and dashes as ASCII. Without it a copy whose apostrophes became `&#39;` or whose words carry a ZWJ shares almost no word
-5-gram with its original, and full-width letters or ligatures defeat near dedup as soon as the copy also differs
-by a footer (exact dedup folds them, but only for otherwise identical texts).
+casefold, and for char shingles typographic quotes and dashes as ASCII. Without it a copy whose apostrophes
+became `&#39;` or whose words carry a ZWJ shares almost no word 5-gram with its original, and full-width letters
+or ligatures defeat near dedup as soon as the copy also differs by a footer (exact dedup folds them, but only
+for otherwise identical texts).
 """
 
 from __future__ import annotations
