@@ -157,6 +157,21 @@ class DedupSpec(StrictModel):
     near: bool = Field(True, description="Drop near duplicates (reason `near_duplicate`).")
     shingle: Literal["word", "char"] = Field("word", description="Shingle unit.")
     shingle_size: int = Field(5, ge=1, le=32, description="Shingle length in units (word 5-grams by default).")
+    # The folds below change only the text shingled (signatures, verification, audit), never the kept text.
+    fold_entities: bool = Field(
+        True, description="Decode HTML entities (`&amp;`, `&#39;`, `&nbsp;`, …) before shingling: a page copied "
+        "with its entities left in otherwise gains a word per entity (`amp`, `39`) and loses most shingles."
+    )
+    fold_invisible: bool = Field(
+        True, description="Drop Unicode format characters (category Cf: ZWJ, ZWNJ, bidi marks, …, which "
+        "normalization keeps because they change rendering) before shingling, so one inside a word does not "
+        "split it in two."
+    )
+    fold_unicode: bool = Field(
+        True, description="NFKC and casefold before shingling (as the exact-dedup key does): full-width letters, "
+        "ligatures (`ﬁ`) and `ß`/`SS` then match their plain forms in near dedup too, not only in exact copies; "
+        "with `shingle: char`, typographic quotes and dashes also count as their ASCII forms."
+    )
     num_perm: int = Field(128, ge=16, le=1024, description="MinHash permutations.")
     threshold: float = Field(0.8, gt=0, lt=1, description="Jaccard similarity that counts as a near duplicate.")
     bands: int | None = Field(None, ge=1, description="LSH bands; with `rows`, overrides the banding chosen "

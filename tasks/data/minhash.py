@@ -1,7 +1,9 @@
 """MinHash near-duplicate detection: shingles → signatures → LSH candidates → verified clusters.
 
 - `shingles(text, spec)`: sorted distinct 32-bit hashes of word n-grams (lowercase `\\w+` words) or char n-grams
-  (lowercased, whitespace collapsed). A document shorter than n units is one shingle: its whole text.
+  (lowercased, whitespace collapsed) of the text folded by `normalize.shingle_text` (entities decoded, format
+  characters dropped, NFKC + casefold; each per `DedupSpec.fold_*`). A document shorter than n units is one
+  shingle: its whole (folded) text.
   Hashes are stable across processes and machines (never Python's salted `hash()`): words get a multilinear
   hash of their UTF-8 bytes (`tasks.data.wordhash`), n-grams a fixed polynomial of their units, each finished
   by MurmurHash3's finalizer; the per-byte and per-shingle loops are compiled (`tasks.data.hashloops`) and run
@@ -28,6 +30,7 @@ from datasketch import MinHash
 from specs.clean import DedupSpec
 from tasks.data import hashloops
 from tasks.data.lsh import candidate_pairs, choose_banding, greedy_keepers, s_curve, sorted_unique
+from tasks.data.normalize import shingle_text
 from tasks.data.wordhash import MUL, fmix64, word_hashes
 
 __all__ = ["DedupResult", "estimated_jaccard", "exact_jaccard_pairs", "near_duplicates", "s_curve",
@@ -59,6 +62,8 @@ def _chunk_shingles(texts: Sequence[str], spec: DedupSpec) -> tuple[np.ndarray, 
 
     Doc d owns hashes[offsets[d]:offsets[d + 1]] (≥ 1 each; repeats are kept, MinHash ignores them).
     """
+    quotes = spec.fold_unicode and spec.shingle == "char"     # only char shingles see punctuation
+    texts = [shingle_text(t, spec.fold_entities, spec.fold_invisible, spec.fold_unicode, quotes) for t in texts]
     units, lengths = word_hashes(texts) if spec.shingle == "word" else _char_units(texts)   # [T], [m]
     hashes, offsets = hashloops.ngram_hashes(units, lengths, spec.shingle_size, MUL)
     for d in np.flatnonzero(lengths == 0).tolist():                     # no units at all: hash the text itself
