@@ -189,6 +189,29 @@ def drain_prefect_workers(timeout: float = 30.0) -> None:
     drain(timeout)
 
 
+@pytest.fixture(scope="session")
+def prefect_api(tmp_path_factory) -> str:
+    """One local Prefect server (flows.server.local_server: 127.0.0.1, SQLite in a session folder) for the modules
+    that run flows in this process (test_flow, test_flow_select, faults/test_kills): one server start (~15 s on 2
+    cores) instead of one per module. Those tests read back only their own flow runs (by flow-run id), never a
+    count over the whole server, so no assertion depends on which module ran before."""
+    from flows.server import local_server
+
+    with local_server(tmp_path_factory.mktemp("prefect-server")) as api_url:
+        yield api_url
+        drain_prefect_workers()  # before the server stops
+
+
+@pytest.fixture(scope="module")
+def prefect_server(prefect_api):
+    """This process's Prefect client pointed at the session's server while the module runs; its API URL."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with temporary_settings(updates={PREFECT_API_URL: prefect_api}):
+        yield prefect_api
+        drain_prefect_workers()  # this module's queued logs and events reach the server now, not a later module
+
+
 # Kill points are drawn at random for each session (the seed is in every row, so a failure can be replayed
 # with FORGELINE_FAULT_SEED=<seed>); each scenario draws from its own stream, so adding one moves no other.
 # Kept in the environment, so every import of this module and every child process agree on it.

@@ -13,12 +13,12 @@ from tests.conftest import make_project, run
 pytestmark = pytest.mark.prefect
 
 
-@pytest.fixture(scope="module")
-def prefect_server():
-    from prefect.testing.utilities import prefect_test_harness
+# `prefect_server` (tests/conftest.py): the session's local server, this module's client pointed at it; the
+# checks below read back their own flow runs' artifacts and task runs only (`run_ids`).
 
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
+
+def run_ids(*states) -> list:
+    return [s.state_details.flow_run_id for s in states]
 
 
 def lock_outs(lock_text: str) -> dict:
@@ -40,7 +40,8 @@ def test_flow_and_dvc_repro_end_in_the_same_state(tmp_path, prefect_server, repr
     by_flow = tmp_path / "by_flow"
     run(["git", "clone", "-q", str(reproduced.project), str(by_flow)], tmp_path)
 
-    outcomes = forgeline(root=str(by_flow))
+    first = forgeline(root=str(by_flow), return_state=True)
+    outcomes = first.result()
     assert [(o.stage, o.ran) for o in outcomes] == [(s, True) for s in STAGE_NAMES]
     assert outcomes[0].result.counts["kept"] > 0
     assert (by_flow / "dvc.lock").read_text() == reproduced.lock
@@ -49,8 +50,8 @@ def test_flow_and_dvc_repro_end_in_the_same_state(tmp_path, prefect_server, repr
     assert "Data and pipelines are up to date" in status.stdout
 
     # A second flow run finds everything up to date and skips it, like `dvc repro` would.
-    again = forgeline(root=str(by_flow))
-    assert [(o.stage, o.ran) for o in again] == [(s, False) for s in STAGE_NAMES]
+    second = forgeline(root=str(by_flow), return_state=True)
+    assert [(o.stage, o.ran) for o in second.result()] == [(s, False) for s in STAGE_NAMES]
 
     import anyio
 
@@ -58,24 +59,30 @@ def test_flow_and_dvc_repro_end_in_the_same_state(tmp_path, prefect_server, repr
 
     async def artifact_keys():
         async with get_client() as client:
-            return {a.key for a in await client.read_artifacts()}
+            return {a.key for a in await client.read_artifacts(artifact_filter=of_runs(run_ids(first, second)))}
 
     keys = anyio.run(artifact_keys)
     assert {artifact_key(s, f"{s.replace('_', '-')}-{kind}") for s in STAGE_NAMES for kind in ("report", "counts")} <= keys
     reports = [artifact_key(s, f"{s.replace('_', '-')}-report") for s in STAGE_NAMES]
     assert reports == sorted(reports)  # the UI lists keys sorted: that is the pipeline's order
-    check_ui_artifacts(by_flow, outcomes)
+    check_ui_artifacts(by_flow, outcomes, run_ids(first, second))
 
 
-def latest_artifacts() -> dict:
-    """The newest artifact per key (a key gets a new version on every run)."""
+def of_runs(ids: list):
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterFlowRunId
+
+    return ArtifactFilter(flow_run_id=ArtifactFilterFlowRunId(any_=ids))
+
+
+def latest_artifacts(ids: list) -> dict:
+    """The newest artifact per key among the flow runs `ids` (a key gets a new version on every run)."""
     import anyio
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.sorting import ArtifactSort
 
     async def read():
         async with get_client() as client:
-            return await client.read_artifacts(sort=ArtifactSort.CREATED_DESC)
+            return await client.read_artifacts(artifact_filter=of_runs(ids), sort=ArtifactSort.CREATED_DESC)
 
     latest: dict = {}
     for a in anyio.run(read):
@@ -83,14 +90,14 @@ def latest_artifacts() -> dict:
     return latest
 
 
-def check_ui_artifacts(project, outcomes) -> None:
+def check_ui_artifacts(project, outcomes, ids: list) -> None:
     """The stage-specific artifacts: funnel, Data Docs note, dedup report, loss curve image, throughput, progress."""
     import base64
     import json
 
     from tasks.core.ui_layout import artifact_key
 
-    arts = latest_artifacts()
+    arts = latest_artifacts(ids)
     counts = {o.stage: o.result.counts for o in outcomes}
     key = artifact_key("mix", "data-funnel")
     parts = [arts[k] for k in [key, *(f"{key}-part-{n}" for n in range(2, 10))] if k in arts]
@@ -212,8 +219,9 @@ def test_flow_override_is_written_to_params_and_gate_failure_is_reported(tmp_pat
         forgeline(root=str(project), overrides={"ingest.max_doc_chars": 0})
     assert "max_doc_chars: 100000" in (project / "params.yaml").read_text()  # nothing written on a bad override
 
+    failing = forgeline(root=str(project), overrides={"validate.expectations.3.values": ["docs"]}, return_state=True)
     with pytest.raises(StageFailed) as err:
-        forgeline(root=str(project), overrides={"validate.expectations.3.values": ["docs"]})
+        failing.result()
     assert err.value.gate and err.value.stage == "validate"
     assert "in_set" in err.value.summary and "literature" in err.value.summary
     assert "- docs" in (project / "params.yaml").read_text()  # the override is in params, reproducible by DVC
@@ -221,11 +229,13 @@ def test_flow_override_is_written_to_params_and_gate_failure_is_reported(tmp_pat
     # A gate that said no is not retried (the same data would fail the same way); crashes would be.
     import anyio
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterName
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, TaskRunFilter, TaskRunFilterName
 
     async def failed_validate_runs():
         async with get_client() as client:
-            runs = await client.read_task_runs(task_run_filter=TaskRunFilter(name=TaskRunFilterName(any_=["validate"])))
+            runs = await client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=run_ids(failing))),
+                task_run_filter=TaskRunFilter(name=TaskRunFilterName(any_=["validate"])))
             return [r for r in runs if r.state and r.state.is_failed()]
 
     (failed,) = anyio.run(failed_validate_runs)

@@ -110,14 +110,7 @@ def test_workspace_lock_names_the_holder_and_times_out(tmp_path):
 
 # -------------------------------------------------------------------------------------- flows on a server
 
-@pytest.fixture(scope="module")
-def prefect_server():
-    from prefect.settings import PREFECT_API_URL
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield PREFECT_API_URL.value()
-
+# `prefect_server` (tests/conftest.py): the session's local server, this module's client pointed at it.
 
 def outcomes(result) -> list[tuple[str, bool]]:
     return [(o.stage, o.ran) for o in result]

@@ -33,14 +33,6 @@ def test_pretrain_killed_mid_step_resumes_byte_identical(fault_root):
     assert_row(kill_pretrain_mid_step(fault_root))
 
 
-@pytest.fixture(scope="module")
-def prefect_server():
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 @pytest.mark.slow
 @pytest.mark.prefect
 def test_flow_task_retry_finishes_a_killed_stage(fault_root, prefect_server, monkeypatch):

@@ -168,9 +168,10 @@ def flow_retry_after_kill(tmp_root: Path, monkeypatch: pytest.MonkeyPatch) -> Ro
     marker.unlink(missing_ok=True)
     monkeypatch.setenv("FORGELINE_FAULT", "clean.shard_done=2")
     monkeypatch.setenv("FORGELINE_FAULT_ONCE", str(marker))
-    outcomes, wall = timed(forgeline, root=str(proj), until="clean", stage_retries=2)
+    state, wall = timed(forgeline, root=str(proj), until="clean", stage_retries=2, return_state=True)
     monkeypatch.delenv("FORGELINE_FAULT")
-    runs = clean_task_runs()
+    outcomes = state.result()
+    runs = clean_task_runs(state.state_details.flow_run_id)
     row = Row("SIGKILL", "clean, after shard 2 (Prefect flow, task retries)", recover_s=wall)
     row.checks = {
         "the fault fired": marker.exists(),
@@ -186,13 +187,16 @@ def flow_retry_after_kill(tmp_root: Path, monkeypatch: pytest.MonkeyPatch) -> Ro
     return row
 
 
-def clean_task_runs() -> list[Any]:
+def clean_task_runs(flow_run_id) -> list[Any]:
+    """The `clean` task runs of one flow run (the server may hold other modules' runs too)."""
     import anyio
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterName
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, TaskRunFilter, TaskRunFilterName
 
     async def read():
         async with get_client() as client:
-            return await client.read_task_runs(task_run_filter=TaskRunFilter(name=TaskRunFilterName(any_=["clean"])))
+            return await client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])),
+                task_run_filter=TaskRunFilter(name=TaskRunFilterName(any_=["clean"])))
 
     return anyio.run(read)
