@@ -217,13 +217,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--params", default="params.yaml", help="params file, relative to the root")
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="validate params.yaml (+ overrides) and dvc.yaml; non-zero on error")
-    check.add_argument("--set", action="append", metavar="KEY=VALUE", help="override, e.g. ingest.max_doc_chars=5000")
+    check.add_argument("--set", action="extend", nargs="+", metavar="KEY=VALUE",
+                       help="overrides, e.g. ingest.max_doc_chars=5000 (several after one --set, or --set again)")
     check.set_defaults(func=cmd_check)
     g = sub.add_parser("graph", help="show the stage graph, or --write dvc.yaml from the registry")
     g.add_argument("--write", action="store_true")
     g.set_defaults(func=cmd_graph)
     pl = sub.add_parser("plan", help="memory and estimated step time of each parallel layout; the fastest that fits")
-    pl.add_argument("--set", action="append", metavar="KEY=VALUE", help="params override")
+    pl.add_argument("--set", action="extend", nargs="+", metavar="KEY=VALUE",
+                    help="params overrides, e.g. a shape: --set model.n_layers=80 model.d_model=8192 (several after "
+                    "one --set, or --set again)")
     from tasks.train.cluster import ClusterSpec
 
     add_spec_options(pl, ClusterSpec, PLAN_DEFAULTS_FROM_PARAMS)  # the cluster, from its spec's fields

@@ -235,3 +235,28 @@ def test_plan_json_ranks_every_layout_by_estimated_time(capsys):
     fixed = json.loads(capsys.readouterr().out)["layouts"]
     assert {x["dp"] for x in fixed if x["rank"] is not None} == {1}
     assert any("global batch 8 is not a multiple" in " ".join(x["reasons"]) for x in fixed)
+
+
+def test_plan_takes_a_shape_after_one_set_and_counts_sequence_parallelism(capsys):
+    """The issue's form: `--set model.n_layers=… model.d_model=… …` (several overrides after one flag) gives a
+    70B shape without a params file of its own; with `parallel.sequence_parallel` the same layout needs less
+    activation memory (its norms and residual stream hold T/tp tokens)."""
+    import json
+
+    from tasks.__main__ import main
+    from tests.conftest import REPO
+
+    shape = ["model.n_layers=80", "model.d_model=8192", "model.n_heads=64", "model.n_kv_heads=8",
+             "model.ffn_hidden=28672", "mix.seq_len=4096", "mix.tokenizer.vocab_size=32000",
+             "pretrain.micro_batch_size=1", "parallel.dp=8", "parallel.tp=8", "parallel.zero_stage=2"]
+    acts = {}
+    for sp in ("false", "true"):
+        args = ["--root", str(REPO), "plan", "--nodes", "8", "--gpus-per-node", "8", "--device", "h100-sxm",
+                "--json", "--set", *shape, f"parallel.sequence_parallel={sp}"]
+        assert main(args) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["parameters"] == pytest.approx(69e9, rel=0.01) and "layers 80" in out["model"]
+        assert out["params_layout"]["problems"] == []  # the params' own layout (dp 8 × tp 8, ZeRO-2) fits
+        same = [x for x in out["layouts"] if (x["dp"], x["tp"], x["pp"], x["zero_stage"]) == (8, 8, 1, 2)]
+        acts[sp] = same[0]["memory_gib"]["activations"]
+    assert acts["true"] < acts["false"]
