@@ -23,6 +23,13 @@ def pids(results: list[dict]) -> set[int]:
     return {r["pid"] for r in results}
 
 
+def kept(results: list[dict]) -> set[int]:
+    """The pids a later pass on the same kept pool may use: those `results` ran on, plus this process's children
+    now (under load one worker can take every task of a pass and another only appear in a later one). Only ever
+    the superset side of an assertion: the children may include processes that are not pool workers."""
+    return pids(results) | {c.pid for c in psutil.Process().children()}
+
+
 def run_pass(spec: ExecutorSpec, n: int = 4, first: int = 0) -> list[dict]:
     args = [(k,) for k in range(first, first + n)]
     return executor_for(spec).map(square_after, args, [f"s{k}" for k in range(first, first + n)])
@@ -40,11 +47,13 @@ def gone(pid: int, within_s: float = 30.0) -> bool:
 def test_a_session_reuses_its_pool_and_stops_it_at_the_end():
     with stage_session():
         assert executor_for(POOL) is executor_for(ExecutorSpec(workers=2))  # same spec, same executor
-        first, second = run_pass(POOL), run_pass(POOL, first=4)
+        first = run_pass(POOL)
+        started = kept(first)
+        second = run_pass(POOL, first=4)
         assert [r["value"] for r in second] == [16, 25, 36, 49]
-        assert pids(second) <= pids(first) and os.getpid() not in pids(first)
+        assert pids(second) <= started and os.getpid() not in pids(first)
         single = run_pass(POOL, n=1)  # a one-shard pass goes to the warm pool instead of this process
-        assert pids(single) <= pids(first)
+        assert pids(single) <= started
     assert all(gone(p) for p in pids(first))
     # Outside a session every pass has its own processes (the pool is started and stopped per map).
     assert not pids(run_pass(POOL)) & pids(run_pass(POOL))
@@ -53,10 +62,8 @@ def test_a_session_reuses_its_pool_and_stops_it_at_the_end():
 def test_a_failed_shard_leaves_the_kept_pool_usable_and_an_error_still_stops_it():
     with pytest.raises(RuntimeError, match="stage failed"):
         with stage_session():
-            warm = pids(run_pass(POOL))
-            # the pool's processes now, whether or not a task reached each (under load one worker can take every
-            # task of the first pass and the other only later): a later pass may use any of them, none new
-            started = warm | {c.pid for c in psutil.Process().children()}
+            warm_results = run_pass(POOL)
+            warm, started = pids(warm_results), kept(warm_results)
             with pytest.raises(ShardError, match="bad"):
                 executor_for(POOL).map(square_after, [(1,), ("x",)], ["good", "bad"])  # "x" * "x" raises
             assert pids(run_pass(POOL)) <= started
@@ -88,7 +95,8 @@ def test_release_stops_the_kept_workers_and_the_next_pass_starts_fresh_ones():
         first = pids(run_pass(POOL))
         release(POOL)
         assert all(gone(p) for p in first)
-        second = pids(run_pass(POOL))
+        second_results = run_pass(POOL)
+        second = pids(second_results)
         assert not second & first
-        assert pids(run_pass(POOL)) <= second  # and those are kept again
+        assert pids(run_pass(POOL)) <= kept(second_results)  # and those are kept again
     release(POOL)  # no session open: nothing to stop, no error

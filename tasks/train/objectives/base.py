@@ -38,6 +38,20 @@ def autocast_identity(train: Any) -> dict[str, Any]:
     return {"mixed_precision": mode} if mode != "sections" and train.precision == "bf16" else {}
 
 
+def dropout_seed(seed: int, rank: int, dp: int, tp: int, tokens_split: bool, pp: int = 1) -> int:
+    """Torch's global seed on `rank` (dropout masks), for DeepSpeed's rank order rank = (stage·dp + dp_rank)·tp
+    + tp_rank. Data-parallel replicas see different samples and must draw different masks. Tensor-parallel peers
+    hold the block outputs replicated, so they must draw the same masks (or their copies would diverge), unless
+    sequence parallelism gives each its own tokens (`tokens_split`), when each needs its own seed. Pipeline stages
+    hold different blocks, so each stage draws its own stream (stage 0 keeps the values of a run without a pipeline).
+    """
+    dp_rank = (rank // tp) % dp
+    tp_part = rank % tp if tokens_split and tp > 1 else 0
+    stage = rank // (tp * dp) if pp > 1 else 0
+    width = tp if tokens_split and tp > 1 else 1
+    return seed * 1009 + dp_rank + dp * (tp_part + width * stage)
+
+
 @dataclass
 class Prepared:
     """What an objective knows before the engine exists."""

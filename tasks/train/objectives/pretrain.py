@@ -24,7 +24,7 @@ from specs.pretrain import ModelSpec, shape_problems
 from tasks.train.config import ModelConfig
 from tasks.train.hf_import import hf_model_config
 from tasks.train.init_weights import HFSource
-from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared, autocast_identity
+from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared, autocast_identity, dropout_seed
 from tasks.train.runlog import build_report, eval_row
 
 
@@ -85,10 +85,7 @@ class PretrainObjective:
                               "grad_accum": t.grad_accum, **autocast_identity(t)},
                     **facts, "seed": self.job.seed, "init": init.fingerprint() if init else "random"}
         self.global_batch = t.micro_batch_size * t.grad_accum * par.dp
-        # Under sequence parallelism dropout acts on each TP rank's own tokens (and, as without it, on its own
-        # heads): one seed per TP rank, or every token chunk would draw the same mask. Without it the block
-        # outputs are replicated over TP and must draw the same masks (rank = (stage·dp + dp_rank)·tp + tp_rank).
-        seed = self.job.seed * 1009 + rank % par.tp if par.sequence_parallel and par.tp > 1 else self.job.seed
+        seed = dropout_seed(self.job.seed, rank, par.dp, par.tp, par.sequence_parallel, par.pp)
         return Prepared(self.cfg, identity, torch_seed=seed, init=init,
                         tokens_per_step=self.global_batch * self.cfg.seq_len)
 

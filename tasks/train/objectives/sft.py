@@ -29,7 +29,7 @@ from tasks.train.chat_template import TemplateChat, checkpoint_chat
 from specs.pretrain import shape_problems
 from tasks.train.config import ModelConfig
 from tasks.train.data import BatchPlan
-from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared, autocast_identity
+from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared, autocast_identity, dropout_seed
 from tasks.train.runlog import rounded
 from tasks.train.sft_data import Packed, pack_samples, render_records, sft_loss_sums, step_loss
 from tasks.train.init_weights import StateDictSource
@@ -133,10 +133,8 @@ class SFTObjective:
                     "data": {k: self.data.stats[k]["loss_tokens"] for k in ("train", "heldout")}, "seed": job.seed,
                     "init": job.pretrain_fingerprint}
         self.plan = BatchPlan(job.seed, len(self.data.train.rows), t.micro_batch_size, t.grad_accum, par.dp)
-        # dropout masks differ per rank; the weights come from the pretrained state
-        # Dropout acts on block outputs, which TP peers hold replicated: they must draw the same masks (one seed
-        # per data-parallel rank; rank = dp_rank × tp + tp_rank with pp = 1), or their copies would diverge.
-        return Prepared(cfg, identity, torch_seed=job.seed * 1009 + rank // par.tp, init=StateDictSource(self.data.init_state, "the pretrained model"),
+        return Prepared(cfg, identity, torch_seed=dropout_seed(job.seed, rank, par.dp, par.tp, False),
+                        init=StateDictSource(self.data.init_state, "the pretrained model"),
                         tokens_per_step=self.plan.global_batch * cfg.seq_len)
 
     def attach(self, engine: Any, ckpt_dir: Path, tag: str | None) -> None:
