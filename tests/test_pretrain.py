@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 
 from tasks.train.launch import build_command
 from tasks.train.model import ModelConfig, Transformer

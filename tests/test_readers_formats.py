@@ -23,8 +23,8 @@ from specs import Params
 from specs.ingest import FilesSource
 from tasks.core.runner import run_stage
 from tasks.data.formats import read_files
-from tasks.data.records import Bad, Doc, read_all_records
-from tests.helpers.readers import CAP, bads, docs, read
+from tasks.data.records import Bad, read_all_records
+from tests.helpers.readers import bads, docs, read
 
 CODECS = {
     "gz": (gzip.compress, lambda c: zlib.decompressobj(wbits=31).decompress(c)),

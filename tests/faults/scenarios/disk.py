@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.faults.scenarios.common import (Row, base_projects, child_env, in_process_executor, ingest_shard_count,
+from tests.faults.scenarios.common import (Row, base_projects, child_env, in_process_executor,
                                            sh, stage_cli, timed, tree_digest, workspace)
 
 

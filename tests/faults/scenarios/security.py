@@ -4,7 +4,6 @@ after a flow run (tests/faults/test_security.py)."""
 from __future__ import annotations
 
 import json
-import pickle
 import shutil
 import subprocess
 import sys
