@@ -4,9 +4,11 @@ telemetry.
 config.py           ModelConfig, param_count, flops_per_token, ffn_hidden_size: the architecture numbers' one owner
 model.py            the plain decoder (Transformer, its layers, lm_loss, init_normal): no parallel code
 tensor_parallel.py  TPContext, ColumnParallelLinear / RowParallelLinear (from_linear), copy_to_tp / reduce_from_tp,
-                    gather_sequence / scatter_sequence, vocab_parallel_cross_entropy, gather_full
+                    vocab_parallel_cross_entropy, gather_full
+sequence_parallel.py  gather_sequence / scatter_sequence, gather_linears (column linears on the gathered
+                    sequence, saving only the local T/tp input)
 tp_model.py         apply_tensor_parallel (BLOCK_TP_PLAN): the vocab-parallel embedding/head, sequence-parallel
-                    norms, vocab_split / head_loss
+                    norms / attention / SwiGLU, vocab_split / head_loss
 parallelize.py      init_distributed, build_layout (topology, groups), pipeline_layers, build_module / build_engine
                     (`deepspeed.initialize`), teardown
 deepspeed_adapter.py  every DeepSpeed internal touched (shm op, cached groups, grad-norm marks, weights-only

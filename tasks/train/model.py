@@ -199,16 +199,23 @@ class Attention(nn.Module):
 
         h / hkv are the heads the projections produce: all of them, or one TP rank's share once tp_model.py
         has split the projections (hence `-1` in the views instead of the config's counts)."""
-        B, T, _ = x.shape
+        return self.attend(self.wq(x), self.wk(x), self.wv(x), attn_mask, position_ids, cache)
+
+    def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
+               position_ids: torch.Tensor | None = None, cache: LayerCache | None = None) -> torch.Tensor:
+        """Everything after the q/k/v projections: q [B, T, h·hd], k and v [B, T, hkv·hd] -> [B, T, d].
+        Split from `forward` so a parallel form can swap the projection step alone (tp_model's sequence-
+        parallel attention projects the gathered sequence in one `gather_linears`)."""
+        B, T, _ = q.shape
         cfg, scaling = self.cfg, rope_scaling(self.cfg)
-        q = self.wq(x).view(B, T, -1, self.head_dim)                               # [B, T, h, hd]
-        k = self.wk(x).view(B, T, -1, self.head_dim)                               # [B, T, hkv, hd]
-        v = self.wv(x).view(B, T, -1, self.head_dim).transpose(1, 2)               # [B, hkv, T, hd]
+        q = q.view(B, T, -1, self.head_dim)                                        # [B, T, h, hd]
+        k = k.view(B, T, -1, self.head_dim)                                        # [B, T, hkv, hd]
+        v = v.view(B, T, -1, self.head_dim).transpose(1, 2)                        # [B, hkv, T, hd]
         if cfg.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = q.transpose(1, 2), k.transpose(1, 2)                                # [B, h|hkv, T, hd]
         if position_ids is None:
-            cos, sin = rope_tables(T, self.head_dim, cfg.rope_theta, x.device, q.dtype, scaling)  # [T, hd]
+            cos, sin = rope_tables(T, self.head_dim, cfg.rope_theta, q.device, q.dtype, scaling)  # [T, hd]
         else:  # table long enough for any position of a packed row (positions restart per sample) or cache
             n_table = max(T, cfg.seq_len, cache.capacity if cache is not None else 0)
             cos, sin = rope_at(position_ids, self.head_dim, cfg.rope_theta, n_table, q.dtype,
@@ -222,7 +229,7 @@ class Attention(nn.Module):
             rep = q.size(1) // k.size(1)                                            # query heads per kv head
             k, v = repeat_kv(k, rep), repeat_kv(v, rep)                            # [B, h, T, hd]
             if cfg.sliding_window and T > cfg.sliding_window:  # older tokens fall out of the window
-                window = sliding_window_mask(T, cfg.sliding_window, x.device)      # [T, T]
+                window = sliding_window_mask(T, cfg.sliding_window, q.device)      # [T, T]
                 attn_mask = window if attn_mask is None else attn_mask & window    # [(B, 1,) T, T]
             if attn_mask is None:  # the pretraining path: is_causal lets SDPA pick its fastest (flash) kernel
                 y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=p)      # [B, h, T, hd]
@@ -242,7 +249,12 @@ class SwiGLU(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.w2(F.silu(self.w1(x)) * self.w3(x))                                # [B, T, h] -> [B, T, d]
+        return self.combine(self.w1(x), self.w3(x))                                # [B, T, d] -> [B, T, d]
+
+    def combine(self, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+        """Everything after the gate/up projections ([B, T, h] each): silu(gate)·up, down, dropout. Split from
+        `forward` so a parallel form can swap the projection step alone (as `Attention.attend`)."""
+        y = self.w2(F.silu(gate) * up)                                             # [B, T, h] -> [B, T, d]
         return self.dropout(y) if self.training else y
 
 

@@ -29,6 +29,8 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from tasks.train.sequence_parallel import scatter_sequence
+
 
 @dataclass(frozen=True)
 class TPContext:
@@ -74,68 +76,6 @@ class _ReduceFromTP(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):  # type: ignore[override]
         return grad, None
-
-
-def _seq_chunks(x: torch.Tensor, tp: TPContext) -> list[torch.Tensor]:
-    if x.size(1) % tp.size:
-        raise ValueError(f"sequence parallelism: {x.size(1)} tokens do not split over {tp.size} TP ranks")
-    return [c.contiguous() for c in x.chunk(tp.size, dim=1)]
-
-
-def _all_gather_seq(x: torch.Tensor, tp: TPContext) -> torch.Tensor:
-    parts = [torch.empty_like(x) for _ in range(tp.size)]
-    dist.all_gather(parts, x.contiguous(), group=tp.group)
-    return torch.cat(parts, dim=1)                                                 # [B, T/tp, d] -> [B, T, d]
-
-
-def _reduce_scatter_seq(x: torch.Tensor, tp: TPContext) -> torch.Tensor:
-    chunks = _seq_chunks(x, tp)
-    out = torch.empty_like(chunks[tp.rank])
-    dist.reduce_scatter(out, chunks, group=tp.group)
-    return out                                                                     # [B, T, d] -> [B, T/tp, d]
-
-
-class _GatherSequence(torch.autograd.Function):
-    """Forward: every rank's T/tp tokens, gathered. Backward: `sum_grad` (the consumer is tensor-parallel, so
-    each rank's gradient is a partial sum) reduce-scatters; else (a replicated consumer computed the same
-    gradient on every rank) each rank keeps its own tokens' slice."""
-
-    @staticmethod
-    def forward(ctx, x, tp, sum_grad):  # type: ignore[override]
-        ctx.tp, ctx.sum_grad = tp, sum_grad
-        return _all_gather_seq(x, tp)
-
-    @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
-        if ctx.sum_grad:
-            return _reduce_scatter_seq(grad, ctx.tp), None, None
-        return _seq_chunks(grad, ctx.tp)[ctx.tp.rank], None, None
-
-
-class _ScatterSequence(torch.autograd.Function):
-    """Forward: partial sums [B, T, d] summed and scattered by tokens (reduce-scatter); backward: all-gather.
-    `reduce` False: the input is already whole and equal on every rank — keep this rank's tokens."""
-
-    @staticmethod
-    def forward(ctx, x, tp, reduce):  # type: ignore[override]
-        ctx.tp = tp
-        return _reduce_scatter_seq(x, tp) if reduce else _seq_chunks(x, tp)[tp.rank]
-
-    @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
-        return _all_gather_seq(grad, ctx.tp), None, None
-
-
-def gather_sequence(x: torch.Tensor, tp: TPContext, sum_grad: bool = True) -> torch.Tensor:
-    """Sequence parallelism's entry into a TP region: [B, T/tp, d] -> [B, T, d] (Korthikanti et al. 2022's g);
-    identity without it. `sum_grad`: the consumer is column-parallel (see `_GatherSequence`)."""
-    return _GatherSequence.apply(x, tp, sum_grad) if tp.sequence_parallel else x
-
-
-def scatter_sequence(x: torch.Tensor, tp: TPContext, reduce: bool = True) -> torch.Tensor:
-    """Sequence parallelism's exit from a TP region: partial sums [B, T, d] -> this rank's summed tokens
-    [B, T/tp, d] (the reduce-scatter that replaces TP's all-reduce: ḡ); identity without it."""
-    return _ScatterSequence.apply(x, tp, reduce) if tp.sequence_parallel else x
 
 
 def copy_to_tp(x: torch.Tensor, tp: TPContext) -> torch.Tensor:
@@ -188,6 +128,7 @@ class ColumnParallelLinear(_ParallelLinear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.tp.sequence_parallel:  # x came through gather_sequence, whose backward sums the partial grads
+            # (a Block's q/k/v and gate/up do not come here: tp_model's sequence-parallel forms use gather_linears)
             return F.linear(x, self.weight, self.bias)                             # [..., out/tp]
         return F.linear(copy_to_tp(x, self.tp), self.weight, self.bias)            # [..., out/tp]
 

@@ -175,3 +175,27 @@ def spawn_gloo(fn: Callable, world: int, args: tuple, out_dir: Path) -> list[Any
         mp.start_processes(_gloo_entry, args=(world, free_port(), fn, args, str(out_dir)), nprocs=world,
                            join=True, start_method=start_method("cpu"))
     return [torch.load(out_dir / f"rank{r}.pt", weights_only=True) for r in range(world)]
+
+
+def saved_activations(fn: Callable, *args: Any, exclude: Any = ()) -> tuple[Any, list[torch.Tensor]]:
+    """fn(*args)'s result and every tensor autograd saves for backward while it runs (the references it keeps
+    alive until backward), less those sharing storage with `exclude` (a module's parameters: weights saved
+    by a matmul are not activations)."""
+    skip = {p.untyped_storage().data_ptr() for p in exclude}
+    saved: list[torch.Tensor] = []
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        if t.untyped_storage().data_ptr() not in skip:
+            saved.append(t)
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn(*args)
+    return out, saved
+
+
+def saved_bytes(saved: list[torch.Tensor]) -> int:
+    """The memory `saved_activations`' tensors hold: each storage once (q, k and v's matmuls saving one input
+    keep one tensor alive, not three)."""
+    storages = {t.untyped_storage().data_ptr(): t.untyped_storage().nbytes() for t in saved}
+    return sum(storages.values())

@@ -1,12 +1,15 @@
 """Tensor parallelism applied to the plain model (torchtitan's TP plan): the layers' tensor-, vocab- and
 sequence-parallel forms, and `apply_tensor_parallel`, which swaps them into a built model (or one pipeline
-layer) in place. The collectives themselves are in `tensor_parallel.py`; `parallelize.py` calls this on the meta
+layer) in place. The collectives themselves are in `tensor_parallel.py` and `sequence_parallel.py`; `parallelize.py` calls this on the meta
 model before materialising each rank's slices.
 
     BLOCK_TP_PLAN            how a Block's linears split (Megatron's column/row pairs)
     VocabParallelEmbedding   the table split by vocabulary rows; VocabParallelLMHead its head (the loss from
                              this rank's columns, `vocab_parallel_cross_entropy`)
-    SequenceParallelRMSNorm  a norm on T/tp tokens that gathers its output (`parallel.sequence_parallel`)
+    SequenceLocalRMSNorm     a Block's norm under `parallel.sequence_parallel`: T/tp tokens in and out
+    SequenceParallelAttention / SequenceParallelSwiGLU   their q/k/v and gate/up in one `gather_linears` each
+                             (gathered inside, only the local input saved: sequence_parallel.py)
+    SequenceParallelRMSNorm  the final norm on T/tp tokens, gathering its output for the head
     vocab_split, head_loss   when the vocabulary is split, and the pipeline's loss_fn for its logits
 """
 
@@ -19,10 +22,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tasks.train.model import Block, Embedding, FinalNorm, LMHead, RMSNorm, lm_loss
+from tasks.train.kv_cache import LayerCache
+from tasks.train.model import Attention, Block, Embedding, FinalNorm, LMHead, RMSNorm, SwiGLU, lm_loss
+from tasks.train.sequence_parallel import gather_linears, gather_sequence, scatter_sequence
 from tasks.train.tensor_parallel import (NO_TP, ColumnParallelLinear, RowParallelLinear, TPContext, copy_to_tp,
-                                         gather_sequence, scatter_sequence, shard_parameter,
-                                         vocab_parallel_embedding, vocab_parallel_lm_loss, vocab_parallel_logits)
+                                         shard_parameter, vocab_parallel_embedding, vocab_parallel_lm_loss,
+                                         vocab_parallel_logits)
 
 
 # How each of a Block's linears splits (Megatron's pairs): q/k/v and gate/up by output rows, o and down by input
@@ -34,10 +39,10 @@ BLOCK_TP_PLAN: dict[str, type[ColumnParallelLinear] | type[RowParallelLinear]] =
 }
 
 
-class HeadSharedRMSNorm(RMSNorm):
-    """Qwen3's per-head q/k RMSNorm under TP: one weight [head_dim] serves every head, but a TP rank holds only
-    its own heads, so its gradient of the weight is partial. `copy_to_tp` (identity forward, all-reduce backward)
-    sums it over the TP group, so every rank applies the same full gradient to its replicated copy."""
+class GroupSummedRMSNorm(RMSNorm):
+    """A replicated norm weight whose gradient each TP rank computes from only part of the data: `copy_to_tp`
+    (identity forward, all-reduce backward) sums it over the TP group, so every rank applies the same full
+    gradient to its copy. The same parameter under the same name: only forward changes."""
 
     tp: TPContext
 
@@ -45,18 +50,55 @@ class HeadSharedRMSNorm(RMSNorm):
         return self.normalize(x) * copy_to_tp(self.weight, self.tp)
 
 
-class SequenceParallelRMSNorm(RMSNorm):
-    """A norm under sequence parallelism (Korthikanti et al. 2022): it runs on this rank's T/tp tokens and
-    gathers its output for the TP region after it (`sum_grad`: that region is column-parallel, so the gradient
-    coming back is a partial sum to reduce-scatter; False before a replicated head). Each rank sees only its
-    tokens, so its weight gradient is partial: `copy_to_tp` sums it over the TP group."""
+class HeadSharedRMSNorm(GroupSummedRMSNorm):
+    """Qwen3's per-head q/k RMSNorm under TP: one weight [head_dim] serves every head, but a TP rank holds only
+    its own heads, so its gradient of the weight is partial (summed over the group)."""
 
-    tp: TPContext
+
+class SequenceLocalRMSNorm(GroupSummedRMSNorm):
+    """A Block's norm under sequence parallelism (Korthikanti et al. 2022): [B, T/tp, d] in and out. It does not
+    gather (the column linears after it do, in `gather_linears`, saving only this input); each rank sees only
+    its tokens, so its weight gradient is partial (summed over the group)."""
+
+
+class SequenceParallelRMSNorm(SequenceLocalRMSNorm):
+    """The final norm under sequence parallelism: gathers its output for the head (`sum_grad`: a split head is
+    column-parallel, so the gradient coming back is a partial sum to reduce-scatter; False before a replicated
+    head). The head saves its gathered [B, T, d] input: one such tensor per model, not per block."""
+
     sum_grad: bool = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.normalize(x) * copy_to_tp(self.weight, self.tp)                   # [B, T/tp, d]
-        return gather_sequence(y, self.tp, self.sum_grad)                          # [B, T, d]
+        return gather_sequence(super().forward(x), self.tp, self.sum_grad)         # [B, T/tp, d] -> [B, T, d]
+
+
+class SequenceParallelAttention(Attention):
+    """Attention on this rank's [B, T/tp, d] tokens: q, k and v from one all-gather (`gather_linears`, which
+    saves only the local input), then `attend` on the full sequence and this rank's heads; wo (row-parallel)
+    reduce-scatters back to [B, T/tp, d]. wq/wk/wv stay the ColumnParallelLinear modules: names unchanged."""
+
+    tp: TPContext
+
+    def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
+                position_ids: torch.Tensor | None = None, cache: LayerCache | None = None) -> torch.Tensor:
+        q, k, v = _gathered_projections(x, self.tp, self.wq, self.wk, self.wv)    # [B, T, (h|hkv)·hd]
+        return self.attend(q, k, v, attn_mask, position_ids, cache)
+
+
+class SequenceParallelSwiGLU(SwiGLU):
+    """SwiGLU on this rank's [B, T/tp, d] tokens: gate and up from one all-gather (`gather_linears`), then
+    `combine` (w2 row-parallel: reduce-scatter to [B, T/tp, d])."""
+
+    tp: TPContext
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = _gathered_projections(x, self.tp, self.w1, self.w3)            # [B, T, h/tp] each
+        return self.combine(gate, up)
+
+
+def _gathered_projections(x: torch.Tensor, tp: TPContext, *layers: nn.Module) -> list[torch.Tensor]:
+    """The column-parallel `layers` (this rank's weight and bias slices) on the gathered sequence of x."""
+    return gather_linears(x, [m.weight for m in layers], tp, [m.bias for m in layers])
 
 
 class SequenceScatteredEmbedding(Embedding):
@@ -132,15 +174,18 @@ def split_vocab(model: nn.Module, tp: TPContext) -> None:
 
 
 def sequence_parallel_norms(model: nn.Module, tp: TPContext, vocab_is_split: bool) -> None:
-    """Swap, in place, the norms for their sequence-parallel form (each the entry of a TP region: the Blocks'
-    two and the final norm, before a split head — or a whole one, which then gets the same gradient on every
-    rank) and a whole table for one that keeps this rank's tokens. Row-parallel linears and the split table
-    reduce-scatter by tokens instead of all-reducing (`tp.sequence`), so between TP regions the residual
-    stream, norms and dropout hold [B, T/tp, d]: 1/tp of those activations per rank."""
+    """Swap, in place, the norms, attention and MLP for their sequence-parallel forms: a Block's norms keep its
+    T/tp tokens and its attention / MLP gather them inside `gather_linears` (saving only the local input); the
+    final norm gathers for a split head (or a whole one, which then gets the same gradient on every rank); a
+    whole table keeps this rank's tokens. Row-parallel linears and the split table reduce-scatter by tokens
+    instead of all-reducing (`tp.sequence`), so between TP regions the residual stream, norms and dropout hold
+    [B, T/tp, d]: 1/tp of those activations per rank, and so do the column linears' saved inputs."""
     for m in list(model.modules()):
         if isinstance(m, Block):
             for norm in (m.attn_norm, m.mlp_norm):
-                norm.__class__, norm.tp = SequenceParallelRMSNorm, tp
+                norm.__class__, norm.tp = SequenceLocalRMSNorm, tp
+            m.attn.__class__, m.attn.tp = SequenceParallelAttention, tp
+            m.mlp.__class__, m.mlp.tp = SequenceParallelSwiGLU, tp
         elif type(m) is FinalNorm:
             m.__class__, m.tp, m.sum_grad = SequenceParallelRMSNorm, tp, vocab_is_split
         elif type(m) is Embedding:  # kept whole (tp does not divide the vocabulary)
@@ -176,7 +221,7 @@ def apply_tensor_parallel(model: nn.Module, tp: TPContext, vocab_size: int | Non
             raise ValueError(f"{cfg.n_heads} query / {cfg.n_kv_heads} kv heads do not split over {tp.size} TP ranks")
         if cfg.qk_norm:
             for norm in (block.attn.q_norm, block.attn.k_norm):
-                norm.__class__, norm.tp = HeadSharedRMSNorm, tp  # same parameter, same name: only forward changes
+                norm.__class__, norm.tp = HeadSharedRMSNorm, tp
         for path, parallel in BLOCK_TP_PLAN.items():
             owner_path, _, name = path.rpartition(".")
             owner = block.get_submodule(owner_path)
