@@ -60,12 +60,14 @@ def block_activation_bytes(seq_len: int, micro_batch: int, d_model: int, n_heads
     GPT block with a 4h GELU MLP and dropout, an upper bound for our SwiGLU block without dropout. The
     5·a·s/(h·t) term is the attention-score, softmax and dropout matrices: fused (flash) attention never stores
     them (Dao et al. 2022), so it is dropped when `fused_attention`.
-    Sequence parallelism (`parallel.sequence_parallel`, tp > 1) splits the two norms' inputs (4·sbh) and the
-    dropout masks (2·sbh) by t too; the gathered inputs of the q/k/v and gate/up matmuls (2·sbh each) stay
-    whole here (Megatron re-gathers them in backward to split them as well: its 34/t), so 4 + 30/t.
+    Sequence parallelism (`parallel.sequence_parallel`, tp > 1) splits the two norms' inputs (4·sbh), the
+    dropout masks (2·sbh) and the q/k/v and gate/up matmuls' inputs (2·sbh each: `gather_linears` saves the
+    rank's T/t tokens and re-gathers them in backward, as Megatron-LM does) by t too: 34/t, Korthikanti's
+    eq. 5. (Before gather_linears those inputs stayed whole: 4 + 30/t. benchmarks/sp_memory.py measures
+    the difference, 4·sbh·(1 − 1/t), on one block.)
     """
     s, b, h, a = seq_len, micro_batch, d_model, n_heads
-    whole, split = (4, 30) if sequence_parallel and tp > 1 else (10, 24)
+    whole, split = (0, 34) if sequence_parallel and tp > 1 else (10, 24)
     per_sbh = whole + split / tp + (0.0 if fused_attention else 5 * a * s / (h * tp))
     return int(s * b * h * per_sbh * act_bytes / 2)
 
