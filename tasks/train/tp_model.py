@@ -1,7 +1,7 @@
 """Tensor parallelism applied to the plain model (torchtitan's TP plan): the layers' tensor-, vocab- and
 sequence-parallel forms, and `apply_tensor_parallel`, which swaps them into a built model (or one pipeline
-layer) in place. The collectives themselves are in `tensor_parallel.py` and `sequence_parallel.py`; `parallelize.py` calls this on the meta
-model before materialising each rank's slices.
+layer) in place. The collectives themselves are in `tensor_parallel.py` and `sequence_parallel.py`;
+`parallelize.py` calls this on the meta model before materialising each rank's slices.
 
     BLOCK_TP_PLAN            how a Block's linears split (Megatron's column/row pairs)
     VocabParallelEmbedding   the table split by vocabulary rows; VocabParallelLMHead its head (the loss from
