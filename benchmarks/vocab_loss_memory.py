@@ -28,6 +28,7 @@ def loss_rank(rank: int, world: int, path: str, tokens: int, vocab: int, d_model
 
     from tasks.train.model import lm_loss
     from tasks.train.tensor_parallel import TPContext, vocab_parallel_lm_loss, vocab_parallel_logits
+    from tasks.train.testing import saved_activations, saved_bytes
     from tests.helpers.init_meta import peak_growth, start_peak
 
     tp = TPContext(rank, world, dist.new_group(list(range(world))))
@@ -36,23 +37,16 @@ def loss_rank(rank: int, world: int, path: str, tokens: int, vocab: int, d_model
     labels = torch.randint(0, vocab, (1, tokens), generator=gen)
     rows = torch.Generator().manual_seed(1 + rank)
     w = (torch.randn(vocab // world, d_model, generator=rows) * 0.02).bfloat16().requires_grad_()  # [V/tp, d]
-    inputs = {x.untyped_storage().data_ptr(), w.untyped_storage().data_ptr()}
-    saved: dict[int, int] = {}
 
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        storage = t.untyped_storage()
-        if storage.data_ptr() not in inputs:
-            saved[storage.data_ptr()] = storage.nbytes()
-        return t
+    def loss_of(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        if path == "gathered":
+            return lm_loss(vocab_parallel_logits(x, w, tp), labels)                  # [1, T, V] on every rank
+        return vocab_parallel_lm_loss(vocab_parallel_logits(x, w, tp, gather=False), labels, tp)
 
     base = start_peak()
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        if path == "gathered":
-            loss = lm_loss(vocab_parallel_logits(x, w, tp), labels)              # [1, T, V] on every rank
-        else:
-            loss = vocab_parallel_lm_loss(vocab_parallel_logits(x, w, tp, gather=False), labels, tp)
+    loss, saved = saved_activations(loss_of, x, w, exclude=[x, w])
     loss.backward()
-    return {"saved_gb": sum(saved.values()) / GB, "peak_gb": peak_growth(base) / GB, "loss": loss.item()}
+    return {"saved_gb": saved_bytes(saved) / GB, "peak_gb": peak_growth(base) / GB, "loss": loss.item()}
 
 
 def main() -> None:
