@@ -89,6 +89,18 @@ def test_tp1_zero3_resumes_at_tp2_zero1(tmp_path, mix_dir, monkeypatch):
     resume_and_compare(tmp_path, mix_dir, job_spec({"tp": 2, "zero_stage": 1}, micro_batch_size=2, grad_accum=4))
 
 
+@pytest.mark.parametrize("before,after", [
+    ({"tp": 2, "zero_stage": 1}, {"tp": 2, "zero_stage": 1, "sequence_parallel": True}),
+    ({"tp": 2, "zero_stage": 1, "sequence_parallel": True}, {"dp": 2, "zero_stage": 2}),
+], ids=["tp2-sp-on-same-layout", "tp2-sp-to-dp2"])
+def test_sequence_parallelism_switched_at_resume(tmp_path, mix_dir, monkeypatch, before, after):
+    """`parallel.sequence_parallel` changes no parameter, so it may be switched at a resume: on at the same
+    layout (DeepSpeed's own files load), and off together with a layout change (the layout-free state). Either
+    way the resumed run continues the plain reference."""
+    fail_after_step_3(tmp_path, mix_dir, job_spec(before, grad_accum=2), monkeypatch)
+    resume_and_compare(tmp_path, mix_dir, job_spec(after, grad_accum=2 if after.get("dp", 1) == 1 else 1))
+
+
 def run_files(base: Path) -> tuple[dict[str, bytes], dict[str, dict]]:
     """The final outputs' bytes and every kept checkpoint's manifest digests."""
     finals = {n: (base / "out" / n).read_bytes() for n in ("model.safetensors", "metrics.jsonl")}

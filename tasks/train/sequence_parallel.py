@@ -11,15 +11,16 @@ per region that sequence parallelism does not split, 4·sbh of a block's 34·sbh
 keeps 4 + 30/t sbh instead of 34/t. `gather_linears` all-gathers once inside one autograd function, runs every
 column weight on the gathered input and saves only this rank's [B, T/tp, d] input; backward all-gathers it again
 for the weight gradients and reduce-scatters the summed input gradient by tokens. The price is one more
-all-gather per region in backward (the same volume as the forward one); the saving is 2·sbh·(1 − 1/t) per
-region, so at tp 8 a block keeps 34/8 = 4.25·sbh instead of 4 + 30/8 = 7.75·sbh (planner.block_activation_bytes).
+all-gather per region in backward (the same volume as the forward one; as in Megatron-LM it overlaps the input
+gradient's matmuls, and the reduce-scatter the weight gradients'); the saving is 2·sbh·(1 − 1/t) per region,
+so at tp 8 a block keeps 34/8 = 4.25·sbh instead of 4 + 30/8 = 7.75·sbh (planner.block_activation_bytes).
 
 Without sequence parallelism (tp = 1, or `tp.sequence` off) every function here is the identity / plain linear.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 import torch.distributed as dist
@@ -35,16 +36,29 @@ def _seq_chunks(x: torch.Tensor, tp: TPContext) -> list[torch.Tensor]:
     return [c.contiguous() for c in x.chunk(tp.size, dim=1)]
 
 
-def _all_gather_seq(x: torch.Tensor, tp: TPContext) -> torch.Tensor:
+def _start_all_gather_seq(x: torch.Tensor, tp: TPContext) -> tuple[Any, list[torch.Tensor]]:
+    """Start an all-gather of every rank's tokens; the caller waits on the handle before reading the parts
+    (the handle keeps the input alive until then: gloo's and NCCL's work objects hold their tensors)."""
     parts = [torch.empty_like(x) for _ in range(tp.size)]
-    dist.all_gather(parts, x.contiguous(), group=tp.group)
+    return dist.all_gather(parts, x.contiguous(), group=tp.group, async_op=True), parts
+
+
+def _all_gather_seq(x: torch.Tensor, tp: TPContext) -> torch.Tensor:
+    handle, parts = _start_all_gather_seq(x, tp)
+    handle.wait()
     return torch.cat(parts, dim=1)                                                 # [B, T/tp, d] -> [B, T, d]
 
 
-def _reduce_scatter_seq(x: torch.Tensor, tp: TPContext) -> torch.Tensor:
+def _start_reduce_scatter_seq(x: torch.Tensor, tp: TPContext) -> tuple[Any, torch.Tensor]:
+    """Start summing x's token chunks over the group, this rank keeping its own; wait before reading it."""
     chunks = _seq_chunks(x, tp)
     out = torch.empty_like(chunks[tp.rank])
-    dist.reduce_scatter(out, chunks, group=tp.group)
+    return dist.reduce_scatter(out, chunks, group=tp.group, async_op=True), out
+
+
+def _reduce_scatter_seq(x: torch.Tensor, tp: TPContext) -> torch.Tensor:
+    handle, out = _start_reduce_scatter_seq(x, tp)
+    handle.wait()
     return out                                                                     # [B, T, d] -> [B, T/tp, d]
 
 
@@ -98,21 +112,32 @@ class _GatherLinears(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grads):  # type: ignore[override]
+        # Megatron-LM's overlap: the re-gather of x runs while dx's matmuls do, and dx's reduce-scatter while
+        # the weight gradients' do; each collective is waited on only where its result is first needed.
         x_local, *weights = ctx.saved_tensors
-        full = _all_gather_seq(x_local, ctx.tp)                                    # [B, T, d], again
-        d = full.size(-1)
-        grad_x, grad_w, grad_b = None, [], []
+        gathering, parts = _start_all_gather_seq(x_local, ctx.tp)                  # [B, T, d], again
+        grad_x = None
+        for g, w in zip(grads, weights):
+            if g is not None:  # None: an output the loss never used
+                part = g @ w.to(g.dtype)                                           # [B, T, d] partial sum
+                grad_x = part if grad_x is None else grad_x + part
+        scattering = None
+        if grad_x is not None:
+            scattering, grad_x = _start_reduce_scatter_seq(grad_x, ctx.tp)         # [B, T/tp, d]
+        gathering.wait()
+        full = torch.cat(parts, dim=1)
+        full = full.reshape(-1, full.size(-1))                                     # [B·T, d]
+        grad_w, grad_b = [], []
         for g, w, has_bias in zip(grads, weights, ctx.has_bias):
-            if g is None:  # an output the loss never used
+            if g is None:
                 grad_w.append(None), grad_b.append(None)
                 continue
             g2 = g.reshape(-1, g.size(-1))                                         # [B·T, out/tp]
-            part = g @ w.to(g.dtype)                                               # [B, T, d] partial sum
-            grad_x = part if grad_x is None else grad_x + part
-            grad_w.append((g2.t() @ full.reshape(-1, d).to(g.dtype)).to(w.dtype))  # [out/tp, d]
+            grad_w.append((g2.t() @ full.to(g.dtype)).to(w.dtype))                 # [out/tp, d]
             grad_b.append(g2.sum(0).to(w.dtype) if has_bias else None)             # [out/tp]
-        if grad_x is not None:
-            grad_x = _reduce_scatter_seq(grad_x, ctx.tp).to(x_local.dtype)         # [B, T/tp, d]
+        if scattering is not None:
+            scattering.wait()
+            grad_x = grad_x.to(x_local.dtype)
         return (grad_x, None, None, *grad_w, *grad_b)
 
 

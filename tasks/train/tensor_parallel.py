@@ -29,7 +29,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from tasks.train.sequence_parallel import scatter_sequence
+from tasks.train.sequence_parallel import gather_linears, scatter_sequence
 
 
 @dataclass(frozen=True)
@@ -176,11 +176,15 @@ def vocab_parallel_logits(x: torch.Tensor, weight: torch.Tensor, tp: TPContext, 
                           ) -> torch.Tensor:
     """Logits from a vocab-split output matrix: this rank's V/tp columns, gathered into the full [B, T, V]
     (every rank then computes the same loss; backward keeps each rank's columns and all-reduces x's gradient).
-    `gather` False: this rank's columns only, [B, T, V/tp], for `vocab_parallel_cross_entropy`."""
+    `gather` False: this rank's columns only, [B, T, V/tp], for `vocab_parallel_cross_entropy`. Under sequence
+    parallelism x is this rank's [B, T/tp, d] tokens, all-gathered inside `gather_linears` (which saves only
+    them and reduce-scatters x's gradient), so the head saves no [B, T, d] either."""
     if not tp.active:
         return F.linear(x, weight)                                                 # [B, T, d] -> [B, T, V]
-    # with sequence parallelism x was gathered by the final norm (whose backward sums the partial grads)
-    local = F.linear(x if tp.sequence_parallel else copy_to_tp(x, tp), weight)     # [B, T, V/tp]
+    if tp.sequence_parallel:  # x is this rank's [B, T/tp, d]: gathered inside, only x saved (Megatron's head)
+        local = gather_linears(x, [weight], tp)[0]                                 # [B, T, V/tp]
+    else:
+        local = F.linear(copy_to_tp(x, tp), weight)                                # [B, T, V/tp]
     return _GatherFromTP.apply(local, tp) if gather else local                    # [B, T, V] | [B, T, V/tp]
 
 

@@ -128,17 +128,12 @@ def tp_forward_check(rank: int, world: int, cfg_dict: dict[str, Any], seed: int,
 
 
 def saved_shapes_of_loss(model: torch.nn.Module, cfg: Any) -> torch.Tensor:
-    """[k, 3] (numel, size of the last dim, number of dims) of every tensor autograd saves for backward in
-    `model(ids, labels)` on a [2, seq_len] batch: what the loss keeps alive until backward."""
-    shapes: list[tuple[int, int, int]] = []
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        shapes.append((t.numel(), t.shape[-1] if t.dim() else 1, t.dim()))
-        return t
-
+    """[k, 3] (numel, size of the last dim, number of dims) of every activation autograd saves for backward in
+    `model(ids, labels)` on a [2, seq_len] batch: what the loss keeps alive until backward (the parameters a
+    matmul saves are left out; a matmul's input may be saved flattened, [B·T, d])."""
     ids = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len), generator=torch.Generator().manual_seed(0))
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(ids, ids)
+    _, saved = saved_activations(model, ids, ids, exclude=list(model.parameters()))
+    shapes = [(t.numel(), t.shape[-1] if t.dim() else 1, t.dim()) for t in saved]
     return torch.tensor(shapes, dtype=torch.int64)
 
 

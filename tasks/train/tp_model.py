@@ -9,7 +9,8 @@ layer) in place. The collectives themselves are in `tensor_parallel.py` and `seq
     SequenceLocalRMSNorm     a Block's norm under `parallel.sequence_parallel`: T/tp tokens in and out
     SequenceParallelAttention / SequenceParallelSwiGLU   their q/k/v and gate/up in one `gather_linears` each
                              (gathered inside, only the local input saved: sequence_parallel.py)
-    SequenceParallelRMSNorm  the final norm on T/tp tokens, gathering its output for the head
+    SequenceParallelRMSNorm  the final norm on T/tp tokens, gathering its output for a whole head (a split
+                             head gathers inside its matmul, so its final norm stays sequence-local)
     vocab_split, head_loss   when the vocabulary is split, and the pipeline's loss_fn for its logits
 """
 
@@ -62,11 +63,13 @@ class SequenceLocalRMSNorm(GroupSummedRMSNorm):
 
 
 class SequenceParallelRMSNorm(SequenceLocalRMSNorm):
-    """The final norm under sequence parallelism: gathers its output for the head (`sum_grad`: a split head is
-    column-parallel, so the gradient coming back is a partial sum to reduce-scatter; False before a replicated
-    head). The head saves its gathered [B, T, d] input: one such tensor per model, not per block."""
+    """The final norm under sequence parallelism before a whole (replicated) head, a vocabulary tp does not
+    divide: gathers its output, and since every rank's head computes the same full gradient from it, backward
+    keeps this rank's tokens (`sum_grad` False; True would be a column-parallel consumer's partial sums). That
+    head saves the gathered [B, T, d]. Before a split head the final norm stays `SequenceLocalRMSNorm`: the head
+    gathers inside its matmul (`vocab_parallel_logits`) and saves only [B, T/tp, d]."""
 
-    sum_grad: bool = True
+    sum_grad: bool = False
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return gather_sequence(super().forward(x), self.tp, self.sum_grad)         # [B, T/tp, d] -> [B, T, d]
@@ -175,9 +178,9 @@ def split_vocab(model: nn.Module, tp: TPContext) -> None:
 
 def sequence_parallel_norms(model: nn.Module, tp: TPContext, vocab_is_split: bool) -> None:
     """Swap, in place, the norms, attention and MLP for their sequence-parallel forms: a Block's norms keep its
-    T/tp tokens and its attention / MLP gather them inside `gather_linears` (saving only the local input); the
-    final norm gathers for a split head (or a whole one, which then gets the same gradient on every rank); a
-    whole table keeps this rank's tokens. Row-parallel linears and the split table reduce-scatter by tokens
+    T/tp tokens and its attention / MLP gather them inside `gather_linears` (saving only the local input); so
+    does a split head (the final norm stays local), while a whole head's final norm gathers for it (every rank
+    then computes the same gradient); a whole table keeps this rank's tokens. Row-parallel linears and the split table reduce-scatter by tokens
     instead of all-reducing (`tp.sequence`), so between TP regions the residual stream, norms and dropout hold
     [B, T/tp, d]: 1/tp of those activations per rank, and so do the column linears' saved inputs."""
     for m in list(model.modules()):
@@ -186,8 +189,9 @@ def sequence_parallel_norms(model: nn.Module, tp: TPContext, vocab_is_split: boo
                 norm.__class__, norm.tp = SequenceLocalRMSNorm, tp
             m.attn.__class__, m.attn.tp = SequenceParallelAttention, tp
             m.mlp.__class__, m.mlp.tp = SequenceParallelSwiGLU, tp
-        elif type(m) is FinalNorm:
-            m.__class__, m.tp, m.sum_grad = SequenceParallelRMSNorm, tp, vocab_is_split
+        elif type(m) is FinalNorm:  # a split head gathers inside its own matmul (vocab_parallel_logits)
+            m.__class__ = SequenceLocalRMSNorm if vocab_is_split else SequenceParallelRMSNorm
+            m.tp = tp
         elif type(m) is Embedding:  # kept whole (tp does not divide the vocabulary)
             m.__class__, m.tp = SequenceScatteredEmbedding, tp
 

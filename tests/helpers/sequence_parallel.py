@@ -55,7 +55,7 @@ def sp_block(rank: int, world: int, cfg_dict: dict[str, Any], seed: int, old_pat
     block = apply_tensor_parallel(Transformer(cfg, seed), tp).layers[1]
     if old_path:
         for norm in (block.attn_norm, block.mlp_norm):
-            norm.__class__ = SequenceParallelRMSNorm  # sum_grad True: a column-parallel region follows
+            norm.__class__, norm.sum_grad = SequenceParallelRMSNorm, True  # a column-parallel region follows
         block.attn.__class__, block.mlp.__class__ = Attention, SwiGLU
     return block, tp
 
