@@ -62,6 +62,11 @@ class SFTSpec(TrainLoopSpec):
                     "world size dp × tp. SFT has no pipeline parallelism: its packed rows need the whole model.")
     zero_stage: int = Field(0, ge=0, le=3, description="ZeRO stage over the data-parallel ranks (0-3; ≤ 2 with "
                             "tp > 1).")
+    sequence_parallel: bool = Field(
+        False, description="Sequence parallelism for SFT's tensor-parallel ranks (as `parallel.sequence_parallel` "
+        "for pretraining, which SFT does not inherit): outside the attention and MLP matmuls each TP rank holds "
+        "seq_len/tp of a packed row's tokens, for long rows. No effect at tp = 1; seq_len must divide by tp. "
+        "Same weights and losses as without it, LoRA included.")
     adapter: AdapterSpec = Field(default_factory=AdapterSpec, description="Full finetuning, or LoRA adapters.")
     compare_prompts: int = Field(8, ge=0, le=1000, description="Held-out conversations whose first user turn "
                                  "both the pretrained and the finetuned model answer (side by side in the report).")
@@ -86,5 +91,6 @@ class SFTJob(StrictModel):
             raise ValueError(f"sft.zero_stage: {sft.zero_stage} with sft.tp = {sft.tp}; ZeRO-3 partitions the "
                              "tensor-parallel slices again, which this engine does not support (use ≤ 2)")
         layout = ParallelSpec.model_validate({**parallel.model_dump(), "dp": sft.dp, "tp": sft.tp, "pp": 1,
-                                              "zero_stage": sft.zero_stage})
+                                              "zero_stage": sft.zero_stage,
+                                              "sequence_parallel": sft.sequence_parallel})
         return cls(train=sft, parallel=layout, flags=flags or FlagSpec())

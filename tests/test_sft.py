@@ -124,21 +124,35 @@ def test_two_zero2_ranks_train(pretrained, tmp_path):
     assert all(torch.isfinite(t).all() for t in state.values())
 
 
-def test_tensor_parallel_sft_equals_tp1(pretrained, tmp_path):
+LORA_ALL = {"kind": "lora", "r": 4, "alpha": 8.0, "targets": ["q", "k", "v", "o", "gate", "up", "down"]}
+
+
+@pytest.mark.parametrize("tp2", [{}, {"sequence_parallel": True}, {"sequence_parallel": True, "adapter": LORA_ALL}],
+                         ids=["tp2", "tp2-sp", "tp2-sp-lora"])
+def test_tensor_parallel_sft_equals_tp1(pretrained, tmp_path, tp2):
     """tp = 2 (starting from the pretrained weights sliced per rank) follows tp = 1 step for step (dropout off:
-    attention dropout draws per-rank masks over a different head split, so only dropout-free runs can match)."""
+    attention dropout draws per-rank masks over a different head split, so only dropout-free runs can match);
+    so does it with `sft.sequence_parallel` (T/2 tokens per rank outside the TP regions), and with LoRA on every
+    linear there: the column-parallel targets are not called as modules under sequence parallelism, so their
+    update must be added by the gathered projections (a missed one stays B = 0 and its run diverges)."""
+    adapter = tp2.get("adapter", {})
     roots = [copy_inputs(pretrained, tmp_path / f"tp{tp}") for tp in (1, 2)]
-    for root, tp in zip(roots, (1, 2)):
-        run_sft(root, tp=tp, steps=3, eval_every=3, dropout=0.0)
+    for root, extra in zip(roots, ({"adapter": adapter} if adapter else {}, {"tp": 2, **tp2})):
+        run_sft(root, steps=3, eval_every=3, dropout=0.0, **extra)
     rows = [[json.loads(x) for x in (r / "data" / "sft" / "metrics.jsonl").read_text().splitlines()] for r in roots]
     losses = [[(r["loss"], r["grad_norm"]) for r in rs if r["kind"] == "train"] for rs in rows]
     assert len(losses[0]) == 3
     for (l1, g1), (l2, g2) in zip(*losses):
         assert l1 == pytest.approx(l2, abs=1e-4) and g1 == pytest.approx(g2, rel=1e-4)
-    a, b = (load_weights(r / "data" / "sft") for r in roots)
-    assert set(a) == set(b)
-    for k in a:
-        torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-4, msg=k)
+    folders = [""] + (["adapter"] if adapter else [])
+    for folder in folders:
+        a, b = (load_weights(r / "data" / "sft" / folder) for r in roots)
+        assert set(a) == set(b)
+        for k in a:
+            torch.testing.assert_close(a[k], b[k], rtol=0, atol=1e-4, msg=k)
+    if adapter:  # A and B of 7 linears in 2 layers, all trained (B off zero): the equality above is not vacuous
+        lora = load_weights(roots[1] / "data" / "sft" / "adapter")
+        assert len(lora) == 2 * 7 * 2 and all(float(t.abs().sum()) > 0 for k, t in lora.items() if k.endswith(".B"))
 
 
 def test_tensor_parallel_peers_stay_identical_with_dropout(pretrained, tmp_path):

@@ -13,6 +13,10 @@ With tensor parallelism the update follows the base's split, adding one small co
 
 `copy_to_tp` all-reduces dh backward, so the replicated A gets the full gradient on every TP rank; the split
 tensor (B_local or A_local) carries `partition_dim` like the base weights, and `tasks/train/weights.py` joins it.
+Under sequence parallelism the r-wide h is gathered (column) or reduce-scattered (row) by tokens instead, and the
+replicated factor's gradient is summed over the group (`LoRAUpdate._sequence_parallel`). A column-parallel
+linear there is not called as a module (its region's `gather_linears` reads its weight), so the sequence-parallel
+attention / MLP add `lora` themselves (tp_model); a row-parallel one still runs the hook.
 
 Only the adapters train: every other parameter is frozen, and the client optimizer is built over trainable
 parameters only (`dsconfig.param_groups`), so optimizer states exist for the adapters alone. At the end the
@@ -28,6 +32,7 @@ import torch
 from torch import nn
 
 from tasks.train.model import init_normal
+from tasks.train.sequence_parallel import gather_sequence, scatter_sequence
 from tasks.train.tensor_parallel import RowParallelLinear, TPContext, copy_to_tp, reduce_from_tp
 
 # forgeline's linear names for the targets PEFT users name after Hugging Face's modules
@@ -57,12 +62,26 @@ class LoRAUpdate(nn.Module):
             split[0].tensor_model_parallel = True  # type: ignore[attr-defined]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.tp.sequence_parallel:
+            return self._sequence_parallel(x)
         h = self.drop(x) @ self.A.t()                                        # [..., r] (partial when row-split)
         if self.row:
             h = reduce_from_tp(h, self.tp)
         elif self.col:
             h = copy_to_tp(h, self.tp)
         return (h @ self.B.t()) * self.scale                                 # [..., out(/tp)]
+
+    def _sequence_parallel(self, x: torch.Tensor) -> torch.Tensor:
+        """The update under sequence parallelism, where the base's input or output holds T/tp tokens: the r-wide
+        activation is what crosses the TP group (all-gathered, or reduce-scattered, by tokens), and the whole
+        factor, which then sees only this rank's tokens, sums its gradient over the group (`copy_to_tp`)."""
+        if self.col:  # x: this rank's tokens [B, T/tp, in] (the base gathers inside gather_linears)
+            h = self.drop(x) @ copy_to_tp(self.A, self.tp).t()               # [B, T/tp, r]
+            h = gather_sequence(h, self.tp)                                  # [B, T, r]; dh reduce-scattered
+            return (h @ self.B.t()) * self.scale                             # [B, T, out/tp]
+        h = self.drop(x) @ self.A.t()                                        # [B, T, r] partial (in split)
+        h = scatter_sequence(h, self.tp)                                     # [B, T/tp, r] summed
+        return (h @ copy_to_tp(self.B, self.tp).t()) * self.scale            # [B, T/tp, out]
 
     def delta(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """ΔW of this rank's slice from (possibly gathered) values of A and B: scale · B A."""

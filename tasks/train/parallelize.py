@@ -111,7 +111,7 @@ def build_layout(parallel: Any) -> Layout:
     topo = PipeModelDataParallelTopology(num_pp=parallel.pp, num_mp=parallel.tp, num_dp=parallel.dp)
     c = topo.get_coord(rank)
     mpu, tp_ctx = None, NO_TP
-    sequence = bool(getattr(parallel, "sequence_parallel", False))  # SFT's layout has no such knob
+    sequence = parallel.sequence_parallel  # SFT's layout carries `sft.sequence_parallel` (SFTJob.from_sections)
     if parallel.pp == 1 and parallel.tp > 1:
         mpu = make_grid(topo)
         tp_ctx = TPContext(c.model, parallel.tp, mpu.get_slice_parallel_group(), sequence)
@@ -219,7 +219,7 @@ def build_module(cfg: ModelConfig, layout: Layout, seed: int, checkpointing: boo
     source = init if init is not None else RandomSource(cfg, seed)
     dtype = zero3_dtype(zero3) if zero3 is not None else None
     if layout.tp_ctx.sequence_parallel and cfg.seq_len % layout.tp:
-        raise ValueError(f"parallel.sequence_parallel: seq_len {cfg.seq_len} does not split over tp = {layout.tp}")
+        raise ValueError(f"sequence parallelism: seq_len {cfg.seq_len} does not split over tp = {layout.tp}")
 
     def finish(index: int, layer: nn.Module) -> nn.Module:
         apply_tensor_parallel(layer, layout.tp_ctx, cfg.vocab_size)

@@ -100,8 +100,11 @@ class SequenceParallelSwiGLU(SwiGLU):
 
 
 def _gathered_projections(x: torch.Tensor, tp: TPContext, *layers: nn.Module) -> list[torch.Tensor]:
-    """The column-parallel `layers` (this rank's weight and bias slices) on the gathered sequence of x."""
-    return gather_linears(x, [m.weight for m in layers], tp, [m.bias for m in layers])
+    """The column-parallel `layers` (this rank's weight and bias slices) on the gathered sequence of x. The
+    layers are not called as modules, so a LoRA update (`lora`, tasks/train/lora.py), which a plain forward
+    adds through a hook, is added here from the same local x."""
+    outs = gather_linears(x, [m.weight for m in layers], tp, [m.bias for m in layers])  # n × [B, T, out_i/tp]
+    return [y + m.lora(x) if hasattr(m, "lora") else y for y, m in zip(outs, layers)]
 
 
 class SequenceScatteredEmbedding(Embedding):
@@ -180,9 +183,10 @@ def sequence_parallel_norms(model: nn.Module, tp: TPContext, vocab_is_split: boo
     """Swap, in place, the norms, attention and MLP for their sequence-parallel forms: a Block's norms keep its
     T/tp tokens and its attention / MLP gather them inside `gather_linears` (saving only the local input); so
     does a split head (the final norm stays local), while a whole head's final norm gathers for it (every rank
-    then computes the same gradient); a whole table keeps this rank's tokens. Row-parallel linears and the split table reduce-scatter by tokens
-    instead of all-reducing (`tp.sequence`), so between TP regions the residual stream, norms and dropout hold
-    [B, T/tp, d]: 1/tp of those activations per rank, and so do the column linears' saved inputs."""
+    then computes the same gradient); a whole table keeps this rank's tokens. Row-parallel linears and the
+    split table reduce-scatter by tokens instead of all-reducing (`tp.sequence`), so between TP regions the
+    residual stream, norms and dropout hold [B, T/tp, d]: 1/tp of those activations per rank, and so do the
+    column linears' saved inputs."""
     for m in list(model.modules()):
         if isinstance(m, Block):
             for norm in (m.attn_norm, m.mlp_norm):

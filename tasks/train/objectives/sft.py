@@ -133,7 +133,7 @@ class SFTObjective:
                     "data": {k: self.data.stats[k]["loss_tokens"] for k in ("train", "heldout")}, "seed": job.seed,
                     "init": job.pretrain_fingerprint}
         self.plan = BatchPlan(job.seed, len(self.data.train.rows), t.micro_batch_size, t.grad_accum, par.dp)
-        return Prepared(cfg, identity, torch_seed=dropout_seed(job.seed, rank, par.dp, par.tp, False),
+        return Prepared(cfg, identity, torch_seed=dropout_seed(job.seed, rank, par.dp, par.tp, par.sequence_parallel),
                         init=StateDictSource(self.data.init_state, "the pretrained model"),
                         tokens_per_step=self.plan.global_batch * cfg.seq_len)
 
