@@ -14,6 +14,7 @@ import os
 import pickle
 import sys
 from functools import partial
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -117,6 +118,23 @@ def test_clip_grad_norm_counts_rank0_or_model_parallel_parameters():
     assert ds_utils.is_model_parallel_parameter(module["plain"].weight)
     assert ds_utils.is_model_parallel_parameter(module["shard"].weight)
     assert not ds_utils.is_model_parallel_parameter(module["tied"].weight)
+
+
+def test_weights_only_loader_reads_the_fp16_dynamic_loss_scaler(tmp_path):
+    """fp16 with ZeRO 1–3 pickles the `DynamicLossScaler` that DeepSpeed's `CreateLossScaler` makes into every
+    optimizer file (bf16/fp32 a static `LossScaler`): a resume or rollback of such a run must unpickle it. CPU
+    ranks cannot run fp16, so the object is made here as ZeRO makes it."""
+    from deepspeed.runtime.fp16.loss_scaler import CreateLossScaler
+
+    args = {"init_scale": 2.0 ** 16, "scale_window": 1000, "min_scale": 1.0, "delayed_shift": 2,
+            "consecutive_hysteresis": False}
+    scaler = CreateLossScaler(dtype=torch.half, static_loss_scale=0, dynamic_scaling=True, dynamic_loss_args=args)
+    scaler.cur_scale, scaler.cur_iter = 4096.0, 17
+    path = tmp_path / "optim_states.pt"
+    torch.save({"loss_scaler": scaler, "w": torch.ones(2)}, path)
+    loaded = adapter.load_weights_only(str(path))["loss_scaler"]
+    assert type(loaded) is type(scaler) and (loaded.cur_scale, loaded.cur_iter) == (4096.0, 17)
+    assert loaded.dynamic and loaded.dtype == torch.half
 
 
 def test_weights_only_loader_refuses_other_classes(tmp_path):
@@ -230,6 +248,20 @@ def test_grid_answers_the_mpu_interface(world1):
                  "get_model_parallel_world_size", "get_slice_parallel_group", "get_data_parallel_world_size"):
         assert callable(getattr(grid, name)), name
     assert grid.get_model_parallel_rank() == 0 and grid.get_data_parallel_world_size() == 1
+
+
+@pytest.mark.parametrize("flags", [{}, {"fused": True}, {"capturable": True}], ids=["loop", "fused", "capturable"])
+def test_a_set_adam_step_lies_where_torch_puts_it(flags):
+    """set_training_state (elastic resume) makes Adam's `step` where torch's own `load_state_dict` would: on the
+    parameter's device for a fused or capturable group (the CUDA fused kernel reads it there), else on the CPU.
+    A meta-device parameter stands for a GPU's (any device but the CPU tells the two apart)."""
+    p = torch.nn.Parameter(torch.zeros(3, device="meta"))
+    ds = SimpleNamespace(optimizer=SimpleNamespace(param_groups=[{"params": [p], **flags}], state={}))
+    adapter.set_training_state(ds, p, torch.zeros(3), [torch.zeros(3), torch.zeros(3)], 5.0)
+    step = ds.optimizer.state[p]["step"]
+    want = torch.optim.Optimizer._process_value_according_to_param_policy(
+        p, torch.tensor(5.0), 0, [{"params": [0], **flags}], "step")
+    assert (step.device, step.dtype) == (want.device, torch.float32)
 
 
 @pytest.mark.parametrize("config", [{}, {"zero_optimization": {"stage": 2}},

@@ -192,13 +192,14 @@ def identity(dp: int = 2, tp: int = 1, micro: int = 4, accum: int = 1, zero: int
             "seq_len": 32, "vocab_size": 256, "data": "abc", "seed": 3, "init": "random"}
 
 
-def saved_store(tmp_path: Path, elastic: bool = True, spec: dict | None = None) -> CheckpointStore:
+def saved_store(tmp_path: Path, elastic: bool = True, spec: dict | None = None, ident: dict | None = None
+                ) -> CheckpointStore:
     store = CheckpointStore(tmp_path / "ckpt")
     tag = store.folder / "step000002"
     tag.mkdir(parents=True)
     if elastic:
         write_json_atomic(tag / FOLDER / STATE, {"layout": {"dp": 2, "tp": 1, "pp": 1, "zero_stage": 2}})
-    store.write_manifest("step000002", 2, identity(), spec or {})
+    store.write_manifest("step000002", 2, ident or identity(), spec or {})
     return store
 
 
@@ -226,3 +227,17 @@ def test_older_checkpoint_resumes_only_at_its_own_layout(tmp_path):
     assert choose_resume(off, identity(), 5, "sft")[3] is None
     error = choose_resume(off, identity(dp=1, accum=2), 5, "sft")[3]
     assert "saved with `sft.checkpoint_elastic: false`" in error and "predates" not in error
+
+
+def test_fp16_without_zero_writes_no_layout_free_state_and_resumes_only_at_its_layout(tmp_path):
+    """fp16 at ZeRO-0 keeps its fp32 masters where DeepSpeed's safe_get/set API cannot reach them (they would be
+    saved fp16-rounded, with zero moments): no layout-free copy is written, and another layout is refused
+    naming why; ZeRO ≥ 1 in fp16, and every other precision at ZeRO-0, keep the copy."""
+    assert elastic.unsupported_reason("fp16", 0) is not None
+    assert all(elastic.unsupported_reason(p, z) is None for p, z in [("fp16", 1), ("fp16", 3), ("bf16", 0),
+                                                                     ("fp32", 0)])
+    fp16 = {"precision": "fp16", "zero": 0}
+    store = saved_store(tmp_path, elastic=False, ident=identity(**fp16))
+    assert choose_resume(store, identity(**fp16), 5, "pretrain")[3] is None
+    error = choose_resume(store, identity(dp=1, accum=2, **fp16), 5, "pretrain")[3]
+    assert "in fp16 without ZeRO" in error and "zero_stage ≥ 1" in error and "predates" not in error

@@ -128,6 +128,8 @@ def test_missing_gpus_are_reported_not_remapped(nvml):
         assert sample.metrics["gpu1_missing"] == 1 and "gpu1_temperature_c" not in sample.metrics
         assert sample.metrics["gpu0_temperature_c"] == 70
         assert len(sample.alerts) == 1 and "local rank 1" in sample.alerts[0] and problem in sample.alerts[0]
+    # the DeepSpeed launcher sets LOCAL_SIZE, not LOCAL_WORLD_SIZE: every local rank's GPU all the same
+    assert [g.nvml_index for g in local_gpus({"LOCAL_SIZE": "3", "LOCAL_RANK": "0"})] == [0, 1, 2]
     # LOCAL_RANK alone (no LOCAL_WORLD_SIZE): that one rank's GPU
     assert local_gpus({"LOCAL_RANK": "1", "CUDA_VISIBLE_DEVICES": "2,1"}) == [LocalGpu(1, "1", 1)]
 

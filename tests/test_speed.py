@@ -123,3 +123,19 @@ def test_torch_autocast_runs_are_a_different_checkpoint_identity():
     assert autocast_identity(auto) == {"mixed_precision": "torch_autocast"}
     assert autocast_identity(PretrainSpec(precision="bf16")) == {}  # identities from before the option match
     assert autocast_identity(PretrainSpec(precision="fp32", speed={"mixed_precision": "torch_autocast"})) == {}
+
+
+@pytest.mark.parametrize("capabilities,want", [([(9, 0)], "bf16"), ([(8, 0), (9, 0)], "bf16"),
+                                              ([(8, 6), (7, 0)], "fp16"), ([(7, 5)], "fp16")],
+                         ids=["h100", "a100+h100", "a10+v100", "t4"])
+def test_precision_auto_reads_every_gpus_capability(monkeypatch, capabilities, want):
+    """`precision: auto` on GPUs: bf16 only when every visible GPU has it in hardware (capability ≥ 8), else fp16
+    with dynamic loss scaling. Never through `torch.cuda.is_bf16_supported`, which counts emulated bf16 (V100, T4)
+    and allocates on GPU 0 in the launching process."""
+    from tasks.train.launch import resolved_precision
+    from tests.helpers.parallel import job_spec
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: len(capabilities))
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=None: capabilities[i])
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: pytest.fail("is_bf16_supported called"))
+    assert resolved_precision(job_spec({"accelerator": "cuda"}, precision="auto")).train.precision == want

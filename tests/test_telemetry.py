@@ -29,6 +29,7 @@ def test_mfu_of_gpt2_124m_on_h100():
 
 @pytest.mark.parametrize("name, key", [
     ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA H200", "h200"),
+    ("NVIDIA H100 NVL", "h100-nvl"), ("NVIDIA H200 NVL", "h200-nvl"), ("NVIDIA GH200 480GB", "h200"),
     ("NVIDIA A100-SXM4-80GB", "a100"), ("NVIDIA A10G", "a10g"), ("NVIDIA A10", "a10"), ("NVIDIA L40S", "l40s"),
     ("NVIDIA L4", "l4"), ("Tesla V100-SXM2-16GB", "v100"), ("NVIDIA GeForce RTX 4090", "rtx-4090"),
     ("AMD Instinct MI300X", "mi300x"), ("cpu", "cpu"), ("a100", "a100"),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -35,10 +36,14 @@ def nvidia_smi() -> list[dict[str, str]] | str:
 
 def nvml(count: int) -> list[dict] | str:
     try:
+        from tasks.train.nvml import local_gpus
         from tasks.train.telemetry import gpu_stats, throttling_alert
 
-        out = [gpu_stats(index) for index in range(count)]
-        return [{**stats, "alert": throttling_alert(stats)} for stats in out if stats] or "NVML: no readings"
+        # CUDA ordinal i is NVML's index only without CUDA_VISIBLE_DEVICES: resolve it as the ranks' telemetry does
+        gpus = local_gpus({**os.environ, "LOCAL_WORLD_SIZE": str(count)})
+        out = [{"cuda_device": g.local_rank, "nvml_index": g.nvml_index, **gpu_stats(g.nvml_index)}
+               for g in gpus if g.nvml_index is not None]
+        return [{**stats, "alert": throttling_alert(stats)} for stats in out] or "NVML: no readings"
     except Exception as exc:  # noqa: BLE001 - a snapshot reports, it does not fail
         return f"NVML: {type(exc).__name__}: {exc}"
 

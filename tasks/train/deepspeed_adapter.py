@@ -109,13 +109,14 @@ def record_clip_norm(ds: Any) -> None:
 def load_weights_only(path: str, map_location: Any = None) -> Any:
     """`torch.load(weights_only=True)` admitting the few plain classes DeepSpeed pickles into its checkpoints.
 
-    Relies on: a DeepSpeed 0.19 checkpoint holds tensors, builtins and only `LossScaler`, `ZeroStageEnum` and
-    `fragment_address` objects (at these import paths)."""
-    from deepspeed.runtime.fp16.loss_scaler import LossScaler
+    Relies on: a DeepSpeed 0.19 checkpoint holds tensors, builtins and only `LossScaler` (`DynamicLossScaler` in
+    fp16 with ZeRO 1–3: `CreateLossScaler`), `ZeroStageEnum` and `fragment_address` objects (at these import
+    paths)."""
+    from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler
     from deepspeed.runtime.zero.config import ZeroStageEnum
     from deepspeed.utils.tensor_fragment import fragment_address
 
-    with torch.serialization.safe_globals([LossScaler, ZeroStageEnum, fragment_address]):
+    with torch.serialization.safe_globals([LossScaler, DynamicLossScaler, ZeroStageEnum, fragment_address]):
         return torch.load(path, map_location=map_location, weights_only=True)
 
 
@@ -255,10 +256,17 @@ def training_state(ds: Any, p: torch.Tensor, has_state: bool) -> tuple[torch.Ten
     return full, [safe_get_full_optimizer_state(p, k) if has_state else torch.zeros_like(full) for k in ADAM_MOMENTS]
 
 
-def _adam_entry(like: torch.Tensor, step: float) -> dict[str, torch.Tensor]:
-    """torch AdamW's per-tensor state as its `_init_group` creates it (step: a float32 CPU scalar tensor)."""
-    return {"step": torch.tensor(float(step), dtype=torch.float32), "exp_avg": torch.zeros_like(like),
-            "exp_avg_sq": torch.zeros_like(like)}
+def _adam_entry(like: torch.Tensor, step: float, on_device: bool) -> dict[str, torch.Tensor]:
+    """torch AdamW's per-tensor state as its `_init_group` creates it: step a float32 scalar tensor, on the CPU
+    unless the group is fused or capturable (`on_device`), whose kernels read it on the parameter's device
+    (torch's own `load_state_dict` moves it there; a CPU step handed to the CUDA fused kernel is read as a
+    device pointer)."""
+    return {"step": torch.tensor(float(step), dtype=torch.float32, device=like.device if on_device else "cpu"),
+            "exp_avg": torch.zeros_like(like), "exp_avg_sq": torch.zeros_like(like)}
+
+
+def _steps_on_device(optimizer: Any) -> bool:
+    return any(g.get("fused") or g.get("capturable") for g in optimizer.param_groups)
 
 
 def prime_adam_state(ds: Any, step: float) -> None:
@@ -277,7 +285,7 @@ def prime_adam_state(ds: Any, step: float) -> None:
     if flats is None:
         flats = [p for group in base.param_groups for p in group["params"]]
     for flat in flats:
-        base.state[flat] = _adam_entry(flat, step)
+        base.state[flat] = _adam_entry(flat, step, _steps_on_device(base))
     link_adam_state(ds)
 
 
@@ -320,7 +328,7 @@ def set_training_state(ds: Any, p: torch.Tensor, fp32: torch.Tensor, moments: li
             p.data.copy_(fp32.reshape(p.shape))
         return
     p.data.copy_(fp32.reshape(p.shape))
-    entry = _adam_entry(p, step)
+    entry = _adam_entry(p, step, _steps_on_device(_base_optimizer(ds)))
     for key, value in zip(ADAM_MOMENTS, moments):
         entry[key].copy_(value.reshape(p.shape))
     _base_optimizer(ds).state[p] = entry

@@ -286,6 +286,16 @@ def global_batch(identity: dict[str, Any]) -> tuple[int, int, int]:
     return int(t.get("micro_batch_size", 0)), int(t.get("grad_accum", 1)), int(par.get("dp", 1))
 
 
+def unsupported_reason(precision: str | None, zero_stage: int) -> str | None:
+    """Why this run cannot write a layout-free state (None: it can). fp16 without ZeRO runs DeepSpeed's
+    FP16_(Unfused)Optimizer, whose fp32 masters (`fp32_groups`) carry no `_hp_mapping`: the safe_get/set API
+    reads None for them, so the copy would hold fp16-rounded weights and zero moments and a resume would
+    restart from stale masters. Refused rather than written wrong."""
+    if precision == "fp16" and zero_stage == 0:
+        return "DeepSpeed's fp16 optimizer keeps fp32 masters that its safe_get/set API cannot reach"
+    return None
+
+
 def layout_problems(stored: dict[str, Any], current: dict[str, Any], tag_dir: Path, stage: str = "pretrain",
                     spec: dict[str, Any] | None = None) -> list[str]:
     """Why a checkpoint at another layout cannot be resumed here (empty: it can, or the layout is the same).
@@ -302,7 +312,11 @@ def layout_problems(stored: dict[str, Any], current: dict[str, Any], tag_dir: Pa
         problems.append(f"global batch: checkpoint has {m0 * a0 * d0} sequences per step (micro_batch_size {m0} × "
                         f"grad_accum {a0} × dp {d0}), this run has {m1 * a1 * d1} ({m1} × {a1} × {d1}); the data "
                         f"position is kept in global samples, so the global batch must stay the same{hint}")
-    if old != new and saved_layout(tag_dir) is None:
+    fp16_zero0 = unsupported_reason(stored.get("train", {}).get("precision"), old["zero_stage"])
+    if old != new and fp16_zero0:
+        problems.append(f"parallel: checkpoint was written at {old} in fp16 without ZeRO, which has no layout-free "
+                        f"state ({fp16_zero0}); resume at {old}, or train with zero_stage ≥ 1 to change layouts")
+    elif old != new and saved_layout(tag_dir) is None:
         saved_with = (spec or {}).get("train", {}).get("checkpoint_elastic")  # the job spec's train section
         why = (f"it was saved with `{stage}.checkpoint_elastic: false`" if saved_with is False
                else f"it predates that format; it is written with `{stage}.checkpoint_elastic: true`")

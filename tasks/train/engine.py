@@ -22,7 +22,7 @@ from tasks.train.config import ModelConfig
 from tasks.train.data import EvalData, loss_sums
 from tasks.train.deepspeed_adapter import (full_fp32_param, gathered_param, pipeline_eval_sums,
                                            pipeline_local_layers, use_weights_only_loader)
-from tasks.train.elastic import load_layout_free, needs_reshard, save_layout_free
+from tasks.train.elastic import load_layout_free, needs_reshard, save_layout_free, unsupported_reason
 from tasks.train.init_weights import WeightSource
 from tasks.train.parallelize import Layout, build_engine
 from tasks.train.tensor_parallel import TPContext
@@ -170,7 +170,9 @@ class Engine:
         (tasks/train/async_save.py), and training may change the weights meanwhile."""
         tag_dir, step = Path(folder) / tag, client_state["step"]
         capture = capturing_engine(self.ds)
-        elastic = bool(self.job.train.checkpoint_elastic)  # false: this layout's files only (resume refuses others)
+        # false: this layout's files only (resume refuses others); never for fp16 without ZeRO (unsupported_reason)
+        elastic = bool(self.job.train.checkpoint_elastic) and \
+            unsupported_reason(self.job.train.precision, self.job.parallel.zero_stage) is None
         if capture is None:  # a DeepSpeed writer of its own is configured: it writes now, rank 0 hashes
             self.ds.save_checkpoint(folder, tag=tag, client_state=client_state, save_latest=False)
             return save_layout_free(self, tag_dir, step) if elastic else []

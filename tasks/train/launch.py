@@ -220,10 +220,34 @@ def resolved_precision(spec: Any) -> Any:
     if use_cpu(spec.parallel.accelerator):
         precision = "fp32"
     else:
-        import torch
-
-        precision = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+        precision = "bf16" if gpus_support_bf16() else "fp16"
     return spec.model_copy(update={"train": spec.train.model_copy(update={"precision": precision})})
+
+
+def free_device_memory(accelerator: str) -> None:
+    """After a rank ran in this process: collect its engine's reference cycles and hand the CUDA allocator's
+    cached blocks back, so what runs next here (`plan --measure`'s other layouts, whose rank 0 shares GPU 0)
+    does not find the device full of a finished run's memory. Nothing to do on CPU ranks."""
+    if use_cpu(accelerator):
+        return
+    import gc
+
+    import torch
+
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def gpus_support_bf16() -> bool:
+    """bf16 in hardware on every visible GPU: compute capability ≥ 8 (Ampere and newer; ROCm's MI200/MI300
+    report 9). Not `torch.cuda.is_bf16_supported()`: since torch 2.3 it also says yes where bf16 is only
+    emulated (V100, T4: slow, and no bf16 peak for MFU), asks only the current device, and allocates a tensor
+    there, which would hold a CUDA context on GPU 0 in the launching process for the whole run. Reading the
+    capability creates no context."""
+    import torch
+
+    n = torch.cuda.device_count()
+    return n > 0 and all(torch.cuda.get_device_capability(i)[0] >= 8 for i in range(n))
 
 
 def launch(job: PretrainRun | SFTRun, launch_dir: Path, root: Path | None = None) -> TrainResult:
@@ -253,7 +277,10 @@ def launch(job: PretrainRun | SFTRun, launch_dir: Path, root: Path | None = None
     if par.launcher == "spawn" and world == 1:
         with environ(**base, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
                      **rank_env(par.accelerator, threads=False)):
-            return run_rank(job)
+            try:
+                return run_rank(job)
+            finally:
+                free_device_memory(par.accelerator)
     if par.launcher == "spawn":
         import torch.multiprocessing as mp
 

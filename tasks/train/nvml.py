@@ -117,12 +117,13 @@ def resolve_gpu(nv: Any, local_rank: int, env: Mapping[str, str]) -> LocalGpu:
 
 
 def local_gpus(env: Mapping[str, str] | None = None) -> list[LocalGpu]:
-    """Every local rank's GPU (LOCAL_WORLD_SIZE ranks, else the one of LOCAL_RANK); [] without NVML."""
+    """Every local rank's GPU (LOCAL_WORLD_SIZE ranks — LOCAL_SIZE under the DeepSpeed launcher, which sets
+    only that — else the one of LOCAL_RANK); [] without NVML."""
     env = os.environ if env is None else env
     nv = nvml_module()
     if nv is None:
         return []
-    size = env.get("LOCAL_WORLD_SIZE")
+    size = env.get("LOCAL_WORLD_SIZE") or env.get("LOCAL_SIZE")
     ranks = range(int(size)) if size else [int(env.get("LOCAL_RANK", "0"))]
     return [resolve_gpu(nv, r, env) for r in ranks]
 

@@ -18,8 +18,9 @@ from tasks.train.telemetry import UnknownDeviceError, canonical_device, peak_flo
 # ------------------------------------------------------------------------------------------------ bandwidths
 # Bytes/s one device can push in one direction over a link (what a ring all-reduce is bound by).
 # NVLink: NVIDIA H100 SXM datasheet, 900 GB/s NVLink 4 bidirectional = 450 GB/s per direction (H200 the same);
-# A100 SXM datasheet, 600 GB/s NVLink 3 bidirectional = 300 GB/s per direction.
-NVLINK_PER_DIRECTION = {"h100-sxm": 450e9, "h200": 450e9, "a100": 300e9}
+# A100 SXM datasheet, 600 GB/s NVLink 3 bidirectional = 300 GB/s per direction. NVL cards link by bridges: H100
+# NVL 600 GB/s (300 per direction), H200 NVL 900 GB/s per GPU (450; 2- or 4-way bridges: only that many GPUs).
+NVLINK_PER_DIRECTION = {"h100-sxm": 450e9, "h200": 450e9, "a100": 300e9, "h100-nvl": 300e9, "h200-nvl": 450e9}
 NVLINK_DEFAULT = 450e9
 # PCIe gen4 x16: 32 GB/s per direction on paper, ~25 GB/s achieved by NCCL through the host bridge (no P2P).
 PCIE_GEN4 = 25e9
@@ -29,7 +30,7 @@ SHM = 10e9
 # 400 Gb/s = 50 GB/s per GPU (DGX H100). Hopper devices get NDR, everything else HDR.
 INFINIBAND_HDR_PER_GPU = 25e9
 INFINIBAND_NDR_PER_GPU = 50e9
-NDR_DEVICES = {"h100-sxm", "h100-pcie", "h200"}
+NDR_DEVICES = {"h100-sxm", "h100-pcie", "h100-nvl", "h200", "h200-nvl"}
 # 100 GbE: 12.5 GB/s per NIC, and a typical cloud/commodity node has ONE NIC shared by all its GPUs, so every
 # device whose collective crosses nodes gets 12.5 GB/s / gpus_per_node (all of them cross at once).
 ETHERNET_100G_PER_NODE = 12.5e9

@@ -25,8 +25,12 @@ DEVICE_PEAK_TFLOPS: dict[str, dict[str, float]] = {
     "h100-sxm": {"bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9},
     # Same datasheet, PCIe: BF16/FP16 756 (1,513 sparse), TF32 378, FP32 51.2.
     "h100-pcie": {"bf16": 756.0, "fp16": 756.0, "tf32": 378.0, "fp32": 51.2},
+    # Same datasheet, NVL (dual-slot PCIe, NVLink bridge): BF16/FP16 835.5 (1,671 sparse), TF32 417.5, FP32 60.
+    "h100-nvl": {"bf16": 835.5, "fp16": 835.5, "tf32": 417.5, "fp32": 60.0},
     # NVIDIA H200 datasheet, SXM: the H100 SXM's Hopper compute (989 dense BF16) with 141 GB HBM3e.
     "h200": {"bf16": 989.4, "fp16": 989.4, "tf32": 494.7, "fp32": 66.9},
+    # Same datasheet, H200 NVL: the H100 NVL's figures (BF16/FP16 835.5 dense, TF32 417.5, FP32 60).
+    "h200-nvl": {"bf16": 835.5, "fp16": 835.5, "tf32": 417.5, "fp32": 60.0},
     # NVIDIA A100 datasheet (SXM and PCIe, 40/80 GB): BF16/FP16 312, TF32 156, FP32 19.5.
     "a100": {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5},
     # NVIDIA L4 datasheet: BF16/FP16 121 (242 sparse), TF32 60, FP32 30.3.
@@ -50,9 +54,11 @@ DEVICE_PEAK_TFLOPS: dict[str, dict[str, float]] = {
 }
 
 # Names as torch.cuda.get_device_name / NVML report them ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB",
-# "Tesla V100-SXM2-16GB", "AMD Instinct MI300X") → table keys. Order matters: a100 before a10, l40s before l4.
+# "Tesla V100-SXM2-16GB", "AMD Instinct MI300X") → table keys. Order matters: a100 before a10, l40s before l4,
+# the NVL cards before their SXM names ("NVIDIA H100 NVL"; GH200's "NVIDIA GH200 480GB" is the SXM part: h200).
 _DEVICE_PATTERNS = [
-    (r"^cpu$", "cpu"), (r"h100.*pcie", "h100-pcie"), (r"h100", "h100-sxm"), (r"h200", "h200"),
+    (r"^cpu$", "cpu"), (r"h100.*pcie", "h100-pcie"), (r"h100.*nvl", "h100-nvl"), (r"h100", "h100-sxm"),
+    (r"h200.*nvl", "h200-nvl"), (r"h200", "h200"),
     (r"a100", "a100"), (r"a10g", "a10g"), (r"\ba10\b", "a10"), (r"l40-?s", "l40s"), (r"\bl4\b", "l4"),
     (r"v100", "v100"), (r"4090", "rtx-4090"), (r"mi300x", "mi300x"), (r"mi250x", "mi250x"),
 ]
