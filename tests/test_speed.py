@@ -139,3 +139,17 @@ def test_precision_auto_reads_every_gpus_capability(monkeypatch, capabilities, w
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=None: capabilities[i])
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: pytest.fail("is_bf16_supported called"))
     assert resolved_precision(job_spec({"accelerator": "cuda"}, precision="auto")).train.precision == want
+
+
+def test_an_in_process_rank_hands_the_cuda_cache_back(monkeypatch):
+    """After a rank ran in the launching process (world 1), the CUDA allocator's cached blocks are released, so
+    what runs next there (`plan --measure`'s next layout, rank 0 on the same GPU) finds the device free; CPU
+    ranks touch no CUDA API."""
+    from tasks.train import launch
+
+    calls: list[str] = []
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: calls.append("empty_cache"))
+    launch.free_device_memory("cpu")
+    assert calls == []
+    launch.free_device_memory("cuda")
+    assert calls == ["empty_cache"]
