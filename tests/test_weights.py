@@ -30,8 +30,9 @@ def whole_state(layers: int = 4) -> dict[str, torch.Tensor]:
 SPLIT = {"wq": 0, "wo": 1}
 
 
-def cut(out, state, pp: int, tp: int) -> None:
-    """Write `state` as pp × tp ranks of dp rank 0 would: stage s holds a contiguous run of layers."""
+def cut(out, state, pp: int, tp: int, record_pp: bool = True) -> None:
+    """Write `state` as pp × tp ranks of dp rank 0 would: stage s holds a contiguous run of layers
+    (`record_pp` False: as shards written before they carried the stage count)."""
     layers = sorted({int(k.split(".")[1]) for k in state})
     per = len(layers) // pp
     for stage in range(pp):
@@ -46,7 +47,7 @@ def cut(out, state, pp: int, tp: int) -> None:
                     continue
                 tensors[k] = v.chunk(tp, dim=dim)[r].clone()
                 split[k] = dim
-            write_shard(shard_path(out, stage, r), tensors, split, tp=tp, tp_rank=r)
+            write_shard(shard_path(out, stage, r), tensors, split, tp=tp, tp_rank=r, pp=pp if record_pp else None)
 
 
 @pytest.mark.parametrize("pp,tp", [(1, 1), (1, 2), (2, 1), (2, 2), (4, 2)])
@@ -59,6 +60,18 @@ def test_merge_reassembles_the_whole_model(tmp_path, pp, tp):
     assert list(merged) == sorted(state, key=lambda k: (int(k.split(".")[1]), k))
     for k, v in state.items():
         assert torch.equal(merged[k], v), k
+
+
+@pytest.mark.parametrize("lost", ["pp001-tp000.safetensors", "pp001-tp001.safetensors"])
+def test_a_missing_stage_shard_is_refused_not_merged_into_a_smaller_model(tmp_path, lost):
+    """A pipeline stage's whole file missing (its node wrote to a disk the merging rank cannot see) leaves
+    every remaining tensor complete, so only the stage count the shards carry can tell: the merge names the
+    missing file instead of writing a model without those layers."""
+    cut(tmp_path, whole_state(), 2, 2)
+    (tmp_path / "shards" / lost).unlink()
+    with pytest.raises(FileNotFoundError, match=rf"1 of 4 weight shards missing \({lost}"):
+        merge_shards(tmp_path)
+    assert not (tmp_path / SINGLE).exists()
 
 
 def test_small_file_cap_writes_hf_sharded_layout_with_the_same_weights(tmp_path):
@@ -89,7 +102,8 @@ def test_merge_is_deterministic_and_fingerprinted(tmp_path):
 
 
 def test_a_missing_tp_slice_is_refused_by_name(tmp_path):
-    cut(tmp_path, whole_state(), 1, 2)
+    """Shards without the stage count (older runs): each split tensor's slices are still checked."""
+    cut(tmp_path, whole_state(), 1, 2, record_pp=False)
     (shard_path(tmp_path, 0, 1)).unlink()
     with pytest.raises(ValueError, match=r"`layers.0.attn.wo.weight`: slices of TP ranks \[0\] found, expected 0..1"):
         merge_shards(tmp_path)

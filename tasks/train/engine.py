@@ -261,11 +261,11 @@ class Engine:
         if L.dp_rank != 0:
             return None
         path = shard_path(out_dir, L.stage, L.tp_rank)
-        write_shard(path, values, {k: d for k, d in split.items() if k in values}, L.tp, L.tp_rank)
+        write_shard(path, values, {k: d for k, d in split.items() if k in values}, L.tp, L.tp_rank, L.pp)
         if lora:
             mine = {k: v for k, v in lora.items() if k in split or L.tp_rank == 0}
             write_shard(shard_path(out_dir, L.stage, L.tp_rank, ADAPTER_SHARDS), mine,
-                        {k: d for k, d in split.items() if k in mine}, L.tp, L.tp_rank)
+                        {k: d for k, d in split.items() if k in mine}, L.tp, L.tp_rank, L.pp)
         return path
 
 

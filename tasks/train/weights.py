@@ -49,12 +49,15 @@ def shard_path(out_dir: Path, stage: int, tp_rank: int, folder: str = SHARDS_DIR
     return out_dir / folder / f"pp{stage:03d}-tp{tp_rank:03d}.safetensors"
 
 
-def write_shard(path: Path, tensors: dict[str, torch.Tensor], split: dict[str, int], tp: int, tp_rank: int) -> None:
+def write_shard(path: Path, tensors: dict[str, torch.Tensor], split: dict[str, int], tp: int, tp_rank: int,
+                pp: int | None = None) -> None:
     """One rank's part: `tensors` (its TP slices and, on TP rank 0, the replicated tensors) and `split` (key →
-    the dimension its slices are concatenated along)."""
+    the dimension its slices are concatenated along). `pp`: the run's pipeline stages, so the merge can tell a
+    missing stage's file (a node whose shards never reached the shared folder) from a smaller model."""
     # One metadata key: safetensors keeps metadata in a Rust HashMap, whose order is random per process, so
     # two keys would make equal shards differ in bytes from run to run (these files are only read back here).
-    meta = {"forgeline": json.dumps({"tp": tp, "tp_rank": tp_rank, "split": split}, sort_keys=True)}
+    info = {"tp": tp, "tp_rank": tp_rank, "split": split, **({"pp": pp} if pp is not None else {})}
+    meta = {"forgeline": json.dumps(info, sort_keys=True)}
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
         save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata=meta)
@@ -64,22 +67,35 @@ def _shard_table(folder: Path) -> tuple[int, dict[str, list[tuple[int, Path]]], 
     """(tp, key → [(tp rank, file)], key → split dim or None) over every shard file in `folder`."""
     pieces: dict[str, list[tuple[int, Path]]] = defaultdict(list)
     split: dict[str, int | None] = {}
-    tps = set()
+    tps, pps, found = set(), set(), set()
     files = sorted(folder.glob("*.safetensors"))
     if not files:
         raise FileNotFoundError(f"no weight shards in {folder}")
     for f in files:
-        if not _SHARD_NAME.fullmatch(f.name):
+        name = _SHARD_NAME.fullmatch(f.name)
+        if not name:
             raise ValueError(f"{f}: not a weight shard name (ppNNN-tpNNN.safetensors)")
+        found.add((int(name[1]), int(name[2])))
         with safe_open(str(f), framework="pt") as fh:
             info = json.loads(fh.metadata()["forgeline"])
             tps.add(info["tp"])
+            pps.add(info.get("pp"))
             for key in fh.keys():
                 pieces[key].append((info["tp_rank"], f))
                 split[key] = info["split"].get(key)
     if len(tps) != 1:
         raise ValueError(f"{folder}: shards disagree on the tensor-parallel degree ({sorted(tps)})")
-    return tps.pop(), pieces, split
+    tp = tps.pop()
+    if None not in pps:  # written with the stage count (older shards have none: nothing to check against)
+        if len(pps) != 1:
+            raise ValueError(f"{folder}: shards disagree on the pipeline stages ({sorted(pps)})")
+        pp = pps.pop()
+        missing = [shard_path(Path(""), s, r).name for s in range(pp) for r in range(tp) if (s, r) not in found]
+        if missing:
+            raise FileNotFoundError(f"{folder}: {len(missing)} of {pp * tp} weight shards missing ({missing[0]}"
+                                    f"{' …' if len(missing) > 1 else ''}); every stage × TP rank writes one "
+                                    "(on several nodes the output folder must be shared)")
+    return tp, pieces, split
 
 
 def _joined(key: str, parts: list[tuple[int, Path]], dim: int | None, tp: int) -> torch.Tensor:
