@@ -99,7 +99,7 @@ def compare(spec: SFTJob, paths: StagePaths, data: Any, instruct: Path) -> list[
     end_id = chat.stop_ids() if chat is not None else tok.token_to_id("<|end|>")
     cfg = ModelConfig.from_dict({**data.cfg.to_dict(), "dropout": 0.0})
     models = {}
-    for name, state in (("pretrained", data.init_state),
+    for name, state in (("pretrained", data.init.whole_state()),
                         ("finetuned", load_weights(paths.out))):
         model = Transformer(cfg, seed=0)
         model.load_state_dict(state, strict=True)

@@ -148,3 +148,33 @@ def test_resize_keeps_old_rows_and_old_logits(tie):
     with pytest.raises(ValueError, match="shrinking"):
         resize_embeddings(old.state_dict(), cfg, 60, seed=0)
 
+
+
+@pytest.mark.parametrize("tie", [True, False])
+def test_grown_table_source_reads_slices_equal_to_the_resized_state(tmp_path, tie, monkeypatch):
+    """SFT's ranks start from `GrownTableSource` over the pretrained folder's files instead of a whole loaded and
+    resized state dict: every tensor, whole or as any TP rank's row/column slice, equals the resized state's,
+    and a rank's slice of a tensor that is not grown is read as that slice alone (memory-mapped)."""
+    from tasks.train import init_weights
+    from tasks.train.chat import GrownTableSource
+    from tasks.train.init_weights import ConsolidatedSource
+    from tasks.train.weights import save_weights
+
+    cfg = _cfg(tie, 64)
+    state = Transformer(cfg, seed=0).state_dict()
+    save_weights(tmp_path, state)
+    want, new_cfg = resize_embeddings(state, cfg, 70, seed=3, reinit=[5])
+    source = GrownTableSource(ConsolidatedSource(tmp_path), cfg, 70, seed=3, reinit=[5])
+    assert source.cfg == new_cfg and set(source.whole_state()) == set(want)
+    for key, w in want.items():
+        assert torch.equal(source.read(key, None, 0, 1), w), key
+        for dim in range(w.dim()):
+            for part in range(2):
+                assert torch.equal(source.read(key, dim, part, 2), w.chunk(2, dim)[part]), (key, dim, part)
+    reads: list[tuple] = []
+    real = init_weights.read_file_slice
+    monkeypatch.setattr(init_weights, "read_file_slice", lambda *a: reads.append(a[1:]) or real(*a))
+    assert source.read("layers.1.attn.wq.weight", 0, 1, 2).shape == (16, 32)
+    assert reads == [("layers.1.attn.wq.weight", 0, 1, 2)]
+    with pytest.raises(ValueError, match="shrinking"):
+        GrownTableSource(ConsolidatedSource(tmp_path), cfg, 60, seed=0)

@@ -189,6 +189,11 @@ def render_jinja(template: str, messages: Sequence[Mapping[str, Any]], add_gener
 
 
 # ------------------------------------------------------------------------------------------ growing the model
+def grown_keys(cfg: ModelConfig) -> list[str]:
+    """The tensors with a row per token: the table and, when untied, the head (a tied head is the table)."""
+    return ["layers.0.weight"] + ([] if cfg.tie_embeddings else [f"layers.{head_index(cfg)}.weight"])
+
+
 def resize_embeddings(state: Mapping[str, torch.Tensor], cfg: ModelConfig, new_vocab: int, seed: int,
                       reinit: Sequence[int] = ()) -> tuple[dict[str, torch.Tensor], ModelConfig]:
     """Grow the embedding (and an untied head) of a plain-model state dict to `new_vocab` rows.
@@ -199,25 +204,58 @@ def resize_embeddings(state: Mapping[str, torch.Tensor], cfg: ModelConfig, new_v
     logit instead of a random one that could dominate the softmax. Old rows are copied unchanged, so logits of
     old tokens are unchanged. A tied head has no key (it is the embedding); an untied head grows the same way.
     """
+    out = dict(state)
+    for key in grown_keys(cfg):
+        out[key] = grow_rows(state[key], key, cfg, new_vocab, seed, reinit)
+    return out, ModelConfig.from_dict({**cfg.to_dict(), "vocab_size": new_vocab})
+
+
+def grow_rows(w: torch.Tensor, key: str, cfg: ModelConfig, new_vocab: int, seed: int,
+              reinit: Sequence[int] = ()) -> torch.Tensor:
+    """One table `w` [V_old, d] grown to [new_vocab, d] as `resize_embeddings` says."""
     if new_vocab < cfg.vocab_size:
         raise ValueError(f"new_vocab {new_vocab} < current {cfg.vocab_size}: shrinking is not supported")
     old_v = cfg.vocab_size
     bad = [i for i in reinit if not 0 <= i < old_v]
     if bad:
         raise ValueError(f"reinit ids outside the old vocabulary: {bad}")
-    keys = ["layers.0.weight"] + ([] if cfg.tie_embeddings else [f"layers.{head_index(cfg)}.weight"])
-    out = dict(state)
-    for key in keys:
-        w = state[key]                                                             # [V_old, d]
-        keep = torch.ones(old_v, dtype=torch.bool, device=w.device)
-        keep[list(reinit)] = False
-        ref = w[keep].double()                                                     # [V_keep, d]
-        mean, std = ref.mean(0), ref.std(0)                                        # [d]
-        grown = torch.empty(new_vocab, w.size(1), dtype=w.dtype, device=w.device)
-        grown[:old_v] = w
-        for row in [*reinit, *range(old_v, new_vocab)]:
-            noise = init_normal((w.size(1),), 1.0, seed, f"chat.new_row.{key}.{row}").to(w.device).double()
-            grown[row] = (mean + NEW_ROW_NOISE * std * noise).to(w.dtype)
-        out[key] = grown
-    return out, ModelConfig.from_dict({**cfg.to_dict(), "vocab_size": new_vocab})
+    keep = torch.ones(old_v, dtype=torch.bool, device=w.device)
+    keep[list(reinit)] = False
+    ref = w[keep].double()                                                         # [V_keep, d]
+    mean, std = ref.mean(0), ref.std(0)                                            # [d]
+    grown = torch.empty(new_vocab, w.size(1), dtype=w.dtype, device=w.device)
+    grown[:old_v] = w
+    for row in [*reinit, *range(old_v, new_vocab)]:
+        noise = init_normal((w.size(1),), 1.0, seed, f"chat.new_row.{key}.{row}").to(w.device).double()
+        grown[row] = (mean + NEW_ROW_NOISE * std * noise).to(w.dtype)
+    return grown
 
+
+class GrownTableSource:
+    """A starting-weights source (`init_weights.WeightSource`) whose token table (and untied head) are grown
+    to the chat vocabulary on the fly: every other tensor is `base`'s slice as it is; a grown one is read whole
+    (one tensor, not the model), grown by `grow_rows` and sliced — the same values `resize_embeddings` gives."""
+
+    def __init__(self, base: Any, cfg: ModelConfig, new_vocab: int, seed: int, reinit: Sequence[int] = ()):
+        self.base, self.old, self.new_vocab, self.seed, self.reinit = base, cfg, new_vocab, seed, list(reinit)
+        self.cfg = ModelConfig.from_dict({**cfg.to_dict(), "vocab_size": new_vocab})
+        if new_vocab < cfg.vocab_size:  # refused now, not at the first read on some rank
+            raise ValueError(f"new_vocab {new_vocab} < current {cfg.vocab_size}: shrinking is not supported")
+
+    def read(self, key: str, dim: int | None, part: int, parts: int) -> torch.Tensor:
+        if key not in grown_keys(self.old):
+            return self.base.read(key, dim, part, parts)
+        grown = grow_rows(self.base.read(key, None, 0, 1), key, self.old, self.new_vocab, self.seed, self.reinit)
+        if dim is None:
+            return grown
+        step = grown.size(dim) // parts
+        if grown.size(dim) % parts:
+            raise ValueError(f"`{key}`: size {grown.size(dim)} does not split into {parts} tensor-parallel slices")
+        return grown.narrow(dim, part * step, step).clone()
+
+    def whole_state(self) -> dict[str, torch.Tensor]:
+        """Every tensor whole (one process's full model: the stage's side-by-side generations)."""
+        return {key: self.read(key, None, 0, 1) for key in self.base.keys}
+
+    def fingerprint(self) -> str:
+        return self.base.fingerprint()

@@ -8,8 +8,9 @@ the same way tp = pp = 1 does, and from a Hugging Face folder a rank reads only 
 (safetensors slices are read from the memory-mapped file without touching the rest of the tensor).
 
 Sources: `RandomSource` (the seeded random init of `tasks/train/model.py`, generated for the asked slice only),
-`StateDictSource` (a state dict in memory: SFT's pretrained model after its embedding resize) and `HFSource` (a
-Hugging Face checkpoint folder, via the key map of `tasks/train/hf_export.py`).
+`ConsolidatedSource` (a forgeline model folder's consolidated safetensors: SFT's pretrained model, its token
+table grown on the fly by `tasks/train/chat.py: GrownTableSource`) and `HFSource` (a Hugging Face checkpoint
+folder, via the key map of `tasks/train/hf_export.py`). Neither reads more than the asked slice.
 
 The module may be built on the meta device (shapes only): `load_local` then *materialises* each meta parameter
 from its slice (in the dtype asked for), so a rank never allocates a tensor it does not own — not the full
@@ -38,6 +39,7 @@ from tasks.train.config import ModelConfig
 from tasks.train.hf_export import key_map
 from tasks.train.hf_import import HFImportError, weight_files
 from tasks.train.model import Transformer, name_seed
+from tasks.train.weights import key_order, tensor_files, weights_fingerprint
 
 CHUNK = 1 << 20  # elements drawn per step (4 MiB fp32): the generator's working memory, a multiple of 16
 
@@ -131,29 +133,6 @@ class RandomSource:
         return f"random:{self.seed}"
 
 
-class StateDictSource:
-    """Slices of a state dict held in memory."""
-
-    def __init__(self, state: dict[str, torch.Tensor], name: str = "state dict"):
-        self.state, self.name = state, name
-
-    def read(self, key: str, dim: int | None, part: int, parts: int) -> torch.Tensor:
-        if key not in self.state:
-            raise KeyError(f"{self.name}: no tensor `{key}`")
-        t = self.state[key]
-        if dim is None:  # a copy: a materialised parameter must not alias (and train) the caller's state
-            return t.clone()
-        lo, hi = _slice_bounds(t.shape[dim], part, parts, f"{self.name}: `{key}`")
-        return t.narrow(dim, lo, hi - lo).clone()
-
-    def fingerprint(self) -> str:
-        h = hashlib.sha256()
-        for k in sorted(self.state):
-            t = self.state[k].detach().contiguous().cpu()
-            h.update(k.encode() + str(tuple(t.shape)).encode() + t.view(torch.uint8).numpy().tobytes())
-        return h.hexdigest()[:16]
-
-
 class HFSource:
     """Slices straight from a Hugging Face checkpoint's safetensors files (never unpickling anything)."""
 
@@ -166,16 +145,8 @@ class HFSource:
             raise HFImportError(f"{self.folder}: weight `{missing[0]}` is missing ({len(missing)} missing in all)")
 
     def read(self, key: str, dim: int | None, part: int, parts: int) -> torch.Tensor:
-        from safetensors import safe_open
-
         hf = self.mapping[key]
-        with safe_open(str(self.files[hf]), framework="pt") as f:
-            piece = f.get_slice(hf)
-            shape = tuple(piece.get_shape())
-            if dim is None:
-                return piece[:]
-            lo, hi = _slice_bounds(shape[dim], part, parts, f"{self.files[hf]}: `{hf}`")
-            return piece[lo:hi] if dim == 0 else piece[:, lo:hi]
+        return read_file_slice(self.files[hf], hf, dim, part, parts)
 
     def fingerprint(self) -> str:
         """config.json plus the weight files' names and sizes (hashing terabytes of weights at every start would
@@ -184,6 +155,38 @@ class HFSource:
         for f in sorted(set(self.files.values())):
             h.update(f.name.encode() + str(f.stat().st_size).encode())
         return h.hexdigest()[:16]
+
+
+def read_file_slice(path: Path, name: str, dim: int | None, part: int, parts: int) -> torch.Tensor:
+    """Tensor `name` of safetensors file `path`, or its slice `part` of `parts` along `dim` (0 or 1): memory-
+    mapped, so only the slice's bytes are read."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        piece = f.get_slice(name)
+        shape = tuple(piece.get_shape())
+        if dim is None:
+            return piece[:]
+        lo, hi = _slice_bounds(shape[dim], part, parts, f"{path}: `{name}`")
+        return piece[lo:hi] if dim == 0 else piece[:, lo:hi]
+
+
+class ConsolidatedSource:
+    """Slices of a forgeline model folder's consolidated weights (`model.safetensors`, or the files its index
+    names), read per tensor: a rank reads only its own slices, never the whole model."""
+
+    def __init__(self, folder: Path, name: str = "the pretrained model"):
+        self.folder, self.name = Path(folder), name
+        self.files = tensor_files(self.folder)
+        self.keys = sorted(self.files, key=key_order)
+
+    def read(self, key: str, dim: int | None, part: int, parts: int) -> torch.Tensor:
+        if key not in self.files:
+            raise KeyError(f"{self.name}: no tensor `{key}`")
+        return read_file_slice(self.files[key], key, dim, part, parts)
+
+    def fingerprint(self) -> str:
+        return weights_fingerprint(self.folder)[:16]
 
 
 def load_local(layers: list[tuple[int, nn.Module]], tp_rank: int, tp: int, source: WeightSource,

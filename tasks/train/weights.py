@@ -178,6 +178,18 @@ def weight_files(folder: Path) -> list[Path]:
     raise FileNotFoundError(f"{folder}: no {SINGLE} or {INDEX} (the weights a finished training run writes)")
 
 
+def tensor_files(folder: Path) -> dict[str, Path]:
+    """Key → the consolidated weight file holding it (read from the index or the files' headers only)."""
+    index = folder / INDEX
+    if index.exists():
+        return {k: folder / name for k, name in json.loads(index.read_text())["weight_map"].items()}
+    out: dict[str, Path] = {}
+    for f in weight_files(folder):
+        with safe_open(str(f), framework="pt") as fh:
+            out.update(dict.fromkeys(fh.keys(), f))
+    return out
+
+
 def load_weights(folder: Path) -> dict[str, torch.Tensor]:
     """The consolidated state dict in model order, read from safetensors only (nothing is unpickled)."""
     state: dict[str, torch.Tensor] = {}

@@ -24,7 +24,7 @@ import torch
 
 from specs.ranks import SFTRun
 from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
-from tasks.train.chat import extend_tokenizer, jinja_template, resize_embeddings, vocab_size
+from tasks.train.chat import GrownTableSource, extend_tokenizer, jinja_template, vocab_size
 from tasks.train.chat_template import TemplateChat, checkpoint_chat
 from specs.pretrain import shape_problems
 from tasks.train.config import ModelConfig
@@ -32,15 +32,15 @@ from tasks.train.data import BatchPlan
 from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared, autocast_identity, dropout_seed
 from tasks.train.runlog import rounded
 from tasks.train.sft_data import Packed, pack_samples, render_records, sft_loss_sums, step_loss
-from tasks.train.init_weights import StateDictSource
-from tasks.train.weights import ADAPTER_DIR, load_weights
+from tasks.train.init_weights import ConsolidatedSource
+from tasks.train.weights import ADAPTER_DIR
 
 
 @dataclass
 class SFTData:
     tokenizer: Any
     cfg: ModelConfig
-    init_state: dict[str, torch.Tensor]
+    init: GrownTableSource  # the starting weights, read per rank as its slices (never the whole model)
     train: Packed
     heldout: Packed
     stats: dict[str, Any]
@@ -76,10 +76,11 @@ def prepare_data(pretrain_dir: Path, mix_dir: Path, instruct_dir: Path, train: A
     pre = json.loads((pretrain_dir / "config.json").read_text())
     base = ModelConfig.from_dict({**pre["model"], "dropout": train.dropout,
                                   "seq_len": train.seq_len or pre["model"]["seq_len"]})
-    state = load_weights(pretrain_dir)
     # Claimed <|reserved_N|> rows were never inputs in pretraining: start them (and any new rows) at the mean.
     reinit = sorted(i for i in added.values() if i < base.vocab_size)
-    state, cfg = resize_embeddings(state, base, max(vocab_size(tok), base.vocab_size), seed, reinit=reinit)
+    init = GrownTableSource(ConsolidatedSource(pretrain_dir), base, max(vocab_size(tok), base.vocab_size), seed,
+                            reinit=reinit)
+    cfg = init.cfg
     stats: dict[str, Any] = {"added_tokens": dict(sorted(added.items())), "vocab_size": cfg.vocab_size,
                              "chat_template": "checkpoint" if chat else "forgeline"}
     packs = []
@@ -91,7 +92,7 @@ def prepare_data(pretrain_dir: Path, mix_dir: Path, instruct_dir: Path, train: A
         stats[split] = {"conversations": len(samples) + len(rejected), "rejected": len(rejected),
                         "rows": len(packed.rows), "loss_tokens": int(packed.weights.sum()), **packed.stats}
         packs.append(packed)
-    return SFTData(tok, cfg, state, packs[0], packs[1], stats, chat)
+    return SFTData(tok, cfg, init, packs[0], packs[1], stats, chat)
 
 
 def heldout_loss(engine: Any, rows: Packed, micro: int) -> float | None:
@@ -134,7 +135,7 @@ class SFTObjective:
                     "init": job.pretrain_fingerprint}
         self.plan = BatchPlan(job.seed, len(self.data.train.rows), t.micro_batch_size, t.grad_accum, par.dp)
         return Prepared(cfg, identity, torch_seed=dropout_seed(job.seed, rank, par.dp, par.tp, par.sequence_parallel),
-                        init=StateDictSource(self.data.init_state, "the pretrained model"),
+                        init=self.data.init,
                         tokens_per_step=self.plan.global_batch * cfg.seq_len)
 
     def attach(self, engine: Any, ckpt_dir: Path, tag: str | None) -> None:
