@@ -30,7 +30,7 @@ import pytest
 
 from specs.pretrain import PretrainJob
 from specs.ranks import JobFile
-from tasks.train.launch import Nodes, build_command, collect, launch, resolved_precision
+from tasks.train.launch import Nodes, build_command, collect, launch, resolved_precision, wait_for_markers
 from tasks.train.testing import free_port, make_job, synthetic_mix
 
 REPO = Path(__file__).resolve().parents[1]
@@ -198,6 +198,26 @@ def check_ranks_and_writers(rows: list[dict], base: Path) -> dict[str, int]:
     assert mine and all(re.search(r"rank-00002\.json|rng-rank00002\.pt|zero_pp_rank_1_mp_rank_00_|"
                                   r"elastic/pp000-tp000-dp001-", p) for p in mine)
     return counts
+
+
+def test_the_head_waits_for_ranks_on_other_nodes(tmp_path):
+    """A multi-node torchrun agent returns when its own workers are done; rank 0 may live on another node and
+    still be merging: the head waits for every rank's marker (a failed rank writes one too), up to a deadline,
+    after which `collect` names the missing ranks (as for a crashed one)."""
+    import threading
+
+    from tasks.train.trainer import marker_path
+
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    marker_path(markers, 1).write_text("{}")
+    late = threading.Timer(0.3, lambda: marker_path(markers, 0).write_text("{}"))
+    late.start()
+    t0 = time.monotonic()
+    assert wait_for_markers(markers, 2, timeout_s=30, poll_s=0.05) and time.monotonic() - t0 < 10
+    late.join()
+    t0 = time.monotonic()
+    assert not wait_for_markers(markers, 3, timeout_s=0.3, poll_s=0.05) and time.monotonic() - t0 < 5
 
 
 def test_audit_records_writes_and_the_check_catches_a_second_writer(tmp_path):

@@ -294,7 +294,25 @@ def launch(job: PretrainRun | SFTRun, launch_dir: Path, root: Path | None = None
                 error = exc
     else:
         error = run_external(job, Path(launch_dir), port, nodes, root)
+        if error is None and nodes.count > 1:
+            # torchrun on this node returns once its own workers are done (and waits at most a few minutes for
+            # the others); rank 0 may run elsewhere and still be merging the weights: wait for every marker
+            wait_for_markers(markers, world, float(os.environ.get("FORGELINE_REMOTE_WAIT_S", "7200")))
     return collect(markers, world, error, job.objective)
+
+
+def wait_for_markers(markers: Path, world: int, timeout_s: float, poll_s: float = 2.0) -> bool:
+    """Wait until every rank's marker exists (a failed rank writes one too) or `timeout_s` passes; True when all
+    are there. `collect` then reports what is missing."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if all(marker_path(markers, r).exists() for r in range(world)):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(poll_s)
 
 
 def run_external(job: PretrainRun | SFTRun, launch_dir: Path, port: int, nodes: Nodes,
