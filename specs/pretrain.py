@@ -93,6 +93,11 @@ class ParallelSpec(StrictModel):
         "and MLP matmuls each TP rank holds seq_len/tp of the tokens (residual stream, norms, dropout), with a "
         "reduce-scatter and an all-gather in place of each TP all-reduce (the same traffic), so those "
         "activations shrink by tp. seq_len must divide by tp. Same weights and losses as without it.")
+    collective_timeout_s: int = Field(
+        1800, ge=60, le=7 * 86400, description="Seconds a collective may wait before the process group aborts "
+        "the run (the default group and forgeline's own: TP groups, the checkpoint writers'). Raise it when one "
+        "rank works alone for long while the others wait — rank 0 re-hashing a multi-TB checkpoint at resume, "
+        "or writing one on slow storage. DeepSpeed's own subgroups keep torch's default (10 min on NCCL).")
     launcher: Literal["spawn", "deepspeed", "torchrun"] = Field(
         "spawn", description="spawn: forgeline starts local ranks itself (CPU/tests); deepspeed: the DeepSpeed "
         "launcher (hostfile/SLURM); torchrun."

@@ -153,3 +153,25 @@ def test_an_in_process_rank_hands_the_cuda_cache_back(monkeypatch):
     assert calls == []
     launch.free_device_memory("cuda")
     assert calls == ["empty_cache"]
+
+
+def test_the_collective_timeout_reaches_the_process_groups(monkeypatch):
+    """`parallel.collective_timeout_s` is the default group's timeout (what the other ranks wait in while rank 0
+    re-hashes a large checkpoint at resume) and the TP groups' (torch's NCCL default for new groups: 10 min)."""
+    import deepspeed
+    import torch.distributed as dist
+    from datetime import timedelta
+
+    from tasks.train import parallelize
+    from tests.helpers.parallel import job_spec
+
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(deepspeed, "init_distributed", lambda **kw: seen.update(init=kw["timeout"]))
+    parallelize.init_distributed("gloo", timeout_s=7200)
+    assert seen["init"] == timedelta(hours=2)
+    par = job_spec({"tp": 2, "pp": 2, "collective_timeout_s": 5400}).parallel
+    monkeypatch.setattr(dist, "get_rank", lambda: 0)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 4)
+    monkeypatch.setattr(dist, "new_group", lambda ranks, timeout: seen.setdefault("groups", []).append(timeout))
+    parallelize.build_layout(par)
+    assert seen["groups"] and set(seen["groups"]) == {timedelta(seconds=5400)}

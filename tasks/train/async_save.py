@@ -28,6 +28,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, Callable
 
@@ -60,7 +61,10 @@ class Checkpointer:
         self.thread: threading.Thread | None = None
         self.error: BaseException | None = None
         # Its own group, so the writer's one collective per save never interleaves with training's.
-        self.group = dist.new_group(backend="gloo") if world > 1 else None
+        self.group = None
+        if world > 1:
+            timeout = timedelta(seconds=engine.job.parallel.collective_timeout_s)
+            self.group = dist.new_group(backend="gloo", timeout=timeout)
 
     # ------------------------------------------------------------------------------------------ the API
     def save(self, step: int, texts: dict[str, str], write_now: Callable[[Path], None]) -> float:

@@ -47,12 +47,14 @@ from tasks.train.tp_model import VocabParallelLMHead, apply_tensor_parallel, hea
 
 
 # --------------------------------------------------------------------------------------- process groups, layout
-def init_distributed(backend: str | None = None, init_file: str | None = None, allow_shm: bool = False) -> None:
+def init_distributed(backend: str | None = None, init_file: str | None = None, allow_shm: bool = False,
+                     timeout_s: float = 1800) -> None:
     """`deepspeed.init_distributed` from RANK/WORLD_SIZE/MASTER_* in the environment (gloo on CPU).
 
     `init_file`: rendezvous through this file (local ranks), so no TCP store listens on every interface
     (MASTER_PORT). `allow_shm`: let DeepSpeed JIT-build its shm collectives op (faster CPU all-reduce once built
-    and cached; the first build takes 30–77 s, and training does not need it)."""
+    and cached; the first build takes 30–77 s, and training does not need it). `timeout_s`: the default group's
+    collective timeout (`parallel.collective_timeout_s`)."""
     import deepspeed
 
     if not allow_shm:
@@ -62,11 +64,11 @@ def init_distributed(backend: str | None = None, init_file: str | None = None, a
 
         backend = get_accelerator().communication_backend_name()
     if init_file:
-        deepspeed.init_distributed(dist_backend=backend, timeout=timedelta(minutes=30),
+        deepspeed.init_distributed(dist_backend=backend, timeout=timedelta(seconds=timeout_s),
                                    init_method=f"file://{init_file}", rank=int(os.environ["RANK"]),
                                    world_size=int(os.environ["WORLD_SIZE"]), auto_mpi_discovery=False)
     else:
-        deepspeed.init_distributed(dist_backend=backend, timeout=timedelta(minutes=30))
+        deepspeed.init_distributed(dist_backend=backend, timeout=timedelta(seconds=timeout_s))
 
 
 def teardown() -> None:
@@ -117,7 +119,7 @@ def build_layout(parallel: Any) -> Layout:
         tp_ctx = TPContext(c.model, parallel.tp, mpu.get_slice_parallel_group(), sequence)
     elif parallel.tp > 1:
         for ranks in topo.get_axis_comm_lists("model"):
-            group = dist.new_group(ranks=ranks)
+            group = dist.new_group(ranks=ranks, timeout=timedelta(seconds=parallel.collective_timeout_s))
             if rank in ranks:
                 tp_ctx = TPContext(c.model, parallel.tp, group, sequence)
     return Layout(rank, world, parallel.dp, parallel.tp, parallel.pp, c.data, c.model, c.pipe, topo, tp_ctx, mpu)

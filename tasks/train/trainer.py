@@ -119,7 +119,7 @@ def start(job: PretrainRun | SFTRun, rank: int, hooks: Hooks) -> TrainResult:
         if torch.cuda.is_available() and par.accelerator != "cpu":
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         init_distributed("nccl" if par.accelerator == "cuda" else None, init_file=job.context.init_file,
-                         allow_shm=job.context.allow_shm)
+                         allow_shm=job.context.allow_shm, timeout_s=par.collective_timeout_s)
         layout = build_layout(par)
         torch.manual_seed(prepared.torch_seed)
         dsc = ds_config(train, par)
