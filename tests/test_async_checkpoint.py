@@ -18,7 +18,7 @@ import torch
 
 from specs.pretrain import PretrainJob
 from tasks.core.files import list_files
-from tasks.train.checkpoint import LATEST, MANIFEST, CheckpointStore
+from tasks.train.checkpoint import LATEST, MANIFEST, CheckpointStore, hash_share
 from tasks.train.launch import launch
 from tasks.train.snapshot import HostBuffers, write_state
 from tasks.train.testing import make_job
@@ -253,3 +253,45 @@ def test_verify_detects_a_damaged_file(async_run, tmp_path, victim, damage):
     assert store.verify("step000004")[1] == ""  # the other tag is untouched
     tag, _, warnings = store.find_resumable()
     assert tag == "step000004" and warnings == [f"checkpoint step000005 skipped: {why}"]
+
+
+def verify_together(rank: int, world: int, ckpt: str) -> dict:
+    """One rank of a joint resume search (the trainer's `verifying_ranks`); records the files it hashed."""
+    import tasks.train.checkpoint as checkpoint
+    from tasks.train.trainer import verifying_ranks
+
+    hashed, plain = [], checkpoint.sha256_file
+    checkpoint.sha256_file = lambda path: (hashed.append(Path(path).relative_to(ckpt).as_posix()), plain(path))[1]
+    tag, manifest, warnings = CheckpointStore(Path(ckpt)).find_resumable(verifying_ranks(rank, world))
+    return {"tag": tag, "step": manifest["step"], "warnings": warnings, "hashed": hashed}
+
+
+def test_ranks_share_the_resume_hashing_and_agree(async_run, tmp_path):
+    """Three ranks re-hash disjoint shares of each tag (together every file once) and all reach the single
+    process's verdict: a flipped byte in a file another rank hashed still skips the tag, for every rank."""
+    import shutil
+
+    from tasks.train.testing import spawn_gloo
+
+    base, _ = async_run
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(base / "checkpoints", ckpt)
+    files = sorted(json.loads((ckpt / "step000005" / MANIFEST).read_text())["files"].items())
+    victims = [hash_share(files, r, 3)[0][0] for r in (1, 2)]  # damage only what ranks 1 and 2 hash
+    for victim in victims:
+        path = ckpt / "step000005" / victim
+        data = bytearray(path.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        path.write_bytes(bytes(data))
+    alone = CheckpointStore(ckpt).find_resumable()
+    ranks = spawn_gloo(verify_together, 3, (str(ckpt),), tmp_path / "ranks")
+    why = f"checkpoint step000005 skipped: {min(victims)} does not match its checksum"
+    assert alone[0] == "step000004" and alone[2] == [why]
+    for r in ranks:
+        assert (r["tag"], r["step"], r["warnings"]) == ("step000004", 4, [why])
+    for tag in ("step000005", "step000004"):
+        files = set(json.loads((ckpt / tag / MANIFEST).read_text())["files"])
+        shares = [{rel.split("/", 1)[1] for rel in r["hashed"] if rel.startswith(tag + "/")} for r in ranks]
+        assert sum(len(s) for s in shares) == len(files) and set().union(*shares) == files  # each file once
+        assert all(shares), shares  # every rank took part
+    assert [r for r, share in enumerate(ranks) if f"step000005/{min(victims)}" in share["hashed"]] in ([1], [2])

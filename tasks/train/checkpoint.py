@@ -13,7 +13,8 @@ Layout (`<root>/checkpoints/pretrain/`, outside the DVC out, which DVC deletes b
     ds_config.json              the DeepSpeed config of the run
 
 A tag counts only when its manifest exists and every file matches it; a newest tag that fails (killed mid-save,
-flipped bytes, missing file) is skipped with a warning and the next older valid one is used.
+flipped bytes, missing file) is skipped with a warning and the next older valid one is used. At resume the
+re-hashing is split between the ranks (`Ranks`, `hash_share`): each reads its share of the bytes.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import logging
 import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tasks.core.files import list_files, sha256_file, write_json_atomic, write_text_atomic
 
@@ -33,7 +35,7 @@ log = logging.getLogger("forgeline.pretrain")
 MANIFEST = "forgeline.json"
 LATEST = "latest"
 TAG_RE = re.compile(r"^step(\d{6,})$")
-VERIFY_THREADS = 8  # files hashed at once when a tag is verified (one file per rank and kind: a handful)
+VERIFY_THREADS = 8  # files one process hashes at once when a tag is verified (sha256 releases the GIL)
 
 # Fields of the run identity that a checkpoint must share with the run resuming from it: they change tensor
 # shapes, the numbers trained in, or what the steps so far mean (data, order). The layout (parallel.dp / tp /
@@ -77,6 +79,32 @@ def _get(data: dict[str, Any], dotted: str) -> Any:
     return node
 
 
+@dataclass
+class Ranks:
+    """The processes that verify a checkpoint together (one process by default). The trainer passes its
+    ranks with the default group's object collectives, so a resume re-hashes a multi-terabyte checkpoint at the
+    read bandwidth of every node instead of rank 0's alone."""
+
+    rank: int = 0
+    world: int = 1
+    threads: int = VERIFY_THREADS                                # files hashed at once by this rank
+    broadcast: Callable[[Any], Any] = lambda obj: obj            # rank 0's object, on every rank
+    gather: Callable[[Any], list[Any]] = lambda obj: [obj]       # every rank's object, in rank order
+
+
+def hash_share(files: list[tuple[str, dict[str, Any]]], rank: int, world: int) -> list[tuple[str, dict[str, Any]]]:
+    """The files rank `rank` of `world` re-hashes: largest first, each to the rank with the fewest bytes so far
+    (ties to the lowest rank) — every rank computes the same split from the manifest alone."""
+    load = [0] * world
+    mine = []
+    for rel, want in sorted(files, key=lambda item: (-int(item[1]["bytes"]), item[0])):
+        owner = min(range(world), key=lambda r: (load[r], r))
+        load[owner] += int(want["bytes"])
+        if owner == rank:
+            mine.append((rel, want))
+    return sorted(mine)
+
+
 class CheckpointStore:
     def __init__(self, folder: Path):
         self.folder = Path(folder)
@@ -116,9 +144,26 @@ class CheckpointStore:
     def publish(self, tag: str) -> None:
         write_text_atomic(self.folder / LATEST, tag)
 
-    def verify(self, tag: str) -> tuple[dict[str, Any] | None, str]:
-        """(manifest, '') when the tag is complete and intact, else (None, why not). Every file is re-hashed
-        (in parallel threads: sha256 releases the GIL); the first problem in path order is reported."""
+    def verify(self, tag: str, ranks: Ranks | None = None) -> tuple[dict[str, Any] | None, str]:
+        """(manifest, '') when the tag is complete and intact, else (None, why not). Rank 0 reads the manifest and
+        checks every file is there at its size; then every file is re-hashed, each by one rank of `ranks` (all by
+        this process when None), a few threads per rank (sha256 releases the GIL). The first problem in path
+        order is reported. A collective when `ranks` spans several processes: every rank must call it."""
+        ranks = ranks or Ranks()
+        manifest, why = ranks.broadcast(self._precheck(tag) if ranks.rank == 0 else None)
+        if manifest is None:
+            return None, why
+        mine = hash_share(sorted(manifest.get("files", {}).items()), ranks.rank, ranks.world)
+        with ThreadPoolExecutor(max_workers=max(1, min(ranks.threads, len(mine)))) as pool:
+            digests = list(pool.map(sha256_file, [self.folder / tag / rel for rel, _ in mine]))
+        bad = [rel for (rel, want), digest in zip(mine, digests) if digest != want["sha256"]]
+        everyone = [rel for part in ranks.gather(bad[:1]) for rel in part]
+        if everyone:
+            return None, f"{min(everyone)} does not match its checksum"
+        return manifest, ""
+
+    def _precheck(self, tag: str) -> tuple[dict[str, Any] | None, str]:
+        """The manifest, when it reads and every file it names is there at its size (no hashing)."""
         folder = self.folder / tag
         try:
             manifest = json.loads((folder / MANIFEST).read_text())
@@ -126,25 +171,22 @@ class CheckpointStore:
             return None, "no manifest (the save did not finish)"
         except (OSError, ValueError) as exc:
             return None, f"unreadable manifest ({exc})"
-        wanted = sorted(manifest.get("files", {}).items())
-        for rel, want in wanted:
+        for rel, want in sorted(manifest.get("files", {}).items()):
             path = folder / rel
             if not path.is_file():
                 return None, f"{rel} is missing"
             if path.stat().st_size != want["bytes"]:
                 return None, f"{rel} does not match its checksum"
-        with ThreadPoolExecutor(max_workers=max(1, min(VERIFY_THREADS, len(wanted)))) as pool:
-            digests = list(pool.map(sha256_file, [folder / rel for rel, _ in wanted]))
-        for (rel, want), digest in zip(wanted, digests):
-            if digest != want["sha256"]:
-                return None, f"{rel} does not match its checksum"
         return manifest, ""
 
-    def find_resumable(self) -> tuple[str | None, dict[str, Any] | None, list[str]]:
-        """The newest verified tag, its manifest, and a warning per newer tag that was skipped."""
+    def find_resumable(self, ranks: Ranks | None = None) -> tuple[str | None, dict[str, Any] | None, list[str]]:
+        """The newest verified tag, its manifest, and a warning per newer tag that was skipped (a collective
+        over `ranks`, which share the hashing: see `verify`). Rank 0 lists the tags, so every rank walks the
+        same ones even where a shared filesystem shows them late."""
+        ranks = ranks or Ranks()
         warnings = []
-        for _step, tag in self.tags():
-            manifest, why = self.verify(tag)
+        for _step, tag in ranks.broadcast(self.tags() if ranks.rank == 0 else None):
+            manifest, why = self.verify(tag, ranks)
             if manifest is not None:
                 return tag, manifest, warnings
             warnings.append(f"checkpoint {tag} skipped: {why}")
@@ -169,12 +211,14 @@ class CheckpointStore:
         return removed
 
 
-def choose_resume(store: CheckpointStore, identity: dict[str, Any], steps: int, stage: str
+def choose_resume(store: CheckpointStore, identity: dict[str, Any], steps: int, stage: str,
+                  found: tuple[str | None, dict[str, Any] | None, list[str]] | None = None
                   ) -> tuple[str | None, int, list[dict[str, Any]], str | None]:
     """(tag, step, metric rows, error): the newest intact checkpoint this run may resume from; tag None to start
     fresh; `error` set to refuse (another model, precision, data, seed or global batch, another layout without
-    the layout-free state, or a checkpoint beyond `steps`)."""
-    tag, manifest, warnings = store.find_resumable()
+    the layout-free state, or a checkpoint beyond `steps`). `found`: `store.find_resumable()`'s answer when the
+    caller's ranks already verified together (searched here otherwise)."""
+    tag, manifest, warnings = found if found is not None else store.find_resumable()
     for w in warnings:
         log.warning("%s", w)
     if tag is None or manifest is None:

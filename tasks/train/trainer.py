@@ -34,8 +34,8 @@ from specs.ranks import PretrainRun, RankError, RankResult, SFTRun, Timing, Trai
 from tasks.core import faults
 from tasks.core.files import json_text, write_json_atomic, write_text_atomic
 from tasks.train.async_save import Checkpointer, SaveSettings
-from tasks.train.checkpoint import (SCHEDULE_FILE, CheckpointStore, choose_resume, rng_file, schedule_segments,
-                                    tag_name, tag_step)
+from tasks.train.checkpoint import (SCHEDULE_FILE, VERIFY_THREADS, CheckpointStore, Ranks, choose_resume, rng_file,
+                                    schedule_segments, tag_name, tag_step)
 from tasks.train.elastic import restore_or_reseed_rng
 from tasks.train.config import flops_per_token, param_count
 from tasks.train.dsconfig import ds_config, lr_at
@@ -124,7 +124,8 @@ def start(job: PretrainRun | SFTRun, rank: int, hooks: Hooks) -> TrainResult:
         torch.manual_seed(prepared.torch_seed)
         dsc = ds_config(train, par)
         store = CheckpointStore(Path(job.ckpt_dir))
-        decision: list[Any] = [choose_resume(store, prepared.identity, train.steps, objective.name)
+        found = store.find_resumable(verifying_ranks(rank, layout.world))  # every rank hashes its share
+        decision: list[Any] = [choose_resume(store, prepared.identity, train.steps, objective.name, found)
                                if rank == 0 else None]
         if layout.world > 1:
             dist.broadcast_object_list(decision, src=0)
@@ -139,6 +140,26 @@ def start(job: PretrainRun | SFTRun, rank: int, hooks: Hooks) -> TrainResult:
         return trainer.fit(tag, start_step, rows, dsc)
     finally:
         torch.set_num_threads(before)  # an in-process run must not change the caller's threads
+
+
+def verifying_ranks(rank: int, world: int) -> Ranks:
+    """The ranks of this run as checkpoint verifiers: the default group's object collectives, and the node's
+    hashing threads split between its local ranks (they read the same disks)."""
+    local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    if world == 1:
+        return Ranks(threads=VERIFY_THREADS)
+
+    def broadcast(obj: Any) -> Any:
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def gather(obj: Any) -> list[Any]:
+        out: list[Any] = [None] * world
+        dist.all_gather_object(out, obj)  # small objects only (a path or none per rank)
+        return out
+
+    return Ranks(rank, world, max(1, VERIFY_THREADS // local), broadcast, gather)
 
 
 @dataclass
