@@ -41,7 +41,9 @@ class _RankJobBase(StrictModel):
     out_dir: str = Field(..., description="The stage's output folder (DVC out).")
     ckpt_dir: str = Field(..., description="Checkpoint folder (a persist out, survives reruns).")
     reports_dir: str = Field(..., description="Telemetry and wandb files (not versioned).")
-    marker_dir: str = Field(..., description="Per-rank result markers `rank-NNNNN.json`.")
+    marker_dir: str = Field(..., description="Per-rank result markers `rank-NNNNN.json`. The launcher points "
+                            "it at a fresh `launch-<id>/` folder inside the given one for each launch, so a "
+                            "rank that outlived an earlier launch never writes over this launch's results.")
     seed: int = Field(..., description="The run's seed (init, data order).")
     context: RunContext = Field(default_factory=RunContext, description="How the launch runs.")
 

@@ -86,3 +86,38 @@ def test_forked_ranks_train_byte_identical_to_spawned(tmp_path, mix_dir, monkeyp
     assert forked_files.keys() == spawned_files.keys()
     for name, data in spawned_files.items():
         assert forked_files[name] == data, name
+
+
+def test_a_rank_left_over_from_an_earlier_launch_cannot_answer_for_this_one(tmp_path, mix_dir):
+    """A rank of an earlier launch that outlived it (a node agent nobody stopped, a rank hanging in a collective
+    until its timeout) writes its marker late, into the marker folder it was given. Here such a rank writes a
+    failure for rank 1 over and over while the stage launches again: this launch's own markers decide."""
+    import shutil
+    import threading
+
+    from specs.ranks import RankError, RankResult
+    from tasks.core.files import write_json_atomic
+
+    spec = job_spec({"dp": 2, "zero_stage": 1})
+    job = make_job(tmp_path, mix_dir, spec, SEED)
+    first = launch(job, tmp_path / "launch")
+    stale_dir = next(Path(job.marker_dir).rglob("rank-00001.json")).parent  # where launch 1's rank 1 wrote
+    stale = RankResult(rank=1, ok=False, error=RankError(type="RuntimeError", message="stale rank: timed out"))
+    done = threading.Event()
+
+    def stale_rank() -> None:
+        while not done.is_set():
+            stale_dir.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(stale_dir / "rank-00001.json", stale.model_dump(mode="json"))
+            done.wait(0.005)
+
+    shutil.rmtree(job.ckpt_dir)  # the second launch trains again, from scratch
+    writer = threading.Thread(target=stale_rank, daemon=True)
+    writer.start()
+    try:
+        second = launch(job, tmp_path / "launch")
+    finally:
+        done.set()
+        writer.join()
+    assert second.losses == first.losses and second.resumed_from is None
+    assert len(list(Path(job.marker_dir).glob("launch-*"))) == 2  # this launch's folder and the stale one's

@@ -291,8 +291,9 @@ def same_but_launcher(ours: dict[str, bytes], theirs: dict[str, bytes], launcher
 def test_ranks_and_one_writer_per_file(two_node_run):
     folder, result, rows, _ = two_node_run
     assert result["rank0"] and len(result["losses"]) == 4 and result["resumed_from"] is None
-    markers = sorted(p.name for p in (folder / "shared" / "markers").iterdir())
-    assert markers == [f"rank-{r:05d}.json" for r in range(4)]
+    launches = list((folder / "shared" / "markers").iterdir())  # this launch's folder only
+    assert len(launches) == 1 and re.fullmatch(r"launch-[0-9a-f]{12}", launches[0].name), launches
+    assert sorted(p.name for p in launches[0].iterdir()) == [f"rank-{r:05d}.json" for r in range(4)]
     counts = check_ranks_and_writers(rows, folder)
     for name in ("model.safetensors", "report.json", "config.json", "ds_config.json"):
         assert counts[f"out/{name}"] == 1, name  # written once, not once per node

@@ -127,7 +127,7 @@ def test_external_launcher_on_cpu(mixed, tmp_path, launcher):
     spec = {**SPEC, "parallel": {"dp": 2, "launcher": launcher}}
     result = run_stage(root, spec)
     assert result.counts["steps"] == 6
-    markers = sorted((root / "runs" / "pretrain-launch" / "markers").glob("rank-*.json"))
+    markers = sorted((root / "runs" / "pretrain-launch" / "markers").glob("launch-*/rank-*.json"))
     assert [json.loads(m.read_text())["ok"] for m in markers] == [True, True]
 
 

@@ -24,15 +24,17 @@ launcher `torchrun` -> `torchrun --nproc_per_node N --master_port P -m tasks.tra
 Where the nodes are is no pipeline parameter: the same layout trains to the same bytes on one node or several
 (tests/test_multinode.py), so it comes from the environment at launch, not params.yaml.
 Each rank writes `rank-NNNNN.json` (a `specs.ranks.RankResult`: ok with its result, or the typed error) into the
-marker folder when it finishes; the launch counts as done only when every rank's marker says ok — exit codes alone are not trusted (ZeRO-3 can abort at
-interpreter exit after the work is done). The job file and markers live in `runs/pretrain-launch/` (a shared
-filesystem is assumed across nodes, as for the checkpoints).
+launch's marker folder when it finishes; the launch counts as done only when every rank's marker says ok — exit
+codes alone are not trusted (ZeRO-3 can abort at interpreter exit after the work is done). The job file and
+markers live in `runs/pretrain-launch/` (a shared filesystem is assumed across nodes, as for the checkpoints);
+the markers in `markers/launch-<id>/`, new for every launch, so a stale rank of an earlier one cannot answer.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import secrets
 import shlex
 import shutil
 import socket
@@ -262,8 +264,12 @@ def launch(job: PretrainRun | SFTRun, launch_dir: Path, root: Path | None = None
                          "use bf16 or fp32 on CPU")
     nodes = Nodes.from_env()
     nodes.per_node(world, par.launcher)  # refuse an impossible node split before anything is touched
+    # Each launch's markers go to a folder of their own: a rank of an earlier launch of this stage that outlived
+    # it (a node agent that was not stopped, a rank hanging in a collective until its timeout) writes into its
+    # own launch's folder, never over this launch's results.
+    shutil.rmtree(job.marker_dir, ignore_errors=True)
+    job = job.model_copy(update={"marker_dir": str(Path(job.marker_dir) / f"launch-{secrets.token_hex(6)}")})
     markers = Path(job.marker_dir)
-    shutil.rmtree(markers, ignore_errors=True)
     markers.mkdir(parents=True, exist_ok=True)
     port = free_port()
     base: dict[str, str | None] = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
