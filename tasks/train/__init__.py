@@ -23,6 +23,7 @@ trainer.py          run_rank(job) and Trainer: the ONE loop (rank set-up, resume
 objectives/         base.py (the Objective protocol), pretrain.py (PretrainObjective), sft.py (SFTObjective);
                     the registry in objectives/__init__.py maps a job's `objective` to its class
 launch.py           launch(job) -> TrainResult: in-process / spawn / deepspeed / torchrun; typed markers back
+remote_env.py       write_env_file: the variables the DeepSpeed launcher exports to its other hosts (no secrets)
 worker.py           `python -m tasks.train.worker --job job.json`, the entry point under external launchers
 testing.py          synthetic_mix, reference_run (plain-PyTorch yardstick), spawn_gloo, make_job
 planner.py, stability.py, telemetry.py: layout planning, spike handling, throughput/MFU (see each module)

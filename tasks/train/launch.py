@@ -13,7 +13,8 @@ launcher `spawn` (the default; CPU and tests):
                of this launch (passed explicitly: the server's is the one of the launch that started it).
 launcher `deepspeed` -> `deepspeed --num_gpus N [--hostfile H] --master_port P --no_local_rank --module
                tasks.train.worker --job <job.json>` (with a hostfile the launcher takes the ranks per node from
-               the file's slots and N is not passed), run from the project root.
+               the file's slots and N is not passed; FORGELINE_MASTER_ADDR adds --master_addr), run from the
+               project root, with DS_ENV_FILE naming the variables its other hosts get (tasks/train/remote_env.py).
 launcher `torchrun` -> `torchrun --nproc_per_node N --master_port P -m tasks.train.worker --job <job.json>`;
                with FORGELINE_NNODES=K and FORGELINE_RDZV_ENDPOINT=host:port in the stage's environment (`Nodes`)
                it starts this node's agent as `torchrun --nnodes K --nproc_per_node N/K --rdzv_backend c10d
@@ -47,6 +48,7 @@ from typing import Any, Iterator
 
 from specs.ranks import JobFile, PretrainRun, RankResult, RunContext, SFTRun, TrainResult
 from tasks.core.files import write_text_atomic
+from tasks.train.remote_env import write_env_file
 from tasks.train.trainer import marker_path, run_rank
 
 CODE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `tasks` package: importable by workers
@@ -129,13 +131,16 @@ class Nodes:
 
 
 def build_command(launcher: str, world: int, job_file: Path, port: int, hostfile: str | None = None,
-                  python: str = sys.executable, nodes: Nodes = Nodes(), objective: str = "pretrain") -> list[str]:
+                  python: str = sys.executable, nodes: Nodes = Nodes(), objective: str = "pretrain",
+                  master_addr: str | None = None) -> list[str]:
     """The command line of an external launcher (`deepspeed` or `torchrun`); with several `nodes` (torchrun),
-    the line every node's agent runs."""
+    the line every node's agent runs. `master_addr` (deepspeed): the first host's address the ranks meet at —
+    DeepSpeed otherwise takes the first of `hostname -I` on it, which may be a management or container network."""
     bindir = Path(python).parent
     if launcher == "deepspeed":
         cmd = [str(bindir / "deepspeed") if (bindir / "deepspeed").exists() else "deepspeed"]
         cmd += ["--hostfile", hostfile] if hostfile else ["--num_gpus", str(world)]
+        cmd += ["--master_addr", master_addr] if master_addr else []
         return cmd + ["--master_port", str(port), "--no_local_rank", "--module", "tasks.train.worker",
                       "--job", str(job_file)]
     if launcher == "torchrun":
@@ -328,7 +333,7 @@ def run_external(job: PretrainRun | SFTRun, launch_dir: Path, port: int, nodes: 
     job_file = (launch_dir / "job.json").resolve()  # absolute: other nodes' workers read it too
     write_text_atomic(job_file, JobFile.dumps(job))
     cmd = build_command(par.launcher, par.world_size, job_file, port, par.hostfile, nodes=nodes,
-                        objective=job.objective)
+                        objective=job.objective, master_addr=os.environ.get("FORGELINE_MASTER_ADDR") or None)
     if nodes.count > 1:
         logging.getLogger(f"forgeline.{job.objective}").info(
             "%s: this node's torchrun agent starts; run this on each of the other %d nodes, from the project "
@@ -336,6 +341,8 @@ def run_external(job: PretrainRun | SFTRun, launch_dir: Path, port: int, nodes: 
             shlex.join(["python", *cmd[1:]]))
     env = {**os.environ, **{k: v for k, v in rank_env(par.accelerator).items() if v is not None}}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CODE_ROOT), env.get("PYTHONPATH")]))
+    if par.launcher == "deepspeed":  # what its SSH runner exports to the other hosts (tasks/train/remote_env.py)
+        env["DS_ENV_FILE"] = str(write_env_file(launch_dir / "deepspeed_env", Path(root or "."), env))
     proc = subprocess.run(cmd, cwd=root, env=env)
     return RuntimeError(f"{' '.join(cmd)} exited with {proc.returncode}") if proc.returncode else None
 
