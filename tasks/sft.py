@@ -34,9 +34,8 @@ from tasks.eval.spotcheck import Flagger, generation_items, sample_text
 from tasks.train.chat import render
 from tasks.train.config import ModelConfig
 from tasks.train.launch import environ_context, launch
-from tasks.train.model import Transformer
 from tasks.train.objectives.sft import prepare_data, read_jsonl
-from tasks.train.weights import load_weights, weight_files, weights_fingerprint
+from tasks.train.weights import load_weights, model_from_state, weight_files, weights_fingerprint
 
 log = logging.getLogger("forgeline.sft")
 CHECKPOINT_DIR = Path("checkpoints") / "sft"
@@ -98,12 +97,6 @@ def compare(spec: SFTJob, paths: StagePaths, data: Any, instruct: Path) -> list[
     chat = data.chat  # the checkpoint's template, or None: forgeline's markers
     end_id = chat.stop_ids() if chat is not None else tok.token_to_id("<|end|>")
     cfg = ModelConfig.from_dict({**data.cfg.to_dict(), "dropout": 0.0})
-    models = {}
-    for name, state in (("pretrained", data.init.whole_state()),
-                        ("finetuned", load_weights(paths.out))):
-        model = Transformer(cfg, seed=0)
-        model.load_state_dict(state, strict=True)
-        models[name] = model.eval()
     rows, prompts = [], []
     for rec in records:
         msgs = rec["messages"]
@@ -115,11 +108,14 @@ def compare(spec: SFTJob, paths: StagePaths, data: Any, instruct: Path) -> list[
         rows.append({"id": rec["id"], "source": rec.get("source", "unknown"), "prompt": msgs[first]["content"],
                      "reference": next((m["content"] for m in msgs[first + 1:] if m["role"] == "assistant"), "")})
     with torch_threads(1), torch.no_grad():
-        for name, model in models.items():  # all prompts in one KV-cached batch, each with its own generator
+        # One model at a time (built without a random init): the head process holds one model, not two.
+        for name, weights in (("pretrained", data.init.whole_state), ("finetuned", lambda: load_weights(paths.out))):
+            model = model_from_state(cfg, weights())
             gens = [torch.Generator().manual_seed(prompt_seed(paths.seed, rec["id"])) for rec in records]
-            outs = generate_batch(model, prompts, spec.train.sampling, gens, end_id) if prompts else []
+            outs = generate_batch(model, prompts, spec.train.sampling, gens, end_id) if prompts else []  # one batch
             for row, (new, _stop) in zip(rows, outs):
                 row[name] = tok.decode(new, skip_special_tokens=True)
+            del model  # freed before the next one is built
     return rows
 
 

@@ -120,3 +120,32 @@ def test_foreign_files_and_missing_weights_are_refused(tmp_path):
     torch.save({"layers.0.w": torch.zeros(1)}, tmp_path / "p" / "model.pt")  # an old pickle is never read
     with pytest.raises(FileNotFoundError):
         load_weights(tmp_path / "p")
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_model_from_state_equals_the_initialised_then_loaded_model_without_drawing(tied, monkeypatch):
+    """Evaluate and SFT's comparisons build their models this way: the same logits as a randomly initialised
+    model loaded with the state, every parameter real fp32 (none left on the meta device, a tied head reading the
+    loaded table), and no random value drawn (a 7B model's init is minutes of CPU RNG and a second copy)."""
+    from tasks.train.config import ModelConfig
+    from tasks.train.model import Transformer
+    from tasks.train.weights import model_from_state
+
+    cfg = ModelConfig.from_dict({"vocab_size": 64, "seq_len": 16, "n_layers": 2, "d_model": 32, "n_heads": 4,
+                                 "n_kv_heads": 2, "ffn_hidden": 48, "tie_embeddings": tied})
+    source = Transformer(cfg, seed=3)
+    state = {k: v.detach().to(torch.bfloat16).float().clone() for k, v in source.state_dict().items()}
+    reference = Transformer(cfg, seed=0)
+    reference.load_state_dict(state, strict=True)
+    drawn = []
+    for name in ("normal_", "uniform_"):
+        real = getattr(torch.Tensor, name)
+        monkeypatch.setattr(torch.Tensor, name,
+                            lambda t, *a, _r=real, **k: (drawn.append(t.device.type), _r(t, *a, **k))[1])
+    model = model_from_state(cfg, {k: v.to(torch.bfloat16) for k, v in state.items()})
+    assert "cpu" not in drawn  # nothing materialised was drawn
+    assert all(p.device.type == "cpu" and p.dtype == torch.float32 for p in model.parameters())
+    assert not model.training
+    ids = torch.randint(0, 64, (2, 16), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert torch.equal(model(ids), reference.eval()(ids))

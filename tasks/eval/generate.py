@@ -25,7 +25,7 @@ import torch
 from specs.evaluate import PromptSpec, SamplingSpec
 from tasks.train.kv_cache import KVCache
 from tasks.train.model import ModelConfig, Transformer
-from tasks.train.weights import load_weights
+from tasks.train.weights import load_weights, model_from_state
 
 BATCH = 16  # prompts decoded together; greedy outputs are the same for any value (see generate_batch)
 
@@ -34,10 +34,7 @@ def load_model(pretrain_dir: Path, device: str = "cpu") -> tuple[Transformer, Mo
     """The consolidated pretrained model (`model.safetensors` + `config.json`), in eval mode."""
     config = json.loads((pretrain_dir / "config.json").read_text())
     cfg = ModelConfig.from_dict(config["model"])
-    state = load_weights(pretrain_dir)
-    model = Transformer(cfg, seed=0)  # the init seed is irrelevant: every weight is overwritten below
-    model.load_state_dict(state, strict=True)
-    return model.to(device).eval(), cfg
+    return model_from_state(cfg, load_weights(pretrain_dir), device), cfg
 
 
 @contextlib.contextmanager

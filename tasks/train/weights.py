@@ -29,6 +29,8 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from tasks.core.files import atomic_path, sha256_file, write_json_atomic
+from tasks.train.config import ModelConfig
+from tasks.train.model import Transformer
 
 SHARDS_DIR = "shards"
 ADAPTER_SHARDS = "adapter_shards"  # LoRA: the adapter's rank shards, merged into <out>/adapter/
@@ -196,6 +198,17 @@ def load_weights(folder: Path) -> dict[str, torch.Tensor]:
     for f in weight_files(folder):
         state.update(load_file(str(f)))
     return dict(sorted(state.items(), key=lambda kv: key_order(kv[0])))
+
+
+def model_from_state(cfg: ModelConfig, state: dict[str, torch.Tensor], device: str = "cpu") -> Transformer:
+    """The plain model (eval mode) holding `state` in fp32 on `device`. Built on the meta device and handed the
+    tensors themselves: no random initialisation (minutes of RNG on a CPU for a 7B model) and no second
+    whole-model copy beside the state dict, which `Transformer(cfg, seed)` + `load_state_dict` cost."""
+    with torch.device("meta"):
+        model = Transformer(cfg, seed=0)
+    model.load_state_dict({k: v.to(device=device, dtype=torch.float32) for k, v in state.items()}, strict=True,
+                          assign=True)
+    return model.eval()
 
 
 def weights_fingerprint(folder: Path) -> str:
