@@ -308,3 +308,32 @@ def test_elastic_state_moves_into_a_fresh_engine(world1, config):
         e.step()
     for pa, pb in zip(a.module.parameters(), b.module.parameters()):
         assert torch.equal(pa, pb)
+
+
+@pytest.mark.parametrize("kind", ["unfused", "fused"])
+def test_fp16_masters_are_deepspeeds_fp32_copies_not_the_rounded_parameters(world1, kind):
+    """DeepSpeed's own fp16 optimizers (built directly: its CPU accelerator runs no fp16 engine), with every
+    master moved off the fp16 grid as training would: `fp16_masters` returns those fp32 values, per parameter and
+    in its shape, where the module holds fp16-rounded ones and `safe_get_full_fp32_param` returns None."""
+    from deepspeed.runtime.fp16.fused_optimizer import FP16_Optimizer
+    from deepspeed.runtime.fp16.unfused_optimizer import FP16_UnfusedOptimizer
+    from deepspeed.utils import safe_get_full_fp32_param
+
+    model = nn.Sequential(nn.Linear(4, 3), nn.Linear(3, 5, bias=False)).half()
+    cls = FP16_UnfusedOptimizer if kind == "unfused" else FP16_Optimizer
+    opt = cls(torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False), dynamic_loss_scale=True)
+    stored = opt.fp32_groups if kind == "unfused" else [[g] for g in opt.fp32_groups_flat]
+    with torch.no_grad():
+        for group in stored:
+            for master in group:
+                master.add_(torch.linspace(1e-6, 3e-6, master.numel()).view_as(master))  # below fp16's step
+    masters = adapter.fp16_masters(opt)
+    assert set(masters) == {id(p) for p in model.parameters()}
+    for p in model.parameters():
+        assert safe_get_full_fp32_param(p) is None
+        m = masters[id(p)]
+        assert m.shape == p.shape and m.dtype == torch.float32
+        assert not torch.equal(m, p.float()) and torch.allclose(m, p.float(), atol=1e-2)
+    flat = torch.cat([masters[id(p)].flatten() for p in model.parameters()])
+    assert torch.equal(flat, torch.cat([m.flatten() for group in stored for m in group]))  # DeepSpeed's order
+    assert adapter.fp16_masters(torch.optim.AdamW(model.parameters())) == {}  # fp32 / bf16: nothing to add

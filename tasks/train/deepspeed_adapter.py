@@ -15,6 +15,7 @@ that, so a DeepSpeed bump breaks there, loudly, and not as a silently different 
     pipeline_local_layers   PipelineModule._local_start / _local_stop / _layer_specs / tied_modules
     pipeline_eval_sums      PipelineModule.loss_fn and PipelineEngine.total_loss around eval_batch
     full_fp32_param         deepspeed.utils.safe_get_full_fp32_param
+    fp16_masters            FP16_(Unfused)Optimizer's `fp16_groups` and `fp32_groups` / `fp32_groups_flat`
     gathered_param          deepspeed.zero.GatheredParameters and ZeRO-3's `ds_id` mark
     pipeline_tied_layers    PipelineModule.tied_modules / _layer_specs (every tied copy on this stage)
     make_grid               deepspeed.runtime.pipe.topology.PipelineParallelGrid, the mpu for pp = 1 × tp > 1
@@ -193,6 +194,30 @@ def full_fp32_param(p: torch.Tensor) -> torch.Tensor | None:
     from deepspeed.utils import safe_get_full_fp32_param
 
     return safe_get_full_fp32_param(p)
+
+
+def fp16_masters(optimizer: Any) -> dict[int, torch.Tensor]:
+    """id(parameter) -> its fp32 master under DeepSpeed's fp16 optimizers without ZeRO, whose masters
+    `safe_get_full_fp32_param` cannot reach (they carry no `_hp_mapping`); empty for any other optimizer. Without
+    it the final weights of an fp16 ZeRO-0 run would be the fp16-rounded module values.
+
+    Relies on: FP16_UnfusedOptimizer's `fp16_groups` / `fp32_groups` (lists of per-parameter tensors, in the same
+    order) and FP16_Optimizer's `fp16_groups` / `fp32_groups_flat` (one flat fp32 tensor per group, the
+    parameters concatenated in order, as `_flatten_dense_tensors` lays them out)."""
+    groups = getattr(optimizer, "fp16_groups", None)
+    if groups is None:
+        return {}
+    masters: dict[int, torch.Tensor] = {}
+    if hasattr(optimizer, "fp32_groups_flat"):
+        for params, flat in zip(groups, optimizer.fp32_groups_flat):
+            offset = 0
+            for p in params:
+                masters[id(p)] = flat.detach().narrow(0, offset, p.numel()).view_as(p)
+                offset += p.numel()
+    elif hasattr(optimizer, "fp32_groups"):
+        for params, fp32 in zip(groups, optimizer.fp32_groups):
+            masters.update({id(p): m.detach() for p, m in zip(params, fp32)})
+    return masters
 
 
 def gathered_param(p: torch.Tensor) -> torch.Tensor:

@@ -20,7 +20,7 @@ from deepspeed.runtime.checkpoint_engine import TorchCheckpointEngine
 
 from tasks.train.config import ModelConfig
 from tasks.train.data import EvalData, loss_sums
-from tasks.train.deepspeed_adapter import (full_fp32_param, gathered_param, pipeline_eval_sums,
+from tasks.train.deepspeed_adapter import (fp16_masters, full_fp32_param, gathered_param, pipeline_eval_sums,
                                            pipeline_local_layers, use_weights_only_loader)
 from tasks.train.elastic import load_layout_free, needs_reshard, save_layout_free, unsupported_reason
 from tasks.train.init_weights import WeightSource
@@ -223,16 +223,18 @@ class Engine:
         """(key → this rank's fp32 value, key → TP split dim, replicated tensors' sums) over its parameters.
 
         A collective: every rank walks its layers in the same order, since the fp32 master of a parameter comes
-        from the optimizer (`full_fp32_param`, gathered over dp: ZeRO 1–3 and bf16) and a frozen parameter under
-        ZeRO-3 (LoRA's base) is gathered over dp (`gathered_param`) — read from its empty local partition it
-        would save an empty model (peft #297, #2450)."""
+        from the optimizer (`full_fp32_param`, gathered over dp: ZeRO 1–3 and bf16; `fp16_masters`: fp16
+        without ZeRO) and a frozen parameter under ZeRO-3 (LoRA's base) is gathered over dp (`gathered_param`) —
+        read from its empty local partition it would save an empty model (peft #297, #2450)."""
         L = self.layout
         values: dict[str, torch.Tensor] = {}
         split: dict[str, int] = {}
         sums: list[float] = []
+        fp16 = fp16_masters(self.ds.optimizer)  # fp16 without ZeRO: masters the safe_get API cannot reach
         for idx, layer in self._local_layers():
             for name, p in layer.named_parameters():
                 full = full_fp32_param(p)
+                full = fp16.get(id(p)) if full is None else full
                 value = (gathered_param(p) if full is None else full).float().cpu()
                 key = f"layers.{idx}.{name}"
                 dim = getattr(p, "partition_dim", None) if L.tp > 1 else None
