@@ -94,10 +94,14 @@ def run_rank(job: PretrainRun | SFTRun, hooks: Hooks | None = None) -> TrainResu
         teardown()  # destroy the process groups before exit (ZeRO-3 runs abort at exit otherwise, ~3/20)
 
 
+def local_ranks(world: int) -> int:
+    """Ranks on this machine: torchrun's LOCAL_WORLD_SIZE, the DeepSpeed launcher's LOCAL_SIZE, else `world`."""
+    return max(1, int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("LOCAL_SIZE") or world))
+
+
 def cpu_threads(total: int, world: int) -> int:
     """torch threads per rank: the run's `cpu_threads` split over the ranks on this machine."""
-    local = int(os.environ.get("LOCAL_WORLD_SIZE") or os.environ.get("LOCAL_SIZE") or world)
-    return max(1, total // max(local, 1))
+    return max(1, total // local_ranks(world))
 
 
 def start(job: PretrainRun | SFTRun, rank: int, hooks: Hooks) -> TrainResult:
@@ -145,7 +149,6 @@ def start(job: PretrainRun | SFTRun, rank: int, hooks: Hooks) -> TrainResult:
 def verifying_ranks(rank: int, world: int) -> Ranks:
     """The ranks of this run as checkpoint verifiers: the default group's object collectives, and the node's
     hashing threads split between its local ranks (they read the same disks)."""
-    local = max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
     if world == 1:
         return Ranks(threads=VERIFY_THREADS)
 
@@ -159,7 +162,7 @@ def verifying_ranks(rank: int, world: int) -> Ranks:
         dist.all_gather_object(out, obj)  # small objects only (a path or none per rank)
         return out
 
-    return Ranks(rank, world, max(1, VERIFY_THREADS // local), broadcast, gather)
+    return Ranks(rank, world, max(1, VERIFY_THREADS // local_ranks(world)), broadcast, gather)
 
 
 @dataclass
