@@ -18,7 +18,8 @@ from specs.results import StageResult
 from tasks.core.files import atomic_path, write_json_atomic
 from tasks.core.runner import StagePaths
 from tasks.data.normalize import strip_control_chars
-from tasks.data.records import QUARANTINE_SCHEMA, RECORD_SCHEMA, Bad, Doc, meta_json, unicode_error, write_table
+from tasks.data.records import (QUARANTINE_SCHEMA, RECORD_SCHEMA, Bad, Doc, RowWriter, meta_json, unicode_error,
+                                write_table)
 
 log = logging.getLogger("forgeline.ingest")
 PROGRESS_EVERY_S = 5.0
@@ -27,15 +28,14 @@ PROGRESS_EVERY_S = 5.0
 def run(spec: IngestSpec, paths: StagePaths) -> StageResult:
     shard_dir = paths.out / "shards"
     shard_dir.mkdir(parents=True, exist_ok=True)
-    quarantine: list[dict[str, Any]] = []
     stats: dict[str, dict[str, Any]] = {}
-    for src in spec.sources:
-        stats[src.name] = _ingest_source(src, spec, paths, shard_dir, quarantine)
-        s = stats[src.name]
-        log.info("%s: read %d, kept %d, quarantined %d", src.name, s["read"], s["kept"], s["quarantined"])
-
-    with atomic_path(paths.out / "quarantine.parquet") as tmp:
-        write_table(quarantine, QUARANTINE_SCHEMA, tmp)
+    with atomic_path(paths.out / "quarantine.parquet") as tmp:  # streamed: memory is one chunk of entries
+        quarantine = RowWriter(tmp, QUARANTINE_SCHEMA)
+        for src in spec.sources:
+            stats[src.name] = _ingest_source(src, spec, paths, shard_dir, quarantine)
+            s = stats[src.name]
+            log.info("%s: read %d, kept %d, quarantined %d", src.name, s["read"], s["kept"], s["quarantined"])
+        quarantine.close()
     totals = {k: sum(s[k] for s in stats.values())
               for k in ("read", "kept", "quarantined", "chars", "control_chars_removed")}
     counts = {**totals, "by_source": stats}
@@ -43,7 +43,8 @@ def run(spec: IngestSpec, paths: StagePaths) -> StageResult:
     return StageResult(stage="ingest", counts=counts, summary=_summary(totals, stats), table=_table(stats))
 
 
-def _ingest_source(src, spec: IngestSpec, paths: StagePaths, shard_dir: Path, quarantine: list) -> dict[str, Any]:
+def _ingest_source(src, spec: IngestSpec, paths: StagePaths, shard_dir: Path, quarantine: RowWriter
+                   ) -> dict[str, Any]:
     reasons: Counter[str] = Counter()
     kept = chars = read = shard_no = controls = 0
     first_origin: dict[str, str] = {}  # id -> origin of the record that kept it: ids are unique per source
