@@ -100,6 +100,10 @@ def test_no_false_hits_on_look_alikes() -> None:
     # credentials inside URLs
     ("postgres://app:pa55-w0rd@db.example.com:5432/app", "postgres://app:<SECRET>@db.example.com:5432/app"),
     ("git clone https://bob:tok3n_x9@github.com/a/r.git", "git clone https://bob:<SECRET>@github.com/a/r.git"),
+    ("REDIS_URL=redis://:s3cretRedis99@cache:6379/0", "REDIS_URL=redis://:<SECRET>@cache:6379/0"),  # no user
+    # a list of numbers separated by single spaces: all of them (before, 16 — one per round — then the rest leaked)
+    (" ".join(f"202-555-01{i:02d}" for i in range(40)), " ".join(["<PHONE>"] * 40)),
+    ("+44 20 7946 0958 +44 20 7946 0959 +33 1 23 45 67 89", "<PHONE> <PHONE> <PHONE>"),
     # phones with a country code in parentheses
     ("Call (+44) 20 7946 0958.", "Call <PHONE>."), ("(+33) 1 23 45 67 89", "<PHONE>"),
     ("+1 (555) 234-5678", "<PHONE>"), ("+49 (0)30 1234567", "<PHONE>"), ("+91 98765 43210", "<PHONE>"),

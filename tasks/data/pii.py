@@ -85,6 +85,9 @@ _PHONE = re.compile(r"""(?xa)
       | (?<=\d)\d{9,10}                                           # 2125550147 after a cue; 01154960930
     )(?:[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6})?           # an extension: x157, ext. 5
     (?!\w|[.-]?\d)""")
+# The same shape right after a phone and one space: a space-separated list of numbers, whose members the
+# "nothing number-like before it" look-behind would otherwise let through one per round (16 rounds: 16 phones).
+_PHONE_NEXT = re.compile(_PHONE.pattern.replace(r"(?<!\d[ ./-].)", "", 1))
 _EXTENSION = re.compile(r"[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6}$")
 _ISBN_BEFORE = re.compile(r"(?i)isbn(?:-10)?[\s:#]*$")
 # A phone cue right before bare digits: `Phone: `, `tel. `, `cell #`, `call me at `, `"mobile": "`.
@@ -314,5 +317,24 @@ def _round(text: str, wanted: set[str], keep: frozenset[str], counts: Counter[st
                 start, end = m.start(group) - m.start(), m.end(group) - m.start()
             return m.group()[:start] + PLACEHOLDERS[kind] + m.group()[end:]
 
-        text = pattern.sub(replace, text)
+        text = _sub_listed(pattern, replace, text) if kind == "phone" else pattern.sub(replace, text)
     return text
+
+
+def _sub_listed(pattern: re.Pattern[str], replace: Callable[[re.Match[str]], str], text: str) -> str:
+    """`pattern.sub(replace, text)`, where a phone that was replaced also takes the number right after it (one
+    space between, `_PHONE_NEXT`), and that one the next: a whole list in one round."""
+    pieces: list[str] = []
+    last = 0
+    for m in pattern.finditer(text):
+        if m.start() < last:
+            continue  # inside a listed number already taken
+        out = replace(m)
+        pieces += [text[last:m.start()], out]
+        last = m.end()
+        while out != m.group() and text.startswith(" ", last) and (n := _PHONE_NEXT.match(text, last + 1)):
+            out, m = replace(n), n
+            pieces += [" ", out]
+            last = n.end()
+    pieces.append(text[last:])
+    return "".join(pieces)

@@ -104,8 +104,8 @@ _TOKEN_SHAPES = Gated([
 _AWS_SECRET = re.compile(r"(?i:aws[_.-]?secret[_.-]?(?:access[_.-]?)?key|secret[_.-]?access[_.-]?key)[\"']?[ \t]*"
                          r"(?:=>|:=|[:=])[ \t]*[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")
 
-# `scheme://user:PASSWORD@host`: only the password is replaced, so the URL stays readable.
-_URL_CREDENTIALS = Gated([("://", r"://(?<=[A-Za-z0-9+.-]://)[^\s:/@'\"<>]{1,64}:([^\s@/'\"<>]{1,128})@(?=[\w\[])")])
+# `scheme://user:PASSWORD@host` (or `redis://:PASSWORD@host`, no user): only the password is replaced.
+_URL_CREDENTIALS = Gated([("://", r"://(?<=[A-Za-z0-9+.-]://)[^\s:/@'\"<>]{0,64}:([^\s@/'\"<>]{1,128})@(?=[\w\[])")])
 
 _AUTH_SCHEMES = ("basic", "bearer", "token", "bot", "apikey", "sso-key", "key")
 _AUTH_VALUE = (r"[\"']?[ \t]*[:=][ \t]*[\"']?(?:((?i:basic|bearer|token|bot|apikey|sso-key|key))[ \t]+)?"
