@@ -23,6 +23,9 @@ from tasks.data.records import (QUARANTINE_SCHEMA, RECORD_SCHEMA, Bad, Doc, RowW
 
 log = logging.getLogger("forgeline.ingest")
 PROGRESS_EVERY_S = 5.0
+# A shard is also written once its rows hold this many characters of text and meta: `shard_records` rows of
+# 60 MB records would otherwise be held together (sixty such rows took 2 GB before their shard was written).
+SHARD_CHARS = 128 << 20
 
 
 def run(spec: IngestSpec, paths: StagePaths) -> StageResult:
@@ -49,13 +52,14 @@ def _ingest_source(src, spec: IngestSpec, paths: StagePaths, shard_dir: Path, qu
     kept = chars = read = shard_no = controls = 0
     first_origin: dict[str, str] = {}  # id -> origin of the record that kept it: ids are unique per source
     pending: list[dict[str, Any]] = []
+    pending_chars = 0
     last_log = time.monotonic()
 
     def flush() -> None:
-        nonlocal shard_no, pending
+        nonlocal shard_no, pending, pending_chars
         with atomic_path(shard_dir / f"{src.name}-{shard_no:05d}.parquet") as tmp:
             write_table(pending, RECORD_SCHEMA, tmp)
-        shard_no, pending = shard_no + 1, []
+        shard_no, pending, pending_chars = shard_no + 1, [], 0
 
     for item in _items(src, spec, paths.root):
         read += 1
@@ -73,7 +77,8 @@ def _ingest_source(src, spec: IngestSpec, paths: StagePaths, shard_dir: Path, qu
             kept += 1
             chars += len(outcome["text"])
             controls += removed
-            if len(pending) >= spec.shard_records:
+            pending_chars += len(outcome["text"]) + len(outcome["meta"] or "")
+            if len(pending) >= spec.shard_records or pending_chars >= SHARD_CHARS:
                 flush()
         if time.monotonic() - last_log > PROGRESS_EVERY_S:
             log.info("%s: %d read, %d kept so far", src.name, read, kept)

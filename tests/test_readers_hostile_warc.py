@@ -122,3 +122,45 @@ def test_quarantine_is_streamed_in_row_groups_and_equals_the_one_shot_file(tmp_p
     streamed.close()
     write_table(rows, QUARANTINE_SCHEMA, tmp_path / "b.parquet")
     assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
+
+
+def test_a_parquet_dictionary_bomb_is_measured_before_it_is_decoded(tmp_path, monkeypatch):
+    """2.7 KB of Parquet whose 1,000 rows all point at one 5 MiB dictionary value: it decoded 5 GB in one batch
+    before. Rows are measured from the dictionary's value lengths: over the cap they are `record_too_large`
+    unread; a batch over BATCH_BYTES is decoded a row at a time, to the same records."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tasks.data.formats import columnar
+
+    big = pa.DictionaryArray.from_arrays(pa.array([0] * 1000, pa.int32()), pa.array(["x" * (5 << 20)]))
+    pq.write_table(pa.table({"id": [f"r{i}" for i in range(1000)], "text": big}), tmp_path / "bomb.parquet",
+                   compression="zstd", dictionary_pagesize_limit=64 << 20)
+    assert (tmp_path / "bomb.parquet").stat().st_size < 1 << 20
+    items = read(tmp_path, ["bomb.parquet"])
+    assert bads(items) == [(f"row {i}", "record_too_large") for i in range(1, 1001)] and not docs(items)
+    texts = [f"row {i} " + "y" * i for i in range(40)]
+    pq.write_table(pa.table({"id": [f"s{i}" for i in range(40)], "text": texts, "n": list(range(40))}),
+                   tmp_path / "rows.parquet")
+    whole = read(tmp_path, ["rows.parquet"])
+    monkeypatch.setattr(columnar, "BATCH_BYTES", 100)  # every batch now goes row by row
+    assert [(d.key, d.text, d.meta) for d in read(tmp_path, ["rows.parquet"])] == \
+        [(d.key, d.text, d.meta) for d in whole] and [d.text for d in whole] == texts
+
+
+def test_shards_are_also_cut_by_characters(tmp_path, monkeypatch):
+    """Rows wait in memory until their shard is written: `shard_records` rows of 60 MB records took 2 GB. A shard
+    now also ends at SHARD_CHARS characters of text and meta; the records are the same, in the same order."""
+    import json
+
+    import tasks.ingest as ingest_stage
+    from tests.test_readers_formats import ingest
+
+    (tmp_path / "in").mkdir()
+    rows = [{"id": f"r{i}", "text": f"text {i} " + "t" * 100, "m": "m" * 50} for i in range(12)]
+    (tmp_path / "in" / "a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    _, whole = ingest(tmp_path, paths=["in"], fields={"id": "id"})
+    assert len(list((tmp_path / "data" / "ingest" / "shards").glob("*.parquet"))) == 1
+    monkeypatch.setattr(ingest_stage, "SHARD_CHARS", 500)  # four or five records per shard
+    counts, cut = ingest(tmp_path, paths=["in"], fields={"id": "id"})
+    assert counts["by_source"]["u"]["shards"] >= 3 and list(cut) == list(whole) and cut == whole

@@ -69,7 +69,7 @@ def _read_one(stream: Stream, path: Path, shown: str, src: FilesSource, root: Pa
             yield Bad(shown, "", "unsupported_format", f"Parquet inside {stream.compression} needs random access; "
                       "decompress it first (Parquet compresses its own pages)")
         else:
-            yield from read_parquet(path, shown, src, root)
+            yield from read_parquet(path, shown, src, root, cap)
     elif fmt == "arrow":
         yield from read_arrow(stream, path, shown, src, root)
     elif fmt == "warc":
