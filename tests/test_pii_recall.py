@@ -101,6 +101,8 @@ def test_no_false_hits_on_look_alikes() -> None:
     ("postgres://app:pa55-w0rd@db.example.com:5432/app", "postgres://app:<SECRET>@db.example.com:5432/app"),
     ("git clone https://bob:tok3n_x9@github.com/a/r.git", "git clone https://bob:<SECRET>@github.com/a/r.git"),
     ("REDIS_URL=redis://:s3cretRedis99@cache:6379/0", "REDIS_URL=redis://:<SECRET>@cache:6379/0"),  # no user
+    # markdown italics around an address (`_` is a word character: both ends blocked the match before)
+    ("write to _jane.doe@example.org_ today", "write to <EMAIL>_ today"),
     # a list of numbers separated by single spaces: all of them (before, 16 — one per round — then the rest leaked)
     (" ".join(f"202-555-01{i:02d}" for i in range(40)), " ".join(["<PHONE>"] * 40)),
     ("+44 20 7946 0958 +44 20 7946 0959 +33 1 23 45 67 89", "<PHONE> <PHONE> <PHONE>"),

@@ -56,8 +56,8 @@ PLACEHOLDERS = {"email": "<EMAIL>", "phone": "<PHONE>", "ipv4": "<IP_ADDRESS>", 
 # --- emails, cards, addresses, phones ------------------------------------------------------------------------
 # Tried only at each `@` (`Anchored`), from the local part's start: led by its local part, `re.sub` would try
 # it at every word. The local part's characters are all in the lookbehind's class, so its start is unique.
-_EMAIL = re.compile(r"(?<![\w.+%-])[A-Za-z0-9](?:[A-Za-z0-9._%+-]{0,62}[A-Za-z0-9_%+-])?(?P<at>@)"
-                    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![\w-])")
+_EMAIL = re.compile(r"(?<![\w.+%-])[A-Za-z0-9_](?:[A-Za-z0-9._%+-]{0,62}[A-Za-z0-9_%+-])?(?P<at>@)"
+                    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![^\W_]|-)")  # `_`: md italics
 _CARD = re.compile(r"[0-9](?<![\w.,+-][0-9])"          # bare, 4-4-4-4(-3), Amex 4-6-5, Diners 4-6-4
                    r"(?:\d{11,18}|\d{3}([ -])\d{4}\1\d{4}\1\d{4}(?:\1\d{3})?|\d{3}([ -])\d{6}\2\d{4,5})"
                    r"(?!\w|[.,-]\d)", re.ASCII)
