@@ -81,6 +81,16 @@ class FilesSource(_SourceBase):
         default_factory=FieldMap, description="Field (or column) mapping for jsonl/parquet/arrow/csv rows."
     )
     csv: CsvOptions = Field(default_factory=CsvOptions, description="Row splitting for CSV/TSV files.")
+    symlinks: Literal["inside", "follow"] = Field(
+        "inside",
+        description="Symbolic links met while expanding a directory or glob. `inside`: a link is read only when "
+        "its target lies inside the folder the path names (the part of a glob before its first wildcard), or, "
+        "for a Hugging Face hub cache snapshot, inside that dataset's cache folder (whose files are links into "
+        "`blobs/`); any other link is quarantined as `link_outside` without being opened, so a downloaded "
+        "corpus cannot pull `/etc/...`, `~/.ssh/...` or `/proc/self/environ` into the training data. `follow`: "
+        "every link is read (a corpus assembled from links on purpose). A file named directly in `paths` is "
+        "always read.",
+    )
 
 
 Source = Annotated[EmbeddedSource | FilesSource, Field(discriminator="kind")]

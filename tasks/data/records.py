@@ -54,6 +54,7 @@ QUARANTINE_REASONS = (
     "not_html",           # a WARC response whose payload is not HTML (PDF, image, ...)
     "empty_extraction",   # an HTML page with no main text
     "bad_encoding",       # a WARC payload whose HTTP transfer/content coding does not decode
+    "link_outside",       # a symbolic link out of the source's folder, not opened (ingest `symlinks: inside`)
 )
 RAW_PREVIEW = 500
 

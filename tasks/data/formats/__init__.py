@@ -27,8 +27,12 @@ FORMAT_BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"
 
 
 def read_files(src: FilesSource, root: Path, max_record_bytes: int) -> Iterator[Doc | Bad]:
-    for path in expand_paths(src.paths, root, src.name):
-        shown = display_path(path, root)
+    for listed in expand_paths(src.paths, root, src.name, src.symlinks):
+        path = listed.path
+        shown = display_path(path, root, follow=False)  # already resolved as far as it should be
+        if listed.refused is not None:
+            yield Bad(shown, "", "link_outside", listed.refused)
+            continue
         try:
             with open_stream(path) as stream:
                 yield from _read_one(stream, path, shown, src, root, max_record_bytes)

@@ -1,0 +1,120 @@
+"""Symbolic links in a files source: read inside the source's folder, refused (never opened) outside it.
+
+A downloaded corpus is untrusted: a link `notes.txt -> /proc/self/environ` (or `~/.ssh/id_rsa`) in it would put
+the environment or a key into the training data. The default `symlinks: inside` quarantines such links as
+`link_outside`; a Hugging Face hub cache, whose files are links into the repo's `blobs/`, still reads — the
+cache layout here is checked with `huggingface_hub`'s own cache scanner, so it is the real one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+import tasks.data.formats as formats
+from tests.helpers.readers import bads, docs, read
+
+SECRET = "AKIA-not-for-training-0451"
+
+
+@pytest.fixture
+def opened(monkeypatch) -> list[Path]:
+    """Every path the readers open."""
+    seen: list[Path] = []
+    real = formats.open_stream
+
+    def spy(path):
+        seen.append(Path(path))
+        return real(path)
+
+    monkeypatch.setattr(formats, "open_stream", spy)
+    return seen
+
+
+def corpus(tmp_path: Path) -> Path:
+    """`corpus/` with one real page, a link to a page inside it, and links that leave it."""
+    outside = tmp_path / "home"
+    outside.mkdir()
+    (outside / "id_rsa").write_text(f"-----BEGIN KEY----- {SECRET}\n")
+    (outside / "more").mkdir()
+    (outside / "more" / "page.txt").write_text(f"behind a linked folder {SECRET}\n")
+    src = tmp_path / "corpus"
+    (src / "sub").mkdir(parents=True)
+    (src / "sub" / "page.txt").write_text("a page of the corpus\n")
+    os.symlink("sub/page.txt", src / "alias.txt")            # inside: the same page, read once
+    os.symlink(outside / "id_rsa", src / "key.txt")           # outside: refused
+    os.symlink("../home/more", src / "linked")                # a folder link (followed by a glob's **)
+    if Path("/proc/self/environ").exists():
+        os.symlink("/proc/self/environ", src / "environ.txt")
+    return src
+
+
+def test_links_out_of_the_folder_are_quarantined_unopened(tmp_path, opened):
+    src = corpus(tmp_path)
+    items = read(tmp_path, ["corpus"])
+    assert [d.text for d in docs(items)] == ["a page of the corpus\n"]  # alias and page: one file, read once
+    refused = sorted(i.origin for i in items if not isinstance(i, formats.Doc))
+    want = ["corpus/environ.txt", "corpus/key.txt"] if (src / "environ.txt").is_symlink() else ["corpus/key.txt"]
+    assert refused == want
+    assert {r for _, r in bads(items)} == {"link_outside"}
+    assert all(p.resolve() == (src / "sub" / "page.txt").resolve() for p in opened)
+    environ = "\n".join(f"{k}={v}" for k, v in os.environ.items())
+    assert all(SECRET not in d.text and environ[:40] not in d.text for d in docs(items))
+
+
+def test_a_glob_through_a_linked_folder_is_held_to_the_folder_it_names(tmp_path, opened):
+    corpus(tmp_path)
+    items = read(tmp_path, ["corpus/**/*.txt"])
+    assert [d.text for d in docs(items)] == ["a page of the corpus\n"]
+    assert "corpus/linked/page.txt" in [i.origin for i in items if not isinstance(i, formats.Doc)]
+    assert not any("home" in str(p.resolve()) for p in opened)
+
+
+def test_follow_reads_every_link(tmp_path):
+    corpus(tmp_path)
+    items = read(tmp_path, ["corpus/**/*.txt"], symlinks="follow")
+    assert bads(items) == []
+    texts = sorted(d.text for d in docs(items))
+    assert f"-----BEGIN KEY----- {SECRET}\n" in texts and f"behind a linked folder {SECRET}\n" in texts
+
+
+def test_a_file_named_directly_is_read_even_as_a_link(tmp_path):
+    corpus(tmp_path)
+    items = read(tmp_path, ["corpus/key.txt"])
+    assert [(d.origin, d.text) for d in docs(items)] == [("corpus/key.txt", f"-----BEGIN KEY----- {SECRET}\n")]
+
+
+def hub_cache(tmp_path: Path) -> tuple[Path, Path]:
+    """A hub cache as `huggingface_hub` lays it out: snapshot files are relative links to `blobs/<sha256>`."""
+    repo = tmp_path / "hub" / "datasets--org--corpus"
+    rev = "0123456789abcdef0123456789abcdef01234567"
+    snapshot = repo / "snapshots" / rev
+    (snapshot / "data").mkdir(parents=True)
+    (repo / "blobs").mkdir()
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(rev)
+    files = {"data/train.jsonl": "".join(json.dumps({"text": f"row {i}"}) + "\n" for i in range(3)),
+             "README.md": "---\nconfigs:\n- config_name: default\n---\n# card, not a record\n"}
+    for i, (name, body) in enumerate(sorted(files.items())):
+        blob = f"{i:064x}"
+        (repo / "blobs" / blob).write_text(body)
+        depth = name.count("/") + 2
+        os.symlink("../" * depth + f"blobs/{blob}", snapshot / name)
+    return tmp_path / "hub", snapshot
+
+
+def test_a_hugging_face_hub_cache_snapshot_reads_through_its_blob_links(tmp_path):
+    hub, snapshot = hub_cache(tmp_path)
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    scanned = huggingface_hub.scan_cache_dir(hub)
+    assert not scanned.warnings
+    assert {f.file_name for r in scanned.repos for rev in r.revisions for f in rev.files} == {"train.jsonl",
+                                                                                            "README.md"}
+    for pattern in (str(snapshot), str(snapshot / "data"), str(snapshot / "**" / "*.jsonl")):
+        items = read(tmp_path, [pattern])
+        assert bads(items) == []  # before: the jsonl was read as `blobs/<sha>`, a file with no format
+        assert [(d.origin, d.text) for d in docs(items)] == [
+            (str((snapshot / "data" / "train.jsonl").relative_to(tmp_path)), f"row {i}") for i in range(3)]
