@@ -3,7 +3,8 @@ pool or Dask workers), each reading the work folder's files and writing only its
 
 - `bucket_candidates(k)`: LSH candidate pairs of band bucket k, from every shard's slice of it. The same pairs
   as `lsh.candidate_pairs` restricted to that bucket's (band, key) groups: members in ascending row order, each
-  linked to its next `lsh.MAX_WINDOW`. Written as sorted distinct codes g_i · N + g_j (g_i < g_j, row ids).
+  linked to its next `lsh.MAX_WINDOW`, and in a group wider than that also to the group's best-ranked row.
+  Written as sorted distinct codes g_i · N + g_j (g_i < g_j, row ids).
 - `verify_range(lo, hi)`: candidates [lo, hi) of the merged candidate file judged by exact shingle-set Jaccard
   (texts read back from the shards' work tables: only the rows needed, only their `text` column) or by the
   signature estimate; the pairs ≥ threshold are written in rank space, sorted by (worse rank, better rank),
@@ -20,7 +21,7 @@ import pyarrow.parquet as pq
 
 from specs.clean import DedupSpec
 from tasks.data import dedup_files
-from tasks.data.lsh import MAX_WINDOW, sorted_unique
+from tasks.data.lsh import head_links, sorted_unique, window_links
 from tasks.data.minhash import estimated_jaccard, exact_jaccard_pairs, shingle_sets
 
 # code = worse rank · N + better rank (the sort key); rows are the two documents' row ids
@@ -68,12 +69,9 @@ def bucket_candidates(layout: Layout, bucket: int, out: Path) -> int:
     in_group[1:] |= same
     in_group[:-1] |= same
     key, row = key[in_group], row[in_group]
-    found = []
-    for d in range(1, MAX_WINDOW + 1):                                   # pairs d apart inside one group
-        linked = key[d:] == key[:-d]
-        if not linked.any():
-            break                                                        # groups are contiguous runs
-        found.append(row[:-d][linked] * layout.total + row[d:][linked])
+    rank = np.load(layout.work / RANK, mmap_mode="r")
+    found = window_links(row, key, layout.total)
+    found.append(head_links(row, key, layout.total, lambda group: int(group[np.argmin(rank[group])])))
     codes = sorted_unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
     dedup_files.save_npy(out, codes)
     return len(codes)

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from functools import lru_cache
+from typing import Callable
 
 import numpy as np
 
 MAX_WINDOW = 64     # a bucket larger than this links each member to its next 64 (not all g² pairs)
+HeadFn = Callable[[np.ndarray], int]   # a bucket's members (doc indices) -> its best document
 _MUL = np.uint64(0x9E3779B97F4A7C15)
 
 # Weights (false positive, false negative) of the banding objective. With verification an LSH false positive
@@ -87,8 +89,12 @@ def band_keys(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return keys
 
 
-def candidate_pairs(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
-    """Distinct (i < j) pairs sharing at least one band bucket: int64 [c, 2], sorted."""
+def candidate_pairs(sigs: np.ndarray, bands: int, rows: int, head_of: HeadFn | None = None) -> np.ndarray:
+    """Distinct (i < j) pairs sharing at least one band bucket: int64 [c, 2], sorted.
+
+    With `head_of`, the members of a bucket wider than the window are also linked to its best document (see
+    `head_links`).
+    """
     n = len(sigs)
     if bands * rows > sigs.shape[1]:
         raise ValueError(f"bands × rows = {bands * rows} exceeds the signature length {sigs.shape[1]}")
@@ -104,15 +110,44 @@ def candidate_pairs(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
         in_bucket[1:] |= same
         in_bucket[:-1] |= same
         members, member_keys = order[in_bucket], sorted_keys[in_bucket]   # [k] grouped by bucket
-        for d in range(1, MAX_WINDOW + 1):                                # pairs d apart inside one bucket
-            linked = member_keys[d:] == member_keys[:-d]
-            if not linked.any():
-                break                                                     # buckets are contiguous runs
-            found.append(members[:-d][linked] * n + members[d:][linked])
+        found += window_links(members, member_keys, n)
+        if head_of is not None:
+            found.append(head_links(members, member_keys, n, head_of))
     if not found:
         return np.zeros((0, 2), dtype=np.int64)
     codes = sorted_unique(np.concatenate(found))                          # i·n + j, i < j
     return np.stack([codes // n, codes % n], axis=1)
+
+
+def window_links(members: np.ndarray, keys: np.ndarray, n: int) -> list[np.ndarray]:
+    """Codes i·n + j linking each member of a bucket to its next MAX_WINDOW (`members` grouped by `keys`, each
+    group in ascending order)."""
+    found = []
+    for d in range(1, MAX_WINDOW + 1):                                    # pairs d apart inside one bucket
+        linked = keys[d:] == keys[:-d]
+        if not linked.any():
+            break                                                         # buckets are contiguous runs
+        found.append(members[:-d][linked] * n + members[d:][linked])
+    return found
+
+
+def head_links(members: np.ndarray, keys: np.ndarray, n: int, head_of: HeadFn) -> np.ndarray:
+    """Codes linking every member of a bucket wider than the window to `head_of(bucket)`, its best document.
+
+    The window alone leaves such a bucket (a spam template copied thousands of times) with a keeper per ~65
+    members: a member more than 64 places from every keeper is never compared with one. The greedy decision
+    visits the best document first, so linking it to every member lets it remove the whole cluster, at one
+    extra pair per member.
+    """
+    starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])          # [g] first member of each bucket
+    sizes = np.diff(np.r_[starts, len(members)])                          # [g]
+    found = [np.zeros(0, dtype=np.int64)]
+    for start, size in zip(starts[sizes > MAX_WINDOW + 1].tolist(), sizes[sizes > MAX_WINDOW + 1].tolist()):
+        group = members[start: start + size]
+        head = head_of(group)
+        others = group[group != head]
+        found.append(np.minimum(others, head) * n + np.maximum(others, head))
+    return np.concatenate(found)
 
 
 def clusters_of(pairs: np.ndarray, n: int) -> list[list[int]]:

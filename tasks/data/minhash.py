@@ -148,14 +148,15 @@ def near_duplicates(
     # Every candidate is now checked (exactly, or by the estimate) before it links anything, so the banding
     # leans to recall in both modes: a false candidate costs one comparison, a missed one is lost for good.
     bands, rows = (spec.bands, spec.rows) if spec.bands else choose_banding(spec.threshold, spec.num_perm, True)
-    pairs = candidate_pairs(sigs, bands, rows)                          # [c, 2] int64, i < j, sorted
+    order = np.asarray(scores if scores is not None else np.zeros(len(ids)), dtype=np.float64)
+    pairs = candidate_pairs(sigs, bands, rows,                          # [c, 2] int64, i < j, sorted
+                            lambda group: min(group.tolist(), key=lambda i: (-order[i], ids[i])))
     similarity = _similarity_fn(ids, sigs, shingle_sets_fn)
     sims = similarity(pairs[:, 0], pairs[:, 1])                         # [c]
     keep = sims >= spec.threshold
     linked, linked_sims = pairs[keep], sims[keep]                       # [e, 2], [e]
 
     involved = sorted_unique(linked.ravel()).tolist()                   # only linked documents need a rank
-    order = np.asarray(scores if scores is not None else np.zeros(len(ids)), dtype=np.float64)
     rank = np.zeros(len(ids), dtype=np.int64)
     rank[sorted(involved, key=lambda i: (-order[i], ids[i]))] = np.arange(len(involved))
     removed, edge = greedy_keepers(linked, rank)                        # [d], [d]
