@@ -162,6 +162,12 @@ class DedupSpec(StrictModel):
         True, description="Decode HTML entities (`&amp;`, `&#39;`, `&nbsp;`, …) before shingling: a page copied "
         "with its entities left in otherwise gains a word per entity (`amp`, `39`) and loses most shingles."
     )
+    fold_markup: bool = Field(
+        True, description="Read a text holding HTML element tags (3 or more, e.g. a page copied with its "
+        "`<div>`/`<p>` markup) as HTML before shingling, keeping its visible text (resiliparse): each tag and "
+        "attribute would otherwise be words of its own, and the copy would share few shingles with its plain "
+        "original. Code or maths with `<` and `>` but no HTML element names is left alone.",
+    )
     fold_invisible: bool = Field(
         True, description="Drop Unicode format characters (category Cf: ZWJ, ZWNJ, bidi marks, …, which "
         "normalization keeps because they change rendering) before shingling, so one inside a word does not "

@@ -18,8 +18,8 @@ returns a digest, not text: two documents that differ only in case, compatibilit
 duplicates for deduplication, although `normalize_text` keeps them different.
 
 `shingle_text` folds a document for near dedup's shingles only (what is compared, never what is kept): HTML
-entities decoded, invisible format characters (Unicode category Cf, ZWJ/ZWNJ included) dropped, NFKC and
-casefold, and for char shingles typographic quotes and dashes as ASCII. Without it a copy whose apostrophes
+markup read as its visible text, HTML entities decoded, invisible format characters (Unicode category Cf,
+ZWJ/ZWNJ included) dropped, NFKC and casefold, and for char shingles typographic quotes and dashes as ASCII. Without it a copy whose apostrophes
 became `&#39;` or whose words carry a ZWJ shares almost no word 5-gram with its original, and full-width letters
 or ligatures defeat near dedup as soon as the copy also differs by a footer (exact dedup folds them, but only
 for otherwise identical texts).
@@ -123,10 +123,34 @@ TYPOGRAPHIC = (("\u2018", "'"), ("\u2019", "'"), ("\u201a", "'"), ("\u201b", "'"
                ("\u2212", "-"))
 
 
+# Tags of HTML elements: a text with MARKUP_MIN of them is markup left in (a raw page, a scraped body). One
+# named element, not any `<...>`, so that `a<b and c>d` in code or maths is not read as a tag.
+_HTML_TAG = re.compile(r"</?(?:a|abbr|article|aside|b|blockquote|body|br|button|center|code|dd|div|dl|dt|em|"
+                       r"figcaption|figure|font|footer|form|h[1-6]|head|header|hr|html|i|iframe|img|input|label|"
+                       r"li|link|main|meta|nav|noscript|ol|option|p|pre|script|section|select|small|span|strong|"
+                       r"style|sub|sup|table|tbody|td|th|thead|title|tr|u|ul)(?=[\s/>])[^<>]{0,2000}>", re.I)
+MARKUP_MIN = 3
+
+
+def has_markup(text: str) -> bool:
+    """True when `text` holds at least MARKUP_MIN HTML element tags."""
+    if "<" not in text:
+        return False
+    found = _HTML_TAG.finditer(text)
+    return all(next(found, None) is not None for _ in range(MARKUP_MIN))
+
+
 def shingle_text(text: str, entities: bool = True, invisible: bool = True, unicode: bool = True,
-                 quotes: bool = False) -> str:
+                 quotes: bool = False, markup: bool = True) -> str:
     """`text` folded for near-dedup shingling (see the module docstring); each fold can be turned off.
-    `quotes`: typographic quotes and dashes → ASCII too (`TYPOGRAPHIC`; for char shingles)."""
+    `quotes`: typographic quotes and dashes → ASCII too (`TYPOGRAPHIC`; for char shingles).
+    `markup`: a text holding HTML tags (`has_markup`) is read as HTML, its visible text kept."""
+    if markup and has_markup(text):
+        # resiliparse's plain-text pass (script/style and comments dropped, entities decoded): a copy that kept
+        # its `<div class="article-body">` otherwise gains a "word" per tag and attribute and loses its shingles
+        from resiliparse.extract.html2text import extract_plain_text
+
+        text = extract_plain_text(text, main_content=False, preserve_formatting=False, alt_texts=False)
     # Entities first: `&rsquo;`, `&nbsp;` decode to non-ASCII characters the later folds then see. Decoding is
     # safe for comparison even in code (both documents of a pair are folded alike; the kept text is untouched).
     if entities and "&" in text:
