@@ -8,8 +8,8 @@
 Variants, truth and the decision path: `tasks/data/dedup_variants.py` (formatting-only copies, content edits
 whose truth is the exact word-5-gram Jaccard, look-alikes that must stay apart; each kind is one run of clean's
 phase 1 without its filters and `cleaning.deduplicate`). `--compare` adds the recall with the shingle folds of
-`clean.dedup` (`fold_entities`, `fold_invisible`, `fold_unicode`, `fold_markup`) off, i.e. clean's near dedup
-before them.
+`clean.dedup` (`fold_entities`, `fold_invisible`, `fold_unicode`, `fold_markup`, `fold_confusables`) off, i.e.
+clean's near dedup before them.
 `--ingest DIR` runs clean's phase 1 (filters on, no decontamination index) over the ingest shards in DIR and
 lists the documents whose dedup decision the folds change. `--stage DATA` runs the whole clean stage in process
 (one worker) twice, with and without the folds, on copies of DATA/{ingest,validate,instruct} in a temporary
@@ -36,7 +36,8 @@ from specs.clean import CleanSpec  # noqa: E402
 from specs.params import load_params  # noqa: E402
 from tasks.data import cleaning, dedup_variants, minhash  # noqa: E402
 
-NO_FOLDS = {"fold_entities": False, "fold_invisible": False, "fold_unicode": False, "fold_markup": False}
+NO_FOLDS = {"fold_entities": False, "fold_invisible": False, "fold_unicode": False, "fold_markup": False,
+            "fold_confusables": False}
 
 
 def without_folds(clean: CleanSpec) -> CleanSpec:

@@ -168,6 +168,12 @@ class DedupSpec(StrictModel):
         "attribute would otherwise be words of its own, and the copy would share few shingles with its plain "
         "original. Code or maths with `<` and `>` but no HTML element names is left alone.",
     )
+    fold_confusables: bool = Field(
+        True, description="Read look-alike letters (Unicode's confusables: Cyrillic `а`, `е`, `о`, `р`, `с`, "
+        "Greek `ο`, `ν`, …) as the ASCII letters they imitate before shingling, in a text where some word mixes "
+        "them with ASCII letters (`pаypаl`): a spam copy salted with them otherwise shares almost no shingle "
+        "with its original. Text written in Cyrillic or Greek has no such word and is left alone.",
+    )
     fold_invisible: bool = Field(
         True, description="Drop Unicode format characters (category Cf: ZWJ, ZWNJ, bidi marks, …, which "
         "normalization keeps because they change rendering) before shingling, so one inside a word does not "

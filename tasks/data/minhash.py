@@ -63,8 +63,8 @@ def _chunk_shingles(texts: Sequence[str], spec: DedupSpec) -> tuple[np.ndarray, 
     Doc d owns hashes[offsets[d]:offsets[d + 1]] (≥ 1 each; repeats are kept, MinHash ignores them).
     """
     quotes = spec.fold_unicode and spec.shingle == "char"     # only char shingles see punctuation
-    texts = [shingle_text(t, spec.fold_entities, spec.fold_invisible, spec.fold_unicode, quotes, spec.fold_markup)
-             for t in texts]
+    texts = [shingle_text(t, spec.fold_entities, spec.fold_invisible, spec.fold_unicode, quotes, spec.fold_markup,
+                          spec.fold_confusables) for t in texts]
     units, lengths = word_hashes(texts) if spec.shingle == "word" else _char_units(texts)   # [T], [m]
     hashes, offsets = hashloops.ngram_hashes(units, lengths, spec.shingle_size, MUL)
     for d in np.flatnonzero(lengths == 0).tolist():                     # no units at all: hash the text itself

@@ -19,10 +19,11 @@ duplicates for deduplication, although `normalize_text` keeps them different.
 
 `shingle_text` folds a document for near dedup's shingles only (what is compared, never what is kept): HTML
 markup read as its visible text, HTML entities decoded, invisible format characters (Unicode category Cf,
-ZWJ/ZWNJ included) dropped, NFKC and casefold, and for char shingles typographic quotes and dashes as ASCII. Without it a copy whose apostrophes
-became `&#39;` or whose words carry a ZWJ shares almost no word 5-gram with its original, and full-width letters
-or ligatures defeat near dedup as soon as the copy also differs by a footer (exact dedup folds them, but only
-for otherwise identical texts).
+ZWJ/ZWNJ included) dropped, NFKC and casefold, look-alike letters mixed into Latin words read as Latin, and
+for char shingles typographic quotes and dashes as ASCII. Without it a copy whose apostrophes became `&#39;`
+or whose words carry a ZWJ shares almost no word 5-gram with its original, and full-width letters or ligatures
+defeat near dedup as soon as the copy also differs by a footer (exact dedup folds them, but only for otherwise
+identical texts).
 """
 
 from __future__ import annotations
@@ -141,10 +142,11 @@ def has_markup(text: str) -> bool:
 
 
 def shingle_text(text: str, entities: bool = True, invisible: bool = True, unicode: bool = True,
-                 quotes: bool = False, markup: bool = True) -> str:
+                 quotes: bool = False, markup: bool = True, confusables: bool = True) -> str:
     """`text` folded for near-dedup shingling (see the module docstring); each fold can be turned off.
     `quotes`: typographic quotes and dashes → ASCII too (`TYPOGRAPHIC`; for char shingles).
-    `markup`: a text holding HTML tags (`has_markup`) is read as HTML, its visible text kept."""
+    `markup`: a text holding HTML tags (`has_markup`) is read as HTML, its visible text kept.
+    `confusables`: look-alike letters in a text that mixes them into Latin words → ASCII (`fold_confusables`)."""
     if markup and has_markup(text):
         # resiliparse's plain-text pass (script/style and comments dropped, entities decoded): a copy that kept
         # its `<div class="article-body">` otherwise gains a "word" per tag and attribute and loses its shingles
@@ -164,11 +166,40 @@ def shingle_text(text: str, entities: bool = True, invisible: bool = True, unico
     if unicode:                 # NFKC_Casefold's recipe (as exact_key): casefold can un-normalize, so NFKC again;
         # the quick check (~4× cheaper than normalizing) skips text already in NFKC, most of it
         text = _nfkc(_nfkc(text).casefold())
+    if confusables:             # after NFKC + casefold, which already fold full-width and mathematical letters
+        text = fold_confusables(text)
     if quotes:                  # one C-speed scan per character kind (~1 ns a character each); translate's dict
         for curly, plain in TYPOGRAPHIC:    # lookup per character was ~60
             if curly in text:
                 text = text.replace(curly, plain)
     return text
+
+
+@lru_cache(maxsize=1)
+def confusable_letters() -> tuple[dict[int, str], re.Pattern[str]]:
+    """Non-ASCII letters Unicode's confusables data (TR39, via `confusable_homoglyphs`) lists as look-alikes of
+    an ASCII letter, as a `str.translate` table to that letter (lower case, as shingles are), and a pattern
+    that finds a word mixing one of them with an ASCII letter (`pаypаl` with Cyrillic `а`)."""
+    from confusable_homoglyphs.confusables import confusables_data
+
+    table: dict[int, str] = {}
+    for char, glyphs in confusables_data.items():
+        ascii_letters = sorted({g["c"] for g in glyphs if len(g["c"]) == 1 and g["c"].isascii()
+                                and g["c"].isalpha()}, key=lambda c: (not c.islower(), c))
+        if len(char) == 1 and not char.isascii() and char.isalpha() and ascii_letters:
+            table[ord(char)] = ascii_letters[0].lower()
+    look_alike = "".join(re.escape(chr(c)) for c in sorted(table))
+    return table, re.compile(f"[a-z][{look_alike}]|[{look_alike}][a-z]", re.IGNORECASE)
+
+
+def fold_confusables(text: str) -> str:
+    """`text` with look-alike letters read as ASCII, when some word mixes them with ASCII letters.
+
+    The whole text is folded once one word is mixed, so words swapped whole (`а` for `a`) fold too; a text
+    written in Cyrillic or Greek has no mixed word and is left as it is, so its own near duplicates compare
+    as before."""
+    table, mixed = confusable_letters()
+    return text.translate(table) if mixed.search(text) is not None else text
 
 
 def _nfkc(text: str) -> str:
