@@ -21,6 +21,12 @@ class FieldMap(StrictModel):
     meta: list[str] | None = Field(
         None, description="Fields copied into `meta`; null copies every field not mapped elsewhere."
     )
+    meta_max_bytes: int = Field(
+        16_384, ge=0,
+        description="Budget of one record's `meta` in bytes of JSON: over it, the largest fields are left out "
+        "(a raw-HTML or embedding column would otherwise double the corpus) and `meta._dropped` names them with "
+        "their sizes; the record is kept.",
+    )
     media: str | None = Field(
         None,
         description="Field holding references to image/audio files: a path, a list of paths, or a list of "

@@ -18,8 +18,8 @@ from specs.results import StageResult
 from tasks.core.files import atomic_path, write_json_atomic
 from tasks.core.runner import StagePaths
 from tasks.data.normalize import strip_control_chars
-from tasks.data.records import (QUARANTINE_SCHEMA, RECORD_SCHEMA, Bad, Doc, RowWriter, meta_json, unicode_error,
-                                write_table)
+from tasks.data.records import (META_DROPPED, QUARANTINE_SCHEMA, RECORD_SCHEMA, Bad, Doc, RowWriter, meta_json,
+                                unicode_error, write_table)
 
 log = logging.getLogger("forgeline.ingest")
 PROGRESS_EVERY_S = 5.0
@@ -49,7 +49,7 @@ def run(spec: IngestSpec, paths: StagePaths) -> StageResult:
 def _ingest_source(src, spec: IngestSpec, paths: StagePaths, shard_dir: Path, quarantine: RowWriter
                    ) -> dict[str, Any]:
     reasons: Counter[str] = Counter()
-    kept = chars = read = shard_no = controls = 0
+    kept = chars = read = shard_no = controls = trimmed = 0
     first_origin: dict[str, str] = {}  # id -> origin of the record that kept it: ids are unique per source
     pending: list[dict[str, Any]] = []
     pending_chars = 0
@@ -77,6 +77,7 @@ def _ingest_source(src, spec: IngestSpec, paths: StagePaths, shard_dir: Path, qu
             kept += 1
             chars += len(outcome["text"])
             controls += removed
+            trimmed += META_DROPPED in item.meta  # fields left out of meta over fields.meta_max_bytes
             pending_chars += len(outcome["text"]) + len(outcome["meta"] or "")
             if len(pending) >= spec.shard_records or pending_chars >= SHARD_CHARS:
                 flush()
@@ -91,7 +92,7 @@ def _ingest_source(src, spec: IngestSpec, paths: StagePaths, shard_dir: Path, qu
     if read != kept + quarantined:  # the conservation law the whole data side relies on
         raise AssertionError(f"{src.name}: read {read} != kept {kept} + quarantined {quarantined}")
     return {"read": read, "kept": kept, "quarantined": quarantined, "chars": chars, "shards": shard_no,
-            "control_chars_removed": controls, "by_reason": dict(sorted(reasons.items()))}
+            "control_chars_removed": controls, "meta_trimmed": trimmed, "by_reason": dict(sorted(reasons.items()))}
 
 
 def _items(src, spec: IngestSpec, root: Path) -> Iterator[Doc | Bad]:

@@ -54,9 +54,11 @@ QUARANTINE_REASONS = (
     "not_html",           # a WARC response whose payload is not HTML (PDF, image, ...)
     "empty_extraction",   # an HTML page with no main text
     "bad_encoding",       # a WARC payload whose HTTP transfer/content coding does not decode
+    "bad_length",         # a WARC record whose Content-Length is not a number or does not end where the next begins
     "link_outside",       # a symbolic link out of the source's folder, not opened (ingest `symlinks: inside`)
 )
 RAW_PREVIEW = 500
+META_DROPPED = "_dropped"  # the meta key naming the fields left out of a record's meta (fields.meta_max_bytes)
 
 
 @dataclass

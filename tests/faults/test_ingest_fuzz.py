@@ -185,8 +185,10 @@ HOSTILE: dict[str, tuple[dict[str | bytes, bytes], dict[str, int], int]] = {
     "random_bytes": ({"r.jsonl": bytes(range(256)) * 4, "r.txt": bytes(range(128, 256)), "r.md": b"\x00" * 9},
                      {"invalid_utf8": 5, "invalid_json": 1, "empty_text": 1}, 0),
     "invalid_utf8": ({"u.jsonl": lines(b'{"text": "caf\xe9"}', b'{"text": "\xc0\xaf"}', b'{"text": "\xed\xa0\x80"}'),
-                      "u.txt": b"na\xefve", "u.md": b"\xff\xfe" + "utf-16".encode("utf-16-le")},
-                     {"invalid_utf8": 5}, 0),
+                      "u.txt": b"na\xefve",
+                      # UTF-16 with its byte-order mark is decoded, not invalid UTF-8 (it used to be)
+                      "u.md": b"\xff\xfe" + "utf-16".encode("utf-16-le")},
+                     {"invalid_utf8": 4}, 1),
     "surrogates": ({"s.jsonl": lines(r'{"text": "bad \ud800"}', r'{"text": "ok", "id": "\udfff"}',
                                      r'{"text": "ok", "meta": {"\ud800": 1}}', r'{"text": "ok", "media": "\ud83d.png"}',
                                      r'{"body": "\ud800"}', json.dumps({"text": GOOD}))},

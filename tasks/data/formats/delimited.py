@@ -1,54 +1,175 @@
 """CSV/TSV with a declared text column (and optional id column), streamed through the csv module.
 
 Physical lines come from `iter_lines` (bounded, damage-aware) and are decoded one at a time, so a bad byte costs
-one row, not the file. Quoted fields may span lines; a record whose lines add up to more than the cap is
-quarantined and the reader restarts at the next line.
+one row, not the file. Quoted fields may span lines; the lines of the row being parsed are held (they add up to
+the cap at most). A row that fails — a quote that never closes, a stray quote — is quarantined with the lines it
+spans, and the lines after its first are read again as rows: an unterminated quote costs its row, where it used
+to swallow the rest of the file. A row over the cap is followed to its end by `_QuoteScan`, holding nothing:
+when its quotes close, it was a long row (`record_too_large`) and reading goes on after it; when they never close
+(or break csv's rules) it was a stray quote, quarantined as `bad_row`, and the file is opened again to read the
+lines after the row's first (a compressed stream cannot go back).
 """
 
 from __future__ import annotations
 
 import codecs
 import csv
+import re
+from collections import deque
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Iterator
 
 from specs.ingest import FilesSource
 from tasks.data.formats.objects import from_object
-from tasks.data.formats.streams import Line, Stream, iter_lines
+from tasks.data.formats.streams import Line, Stream, iter_lines, open_stream, text_stream
 from tasks.data.records import Bad, Doc
+
+START, UNQUOTED, QUOTED, QUOTE_IN_QUOTED, NEWLINE = range(5)  # csv's own parser states (Modules/_csv.c)
 
 
 class _RecordTooLarge(Exception):
     pass
 
 
-class _Lines:
-    """Decoded lines for csv.reader; raises between rows (a class, not a generator, so it can go on after)."""
+class _QuoteScan:
+    """csv's strict QUOTE_MINIMAL parser reduced to its state, over raw bytes: says where a row ends (`ended`),
+    where it breaks csv's rules (`error`), and on which line its last quoted field opened (`opened`)."""
 
-    def __init__(self, stream: Stream, cap: int) -> None:
-        self._lines = iter_lines(stream, cap)
-        self.cap, self.number, self.since_row, self.end = cap, 0, 0, None
+    def __init__(self, delimiter: str, quote: str) -> None:
+        self.q, self.state, self.opened, self.ended, self.error = quote.encode(), START, 0, False, None
+        self._special = re.compile(b"|".join(re.escape(c.encode()) for c in (delimiter, quote, "\r", "\n")))
+        self._delimiter = delimiter.encode()
+
+    def feed(self, data: bytes, number: int) -> None:
+        at = 0
+        while at < len(data) and not self.ended and self.error is None:
+            if self.state == QUOTED:  # only a quote ends a quoted field; separators and newlines are its text
+                at = data.find(self.q, at)
+                if at < 0:
+                    return
+                self.state, at = QUOTE_IN_QUOTED, at + len(self.q)
+                continue
+            found = self._special.search(data, at)
+            stop = found.start() if found else len(data)
+            if stop > at:
+                self._step(b"", number)  # ordinary characters
+            if found is None:
+                return
+            self._step(found.group(), number)
+            at = found.end()
+
+    def _step(self, c: bytes, number: int) -> None:
+        state = self.state
+        if state == NEWLINE and c not in (b"\r", b"\n"):
+            self.error = f"new-line character seen in unquoted field (line {number})"
+        elif state == QUOTE_IN_QUOTED and c not in (self.q, self._delimiter, b"\r", b"\n"):
+            self.error = f"'{self._delimiter.decode()}' expected after '{self.q.decode()}' (line {number})"
+        elif c == b"\n":
+            self.ended = True
+        elif c == b"\r":
+            self.state = NEWLINE
+        elif c == self.q and state in (START, QUOTE_IN_QUOTED):
+            self.state, self.opened = QUOTED, number if state == START else self.opened
+        elif c == self._delimiter:
+            self.state = START
+        else:
+            self.state = UNQUOTED
+
+
+class _Lines:
+    """Decoded lines for csv.reader; raises between rows (a class, not a generator, so it can go on after).
+
+    Lines come from `replay` (lines of a failed row, to be read again) before the file."""
+
+    def __init__(self, stream: Stream, path: Path, cap: int, dialect: dict) -> None:
+        self.path, self.cap, self.dialect = path, cap, dialect
+        self.source, self.skip_below = iter_lines(stream, cap, self._watch), 0
+        self.replay: deque[Line] = deque()
+        self.row: list[Line] = []        # the lines of the row being parsed
+        self.number, self.pulled, self.since_row, self.end = 0, 0, 0, None
         self.bad_bytes: list[int] = []   # line numbers whose bytes were not UTF-8 (decoded as surrogates)
+        self.scan: _QuoteScan | None = None  # set while a row over the cap is followed to its end
+        self.reopened = ExitStack()
 
     def __iter__(self):
         return self
 
+    def start_row(self) -> None:
+        self.row, self.since_row = [], 0
+
     def __next__(self) -> str:
-        line: Line = next(self._lines)
+        line = self.replay.popleft() if self.replay else self._pull()
         self.number = line.number
         if line.issue == "truncated":
             self.end = line
             raise StopIteration
         if line.issue is not None or self.since_row + len(line.data) > self.cap:
-            raise _RecordTooLarge(line.detail or f"record over the {self.cap:,}-byte cap (ingest.max_record_bytes)"
-                                  f" at line {line.number}", line.data[:500].decode("utf-8", "backslashreplace"))
+            raise _RecordTooLarge(line)
+        data = line.data.removeprefix(codecs.BOM_UTF8) if not self.row else line.data  # a mark is not a field
+        self.row.append(line)
         self.since_row += len(line.data) + 1
-        data = line.data.removeprefix(codecs.BOM_UTF8) if line.number == 1 else line.data
         try:
             return data.decode("utf-8") + "\n"
         except UnicodeDecodeError:
             self.bad_bytes.append(line.number)
             return data.decode("utf-8", "surrogateescape") + "\n"
+
+    def _pull(self) -> Line:
+        while True:
+            line = next(self.source)
+            self.pulled = line.number
+            if line.number >= self.skip_below or line.issue == "truncated":
+                return line
+
+    def _watch(self, chunk: bytes) -> None:
+        """Sees the chunks of a line over the cap as iter_lines skips them: the quote state goes on through them."""
+        if self.pulled + 1 < self.skip_below or self.dialect["quoting"] == csv.QUOTE_NONE:
+            return
+        if self.scan is None:
+            self.scan = self.new_scan(self.row)
+        self.scan.feed(chunk, self.pulled + 1)
+
+    def new_scan(self, lines: list[Line]) -> _QuoteScan:
+        scan = _QuoteScan(self.dialect["delimiter"], self.dialect["quotechar"])
+        for line in lines:
+            scan.feed(line.data + b"\n", line.number)
+        return scan
+
+    def finish_long_row(self, trigger: Line) -> tuple[str, int, _QuoteScan | None]:
+        """Follow a row over the cap to its end: ("ended" | "error" | "eof" | "truncated", its last line, the scan)."""
+        if self.dialect["quoting"] == csv.QUOTE_NONE:
+            return "ended", trigger.number, None
+        if self.scan is None:  # the row passed the cap on a line that fits: it was read whole
+            self.scan = self.new_scan([*self.row, trigger])
+        scan, last = self.scan, trigger.number
+        while not scan.ended and scan.error is None:
+            line = next(self.source, None)
+            if line is None:
+                scan.ended = scan.state != QUOTED  # the end of the file ends a row, as csv's does, unless quoted
+                break
+            self.pulled = last = line.number
+            if line.issue == "truncated":
+                self.end = line
+                break
+            if line.issue is None:
+                scan.feed(line.data + b"\n", line.number)  # a line over the cap was fed by _watch
+        self.scan = None
+        outcome = "ended" if scan.ended else "error" if scan.error else "truncated" if self.end else "eof"
+        return outcome, last, scan
+
+    def read_again(self, first: int) -> None:
+        """Read the lines after line `first` (the first of a failed row) again: held ones from memory, the rest by
+        opening the file again when they were read past."""
+        held = [line for line in self.row if line.number > first]
+        resume = (held[-1].number if held else first) + 1
+        if resume < (self.replay[0].number if self.replay else self.pulled + 1):  # some were read past: reopen
+            self.reopened.close()
+            stream, _ = text_stream(self.reopened.enter_context(open_stream(self.path)), lines=b"")
+            self.source, self.skip_below, self.end = iter_lines(stream, self.cap, self._watch), resume, None
+            self.replay.clear()  # the reopened file gives those lines again
+        self.replay.extendleft(reversed(held))
+        self.number = first
 
 
 def read_delimited(stream: Stream, path: Path, shown: str, src: FilesSource, root: Path, cap: int,
@@ -59,43 +180,63 @@ def read_delimited(stream: Stream, path: Path, shown: str, src: FilesSource, roo
     csv.field_size_limit(max(csv.field_size_limit(), cap))
     dialect = {"delimiter": delimiter, "strict": True, "quotechar": opts.quotechar or '"',
                "quoting": csv.QUOTE_MINIMAL if opts.quotechar else csv.QUOTE_NONE}
-    lines = _Lines(stream, cap)
+    lines = _Lines(text_stream(stream, lines=b"")[0], path, cap, dialect)
     header = list(opts.columns) if opts.columns else None
-    while True:
-        rows = _rows(csv.reader(lines, **dialect), lines)
-        try:
-            for where, row, problem in rows:
-                if problem is not None:
-                    yield Bad(shown, where, problem[0], problem[1], delimiter.join(row))
-                elif header is None:
-                    header = row
-                    if src.fields.text not in header:
-                        yield Bad(shown, where, "missing_text", f"text column {src.fields.text!r} is not in the "
-                                  f"header {header}; no row of this file can be read", delimiter.join(row))
-                        return
-                elif len(row) != len(header):
-                    yield Bad(shown, where, "bad_row", f"{len(row)} fields, the header has {len(header)}",
-                              delimiter.join(row))
-                else:
-                    yield from_object(dict(zip(header, row)), path, shown, where, src, root, delimiter.join(row))
-            break
-        except _RecordTooLarge as exc:  # a fresh csv.reader resumes at the next line, the header kept
-            yield Bad(shown, f"line {lines.number}", "record_too_large", exc.args[0], exc.args[1])
+    with lines.reopened:
+        while True:
+            rows = _rows(csv.reader(lines, **dialect), lines)
+            try:
+                for where, row, problem in rows:
+                    if problem is not None:
+                        yield Bad(shown, where, problem[0], problem[1], delimiter.join(row))
+                    elif header is None:
+                        header = row
+                        if src.fields.text not in header:
+                            yield Bad(shown, where, "missing_text", f"text column {src.fields.text!r} is not in "
+                                      f"the header {header}; no row of this file can be read", delimiter.join(row))
+                            return
+                    elif len(row) != len(header):
+                        yield Bad(shown, where, "bad_row", f"{len(row)} fields, the header has {len(header)}",
+                                  delimiter.join(row))
+                    else:
+                        yield from_object(dict(zip(header, row)), path, shown, where, src, root, delimiter.join(row))
+                break
+            except _RecordTooLarge as exc:  # a fresh csv.reader resumes after the row, the header kept
+                yield _long_row(lines, exc.args[0], shown)
     if lines.end is not None:
         yield Bad(shown, f"line {lines.end.number}", "truncated", lines.end.detail)
+
+
+def _long_row(lines: _Lines, trigger: Line, shown: str) -> Bad:
+    """The entry for a row that passed the cap at line `trigger`, followed to its end first (see the docstring)."""
+    first = lines.row[0] if lines.row else trigger
+    raw = first.data[:500].decode("utf-8", "backslashreplace")
+    outcome, last, scan = lines.finish_long_row(trigger)
+    span = f"line {first.number}" if last == first.number else f"lines {first.number}-{last}"
+    if outcome in ("ended", "truncated"):
+        lines.number = last
+        cause = trigger.detail or f"row over the {lines.cap:,}-byte cap (ingest.max_record_bytes) at line " \
+                                  f"{trigger.number}"
+        return Bad(shown, f"line {first.number}", "record_too_large", f"{cause}; the row spans {span}", raw)
+    lines.read_again(first.number)
+    why = "a quoted field never closes before the end of the file" if outcome == "eof" else f"csv: {scan.error}"
+    opened = f" (opened on line {scan.opened})" if outcome == "eof" and scan.opened else ""
+    return Bad(shown, f"line {first.number}", "bad_row", f"{why}{opened}: the row from line {first.number} runs "
+               f"past the {lines.cap:,}-byte cap to line {last}; the lines after line {first.number} are read "
+               "again as rows", raw)
 
 
 def _rows(reader, lines: _Lines) -> Iterator[tuple[str, list[str], tuple[str, str] | None]]:
     """(location, fields, problem) per row; problem is (reason, detail) for a malformed or undecodable row."""
     while True:
         start = lines.number + 1
-        lines.since_row = 0
+        lines.start_row()
         try:
             row = next(reader)
         except StopIteration:
             return
         except csv.Error as exc:  # strict mode: a stray quote, an unterminated quoted field
-            yield f"line {start}", [], ("bad_row", f"csv: {exc}")
+            yield f"line {start}", [], ("bad_row", _failed_row(lines, start, exc))
             continue
         if not row:
             continue  # a blank line is not a record
@@ -104,3 +245,16 @@ def _rows(reader, lines: _Lines) -> Iterator[tuple[str, list[str], tuple[str, st
             yield f"line {start}", shown, ("invalid_utf8", f"line {lines.bad_bytes[-1]} is not valid UTF-8")
             continue
         yield f"line {start}", row, None
+
+
+def _failed_row(lines: _Lines, start: int, exc: csv.Error) -> str:
+    """The detail of a row csv refused; a row of many lines has them read again (see the module docstring), unless
+    a damaged stream cut it (then its quote may well have closed in the part that is lost)."""
+    last = lines.number
+    if last <= start or lines.end is not None:
+        return f"csv: {exc}" if last <= start else f"csv: {exc}: the row from line {start} is cut at line {last}"
+    scan = lines.new_scan(lines.row) if lines.dialect["quoting"] != csv.QUOTE_NONE else None
+    opened = f"; its quoted field opened on line {scan.opened}" if scan is not None and scan.opened else ""
+    lines.read_again(start)
+    return f"csv: {exc}: the row from line {start} runs to line {last}{opened}; the lines after line {start} are " \
+           "read again as rows"

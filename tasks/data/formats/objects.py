@@ -8,7 +8,7 @@ from typing import Any
 
 from specs.ingest import FilesSource
 from tasks.data.formats.paths import display_path
-from tasks.data.records import Bad, Doc, unicode_error
+from tasks.data.records import META_DROPPED, Bad, Doc, unicode_error
 
 MEDIA_KIND_BY_SUFFIX = {
     **dict.fromkeys((".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff"), "image"),
@@ -37,8 +37,55 @@ def from_object(obj: Any, path: Path, shown: str, where: str, src: FilesSource, 
             return Bad(shown, where, "bad_media", str(exc), raw or preview(obj))
     mapped = {fields.text, fields.id, fields.media}
     keep = fields.meta if fields.meta is not None else [k for k in obj if k not in mapped]
-    meta = {k: obj[k] for k in keep if k in obj}
+    meta = bounded_meta({k: obj[k] for k in keep if k in obj}, fields.meta_max_bytes)
     return Doc(key=key, text=obj[fields.text], origin=shown, location=where, meta=meta, media=media)
+
+
+def bounded_meta(meta: dict[str, Any], budget: int) -> dict[str, Any]:
+    """`meta` when its JSON fits in `budget` bytes; else without its largest fields (ties: by name), until the
+    rest fits, and `_dropped` mapping each field left out to its size in bytes (null: too deeply nested to write).
+
+    Largest first, because the fields that break a budget are the bulky ones (raw HTML, an embedding, an image's
+    bytes) while the small ones (url, date, scores) are what meta is for."""
+    if _fits(meta, budget):  # the usual case, decided without writing any JSON
+        return meta
+    sizes = {k: _json_size(k, v) for k, v in meta.items()}
+    weight = {k: budget + 1 if n is None else n for k, n in sizes.items()}  # one that cannot be written must go
+    total = sum(weight.values())
+    if total <= budget:
+        return meta
+    dropped: dict[str, int | None] = {}
+    for k in sorted(weight, key=lambda k: (-weight[k], k)):
+        if total <= budget:
+            break
+        dropped[k], total = sizes[k], total - weight[k]
+    return {**{k: v for k, v in meta.items() if k not in dropped}, META_DROPPED: dropped}
+
+
+def _fits(meta: dict[str, Any], budget: int) -> bool:
+    """Whether meta surely fits, from an upper bound of its JSON for strings and small scalars (a character is at
+    most 6 bytes of JSON: `\\u001f`); anything else is left to `_json_size` to measure."""
+    total = 0
+    for key, value in meta.items():
+        kind = type(value)
+        if kind is str:
+            total += 6 * (len(key) + len(value)) + 6
+        elif value is None or kind is bool or kind is float or kind is int and -10 ** 18 < value < 10 ** 18:
+            total += 6 * len(key) + 32
+        else:
+            return False
+        if total > budget:
+            return False
+    return True
+
+
+def _json_size(key: str, value: Any) -> int | None:
+    """Bytes `key: value` takes in meta's JSON (as records.meta_json writes it); None when it cannot be written
+    (nesting the reader parsed may still be too deep for the writer, which runs deeper in the stack)."""
+    try:
+        return len(json.dumps({key: value}, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")) - 2
+    except (RecursionError, ValueError):
+        return None
 
 
 def media_refs(value: Any, base: Path, root: Path) -> list[dict[str, str]]:

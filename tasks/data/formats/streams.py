@@ -9,19 +9,24 @@ keeps the records before it and reports the rest of the file once.
 from __future__ import annotations
 
 import bz2
+import codecs
 import gzip
 import io
 import lzma
+import os
+import stat
 import zlib
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Callable, Iterator
 
 import zstandard
 
 BUFFER = 1 << 20          # the read buffer; also the most a peek or a skip holds in memory at once
 SKIP_CHUNK = 1 << 16
+ZSTD_PIECE = 256    # compressed bytes fed to zstd at once (see _ZstdRaw)
+REOPENS_MAX = 8     # times a Rewindable opens its file again (each time it rereads the file up to that point)
 # Magic numbers from each format's specification (RFC 1952, RFC 8878, bzip2, xz file format 1.1).
 COMPRESSION_MAGIC = ((b"\x1f\x8b", "gzip"), (b"\x28\xb5\x2f\xfd", "zstd"), (b"BZh", "bz2"),
                      (b"\xfd7zXZ\x00", "xz"))
@@ -45,10 +50,15 @@ def inner_suffix(path: Path) -> str:
 
 
 class _ZstdRaw(io.RawIOBase):
-    """zstd frames decoded with a decompressobj, because `stream_reader` ends a truncated frame silently."""
+    """zstd frames decoded with a decompressobj, because `stream_reader` ends a truncated frame silently.
+
+    A decompressobj returns everything its input decodes to, and zstd has no output limit per call: 64 KiB of
+    RLE blocks decoded to 2 GiB in one call. Input is therefore fed ZSTD_PIECE bytes at a time: a block of
+    128 KiB takes at least 4 bytes, so one piece decodes to at most ZSTD_PIECE * 32 KiB (8 MiB)."""
 
     def __init__(self, fh: BinaryIO) -> None:
-        self._fh, self._dec, self._fed, self._out = fh, self._new(), False, b""
+        self._fh, self._dec, self._fed, self._out = fh, self._new(), False, memoryview(b"")
+        self._pending, self._at = b"", 0  # compressed bytes read, and how many of them were fed
 
     @staticmethod
     def _new():
@@ -60,12 +70,14 @@ class _ZstdRaw(io.RawIOBase):
 
     def readinto(self, b) -> int:
         while not self._out:
-            chunk = self._fh.read(SKIP_CHUNK)  # small input chunks bound each decompressed piece
-            if not chunk:
-                if self._fed and not self._dec.eof:
-                    raise EOFError("zstd stream ended inside a frame")
-                return 0
-            self._out = self._feed(chunk)
+            if self._at >= len(self._pending):
+                self._pending, self._at = self._fh.read(SKIP_CHUNK), 0
+                if not self._pending:
+                    if self._fed and not self._dec.eof:
+                        raise EOFError("zstd stream ended inside a frame")
+                    return 0
+            self._at += ZSTD_PIECE
+            self._out = memoryview(self._feed(self._pending[self._at - ZSTD_PIECE:self._at]))
         n = min(len(b), len(self._out))
         b[:n], self._out = self._out[:n], self._out[n:]
         return n
@@ -75,10 +87,22 @@ class _ZstdRaw(io.RawIOBase):
         while chunk:
             if self._dec.eof:  # concatenated frames: a new decompressor takes over after each frame
                 self._dec, self._fed = self._new(), False
-            out.append(self._dec.decompress(chunk))
+            try:
+                out.append(self._dec.decompress(chunk))
+            except zstandard.ZstdError as exc:
+                raise zstandard.ZstdError(_zstd_cause(exc, chunk if not self._fed else b"")) from exc
             self._fed = True
             chunk = self._dec.unused_data if self._dec.eof else b""
         return b"".join(out)
+
+
+def _zstd_cause(exc: Exception, frame_start: bytes) -> str:
+    """The error, naming the dictionary a frame was compressed with (forgeline has none to give it)."""
+    try:
+        dict_id = zstandard.get_frame_parameters(frame_start).dict_id if frame_start else 0
+    except zstandard.ZstdError:
+        dict_id = 0
+    return f"{exc}; the frame needs zstd dictionary {dict_id}: decompress it first" if dict_id else str(exc)
 
 
 class _Guard(io.RawIOBase):
@@ -110,6 +134,8 @@ class Stream:
     buf: io.BufferedReader      # the decompressed bytes
     compression: str | None     # "gzip", "zstd", "bz2", "xz" or None
     guard: _Guard
+    path: Path | None = None    # the file, for a reader that must read it again from the start
+    size: int | None = None     # the size of the decompressed bytes, when known without reading them
 
     @property
     def damage(self) -> str | None:
@@ -136,7 +162,9 @@ def open_stream(path: Path) -> Iterator[Stream]:
         else:
             inner = fh
         guard = _Guard(inner)
-        yield Stream(io.BufferedReader(guard, BUFFER), kind, guard)
+        info = os.fstat(fh.fileno())
+        size = info.st_size if kind is None and stat.S_ISREG(info.st_mode) else None  # /proc files say 0
+        yield Stream(io.BufferedReader(guard, BUFFER), kind, guard, path, size)
 
 
 @dataclass
@@ -150,8 +178,9 @@ class Line:
 RAW = 2000  # bytes of a rejected line kept for the quarantine preview
 
 
-def iter_lines(stream: Stream, cap: int) -> Iterator[Line]:
-    """Every line of `stream`; a line over `cap` bytes is reported, never held; damage ends the iteration."""
+def iter_lines(stream: Stream, cap: int, watch: Callable[[bytes], None] | None = None) -> Iterator[Line]:
+    """Every line of `stream`; a line over `cap` bytes is reported, never held (`watch`, when given, sees each
+    of its chunks as it is skipped); damage ends the iteration."""
     number = 0
     while True:
         line = stream.buf.readline(cap + 1)
@@ -161,7 +190,7 @@ def iter_lines(stream: Stream, cap: int) -> Iterator[Line]:
         if line.endswith(b"\n"):
             yield Line(number, line[:-1].removesuffix(b"\r"))
         elif len(line) > cap:
-            size = len(line) + _skip_line(stream)
+            size = len(line) + _skip_line(stream, line, watch)
             yield Line(number, line[:RAW], "record_too_large", f"line of {size:,} bytes > the {cap:,}-byte "
                        "cap (ingest.max_record_bytes); skipped to the next newline")
         elif stream.damage is None:
@@ -174,11 +203,15 @@ def iter_lines(stream: Stream, cap: int) -> Iterator[Line]:
                    f"{number}: {stream.damage}; the rest of the file is lost")
 
 
-def _skip_line(stream: Stream) -> int:
+def _skip_line(stream: Stream, first: bytes, watch: Callable[[bytes], None] | None) -> int:
     """Consume the rest of the current line in bounded chunks; return how many bytes were skipped."""
     skipped = 0
+    if watch is not None:
+        watch(first)
     while True:
         chunk = stream.buf.readline(SKIP_CHUNK)
+        if watch is not None:
+            watch(chunk)
         skipped += len(chunk)
         if not chunk or chunk.endswith(b"\n"):
             return skipped
@@ -195,3 +228,167 @@ def read_capped(stream: Stream, cap: int) -> tuple[bytes, int]:
     while chunk := stream.buf.read(BUFFER):
         size += len(chunk)
     return head, size
+
+
+class Rewindable:
+    """A stream's bytes read forward, that can go back: bytes just read are pushed back to be read again, or the
+    file is opened again and read up to an offset (a compressed stream cannot seek). Bytes read again are bounded
+    by the bytes read plus `cap`, and reopenings by REOPENS_MAX, so no file can make a reader go back and forth
+    without end. Tracks its offset (`pos`), the bytes just before it (`last`: the start of the file, and bytes
+    pushed back unless told otherwise, count as following a blank line) and, once known, the file's size."""
+
+    def __init__(self, stream: Stream, cap: int) -> None:
+        self.stream, self.buf, self.cap, self.reopened = stream, stream.buf, cap, ExitStack()
+        self.back, self.at, self.pos, self.size = b"", 0, 0, stream.size
+        self.last = b"\r\n\r\n"           # the bytes just before `pos`
+        self.fresh = self.again = self.reopens = 0
+
+    def read(self, n: int) -> bytes:
+        out = self._held(self.at + n)
+        if len(out) < n:
+            more = self.buf.read(n - len(out))
+            if len(more) < n - len(out) and self.stream.damage is None:
+                self.size = self.pos + len(out) + len(more)  # the end of the file
+            out += more
+            self.fresh += len(more)
+        return self._advance(out)
+
+    def readline(self, limit: int) -> bytes:
+        end = self.back.find(b"\n", self.at, self.at + limit)
+        out = self._held(end + 1 if end >= 0 else self.at + limit)
+        if end < 0 and len(out) < limit:
+            more = self.buf.readline(limit - len(out))
+            out += more
+            self.fresh += len(more)
+        return self._advance(out)
+
+    def peek(self, n: int) -> bytes:
+        if self.at + n <= len(self.back):
+            return self.back[self.at:self.at + n]
+        last, data = self.last, self.read(n)
+        self.unread(data, last, count=False)
+        return data
+
+    def unread(self, data: bytes, before: bytes = b"\n\r\n", count: bool = True) -> bool:
+        """Push back `data`, the bytes just read, to be read again (refused past the budget when `count`)."""
+        if count and self.again + len(data) > self.fresh + self.cap:
+            return False
+        self.again += len(data) if count else 0
+        self.back, self.at, self.pos, self.last = data + self.back[self.at:], 0, self.pos - len(data), before
+        return True
+
+    def reopen_at(self, offset: int) -> bool:
+        """Open the file again and read up to `offset`, where reading goes on."""
+        if self.stream.path is None or self.reopens >= REOPENS_MAX:
+            return False
+        self.reopens += 1
+        self.reopened.close()
+        self.stream = self.reopened.enter_context(open_stream(self.stream.path))
+        self.buf, self.back, self.at, self.pos = self.stream.buf, b"", 0, 0
+        while self.pos < offset and self.read(min(BUFFER, offset - self.pos)):
+            pass
+        self.last = b"\n\r\n"
+        return self.pos == offset
+
+    def _held(self, stop: int) -> bytes:
+        out = self.back[self.at:stop]
+        self.at += len(out)
+        if self.at >= len(self.back):
+            self.back, self.at = b"", 0
+        return out
+
+    def _advance(self, out: bytes) -> bytes:
+        self.pos += len(out)
+        self.last = (self.last + out[-16:])[-16:]
+        return out
+
+
+# Byte-order marks, UTF-32 first: its little-endian mark begins with UTF-16's.
+BOMS = ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"), (codecs.BOM_UTF16_LE, "utf-16-le"),
+        (codecs.BOM_UTF16_BE, "utf-16-be"))
+SNIFF = 1 << 16  # bytes looked at to guess a text file's encoding and line ends
+UNDECODABLE = "forgeline.undecodable"
+# A code unit that does not decode becomes byte 0xFF after re-encoding: never valid UTF-8, so the line (or the
+# file) it is in is quarantined as invalid, as a bad byte of a UTF-8 file is, and the rest decodes on.
+codecs.register_error(UNDECODABLE, lambda exc: ("\udcff", exc.end))
+
+
+class _Recode(io.RawIOBase):
+    """The bytes of `inner` decoded from `encoding` (None: they are UTF-8 already) and written as UTF-8, with every
+    CR made LF when `cr_lines`."""
+
+    def __init__(self, inner: io.BufferedReader, encoding: str | None, cr_lines: bool) -> None:
+        self._inner, self._cr, self._out, self._done = inner, cr_lines, memoryview(b""), False
+        self._dec = codecs.getincrementaldecoder(encoding)(UNDECODABLE) if encoding else None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        while not self._out and not self._done:
+            chunk = self._inner.read1(BUFFER)
+            self._done = not chunk
+            data = chunk if self._dec is None else \
+                self._dec.decode(chunk, final=self._done).encode("utf-8", "surrogateescape")
+            self._out = memoryview(data.replace(b"\r", b"\n") if self._cr else data)
+        n = min(len(b), len(self._out))
+        b[:n], self._out = self._out[:n], self._out[n:]
+        return n
+
+
+def text_stream(stream: Stream, lines: bytes | None) -> tuple[Stream, str | None]:
+    """`stream` as UTF-8 text, and the encoding it was decoded from (None when it is UTF-8 already).
+
+    UTF-16 and UTF-32 files are decoded: by their byte-order mark (removed), or without one when the first bytes
+    are unambiguously UTF-16/32 text (see `sniff_encoding`). For a line reader (`lines`: what each of its lines
+    starts with, b"" for anything), a file whose first bytes end such lines with a bare CR and hold no LF (classic
+    Mac OS; old Mac Excel's CSV) has its CRs read as LFs, so the whole file is not one line; files with any LF up
+    front are left alone, since a raw CR inside a JSON string or a quoted CSV field is content there. UTF-8's own
+    mark is left to each reader."""
+    head = stream.buf.peek(SNIFF)[:SNIFF]
+    encoding, bom = sniff_encoding(head)
+    text = head if encoding is None else head[bom:].decode(encoding, "replace").encode("utf-8")
+    ends = [] if lines is None or b"\n" in text else [x.strip() for x in text.split(b"\r")[:-1] if x.strip()]
+    cr_lines = bool(ends) and all(x.removeprefix(codecs.BOM_UTF8).startswith(lines) for x in ends[:8])
+    if encoding is None and not cr_lines:
+        return stream, None
+    stream.buf.read(bom)
+    return Stream(io.BufferedReader(_Recode(stream.buf, encoding, cr_lines), BUFFER), stream.compression,
+                  stream.guard, stream.path), encoding
+
+
+def sniff_encoding(head: bytes) -> tuple[str | None, int]:
+    """(codec, byte-order-mark length) for UTF-16/UTF-32 text, (None, 0) for anything else.
+
+    Without a mark, text is taken for UTF-16/32 only when it cannot be much else: many of its bytes are NUL, all
+    at the high-byte positions of the code units (as in ASCII-range text), hardly any at the low byte, and the first
+    SNIFF bytes decode in that byte order to text with no NUL and hardly any control or unassigned character.
+    Binary data, or UTF-8 text (which holds no NUL), never passes; a file that does is decoded rather than
+    quarantined line by line, since its text is then certain. A file with a mark must decode to text too (a
+    binary file may start with those bytes), with some slack for units that do not decode: they cost a line."""
+    for bom, name in BOMS:
+        if head.startswith(bom):  # still checked: a binary file may start with these bytes too
+            return (name, len(bom)) if _plain_text(head[len(bom):], name, UNDECODABLE, 10) else (None, 0)
+    n = len(head) // 4 * 4
+    if n < 16 or head.count(0, 0, n) < n // 8:
+        return None, 0
+    # (codec, unit width, positions that are NUL in its ASCII-range text, the position of the low byte)
+    for name, width, high, low in (("utf-32-le", 4, (2, 3), 0), ("utf-32-be", 4, (0, 1), 3),
+                                   ("utf-16-le", 2, (1,), 0), ("utf-16-be", 2, (0,), 1)):
+        units, zeros = n // width, [head[i:n:width].count(0) for i in range(width)]
+        nul = min(zeros[i] for i in high)
+        if nul >= units * (0.9 if width == 4 else 0.3) and zeros[low] <= nul // 20 and \
+                _plain_text(head[:n], name, "strict", 100):
+            return name, 0
+    return None, 0
+
+
+def _plain_text(data: bytes, encoding: str, errors: str, per_odd: int) -> bool:
+    """Whether `data` decodes to text with no NUL and at most one character in `per_odd` that is a control,
+    unassigned or (with `errors` UNDECODABLE) undecodable."""
+    try:
+        text = codecs.getincrementaldecoder(encoding)(errors).decode(data)  # not final: a cut pair at the end
+    except UnicodeDecodeError:
+        return False
+    odd = sum(1 for c in text if not (c.isprintable() or c in "\t\n\r\f\v"))
+    return "\x00" not in text and odd <= len(text) // per_odd

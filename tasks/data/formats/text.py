@@ -1,4 +1,8 @@
-"""JSON Lines (one object per line) and plain text / markdown (one document per file), streamed."""
+"""JSON Lines (one object per line) and plain text / markdown (one document per file), streamed.
+
+Both are read as UTF-8 through `text_stream`: a UTF-16/UTF-32 file (byte-order mark, or unambiguous without
+one) is decoded first, and a JSON Lines file with classic-Mac CR line ends is split at its CRs.
+"""
 
 from __future__ import annotations
 
@@ -9,26 +13,28 @@ from typing import Iterator
 
 from specs.ingest import FilesSource
 from tasks.data.formats.objects import from_object
-from tasks.data.formats.streams import Stream, iter_lines, read_capped
+from tasks.data.formats.streams import Stream, iter_lines, read_capped, text_stream
 from tasks.data.records import Bad, Doc
 
 
 def read_jsonl(stream: Stream, path: Path, shown: str, src: FilesSource, root: Path, cap: int) -> Iterator[Doc | Bad]:
+    stream, encoding = text_stream(stream, lines=b"{")
     for line in iter_lines(stream, cap):
         where = f"line {line.number}"
         raw = line.data
         if line.issue is not None:
             yield Bad(shown, where, line.issue, line.detail, raw.decode("utf-8", "backslashreplace"))
             continue
-        if line.number == 1:
-            raw = raw.removeprefix(codecs.BOM_UTF8)  # a byte-order mark (Windows tools) is not part of a record
+        # A byte-order mark (Windows tools) is not part of a record, on line 1 or on the first line of a file
+        # that was appended to this one (`cat a.jsonl b.jsonl`), where json.loads refused the line before.
+        raw = raw.removeprefix(codecs.BOM_UTF8)
         if not raw.strip():
             continue  # blank lines (including the usual trailing newline) are not records
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            yield Bad(shown, where, "invalid_utf8", f"{exc.reason} at byte {exc.start} of the line",
-                      raw.decode("utf-8", "backslashreplace"))
+            yield Bad(shown, where, "invalid_utf8", _undecodable(encoding, f"{exc.reason} at byte {exc.start} of the "
+                      "line"), raw.decode("utf-8", "backslashreplace"))
             continue
         try:
             # strict=False: a raw control character inside a string (common in scraped dumps) does not make
@@ -44,7 +50,8 @@ def read_jsonl(stream: Stream, path: Path, shown: str, src: FilesSource, root: P
 
 
 def read_text_file(stream: Stream, shown: str, fmt: str, cap: int) -> Iterator[Doc | Bad]:
-    """A .txt/.md file is one document: held whole only when it fits under the cap."""
+    """A .txt/.md file is one document: held whole only when it fits under the cap (in UTF-8 bytes)."""
+    stream, encoding = text_stream(stream, lines=None)
     data, size = read_capped(stream, cap)
     if stream.damage is not None:
         yield Bad(shown, "", "truncated", f"{stream.compression} stream damaged after {size:,} bytes: "
@@ -59,7 +66,15 @@ def read_text_file(stream: Stream, shown: str, fmt: str, cap: int) -> Iterator[D
         text = data[bom:].decode("utf-8")
     except UnicodeDecodeError as exc:
         at = exc.start + bom  # offsets stay those of the (decompressed) file
-        yield Bad(shown, f"byte {at}", "invalid_utf8", str(exc), data[max(0, at - 40): at + 40]
-                  .decode("utf-8", "backslashreplace"))
+        yield Bad(shown, f"byte {at}", "invalid_utf8", _undecodable(encoding, str(exc)),
+                  data[max(0, at - 40): at + 40].decode("utf-8", "backslashreplace"))
         return
     yield Doc(key=shown, text=text, origin=shown, meta={"file": shown, "format": fmt})
+
+
+def _undecodable(encoding: str | None, detail: str) -> str:
+    """The detail of a decoding error; in a UTF-16/32 file it names that encoding and the UTF-8 it became."""
+    if encoding is None:
+        return detail
+    name = encoding.upper().replace("-LE", "LE").replace("-BE", "BE")
+    return f"not valid {name} (a lone surrogate or a cut code unit); in its UTF-8 re-encoding: {detail}"

@@ -1,0 +1,101 @@
+"""Text in the encodings and line ends real tools write, and compressed streams that decode without end
+(tasks/data/formats/streams.py `text_stream`, `_ZstdRaw`; text.py).
+
+Before, a UTF-16 or UTF-32 file (Windows "Unicode" exports, PowerShell redirection) was quarantined line by line
+as invalid UTF-8, or kept with a NUL between every two letters; a JSON Lines file with classic-Mac CR line ends was
+one line; a byte-order mark on the first line of a file appended to another (`cat a.jsonl b.jsonl`) made that
+line invalid JSON; and 8 KB of zstd decoded to 256 MiB in one call. Each case is checked against the text the
+file was written from.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tracemalloc
+
+import pytest
+import zstandard
+
+from tests.helpers.readers import bads, docs, read
+
+TEXT = "Zwölf Boxkämpfer jagen Viktor quer über den großen Sylter Deich. 一二三\n"
+ROWS = [{"text": f"line {i}: {TEXT.strip()}", "n": i} for i in range(40)]
+JSONL = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ROWS)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be"])
+def test_utf16_and_utf32_text_is_decoded_with_or_without_a_mark(tmp_path, encoding):
+    """With a mark (`utf-16`, `utf-32` write one) the mark decides; without one the NUL pattern of the text is
+    unambiguous (see `sniff_encoding`)."""
+    (tmp_path / "a.txt").write_bytes((TEXT * 3).encode(encoding))
+    (tmp_path / "b.md").write_bytes(("# Title\n\n" + TEXT).encode(encoding))
+    (tmp_path / "c.jsonl").write_bytes(JSONL.encode(encoding))
+    (tmp_path / "d.csv").write_bytes(("id,text\n" + "".join(f"k{i},{r['text']}\n" for i, r in enumerate(ROWS)))
+                                     .encode(encoding))
+    assert [d.text for d in read(tmp_path, ["a.txt"])] == [TEXT * 3]
+    assert [d.text for d in read(tmp_path, ["b.md"])] == ["# Title\n\n" + TEXT]
+    assert [(d.text, d.meta) for d in read(tmp_path, ["c.jsonl"])] == [(r["text"], {"n": r["n"]}) for r in ROWS]
+    assert [d.text for d in read(tmp_path, ["d.csv"], fields={"id": "id"})] == [r["text"] for r in ROWS]
+
+
+def test_a_bad_utf16_unit_costs_its_line_and_says_so(tmp_path):
+    body = '{"text": "ok"}\n{"text": "lone '.encode("utf-16-le") + b"\x00\xdc" + '"}\n{"text": "after"}\n'.encode(
+        "utf-16-le")
+    (tmp_path / "a.jsonl").write_bytes(b"\xff\xfe" + body)
+    (tmp_path / "b.txt").write_bytes(b"\xff\xfe" + "some text".encode("utf-16-le") + b"\x00\xd8")  # a lone high half
+    items = read(tmp_path, ["a.jsonl", "b.txt"])
+    assert [d.text for d in docs(items)] == ["ok", "after"]
+    assert bads(items) == [("line 2", "invalid_utf8"), ("byte 9", "invalid_utf8")]
+    assert all(b.detail.startswith("not valid UTF-16LE") for b in items if b not in docs(items))
+
+
+def test_what_is_not_utf16_is_left_alone():
+    """UTF-8 holds no NUL; binary bytes and NUL-padded numbers do not decode to plain text in either order."""
+    from tasks.data.formats.streams import sniff_encoding
+
+    assert sniff_encoding(TEXT.encode() * 20) == (None, 0)
+    assert sniff_encoding(bytes(range(256)) * 20) == (None, 0)
+    assert sniff_encoding(b"".join(bytes([i % 256, 0]) for i in range(2000))) == (None, 0)  # controls, C1
+    assert sniff_encoding(bytes(4000)) == (None, 0)
+    assert sniff_encoding(("中文文本。" * 200).encode("utf-16-le")) == (None, 0)  # no NUL: left to the lines
+    assert sniff_encoding(b"\xff\xfe" + bytes(range(256)) * 10) == (None, 0)  # a mark, then binary bytes
+    assert sniff_encoding(TEXT.encode("utf-16-le") * 20) == ("utf-16-le", 0)
+
+
+def test_cr_line_ends_and_marks_at_line_starts_in_jsonl(tmp_path):
+    (tmp_path / "mac.jsonl").write_bytes(JSONL.replace("\n", "\r").encode())
+    bom = b"\xef\xbb\xbf"
+    (tmp_path / "cat.jsonl").write_bytes(bom + b'{"text": "one"}\n' + bom + b'{"text": "two"}\n')
+    (tmp_path / "raw_cr.jsonl").write_bytes(b'{"text": "a\rb"}\n{"text": "c"}\n')  # LF file: a raw CR is text
+    assert [d.text for d in read(tmp_path, ["mac.jsonl"])] == [r["text"] for r in ROWS]
+    assert [d.text for d in read(tmp_path, ["cat.jsonl"])] == ["one", "two"]
+    assert [d.text for d in read(tmp_path, ["raw_cr.jsonl"])] == ["a\rb", "c"]
+
+
+def test_a_zstd_bomb_is_decoded_in_bounded_pieces(tmp_path):
+    """256 MiB of zeros in 8 KB of zstd: the decompressobj returned all of it from one call (515 MiB traced peak,
+    55 s); input now goes in 256-byte pieces, each at most 8 MiB of output."""
+    out = io.BytesIO()
+    with zstandard.ZstdCompressor(level=19).stream_writer(out, closefd=False) as writer:
+        for _ in range(16):
+            writer.write(bytes(16 << 20))
+    assert len(out.getvalue()) < 64 << 10
+    (tmp_path / "bomb.jsonl.zst").write_bytes(out.getvalue())
+    tracemalloc.start()
+    try:
+        items = read(tmp_path, ["bomb.jsonl.zst"], cap=1 << 20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert bads(items) == [("line 1", "record_too_large")] and f"{256 << 20:,} bytes" in items[0].detail
+    assert peak < 48 << 20, peak
+
+
+def test_a_zstd_frame_made_with_a_dictionary_says_so(tmp_path):
+    samples = [f"sample record {i} about rivers and mills".encode() for i in range(500)]
+    table = zstandard.train_dictionary(512, samples)
+    (tmp_path / "d.jsonl.zst").write_bytes(zstandard.ZstdCompressor(dict_data=table).compress(JSONL.encode()))
+    items = read(tmp_path, ["d.jsonl.zst"])
+    assert bads(items) == [("line 1", "truncated")]
+    assert f"needs zstd dictionary {table.dict_id()}" in items[0].detail
