@@ -56,7 +56,12 @@ def test_registry_examples_are_ibans(example: str) -> None:
     ("AT61 1904 3002 3457 3201 2024 ABCD", "<IBAN> 2024 ABCD"),
     ('{"iban": "GB82WEST12345698765432", "bic": "WESTGB2L"}', '{"iban": "<IBAN>", "bic": "WESTGB2L"}'),
     ("DE89 3704 0044 0532 0130 0", "DE89 3704 0044 0532 0130 0"),  # one short
-    ("de89 3704 0044 0532 0130 00", "de89 3704 0044 0532 0130 00"),  # lower case: not the printed form
+    ("de89 3704 0044 0532 0130 00", "<IBAN>"),                     # lower case, grouped
+    ("DE89-3704-0044-0532-0130-00, ok", "<IBAN>, ok"), ("DE89  3704  0044  0532  0130  00", "<IBAN>"),
+    ("iban: de89370400440532013000", "iban: <IBAN>"),
+    ("id de89370400440532013000", "id de89370400440532013000"),   # bare lower case without a cue: an id
+    ("DE89 3704-0044 0532 0130 00", "DE89 3704-0044 0532 0130 00"),  # mixed separators: no IBAN layout
+    ("de88 3704 0044 0532 0130 00", "de88 3704 0044 0532 0130 00"),  # check digit off
     ("XDE89370400440532013000", "XDE89370400440532013000"),         # inside a longer token
 ])
 def test_iban_boundaries(text: str, expected: str) -> None:

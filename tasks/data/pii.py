@@ -10,26 +10,25 @@ validates each one (Luhn and issuer prefix, `ipaddress`, digit counts, entropy, 
 returns the match unchanged when it is not PII.
 
 What is deliberately not PII, to keep code and ordinary prose intact:
-- phones need a `+`, parentheses or separators: international (`+44 20 7946 0958`, `(+33) 1 23 45 67 89`,
-  `+49 (0)30 1234567`, E.164 `+442079460958`), US `(202) 555-0143`, `202-555-0143`, `202.555.0143` (area
-  code and exchange 2-9, one separator kind), or national groups led by a trunk `0` (`020 7946 0958`,
-  `01 23 45 67 89`, 9–12 digits); so dates, years, times, prices, version numbers, ISBNs and bare integers do
-  not match. Digit strings with fewer than 3 distinct digits (`00 00 00 00 00`) are rejected, and so are the
-  SSN layout `AAA-GG-SSSS` and, for phones and cards, digit groups inside an IBAN-shaped run (`PL46 4634 ...`
-  with a wrong check digit);
+- phones: see `tasks.data.pii_phones` (a cue word or a phone's layout; dates, years, times, prices, version
+  numbers, ISBNs and bare integers without a cue do not match);
 - IPv4 needs exactly four octets ≤ 255 without leading zeros, not inside a longer dotted run (`1.2.3.4.5`,
-  OIDs) and not after `v`/`version`/`section`/`rfc`; IPv6 needs three colons or a 4-digit group with a letter
-  (`fe80::1`, but not the slices `x[1::2]`, `x[100::2]`), a group that is not a clock's (`10:00::11:00`), and
-  must parse; a full stop after either ends the sentence. Netmasks and CIDR networks (`10.0.0.0/8`) are kept;
-  `/32` and `/128` are single hosts and count. The address classes in `keep_addresses` (by default all of
+  OIDs) and not after `v`/`version`/`section`/`rfc`/`==`/`foo-` (versions); IPv6 needs a decimal digit or
+  three groups (`dead::beef` is two hex words), three colons or a 4-digit group with a letter (`fe80::1`, but
+  not the slices `x[1::2]`, `x[100::2]`), a group that is not a clock's (`10:00::11:00`), and must parse; a
+  full stop after either ends the sentence. Netmasks and CIDR networks (`10.0.0.0/8`) are kept; `/32` and
+  `/128` are single hosts and count. The address classes in `keep_addresses` (by default all of
   `ADDRESS_CLASSES`: loopback, private, link-local, unspecified, documentation, multicast) are kept as well —
   a machine's own, a LAN's, an example's or a group's address, nobody's personal data;
-- cards: 13–19 digits, bare or in 4-4-4-4(-3) / 4-6-5 / 4-6-4 groups, a plausible issuer prefix and Luhn;
+- cards: 12–19 digits, bare, in groups of 4 with a shorter last one (4-4-4 to 4-4-4-4-3; not one stretch of a
+  longer row of 4-digit groups) or 4-6-5 / 4-6-4, a plausible issuer prefix and Luhn; digit groups inside an
+  IBAN-shaped run (`PL46 4634 ...` with a wrong check digit) are neither cards nor phones;
 - IBANs, SSNs and obfuscated emails: see `tasks.data.pii_ids` (registry length and mod-97; SSA rules; the `at`
   bracketed or an upper-case `AT` word, never lower-case prose such as `ann at example dot com`);
 - secrets: see `tasks.data.pii_secrets` (placeholders such as `${TOKEN}` or `changeme` and code such as
   `key=lambda x: x` are left alone).
-Every syntactically valid email is PII, including author addresses in source comments.
+Every syntactically valid email is PII, in any script (`jörg@müller.de`, `用户@例子.广告`), including author
+addresses in source comments.
 """
 
 from __future__ import annotations
@@ -39,11 +38,12 @@ import re
 from collections import Counter
 from typing import Callable, Iterable
 
-from stdnum import ean as stdnum_ean, isbn as stdnum_isbn, luhn as stdnum_luhn
+from stdnum import ean as stdnum_ean, luhn as stdnum_luhn
 
 from specs.clean import ADDRESS_CLASSES, PII_KINDS
-from tasks.data.pii_ids import ID_PASSES, Anchored
+from tasks.data.pii_ids import ID_PASSES, Anchored, in_iban_shaped_run
 from tasks.data.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
+from tasks.data.pii_phones import PHONE_PASSES
 from tasks.data.pii_secrets import SECRET_PASSES
 
 PLACEHOLDERS = {"email": "<EMAIL>", "phone": "<PHONE>", "ipv4": "<IP_ADDRESS>", "ipv6": "<IP_ADDRESS>",
@@ -55,46 +55,58 @@ PLACEHOLDERS = {"email": "<EMAIL>", "phone": "<PHONE>", "ipv4": "<IP_ADDRESS>", 
 
 # --- emails, cards, addresses, phones ------------------------------------------------------------------------
 # Tried only at each `@` (`Anchored`), from the local part's start: led by its local part, `re.sub` would try
-# it at every word. The local part's characters are all in the lookbehind's class, so its start is unique.
-_EMAIL = re.compile(r"(?<![\w.+%-])[A-Za-z0-9_](?:[A-Za-z0-9._%+-]{0,62}[A-Za-z0-9_%+-])?(?P<at>@)"
-                    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+[A-Za-z]{2,24}(?![^\W_]|-)")  # `_`: md italics
-_CARD = re.compile(r"[0-9](?<![\w.,+-][0-9])"          # bare, 4-4-4-4(-3), Amex 4-6-5, Diners 4-6-4
-                   r"(?:\d{11,18}|\d{3}([ -])\d{4}\1\d{4}\1\d{4}(?:\1\d{3})?|\d{3}([ -])\d{6}\2\d{4,5})"
-                   r"(?!\w|[.,-]\d)", re.ASCII)
+# it at every word. `Anchored(unicode=True)` finds the local part's start, so the pattern has no lookbehind.
+# Any script's letters and digits (`jörg@müller.de`, `用户@例子.广告`; a punycode TLD `xn--p1ai`), the
+# full-width `＠` that Japanese and Chinese pages write to dodge harvesters, and a URL's `%40`
+# (`mailto:ann%40example.com`).
+# A dot and a TLD stay required (`user@localhost`, `@mentions` are no address).
+_EMAIL = re.compile(r"[^\W](?:[\w.%+-]{0,62}[\w%+-])?(?P<at>[@\uff20]|%40)"
+                    r"(?:[^\W_](?:(?:[^\W_]|-){0,61}[^\W_])?\.)+(?:[^\W\d_]{2,24}|xn--[A-Za-z0-9-]{1,59})"
+                    r"(?![^\W_]|-)")  # `_` after it: markdown italics
+# Bare; in groups of 4 with a shorter last group (12-19 digits: Maestro 4-4-4, Visa 4-4-4-1, Diners 4-4-4-2,
+# Amex 4-4-4-3, 4-4-4-4, 4-4-4-4-3); Amex 4-6-5, Diners 4-6-4. A comma around it is a CSV field's unless it
+# reads as a number's (`1,4111...`, `...1111,50`).
+_CARD = re.compile(r"[0-9](?<![\w.+-][0-9])(?<![0-9],[0-9])"
+                   r"(?:\d{11,18}|\d{3}(?P<s>[ -])\d{4}(?P=s)\d{4}(?:(?P=s)\d{4}(?:(?P=s)\d{3}(?!\d))?|(?P=s)\d{1,3})?"
+                   r"|\d{3}([ -])\d{6}\2\d{4,5})"
+                   r"(?!\w|[.-]\d|,\d{1,2}(?!\d))", re.ASCII)
 _IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:]|\.\d)",
                    re.ASCII)
 _IPV6_HINT = re.compile(r"::|:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}:")
+_HEX_OR_COLON = frozenset("0123456789abcdefABCDEF:")
+_HEX_RUN = re.compile("[0-9A-Fa-f:]*")
+
+
+class ColonLed:
+    """`sub(repl, text)` like `_IPV6`'s, tried only at the run of hex digits and colons around each `_IPV6_HINT`
+    (every valid address has `::` or seven colons). `_IPV6` opens with a lookbehind, so run as a plain `re.sub`
+    it is tried at every character of the text (45 ms of ~200 per round on 1.3 MB of code). The lookbehind
+    forbids a start after a hex digit or a colon, so the run's first character is the only possible start: a
+    run is tried once (`:::...` or `1:1:1:...` would otherwise walk back 45 characters at each of its hints)."""
+
+    def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
+        out, last, tried = [], 0, 0
+        for hint in _IPV6_HINT.finditer(text):
+            start = hint.start()
+            if start < max(last, tried):
+                continue
+            floor = max(last, start - 45)         # 45: the longest address, IPv4-mapped
+            while start > floor and text[start - 1] in _HEX_OR_COLON:
+                start -= 1
+            if (m := _IPV6.match(text, start)) is None:
+                tried = _HEX_RUN.match(text, hint.start()).end()
+                continue
+            out += (text[last:start], repl(m))
+            last = m.end()
+        return "".join(out) + text[last:] if out else text
+
 _IPV4 = re.compile(r"[0-9](?<![\w.][0-9])\d{0,2}(?:\.\d{1,3}){3}(?!\w|\.\w)", re.ASCII)
 _PREFIX_AFTER = re.compile(r"/(\d{1,3})(?!\d)")
 # Dotted quads after these words are versions or section numbers ("version 1.2.3.4", "sections 8.2.4.44").
-# A product token's slash (`Firefox/1.9.2.20`) and a user agent's `rv:` lead versions too.
-_NOT_AN_ADDRESS_BEFORE = re.compile(r"(?i)(?:\bv|\bver|version|versions|release|build|section|sections|§|rfc|\brv)"
-                                    r"[\W_]{0,4}$|[A-Za-z]/$")
-_PHONE = re.compile(r"""(?xa)
-    [+(0-9](?<![\w+.-].)(?<!\d[ ./-].)     # first character; nothing word-like or number-like before it
-    (?:
-        (?<=\+)\d{1,3}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]?\d{1,6}){0,5}[ .-]?\d{2,6}   # +44 20 7946 0958
-      | (?<=\()\+\d{1,3}\)(?:[ .-]?\(0\))?(?:[ .-]?\d{1,6}){0,5}[ .-]?\d{2,6}   # (+44) 20 7946 0958
-      | (?<=\()\d{3}\)[ ]?\d{3}[ .-]\d{4}                           # (202) 555-0143
-      | (?<=1)[ .-]?\(\d{3}\)[ ]?\d{3}[ .-]\d{4}                    # 1 (202) 555-0143
-      | (?<=1)([.-])\d{3}\1\d{3}\1\d{4}                            # 1-202-555-0143
-      | (?<=\d)\d\d([.-])\d{3}\2\d{4}                              # 202-555-0143, 202.555.0143
-      | (?<=\d)\d\d[ ]\d{3}[ ]\d{4}(?![ ]\d)                        # 212 555 0147 (NANP digits only)
-      | (?<=\()0\d{1,4}\)[ ]?\d{2,8}(?:[ ]\d{2,8}){0,3}            # (020) 7946 0958
-      | (?<=0)\d{1,4}([ .-])\d{2,8}(?:\3\d{2,8}){0,4}              # 020 7946 0958, 01 23 45 67 89
-      | (?<=\d)\d{9,10}                                           # 2125550147 after a cue; 01154960930
-    )(?:[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6})?           # an extension: x157, ext. 5
-    (?!\w|[.-]?\d)""")
-# The same shape right after a phone and one space: a space-separated list of numbers, whose members the
-# "nothing number-like before it" look-behind would otherwise let through one per round (16 rounds: 16 phones).
-_PHONE_NEXT = re.compile(_PHONE.pattern.replace(r"(?<!\d[ ./-].)", "", 1))
-_EXTENSION = re.compile(r"[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6}$")
-_ISBN_BEFORE = re.compile(r"(?i)isbn(?:-10)?[\s:#]*$")
-# A phone cue right before bare digits: `Phone: `, `tel. `, `cell #`, `call me at `, `"mobile": "`.
-_PHONE_CUE = re.compile(r"(?i)(?:\b(?:phone|tel|telephone|telefon|cell|mobile|mob|handy|fax|ph|call(?:\s+me)?(?:\s+at)?"
-                        r"|contact(?:\s+(?:me|us))?(?:\s+(?:at|on))?|reach\s+(?:me|us)\s+(?:at|on)|whatsapp|sms|text)"
-                        r"(?:[\s_-]*(?:no|number|num|#|nr))?|[☎📞])\.?[\s\"':=#)\]>-]{0,4}$")
-_NANP = re.compile(r"(?:\+?1\D*)?\(?[2-9]\d\d\D*[2-9]\d\d\D*\d{4}", re.ASCII)
+# A product token's slash (`Firefox/1.9.2.20`), a user agent's `rv:`, a requirement's comparison
+# (`foo==1.2.3.4`, `>=`, `~=`) and a package name's dash (`foo-1.2.3.4`) lead versions too.
+_NOT_AN_ADDRESS_BEFORE = re.compile(r"(?i)(?:\bv|\bver|version|versions|release|build|firmware|kernel|patch|"
+                                    r"section|sections|§|rfc|\brv)[\W_]{0,4}$|[A-Za-z]/$|[=<>~!]=[ ]*$|[A-Za-z]-$")
 
 
 def luhn_ok(digits: str) -> bool:
@@ -122,16 +134,6 @@ def _issuer_ok(d: str) -> bool:
     return (300 <= p3 <= 305 or p2 in (36, 38, 39)) and 14 <= n <= 19
 
 
-# A country code, 2 check digits and whole groups before the match: inside an IBAN-shaped run that the IBAN
-# pass rejected (a wrong check digit); its digit groups (`SC84 IVMU 5900 6195 9676 7696 ...`) may pass Luhn or
-# read as a trunk-0 phone by chance.
-_IBAN_RUN_BEFORE = re.compile(r"(?<!\w)[A-Z]{2}\d\d(?: [A-Z0-9]{4}){0,7} $", re.ASCII)
-
-
-def in_iban_shaped_run(m: re.Match[str]) -> bool:
-    return _IBAN_RUN_BEFORE.search(m.string, max(0, m.start() - 40), m.start()) is not None
-
-
 _BARCODE_BEFORE = re.compile(r"(?i)\b(?:ean(?:-?13)?|upc(?:-?a)?|gtin(?:-?1[23])?|barcode|bar code|isbn(?:-?13)?)\b"
                              r"[^\n\d]{0,12}$")
 
@@ -140,12 +142,24 @@ def _card(m: re.Match[str]) -> bool:
     if in_iban_shaped_run(m):
         return False
     digits = re.sub(r"\D", "", m.group())
+    if m.group("s") and _in_number_row(m, len(digits)):
+        return False
     # A bare 12/13-digit barcode (UPC-A, EAN-13) that Luhn also passes by chance, where the text names it: a
     # GS1 check alone would also drop a tenth of real 13-digit Visa and 12-digit Maestro numbers.
     if len(digits) in (12, 13) and m.group().isdigit() and stdnum_ean.is_valid(digits) and \
             _BARCODE_BEFORE.search(m.string, max(0, m.start() - 24), m.start()):
         return False
     return len(set(digits)) > 1 and _issuer_ok(digits) and luhn_ok(digits)
+
+
+def _in_number_row(m: re.Match[str], digits: int) -> bool:
+    """Groups of 4 inside a row of 4-digit groups (a table's numbers): a 4-digit group right before or after the
+    match; two for a 16-digit one (`4111 1111 1111 1111 2025` is a card and a year)."""
+    groups = 1 if digits < 16 else 2
+    sep = re.escape(m.group("s"))
+    after = re.match(rf"(?:{sep}\d{{4}}(?!\d)){{{groups}}}", m.string[m.end():m.end() + 11])
+    before = re.search(rf"(?<![\d.,])(?:\d{{4}}{sep}){{{groups}}}$", m.string[max(0, m.start() - 11):m.start()])
+    return after is not None or before is not None
 
 
 def _ipv4(m: re.Match[str], keep: frozenset[str]) -> bool:
@@ -160,6 +174,9 @@ def _ipv4(m: re.Match[str], keep: frozenset[str]) -> bool:
 
 def _ipv6(m: re.Match[str], keep: frozenset[str]) -> bool:
     candidate = m.group()
+    # Two groups of hex letters are hex words or a C++ scope (`dead::beef`, `Abc::Def`), not an address.
+    if not any(c.isdigit() for c in candidate) and len(re.findall("[0-9A-Fa-f]+", candidate)) < 3:
+        return False
     # `x[1::2]` and `100::2` are slices: with only two colons, demand a 4-digit group with a letter (fe80::1).
     if candidate.count(":") < 3 and not re.search(r"(?<![0-9A-Fa-f])(?=[0-9]*[A-Fa-f])[0-9A-Fa-f]{4}", candidate):
         return False
@@ -205,49 +222,6 @@ def _is_mask(value: int, bits: int) -> bool:
     return value >> (bits - 1) == 1 and inverted & (inverted + 1) == 0
 
 
-# `AAA-GG-SSSS` is an SSN's layout, no phone's: valid SSNs are gone by now (`pii_ids`), invalid ones
-# (`000-12-3456`, the advertised fake 078-05-1120) are nobody's number and stay.
-_SSN_SHAPED = re.compile(r"\d{3}([ -])\d\d\1\d{4}")
-_ZIP4 = re.compile(r"\d{5}-\d{4}")           # a US ZIP+4 code (`02171-2110`), not a trunk-0 phone
-
-
-def _phone(m: re.Match[str]) -> bool:
-    text = _EXTENSION.sub("", m.group())
-    digits = re.sub(r"\D", "", text)
-    if len(set(digits)) < 3 or not 7 <= len(digits) <= 15 or _SSN_SHAPED.fullmatch(text) or in_iban_shaped_run(m) \
-            or _ZIP4.fullmatch(text):
-        return False
-    if text.startswith(("+", "(+")):
-        separators = re.sub(r"[\d+]", "", text)
-        if separators == ".":               # +3.140000 is a signed decimal
-            return False
-        return len(digits) >= 10 or separators != ""
-    if text.isdigit():
-        return _bare_phone(m, digits)
-    if text.startswith("00"):               # 00 is the international prefix, like `+`: 001-612-799-7220
-        return 9 <= len(digits) - 2 <= 15
-    if text.startswith(("0", "(0")):
-        return 9 <= len(digits) <= 12
-    if " " in text and "(" not in text:     # `212 555 0147`: three bare groups, real NANP digits only
-        return _NANP.fullmatch(text) is not None
-    # Dashes, dots or a parenthesised area code are a phone's layout whatever the digits: test, fictional and
-    # generated numbers (`555-123-4567`, `(123) 456-7890`, Faker's `120-405-6086 x569`) are written that way.
-    return True
-
-
-def _bare_phone(m: re.Match[str], digits: str) -> bool:
-    """Ten or eleven bare digits: a phone after a phone cue (`Phone: 2125550147`), or a national number led by a
-    single trunk 0 (`01154960930`, `0492807302`), unless it reads as a digit run (`0123456789`) or an ISBN-10."""
-    if _PHONE_CUE.search(m.string, max(0, m.start() - 24), m.start()) is not None:
-        return len(digits) == 10 or digits[0] in "01"
-    if digits[0] != "0" or digits[1] == "0" or len(set(digits)) < 4 or digits in "01234567890" or \
-            digits in "09876543210":
-        return False
-    if _ISBN_BEFORE.search(m.string, max(0, m.start() - 12), m.start()):
-        return False
-    return len(digits) == 11 or not stdnum_isbn.is_valid(digits)  # ten digits: not an ISBN-10
-
-
 def _hint(*needles: str) -> Callable[[str], bool]:
     return lambda text: any(needle in text for needle in needles)
 
@@ -259,13 +233,15 @@ Group = int | Callable[[re.Match[str]], "int | tuple[int, int]"]
 _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[str], bool]], ...] = (
     *(("secret", pattern, None if valid is None else (lambda m, keep, valid=valid: valid(m)), group, hint)
       for pattern, valid, group, hint in SECRET_PASSES),
-    ("email", Anchored((re.compile("@"),), _EMAIL, spaces=False), None, 0, _hint("@")),
+    ("email", Anchored((re.compile("@"), re.compile("\uff20"), re.compile("%40")), _EMAIL, spaces=False,
+                       unicode=True), None, 0, _hint("@", "\uff20", "%40")),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
       for kind, pattern, valid, group, hint in ID_PASSES),
     ("credit_card", _CARD, lambda m, keep: _card(m), 0, bool),
-    ("ipv6", _IPV6, _ipv6, 0, lambda text: _IPV6_HINT.search(text) is not None),
+    ("ipv6", ColonLed(), _ipv6, 0, _hint(":")),
     ("ipv4", _IPV4, _ipv4, 0, _hint(".")),
-    ("phone", _PHONE, lambda m, keep: _phone(m), 0, bool),
+    *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
+      for kind, pattern, valid, group, hint in PHONE_PASSES),
 )
 
 MAX_ROUNDS = 16     # a productive round replaces at least one more match, so this is only a safety net
@@ -317,24 +293,5 @@ def _round(text: str, wanted: set[str], keep: frozenset[str], counts: Counter[st
                 start, end = m.start(group) - m.start(), m.end(group) - m.start()
             return m.group()[:start] + PLACEHOLDERS[kind] + m.group()[end:]
 
-        text = _sub_listed(pattern, replace, text) if kind == "phone" else pattern.sub(replace, text)
+        text = pattern.sub(replace, text)
     return text
-
-
-def _sub_listed(pattern: re.Pattern[str], replace: Callable[[re.Match[str]], str], text: str) -> str:
-    """`pattern.sub(replace, text)`, where a phone that was replaced also takes the number right after it (one
-    space between, `_PHONE_NEXT`), and that one the next: a whole list in one round."""
-    pieces: list[str] = []
-    last = 0
-    for m in pattern.finditer(text):
-        if m.start() < last:
-            continue  # inside a listed number already taken
-        out = replace(m)
-        pieces += [text[last:m.start()], out]
-        last = m.end()
-        while out != m.group() and text.startswith(" ", last) and (n := _PHONE_NEXT.match(text, last + 1)):
-            out, m = replace(n), n
-            pieces += [" ", out]
-            last = n.end()
-    pieces.append(text[last:])
-    return "".join(pieces)

@@ -96,6 +96,22 @@ _TOKEN_SHAPES = Gated([
     (re.compile(r"\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27}"),                                        # Discord bot
      r"(?<![\w-])[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}(?![\w-])"),
     (re.compile(r"-us\d"), r"(?<![\w-])[0-9a-f]{32}-us\d{1,2}(?![\w-])"),                        # Mailchimp
+    # Further shapes from gitleaks' rules, each led by a prefix no word or identifier starts with (not Mailgun's
+    # old `key-` + 32 hex: a cache key of an MD5 reads the same).
+    *_led_by("xkeysib-", r"[0-9a-f]{64}-[A-Za-z0-9]{16}"),                                      # Brevo
+    *_led_by("dp.st. dp.sa. dp.ct. dp.pt. dp.scim. dp.audit.", r"(?:[a-z0-9_-]{2,35}\.)?[A-Za-z0-9]{40,44}",
+             "dp."),                                                                             # Doppler
+    *_led_by("sq0atp- sq0csp-", r"[A-Za-z0-9_-]{22,43}", "sq0"), *_led_by("EAAA", r"[A-Za-z0-9_-]{60}"),  # Square
+    *_led_by("dapi", r"[0-9a-f]{32}(?:-\d)?"), *_led_by("PMAK-", r"[0-9a-f]{24}-[0-9a-f]{34}"),  # Databricks, Postman
+    *_led_by("lin_api_", r"[A-Za-z0-9]{40}"), *_led_by("ntn_", r"[A-Za-z0-9]{40,50}"),           # Linear, Notion
+    *_led_by("hvs. hvb.", r"[A-Za-z0-9_-]{24,}", "hv"), *_led_by("NRAK-", r"[A-Z0-9]{27}"),      # Vault, New Relic
+    *_led_by("glc_ glsa_", r"[A-Za-z0-9_+/=-]{32,}", "gl"), *_led_by("sntrys_", r"[A-Za-z0-9_+/=]{40,}"),  # Grafana
+    *_led_by("pul-", r"[0-9a-f]{40}"), *_led_by("sbp_", r"[0-9a-f]{40}"), *_led_by("bkua_", r"[0-9a-f]{40}"),
+    *_led_by("pscale_tkn_ pscale_pw_", r"[A-Za-z0-9_.-]{32,64}", "pscale_"),                    # PlanetScale
+    *_led_by("ATATT3", r"[A-Za-z0-9_=-]{150,}"),                                                # Atlassian
+    *_led_by("AGE-SECRET-KEY-1", r"[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),                    # age
+    *_led_by("AAAAAAAAAAAAAAAAAAAAA", r"[A-Za-z0-9%]{30,}"),                                   # Twitter bearer
+    (".atlasv1.", r"(?<![\w-])[a-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}(?![\w-])"),           # Terraform
 ])
 
 # An AWS secret access key: 40 base64 characters after its name. Its own pass because AWS's documentation key
@@ -116,30 +132,107 @@ _AUTHORIZATION = Gated([  # `Authorization`, `Proxy-Authorization`, `AUTHORIZATI
 ])
 _BEARER = re.compile(r"Bearer[ \t]+([A-Za-z0-9+/_.~-]{16,}=*)(?![\w.~+/=-])")
 
-# A name that holds a credential: it ends with password/secret/passphrase, or with key/token qualified by what
+# A name that holds a credential: it ends with password/secret/passphrase (or German, Dutch, Portuguese
+# password words), or with key/token qualified by what
 # kind (`api_key`, `accessToken`, `X-Api-Key`; not `sort_key`, `next_token`), or is an all-caps `..._TOKEN`.
 _CREDENTIAL_NAME = re.compile(
     r"(?:[A-Za-z0-9]+[_.-]|[a-z0-9]+(?=[A-Z]))*?"
-    r"(?:(?i:[a-z0-9]*pass(?:word|wd|phrase)|pass|pwd|secret)"
+    r"(?:(?i:[a-z0-9]*pass(?:word|wd|phrase|wort)|pass|pwd|secret|kennwort|wachtwoord|senha)"
     r"|(?i:api|access|secret|private|auth|client|master|signing|encryption|license|account|app|consumer|"
     r"session|refresh|bearer|bot|service|admin|deploy|personal|webhook|hmac|jwt|oauth|storage|subscription|"
     r"github|gitlab|hf|npm|slack|discord|telegram)[_-]?(?i:key|token)"
     r"|(?i:apikey|api-key)|[A-Z][A-Z0-9]*_TOKEN)"
 )
 _NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
-# The last word of a credential name, then `=`, `:`, `:=` or `=>`, then a quoted or a bare value. The whole
-# name is checked against `_CREDENTIAL_NAME` by the validator (scanning back from the word).
-_KEYED_SHORT = Gated([(word, re.escape(word) + r"[\"']?\]?[ \t]*(?:=>|:=|[:=])(?!=)[ \t]*"
+# The last word of a credential name, then `=`, `:`, `:=` or `=>` (in markdown bold: `**Password:** ...`), then
+# a quoted or a bare value. The whole name is checked against `_CREDENTIAL_NAME` by the validator (scanning back
+# from the word).
+_KEYED_SHORT = Gated([(word, re.escape(word) + r"[\"']?\]?(?:\*\*?|__?)?[ \t]*(?:=>|:=|[:=])(?!=)(?:\*\*?|__?)?[ \t]*"
                        r"(?:\"([^\"\n]{1,200})\"|'([^'\n]{1,200})'|([^\s\"'`,;&()\[\]{}<>]{1,200}))")
-                      for base in ("password", "passwd", "passphrase", "pass", "pwd", "secret", "key", "token")
+                      for base in ("password", "passwd", "passphrase", "pass", "pwd", "secret", "key", "token",
+                                   "passwort", "kennwort", "wachtwoord", "senha")
                       for word in (base, base.capitalize(), base.upper())])
+
+# A command-line flag naming a credential and its value after a space (`--password hunter2x`, `--api-key ...`,
+# `--token ...`; the `=` form is `_KEYED_SHORT`'s), and the tools whose short flag takes a password: `mysql
+# -pSECRET` (glued: with a space mysql prompts and reads the next word as a database), `sshpass -p SECRET`, and
+# `curl -u user:SECRET`.
+_VALUE = r"""(?:"(?P<dq>[^"\n]{1,200})"|'(?P<sq>[^'\n]{1,200})'|(?P<bare>[^\s"'`;&|<>()]{1,200}))"""
+_CLI_FLAG = Gated([("--", r"--(?<![\w-]--)(?P<name>[A-Za-z][A-Za-z0-9_-]{1,40})[ \t]+" + _VALUE)])
+_COMMAND_PASSWORD = Gated([
+    ("mysql", r"mysql(?<![\w]mysql)(?:dump|admin|import|show|check|slap)?\b[^\n|;&]{0,200}?[ \t]-p(?=[^\s-])" + _VALUE),
+    ("sshpass", r"sshpass(?<![\w]sshpass)\b[^\n|;&]{0,200}?[ \t]-p[ \t]*" + _VALUE),
+    ("curl", r"curl(?<![\w]curl)\b[^\n|;&]{0,200}?[ \t](?:-u|--user)[ \t=]*['\"]?[^\s:'\"]{1,64}:"
+             r"(?P<bare>[^\s'\"@]{1,200})"),
+])
+# An XML/HTML element or a property-list entry naming a credential: `<password>...</password>`, `<apiKey>`,
+# `<ns:secret>`; `<key>Password</key><string>...</string>`.
+_XML_ELEMENT = Gated([      # a literal `<` first (a fast scan), the name ending in a credential word
+    ("</", r"<(?=[A-Za-z])(?P<name>[\w.:-]{0,40}?(?i:pass(?:word|wd|phrase)?|pwd|secret|token|key))"
+           r"(?:[ \t][^<>\n]{0,200})?>(?P<bare>[^<>\n]{1,200})</(?P=name)>"),
+    ("</key>", r"<key>(?P<name>[^<>\n]{1,40})</key>\s{0,40}<string>(?P<bare>[^<>\n]{1,200})</string>"),
+])
+
+
+# A password named in prose: `the password is hunter2x`, `login with password Tr0ub4dor&3` (after `:` or `=` it
+# is `_KEYED_SHORT`'s). The value needs a digit: `the password is secret` or `password manager` stay prose.
+_PROSE_PASSWORD = Gated([(word, re.escape(word) + rf"(?<![\w]{re.escape(word)})(?:[ \t]+(?:is|was|set to|changed to))?"
+                          r"[ \t]+(?:\"(?P<dq>[^\"\n]{6,64})\"|'(?P<sq>[^'\n]{6,64})'"
+                          r"|(?P<bare>[^\s\"'`<>]{6,64}?)[.,;:!?)]*(?=\s|$))")
+                         for word in ("password", "Password", "PASSWORD", "passphrase", "Passphrase", "passcode")])
+_NOT_A_PASSWORD = re.compile(r"(?i)(?:sha|md|crc|rc|aes|argon|pbkdf|utf|base|oauth|ssl|tls|rsa|des)[-_]?\d+[\w-]*"
+                             r"|\d+[+-]?(?:char\w*|digits?|bits?|bytes?|x)?|v\d+(?:\.\d+)*")
+
+
+def _prose_password(m: re.Match[str]) -> bool:
+    value, _ = _value(m)
+    return any(c.isdigit() for c in value) and value_ok(value, quoted=True) and not _NOT_A_PASSWORD.fullmatch(value)
+
+
+def _value_group(m: re.Match[str]) -> tuple[int, int]:
+    """The span of the value (quoted or bare), relative to the match."""
+    group = next(g for g in ("dq", "sq", "bare") if g in m.re.groupindex and m.group(g) is not None)
+    return m.start(group) - m.start(), m.end(group) - m.start()
+
+
+def _value(m: re.Match[str]) -> tuple[str, bool]:
+    start, end = _value_group(m)
+    return m.group()[start:end], m.group("bare") is None
+
+
+def _cli_flag(m: re.Match[str]) -> bool:
+    value, quoted = _value(m)
+    name = m.group("name")
+    return (_CREDENTIAL_NAME.fullmatch(name) is not None or name.lower() in ("token", "auth-token")) and \
+        not value.startswith("-") and value_ok(value, quoted)
+
+
+def _command_password(m: re.Match[str]) -> bool:
+    value, quoted = _value(m)            # any value a tool reads as its password, if no placeholder
+    return len(value) >= 4 and not value.startswith("-") and not is_placeholder(value, quoted)
+
+
+def _xml_element(m: re.Match[str]) -> bool:
+    name, value = m.group("name").rsplit(":", 1)[-1].replace(" ", "_"), m.group("bare")
+    if _CREDENTIAL_NAME.fullmatch(name):
+        return value_ok(value.strip(), quoted=True)
+    # `<token>` and `<key>` elements also hold words (a tokenizer's output, a dictionary's keys): random only.
+    return name.lower() in ("token", "key") and looks_random(value)
+
 
 # A long value after `:` or `=`; the name before it must contain key/token/secret/password... (checked by
 # `_KEY_BEFORE` in the validator). `=` only as base64 padding at the end: `say: AWS_KEY=...` must not swallow
 # the next `name=value` as one value.
 _KEYED = re.compile(r"[:=][ \t]*[\"']?([A-Za-z0-9+/_.~-]{16,}={0,3})(?![A-Za-z0-9+/_.~=-])")
-_KEY_BEFORE = re.compile(r"(?i)(?:key|token|secret|password|passwd|pwd|passphrase|credentials?|auth)"
-                         r"(?:[_-][a-z0-9]+)*[\"']?[ \t]*$")
+# The credential word must start a part of the name: after a non-letter (`api_key`, `x-api-key`), at a camel-case
+# hump (`apiKey`) or after a qualifier in one lower- or upper-case word (`apikey`, `SECRETKEY`); `monkey`,
+# `turkey`, `whiskey` end in "key" and are no credentials.
+_KEY_BEFORE = re.compile(
+    r"(?:(?i:(?<![a-z])(?:key|token|secret|password|passwd|pwd|passphrase|credentials?|auth)"
+    r"|(?<![a-z])(?:api|access|secret|private|client|auth|app|session|refresh|bearer|master|github|gitlab|slack|npm)"
+    r"(?:key|token|secret)|(?<![a-z])oauth)"
+    r"|(?<=[a-z0-9])(?:Key|Token|Secret|Password|Passwd|Pwd|Passphrase|Credentials?|Auth))"
+    r"(?:[_-][A-Za-z0-9]+)*[\"']?[ \t]*$")
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")     # win32api.RegEnumKey: code, not a secret
 # How code names things: snake_case, camelCase or UPPER_CASE words, digits only at the end (`api_key2`).
 _IDENTIFIER = r"[A-Za-z_][a-z_]*(?:[A-Z]+[a-z_]*)*\d*"
@@ -151,9 +244,11 @@ _CODE_WORDS = frozenset({"none", "null", "nil", "true", "false", "undefined", "l
                          "optional", "string", "str", "bytes", "secret", "password", "token", "changeme", "test",
                          "admin", "hidden", "masked", "redacted", "notset", "empty", "default"} | set(_AUTH_SCHEMES))
 _PLACEHOLDER_PARTS = ("your", "example", "changeme", "change_me", "change-me", "placeholder", "redacted", "dummy",
-                      "xxxx", "****", "....", "${", "{{", "}}", "<", ">", "%(", "%s", "getenv", "environ")
+                      "xxxx", "****", "....", "${", "#{", "{{", "}}", "<", ">", "%(", "%s", "getenv", "environ")
 # `$VAR`, `<your-key>`, `{token}`, `%(pw)s`, a comment, a YAML alias/anchor/tag (`*pw`, `&pw`, `!vault`).
 _PLACEHOLDER_START = tuple("<[{(%#!&*`\\")
+# Inside quotes a `#`, `!`, `&` or `*` is no comment or YAML syntax: generated passwords start with them.
+_QUOTED_PLACEHOLDER_START = tuple("<[{(%`\\")
 _VARIABLE = re.compile(rf"\$(?:\{{[^}}]*\}}|\(.*\)|{_IDENTIFIER})")
 
 
@@ -174,10 +269,11 @@ def looks_random(value: str) -> bool:
     return mixed_case or hexish or lower_or_upper
 
 
-def is_placeholder(value: str) -> bool:
+def is_placeholder(value: str, quoted: bool = False) -> bool:
     """A template, mask or example standing where a credential would go (`${TOKEN}`, `********`, `YOUR_KEY`)."""
     low = value.lower()
-    if not value or value.startswith(_PLACEHOLDER_START) or low in _CODE_WORDS or len(set(low)) == 1:
+    if not value or value.startswith(_QUOTED_PLACEHOLDER_START if quoted else _PLACEHOLDER_START) or \
+            low in _CODE_WORDS or len(set(low)) == 1:
         return True
     if value.startswith("$") and _VARIABLE.fullmatch(value):         # `$PW`, `${PW}`, `$(cat pw)`; not `$un$hin3`
         return True
@@ -215,21 +311,20 @@ def _keyed_short(m: re.Match[str]) -> bool:
     start = m.start()
     while start > 0 and m.start() - start < 64 and m.string[start - 1] in _NAME_CHARS:
         start -= 1
+    while m.string[start] in "-.":                      # `--password=...`: a flag's dashes are no part of the name
+        start += 1
     word_end = m.start() + len(re.match(r"[A-Za-z]+", m.group()).group())
     if not _CREDENTIAL_NAME.fullmatch(m.string, start, word_end):
         return False
     group = _keyed_short_group(m)
     value = m.group(group)
-    if len(value) < 6 or len(value) > 200 or is_placeholder(value) or any(c.isspace() for c in value):
+    # A leading `*`, `&`, `!` or `#` is YAML syntax or a comment only after a colon; after `=` (.env, shell,
+    # properties) it is the value's first character.
+    yaml = m.group()[word_end - m.start():m.start(group) - m.start()].strip(" \t\"'])*_").startswith(":")
+    if not value_ok(value, quoted=group != 3 or not yaml):
         return False
-    if value.startswith(("/", "~/", "./", "../")) or "://" in value or re.match(r"[A-Za-z]:\\", value):
-        return False                                    # a path or a URL (URL credentials have their own pass)
-    has_letter = any(c.isalpha() for c in value)
-    has_other = any(c.isdigit() or not (c.isalnum() or c == "_") for c in value)
-    if not has_letter or not has_other:
-        return False
-    if group != 3:
-        return True                                     # a quoted literal after a credential name
+    if group != 3 or m.string[start - 2:start] == "--":
+        return True                                     # a quoted literal, or a command-line flag's value
     if m.string[m.end():m.end() + 1] in ("(", "[", "."):      # a call, an index, an attribute: code
         return False
     if _CODE_CHAIN.fullmatch(value):
@@ -238,6 +333,17 @@ def _keyed_short(m: re.Match[str]) -> bool:
         line_start = m.string.rfind("\n", 0, start) + 1
         return re.fullmatch(r"[ \t]*(?:export[ \t]+|-[ \t]+)?", m.string[line_start:start]) is not None
     return True
+
+
+def value_ok(value: str, quoted: bool = False) -> bool:
+    """A credential's value as people write them: 6-200 characters, letters plus digits or punctuation, no
+    space; not a placeholder, a path or a URL (URL credentials have their own pass)."""
+    if len(value) < 6 or len(value) > 200 or is_placeholder(value, quoted) or any(c.isspace() for c in value):
+        return False
+    if value.startswith(("/", "~/", "./", "../")) or "://" in value or re.match(r"[A-Za-z]:\\", value):
+        return False
+    has_letter = any(c.isalpha() for c in value)
+    return has_letter and any(c.isdigit() or not (c.isalnum() or c == "_") for c in value)
 
 
 def _keyed(m: re.Match[str]) -> bool:
@@ -257,14 +363,18 @@ def _keyed_short_group(m: re.Match[str]) -> int:
 
 
 # (pattern, validator, group to replace or a function of the match giving it, cheap test that it can match)
-SECRET_PASSES: tuple[tuple[re.Pattern[str], Validator | None, int | Callable[[re.Match[str]], int],
-                           Callable[[str], bool]], ...] = (
+SECRET_PASSES: tuple[tuple[re.Pattern[str], Validator | None,
+                           int | Callable[[re.Match[str]], int | tuple[int, int]], Callable[[str], bool]], ...] = (
     (_PEM, None, 0, _hint("PRIVATE KEY")),
     (_TOKEN_SHAPES, _token_shape, 0, _always),
     (_AWS_SECRET, lambda m: shannon_entropy(m.group(1)) >= 3.5, 1, _hint("ecret", "ECRET")),
     (_URL_CREDENTIALS, _url_credentials, 1, _always),
     (_AUTHORIZATION, _authorization, 2, _always),
     (_BEARER, lambda m: looks_random(m.group(1)), 1, _hint("Bearer")),
+    (_CLI_FLAG, _cli_flag, _value_group, _always),
+    (_COMMAND_PASSWORD, _command_password, _value_group, _always),
+    (_XML_ELEMENT, _xml_element, _value_group, _always),
+    (_PROSE_PASSWORD, _prose_password, _value_group, _always),
     (_KEYED_SHORT, _keyed_short, _keyed_short_group, _always),
     (_KEYED, _keyed, 1, _hint(":", "=")),
 )

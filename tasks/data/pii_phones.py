@@ -1,0 +1,210 @@
+"""Phone numbers for `tasks.data.pii`: the two phone passes and their validators.
+
+`PHONE_PASSES` has the shape of `pii`'s pass table: `(kind, pattern, validator(match), group to replace, cheap
+test that the pass can match)`. `pii.scrub_pii` runs them last, after cards, IBANs, SSNs and IP addresses have
+taken their digits.
+
+- After a phone cue (`Phone:`, `tel.`, `cell #`, `call me at`, `"mobile": "`, `Telefon`, `tél`, `móvil`,
+  `手机`, `電話`, ...), any run of digit groups is a phone: 8-15 digits (E.164's limit) bare or grouped by
+  spaces, dots, dashes, a slash or parentheses (`Phone: 7439409910532`, `tel. 792 601 815`, `Tel: (351) 968
+  301 661`), or 7 in a `555-0143` layout; not a date, a dotted quad, a decimal or an SSN/ZIP+4 layout.
+- Without a cue, a phone's layout: a `+` or `00` country code; US `(202) 555-0143`, `202-555-0143`,
+  `202.555.0143` (any digits: test and fictional numbers are written that way), three bare groups with real
+  NANP digits (`917 555 1234`); national numbers led by a trunk `0` with separators (`020 7946 0958`,
+  `(0686)-815726`, `(03).6018.1590`, `0664/12345678`, `08-26 01 81`) or bare (`01154960930`, not digit runs
+  like `0123456789`, zero-padded ids or ISBN-10s); Brazil's `(11) 91234-5678` and `69 0105-3118` (a real
+  two-digit area code, not a page range like `45 1234-1240`); Japan's `24-7109-9987`. Bare digits without a
+  cue or a trunk 0 (`2125550147`, `15526018159`) are left: they cannot be told from ids, counts, timestamps.
+- Rejected whatever the layout: fewer than 3 distinct digits, an SSN's `AAA-GG-SSSS`, a ZIP+4, digit groups
+  inside an IBAN-shaped run.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable
+
+from stdnum import isbn as stdnum_isbn
+
+from tasks.data.pii_ids import in_iban_shaped_run
+
+# The first character is consumed, then a two-character lookbehind checks what precedes it: a pattern opening
+# with a character class lets `re` skip non-candidates in C (see pii.py). Backreferences are named: the
+# layout markers (`br`, `jp`, `ru`, `se`) are named groups too and would shift numbered ones.
+_PHONE = re.compile(r"""(?xa)
+    [+(0-9](?<![\w+.-].)(?<!\d[ ./-].)     # first character; nothing word-like or number-like before it
+    (?:
+        (?<=\+)\d{1,3}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]?\d{1,6}){0,5}[ .-]?\d{2,6}   # +44 20 7946 0958
+      | (?<=\()\+\d{1,3}\)(?:[ .-]?\(0\))?(?:[ .-]?\d{1,6}){0,5}[ .-]?\d{2,6}   # (+44) 20 7946 0958
+      | (?<=\()\d{3}\)[ ]?\d{3}[ .-]\d{4}                           # (202) 555-0143
+      | (?<=\()(?P<br_area>[1-9])[1-9]\)[ ]?9?\d{4}-\d{4}         # (11) 91234-5678 (Brazil)
+      | (?<=1)[ .-]?\(\d{3}\)[ ]?\d{3}[ .-]\d{4}                    # 1 (202) 555-0143
+      | (?<=1)(?P<s1>[.-])\d{3}(?P=s1)\d{3}(?P=s1)\d{4}           # 1-202-555-0143
+      | (?<=\d)\d\d(?P<s2>[.-])\d{3}(?P=s2)\d{4}                  # 202-555-0143, 202.555.0143
+      | (?<=\d)\d\d[ ]\d{3}[ ]\d{4}(?![ ]\d)                        # 212 555 0147 (NANP digits only)
+      | (?<=[1-9])(?P<br>[1-9])[ ]9?\d{4}-\d{4}                   # 11 91234-5678 (Brazil)
+      | (?<=\d)(?P<jp>\d)-\d{4}-\d{4}                             # 24-7109-9987 (Japan)
+      | (?<=8)(?P<ru>[ ])(?:\(\d{3}\)|\d{3})[ ]\d{3}               # 8 (495) 123-45-67 (Russia)
+        (?:[ -]\d{4}|(?P<s4>[ -])\d\d(?P=s4)\d\d)
+      | (?<=\()0\d{1,4}\)[ .-]?\d{2,8}(?:[ .-]\d{2,8}){0,3}       # (020) 7946 0958, (0686)-815726
+      | (?<=0)(?P<se>\d{1,3})-\d{2,3}(?:[ ]\d{2,3}){1,3}          # 08-26 01 81 (Sweden)
+      | (?<=0)\d{1,4}(?P<s3>[ .-])\d{2,8}(?:(?P=s3)\d{2,8}){0,4}  # 020 7946 0958, 01 23 45 67 89
+      | (?<=0)\d{1,4}/\d{5,9}                                     # 0664/12345678 (Austria, Germany)
+      | (?<=\d)\d{9,10}                                           # 01154960930
+    )(?:[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6})?           # an extension: x157, ext. 5
+    (?!\w|[.-]?\d)""")
+# The same shape right after a phone and one space: a space-separated list of numbers, whose members the
+# "nothing number-like before it" look-behind would otherwise let through one per round (16 rounds: 16 phones).
+_PHONE_NEXT = re.compile(_PHONE.pattern.replace(r"(?<!\d[ ./-].)", "", 1))
+_EXTENSION = re.compile(r"[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6}$")
+
+# A run of digit groups for the cued pass. Atomic: every group is taken whole and never given back, so a long
+# row of digits or separators costs one linear scan (the validator decides). The lookahead (six more digits,
+# a few separators apart) drops, in C, the short numbers code is full of.
+_CUED = re.compile(r"""(?xa)
+    [+(0-9](?<![\w+.-].)
+    (?=(?:[ ()./-]{0,3}\d){6})
+    (?>
+        (?:(?<=\()\+?\d{1,4}\) | (?<=\+)\d+ | (?<=\d)\d*)
+        (?:(?:[ ]?-[ ]?|\.|[ ]{1,2}|/)?\(\d{1,5}\) | (?:[ ]?-[ ]?|\.|[ ]{1,2}|/)\d+)*      # `. ` ends a sentence
+        (?:[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6})?
+    )
+    (?!\w)""")
+# A phone cue right before the number: `Phone: `, `tel. `, `cell #`, `call me at `, `"mobile": "`, in a few
+# languages; CJK cues need no word boundary (no spaces around them).
+_PHONE_CUE = re.compile(
+    r"(?i)(?:\b(?:phone|telephone|tel|telefon|telefono|tel[eé]fono|telefone|t[eé]l[eé]phone|t[eé]l|tlf|tfn|fon"
+    r"|cell(?:phone|ular)?|celular|cel|mobile|mobil|mob|m[oó]vil|portable|handy|natel|gsm|fax|ph|whatsapp|sms|msisdn"
+    r"|text|dial|call(?:\s+me)?(?:\s+at)?|contact(?:\s+(?:me|us))?(?:\s+(?:at|on))?|reach\s+(?:me|us)\s+(?:at|on)"
+    r"|телефон|тел|моб)(?:[\s_-]*(?:no|number|num|#|nr|nummer|numero|número|номер))?"
+    r"|电话|電話|手机|手機|携帯|連絡先|联系方式|전화|휴대폰|[☎📞])"
+    r"(?:号码|號碼|番号|번호)?\.?[\s\"':=#)\]>\-：,]{0,4}$")
+# The last word of any cue (`Phone`, `tel`, `me`, `at`, `on`, `number`, `nr`...): a cheap test before the cue's
+# regex, which, searched in a window, tries its alternation at every position (7 µs a number, most of the cued
+# pass's time on log lines full of numbers).
+_CUE_LAST_WORDS = frozenset(
+    "phone telephone tel telefon telefono teléfono telefone téléphone tél tlf tfn fon cell cellphone cellular celular "
+    "cel mobile mobil mob móvil movil portable handy natel gsm fax ph whatsapp sms msisdn text dial call me at on us "
+    "contact no number num nr nummer numero número номер телефон тел моб".split())
+_CUE_SEPARATORS = frozenset(" \t\n\r\"':=#)]>-：,.")
+_NANP = re.compile(r"(?:\+?1\D*)?\(?[2-9]\d\d\D*[2-9]\d\d\D*\d{4}", re.ASCII)
+_ISBN_BEFORE = re.compile(r"(?i)isbn(?:-10)?[\s:#]*$")
+# `AAA-GG-SSSS` is an SSN's layout, no phone's: valid SSNs are gone by now (`pii_ids`), invalid ones
+# (`000-12-3456`, the advertised fake 078-05-1120) are nobody's number and stay.
+_SSN_SHAPED = re.compile(r"\d{3}([ -])\d\d\1\d{4}")
+_ZIP4 = re.compile(r"\d{5}-\d{4}")           # a US ZIP+4 code (`02171-2110`), not a trunk-0 phone
+# What a cue may precede that is no phone: dates, years (`contact 2019-2022`), a dotted quad (a private address
+# the IP pass kept), a decimal (but `1234.5678` is Australia's layout).
+_NOT_CUED = re.compile(r"\d{4}([-./])\d\d?\1\d\d?|\d\d?([-./])\d\d?\2\d{4}|\d{1,3}(?:\.\d{1,3}){3}"
+                       r"|(?:19|20)\d\d[ ]?[-/][ ]?(?:19|20)\d\d|(?!\d{4}\.\d{4}$)\d+\.\d+")
+_YYYYMMDD = re.compile(r"(?:19|20)\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])")
+
+
+def _no_phone_layout(m: re.Match[str], text: str, digits: str) -> bool:
+    return len(set(digits)) < 3 or _SSN_SHAPED.fullmatch(text) is not None or _ZIP4.fullmatch(text) is not None \
+        or in_iban_shaped_run(m)
+
+
+def _cued_phone(m: re.Match[str]) -> bool:
+    """A run of digit groups right after a phone cue: 8-15 digits, or 7 as `555-0143`."""
+    if not _cue_before(m, 32):          # first: most numbers have no cue, and this test is the cheapest
+        return False
+    text = _EXTENSION.sub("", m.group())
+    digits = re.sub(r"\D", "", text)
+    if not 7 <= len(digits) <= 15 or _no_phone_layout(m, text, digits) or _NOT_CUED.fullmatch(text) \
+            or _YYYYMMDD.fullmatch(text):
+        return False
+    return len(digits) > 7 or re.fullmatch(r"\d{3}[ .-]\d{4}", text) is not None
+
+
+def _cue_before(m: re.Match[str], window: int) -> bool:
+    """A phone cue ends right before the match: its last word is a cue's (or it is not ASCII: CJK, ☎), and then
+    `_PHONE_CUE` says so."""
+    text, end = m.string, m.start()
+    floor = max(0, end - 6)
+    while end > floor and text[end - 1] in _CUE_SEPARATORS:
+        end -= 1
+    start = end
+    while start > 0 and end - start < 16 and text[start - 1].isalpha():
+        start -= 1
+    word = text[start:end].lower()
+    if word not in _CUE_LAST_WORDS and (word.isascii() and end > 0 and text[end - 1].isascii()):
+        return False
+    return _PHONE_CUE.search(text, max(0, m.start() - window), m.start()) is not None
+
+
+def _phone(m: re.Match[str]) -> bool:
+    text = _EXTENSION.sub("", m.group())
+    digits = re.sub(r"\D", "", text)
+    if not 7 <= len(digits) <= 15 or _no_phone_layout(m, text, digits):
+        return False
+    if text.startswith(("+", "(+")):
+        separators = re.sub(r"[\d+]", "", text)
+        if separators == ".":               # +3.140000 is a signed decimal
+            return False
+        return len(digits) >= 10 or separators != ""
+    if m.group("br") or m.group("br_area"):
+        return not _page_range(text)
+    if m.group("ru") or m.group("jp"):
+        return True
+    if m.group("se"):
+        return 8 <= len(digits) <= 12
+    if text.isdigit():
+        return _bare_phone(m, digits)
+    if text.startswith("00"):               # 00 is the international prefix, like `+`: 001-612-799-7220
+        return 9 <= len(digits) - 2 <= 15
+    if text.startswith(("0", "(0")):
+        return 9 <= len(digits) <= 13
+    if " " in text and "(" not in text:     # `212 555 0147`: three bare groups, real NANP digits only
+        return _NANP.fullmatch(text) is not None
+    # Dashes, dots or a parenthesised area code are a phone's layout whatever the digits: test, fictional and
+    # generated numbers (`555-123-4567`, `(123) 456-7890`, Faker's `120-405-6086 x569`) are written that way.
+    return True
+
+
+def _page_range(text: str) -> bool:
+    """`45 1234-1240`: a volume and its pages (or years) in a citation, not Brazil's `45 1234-5678`."""
+    first, last = text[-9:].split("-") if text[-10:-9] == " " else ("", "")
+    return first.isdigit() and 0 < int(last) - int(first) < 200
+
+
+def _bare_phone(m: re.Match[str], digits: str) -> bool:
+    """Ten or eleven bare digits: a national number led by a single trunk 0 (`01154960930`, `0492807302`), unless
+    it reads as a digit run (`0123456789`) or an ISBN-10; after a phone cue, the cued pass has taken them."""
+    if _cue_before(m, 24):
+        return len(digits) == 10 or digits[0] in "01"
+    if digits[0] != "0" or digits[1] == "0" or len(set(digits)) < 4 or digits in "01234567890" or \
+            digits in "09876543210":
+        return False
+    if _ISBN_BEFORE.search(m.string, max(0, m.start() - 12), m.start()):
+        return False
+    return len(digits) == 11 or not stdnum_isbn.is_valid(digits)  # ten digits: not an ISBN-10
+
+
+class Listed:
+    """`sub(repl, text)` like `_PHONE`'s, where a phone that was replaced also takes the number right after it
+    (one space between, `_PHONE_NEXT`), and that one the next: a whole list in one round."""
+
+    def sub(self, replace: Callable[[re.Match[str]], str], text: str) -> str:
+        pieces: list[str] = []
+        last = 0
+        for m in _PHONE.finditer(text):
+            if m.start() < last:
+                continue  # inside a listed number already taken
+            out = replace(m)
+            pieces += [text[last:m.start()], out]
+            last = m.end()
+            while out != m.group() and text.startswith(" ", last) and (n := _PHONE_NEXT.match(text, last + 1)):
+                out, m = replace(n), n
+                pieces += [" ", out]
+                last = n.end()
+        pieces.append(text[last:])
+        return "".join(pieces)
+
+
+# (kind, pattern, validator, group to replace, cheap test that the pass can match); the cued pass first, so
+# that a cued number is taken whole before the layout pass sees a part of it.
+PHONE_PASSES = (
+    ("phone", _CUED, _cued_phone, 0, bool),
+    ("phone", Listed(), _phone, 0, bool),
+)
