@@ -7,7 +7,8 @@ the way the web does:
 - `FORMATS`, formatting-only copies (any serious dedup calls them duplicates, whatever their shingles): case,
   re-wrapped lines, doubled whitespace, CRLF, smart quotes and dashes, full-width letters, ligatures, invisible
   characters (zero-width space, word joiner, soft hyphen; ZWJ/ZWNJ), HTML entities left in, trailing whitespace,
-  and all of them at once. Each also comes as `+footer`: the copy has a site footer too, so exact dedup cannot
+  Cyrillic look-alike letters in a fifth of the words, the text as an HTML page with its markup, and all of the
+  first twelve at once. Each also comes as `+footer`: the copy has a site footer too, so exact dedup cannot
   catch it and near dedup must see through the formatting;
 - `EDITS`, content edits whose truth is the exact word-5-gram Jaccard of the two texts before any formatting
   (`tasks.data.synthetic.exact_jaccard`, plain Python sets): boilerplate header/footer, words or sentences
@@ -22,6 +23,7 @@ recall and precision: a pair is predicted when both documents end in one keeper'
 
 from __future__ import annotations
 
+import html
 import random
 import re
 import textwrap
@@ -134,6 +136,18 @@ def _fullwidth(text: str, rng: random.Random) -> str:
     return _per_word(text, rng, 0.5, lambda w: "".join(wide.get(c, c) for c in w))
 
 
+def _look_alikes(text: str, rng: random.Random) -> str:
+    cyrillic = str.maketrans("aeopcxyAEOPCXH", "аеорсхуАЕОРСХН")    # Cyrillic look-alikes of Latin
+    return _per_word(text, rng, 0.2, lambda w: w.translate(cyrillic))
+
+
+def _markup(text: str, rng: random.Random) -> str:
+    paras = "".join(f'<p class="article-body" data-i="{k}">{html.escape(p, quote=False)}</p>\n'
+                    for k, p in enumerate(q for q in text.split("\n\n") if q.strip()))
+    title = f"<title>{rng.randrange(10**6)}</title>"
+    return f'<html><head>{title}</head><body><div class="main">\n{paras}</div></body></html>'
+
+
 FORMATS: dict[str, Callable[[str, random.Random], str]] = {
     "upper case": lambda t, rng: t.upper(),
     "re-wrapped": _rewrap,
@@ -147,6 +161,8 @@ FORMATS: dict[str, Callable[[str, random.Random], str]] = {
     "ZWJ/ZWNJ": _inside("\u200d\u200c"),
     "HTML entities": _entities,
     "trailing whitespace": _trailing,
+    "Cyrillic look-alikes": _look_alikes,
+    "HTML markup": _markup,
 }
 # Not folded (measured, README): accents stripped (datatrove folds them: NFD, drop marks) and UTF-8 read as
 # cp1252 (`don’t` → `donâ€™t`; ftfy repairs it, which NeMo Curator runs before its dedup).
