@@ -63,6 +63,10 @@ def test_national_phone_layouts(text: str, expected: str) -> None:
     "contact 10.1.2.3", "call 3.14159265", "We call 12 times", "call(5551234567)",
     # citations and ranges in Brazil's layout, digits without a cue
     "J. Chem. Phys. 45 1234-1240 (1998)", "in 12 1990-1995", "order 2125550147", "id 15526018159",
+    # lists of quantities after a word that is also a cue (a review found each one scrubbed as a phone)
+    "TEXT 3.1 3.2 3.3 3.4", "pH 6 7 8 9 10 11", "GSM 850/900/1800/1900", "mobile 1080 1920 pixels",
+    "contact 1987 1992 2001", "SMS 160 140 70 characters", "dial 1 2 3 4 5 6 7 8 9 0", "Fax 1990 1995 2000",
+    "text 2019 2020 2021 editions", "call 2022 2023 budget", "Cell: 1 2 3 4 5 6 7 8 9 10",
 ])
 def test_phone_look_alikes_are_kept(text: str) -> None:
     assert scrub_pii(text) == (text, {})

@@ -71,6 +71,10 @@ def test_cr_line_ends_and_marks_at_line_starts_in_jsonl(tmp_path):
     assert [d.text for d in read(tmp_path, ["mac.jsonl"])] == [r["text"] for r in ROWS]
     assert [d.text for d in read(tmp_path, ["cat.jsonl"])] == ["one", "two"]
     assert [d.text for d in read(tmp_path, ["raw_cr.jsonl"])] == ["a\rb", "c"]
+    # One line, no LF at all, raw CRs inside its string before `{`: still one line (a review found it split)
+    text = "word \r{x} " * 20
+    (tmp_path / "one.jsonl").write_bytes(('{"text": "' + text + '"}').encode())   # raw CRs, unescaped
+    assert [d.text for d in read(tmp_path, ["one.jsonl"])] == [text]
 
 
 def test_a_zstd_bomb_is_decoded_in_bounded_pieces(tmp_path):

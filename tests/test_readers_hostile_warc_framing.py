@@ -152,3 +152,14 @@ def test_a_huge_length_in_a_big_gzip_is_recovered_in_bounded_memory(tmp_path):
         tracemalloc.stop()
     assert (kept, entries) == (1501, [("record 2", "bad_length")])
     assert peak < 16 << 20, peak
+
+
+@pytest.mark.parametrize("separator", [b"\n" * 25, b"\r\n" + b"\n" * 20, b"\r\n\r\n \r\n", b"\r\n \r\n",
+                                       b"\r\n\r\n\t\r\n\r\n", b"\r\n\r\n" + b" " * 5000 + b"\r\n"])
+def test_whitespace_between_records_is_a_separator(tmp_path, separator):
+    """fastwarc reads records apart by any whitespace (a review found writers that leave long newline runs or
+    blank lines with spaces); the framing must not call those bodies' lengths wrong."""
+    data = b"".join(page(f"http://p{i}.example/").removesuffix(b"\r\n\r\n") + separator for i in range(4))
+    (tmp_path / "c.warc").write_bytes(data + b"   \n")                  # and whitespace at the end of the file
+    items = read(tmp_path, ["c.warc"])
+    assert bads(items) == [] and urls(items) == ["p0", "p1", "p2", "p3"]

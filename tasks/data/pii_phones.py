@@ -106,18 +106,42 @@ def _no_phone_layout(m: re.Match[str], text: str, digits: str) -> bool:
 
 
 def _cued_phone(m: re.Match[str]) -> bool:
-    """A run of digit groups right after a phone cue: 8-15 digits, or 7 as `555-0143`."""
-    if not _cue_before(m, 32):          # first: most numbers have no cue, and this test is the cheapest
+    """A run of digit groups right after a phone cue: 8-15 digits, or 7 as `555-0143`; 9 or more after a cue
+    word that also names other things (`text`, `cell`, `SMS`, `pH`, ...) unless a `:`, `#` or `no` makes it a
+    label; never a list of quantities (`number_list`)."""
+    cue = _cue_before(m, 32)            # first: most numbers have no cue, and this test is the cheapest
+    if cue is None:
         return False
     text = _EXTENSION.sub("", m.group())
     digits = re.sub(r"\D", "", text)
     if not 7 <= len(digits) <= 15 or _no_phone_layout(m, text, digits) or _NOT_CUED.fullmatch(text) \
-            or _YYYYMMDD.fullmatch(text):
+            or _YYYYMMDD.fullmatch(text) or number_list(text):
+        return False
+    if _WEAK_CUE.search(cue) is not None and len(digits) < 9:
         return False
     return len(digits) > 7 or re.fullmatch(r"\d{3}[ .-]\d{4}", text) is not None
 
 
-def _cue_before(m: re.Match[str], window: int) -> bool:
+# A cue word that also means something else (`text 2019`, `cell 1024`, `SMS 160`, `pH 6`, `mobile 1080`, `GSM 850`)
+# standing alone, without a label's `:`, `#` or `no` after it.
+_WEAK_CUE = re.compile(r"(?i)\b(?:text|sms|gsm|ph|dial|handy|mob|mobile|cell|call|fax|contact)[\s\"'=)\]>,-]*$")
+
+
+def number_list(text: str) -> bool:
+    """Digit groups that read as a list of quantities, not one number's parts: two or more years (`1987 1992
+    2001`), three single digits (`1 2 3 4`), decimals (`3.1 3.2`), or groups split by `/` (`850/900/1800`)
+    unless led by a trunk 0 (`0664/12345678`)."""
+    groups = re.findall(r"\d+", text)
+    if len(groups) < 2:
+        return False
+    if sum(len(g) == 4 and g[:2] in ("19", "20") for g in groups) >= 2 or sum(len(g) == 1 for g in groups) >= 3:
+        return True
+    if "/" in text and not text.lstrip("(+").startswith("0"):
+        return True
+    return re.search(r"\d\.\d+[ ]+\d+\.\d", text) is not None
+
+
+def _cue_before(m: re.Match[str], window: int) -> str | None:
     """A phone cue ends right before the match: its last word is a cue's (or it is not ASCII: CJK, ☎), and then
     `_PHONE_CUE` says so."""
     text, end = m.string, m.start()
@@ -129,8 +153,9 @@ def _cue_before(m: re.Match[str], window: int) -> bool:
         start -= 1
     word = text[start:end].lower()
     if word not in _CUE_LAST_WORDS and (word.isascii() and end > 0 and text[end - 1].isascii()):
-        return False
-    return _PHONE_CUE.search(text, max(0, m.start() - window), m.start()) is not None
+        return None
+    cue = _PHONE_CUE.search(text, max(0, m.start() - window), m.start())
+    return None if cue is None else cue.group()
 
 
 def _phone(m: re.Match[str]) -> bool:
@@ -171,7 +196,7 @@ def _page_range(text: str) -> bool:
 def _bare_phone(m: re.Match[str], digits: str) -> bool:
     """Ten or eleven bare digits: a national number led by a single trunk 0 (`01154960930`, `0492807302`), unless
     it reads as a digit run (`0123456789`) or an ISBN-10; after a phone cue, the cued pass has taken them."""
-    if _cue_before(m, 24):
+    if _cue_before(m, 24) is not None:
         return len(digits) == 10 or digits[0] in "01"
     if digits[0] != "0" or digits[1] == "0" or len(set(digits)) < 4 or digits in "01234567890" or \
             digits in "09876543210":

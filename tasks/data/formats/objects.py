@@ -49,6 +49,9 @@ def bounded_meta(meta: dict[str, Any], budget: int) -> dict[str, Any]:
     bytes) while the small ones (url, date, scores) are what meta is for."""
     if _fits(meta, budget):  # the usual case, decided without writing any JSON
         return meta
+    whole = _json_size("", meta)  # nested values: one C-speed dump of the whole, not one per field
+    if whole is not None and whole <= budget:
+        return meta
     sizes = {k: _json_size(k, v) for k, v in meta.items()}
     weight = {k: budget + 1 if n is None else n for k, n in sizes.items()}  # one that cannot be written must go
     total = sum(weight.values())

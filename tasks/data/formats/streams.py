@@ -349,7 +349,10 @@ def text_stream(stream: Stream, lines: bytes | None) -> tuple[Stream, str | None
     encoding, bom = sniff_encoding(head)
     text = head if encoding is None else head[bom:].decode(encoding, "replace").encode("utf-8")
     ends = [] if lines is None or b"\n" in text else [x.strip() for x in text.split(b"\r")[:-1] if x.strip()]
-    cr_lines = bool(ends) and all(x.removeprefix(codecs.BOM_UTF8).startswith(lines) for x in ends[:8])
+    # a JSON line also ends its object: `{"text": "a\r{b}"}` (a raw CR in a string) is one line, not two
+    closes = b"}" if lines == b"{" else b""
+    cr_lines = bool(ends) and all(x.removeprefix(codecs.BOM_UTF8).startswith(lines) and x.endswith(closes)
+                                  for x in ends[:8])
     if encoding is None and not cr_lines:
         return stream, None
     stream.buf.read(bom)

@@ -53,8 +53,12 @@ HEADER_MAX = 1 << 20   # a header block longer than this is no header (Common Cr
 HEADER_PEEK = 8192     # bytes looked at for a whole header block at once
 HEADER_END = re.compile(rb"\n\r?\n")
 SCAN = 1 << 20         # bytes read at once when skipping a body or looking for the next header
-NEXT_HEADER = re.compile(rb"\n\r?\n(WARC/[01]\.\d+\r?\n)")  # where a resync may resume: a version line after a
-SEPARATOR_MAX = 16     # blank line; newline bytes taken between a body and the next header (the standard has 4)
+# where a resync may resume: a version line after a blank line
+NEXT_HEADER = re.compile(rb"\n\r?\n(WARC/[01]\.\d+\r?\n)")
+# Whitespace between a body and the next header: the standard has CRLF CRLF, writers add more (and blank lines
+# with spaces), and fastwarc takes any of it; SEPARATOR_MAX bytes of it are looked at at once.
+SPACE = b" \t\r\n"
+SEPARATOR_MAX = 4096
 
 
 class _Record(NamedTuple):
@@ -125,8 +129,8 @@ def _header(src: Rewindable) -> tuple | None:
     """("ok", fields, header block), ("cut", why) when the file ends in it, ("bad", why, raw) for bytes that are no
     header; None at the end of the file."""
     block = src.peek(HEADER_PEEK)
-    while block[:1] in (b"\r", b"\n"):  # blank lines between records
-        src.read(len(block) - len(block.lstrip(b"\r\n")))
+    while block and block[:1] in SPACE:  # blank (or whitespace-only) lines between records, as fastwarc skips them
+        src.read(len(block) - len(block.lstrip(SPACE)))
         block = src.peek(HEADER_PEEK)
     if not block:
         return None
@@ -196,9 +200,11 @@ def _separated(src: Rewindable) -> bool:
     if probe.startswith(b"\r\n\r\n"):
         src.read(4)
         return True
-    rest = probe.lstrip(b"\r\n")
+    rest = probe.lstrip(SPACE)
     if rest.startswith(WARC_MAGIC) or not probe or (not rest and len(probe) < SEPARATOR_MAX + len(WARC_MAGIC)):
         src.read(len(probe) - len(rest))
+        return True
+    if not rest:  # a long run of whitespace: still no body byte; `_header` skips the rest of it
         return True
     return False
 
