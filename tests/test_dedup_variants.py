@@ -201,7 +201,7 @@ def test_markup_fold_leaves_code_and_maths_alone(text):
     assert shingle_text(text) is text
 
 
-CYRILLIC = str.maketrans("aeopcxy", "аеорсху")   # Cyrillic look-alikes of Latin letters
+CYRILLIC = str.maketrans("aeopcxyAEOPCXH", "аеорсхуАЕОРСХН")   # Cyrillic look-alikes of Latin letters
 
 
 def salted(text: str, every: int) -> str:

@@ -164,10 +164,11 @@ def shingle_text(text: str, entities: bool = True, invisible: bool = True, unico
         if maybe.search(text) is not None:
             text = text.translate(table)
     if unicode:                 # NFKC_Casefold's recipe (as exact_key): casefold can un-normalize, so NFKC again;
-        # the quick check (~4× cheaper than normalizing) skips text already in NFKC, most of it
-        text = _nfkc(_nfkc(text).casefold())
-    if confusables:             # after NFKC + casefold, which already fold full-width and mathematical letters
+        text = _nfkc(text)      # the quick check (~4× cheaper than normalizing) skips text already in NFKC
+    if confusables:             # after NFKC, which folds full-width and mathematical letters; before casefold
         text = fold_confusables(text)
+    if unicode:
+        text = _nfkc(text.casefold())
     if quotes:                  # one C-speed scan per character kind (~1 ns a character each); translate's dict
         for curly, plain in TYPOGRAPHIC:    # lookup per character was ~60
             if curly in text:
@@ -178,16 +179,20 @@ def shingle_text(text: str, entities: bool = True, invisible: bool = True, unico
 @lru_cache(maxsize=1)
 def confusable_letters() -> tuple[dict[int, str], re.Pattern[str]]:
     """Non-ASCII letters Unicode's confusables data (TR39, via `confusable_homoglyphs`) lists as look-alikes of
-    an ASCII letter, as a `str.translate` table to that letter (lower case, as shingles are), and a pattern
+    an ASCII letter, as a `str.translate` table to that letter (of its own case where there is one), and a pattern
     that finds a word mixing one of them with an ASCII letter (`pаypаl` with Cyrillic `а`)."""
     from confusable_homoglyphs.confusables import confusables_data
 
     table: dict[int, str] = {}
     for char, glyphs in confusables_data.items():
+        if len(char) != 1 or char.isascii() or not char.isalpha():
+            continue
+        # the letter of the same case first: Cyrillic `Н` is `H`, while its lower case `н` imitates no letter,
+        # so the fold runs before casefolding
         ascii_letters = sorted({g["c"] for g in glyphs if len(g["c"]) == 1 and g["c"].isascii()
-                                and g["c"].isalpha()}, key=lambda c: (not c.islower(), c))
-        if len(char) == 1 and not char.isascii() and char.isalpha() and ascii_letters:
-            table[ord(char)] = ascii_letters[0].lower()
+                                and g["c"].isalpha()}, key=lambda c: (c.isupper() != char.isupper(), c))
+        if ascii_letters:
+            table[ord(char)] = ascii_letters[0]
     look_alike = "".join(re.escape(chr(c)) for c in sorted(table))
     return table, re.compile(f"[a-z][{look_alike}]|[{look_alike}][a-z]", re.IGNORECASE)
 
