@@ -68,6 +68,8 @@ def add_spec_options(parser: argparse.ArgumentParser, model, defaults_shown: dic
 
     for name, f in model.model_fields.items():
         kind, choices = f.annotation, None
+        if type(None) in typing.get_args(kind):  # `float | None`: the option takes the float; left out, None
+            kind = next(a for a in typing.get_args(kind) if a is not type(None))
         if typing.get_origin(kind) is typing.Literal:
             choices = list(typing.get_args(kind))
             kind = type(choices[0])
@@ -103,16 +105,33 @@ def cluster_from_args(args: argparse.Namespace, params):
         raise ParamsError(lines, "the cluster given to plan") from None
 
 
+def plan_constraints(params, keys: list[str]) -> dict:
+    """The recipe fields `--fix KEY …` keeps at the params' values (RECIPE_KEYS names); raises ParamsError
+    naming an unknown key."""
+    from tasks.train.planner import RECIPE_KEYS
+
+    fixed, bad = {}, [k for k in keys if k not in RECIPE_KEYS]
+    if bad:
+        raise ParamsError([f"--fix {k}: not a recipe key; one of {', '.join(RECIPE_KEYS)}" for k in bad],
+                          "the plan command")
+    for key in keys:
+        section, name = key.split(".")
+        fixed[RECIPE_KEYS[key]] = getattr(getattr(params, section), name)
+    return fixed
+
+
 def cmd_plan(args: argparse.Namespace) -> int:
-    """Memory per device and estimated step time of every dp × tp × pp × ZeRO layout for the params' model on a
-    described cluster (--json: machine-readable, ranked); with --measure, the measured speed of every layout that
-    runs on the local ranks (tasks/train/measure.py)."""
-    from tasks.train.planner import plan, validate_layout
+    """The training recipe (layout, ZeRO, micro-batch, accumulation, checkpointing, sequence parallelism) for
+    the params' model on a described cluster at a global batch: every layout's best recipe with its memory and
+    estimated step time, the fastest that fits, as overrides to paste (--json: machine-readable); with
+    --measure, the measured speed of every layout that runs on the local ranks (tasks/train/measure.py)."""
+    from tasks.train.planner import search, validate_layout
 
     root = _root(args)
     try:
         params = load_params(root / args.params, args.set or ())
         cluster = cluster_from_args(args, params)
+        fixed = plan_constraints(params, args.fix or [])
     except ParamsError as exc:
         print(exc, file=sys.stderr)
         return 2
@@ -120,13 +139,14 @@ def cmd_plan(args: argparse.Namespace) -> int:
         from tasks.train.measure import run_measure
 
         return run_measure(params, ranks=args.ranks, steps=args.measure_steps, memory_gb=cluster.memory_gb,
-                           precision=cluster.precision)
-    result = plan(params.model, cluster, vocab_size=params.mix.tokenizer.vocab_size, seq_len=params.mix.seq_len,
-                  micro_batch=params.pretrain.micro_batch_size, grad_accum=params.pretrain.grad_accum,
-                  activation_checkpointing=params.pretrain.activation_checkpointing,
-                  global_batch=args.global_batch, sequence_parallel=params.parallel.sequence_parallel)
-    own = validate_layout(params.model, params.parallel, cluster.world_size, cluster.gpus_per_node)
-    p = params.parallel
+                           precision=cluster.precision, cluster=cluster)
+    p, train = params.parallel, params.pretrain
+    # The params' own global batch unless one is given: the batch is a training hyperparameter, the recipe
+    # only how to run it.
+    global_batch = args.global_batch or train.micro_batch_size * train.grad_accum * p.dp
+    result = search(params.model, cluster, vocab_size=params.mix.tokenizer.vocab_size, seq_len=params.mix.seq_len,
+                    global_batch=global_batch, fixed=fixed)
+    own = validate_layout(params.model, p, cluster.world_size, cluster.gpus_per_node)
     if args.json:
         import json
 
@@ -134,9 +154,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(json.dumps({**result.to_dict(), "params_layout": layout}, indent=2, ensure_ascii=False))
     else:
         print(result.render())
-        print(f"\nparams.yaml layout dp={p.dp} tp={p.tp} pp={p.pp} zero_stage={p.zero_stage}: "
-              + ("; ".join(own) if own else "valid for this cluster"))
-    return 0 if result.chosen is not None and not own else 2
+        print(f"\nparams.yaml's own layout dp={p.dp} tp={p.tp} pp={p.pp} zero_stage={p.zero_stage}: "
+              + ("; ".join(own) if own else "valid for this cluster")
+              + (" (the recipe above replaces it)" if own and result.chosen else ""))
+    # A plan that was found is the answer, whatever params.yaml's own layout says (printed above).
+    return 0 if result.chosen is not None else 2
 
 
 def _workspace(root: Path, stage: str):
@@ -203,11 +225,13 @@ def cmd_reports(args: argparse.Namespace) -> int:
 
 
 def cmd_tiny_checkpoint(args: argparse.Namespace) -> int:
-    from tasks.train.tiny_checkpoint import embedded_texts, make_checkpoint
+    from tasks.train.tiny_checkpoint import CHATML, embedded_texts, make_checkpoint
 
     folder = Path(args.root) / args.folder
-    make_checkpoint(folder, embedded_texts())
-    print(f"wrote {folder}: set model.init: {{kind: hf, path: {args.folder}}} in params.yaml")
+    make_checkpoint(folder, embedded_texts(), family=args.family, chat_template=None if args.no_chat_template
+                    else CHATML)
+    print(f"wrote {folder} ({args.family}{', no chat template' if args.no_chat_template else ', ChatML template'})"
+          f": set model.init: {{kind: hf, path: {args.folder}}} in params.yaml")
     return 0
 
 
@@ -223,7 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("graph", help="show the stage graph, or --write dvc.yaml from the registry")
     g.add_argument("--write", action="store_true")
     g.set_defaults(func=cmd_graph)
-    pl = sub.add_parser("plan", help="memory and estimated step time of each parallel layout; the fastest that fits")
+    pl = sub.add_parser("plan", help="the training recipe (layout, ZeRO, micro-batch, checkpointing) estimated "
+                        "fastest that fits a cluster, as overrides to paste")
     pl.add_argument("--set", action="extend", nargs="+", metavar="KEY=VALUE",
                     help="params overrides, e.g. a shape: --set model.n_layers=80 model.d_model=8192 (several after "
                     "one --set, or --set again)")
@@ -234,8 +259,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="print the plan as JSON: every layout ranked by estimated time per token, with its "
                     "memory, step-time breakdown and reasons")
     pl.add_argument("--global-batch", type=int, default=None, metavar="SEQUENCES",
-                    help="fix the sequences per step across layouts (each runs global_batch / (micro_batch × "
-                    "dp) micro-batches); default: every layout keeps the params' grad_accum")
+                    help="sequences per optimizer step, shared by every recipe (micro_batch × grad_accum × dp); "
+                    "default: the params' own (pretrain.micro_batch_size × grad_accum × parallel.dp)")
+    pl.add_argument("--fix", action="extend", nargs="+", metavar="KEY",
+                    help="keep the params' value of a recipe key instead of searching it (with --set to give "
+                    "one), e.g. --fix pretrain.micro_batch_size pretrain.activation_checkpointing; keys: "
+                    "parallel.dp/tp/pp/zero_stage/sequence_parallel, pretrain.micro_batch_size/grad_accum/"
+                    "activation_checkpointing")
     pl.add_argument("--measure", action="store_true",
                     help="time a few real training steps of every layout on the local ranks; pick the fastest")
     pl.add_argument("--ranks", type=int, default=None,
@@ -245,6 +275,10 @@ def build_parser() -> argparse.ArgumentParser:
     tc = sub.add_parser("tiny-checkpoint", help="write a tiny random Hugging Face checkpoint folder (Llama, "
                         "ChatML template) to try model.init.kind: hf without a download")
     tc.add_argument("folder", help="where to write it, e.g. checkpoints/hf/tiny-llama")
+    tc.add_argument("--family", default="llama", choices=["llama", "mistral", "qwen2", "qwen3"],
+                    help="the architecture (model_type) of the checkpoint (default: llama)")
+    tc.add_argument("--no-chat-template", action="store_true",
+                    help="leave the chat template out (SFT then uses forgeline's chat markers)")
     tc.set_defaults(func=cmd_tiny_checkpoint)
     rp = sub.add_parser("reports", help="serve reports/ (Data Docs, plots) on 127.0.0.1 for the UI's links")
     rp.add_argument("--host", default="127.0.0.1", help="address to bind (default loopback only)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.train.plan_cost import (ASSUMED_MFU, ETHERNET_100G_PER_NODE, INFINIBAND_HDR_PER_GPU,
+from tasks.train.plan_cost import (ASSUMED_MFU, ETHERNET_100G_PER_NODE, INFINIBAND_HDR_PER_GPU, checkpoint_mode,
                                    INFINIBAND_NDR_PER_GPU, MAX_OVERLAP, PCIE_GEN4, estimate_step, links_of,
                                    ring_all_reduce_s)
 from tasks.train.planner import ClusterSpec
@@ -113,3 +113,37 @@ def test_the_network_matters_only_where_traffic_crosses_nodes():
 def test_no_estimate_without_a_peak():
     assert step(ClusterSpec(device="cpu", inter_node="none", intra_node="shm")) is None
     assert step(ClusterSpec(device="some-npu")) is None
+
+
+def test_the_head_paces_the_last_pipeline_stage():
+    """The output head runs on the last stage: with a pipeline the slot is the larger of the first stage's
+    blocks and the last stage's blocks plus the head; without one the head is part of the one stage."""
+    c = cluster()
+    head = 2 * 10**8                                       # a fifth of the FLOPs per token
+    block = (10**9 - head) / 8
+    flat = step(c, head_flops_per_token=head)
+    assert flat.compute_s == step(c).compute_s             # pp 1: the same total
+    pp2 = step(c, pp=2, grad_accum=4, head_flops_per_token=head)
+    last_stage = (4 * block + head) * 1000 / PEAK_A100     # 4 blocks + the head, one micro-batch of 1000 tokens
+    assert pp2.compute_s == pytest.approx(4 * last_stage)
+    assert pp2.compute_s > step(c, pp=2, grad_accum=4).compute_s
+
+
+def test_selective_recomputes_every_other_block_and_sequence_parallel_regathers():
+    c = cluster()
+    t_mb = 1e9 * 1000 / PEAK_A100
+    sel = step(c, activation_checkpointing="selective")    # 4 of 8 blocks run their forward again
+    assert sel.compute_s == pytest.approx(t_mb * (1 + 0.5 / 3))
+    assert checkpoint_mode(True) == "full" and checkpoint_mode(False) == "off"
+    with pytest.raises(ValueError):
+        checkpoint_mode("some")
+    base, sp = step(c, tp=4), step(c, tp=4, sequence_parallel=True)
+    assert sp.tp_comm_s == pytest.approx(base.tp_comm_s * 5 / 4)  # + one all-reduce's worth per block
+    sel_tp = step(c, tp=4, activation_checkpointing="selective")
+    assert sel_tp.tp_comm_s == pytest.approx(base.tp_comm_s * (4 * 8 + 2 * 4) / (4 * 8))
+
+
+def test_a_given_peak_prices_a_device_the_table_lacks():
+    cpu = ClusterSpec(device="cpu", inter_node="none", intra_node="shm", peak_tflops=0.1)
+    est = step(cpu)
+    assert est is not None and est.compute_s == pytest.approx(1e9 * 1000 / (0.1e12 * ASSUMED_MFU))

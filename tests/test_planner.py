@@ -230,11 +230,16 @@ def test_plan_json_ranks_every_layout_by_estimated_time(capsys):
     assert out["candidates"] == ranked
     assert out["chosen"]["memory_gb_per_device"] == pytest.approx(out["chosen"]["memory_gib"]["total"], abs=1e-3)
     assert out["chosen"]["step_time_s"] == pytest.approx(out["chosen"]["estimate"]["step_s"])
-    # A fixed global batch of 8 sequences (micro_batch 8): only dp = 1 layouts can run it.
-    assert main(args + ["--global-batch", "8"]) == 0
+    # A global batch of 8 sequences with the params' micro_batch 8 kept (--fix): only dp = 1 layouts run it;
+    # searched, the micro-batch shrinks to let every dp of 1–8 run it.
+    assert main(args + ["--global-batch", "8", "--fix", "pretrain.micro_batch_size"]) == 0
     fixed = json.loads(capsys.readouterr().out)["layouts"]
     assert {x["dp"] for x in fixed if x["rank"] is not None} == {1}
     assert any("global batch 8 is not a multiple" in " ".join(x["reasons"]) for x in fixed)
+    assert main(args + ["--global-batch", "8"]) == 0
+    free = json.loads(capsys.readouterr().out)
+    assert {x["dp"] for x in free["layouts"] if x["rank"] is not None} == {1, 2, 4, 8}
+    assert free["chosen"]["micro_batch"] * free["chosen"]["grad_accum"] * free["chosen"]["dp"] == 8
 
 
 def test_plan_takes_a_shape_after_one_set_and_counts_sequence_parallelism(capsys):
@@ -252,7 +257,8 @@ def test_plan_takes_a_shape_after_one_set_and_counts_sequence_parallelism(capsys
     acts = {}
     for sp in ("false", "true"):
         args = ["--root", str(REPO), "plan", "--nodes", "8", "--gpus-per-node", "8", "--device", "h100-sxm",
-                "--json", "--set", *shape, f"parallel.sequence_parallel={sp}"]
+                "--json", "--set", *shape, f"parallel.sequence_parallel={sp}", "--fix",
+                "parallel.sequence_parallel", "pretrain.micro_batch_size", "pretrain.activation_checkpointing"]
         assert main(args) == 0
         out = json.loads(capsys.readouterr().out)
         assert out["parameters"] == pytest.approx(69e9, rel=0.01) and "layers 80" in out["model"]

@@ -29,6 +29,10 @@ class ClusterSpec(StrictModel):
         "InfiniBand with one HCA per GPU, 100 GbE with one NIC per node, or none.")
     precision: Literal["fp32", "bf16", "fp16"] = Field(
         "bf16", description="Training precision: weights and grads take 4 bytes/param in fp32, 2 in bf16/fp16.")
+    peak_tflops: float | None = Field(
+        None, gt=0, le=100_000, description="Dense peak TFLOP/s per device in the training precision, for a "
+        "device without an entry in telemetry's peak table (a CPU, a new accelerator); given, it replaces the "
+        "table's figure in the step-time estimate.")
     overhead_gb: float = Field(
         2.0, ge=0, le=1024, description="Fixed reserve per device in GiB: CUDA context, NCCL and DeepSpeed "
         "communication buckets, allocator fragmentation.")

@@ -1,7 +1,7 @@
 """`python -m tasks plan --measure`: pick the parallel layout by timing it instead of estimating its memory.
 
 Every dp × tp × pp layout of 1 … `ranks` local ranks (CPU ranks, or the GPUs of this machine) that passes the
-divisibility checks and fits the memory per device (planner.estimate_memory) trains a few real steps of the
+divisibility checks and fits the memory per device (plan_memory.estimate_memory) trains a few real steps of the
 params' model — the same launch path and training loop as the pretrain stage (tasks.train.launch), on a
 throw-away synthetic mix of the params' vocabulary and sequence length, in a temporary folder. Each layout keeps
 the params' micro_batch_size and grad_accum, so its global batch is micro_batch × grad_accum × dp; throughput
@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec, layout_problems
-from tasks.train.planner import GIB, candidate_layouts, estimate_memory
+from tasks.train.plan_memory import GIB, estimate_memory
+from tasks.train.planner import candidate_layouts
 
 
 @dataclass
@@ -175,10 +176,32 @@ def render(rows: list[Measurement], chosen: Measurement | None, header: str = ""
     return "\n".join(lines)
 
 
+def observations(rows: list[Measurement], params: Any, train: PretrainSpec, cluster: Any,
+                 source: str = "plan --measure") -> list:
+    """The measured rows as plan_calibrate observations on one node of `cluster`'s device (each row on its own
+    ranks), for the estimate-vs-measured comparison."""
+    from tasks.train.plan_calibrate import Observation
+
+    out = []
+    for m in rows:
+        if not m.ok:
+            continue
+        node = cluster.model_copy(update={"nodes": 1, "gpus_per_node": m.world, "inter_node": "none",
+                                          "intra_node": "shm" if cluster.device == "cpu" else cluster.intra_node,
+                                          "precision": train.precision})
+        out.append(Observation(f"dp {m.dp} tp {m.tp} pp {m.pp}", source, params.model,
+                               params.mix.tokenizer.vocab_size, params.mix.seq_len, node, m.dp, m.tp, m.pp,
+                               m.zero_stage, train.micro_batch_size, train.grad_accum,
+                               "full" if train.activation_checkpointing else "off", m.s_per_step))
+    return out
+
+
 def run_measure(params: Any, *, ranks: int | None = None, steps: int = 5, warmup: int = 2,
                 memory_gb: float | None = None, precision: str | None = None, runner: Runner | None = None,
-                echo: Callable[[str], None] = print) -> int:
-    """The `plan --measure` command: measure, print the table and the choice; 0 when one was chosen, else 2."""
+                echo: Callable[[str], None] = print, cluster: Any = None) -> int:
+    """The `plan --measure` command: measure, print the table and the choice; 0 when one was chosen, else 2.
+    With `cluster` (the plan options: its device and --peak-tflops), also each layout's estimated step time
+    beside the measured one (plan_calibrate)."""
     acc = params.parallel.accelerator
     ranks = ranks or default_ranks(acc)
     train = params.pretrain if precision is None else params.pretrain.model_copy(update={"precision": precision})
@@ -198,6 +221,11 @@ def run_measure(params: Any, *, ranks: int | None = None, steps: int = 5, warmup
               f"replica, {train.precision}, {steps} timed steps after {warmup} warm-up, up to {ranks} local ranks "
               f"({'GPU' if acc != 'cpu' and _cuda() else 'CPU'})")
     echo(render(rows, chosen, header))
+    if cluster is not None:
+        from tasks.train.plan_calibrate import comparison_table
+
+        echo("\nestimate vs measured (the step-time model of `plan`, each layout's recipe fixed):\n"
+             + comparison_table(observations(rows, params, train, cluster)))
     return 0 if chosen is not None else 2
 
 
@@ -207,5 +235,5 @@ def _cuda() -> bool:
     return torch.cuda.is_available()
 
 
-__all__ = ["Measurement", "candidates", "choose", "default_ranks", "measure_layout", "measure_layouts", "render",
-           "run_measure"]
+__all__ = ["Measurement", "candidates", "choose", "default_ranks", "measure_layout", "measure_layouts",
+           "observations", "render", "run_measure"]

@@ -58,6 +58,24 @@ MAX_OVERLAP = 0.8
 # Full activation recomputation runs the forward twice: 4/3 of the model FLOPs (Korthikanti et al. 2022, §5).
 RECOMPUTE_FACTOR = 4 / 3
 BACKWARD_SHARE = 2 / 3   # backward is 4 of the 6·N FLOPs per token
+# Activation checkpointing modes the cost and memory models price: none, every other block of a stage
+# ("selective per block", torchtitan's layer-frequency AC at 2), every block (forgeline's
+# `pretrain.activation_checkpointing: true`).
+CHECKPOINTING = ("off", "selective", "full")
+
+
+def checkpoint_mode(value: bool | str) -> str:
+    """The mode of a params value (`activation_checkpointing: true/false`) or a mode name."""
+    if isinstance(value, bool):
+        return "full" if value else "off"
+    if value not in CHECKPOINTING:
+        raise ValueError(f"activation checkpointing: one of {', '.join(CHECKPOINTING)}, got {value!r}")
+    return value
+
+
+def recomputed_blocks(mode: bool | str, blocks: int) -> int:
+    """Blocks of a stage holding `blocks` whose forward is recomputed in backward under `mode`."""
+    return {"off": 0, "selective": blocks // 2, "full": blocks}[checkpoint_mode(mode)]
 
 
 @dataclass(frozen=True)
@@ -153,8 +171,12 @@ def ring_latency_s(ranks: int, link: str, steps_per_rank: int = 2, collectives: 
 
 def device_flops(cluster: Any) -> tuple[float | None, str]:
     """FLOP/s the cost model assumes per device (peak × ASSUMED_MFU), or None with the reason."""
+    given = getattr(cluster, "peak_tflops", None)
+    if given:
+        return given * 1e12 * ASSUMED_MFU, f"{given:g} TFLOP/s given per device × assumed MFU {ASSUMED_MFU:g}"
     none = (f"no estimate: no dense {cluster.precision} peak FLOP/s for device {cluster.device!r} in "
-            "tasks/train/telemetry.py's DEVICE_PEAK_TFLOPS (add it there with its source)")
+            "tasks/train/telemetry.py's DEVICE_PEAK_TFLOPS (add it there with its source, or give "
+            "--peak-tflops)")
     try:
         peak = peak_flops(cluster.device, cluster.precision)
     except UnknownDeviceError:
@@ -166,57 +188,81 @@ def device_flops(cluster: Any) -> tuple[float | None, str]:
 
 def estimate_step(cluster: Any, *, flops_per_token: int, n_layers: int, d_model: int, act_bytes: int,
                   grad_bytes_on_device: int, dp: int, tp: int, pp: int, zero_stage: int, micro_batch: int,
-                  seq_len: int, grad_accum: int, activation_checkpointing: bool) -> StepCost | None:
+                  seq_len: int, grad_accum: int, activation_checkpointing: bool | str,
+                  head_flops_per_token: int = 0, sequence_parallel: bool = False) -> StepCost | None:
     """Seconds per optimizer step of one layout; None when the device has no known peak (CPU, unknown GPU).
 
     `grad_bytes_on_device`: gradient bytes of the fullest stage's parameters on one device before ZeRO
-    sharding (what one data-parallel rank reduces). When pp does not divide the layers (DeepSpeed balances the
-    blocks, so stages differ by one), the fullest stage, ⌈layers / pp⌉ blocks, paces every slot of the pipe.
+    sharding (what one data-parallel rank reduces). `head_flops_per_token`: the share of `flops_per_token` the
+    output head does (6·V·d); with a pipeline it runs on the last stage, so a stage's time is the larger of the
+    first stage's blocks and the last stage's blocks plus the head (DeepSpeed balances blocks, not FLOPs; the
+    first `n_layers mod pp` stages hold one block more). The slowest stage paces every slot of the pipe.
+    `activation_checkpointing`: a CHECKPOINTING mode (or the params' bool).
     """
     flops, _ = device_flops(cluster)
     if flops is None:
         return None
     links, m = links_of(cluster, dp, tp, pp), grad_accum
     mb_tokens = micro_batch * seq_len
-    recompute = RECOMPUTE_FACTOR if activation_checkpointing else 1.0
-    stage_layers = stage_blocks(n_layers, pp)[0]                            # the fullest stage's blocks
-    t_mb = flops_per_token * mb_tokens * recompute * stage_layers / (n_layers * tp * flops)  # one micro-batch
+    t_mb, recomputed, stage_layers = _slowest_stage_s(flops_per_token, head_flops_per_token, n_layers, pp,
+                                                      activation_checkpointing, mb_tokens / (tp * flops))
     act = mb_tokens * d_model * act_bytes                                   # one block's B·T·d output
     # Megatron: 2 all-reduces per block forward (attention and MLP outputs), 2 backward (their inputs' grads);
-    # recomputation repeats the forward pair. They sit between dependent matmuls: fully exposed.
-    per_layer = 4 + (2 if activation_checkpointing else 0)
-    t_tp = per_layer * stage_layers * (ring_all_reduce_s(act, tp, links.tp_bw) + ring_latency_s(tp, links.tp))
+    # a recomputed block repeats its forward pair. Sequence parallelism swaps each all-reduce for a
+    # reduce-scatter + all-gather (the same bytes) and re-gathers the q/k/v and gate/up inputs in backward
+    # (gather_linears: two all-gathers, one all-reduce's worth). They sit between dependent matmuls: exposed.
+    per_stage = 4 * stage_layers + 2 * recomputed + (stage_layers if sequence_parallel and tp > 1 else 0)
+    t_tp = per_stage * (ring_all_reduce_s(act, tp, links.tp_bw) + ring_latency_s(tp, links.tp))
     # Each stage boundary sends B·T·d forward and its gradient back, once per micro-batch.
     t_p2p = 2 * (act / links.pp_bw + ring_latency_s(2, links.pp, 1, 1)) if pp > 1 else 0.0
     slot = t_mb + t_tp + t_p2p
-    # ZeRO traffic (Rajbhandari et al. 2020, §7): ZeRO-0/1 all-reduce the gradients once per step (2Ψ);
-    # ZeRO-2 reduce-scatters them every micro-batch (Ψ) and all-gathers the updated shard once (Ψ);
-    # ZeRO-3 all-gathers the weights for forward and again for backward and reduce-scatters the gradients,
-    # every micro-batch (3Ψ, i.e. 1.5× plain data parallel at grad_accum 1).
-    half = ring_all_reduce_s(grad_bytes_on_device, dp, links.dp_bw) / 2     # one reduce-scatter or all-gather
+    dp_comm, dp_exposed = _gradient_traffic(grad_bytes_on_device, dp, links, zero_stage, m, t_mb, act_bytes,
+                                            stage_layers)
+    bubble = (pp - 1) * slot            # 1F1B fill and drain: (pp − 1) of the (m + pp − 1) slots of a step
+    step = (m + pp - 1) * slot + dp_exposed
+    return StepCost(compute_s=m * t_mb, tp_comm_s=m * t_tp, pp_comm_s=m * t_p2p, bubble_s=bubble,
+                    dp_comm_s=dp_comm, dp_exposed_s=dp_exposed, step_s=step, tokens=mb_tokens * m * dp,
+                    links=links)
+
+
+def _slowest_stage_s(flops_per_token: int, head_flops: int, n_layers: int, pp: int, checkpointing: bool | str,
+                     s_per_flop_token: float) -> tuple[float, int, int]:
+    """(seconds of one micro-batch on the slowest stage, its recomputed blocks, its blocks).
+
+    A recomputed block runs its forward (2 of its 6 FLOPs per parameter and token) once more."""
+    block_f = (flops_per_token - head_flops) / n_layers
+    blocks = stage_blocks(n_layers, pp)
+    stages = [(blocks[0], head_flops)] if pp == 1 else [(blocks[0], 0), (blocks[-1], head_flops)]
+
+    def seconds(layers: int, extra: float) -> float:
+        again = recomputed_blocks(checkpointing, layers)
+        return ((layers + again * (RECOMPUTE_FACTOR - 1)) * block_f + extra) * s_per_flop_token
+
+    layers, extra = max(stages, key=lambda st: seconds(*st))
+    return seconds(layers, extra), recomputed_blocks(checkpointing, layers), layers
+
+
+def _gradient_traffic(grad_bytes: int, dp: int, links: Links, zero_stage: int, m: int, t_mb: float,
+                      act_bytes: int, stage_layers: int) -> tuple[float, float]:
+    """(gradient/ZeRO seconds on the wire per step, the part not hidden behind compute).
+
+    Rajbhandari et al. 2020 (ZeRO), §7: ZeRO-0/1 all-reduce the gradients once per step (2Ψ); ZeRO-2
+    reduce-scatters them every micro-batch (Ψ) and all-gathers the updated shard once (Ψ); ZeRO-3 all-gathers
+    the weights for forward and again for backward and reduce-scatters the gradients, every micro-batch (3Ψ,
+    i.e. 1.5× plain data parallel at grad_accum 1)."""
+    half = ring_all_reduce_s(grad_bytes, dp, links.dp_bw) / 2                # one reduce-scatter or all-gather
     # Latency, per pass over the gradients: one collective per bucket; ZeRO-3 gathers and reduces per block.
-    buckets = max(1, -(-grad_bytes_on_device // (GRAD_BUCKET_ELEMENTS * act_bytes)))
-    half_lat = ring_latency_s(dp, links.dp, 1, buckets if zero_stage < 3 else max(buckets, stage_layers))
-    half += half_lat
+    buckets = max(1, -(-grad_bytes // (GRAD_BUCKET_ELEMENTS * act_bytes)))
+    half += ring_latency_s(dp, links.dp, 1, buckets if zero_stage < 3 else max(buckets, stage_layers))
 
     def exposed(comm: float, window: float) -> float:
         return max(comm - window, (1 - MAX_OVERLAP) * comm)
 
     if zero_stage <= 1:
-        dp_comm = 2 * half
-        dp_exposed = exposed(dp_comm, BACKWARD_SHARE * t_mb)               # behind the last backward only
-    elif zero_stage == 2:
-        dp_comm = m * half + half
-        dp_exposed = m * exposed(half, BACKWARD_SHARE * t_mb) + half        # the final all-gather waits
-    else:
-        dp_comm = m * 3 * half
-        dp_exposed = m * exposed(3 * half, t_mb)                            # prefetch hides behind fwd + bwd
-    compute = m * t_mb
-    bubble = (pp - 1) * slot
-    step = (m + pp - 1) * slot + dp_exposed
-    return StepCost(compute_s=compute, tp_comm_s=m * t_tp, pp_comm_s=m * t_p2p, bubble_s=bubble,
-                    dp_comm_s=dp_comm, dp_exposed_s=dp_exposed, step_s=step, tokens=mb_tokens * m * dp,
-                    links=links)
+        return 2 * half, exposed(2 * half, BACKWARD_SHARE * t_mb)             # behind the last backward only
+    if zero_stage == 2:
+        return m * half + half, m * exposed(half, BACKWARD_SHARE * t_mb) + half  # the final all-gather waits
+    return m * 3 * half, m * exposed(3 * half, t_mb)                          # prefetch hides behind fwd + bwd
 
 
 def describe(cost: StepCost) -> str:
