@@ -7,6 +7,7 @@ Only the logging rank (global rank 0) creates a `MetricsLogger`; every rank may 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 import time
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from tasks.train.nvml import gpu_stats, throttling_alert  # noqa: F401  (re-exported: the telemetry API)
+
+log = logging.getLogger("forgeline.telemetry")
 
 
 # Dense peak TFLOP/s per device and math precision (never the 2:4-sparsity figures: training is dense). "fp32" is
@@ -164,6 +167,24 @@ def _json_value(v: Any) -> Any:
     return v
 
 
+def import_wandb(mode: str) -> Any:
+    """The wandb module for `mode`, imported only when a run uses it (~1 s), or None: `disabled`, or `offline`
+    on a machine without wandb (a GPU box with torch but no registry). Offline files are a copy of what
+    metrics.jsonl holds, so going without them is a warning, not a failed stage; `online` was asked for by name,
+    so without wandb it fails."""
+    if mode == "disabled":
+        return None
+    try:
+        import wandb
+    except ImportError as exc:
+        if mode == "online":
+            raise RuntimeError("telemetry.wandb: online, but wandb is not installed (pip install wandb, or set "
+                               "telemetry.wandb: offline/disabled)") from exc
+        log.warning("telemetry.wandb: offline, but wandb is not installed: metrics go to the JSONL files only")
+        return None
+    return wandb
+
+
 class MetricsLogger:
     """Metric rows to `<run_dir>/metrics.jsonl` (DVC plots) and to wandb (offline by default).
 
@@ -188,9 +209,8 @@ class MetricsLogger:
             tmp.replace(self.path)
         self._fh = open(self.path, "a", encoding="utf-8")
         self.wandb_run = None
-        if wandb_mode != "disabled":
-            import wandb  # lazily: importing wandb costs ~1 s
-
+        wandb = import_wandb(wandb_mode)
+        if wandb is not None:
             settings = wandb.Settings(silent=True, console="off", save_code=False, disable_code=True,
                                       disable_git=True, x_disable_meta=True, x_disable_machine_info=True,
                                       x_disable_stats=True, x_save_requirements=False)
