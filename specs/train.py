@@ -4,9 +4,9 @@ only they have; the one `Trainer` (tasks/train/trainer.py) reads only these fiel
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from specs.base import StrictModel
 
@@ -64,17 +64,43 @@ class SpeedSpec(StrictModel):
     """Precision and speed knobs: compilation, the optimizer kernel, DeepSpeed's mixed-precision mode and its
     communication settings (written explicitly into the generated DeepSpeed config, tasks/train/dsconfig.py)."""
 
-    compile: bool = Field(False, description="torch.compile each transformer block (per block, not the whole "
-                          "model: DeepSpeed's hooks, the pipeline cut and the loss stay eager); the first steps pay "
-                          "the compilation.")
+    compile: Literal["auto", "on", "off"] = Field(
+        "auto", description="torch.compile each transformer block (per block, not the whole model: DeepSpeed's "
+        "hooks, the pipeline cut and the loss stay eager); the first steps pay the compilation. auto = on when the "
+        "ranks run on CUDA, off on CPU ranks (resolved at launch; true/false are read as on/off).")
     fused_adamw: Literal["auto", "on", "off"] = Field(
         "auto", description="AdamW's fused kernel (torch.optim.AdamW(fused=True)): auto = on when the ranks run "
         "on CUDA, off on CPU ranks (the plain per-tensor loop, as before).")
-    mixed_precision: Literal["sections", "torch_autocast"] = Field(
-        "sections", description="How bf16 is done: sections = DeepSpeed's bf16 section (bf16 weights, fp32 "
+    mixed_precision: Literal["auto", "sections", "torch_autocast"] = Field(
+        "auto", description="How bf16 is done: sections = DeepSpeed's bf16 section (bf16 weights, fp32 "
         "master copy in the optimizer); torch_autocast = DeepSpeed's torch_autocast mode (fp32 weights, matmuls "
         "under torch.autocast in bf16; measured 0.83× of a plain PyTorch loop vs 0.73–0.77× for the bf16 section "
-        "on one H200). fp16 always uses the fp16 section (dynamic loss scaling); fp32 ignores this.")
+        "on one H200). auto = torch_autocast on CUDA ranks, sections on CPU ranks (resolved at launch and recorded "
+        "in checkpoints: one mode cannot resume the other). fp16 always uses the fp16 section (dynamic loss "
+        "scaling); fp32 ignores this.")
+
+    @field_validator("compile", mode="before")
+    @classmethod
+    def _bool_compile(cls, value: Any) -> Any:
+        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
+    def compiles(self, cuda: bool) -> bool:
+        """Whether blocks are compiled on ranks that run on CUDA (`cuda`) or not."""
+        return self.compile == "on" or (self.compile == "auto" and cuda)
+
+    def autocast(self, precision: str, cuda: bool) -> bool:
+        """Whether bf16 runs as DeepSpeed's torch_autocast mode (else its bf16 section), for `precision`."""
+        mode = self.mixed_precision if self.mixed_precision != "auto" else \
+            ("torch_autocast" if cuda else "sections")
+        return precision == "bf16" and mode == "torch_autocast"
+
+    def resolved(self, precision: str, cuda: bool) -> "SpeedSpec":
+        """This spec with `auto` made concrete for the ranks' devices (what a launch records)."""
+        return self.model_copy(update={
+            "compile": "on" if self.compiles(cuda) else "off",
+            "mixed_precision": "torch_autocast" if self.autocast(precision, cuda) else
+            (self.mixed_precision if self.mixed_precision != "auto" else "sections")})
+
     overlap_comm: bool | None = Field(
         None, description="Overlap gradient reduction with the backward. None (auto): on for ZeRO-3 (DeepSpeed's "
         "default there) and for ZeRO-2 on GPUs, off otherwise.")

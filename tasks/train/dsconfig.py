@@ -45,7 +45,7 @@ def ds_config(train: Any, parallel: Any) -> dict[str, Any]:
     fp16 = train.precision == "fp16"
     # torch_autocast replaces the bf16 section; fp16 keeps its section (DeepSpeed's dynamic loss scaler, whose
     # skipped steps the trainer recognises as overflows)
-    autocast = train.speed.mixed_precision == "torch_autocast" and train.precision == "bf16"
+    autocast = train.speed.autocast(train.precision, on_cuda(parallel))  # `auto`: torch_autocast on CUDA
     cfg: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": train.micro_batch_size,
         "gradient_accumulation_steps": train.grad_accum,

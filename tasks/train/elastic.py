@@ -53,6 +53,7 @@ import torch.distributed as dist
 
 from tasks.core.files import json_text, write_json_atomic
 from tasks.train.checkpoint import restore_rng
+from tasks.train.fused import join_values, split_values
 from tasks.train.deepspeed_adapter import (ADAM_MOMENTS, adam_step, link_adam_state, pipeline_local_layers,
                                            prime_adam_state, set_training_state, training_state)
 from tasks.train.parallelize import local_layers
@@ -67,8 +68,23 @@ MAX_FILE_BYTES = 1024**3  # per file: bounds the host memory a save holds
 RESHARDED = "resharded"  # key of Engine.load's answer: True when the layout-free state was loaded
 
 
-def layout_of(layout: Any, zero_stage: int) -> dict[str, int]:
-    return {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "zero_stage": zero_stage}
+def layout_of(layout: Any, zero_stage: int, fused: bool = False) -> dict[str, int]:
+    """What DeepSpeed's own files depend on: the rank grid, the ZeRO stage, and whether the blocks' projections
+    are fused (their parameters differ; written only when fused, so older checkpoints read as unfused)."""
+    return {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "zero_stage": zero_stage,
+            **({"fused": True} if fused else {})}
+
+
+def plain_state_of(key: str, p: torch.Tensor, fp32: torch.Tensor, moments: list[torch.Tensor]
+                   ) -> dict[str, torch.Tensor]:
+    """A parameter's fp32 value and Adam moments under the plain model's keys (`<key>`, `<key>#<moment>`; a
+    fused parameter's parts each under its own key, so any build of the model can read them back)."""
+    out: dict[str, torch.Tensor] = {}
+    for plain, value in split_values(key, p, fp32.float().cpu()).items():
+        out[plain] = value
+    for n, v in zip(MOMENTS, moments):
+        out.update({f"{plain}#{n}": value for plain, value in split_values(key, p, v.float().cpu()).items()})
+    return out
 
 
 def global_batch_of(engine: Any) -> int:
@@ -118,8 +134,9 @@ def save_layout_free(engine: Any, tag_dir: Path, step: int, max_file_bytes: int 
         fp32, moments = training_state(ds, p, adam is not None)  # gathered over dp: every dp rank calls it
         if i % L.dp != L.dp_rank or (dim is None and L.tp_rank != 0):
             continue
-        mine = {key: fp32.float().cpu(), **{f"{key}#{n}": v.float().cpu() for n, v in zip(MOMENTS, moments)}}
-        if defer and mine[key].untyped_storage().data_ptr() == p.untyped_storage().data_ptr():
+        mine = plain_state_of(key, p, fp32, moments)
+        first = next(iter(mine.values()))
+        if defer and first.untyped_storage().data_ptr() == p.untyped_storage().data_ptr():
             # Deferred and live (a CPU run without a ZeRO master: the parameter and torch's Adam state themselves,
             # which training changes before the writer reads them): host copies. A ZeRO master and its moments
             # come gathered into fresh tensors (and `.cpu()` of a GPU tensor is one), which nothing else
@@ -127,7 +144,7 @@ def save_layout_free(engine: Any, tag_dir: Path, step: int, max_file_bytes: int 
             mine = pool.snapshot(f"{FOLDER}/{key}", mine)
         tensors.update(mine)
         if dim is not None:
-            split[key] = int(dim)
+            split.update({k: int(dim) for k in mine if "#" not in k})
         held += 3 * fp32.numel() * 4
         if held >= limit:
             flush()
@@ -137,7 +154,8 @@ def save_layout_free(engine: Any, tag_dir: Path, step: int, max_file_bytes: int 
         sched = {k: v for k, v in ds.lr_scheduler.state_dict().items() if k != "lr_lambdas"}
         scaler = getattr(ds.optimizer, "loss_scaler", None)
         state = {
-            "format": "forgeline-elastic-v1", "step": step, "layout": layout_of(L, engine.job.parallel.zero_stage),
+            "format": "forgeline-elastic-v1", "step": step, "layout": layout_of(L, engine.job.parallel.zero_stage,
+                                                                            engine.fused),
             "global_batch": global_batch_of(engine), "global_samples": step * global_batch_of(engine),
             "counters": {k: int(getattr(ds, k, 0)) for k in ("global_steps", "global_samples", "skipped_steps")},
             "scheduler": sched,
@@ -167,9 +185,9 @@ def saved_layout(tag_dir: Path) -> dict[str, int] | None:
     return json.loads(f.read_text())["layout"] if f.exists() else None
 
 
-def needs_reshard(tag_dir: Path, layout: Any, zero_stage: int) -> bool:
+def needs_reshard(tag_dir: Path, layout: Any, zero_stage: int, fused: bool = False) -> bool:
     saved = saved_layout(tag_dir)
-    return saved is not None and saved != layout_of(layout, zero_stage)
+    return saved is not None and saved != layout_of(layout, zero_stage, fused)
 
 
 class SliceReader:
@@ -250,11 +268,12 @@ def load_layout_free(engine: Any, tag_dir: Path) -> dict[str, Any]:
                     continue  # frozen (LoRA's base): rebuilt from the starting weights as in a fresh run
                 key = f"layers.{idx}.{name}"
                 dim = getattr(p, "partition_dim", None) if L.tp > 1 else None
-                fp32 = reader.read(key, dim, L.tp_rank, L.tp)
+                fp32 = join_values(key, p, lambda k: reader.read(k, dim, L.tp_rank, L.tp))  # fused: parts stacked
                 if tuple(fp32.shape) != tuple(p.ds_shape if hasattr(p, "ds_shape") else p.shape):
                     raise ValueError(f"elastic resume: `{key}` is {tuple(fp32.shape)} on TP rank {L.tp_rank}, this "
                                      f"layout's parameter is {tuple(p.shape)}")
-                moments = [reader.read(f"{key}#{m}", dim, L.tp_rank, L.tp) for m in MOMENTS]
+                moments = [join_values(key, p, lambda k: reader.read(f"{k}#{m}", dim, L.tp_rank, L.tp))
+                           for m in MOMENTS]
                 set_training_state(ds, p, fp32, moments, adam)
     ds.lr_scheduler.load_state_dict({**ds.lr_scheduler.state_dict(), **state["scheduler"]})
     for group, lr in zip(ds.lr_scheduler.optimizer.param_groups, ds.lr_scheduler.get_last_lr()):

@@ -23,8 +23,9 @@ from tasks.train.data import EvalData, loss_sums
 from tasks.train.deepspeed_adapter import (fp16_masters, full_fp32_param, gathered_param, pipeline_eval_sums,
                                            pipeline_local_layers, use_weights_only_loader)
 from tasks.train.elastic import load_layout_free, needs_reshard, save_layout_free, unsupported_reason
+from tasks.train.fused import split_values
 from tasks.train.init_weights import WeightSource
-from tasks.train.parallelize import Layout, build_engine
+from tasks.train.parallelize import Layout, build_engine, fused_projections
 from tasks.train.tensor_parallel import TPContext
 from tasks.train.tp_model import vocab_split
 from tasks.train.stepguard import loss_scale_of, skipped_steps_of
@@ -49,6 +50,7 @@ class Engine:
         this rank's slices; None is the seeded random init. `schedule`: the LR schedule segments
         (`dsconfig.lr_at`; None: one schedule over `train.steps`)."""
         self.cfg, self.job, self.layout = cfg, job, layout
+        self.fused = fused_projections(getattr(job.train, "adapter", None))  # the Blocks' linears (fused.py)
         self.ds, self.optimizer, self.scheduler, self.dp_group = build_engine(cfg, job, layout, seed, ds_cfg, init,
                                                                               schedule)
         # the group the head's vocabulary is split over: what the loss functions take with `shard_logits`
@@ -189,7 +191,7 @@ class Engine:
         return capture.take() + layout_free
 
     def load(self, folder: str, tag: str) -> dict[str, Any]:
-        if needs_reshard(Path(folder) / tag, self.layout, self.job.parallel.zero_stage):  # saved at another layout
+        if needs_reshard(Path(folder) / tag, self.layout, self.job.parallel.zero_stage, self.fused):  # another layout
             return load_layout_free(self, Path(folder) / tag)
         # DeepSpeed's engine unpickles with weights_only=False: a tampered file would run code on resume (the
         # checksum manifest can be forged with it). Load tensors and DeepSpeed's few plain classes only.
@@ -220,7 +222,8 @@ class Engine:
                                f"(largest difference of a tensor's sum {worst:.3g})")
 
     def _local_values(self) -> tuple[dict[str, torch.Tensor], dict[str, int], list[float]]:
-        """(key → this rank's fp32 value, key → TP split dim, replicated tensors' sums) over its parameters.
+        """(plain key → this rank's fp32 value, key → TP split dim, replicated tensors' sums) over its parameters
+        (a fused parameter's parts under their own keys: the consolidated format knows no fused tensor).
 
         A collective: every rank walks its layers in the same order, since the fp32 master of a parameter comes
         from the optimizer (`full_fp32_param`, gathered over dp: ZeRO 1–3 and bf16; `fp16_masters`: fp16
@@ -243,9 +246,10 @@ class Engine:
                         sums.append(float(value.double().sum()))
                     if L.tp_rank != 0 and not is_adapter_key(key):  # adapters: every rank merges its own slice
                         continue  # replicated over TP: TP rank 0's copy is the one written
-                else:
-                    split[key] = int(dim)
-                values[key] = value
+                for plain, part in split_values(key, p, value).items():  # a fused one: its parts (fused.py)
+                    values[plain] = part
+                    if dim is not None:
+                        split[plain] = int(dim)
         return values, split, sums
 
     def write_weight_shard(self, out_dir: Path) -> Path | None:

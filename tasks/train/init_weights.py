@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from tasks.train.config import ModelConfig
+from tasks.train.fused import join_values
 from tasks.train.hf_export import key_map
 from tasks.train.hf_import import HFImportError, weight_files
 from tasks.train.model import Transformer, name_seed
@@ -199,7 +200,7 @@ def load_local(layers: list[tuple[int, nn.Module]], tp_rank: int, tp: int, sourc
 def load_params(prefix: str, module: nn.Module, tp_rank: int, tp: int, source: WeightSource,
                 dtype: torch.dtype | None = None, meta_only: bool = False, recurse: bool = True) -> int:
     """Give `module`'s parameters (plain keys `<prefix>.<name>`; `recurse` False: its own, not its children's)
-    `source`'s slices. A meta parameter is replaced by a new one holding its slice (in `dtype`, default its own;
+    `source`'s slices; a fused parameter (tasks/train/fused.py) gets its parts' slices stacked. A meta parameter is replaced by a new one holding its slice (in `dtype`, default its own;
     its attributes — TP marks, init recipe, requires_grad — kept); a real one is copied into. `meta_only`: leave
     real parameters alone (LoRA's adapters, added before materialising). A shape that differs from the
     parameter's is refused by name."""
@@ -210,7 +211,7 @@ def load_params(prefix: str, module: nn.Module, tp_rank: int, tp: int, source: W
                 continue
             key = f"{prefix}.{name}"
             dim = getattr(p, "partition_dim", None) if tp > 1 else None
-            t = source.read(key, dim, tp_rank, tp)
+            t = join_values(key, p, lambda k: source.read(k, dim, tp_rank, tp))  # a fused one: its parts stacked
             if tuple(t.shape) != tuple(p.shape):
                 raise ValueError(f"starting weights: `{key}` has shape {tuple(t.shape)} on TP rank {tp_rank}, "
                                  f"the model expects {tuple(p.shape)}")

@@ -220,15 +220,16 @@ def setup_child_logging(rank: int) -> None:
 
 
 def resolved_precision(spec: Any) -> Any:
-    """`spec` with `train.precision: auto` made concrete for the devices the ranks get: fp32 on CPU ranks, bf16
-    where every visible GPU supports it, else fp16 (with DeepSpeed's dynamic loss scaling)."""
-    if spec.train.precision != "auto":
-        return spec
-    if use_cpu(spec.parallel.accelerator):
-        precision = "fp32"
-    else:
-        precision = "bf16" if gpus_support_bf16() else "fp16"
-    return spec.model_copy(update={"train": spec.train.model_copy(update={"precision": precision})})
+    """`spec` with its device-dependent `auto`s made concrete for the devices the ranks get, as checkpoints
+    record them: `train.precision` fp32 on CPU ranks, bf16 where every visible GPU supports it, else fp16 (with
+    DeepSpeed's dynamic loss scaling); `train.speed` compile and mixed precision (on CUDA: compiled blocks and
+    the torch_autocast mode; on CPU: neither)."""
+    cpu = use_cpu(spec.parallel.accelerator)
+    precision = spec.train.precision
+    if precision == "auto":
+        precision = "fp32" if cpu else "bf16" if gpus_support_bf16() else "fp16"
+    speed = spec.train.speed.resolved(precision, cuda=not cpu)
+    return spec.model_copy(update={"train": spec.train.model_copy(update={"precision": precision, "speed": speed})})
 
 
 def free_device_memory(accelerator: str) -> None:

@@ -5,8 +5,14 @@
     layer N+1       FinalNorm          RMSNorm
     layer N+2       LMHead             x [B, T, d] -> logits [B, T, V]  (weight = embedding's when tied)
 
-Attention: RoPE (rotate-half convention, as Hugging Face Llama), grouped-query attention (each kv head serves
-n_heads / n_kv_heads query heads, repeated before `F.scaled_dot_product_attention(is_causal=True)`).
+Attention: RoPE (rotate-half convention, as Hugging Face Llama; tasks/train/rope.py), grouped-query attention
+(each kv head serves n_heads / n_kv_heads query heads, repeated before `F.scaled_dot_product_attention`).
+
+The fast path, the same mathematics with fewer trips through memory (what training builds, `fused=True`):
+q/k/v from one linear `wqkv` and gate/up from one `w13` (tasks/train/fused.py; the separate `wq`/`wk`/`wv`/
+`w1`/`w3` form is what LoRA targets and the reference the tests compare against), `F.rms_norm` (one kernel on
+CUDA), RoPE without a concatenated rotated copy, and a training loss straight from the final hidden states
+(tasks/train/loss.py: the head's matmul and the cross entropy chunk by chunk, never the [B, T, V] logits).
 
 Packed SFT rows (optional, pp = 1 only): `Transformer.forward(ids, segment_ids=..., position_ids=...)` makes
 attention block-diagonal causal (token i sees j only if j ≤ i and seg[j] == seg[i]) and RoPE use the given
@@ -27,8 +33,9 @@ pipeline stages all start from the same weights. Every parameter carries its rec
 `tag`), so a model built under `torch.device("meta")` (no values drawn) can be materialised later, slice by slice,
 to exactly these values (`tasks/train/init_weights.py: RandomSource`).
 
-`Transformer` (pp = 1) is the plain wrapper: `state_dict()` keys `layers.<i>.<param>` are the format of the
-consolidated `model.safetensors`; a tied head has no key of its own.
+`Transformer` (pp = 1) is the plain wrapper: `state_dict()` keys `layers.<i>.<param>` of the separate form are the
+format of the consolidated `model.safetensors` (a fused model's are converted: `fused.plain_state`); a tied head has
+no key of its own.
 """
 
 from __future__ import annotations
@@ -42,7 +49,10 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from tasks.train.config import ModelConfig  # the shape numbers live there (param_count, flops_per_token)
+from tasks.train.fused import Parts, mark, parts_of, split_output
 from tasks.train.kv_cache import KVCache, LayerCache, grouped_attention
+from tasks.train.loss import linear_cross_entropy
+from tasks.train.rope import apply_rope, rope_at, rope_scaling, rope_tables
 
 
 # ---------------------------------------------------------------------------------------------- initialization
@@ -81,68 +91,36 @@ def linear(in_features: int, out_features: int, std: float, seed: int, name: str
     return layer
 
 
+def fused_linear(in_features: int, parts: Parts, std: float, seed: int, prefix: str, bias: bool = False
+                 ) -> nn.Linear:
+    """One `nn.Linear` for the linears `parts` ((name, out rows) reading the same input): weight [Σ rows, in],
+    the part `name`'s rows drawn exactly as `linear(..., f"{prefix}.{name}.weight")` draws them, so a fused model
+    starts from the same values as the separate one (tasks/train/fused.py converts at the boundaries)."""
+    total = sum(rows for _, rows in parts)
+    layer = nn.Linear(in_features, total, bias=bias, device="meta")
+    weight = torch.cat([init_normal((rows, in_features), std, seed, f"{prefix}.{name}.weight")
+                        for name, rows in parts])                                   # [Σ rows, in]
+    layer.weight = mark(tag(nn.Parameter(weight), std=std), parts)
+    if bias:
+        layer.bias = mark(tag(nn.Parameter(torch.zeros(total)), fill=0.0), parts)
+    return layer
+
+
 # ----------------------------------------------------------------------------------------------- building blocks
 class RMSNorm(nn.Module):
+    """x / rms(x) · weight over the last dim, in fp32 (`F.rms_norm`: one fused kernel on CUDA; on CPU torch
+    composes it from the same steps as the written-out form, x·rsqrt(mean(x²) + eps) then ·weight)."""
+
     def __init__(self, dim: int, eps: float):
         super().__init__()
         self.eps = eps
         self.weight = tag(nn.Parameter(torch.ones(dim)), fill=1.0)
 
-    def normalize(self, x: torch.Tensor) -> torch.Tensor:
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x)
+    def norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return F.rms_norm(x, (x.size(-1),), weight, self.eps)                      # [..., dim]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.normalize(x) * self.weight
-
-
-_ROPE_CACHE: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
-
-
-def rope_frequencies(head_dim: int, theta: float, scaling: tuple | None = None) -> torch.Tensor:
-    """Inverse frequencies [hd/2] (float64); `scaling` = ("llama3", factor, low, high, original_len) applies
-    Llama 3.1's rule: wavelengths longer than original_len / low are divided by `factor`, shorter than
-    original_len / high kept, and those between blended linearly in original_len / wavelength."""
-    inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)      # [hd/2]
-    if scaling is None:
-        return inv
-    _, factor, low, high, original = scaling
-    wavelen = 2 * math.pi / inv
-    smooth = ((original / wavelen - low) / (high - low)).clamp(0.0, 1.0)                    # 0: long, 1: short
-    return (1 - smooth) * inv / factor + smooth * inv
-
-
-def rope_scaling(cfg: ModelConfig) -> tuple | None:
-    """The config's RoPE scaling as the hashable tuple `rope_frequencies` takes (None: plain RoPE)."""
-    if cfg.rope_type == "default":
-        return None
-    return (cfg.rope_type, cfg.rope_factor, cfg.rope_low_freq_factor, cfg.rope_high_freq_factor,
-            cfg.rope_original_max_len)
-
-
-def rope_tables(seq_len: int, head_dim: int, theta: float, device: torch.device, dtype: torch.dtype,
-                scaling: tuple | None = None):
-    """cos, sin tables [T, head_dim] for the rotate-half convention (cached per shape/device/dtype)."""
-    key = (seq_len, head_dim, theta, str(device), dtype, scaling)
-    if key not in _ROPE_CACHE:
-        inv = rope_frequencies(head_dim, theta, scaling)                                    # [hd/2]
-        ang = torch.outer(torch.arange(seq_len, dtype=torch.float64), inv)                  # [T, hd/2]
-        ang = torch.cat([ang, ang], dim=-1)                                                 # [T, hd]
-        _ROPE_CACHE[key] = (ang.cos().to(device, dtype), ang.sin().to(device, dtype))
-    return _ROPE_CACHE[key]
-
-
-def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """x [B, H, T, hd] rotated by position: x·cos + rotate_half(x)·sin."""
-    x1, x2 = x.chunk(2, dim=-1)
-    return x * cos + torch.cat([-x2, x1], dim=-1) * sin
-
-
-def rope_at(position_ids: torch.Tensor, head_dim: int, theta: float, n_table: int, dtype: torch.dtype,
-            scaling: tuple | None = None):
-    """cos, sin [B, 1, T, hd] for explicit positions [B, T] (each < n_table), broadcast over heads."""
-    cos, sin = rope_tables(n_table, head_dim, theta, position_ids.device, dtype, scaling)  # [n_table, hd]
-    return cos[position_ids].unsqueeze(1), sin[position_ids].unsqueeze(1)           # [B, 1, T, hd]
+        return self.norm(x, self.weight)
 
 
 def block_causal_mask(segment_ids: torch.Tensor) -> torch.Tensor:
@@ -178,18 +156,37 @@ def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
     return x if n_rep == 1 else x.repeat_interleave(n_rep, dim=1)
 
 
+def separate(layers: list[nn.Module], outputs: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The projections' outputs one per plain linear: a fused linear's output split into its parts' views."""
+    out: list[torch.Tensor] = []
+    for layer, y in zip(layers, outputs):
+        out.extend(split_output(y, layer.weight) if parts_of(layer.weight) else [y])
+    return out
+
+
 class Attention(nn.Module):
-    def __init__(self, cfg: ModelConfig, prefix: str, seed: int):
+    """Multi-head attention with RoPE and grouped-query heads. `fused`: q, k and v come from one linear `wqkv`
+    (weight [(h + 2·hkv)·hd, d], one GEMM; tasks/train/fused.py), else from `wq`, `wk`, `wv` (the form LoRA
+    targets one by one, and the reference the fused form is tested against)."""
+
+    def __init__(self, cfg: ModelConfig, prefix: str, seed: int, fused: bool = False):
         super().__init__()
         d, hd, std, bias = cfg.d_model, cfg.head_dim, cfg.init_std, cfg.attn_bias
         self.head_dim, self.cfg = hd, cfg
-        self.wq = linear(d, cfg.n_heads * hd, std, seed, f"{prefix}.wq.weight", bias)
-        self.wk = linear(d, cfg.n_kv_heads * hd, std, seed, f"{prefix}.wk.weight", bias)
-        self.wv = linear(d, cfg.n_kv_heads * hd, std, seed, f"{prefix}.wv.weight", bias)
+        parts = (("wq", cfg.n_heads * hd), ("wk", cfg.n_kv_heads * hd), ("wv", cfg.n_kv_heads * hd))
+        if fused:
+            self.wqkv = fused_linear(d, parts, std, seed, prefix, bias)
+        else:
+            for name, rows in parts:
+                setattr(self, name, linear(d, rows, std, seed, f"{prefix}.{name}.weight", bias))
         self.wo = linear(cfg.n_heads * hd, d, std / math.sqrt(2 * cfg.n_layers), seed, f"{prefix}.wo.weight")
         if cfg.qk_norm:  # per-head RMSNorm of q and k (Qwen3): one hd-wide weight shared by all heads
             self.q_norm, self.k_norm = RMSNorm(hd, cfg.norm_eps), RMSNorm(hd, cfg.norm_eps)
         self.resid_dropout = nn.Dropout(cfg.dropout)
+
+    def projections(self) -> list[nn.Linear]:
+        """The linears that make q, k and v: [wqkv] or [wq, wk, wv]."""
+        return [self.wqkv] if hasattr(self, "wqkv") else [self.wq, self.wk, self.wv]
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None, cache: LayerCache | None = None) -> torch.Tensor:
@@ -199,7 +196,8 @@ class Attention(nn.Module):
 
         h / hkv are the heads the projections produce: all of them, or one TP rank's share once tp_model.py
         has split the projections (hence `-1` in the views instead of the config's counts)."""
-        return self.attend(self.wq(x), self.wk(x), self.wv(x), attn_mask, position_ids, cache)
+        q, k, v = separate(self.projections(), [m(x) for m in self.projections()])  # [B, T, (h|hkv)·hd]
+        return self.attend(q, k, v, attn_mask, position_ids, cache)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, attn_mask: torch.Tensor | None = None,
                position_ids: torch.Tensor | None = None, cache: LayerCache | None = None) -> torch.Tensor:
@@ -236,26 +234,36 @@ class Attention(nn.Module):
             else:  # an explicit boolean mask: SDPA's memory-efficient / math kernels (flash takes no mask)
                 y = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)  # [B, h, T, hd]
         y = self.wo(y.transpose(1, 2).reshape(B, T, -1))                           # [B, T, h·hd] -> [B, T, d]
-        return self.resid_dropout(y) if self.training else y  # eval: skip the identity module's call overhead
+        return self.resid_dropout(y) if self.training and self.resid_dropout.p else y  # p 0: skip the call
 
 
 class SwiGLU(nn.Module):
-    def __init__(self, cfg: ModelConfig, prefix: str, seed: int):
+    """w2(silu(w1 x) · w3 x). `fused`: gate and up from one linear `w13` (weight [2·h, d]), else w1 and w3."""
+
+    def __init__(self, cfg: ModelConfig, prefix: str, seed: int, fused: bool = False):
         super().__init__()
         d, h, std = cfg.d_model, cfg.ffn_hidden, cfg.init_std
-        self.w1 = linear(d, h, std, seed, f"{prefix}.w1.weight")  # gate
-        self.w3 = linear(d, h, std, seed, f"{prefix}.w3.weight")  # up
+        if fused:
+            self.w13 = fused_linear(d, (("w1", h), ("w3", h)), std, seed, prefix)  # gate, up
+        else:
+            self.w1 = linear(d, h, std, seed, f"{prefix}.w1.weight")  # gate
+            self.w3 = linear(d, h, std, seed, f"{prefix}.w3.weight")  # up
         self.w2 = linear(h, d, std / math.sqrt(2 * cfg.n_layers), seed, f"{prefix}.w2.weight")  # down
         self.dropout = nn.Dropout(cfg.dropout)
 
+    def projections(self) -> list[nn.Linear]:
+        """The linears that make gate and up: [w13] or [w1, w3]."""
+        return [self.w13] if hasattr(self, "w13") else [self.w1, self.w3]
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.combine(self.w1(x), self.w3(x))                                # [B, T, d] -> [B, T, d]
+        gate, up = separate(self.projections(), [m(x) for m in self.projections()])  # [B, T, h] each
+        return self.combine(gate, up)                                              # [B, T, d]
 
     def combine(self, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
         """Everything after the gate/up projections ([B, T, h] each): silu(gate)·up, down, dropout. Split from
         `forward` so a parallel form can swap the projection step alone (as `Attention.attend`)."""
         y = self.w2(F.silu(gate) * up)                                             # [B, T, h] -> [B, T, d]
-        return self.dropout(y) if self.training else y
+        return self.dropout(y) if self.training and self.dropout.p else y
 
 
 # --------------------------------------------------------------------------------------------- pipeline layers
@@ -270,12 +278,12 @@ class Embedding(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: ModelConfig, index: int, seed: int, checkpointing: bool = False):
+    def __init__(self, cfg: ModelConfig, index: int, seed: int, checkpointing: bool = False, fused: bool = False):
         super().__init__()
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.attn = Attention(cfg, f"layers.{index}.attn", seed)
+        self.attn = Attention(cfg, f"layers.{index}.attn", seed, fused)
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.mlp = SwiGLU(cfg, f"layers.{index}.mlp", seed)
+        self.mlp = SwiGLU(cfg, f"layers.{index}.mlp", seed, fused)
         self.checkpointing = checkpointing  # recompute in backward (pp = 1; a pipeline does its own)
 
     def _forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
@@ -320,6 +328,11 @@ class LMHead(nn.Module):
         gathering them)."""
         return lm_loss(logits, labels, z_loss)
 
+    def loss_from_hidden(self, x: torch.Tensor, labels: torch.Tensor, z_loss: float = 0.0) -> torch.Tensor:
+        """`loss(forward(x))` without the [B, T, V] logits: the matmul and the cross entropy chunk by chunk
+        (tasks/train/loss.py); equal within fp32 rounding, gradients included."""
+        return linear_cross_entropy(x, self.tied[0].weight if self.tied else self.weight, labels, z_loss=z_loss)
+
 
 def lm_loss(logits: torch.Tensor, labels: torch.Tensor, z_loss: float = 0.0) -> torch.Tensor:
     """Mean next-token cross entropy; logits [B, T, V], labels [B, T]. With `z_loss` > 0 plus
@@ -346,11 +359,11 @@ class Transformer(nn.Module):
     `tensor_parallel.token_cross_entropy`; the loss with `labels` is computed from them, never from gathered logits.
     """
 
-    def __init__(self, cfg: ModelConfig, seed: int, checkpointing: bool = False):
+    def __init__(self, cfg: ModelConfig, seed: int, checkpointing: bool = False, fused: bool = False):
         super().__init__()
         self.cfg = cfg
         emb = Embedding(cfg, seed)
-        blocks = [Block(cfg, i, seed, checkpointing) for i in range(1, cfg.n_layers + 1)]
+        blocks = [Block(cfg, i, seed, checkpointing, fused) for i in range(1, cfg.n_layers + 1)]
         head = LMHead(cfg, seed, head_index(cfg), tied_to=emb if cfg.tie_embeddings else None)
         self.layers = nn.ModuleList([emb, *blocks, FinalNorm(cfg), head])
 
@@ -380,4 +393,4 @@ class Transformer(nn.Module):
         head = self.layers[-1]
         if labels is None:
             return head(x, shard=shard_logits)                                     # [B, T, V | V/tp]
-        return head.loss(head(x, shard=True), labels, z_loss)
+        return head.loss_from_hidden(x, labels, z_loss)                            # the mean loss, no logits

@@ -145,9 +145,16 @@ def staged(spec: Any, index: int, finish: Finish) -> Any:
     return spec
 
 
-def pipeline_layers(cfg: ModelConfig, seed: int, finish: Finish | None = None) -> list[Any]:
+def fused_projections(adapter: Any) -> bool:
+    """Whether the Blocks are built with fused q/k/v and gate/up linears (tasks/train/fused.py: one GEMM each):
+    always, except under a LoRA adapter, which targets q, k, v, gate and up one by one."""
+    return adapter is None or adapter.kind != "lora"
+
+
+def pipeline_layers(cfg: ModelConfig, seed: int, finish: Finish | None = None, fused: bool = False) -> list[Any]:
     """LayerSpecs of the whole model, built lazily by PipelineModule on the stage that owns each; `finish`
-    (default: the seeded random init, no TP) turns each meta-built layer into this rank's real one."""
+    (default: the seeded random init, no TP) turns each meta-built layer into this rank's real one; `fused`:
+    the Blocks' projections fused (`fused_projections`)."""
     from deepspeed.pipe import LayerSpec, TiedLayerSpec
 
     if finish is None:
@@ -164,7 +171,7 @@ def pipeline_layers(cfg: ModelConfig, seed: int, finish: Finish | None = None) -
     else:
         first = staged(LayerSpec(Embedding, cfg, seed), 0, finish)
         last = staged(LayerSpec(LMHead, cfg, seed, head_index(cfg)), head_index(cfg), finish)
-    blocks = [staged(LayerSpec(Block, cfg, i, seed), i, finish) for i in range(1, cfg.n_layers + 1)]
+    blocks = [staged(LayerSpec(Block, cfg, i, seed, fused=fused), i, finish) for i in range(1, cfg.n_layers + 1)]
     return [first, *blocks, staged(LayerSpec(FinalNorm, cfg), cfg.n_layers + 1, finish), last]
 
 
@@ -228,12 +235,12 @@ def build_module(cfg: ModelConfig, layout: Layout, seed: int, checkpointing: boo
         load_local([(index, layer)], layout.tp_rank, layout.tp, source, dtype, meta_only=True)
         return layer
 
-    lora = adapter is not None and adapter.kind == "lora"
+    lora, fused = adapter is not None and adapter.kind == "lora", fused_projections(adapter)
     if layout.pp > 1:
         from deepspeed.pipe import PipelineModule
 
         module = PipelineModule(
-            layers=pipeline_layers(cfg, seed, finish), topology=layout.topo,
+            layers=pipeline_layers(cfg, seed, finish, fused), topology=layout.topo,
             loss_fn=head_loss(cfg.vocab_size, layout.tp_ctx, z_loss),
             partition_method="type:Block", activation_checkpoint_interval=1 if checkpointing else 0,
             checkpointable_layers=["Block"])
@@ -244,7 +251,7 @@ def build_module(cfg: ModelConfig, layout: Layout, seed: int, checkpointing: boo
             apply_lora(module, local_layers(module, layout), adapter, seed, layout.tp_ctx)
         return module
     with torch.device("meta"):
-        module = apply_tensor_parallel(Transformer(cfg, seed, checkpointing=checkpointing), layout.tp_ctx)
+        module = apply_tensor_parallel(Transformer(cfg, seed, checkpointing, fused), layout.tp_ctx)
     if lora:  # on the meta model (it needs shapes only), so ZeRO-3 partitions adapters with their layer
         apply_lora(module, local_layers(module, layout), adapter, seed, layout.tp_ctx)
     for index, layer in local_layers(module, layout):
@@ -279,7 +286,7 @@ def build_engine(cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: 
     zero3 = ds_cfg if ds_cfg.get("zero_optimization", {}).get("stage") == 3 else None
     module = build_module(cfg, layout, seed, train.activation_checkpointing, init, z_loss,
                           getattr(train, "adapter", None), zero3)  # adapter: an SFT knob, PretrainSpec has none
-    if train.speed.compile:
+    if train.speed.compiles(on_cuda(job.parallel)):  # `auto`: on CUDA ranks
         compile_blocks(module, Block)
     optimizer = make_optimizer(module, train.optim, train.speed.fused_adamw,
                                "cuda" if on_cuda(job.parallel) else "cpu")

@@ -29,6 +29,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
+from tasks.train.fused import mark, parts_of, shard_rows
 from tasks.train.sequence_parallel import gather_linears, scatter_sequence
 
 
@@ -89,9 +90,19 @@ def reduce_from_tp(x: torch.Tensor, tp: TPContext) -> torch.Tensor:
 
 
 def _shard(full: torch.Tensor, dim: int, tp: TPContext) -> torch.Tensor:
+    """This rank's slice along `dim` (a copy: the full weight can be freed). A fused weight's rows split part
+    by part (tasks/train/fused.py), so the rank holds [q_r; k_r; v_r]."""
     if full.shape[dim] % tp.size:
         raise ValueError(f"dimension {dim} of size {full.shape[dim]} does not split over {tp.size} TP ranks")
-    return full.detach().chunk(tp.size, dim=dim)[tp.rank].clone()  # a copy: the full weight can be freed
+    parts = parts_of(full)
+    if parts is not None and dim == 0:
+        return shard_rows(full.detach(), parts, tp.size, tp.rank).clone()
+    return full.detach().chunk(tp.size, dim=dim)[tp.rank].clone()
+
+
+def _keep_mark(p: nn.Parameter, full: torch.Tensor) -> nn.Parameter:
+    parts = parts_of(full)
+    return p if parts is None else mark(p, parts)
 
 
 class _ParallelLinear(nn.Module):
@@ -105,14 +116,14 @@ class _ParallelLinear(nn.Module):
     def __init__(self, full_weight: torch.Tensor, tp: TPContext, full_bias: torch.Tensor | None = None):
         super().__init__()
         self.tp = tp
-        self.weight = nn.Parameter(_shard(full_weight, self.partition_dim, tp))
+        self.weight = _keep_mark(nn.Parameter(_shard(full_weight, self.partition_dim, tp)), full_weight)
         self.out_features, self.in_features = self.weight.shape
         _mark(self.weight, self.partition_dim, tp)
         self.bias = None
         if full_bias is not None:
             if self.partition_dim != 0:
                 raise ValueError("a row-parallel linear cannot hold a bias (every rank would add it)")
-            self.bias = nn.Parameter(_shard(full_bias, 0, tp))
+            self.bias = _keep_mark(nn.Parameter(_shard(full_bias, 0, tp)), full_bias)
             _mark(self.bias, 0, tp)
 
     @classmethod

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from tasks.train.kv_cache import LayerCache
-from tasks.train.model import Attention, Block, Embedding, FinalNorm, LMHead, RMSNorm, SwiGLU, lm_loss
+from tasks.train.model import Attention, Block, Embedding, FinalNorm, LMHead, RMSNorm, SwiGLU, lm_loss, separate
 from tasks.train.sequence_parallel import gather_linears, gather_sequence, scatter_sequence
 from tasks.train.tensor_parallel import (NO_TP, ColumnParallelLinear, RowParallelLinear, TPContext, copy_to_tp,
                                          shard_parameter, vocab_parallel_embedding, vocab_parallel_lm_loss,
@@ -33,10 +33,13 @@ from tasks.train.tensor_parallel import (NO_TP, ColumnParallelLinear, RowParalle
 
 # How each of a Block's linears splits (Megatron's pairs): q/k/v and gate/up by output rows, o and down by input
 # columns, so attention and the MLP each need one all-reduce forward (after o / down) and one backward.
+# A fused wqkv / w13 (tasks/train/fused.py) is column-parallel too, each part split on its own. A Block holds
+# either the fused or the separate linears: the plan's entries it lacks are skipped.
 BLOCK_TP_PLAN: dict[str, type[ColumnParallelLinear] | type[RowParallelLinear]] = {
     "attn.wq": ColumnParallelLinear, "attn.wk": ColumnParallelLinear, "attn.wv": ColumnParallelLinear,
-    "attn.wo": RowParallelLinear,
-    "mlp.w1": ColumnParallelLinear, "mlp.w3": ColumnParallelLinear, "mlp.w2": RowParallelLinear,
+    "attn.wqkv": ColumnParallelLinear, "attn.wo": RowParallelLinear,
+    "mlp.w1": ColumnParallelLinear, "mlp.w3": ColumnParallelLinear, "mlp.w13": ColumnParallelLinear,
+    "mlp.w2": RowParallelLinear,
 }
 
 
@@ -48,7 +51,7 @@ class GroupSummedRMSNorm(RMSNorm):
     tp: TPContext
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.normalize(x) * copy_to_tp(self.weight, self.tp)
+        return self.norm(x, copy_to_tp(self.weight, self.tp))
 
 
 class HeadSharedRMSNorm(GroupSummedRMSNorm):
@@ -78,13 +81,15 @@ class SequenceParallelRMSNorm(SequenceLocalRMSNorm):
 class SequenceParallelAttention(Attention):
     """Attention on this rank's [B, T/tp, d] tokens: q, k and v from one all-gather (`gather_linears`, which
     saves only the local input), then `attend` on the full sequence and this rank's heads; wo (row-parallel)
-    reduce-scatters back to [B, T/tp, d]. wq/wk/wv stay the ColumnParallelLinear modules: names unchanged."""
+    reduce-scatters back to [B, T/tp, d]. wq/wk/wv (or wqkv) stay the ColumnParallelLinear modules: names
+    unchanged."""
 
     tp: TPContext
 
     def forward(self, x: torch.Tensor, attn_mask: torch.Tensor | None = None,
                 position_ids: torch.Tensor | None = None, cache: LayerCache | None = None) -> torch.Tensor:
-        q, k, v = _gathered_projections(x, self.tp, self.wq, self.wk, self.wv)    # [B, T, (h|hkv)·hd]
+        layers = self.projections()
+        q, k, v = separate(layers, _gathered_projections(x, self.tp, *layers))     # [B, T, (h|hkv)·hd]
         return self.attend(q, k, v, attn_mask, position_ids, cache)
 
 
@@ -95,7 +100,8 @@ class SequenceParallelSwiGLU(SwiGLU):
     tp: TPContext
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = _gathered_projections(x, self.tp, self.w1, self.w3)            # [B, T, h/tp] each
+        layers = self.projections()
+        gate, up = separate(layers, _gathered_projections(x, self.tp, *layers))    # [B, T, h/tp] each
         return self.combine(gate, up)
 
 
@@ -142,6 +148,11 @@ class VocabParallelLMHead(LMHead):
 
     def loss(self, logits: torch.Tensor, labels: torch.Tensor, z_loss: float = 0.0) -> torch.Tensor:
         return vocab_parallel_lm_loss(logits, labels, self.tp, z_loss)
+
+    def loss_from_hidden(self, x: torch.Tensor, labels: torch.Tensor, z_loss: float = 0.0) -> torch.Tensor:
+        """From this rank's V/tp columns (the split loss needs the group's max and sums of every token's logits,
+        so it keeps its logits shard: 1/tp of them)."""
+        return self.loss(self(x, shard=True), labels, z_loss)
 
 
 def tied_head_forward(embedding: Embedding, x: torch.Tensor) -> torch.Tensor:
@@ -233,5 +244,6 @@ def apply_tensor_parallel(model: nn.Module, tp: TPContext, vocab_size: int | Non
         for path, parallel in BLOCK_TP_PLAN.items():
             owner_path, _, name = path.rpartition(".")
             owner = block.get_submodule(owner_path)
-            setattr(owner, name, parallel.from_linear(getattr(owner, name), tp))
+            if hasattr(owner, name):
+                setattr(owner, name, parallel.from_linear(getattr(owner, name), tp))
     return model

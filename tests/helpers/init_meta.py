@@ -53,6 +53,7 @@ def build_rank(rank: int, world: int, cfg_dict: dict, parallel: dict, seed: int,
     from specs.pretrain import ParallelSpec
     from tasks.train.config import ModelConfig
     from tasks.train.deepspeed_adapter import gathered_param
+    from tasks.train.fused import split_values
     from tasks.train.model import Transformer
     from tasks.train.parallelize import build_layout, build_module, init_distributed, local_layers, partition_zero3
     from tasks.train.tp_model import apply_tensor_parallel
@@ -76,7 +77,8 @@ def build_rank(rank: int, world: int, cfg_dict: dict, parallel: dict, seed: int,
     if collect:
         for idx, layer in local_layers(module, layout):
             for name, p in layer.named_parameters():
-                key = f"layers.{idx}.{name}"
-                out["tensors"][key] = gathered_param(p).float().clone()
-                out["dims"][key] = getattr(p, "partition_dim", -1) if layout.tp > 1 else -1
+                key = f"layers.{idx}.{name}"  # a fused parameter under its parts' plain keys
+                for plain, value in split_values(key, p, gathered_param(p).float().clone()).items():
+                    out["tensors"][plain] = value
+                    out["dims"][plain] = getattr(p, "partition_dim", -1) if layout.tp > 1 else -1
     return out

@@ -34,8 +34,8 @@ def autocast_identity(train: Any) -> dict[str, Any]:
     """The checkpoint-identity entry of DeepSpeed's mixed-precision mode: torch_autocast keeps fp32 weights and
     optimizer states where the bf16 section keeps bf16 weights plus fp32 masters, so one cannot resume the other.
     Absent for the default (`sections`), so identities written before the option existed still match."""
-    mode = train.speed.mixed_precision
-    return {"mixed_precision": mode} if mode != "sections" and train.precision == "bf16" else {}
+    mode = train.speed.mixed_precision  # `auto` is resolved at launch (tasks/train/launch.py: resolved_precision)
+    return {"mixed_precision": mode} if mode not in ("sections", "auto") and train.precision == "bf16" else {}
 
 
 def dropout_seed(seed: int, rank: int, dp: int, tp: int, tokens_split: bool, pp: int = 1) -> int:

@@ -1,0 +1,92 @@
+"""The LM head's matmul and the cross entropy in one pass over chunks of tokens, so the [N, V] logits (and their
+fp32 copy, softmax and gradient) never exist whole: at a 50k vocabulary, 16k tokens of fp32 logits are 3.3 GB,
+read and written several times a step, where one chunk is a few hundred MB at most.
+
+    loss = Σ_i w_i · (ce_i + z · lse_i²)      ce_i = lse_i - logit_i[label_i],  lse_i = log Σ_v exp logit_i[v]
+
+with w_i = 1/N (the mean; labels -100 are left out of it, as `F.cross_entropy` does) or the caller's token
+weights (SFT's assistant mask). The forward computes, chunk by chunk, the loss and also its gradients with
+respect to the hidden states x [N, d] and the head's weight [V, d] (the technique of Liger Kernel's
+FusedLinearCrossEntropy and Apple's Cut Cross-Entropy, written with torch ops): dlogits = w·(softmax·(1 + 2z·lse)
+- onehot), dx = dlogits @ W, dW += dlogitsᵀ @ x. Backward only scales them by the incoming gradient (a loss
+multiplier, DeepSpeed's fp16 loss scale). Matmuls run in the autocast dtype when autocast is on (bf16 on GPUs),
+softmax and sums in fp32; dW accumulates in fp32. The same FLOPs as logits + autograd, a fraction of the memory.
+"""
+
+from __future__ import annotations
+
+import torch
+
+IGNORE = -100                 # label of a token without loss (F.cross_entropy's default ignore_index)
+CHUNK_ELEMENTS = 1 << 25      # logits per chunk (128 MiB in fp32): bounds the loss's working memory
+
+
+def chunk_tokens(vocab: int) -> int:
+    """Tokens per chunk: about CHUNK_ELEMENTS logits, a multiple of 64 rows (GEMM-friendly), at least 64."""
+    return max(64, CHUNK_ELEMENTS // vocab // 64 * 64)
+
+
+def compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """What an `F.linear` on x would run in here: the autocast dtype when autocast is on for x's device."""
+    kind = x.device.type
+    return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else x.dtype
+
+
+class LinearCrossEntropy(torch.autograd.Function):
+    """Σ_i w_i (ce_i + z lse_i²) of logits x @ Wᵀ, with the gradients made in forward (module docstring)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, labels, token_weights, z_loss, chunk):  # type: ignore[override]
+        dtype, kind = compute_dtype(x), x.device.type
+        with torch.autocast(kind, enabled=False):
+            w = weight.to(dtype)                                                   # [V, d]
+            total = torch.zeros((), dtype=torch.float32, device=x.device)
+            dx = torch.empty(x.shape, dtype=x.dtype, device=x.device) if x.requires_grad else None
+            dw = torch.zeros(weight.shape, dtype=torch.float32, device=x.device) if weight.requires_grad else None
+            for s in range(0, x.size(0), chunk):
+                xc, yc, wc = x[s:s + chunk].to(dtype), labels[s:s + chunk], token_weights[s:s + chunk]
+                logits = (xc @ w.t()).float()                                      # [c, V] one chunk, fp32
+                lse = torch.logsumexp(logits, dim=-1)                              # [c]
+                rows = torch.arange(yc.size(0), device=x.device)
+                target = logits[rows, yc.clamp(min=0)]                             # [c]
+                total += (wc * (lse - target + z_loss * lse * lse)).sum()
+                if dx is None and dw is None:
+                    continue
+                grad = logits.sub_(lse[:, None]).exp_()                            # softmax, in place [c, V]
+                if z_loss:
+                    grad.mul_((1 + 2 * z_loss * lse)[:, None])
+                grad[rows, yc.clamp(min=0)] -= 1.0
+                grad.mul_(wc[:, None])                                             # ignored rows: weight 0
+                g = grad.to(dtype)
+                if dx is not None:
+                    dx[s:s + chunk] = (g @ w).to(x.dtype)                          # [c, d]
+                if dw is not None:
+                    dw.add_(g.t() @ xc)                                            # [V, d], fp32 sum
+        ctx.save_for_backward(dx, dw)
+        ctx.weight_dtype = weight.dtype
+        return total
+
+    @staticmethod
+    def backward(ctx, grad_out):  # type: ignore[override]
+        dx, dw = ctx.saved_tensors
+        gx = None if dx is None else dx * grad_out.to(dx.dtype)
+        gw = None if dw is None else (dw * grad_out).to(ctx.weight_dtype)
+        return gx, gw, None, None, None, None
+
+
+def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor,
+                         token_weights: torch.Tensor | None = None, z_loss: float = 0.0,
+                         chunk: int | None = None) -> torch.Tensor:
+    """Cross entropy of `x @ weightᵀ` without the whole logits. x [..., d], weight [V, d], labels [...].
+
+    `token_weights` None: the mean over tokens whose label is not -100 (plus z_loss · mean lse²), what
+    `model.lm_loss` gives from logits; else Σ token_weights · (ce + z·lse²) (a sum: the caller normalises)."""
+    flat_x = x.reshape(-1, x.size(-1))                                             # [N, d]
+    flat_y = labels.reshape(-1)                                                    # [N]
+    if token_weights is None:
+        valid = (flat_y != IGNORE).float()
+        token_weights = valid / valid.sum()  # no valid token: 0/0 = nan, as F.cross_entropy gives
+    else:
+        token_weights = token_weights.reshape(-1).float() * (flat_y != IGNORE)
+    return LinearCrossEntropy.apply(flat_x, weight, flat_y, token_weights, float(z_loss),
+                                    chunk or chunk_tokens(weight.size(0)))

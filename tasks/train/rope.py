@@ -1,0 +1,82 @@
+"""Rotary position embeddings (RoPE, Su et al. 2021) in Hugging Face Llama's rotate-half convention: dims i and
+i + hd/2 of a head form a pair rotated by position · inverse frequency; Llama 3.1's frequency scaling optional.
+
+The cos/sin tables are float64 angles cast to the activations' dtype. Eager code reads them from a cache per
+(length, device, dtype); code under torch.compile computes them in the graph (see `rope_tables`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from tasks.train.config import ModelConfig
+
+_ROPE_CACHE: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+
+
+def rope_frequencies(head_dim: int, theta: float, scaling: tuple | None = None,
+                     device: torch.device | None = None) -> torch.Tensor:
+    """Inverse frequencies [hd/2] (float64); `scaling` = ("llama3", factor, low, high, original_len) applies
+    Llama 3.1's rule: wavelengths longer than original_len / low are divided by `factor`, shorter than
+    original_len / high kept, and those between blended linearly in original_len / wavelength."""
+    inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64, device=device) / head_dim)  # [hd/2]
+    if scaling is None:
+        return inv
+    _, factor, low, high, original = scaling
+    wavelen = 2 * math.pi / inv
+    smooth = ((original / wavelen - low) / (high - low)).clamp(0.0, 1.0)                    # 0: long, 1: short
+    return (1 - smooth) * inv / factor + smooth * inv
+
+
+def rope_scaling(cfg: ModelConfig) -> tuple | None:
+    """The config's RoPE scaling as the hashable tuple `rope_frequencies` takes (None: plain RoPE)."""
+    if cfg.rope_type == "default":
+        return None
+    return (cfg.rope_type, cfg.rope_factor, cfg.rope_low_freq_factor, cfg.rope_high_freq_factor,
+            cfg.rope_original_max_len)
+
+
+def rope_angles(positions: torch.Tensor, head_dim: int, theta: float, scaling: tuple | None = None
+                ) -> torch.Tensor:
+    """Rotation angles [..., hd/2] (float64) of `positions` [...]: position · inverse frequency."""
+    inv = rope_frequencies(head_dim, theta, scaling, positions.device)                   # [hd/2]
+    return positions.to(torch.float64)[..., None] * inv                                  # [..., hd/2]
+
+
+def cos_sin(angles: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and signed sin [..., hd] for `apply_rope`: cos(a) twice; sin(a) negated on the first half, then
+    plain (rotate_half(x)·sin = roll(x, hd/2)·[-sin, sin], so no rotated copy of x is concatenated)."""
+    cos, sin = angles.cos(), angles.sin()                                                # [..., hd/2]
+    return torch.cat([cos, cos], -1).to(dtype), torch.cat([-sin, sin], -1).to(dtype)    # [..., hd] each
+
+
+def rope_tables(seq_len: int, head_dim: int, theta: float, device: torch.device, dtype: torch.dtype,
+                scaling: tuple | None = None):
+    """cos and signed sin [T, head_dim] for positions 0..T-1 (`cos_sin`). Eager: cached per shape/device/dtype.
+    Under torch.compile computed in the graph instead (a few hundred elements, fused into the rotation's
+    kernel): a compiled block that read a global cache would guard on it and recompile whenever it grew."""
+    if torch.compiler.is_compiling():
+        return cos_sin(rope_angles(torch.arange(seq_len, device=device), head_dim, theta, scaling), dtype)
+    key = (seq_len, head_dim, theta, str(device), dtype, scaling)
+    if key not in _ROPE_CACHE:
+        _ROPE_CACHE[key] = cos_sin(rope_angles(torch.arange(seq_len), head_dim, theta, scaling), dtype)
+        _ROPE_CACHE[key] = tuple(t.to(device) for t in _ROPE_CACHE[key])
+    return _ROPE_CACHE[key]
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [B, H, T, hd] rotated by position: x·cos + rotate_half(x)·sin, rotate-half convention (Hugging Face
+    Llama: dims i and i + hd/2 form a pair), with `sin` signed as `cos_sin` makes it."""
+    return torch.addcmul(x * cos, x.roll(x.size(-1) // 2, dims=-1), sin)
+
+
+def rope_at(position_ids: torch.Tensor, head_dim: int, theta: float, n_table: int, dtype: torch.dtype,
+            scaling: tuple | None = None):
+    """cos, signed sin [B, 1, T, hd] for explicit positions [B, T] (each < n_table), broadcast over heads."""
+    if torch.compiler.is_compiling():
+        cos, sin = cos_sin(rope_angles(position_ids, head_dim, theta, scaling), dtype)    # [B, T, hd]
+        return cos.unsqueeze(1), sin.unsqueeze(1)
+    cos, sin = rope_tables(n_table, head_dim, theta, position_ids.device, dtype, scaling)  # [n_table, hd]
+    return cos[position_ids].unsqueeze(1), sin[position_ids].unsqueeze(1)           # [B, 1, T, hd]
