@@ -11,8 +11,8 @@ import pytest
 from specs import load_params
 from specs.pretrain import ModelSpec
 from tasks.__main__ import main
-from tasks.train import plan_memory
-from tasks.train.plan_memory import GIB, estimate_memory, loss_activation_bytes
+from tasks.train.plan_memory import (block_activation_bytes, estimate_memory, loss_activation_bytes,
+                                     loss_implementation)
 from tasks.train.plan_render import params_fragment, set_line
 from tasks.train.planner import ClusterSpec, batch_splits, search
 from tests.conftest import REPO
@@ -97,7 +97,7 @@ def test_recipe_pastes_back_into_params():
     assert f"  micro_batch_size: {c.micro_batch}" in fragment
 
 
-def test_loss_memory_materialised_and_chunked(monkeypatch):
+def test_loss_memory_follows_the_loss_the_engine_runs():
     tokens, vocab, d = 4 * 8192, 128256, 4096
     assert loss_activation_bytes(tokens, vocab, d, 2, "materialised") == tokens * vocab * 6
     chunked = loss_activation_bytes(tokens, vocab, d, 2, "chunked")
@@ -106,12 +106,18 @@ def test_loss_memory_materialised_and_chunked(monkeypatch):
     assert loss_activation_bytes(10, 100, d, 2, "chunked") == 10 * 100 * 6 + 10 * d * 2 + 100 * d * 4
     with pytest.raises(ValueError):
         loss_activation_bytes(tokens, vocab, d, 2, "fused")
-    args = dict(vocab_size=vocab, seq_len=8192, micro_batch=4, precision="bf16", dp=1, tp=1, pp=1, zero_stage=0,
+    # the plain head runs the fused chunked loss; a pipeline's loss_fn and a vocab-parallel head take logits
+    assert loss_implementation(pp=1, vocab_split=1) == "chunked"
+    assert loss_implementation(pp=2, vocab_split=1) == loss_implementation(1, 4) == "materialised"
+    args = dict(vocab_size=vocab, seq_len=8192, micro_batch=4, precision="bf16", dp=1, tp=1, zero_stage=0,
                 activation_checkpointing=True)
-    before = estimate_memory(SEVEN_B, **args).activations
-    monkeypatch.setattr(plan_memory, "LOSS_IMPLEMENTATION", "chunked")
-    after = estimate_memory(SEVEN_B, **args).activations
-    assert before - after == tokens * vocab * 6 - chunked > 20 * GIB   # the [B, T, V] logits are what goes
+    plain = estimate_memory(SEVEN_B, pp=1, **args)
+    last = estimate_memory(SEVEN_B, pp=2, grad_accum=1, **args)   # 1 in flight: the head's stage is the fullest
+    assert last.stage == "last"
+    # full recomputation: one kept input per block (bf16 [B, T, d]) + one block's working set
+    kept = 2 * tokens * 4096 + block_activation_bytes(8192, 4, 4096, 32, 1, 2, True)
+    assert plain.activations == 31 * 2 * tokens * 4096 + kept + chunked
+    assert last.activations == 15 * 2 * tokens * 4096 + kept + tokens * vocab * 6
 
 
 def test_selective_checkpointing_lies_between_off_and_full():

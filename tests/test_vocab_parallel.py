@@ -55,8 +55,10 @@ def test_planner_counts_the_split_table_per_rank():
     v_d = 2048 * 128256                                     # one V × d table (embedding, and the untied head)
     # 2 tables of V·d parameters at 2 bytes: 3/4 of them gone per rank (the odd vocabulary keeps them whole)
     assert whole.params_on_device - split.params_on_device == pytest.approx(2 * v_d * 3 / 4, rel=1e-3)
-    # the split head's loss holds a quarter of the [s·b, V] logits in bf16 + their fp32 copy (6 B each)
-    assert whole.activations - split.activations == 2048 * (128257 - 128256 // 4) * (2 + 4)
+    # the split head's loss holds a quarter of the [s·b, V] logits in bf16 + their fp32 copy (6 B each); the
+    # whole head's is the fused chunked loss (plan_memory.loss_activation_bytes: no [s·b, V] logits at all)
+    whole_loss = (1 << 25) * 6 + 2048 * 2048 * 2 + 128257 * 2048 * 4
+    assert whole.activations - split.activations == whole_loss - 2048 * (128256 // 4) * (2 + 4)
 
 
 @pytest.mark.parametrize("world", [2, 3])

@@ -15,14 +15,7 @@ from tasks.train.plan_cost import checkpoint_mode, recomputed_blocks, stage_bloc
 
 GIB = 1 << 30
 BYTES_PER_PARAM = {"fp32": 4, "bf16": 2, "fp16": 2}
-# How the training loss treats the [B, T, V] logits. "materialised": today's loss (tasks/train/model.py
-# lm_loss, and the vocab-parallel one under tp) — the head's logits in compute precision plus an fp32 copy
-# that cross entropy works on. "chunked": a fused linear cross entropy over chunks of tokens that never holds
-# [B, T, V] at all (issue #29's, being written as tasks/train/loss.py: Liger's / Cut Cross-Entropy's technique,
-# gradients made in forward). Switch this when that loss is the pretrain loss; `loss_activation_bytes` is the
-# one place that prices it.
-LOSS_IMPLEMENTATION = "materialised"
-# Logits per chunk of the chunked loss (tasks/train/loss.py CHUNK_ELEMENTS: 128 MiB in fp32).
+# Logits per chunk of the fused chunked loss (tasks/train/loss.py CHUNK_ELEMENTS: 128 MiB in fp32).
 LOSS_CHUNK_ELEMENTS = 1 << 25
 
 
@@ -73,24 +66,30 @@ def block_activation_bytes(seq_len: int, micro_batch: int, d_model: int, n_heads
     return int(s * b * h * per_sbh * act_bytes / 2)
 
 
-def loss_activation_bytes(tokens: int, vocab_columns: int, d_model: int, act_bytes: int,
-                          implementation: str | None = None) -> int:
+def loss_implementation(pp: int, vocab_split: int) -> str:
+    """Which training loss the engine runs for a layout, as its memory differs by orders of magnitude at large
+    vocabularies. "chunked": the plain head (pp = 1, vocabulary not split over tp) computes the loss straight
+    from the hidden states (model.LMHead.loss_from_hidden → tasks/train/loss.py, issue #29's fused linear cross
+    entropy). "materialised": the pipeline's loss_fn and the vocabulary-parallel head take logits
+    (tp_model.head_loss / VocabParallelLMHead: this rank's V/tp columns). Change this when those paths change."""
+    return "chunked" if pp == 1 and vocab_split == 1 else "materialised"
+
+
+def loss_activation_bytes(tokens: int, vocab_columns: int, d_model: int, act_bytes: int, implementation: str) -> int:
     """Memory of the logits and the loss for `tokens` tokens of one micro-batch over `vocab_columns` columns
     (V, or V/tp under a vocabulary-parallel head), at the end of forward, when it adds to every block's stored
-    activations. See LOSS_IMPLEMENTATION; `implementation` overrides it (tests, what-ifs).
+    activations; `implementation` as `loss_implementation` says.
 
     materialised: compute-precision logits + the fp32 copy cross entropy works on (Korthikanti §4.3 counts
-    4·sbv for the fp32 logits alone). chunked (assumed from tasks/train/loss.py's design): one chunk of
-    LOSS_CHUNK_ELEMENTS fp32 logits with its compute-precision copy, the gradient of the hidden states
-    [tokens, d] kept from forward to backward, and the head weight's fp32 gradient [V, d] accumulated in
-    forward — nothing of size tokens × V."""
-    kind = implementation or LOSS_IMPLEMENTATION
-    if kind == "materialised":
+    4·sbv for the fp32 logits alone). chunked (tasks/train/loss.py): one chunk of LOSS_CHUNK_ELEMENTS fp32
+    logits with its compute-precision copy, the hidden states' gradient [tokens, d] made in forward and kept for
+    backward, and the head weight's fp32 gradient [V, d] accumulated in forward — nothing of size tokens × V."""
+    if implementation == "materialised":
         return tokens * vocab_columns * (act_bytes + 4)
-    if kind == "chunked":
+    if implementation == "chunked":
         chunk = min(LOSS_CHUNK_ELEMENTS, tokens * vocab_columns)
         return chunk * (4 + act_bytes) + tokens * d_model * act_bytes + vocab_columns * d_model * 4
-    raise ValueError(f"loss implementation: materialised or chunked, got {kind!r}")
+    raise ValueError(f"loss implementation: materialised or chunked, got {implementation!r}")
 
 
 def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch: int, precision: str,
@@ -128,7 +127,7 @@ def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch
     vocab_split = tp if vocab_size % tp == 0 else 1
     table, head = ceil_div(counts.embedding, vocab_split), ceil_div(counts.head, vocab_split)
     logits = loss_activation_bytes(seq_len * micro_batch, ceil_div(vocab_size, vocab_split), r["d_model"],
-                                   w_bytes)
+                                   w_bytes, loss_implementation(pp, vocab_split))
     for name, first, last in stages:
         layers = blocks[0] if first else blocks[-1]
         n = layers * block + (table if first else 0)
