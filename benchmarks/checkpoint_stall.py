@@ -109,6 +109,20 @@ def table(results: list[dict]) -> str:
     return "\n".join(out)
 
 
+def summary(r: dict) -> str:
+    """One line per finished mode, printed at once: a run cut short by its time limit still says what it saw."""
+    stalls = ", ".join(f"{x:.2f}" for x in r["stalls"])
+    return (f"{r['mode']} (layout-free copy {'on' if r['elastic'] else 'off'}): {r['checkpoint_bytes'] / 2**30:.2f} "
+            f"GiB per checkpoint, saves blocked {stalls} s, {r['s_per_step']:.3f} s/step")
+
+
+def write_results(path: Path | None, results: list[dict]) -> None:
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.with_suffix(".tmp").write_text(json.dumps(results, indent=1))
+        path.with_suffix(".tmp").replace(path)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shape", choices=("tiny", "gpt2-124m", "350m", "1b"), default="350m")
@@ -120,7 +134,8 @@ def main() -> None:
     p.add_argument("--modes", default="sync,async")
     p.add_argument("--elastic", default="on", help="on, off or on,off: train.checkpoint_elastic of the runs")
     p.add_argument("--work", default=None, help="folder for the runs (default: a temp folder, removed)")
-    p.add_argument("--json", action="store_true", help="print the raw results as JSON too")
+    p.add_argument("--json", type=Path, default=None, help="also write the raw results here (rewritten after "
+                   "every mode, so a run cut short keeps the modes it finished)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -129,6 +144,8 @@ def main() -> None:
     results = []
     with tempfile.TemporaryDirectory(prefix="ckpt-stall-") as tmp:
         for elastic, mode in itertools.product(args.elastic.split(","), args.modes.split(",")):
+            print(f"{mode} run (layout-free copy {elastic}): {args.shape}, {args.steps} steps, a save every "
+                  f"{args.every}", flush=True)
             cmd = [sys.executable, __file__, "--child", mode, "--work", args.work or tmp, f"--elastic={elastic}",
                    *[f"--{k}={getattr(args, k)}" for k in ("shape", "seq", "batch", "steps", "every", "threads")]]
             proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
@@ -136,9 +153,9 @@ def main() -> None:
             if proc.returncode != 0 or line is None:
                 sys.exit(f"{mode} run failed:\n{proc.stderr[-3000:]}")
             results.append(json.loads(line[len("RESULT "):]))
+            print("  " + summary(results[-1]), flush=True)
+            write_results(args.json, results)
     print(table(results))
-    if args.json:
-        print(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":
