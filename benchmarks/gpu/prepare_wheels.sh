@@ -3,7 +3,7 @@
 # psutil, packaging, tqdm, einops, msgpack, ninja, py-cpuinfo — /work/shared/FACTS.md) but no package registry.
 # Run here, where a registry answers:
 #
-#   bash benchmarks/gpu/prepare_wheels.sh              # the box's Python: PY_VERSION=3.11 (default) / 3.10 / 3.12
+#   bash benchmarks/gpu/prepare_wheels.sh              # the box's Python: PY_VERSION=3.12 (default: the lent H200 box) / 3.11 / 3.10
 #
 # Writes benchmarks/gpu/wheels/ (git-ignored; carry it to the box with the tree) and its requirements.txt, pinned
 # to the versions this project's venv runs, so the box runs what the tests ran:
@@ -20,7 +20,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 DEST="${GPU_WHEELS:-$ROOT/benchmarks/gpu/wheels}"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
 [[ -x "$PY" ]] || PY=python3
-PY_VERSION="${PY_VERSION:-3.11}"
+PY_VERSION="${PY_VERSION:-3.12}"
 LIMIT_MB=60
 PURE=(hjson pydantic annotated-types typing-inspection)
 BINARY=(pydantic-core PyYAML safetensors tokenizers pyarrow)

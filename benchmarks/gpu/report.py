@@ -1,5 +1,6 @@
-"""The one table benchmarks/gpu/run.sh prints: a markdown row per part from <parts>/<name>.status ("rc seconds
-limit", or "absent"/"skipped"), its JSON and the tail of its log.
+"""The one table benchmarks/gpu/run.sh prints: a row per part (status from <parts>/<name>.status, "rc seconds
+limit" or "absent"/"skipped", and a one-line result from its JSON or the last line of its log), then every
+throughput run side by side with the ratios the issue's targets are stated in, then the targets themselves.
 
     python benchmarks/gpu/report.py <parts folder> [--total-s N] [--dry-run]
 """
@@ -10,8 +11,13 @@ import argparse
 import json
 from pathlib import Path
 
-PARTS = ("setup", "tput-124m", "tput-350m", "pretrain", "ckpt-stall", "telemetry")
-LABELS = {"engine": "engine", "plain": "(a) plain", "nanogpt": "(b) nanoGPT"}
+PARTS = ("setup", "tput-124m", "tput-350m", "tput-1b", "sft", "pretrain", "ckpt-stall", "telemetry")
+TPUT_PARTS = ("tput-124m", "tput-350m", "tput-1b", "sft")
+LABELS = {"engine": "engine (pretrain stage)", "sft": "sft stage (packed, assistant-only loss)",
+          "plain": "(a) plain loop, same model", "nanogpt": "(b) nanoGPT eager",
+          "nanogpt-compiled": "(b′) nanoGPT compiled"}
+SHORT = {"engine": "engine", "sft": "sft", "plain": "(a)", "nanogpt": "(b)", "nanogpt-compiled": "(b′)"}
+BUDGET_S = 480
 
 
 def status(folder: Path, name: str) -> tuple[str, str]:
@@ -24,38 +30,32 @@ def status(folder: Path, name: str) -> tuple[str, str]:
         return words[0], "-"
     rc, seconds, limit = (int(w) for w in words[:3])
     word = "ok" if rc == 0 else f"timed out ({limit} s)" if rc in (124, 137) else f"failed (exit {rc})"
-    return word, str(seconds)
+    return word, f"{seconds} / {limit}"
 
 
 def last_line(folder: Path, name: str) -> str:
     log = folder / f"{name}.log"
     lines = [x.strip() for x in log.read_text(errors="replace").splitlines() if x.strip()] if log.exists() else []
-    return lines[-1][:160] if lines else ""
+    return lines[-1][:200] if lines else ""
 
 
-def load(folder: Path, name: str) -> dict | None:
-    file = folder / f"{name}.json"
+def load(folder: Path, name: str):
     try:
-        return json.loads(file.read_text())
+        return json.loads((folder / f"{name}.json").read_text())
     except (OSError, ValueError):
         return None
 
 
-def throughput(data: dict) -> str:
+def key(r: dict) -> str:
+    """A run's name in ratios: engine runs of several ZeRO stages carry theirs."""
+    return SHORT[r["run"]] + (f" ZeRO-{r['config']['zero']}" if r["run"] == "engine" else "")
+
+
+def tput_summary(data: dict) -> str:
     a = data["args"]
-    runs = {r["run"]: r for r in data["results"]}
-    cells = [f"{a['shape']} seq {a['seq']} × {a['batch']}, {a['precision']}, {a['device']}"]
-    for key, label in LABELS.items():
-        if key in runs:
-            r = runs[key]
-            mfu = "" if r.get("mfu") is None else f", MFU {r['mfu']:.1%}"
-            cells.append(f"{label} {r['tokens_per_s']:,.0f} tok/s{mfu}, {r['peak_bytes'] / 2**30:.1f} GiB")
-    if "engine" in runs:
-        for ref in ("plain", "nanogpt"):
-            if ref in runs:
-                ratio = runs["engine"]["tokens_per_s"] / runs[ref]["tokens_per_s"]
-                cells.append(f"engine/{LABELS[ref].split()[0]} {ratio:.2f}×")
-    return "; ".join(cells)
+    cells = [f"{key(r)} {r['tokens_per_s']:,.0f} tok/s" for r in data["results"]]
+    errors = [f"failed: {e}" for e in data.get("errors", [])]
+    return f"{a['shape']} seq {a['seq']} × {a['batch']}, {a['device']}: " + "; ".join(cells + errors)
 
 
 def pretrain(data: dict) -> str:
@@ -68,6 +68,17 @@ def pretrain(data: dict) -> str:
             f"{data['seq_len']} × {data['micro_batch']}, {data['precision']}, {data['steps']} steps, loss {losses}"
             f"{peak}, {data['wall_s']} s; checks {passed}/{len(checks)}" + (f" (failed: {', '.join(failed)})"
                                                                             if failed else ""))
+
+
+def stall(rows: list) -> str:
+    cells = []
+    for r in rows:
+        stalls = ", ".join(f"{x:.2f}" for x in r["stalls"])
+        cells.append(f"{r['mode']}: {r['checkpoint_bytes'] / 2**30:.2f} GiB, blocked {stalls} s")
+    by = {r["mode"]: r["stalls"] for r in rows}
+    if len(by.get("sync", [])) > 1 and len(by.get("async", [])) > 1:
+        cells.append(f"later saves async/sync {by['async'][-1] / by['sync'][-1]:.1%} (goal < 10 %)")
+    return f"{rows[0]['params'] / 1e6:.0f}M params; " + "; ".join(cells) if rows else "no mode finished"
 
 
 def telemetry(data: dict) -> str:
@@ -101,24 +112,97 @@ def result(folder: Path, name: str) -> str:
     try:
         if name == "setup":
             return setup(folder)
-        if data and name.startswith("tput-"):
-            return throughput(data)
+        if data and name in TPUT_PARTS:
+            return tput_summary(data)
         if data and name == "pretrain":
             return pretrain(data)
+        if data is not None and name == "ckpt-stall":
+            return stall(data)
         if data and name == "telemetry":
             return telemetry(data)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
         return f"unreadable result ({type(exc).__name__}: {exc})"
-    return last_line(folder, name).replace("|", "/")
+    return last_line(folder, name)
+
+
+def configured(r: dict) -> str:
+    c = r["config"]
+    if r["run"] in ("engine", "sft"):
+        return (f"{c['precision']} ({c['ds_mode']}), ZeRO-{c['zero']}, compile {'on' if c['compile'] else 'off'}, "
+                f"fused AdamW {c['fused_adamw']}, guard {'on' if c['stability'] else 'off'}")
+    return f"{c['precision']}, compile {c['compile']}"
+
+
+def ratios(shape: str, runs: list[dict], engine_124m: float | None) -> str:
+    by = {key(r): r["tokens_per_s"] for r in runs}
+    out = []
+    engines = [k for k in by if k.startswith("engine")]
+    for e in engines:
+        out += [f"{e}/{ref} {by[e] / by[ref]:.2f}×" for ref in ("(b′)", "(a)", "(b)") if ref in by]
+    if "engine ZeRO-0" in by and "engine ZeRO-3" in by:
+        out.append(f"ZeRO-3/ZeRO-0 {by['engine ZeRO-3'] / by['engine ZeRO-0']:.2f}×")
+    if "sft" in by and engine_124m and shape == "gpt2-124m":
+        out.append(f"sft/engine {by['sft'] / engine_124m:.2f}×")
+    return "; ".join(out)
+
+
+def runs_table(folder: Path) -> tuple[list[str], dict[str, dict]]:
+    """The throughput rows of every part, and per (shape, run key) the row itself (for the targets)."""
+    lines = ["| part | shape | run | as configured | tok/s | MFU | peak GiB | first step s | warm-up s | ratios |",
+             "|---|---|---|---|---:|---:|---:|---:|---:|---|"]
+    found: dict[str, dict] = {}
+    datas = [(p, d) for p, d in ((p, load(folder, p)) for p in TPUT_PARTS) if d and d.get("results")]
+    e124 = next((r["tokens_per_s"] for _, d in datas if d["args"]["shape"] == "gpt2-124m" for r in d["results"]
+                 if r["run"] == "engine"), None)
+    for part, d in datas:
+        a = d["args"]
+        text = ratios(a["shape"], d["results"], e124)
+        for i, r in enumerate(d["results"]):
+            found[f"{a['shape']} {key(r)}"] = r
+            found.setdefault(f"{a['shape']} {r['run']}", r)  # the shape's first engine run, whatever its ZeRO
+            mfu = "unknown" if r.get("mfu") is None else f"{r['mfu']:.1%}"
+            lines.append(f"| {part} | {a['shape']} | {LABELS[r['run']]} | {configured(r)} | {r['tokens_per_s']:,.0f} | "
+                         f"{mfu} | {r['peak_bytes'] / 2**30:.1f} | {r['first_step_s']:.1f} | {r['warmup_s']:.1f} | "
+                         f"{text if i == 0 else ''} |")
+    return (lines if len(lines) > 2 else []), found
+
+
+def targets(found: dict[str, dict], words: dict[str, str], total_s: int | None) -> list[str]:
+    """Issue #29's bar, each met, missed or unmeasured."""
+    def tps(k: str) -> float | None:
+        return found[k]["tokens_per_s"] if k in found else None
+
+    def verdict(value: float | None, goal: float, fmt: str) -> str:
+        return "unmeasured" if value is None else f"{fmt.format(value)} {'met' if value >= goal else 'MISSED'}"
+
+    def ratio(a: str, b: str) -> float | None:
+        x, y = tps(a), tps(b)
+        return None if x is None or y is None else x / y
+
+    mfu350 = found.get("350m engine", {}).get("mfu")
+    ok = [p for p in PARTS if words.get(p) != "ok"]
+    return [f"- engine/(b′) ≥ 1.10× at 124M: {verdict(ratio('gpt2-124m engine', 'gpt2-124m (b′)'), 1.10, '{:.2f}×')}",
+            f"- engine/(b′) ≥ 1.10× at 350M: {verdict(ratio('350m engine', '350m (b′)'), 1.10, '{:.2f}×')}",
+            f"- engine MFU ≥ 50 % at 350M: {verdict(mfu350, 0.50, '{:.1%}')}",
+            f"- ZeRO-3/ZeRO-0 ≥ 0.95 at 1B: {verdict(ratio('1b engine ZeRO-3', '1b engine ZeRO-0'), 0.95, '{:.2f}×')}",
+            f"- every part ok: {'met' if not ok else 'MISSED (' + ', '.join(ok) + ')'}",
+            f"- whole script ≤ {BUDGET_S} s: " + ("unmeasured" if total_s is None else
+                                                  f"{total_s} s {'met' if total_s <= BUDGET_S else 'MISSED'}")]
 
 
 def table(folder: Path, total_s: int | None, dry_run: bool) -> str:
-    lines = ["| part | status | s | result |", "|---|---|---:|---|"]
+    lines = ["| part | status | s / limit | result |", "|---|---|---:|---|"]
+    words = {}
     for name in PARTS:
         word, seconds = status(folder, name)
+        words[name] = word
         text = "benchmarks/checkpoint_stall.py not in this tree" if word == "absent" else result(folder, name)
-        lines.append(f"| {name} | {word} | {seconds} | {text} |")
+        lines.append(f"| {name} | {word} | {seconds} | {text.replace('|', '/')} |")
+    rows, found = runs_table(folder)
+    if rows:
+        lines += ["", *rows]
     note = " (dry run: tiny shapes on CPU, not GPU figures)" if dry_run else ""
+    lines += ["", f"Targets (issue #29){note}:", *targets(found, words, total_s)]
     if total_s is not None:
         lines.append(f"\nwhole script {total_s} s{note}")
     return "\n".join(lines)
