@@ -1,9 +1,11 @@
 """A tiny random Hugging Face checkpoint folder, made the way users get one, to try `model.init.kind: hf`.
 
-`python -m tasks tiny-checkpoint <folder>`: a 2-layer Llama (GQA, d 64) saved by transformers' `save_pretrained`,
-with a byte-level BPE trained on text of the embedded corpus (`tokenizer.json`) and a `tokenizer_config.json`
-carrying special tokens and a ChatML chat template — everything a downloaded Llama/Qwen folder has, in a few MB
-and a few seconds, with no download. Its weights are random: it is for trying the pipeline, not for quality.
+`python -m tasks tiny-checkpoint <folder> [--family llama|mistral|qwen2|qwen3] [--no-chat-template]`: a 2-layer
+model of that family (GQA, d 64; Mistral with a sliding window, Qwen2 with q/k/v biases, Qwen3 with q/k norms and
+an explicit head_dim) saved by transformers' `save_pretrained`, with a byte-level BPE trained on text of the
+embedded corpus (`tokenizer.json`) and a `tokenizer_config.json` carrying special tokens and, unless
+--no-chat-template, a ChatML chat template — everything a downloaded Llama/Qwen folder has, in a few MB and a few
+seconds, with no download. Its weights are random: it is for trying the pipeline, not for quality.
 """
 
 from __future__ import annotations
@@ -33,12 +35,31 @@ def embedded_texts(limit: int = 300) -> list[str]:
     return texts
 
 
+FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+
+
+def family_config(family: str, **shape):
+    """The transformers config of `family` with `shape` (LlamaConfig's field names) and the family's feature on."""
+    import transformers
+
+    if family == "llama":
+        return transformers.LlamaConfig(**shape)
+    if family == "mistral":
+        return transformers.MistralConfig(**shape, sliding_window=48)
+    if family == "qwen2":
+        return transformers.Qwen2Config(**shape)
+    if family == "qwen3":  # head_dim unlike hidden_size / heads, as Qwen3's published shapes have
+        return transformers.Qwen3Config(**shape, head_dim=2 * shape["hidden_size"] // shape["num_attention_heads"])
+    raise ValueError(f"family {family!r}: one of {', '.join(FAMILIES)}")
+
+
 def make_checkpoint(folder: Path, texts: list[str], *, vocab: int = 2048, d_model: int = 64, layers: int = 2,
                     ffn: int = 160, tied: bool = False, pad_vocab: int = 8, seed: int = 0,
-                    chat_template: str | None = CHATML):
+                    chat_template: str | None = CHATML, family: str = "llama"):
     """Write the checkpoint; returns the transformers model. The embedding has `pad_vocab` rows past the
-    tokenizer, as real checkpoints pad theirs; norms are randomised so a wrong weight mapping would show."""
-    from transformers import AutoModelForCausalLM, LlamaConfig
+    tokenizer, as real checkpoints pad theirs; norms and biases are randomised so a wrong weight mapping would
+    show."""
+    from transformers import AutoModelForCausalLM
 
     tok = train_tokenizer(texts, vocab, 2, SPECIALS)
     folder.mkdir(parents=True, exist_ok=True)
@@ -47,14 +68,15 @@ def make_checkpoint(folder: Path, texts: list[str], *, vocab: int = 2048, d_mode
         "eos_token": {"content": "<|endoftext|>", "special": True}, "pad_token": "<|pad|>",
         "tokenizer_class": "PreTrainedTokenizerFast", **({"chat_template": chat_template} if chat_template else {})},
         indent=2) + "\n")
-    config = LlamaConfig(vocab_size=tok.get_vocab_size() + pad_vocab, hidden_size=d_model, intermediate_size=ffn,
-                         num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=1024, tie_word_embeddings=tied, eos_token_id=0, pad_token_id=1)
+    config = family_config(family, vocab_size=tok.get_vocab_size() + pad_vocab, hidden_size=d_model,
+                           intermediate_size=ffn, num_hidden_layers=layers, num_attention_heads=4,
+                           num_key_value_heads=2, max_position_embeddings=1024, tie_word_embeddings=tied,
+                           eos_token_id=0, pad_token_id=1)
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(config, attn_implementation="eager").eval()
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if name.endswith("norm.weight"):
+            if name.endswith(("norm.weight", "bias")):
                 p.add_(torch.randn_like(p) * 0.1)
     model.save_pretrained(folder)
     return model
