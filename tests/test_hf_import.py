@@ -13,6 +13,7 @@ from safetensors.torch import load_file, save_file
 
 from tasks.train.config import ModelConfig, param_count
 from tasks.train.hf_import import HFImportError, hf_model_config, load_hf_state, read_slice
+from tasks.train.init_weights import HFSource, load_local
 from tasks.train.model import Transformer
 
 SHAPE = dict(vocab_size=96, hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
@@ -66,12 +67,18 @@ def save_hf(config, folder: Path, seed: int = 0, **kwargs) -> torch.nn.Module:
 
 
 def logits_gap(folder: Path, hf_model: torch.nn.Module) -> float:
+    """The larger logits gap to `transformers` of the separate model (its state dict) and of the fused one
+    training builds, materialised from the folder as the stage does (meta model, `load_local` + `HFSource`)."""
     cfg = hf_model_config(folder)
     ours = Transformer(cfg, seed=0).eval()
     ours.load_state_dict(load_hf_state(folder, cfg), strict=True)
+    with torch.device("meta"):
+        fused = Transformer(cfg, seed=0, fused=True).eval()
+    load_local(list(enumerate(fused.layers)), 0, 1, HFSource(folder, cfg), meta_only=True)
     ids = torch.randint(0, cfg.vocab_size, (2, T), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
-        return float((ours(ids) - hf_model(ids).logits).abs().max())
+        want = hf_model(ids).logits
+        return max(float((ours(ids) - want).abs().max()), float((fused(ids) - want).abs().max()))
 
 
 @pytest.mark.parametrize("make", [llama3, llama_tied, mistral, qwen2, qwen3])

@@ -63,14 +63,19 @@ class LinearCrossEntropy(torch.autograd.Function):
                 if dw is not None:
                     dw.add_(g.t() @ xc)                                            # [V, d], fp32 sum
         ctx.save_for_backward(dx, dw)
-        ctx.weight_dtype = weight.dtype
+        ctx.weight_dtype, ctx.used = weight.dtype, False
         return total
 
     @staticmethod
     def backward(ctx, grad_out):  # type: ignore[override]
+        # Scaled in place: a second copy of dW ([V, d] fp32) would cost more than the logits chunk saved. So the
+        # graph cannot be backpropagated twice (retain_graph) through this loss: refused, not silently doubled.
+        if ctx.used:
+            raise RuntimeError("linear_cross_entropy: backward ran twice (its gradients are scaled in place)")
+        ctx.used = True
         dx, dw = ctx.saved_tensors
-        gx = None if dx is None else dx * grad_out.to(dx.dtype)
-        gw = None if dw is None else (dw * grad_out).to(ctx.weight_dtype)
+        gx = None if dx is None else dx.mul_(grad_out.to(dx.dtype))
+        gw = None if dw is None else dw.mul_(grad_out).to(ctx.weight_dtype)
         return gx, gw, None, None, None, None
 
 
