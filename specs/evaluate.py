@@ -68,7 +68,15 @@ class FlagSpec(StrictModel):
     )
     toxicity: ToxicitySpec = Field(
         default_factory=lambda: ToxicitySpec(max_ratio=0.0, min_hits=1),
-        description="Word-list settings for the `toxic` flag (default: any listed word or phrase).",
+        description="Word-list settings for the `toxic` flag on generations and dropped documents (default: any "
+        "listed word or phrase).",
+    )
+    kept_toxicity: ToxicitySpec = Field(
+        default_factory=ToxicitySpec,
+        description="Word-list settings for the `toxic` flag on clean's kept documents: clean's own defaults "
+        "(`clean.toxicity`: more than 1 % listed words and at least 3), so a kept document is flagged exactly "
+        "when clean's filter would have dropped it — never a play's occasional oath, which clean keeps on "
+        "purpose; the review gate's max_kept_toxic_fraction counts these.",
     )
     quality: QualitySpec = Field(
         default_factory=lambda: QualitySpec(

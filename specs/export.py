@@ -30,10 +30,13 @@ class ExportSpec(StrictModel):
         DEFAULT_DESCRIPTION, max_length=4_000, description="Opening paragraph of the model card (markdown)."
     )
     eos_token: str | None = Field(
-        "<|end|>", min_length=1, max_length=64,
-        description="Token that ends a generation (`eos_token` of the tokenizer and generation config). "
-        "`<|end|>` closes every chat turn, so `generate()` stops after the assistant's reply; null = the "
-        "tokenizer's lowest-id special token (`<|endoftext|>`, the pretraining document end).",
+        None, min_length=1, max_length=64,
+        description="Token that ends a generation (`eos_token` of the tokenizer and generation config). null "
+        "(the default): the chat template's end-of-turn token, so `generate()` stops after the assistant's reply "
+        "— `<|end|>` with forgeline's template, the checkpoint's own (`<|eot_id|>`, `<|im_end|>`) with a "
+        "checkpoint's (specs/init.py: a default never overrides what the checkpoint states). Set it to stop at "
+        "another token of the vocabulary (`<|endoftext|>`: the pretraining document end); a token the tokenizer "
+        "lacks is an error naming both.",
     )
     verify_tolerance: float = Field(
         1e-4, gt=0, le=1.0,

@@ -1,10 +1,21 @@
-"""`model.init`: where a model's weights (and, for a checkpoint, its architecture and tokenizer) come from."""
+"""`model.init`: where a model's weights (and, for a checkpoint, its architecture and tokenizer) come from, and the
+one rule for params against a checkpoint.
+
+The rule: a params value that only repeats a default never overrides what the checkpoint states (its shape, its
+tokenizer and vocabulary, its chat template and special tokens, its end-of-turn token, its context length); a
+value the user set does, where the checkpoint can honour it; a set value it cannot honour (another shape, another
+tokenizer, a token not in its vocabulary, a sequence longer than its positions) is an error naming both. params.yaml
+lists every key, so "set" cannot mean "present": it means not null and not equal to the field's default
+(`user_set`). Keys whose from-scratch default differs from what a checkpoint needs default to null instead
+(`export.eos_token`, `sft.dropout`), so every number a user writes there is their choice.
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Iterable
+from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from specs.base import StrictModel
 
@@ -35,3 +46,24 @@ class ModelInitSpec(StrictModel):
         if self.kind == "random" and self.path:
             raise ValueError("model.init.path: only used with kind: hf (set kind: hf, or remove path)")
         return self
+
+
+def user_set(spec: BaseModel) -> dict[str, Any]:
+    """The fields of `spec` the user chose: given in params, not null, and not equal to the field's default."""
+    out = {}
+    for name in sorted(spec.model_fields_set):
+        value, info = getattr(spec, name), type(spec).model_fields[name]
+        if value is not None and value != info.get_default(call_default_factory=True):
+            out[name] = value
+    return out
+
+
+def checkpoint_conflicts(where: str, spec: BaseModel, keys: Iterable[str], init: ModelInitSpec,
+                         decides: str) -> list[str]:
+    """`where.key: ...` for each of `keys` the user set (`user_set`) although, with `init.kind: hf`, the
+    checkpoint decides it (`decides`: which file of the checkpoint folder) — each line names both sides."""
+    if init.kind != "hf":
+        return []
+    chosen = user_set(spec)
+    return [f"{where}.{key}: {chosen[key]!r} is set here, but with model.init.kind: hf it comes from the "
+            f"checkpoint's {decides} ({init.path}): remove the key" for key in sorted(set(keys) & set(chosen))]

@@ -14,7 +14,8 @@ from specs.clean import CleanJob, CleanSpec
 from specs.evaluate import EvaluateSpec
 from specs.ingest import IngestSpec
 from specs.instruct import InstructJob, InstructSpec
-from specs.mix import MixJob, MixSpec
+from specs.init import checkpoint_conflicts
+from specs.mix import MixJob, MixSpec, TokenizerSpec
 from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec, layout_problems
 from specs.review import ReviewSpec
 from specs.run import RunSpec
@@ -64,6 +65,9 @@ class Params(StrictModel):
             if unknown:
                 raise ValueError(f"{where}: names unknown source(s) {unknown} (ingest declares {sorted(names)})")
         problems = layout_problems(self.model, self.parallel)
+        # specs/init.py's rule: beside a checkpoint, mix uses its tokenizer; a tokenizer key set here cannot apply.
+        problems += checkpoint_conflicts("mix.tokenizer", self.mix.tokenizer, TokenizerSpec.model_fields,
+                                         self.model.init, "tokenizer.json")
         if problems:
             raise ValueError("; ".join(problems))
         missing = sorted(names - set(self.mix.weights)) if self.mix.weights else []

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from specs.base import StrictModel
-from specs.init import ModelInitSpec
+from specs.init import ModelInitSpec, checkpoint_conflicts
 from specs.mix import AdaptiveMixSpec
 from specs.train import TrainLoopSpec
 from tasks.train.config import ffn_hidden_size  # pure Python: the one owner of the shape numbers
@@ -23,7 +23,7 @@ FLAVORS: dict[str, dict[str, int]] = {
 
 # What a checkpoint's config.json decides: setting one of these beside `init.kind: hf` is a conflict, not an override.
 CHECKPOINT_KEYS = frozenset({"flavor", "n_layers", "n_heads", "n_kv_heads", "d_model", "ffn_multiple_of",
-                             "ffn_hidden", "tie_embeddings", "rope_theta", "norm_eps"})
+                             "ffn_hidden", "tie_embeddings", "rope_theta", "norm_eps", "init_std"})
 
 
 class ModelSpec(StrictModel):
@@ -48,7 +48,8 @@ class ModelSpec(StrictModel):
     tie_embeddings: bool = Field(True, description="Share the input embedding and output projection weights.")
     rope_theta: float = Field(10_000.0, gt=0, description="RoPE base frequency.")
     norm_eps: float = Field(1e-5, gt=0, lt=1, description="RMSNorm epsilon.")
-    init_std: float = Field(0.02, gt=0, lt=1, description="Std of the normal weight initialization.")
+    init_std: float = Field(0.02, gt=0, lt=1, description="Std of the normal weight initialization (with "
+                            "init.kind: hf the checkpoint's initializer_range).")
     init: ModelInitSpec = Field(default_factory=ModelInitSpec, description="Where the weights start: a seeded "
                                 "random init of this shape, or a Hugging Face checkpoint (its own shape).")
 
@@ -64,12 +65,11 @@ class ModelSpec(StrictModel):
     @model_validator(mode="after")
     def _shape_fits(self) -> "ModelSpec":
         if self.init.kind == "hf":
-            # A key at its default counts as unset: params.yaml lists every key, and only a changed one conflicts.
-            conflicting = sorted(k for k in self.model_fields_set & CHECKPOINT_KEYS
-                                 if getattr(self, k) != type(self).model_fields[k].default)
-            if conflicting:
-                raise ValueError(f"model.{conflicting[0]}: comes from the checkpoint's config.json with "
-                                 f"model.init.kind: hf; remove it (conflicting keys: {', '.join(conflicting)})")
+            # specs/init.py's rule: a key at its default is no choice (params.yaml lists every key); a changed one
+            # cannot be honoured by the checkpoint's weights, so it is an error naming both.
+            conflicts = checkpoint_conflicts("model", self, CHECKPOINT_KEYS, self.init, "config.json")
+            if conflicts:
+                raise ValueError("; ".join(conflicts))
             return self
         r = self.resolved()
         if r["d_model"] % r["n_heads"]:

@@ -55,22 +55,35 @@ class ReviewSpec(StrictModel):
         "for 3-grams). null = no check."
     )
     max_kept_pii_fraction: float = Field(
-        0.15, ge=0.0, le=1.0, description="auto: reject when more than this share of the sample's kept documents "
-        "is flagged pii (PII scrubbing failed or off); default run 0 of 8, the default tolerates one false "
-        "positive in 8."
+        0.0, ge=0.0, le=1.0, description="auto: reject when more than this share of the sample's kept documents "
+        "is flagged pii. The flagger finds exactly what clean's scrubbing (at its defaults) replaces, so with "
+        "scrubbing on the share is 0 by construction and any flag means scrubbing was off, narrowed or failing "
+        "(before: 0.15, which approved a run whose kept sample carried e-mail addresses in 1 of 8 documents). "
+        "A run that keeps some PII on purpose raises this; the model card then says so."
     )
     max_kept_toxic_fraction: float = Field(
-        0.25, ge=0.0, le=1.0, description="auto: reject when more than this share of the sample's kept documents "
-        "is flagged toxic (default run: 0)."
+        0.0, ge=0.0, le=1.0, description="auto: reject when more than this share of the sample's kept documents "
+        "is flagged toxic. Kept documents are flagged by clean's own default rule (`evaluate.spotcheck.flags."
+        "kept_toxicity`), so with clean's toxicity filter on the share is 0 by construction and a flag means the "
+        "filter was off or loosened (before: 0.25 against the any-word flag, which a play's oath could trip "
+        "and a quarter of toxic documents passed)."
     )
     max_disputed_drop_fraction: float = Field(
-        0.5, ge=0.0, le=1.0, description="auto: reject when more than this share of the sampled documents clean "
-        "dropped as toxic is not flagged toxic by the (stricter) spot-check flagger, i.e. the drop looks wrong. "
-        "Skipped when the sample has no such drop (the default run has none)."
+        0.0, ge=0.0, le=1.0, description="auto: reject when more than this share of the sampled documents clean "
+        "dropped as toxic is not flagged toxic by the spot-check flagger (any listed word), i.e. the drop looks "
+        "wrong: with clean's own word list a toxic drop always carries a listed word, so a disputed drop means "
+        "the filter drops what the list does not hold (before: 0.5). Skipped when the sample has no such drop."
     )
     prefect_timeout_s: int = Field(
         86_400, ge=10, le=30 * 86_400, description="prefect: how long the paused flow waits for the form."
     )
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _yaml_off(cls, mode: object) -> object:
+        # YAML 1.1 (PyYAML, so params.yaml and `--set`) reads a bare `off` as false: `review: {mode: off}`, as the
+        # README writes it, must mean the mode, not fail as "input should be 'auto', ..., or 'off'".
+        return "off" if mode is False else mode
 
 
 class ItemLabel(StrictModel):

@@ -55,7 +55,12 @@ class SFTSpec(TrainLoopSpec):
     overflow: Literal["drop", "truncate"] = Field(
         "truncate", description="A conversation longer than seq_len: truncate it (its tail carries no loss) or "
         "drop it (counted in the report).")
-    dropout: float = Field(0.1, ge=0.0, lt=1.0, description="Dropout while finetuning (pretraining uses 0).")
+    dropout: float | None = Field(
+        None, ge=0.0, lt=1.0, description="Dropout on attention and MLP outputs while finetuning. null (the "
+        "default): 0.1 for a model pretrained here from scratch; none for a Hugging Face checkpoint, whose "
+        "families (llama, mistral, qwen2, qwen3) have no such dropout and whose config.json states "
+        "attention_dropout 0 (specs/init.py: a default never overrides what the checkpoint states). A number "
+        "applies to either.")
     dp: int = Field(1, ge=1, le=4096, description="Data-parallel ranks (the launcher, hostfile and accelerator "
                     "come from `parallel`).")
     tp: int = Field(1, ge=1, le=64, description="Tensor-parallel ranks (heads and MLP split, as in pretraining); "
@@ -75,6 +80,16 @@ class SFTSpec(TrainLoopSpec):
         "(stops at the end-of-turn marker).")
     spotcheck_per_stratum: int = Field(2, ge=0, le=1000, description="Finetuned answers per source in the "
                                        "spot-check sample of the second review gate (`review_sft`).")
+
+
+SCRATCH_DROPOUT = 0.1  # sft.dropout when null, for a model pretrained from scratch (the default run)
+
+
+def resolved_dropout(dropout: float | None, from_checkpoint: bool) -> float:
+    """`sft.dropout`, or when null the default of the model's origin (see the field)."""
+    if dropout is not None:
+        return dropout
+    return 0.0 if from_checkpoint else SCRATCH_DROPOUT
 
 
 class SFTJob(StrictModel):

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from tasks.core.files import sha256_file, write_json_atomic
 from tasks.core.graph import DATA_DIR, METRICS_DIR
 from tasks.core.runner import MANIFEST, StagePaths
 from tasks.data.tokenizer import load_tokenizer
-from tasks.train.chat import render, render_jinja, render_text
+from tasks.train.chat import DEFAULT_FORMAT, render, render_jinja, render_text
 from tasks.train.chat_template import TemplateChat
 from tasks.train.hf_export import ExportMismatch, check_hf, export_hf, publish_folder
 from tasks.train.model import ModelConfig
@@ -78,14 +79,14 @@ def run(spec: ExportSpec, paths: StagePaths) -> StageResult:
     state = load_weights(sft)
     template = (sft / "chat_template.jinja").read_text(encoding="utf-8")
     chat = chat_facts(sft)
-    specials = export_specials(spec, chat)
+    specials = export_specials(spec, chat, sft / "tokenizer.json")
     params = read_params(paths.root / "params.yaml")
     lineage = lineage_rows(paths.root)
 
     out, staging = paths.out / HF_DIR, paths.out / STAGING_DIR
-    card = build_card(spec, params, lineage, template, paths.root, sft)
-    exported = export_hf(state, cfg, sft / "tokenizer.json", staging, card=card, chat_template=template,
-                         special_tokens=specials)
+    card = build_card(spec, params, lineage, template, paths.root, sft, specials["eos_token"])
+    exported = export_hf(state, context_of(cfg), sft / "tokenizer.json", staging, card=card,
+                         chat_template=template, special_tokens=specials)
     seq = min(spec.verify_seq, cfg.seq_len)
     try:
         with torch_threads(VERIFY_THREADS):
@@ -128,7 +129,7 @@ def export_adapter(spec: ExportSpec, paths: StagePaths, sft: Path, merged: dict,
     base = base_weights(merged, lora, adapter["alpha"] / adapter["r"])
     staged = {name: paths.out / f"{name}-unverified" for name in ("base", "adapter")}
     base_card = {**card, "description": "The base model the LoRA adapter in `../adapter` was trained on."}
-    export_hf(base, cfg, sft / "tokenizer.json", staged["base"], card=base_card, chat_template=template,
+    export_hf(base, context_of(cfg), sft / "tokenizer.json", staged["base"], card=base_card, chat_template=template,
               special_tokens=specials)
     write_adapter(staged["base"], lora, adapter, cfg, staged["adapter"])
     with torch_threads(VERIFY_THREADS):
@@ -141,14 +142,28 @@ def export_adapter(spec: ExportSpec, paths: StagePaths, sft: Path, merged: dict,
 
 
 # ------------------------------------------------------------------------------------------------ checks
-def export_specials(spec: ExportSpec, chat: dict[str, Any]) -> dict[str, str | None] | None:
-    """The exported tokenizer's named special tokens. With the checkpoint's template: its own tokens, eos being
-    the token that closes an assistant turn (so `generate()` stops after the reply), unless `export.eos_token`
-    was set; with forgeline's: `export.eos_token` (default `<|end|>`)."""
-    if chat["template"] == "checkpoint":
-        eos = spec.eos_token if "eos_token" in spec.model_fields_set else chat["end_of_turn"]
-        return {**chat["special_tokens"], "eos_token": eos or chat["special_tokens"].get("eos_token")}
-    return {"eos_token": spec.eos_token} if spec.eos_token else None
+def context_of(cfg: ModelConfig) -> ModelConfig:
+    """`cfg` with the context the exported config states: an imported checkpoint's own max_position_embeddings
+    (specs/init.py's rule: the shorter length trained at here is no statement about the model; before, a Llama
+    finetuned at the default 256 tokens was exported as a 256-position model), else the length trained at."""
+    return replace(cfg, seq_len=max(cfg.max_positions or 0, cfg.seq_len))
+
+
+def export_specials(spec: ExportSpec, chat: dict[str, Any], tokenizer_json: Path) -> dict[str, str | None]:
+    """The exported tokenizer's named special tokens: the template's (the checkpoint's own tokens, or none beside
+    forgeline's), eos being the token that closes an assistant turn (so `generate()` stops after the reply) unless
+    the user chose another with `export.eos_token`. A chosen token the tokenizer lacks is an error naming both
+    (specs/init.py's rule; before, params.yaml's `<|end|>`, forgeline's own token, overrode a checkpoint's
+    template and failed deep in the export)."""
+    turn_end = chat["end_of_turn"] or (chat["special_tokens"].get("eos_token") if chat["template"] == "checkpoint"
+                                       else DEFAULT_FORMAT.end)
+    if spec.eos_token is not None and load_tokenizer(tokenizer_json).token_to_id(spec.eos_token) is None:
+        which = "the checkpoint's" if chat["template"] == "checkpoint" else "forgeline's"
+        raise ValueError(f"export.eos_token: {spec.eos_token!r} is not in the vocabulary of {tokenizer_json}; "
+                         f"{which} chat template ends a turn with {turn_end!r} — set export.eos_token to null to "
+                         "stop there, or name a token of this vocabulary")
+    specials = dict(chat["special_tokens"]) if chat["template"] == "checkpoint" else {}
+    return {**specials, "eos_token": spec.eos_token or turn_end}
 
 
 def chat_facts(sft: Path) -> dict[str, Any]:
@@ -262,6 +277,23 @@ def license_note(license_id: str, data: list[dict[str, Any]]) -> str:
     return " ".join(parts)
 
 
+def personal_data_note(params: dict[str, Any]) -> str | None:
+    """What the card must say when the run let personal data through on purpose: PII scrubbing off, or a review
+    gate told to accept kept documents flagged pii (`max_kept_pii_fraction` > 0); None otherwise."""
+    parts = []
+    pii = ((params.get("clean") or {}).get("pii") or {})
+    if pii.get("enabled") is False:
+        parts.append("PII scrubbing was off (`clean.pii.enabled: false`): the training text was not scrubbed "
+                     "of e-mail addresses, phone numbers, IP addresses, card numbers or secrets.")
+    for gate in ("review", "review_sft"):
+        share = (params.get(gate) or {}).get("max_kept_pii_fraction")
+        if isinstance(share, (int, float)) and share > 0:
+            parts.append(f"The `{gate}` gate accepted up to {share:.0%} of its sampled training documents "
+                         f"carrying personal data (`{gate}.max_kept_pii_fraction: {share:g}`, set by whoever ran "
+                         "this; the default, 0, rejects any).")
+    return " ".join(parts) or None
+
+
 def review_rows(root: Path) -> list[dict[str, Any]]:
     """One row per review gate that decided: what it judged and how; mode off reads "not reviewed"."""
     rows = []
@@ -277,19 +309,22 @@ def review_rows(root: Path) -> list[dict[str, Any]]:
 
 
 def build_card(spec: ExportSpec, params: dict[str, Any], lineage: list[dict[str, Any]], template: str,
-               root: Path, sft: Path) -> dict[str, Any]:
+               root: Path, sft: Path, eos: str | None = None) -> dict[str, Any]:
     """The `card` dict for `render_card`: sections in the order they appear in README.md."""
     data = training_data(params)
     rendered = render_jinja(template, PROBE, add_generation_prompt=True)
     card: dict[str, Any] = {
         "name": spec.name, "license": spec.license, "description": spec.description,
         "chat_format": "The chat template is in `tokenizer_config.json` (`tokenizer.apply_chat_template`); "
-                       f"generation ends at `{spec.eos_token or 'the eos token'}`. A conversation with the "
+                       f"generation ends at `{eos or 'the eos token'}`. A conversation with the "
                        "generation prompt renders as:\n\n```text\n" + rendered + "\n```",
         "training_data": data or "No sources are listed in params.yaml.",
         "license_notes": license_note(spec.license, data),
-        "lineage": lineage or "No upstream stage folders were found under data/.",
     }
+    kept_pii = personal_data_note(params)
+    if kept_pii:
+        card["personal_data"] = kept_pii  # rendered as "## Personal data"
+    card["lineage"] = lineage or "No upstream stage folders were found under data/."
     reviews = review_rows(root)
     if reviews:
         card["review"] = reviews

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from specs.init import user_set
 from specs.mix import MixJob, MixSpec
 from specs.results import StageResult
 from tasks.core.files import sha256_file, write_json_atomic, write_text_atomic
@@ -43,7 +44,7 @@ from tasks.core.shardmap import map_shards
 from tasks.data.mixplan import hash_key, plan_tokens, split_val, take_documents, tokenizer_quota
 from tasks.data.mixshards import TokenStore, sample_texts, scan_shard, shard_documents, tokenize_shard
 from tasks.data.packing import PackWriter, write_layout
-from tasks.data.tokenizer import checkpoint_tokenizer, save_tokenizer, train_tokenizer
+from tasks.data.tokenizer import checkpoint_tokenizer, fit_seq_len, save_tokenizer, train_tokenizer
 
 log = logging.getLogger("forgeline.mix")
 TOTALS = ("documents", "train_documents", "val_documents", "tokens_available", "realized_tokens", "val_tokens")
@@ -78,11 +79,31 @@ def run(spec: MixSpec, paths: StagePaths) -> StageResult:
     """`spec` is a MixJob from params (a plain MixSpec, as tests pass, means `model.init.kind: random`)."""
     for stale in paths.out.glob(f"{SCRATCH}*"):  # a killed run's scratch tokens
         shutil.rmtree(stale, ignore_errors=True)
+    spec = fit_checkpoint(spec, paths)
     scratch = Path(tempfile.mkdtemp(prefix=SCRATCH, dir=paths.out))
     try:
         return _run(spec, paths, scratch)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def checkpoint_folder(spec: MixSpec, paths: StagePaths) -> Path | None:
+    """The checkpoint folder of `model.init.kind: hf` (relative paths from the project root), else None."""
+    init = spec.model_init if isinstance(spec, MixJob) else None
+    if init is None or init.kind != "hf":
+        return None
+    folder = Path(init.path)
+    return folder if folder.is_absolute() else paths.root / folder
+
+
+def fit_checkpoint(spec: MixSpec, paths: StagePaths) -> MixSpec:
+    """`spec` with a default seq_len cut to the checkpoint's max_position_embeddings; a chosen longer one is an
+    error naming both (specs/init.py's rule)."""
+    folder = checkpoint_folder(spec, paths)
+    if folder is None:
+        return spec
+    seq_len = fit_seq_len(spec.seq_len, folder, "mix.seq_len", "seq_len" in user_set(spec))
+    return spec if seq_len == spec.seq_len else spec.model_copy(update={"seq_len": seq_len})
 
 
 def _run(spec: MixSpec, paths: StagePaths, scratch: Path) -> StageResult:
@@ -282,10 +303,8 @@ def make_tokenizer(spec: MixSpec, corpus: Corpus, shares: dict[str, float],
     """(tokenizer, special ids, end token, report facts), written to `tokenizer.json`: trained here on a
     weighted sample of train text, or — with `model.init.kind: hf` — the checkpoint's own, copied byte for byte
     (a model must see the ids it was trained with; nothing is trained)."""
-    init = spec.model_init if isinstance(spec, MixJob) else None
-    if init is not None and init.kind == "hf":
-        folder = Path(init.path)
-        folder = folder if folder.is_absolute() else paths.root / folder
+    folder = checkpoint_folder(spec, paths)
+    if folder is not None:
         tok, special_ids, eos = checkpoint_tokenizer(folder)
         # tokenizer_config.json (special tokens, chat template) and a separate chat_template.jinja travel along:
         # sft renders conversations with the checkpoint's template and export writes them back out.
@@ -293,7 +312,8 @@ def make_tokenizer(spec: MixSpec, corpus: Corpus, shares: dict[str, float],
             if (folder / name).is_file():
                 write_text_atomic(paths.out / name, (folder / name).read_text(encoding="utf-8"))
         log.info("tokenizer: the checkpoint's (%s, %d tokens); none trained", folder, tok.get_vocab_size())
-        return tok, special_ids, eos, {"source": "checkpoint", "trained": False, "checkpoint": init.path,
+        return tok, special_ids, eos, {"source": "checkpoint", "trained": False,
+                                       "checkpoint": spec.model_init.path,  # type: ignore[attr-defined]
                                        "sha256": sha256_file(folder / "tokenizer.json")}
     specials = spec.tokenizer.all_special_tokens()
     sample = tokenizer_sample(corpus, shares, spec.tokenizer.train_chars, paths)

@@ -152,7 +152,8 @@ def _summary(spec: SFTJob, result: TrainResult, comparisons: list[dict[str, Any]
     d, out = result.outputs["data"]["train"], result.outputs
     t = result.timing.model_dump() if result.timing else {"train_s": None, "wall_s": None}
     lines = [f"**sft**: {spec.train.steps} steps on {d['rows']} packed rows ({d['loss_tokens']:,} assistant tokens "
-             f"carry loss); dp={spec.parallel.dp}, ZeRO-{spec.parallel.zero_stage}, dropout {spec.train.dropout}.",
+             f"carry loss); dp={spec.parallel.dp}, ZeRO-{spec.parallel.zero_stage}, dropout "
+             f"{result.outputs['data'].get('dropout', spec.train.dropout)}.",
              f"- held-out instruction loss {out['heldout_loss_before']} → {out['heldout_loss_after']}",
              f"- training {t['train_s']} s, rank-0 wall {t['wall_s']} s"]
     if result.resumed_from:

@@ -221,13 +221,18 @@ def test_chat_template_unlike_sft_format_fails(tmp_path):
     assert not (tmp_path / "data" / "export" / "hf").exists()
 
 
-def test_null_eos_falls_back_to_the_document_end(tmp_path):
+def test_a_chosen_eos_wins_and_one_outside_the_vocabulary_names_both(tmp_path):
+    """export.eos_token null (the default) stops at the template's turn end (test above: `<|end|>`); a token the
+    user names overrides it, and one the tokenizer lacks is refused naming it and the turn end."""
     from transformers import AutoTokenizer
 
     make_project(tmp_path)
-    run_export(tmp_path, eos_token=None)
+    run_export(tmp_path, eos_token="<|endoftext|>")  # stop at the pretraining document end instead
     tok = AutoTokenizer.from_pretrained(tmp_path / "data" / "export" / "hf", local_files_only=True)
     assert tok.eos_token == "<|endoftext|>" and tok.pad_token == "<|pad|>"
+    with pytest.raises(ValueError, match=r"export.eos_token: '<\|im_end\|>' is not in the vocabulary .* "
+                                         r"forgeline's chat template ends a turn with '<\|end\|>'"):
+        run_export(tmp_path, eos_token="<|im_end|>")
 
 
 def test_spec_bounds_and_missing_inputs(tmp_path):

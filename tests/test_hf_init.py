@@ -135,7 +135,7 @@ def test_continued_pretraining_killed_and_resumed_ends_byte_identical(hf_project
 
 
 def test_a_conflicting_shape_key_and_a_pickle_checkpoint_are_refused(hf_project, tmp_path):
-    with pytest.raises(ValueError, match=r"model\.d_model: comes from the checkpoint's config.json"):
+    with pytest.raises(ValueError, match=r"model\.d_model: 64 is set here, but .* the checkpoint's config.json"):
         ModelSpec(init={"kind": "hf", "path": "ckpt"}, d_model=64)
     with pytest.raises(ValueError, match=r"model\.init\.path: required with kind: hf"):
         ModelSpec(init={"kind": "hf"})
@@ -182,3 +182,6 @@ def test_hf_to_forgeline_to_hf_with_zero_steps_is_the_same_model(tmp_path):
     talk = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
     assert tok.apply_chat_template(talk, tokenize=False) == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello<|im_end|>\n"
     assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|pad|>"  # a chat model stops at the turn's end
+    # the checkpoint's context, not the 32 tokens mix packed for this run (specs/init.py's rule)
+    assert json.loads((out / "config.json").read_text())["max_position_embeddings"] == \
+        hf.config.max_position_embeddings == 1024

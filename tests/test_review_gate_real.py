@@ -74,7 +74,7 @@ def test_a_trained_model_is_approved_and_a_pii_leak_is_rejected(project):
     result, report = evaluate_and_review(project)
     assert report["perplexity"]["perplexity"] / report["baseline"]["perplexity"] < 0.6
     assert result.ok, result.summary
-    assert "share of toxic drops not flagged toxic 0 ≤ 0.5: pass" in result.summary  # the drop is confirmed
+    assert "share of toxic drops not flagged toxic 0 ≤ 0: pass" in result.summary  # the drop is confirmed
 
     # PII scrubbing off: the kept documents still hold addresses (look-alikes that are no PII stay in, too).
     for shard in sorted((project / "data" / "clean" / "shards").glob("*.parquet")):
@@ -85,7 +85,7 @@ def test_a_trained_model_is_approved_and_a_pii_leak_is_rejected(project):
         write_table(rows, RECORD_SCHEMA, shard)
     result, _ = evaluate_and_review(project)
     assert not result.ok
-    assert fails(result) == ["- share of kept documents flagged pii 0.5 > 0.15: FAIL"]  # 2 prose of 4 kept
+    assert fails(result) == ["- share of kept documents flagged pii 0.5 > 0: FAIL"]  # 2 prose of 4 kept
     labels = {row["id"].split("/")[0]: row["label"] for row in result.table if row["id"].startswith("kept:")}
     assert labels == {"kept:prose": "bad", "kept:code": "ok"}
 

@@ -178,3 +178,28 @@ def checkpoint_tokenizer(folder: Path) -> tuple[Tokenizer, dict[str, int], str]:
         eos = tok.id_to_token(eos_id)
         specials[eos] = eos_id
     return tok, specials, eos
+
+
+# What a checkpoint states besides its tokenizer that mix, pretrain and sft must respect: its context length.
+def max_positions(folder: Path) -> int | None:
+    """The checkpoint's `max_position_embeddings` (None when its config.json does not state one)."""
+    import json
+
+    value = json.loads((Path(folder) / "config.json").read_text()).get("max_position_embeddings")
+    return int(value) if value else None
+
+
+def fit_seq_len(seq_len: int, folder: Path, key: str, chosen: bool) -> int:
+    """The sequence length to train at beside the checkpoint in `folder` (specs/init.py's rule): `seq_len` when
+    it fits the checkpoint's positions; the checkpoint's length when `seq_len` is only the default; an error naming
+    both when the user chose (`chosen`) a length the checkpoint was not trained for."""
+    limit = max_positions(folder)
+    if limit is None or seq_len <= limit:
+        return seq_len
+    if chosen:
+        raise ValueError(f"{key}: {seq_len} is longer than the checkpoint's max_position_embeddings {limit} "
+                         f"({Path(folder) / 'config.json'}): its RoPE positions past {limit} were never trained; "
+                         f"set {key} to at most {limit}")
+    log.warning("%s: the default %d is longer than the checkpoint's max_position_embeddings %d; using %d",
+                key, seq_len, limit, limit)
+    return limit

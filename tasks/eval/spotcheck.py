@@ -41,18 +41,21 @@ class Flagger:
 
     def __init__(self, spec: FlagSpec, root: Path):
         self.spec = spec
-        wordlist = spec.toxicity.wordlist
-        self.lexicon = load_lexicon(root / wordlist if wordlist else None) if spec.toxicity.enabled else None
+        self.rules = {"any": spec.toxicity, "kept": spec.kept_toxicity}
+        self.lexicons = {name: load_lexicon(root / t.wordlist if t.wordlist else None)
+                         for name, t in self.rules.items() if t.enabled}
 
-    def __call__(self, text: str, group: str) -> tuple[list[str], str]:
-        """(flags in FLAGS order, a one-line explanation)."""
+    def __call__(self, text: str, group: str, kept: bool = False) -> tuple[list[str], str]:
+        """(flags in FLAGS order, a one-line explanation); a `kept` document's toxicity is judged by the kept rule
+        (clean's own defaults), everything else by the any-word rule."""
         raised: dict[str, str] = {}
         if self.spec.pii_kinds:
             _, found = scrub_pii(text, self.spec.pii_kinds)
             if found:
                 raised["pii"] = "pii: " + ", ".join(f"{k} ×{n}" for k, n in found.items())
-        if self.lexicon is not None:
-            tox = toxicity(text, self.lexicon, self.spec.toxicity)
+        name = "kept" if kept else "any"
+        if name in self.lexicons:
+            tox = toxicity(text, self.lexicons[name], self.rules[name])
             if not tox.keep:
                 raised["toxic"] = f"toxic: {tox.hits} hit(s): {', '.join(tox.matched)}"
         if self.spec.quality.enabled:
@@ -131,7 +134,7 @@ def kept_items(clean_dir: Path, spec: SpotcheckSpec, seed: int, flagger: Flagger
     for stratum, ids in chosen.items():
         for doc_id in ids:
             r = texts[doc_id]
-            flags, why = flagger(r["text"] or "", r["source"])
+            flags, why = flagger(r["text"] or "", r["source"], kept=True)
             scrubbed = pii_scrubbed(r["meta"])
             why = "; ".join(part for part in (why, scrubbed) if part)
             items.append(SpotItem(id=ID_PREFIX["kept_doc"] + doc_id, kind="kept_doc", stratum=stratum,

@@ -22,7 +22,7 @@ def ffn_hidden_size(d_model: int, multiple_of: int) -> int:
 EXTENSIONS: dict[str, Any] = {
     "explicit_head_dim": None, "attn_bias": False, "qk_norm": False, "sliding_window": None,
     "rope_type": "default", "rope_factor": 1.0, "rope_low_freq_factor": 1.0, "rope_high_freq_factor": 4.0,
-    "rope_original_max_len": 8192, "hf_model_type": None,
+    "rope_original_max_len": 8192, "hf_model_type": None, "max_positions": None,
 }
 ROPE_TYPES = ("default", "llama3")
 
@@ -51,6 +51,8 @@ class ModelConfig:
     rope_high_freq_factor: float = 4.0    # llama3: wavelengths below original_len / high are kept
     rope_original_max_len: int = 8192     # llama3: the context the base model was trained for
     hf_model_type: str | None = None      # the imported checkpoint's model_type: export writes that family back
+    max_positions: int | None = None      # the imported checkpoint's max_position_embeddings (≥ seq_len): export
+                                          # writes it back, not the (shorter) length trained at here
 
     def __post_init__(self) -> None:
         if self.rope_type not in ROPE_TYPES:

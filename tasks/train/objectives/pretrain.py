@@ -22,6 +22,7 @@ from specs.ranks import PretrainRun
 from tasks.core.files import write_json_atomic
 from specs.pretrain import ModelSpec, shape_problems
 from tasks.train.config import ModelConfig
+from tasks.data.tokenizer import max_positions
 from tasks.train.hf_import import hf_model_config
 from tasks.train.init_weights import HFSource
 from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared, autocast_identity, dropout_seed
@@ -57,7 +58,7 @@ def model_and_init(model: ModelSpec, facts: dict[str, Any]) -> tuple[ModelConfig
     if facts["vocab_size"] > cfg.vocab_size:
         raise ValueError(f"pretrain: mix's tokenizer has {facts['vocab_size']} tokens but {folder / 'config.json'} "
                          f"has vocab_size {cfg.vocab_size} (was mix run with this checkpoint's tokenizer?)")
-    cfg = replace(cfg, dropout=model.dropout)
+    cfg = replace(cfg, dropout=model.dropout, max_positions=max_positions(folder))
     return cfg, HFSource(folder, cfg)
 
 
@@ -79,7 +80,8 @@ class PretrainObjective:
                                   "model.ffn_hidden" if self.spec.model.ffn_hidden else "model.ffn_multiple_of")
         if problems:
             raise ValueError("; ".join(problems))
-        identity = {"model": {k: v for k, v in self.cfg.to_dict().items() if k not in ("vocab_size", "seq_len")},
+        identity = {"model": {k: v for k, v in self.cfg.to_dict().items()
+                              if k not in ("vocab_size", "seq_len", "max_positions")},  # export's fact only
                     "parallel": {"dp": par.dp, "tp": par.tp, "pp": par.pp, "zero_stage": par.zero_stage},
                     "train": {"precision": t.precision, "micro_batch_size": t.micro_batch_size,
                               "grad_accum": t.grad_accum, **autocast_identity(t)},

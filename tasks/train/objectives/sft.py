@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 from specs.ranks import SFTRun
+from specs.sft import resolved_dropout
 from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
 from tasks.train.chat import GrownTableSource, extend_tokenizer, jinja_template, vocab_size
 from tasks.train.chat_template import TemplateChat, checkpoint_chat
@@ -74,7 +75,12 @@ def prepare_data(pretrain_dir: Path, mix_dir: Path, instruct_dir: Path, train: A
     """Tokenizer with chat markers, the model config and starting weights, packed train and held-out rows."""
     tok, added, chat, pad = chat_tokenizer(mix_dir)
     pre = json.loads((pretrain_dir / "config.json").read_text())
-    base = ModelConfig.from_dict({**pre["model"], "dropout": train.dropout,
+    from_checkpoint = pre["model"].get("hf_model_type") is not None  # imported weights (tasks/train/hf_import.py)
+    limit = pre["model"].get("max_positions")
+    if train.seq_len and limit and train.seq_len > limit:  # specs/init.py's rule: a chosen length it cannot honour
+        raise ValueError(f"sft.seq_len: {train.seq_len} is longer than the checkpoint's max_position_embeddings "
+                         f"{limit}: set sft.seq_len to at most {limit}, or null (pretraining's)")
+    base = ModelConfig.from_dict({**pre["model"], "dropout": resolved_dropout(train.dropout, from_checkpoint),
                                   "seq_len": train.seq_len or pre["model"]["seq_len"]})
     # Claimed <|reserved_N|> rows were never inputs in pretraining: start them (and any new rows) at the mean.
     reinit = sorted(i for i in added.values() if i < base.vocab_size)
@@ -82,7 +88,7 @@ def prepare_data(pretrain_dir: Path, mix_dir: Path, instruct_dir: Path, train: A
                             reinit=reinit)
     cfg = init.cfg
     stats: dict[str, Any] = {"added_tokens": dict(sorted(added.items())), "vocab_size": cfg.vocab_size,
-                             "chat_template": "checkpoint" if chat else "forgeline"}
+                             "chat_template": "checkpoint" if chat else "forgeline", "dropout": cfg.dropout}
     packs = []
     for split in ("train", "heldout"):
         samples, _ids, rejected = render_records(read_jsonl(instruct_dir / f"{split}.jsonl"), tok, chat=chat)
