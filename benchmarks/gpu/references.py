@@ -1,8 +1,8 @@
 """The plain-PyTorch yardsticks `benchmarks/pretrain_throughput.py` measures the stage against.
 
   plain             (a) forgeline's own `Transformer` in a plain loop, built and compiled as the stage's resolved
-                    spec says (per-block `torch.compile` when the stage compiles), bf16 autocast, fused AdamW on
-                    CUDA, grad clip 1.0: what the engine and the trainer around it cost.
+                    spec says (fused projections, per-block `torch.compile` when the stage compiles), bf16
+                    autocast, fused AdamW on CUDA, grad clip 1.0: what the engine and the trainer around it cost.
   nanogpt           (b) a compact nanoGPT-style GPT (LayerNorm, GELU MLP, learned positions, causal SDPA, tied
                     head) with the flavor's depth, width and heads, eager.
   nanogpt-compiled  (b′) the same model as nanoGPT's train.py runs it: `torch.compile` of the whole model, fused
@@ -114,12 +114,6 @@ def timed(step_fn: Callable[[int], None], warmup: int, steps: int, device: torch
             "seconds": time.perf_counter() - t1}
 
 
-def compile_wanted(speed: Any, cuda: bool) -> bool:
-    """Whether the stage compiles its blocks under `speed` (train.speed): a bool, or on/off/auto (auto: on CUDA)."""
-    value = speed.compile
-    return value is True or value == "on" or (value == "auto" and cuda)
-
-
 def plain_loop(model: nn.Module, batches: list, device: torch.device, *, bf16: bool, compiled: Callable | None,
                warmup: int, steps: int, loss_kwargs: dict[str, Any] | None = None) -> dict[str, float]:
     """A plain training step: autocast forward, backward, clip 1.0, (fused) AdamW, the loss read every
@@ -143,7 +137,7 @@ def plain_loop(model: nn.Module, batches: list, device: torch.device, *, bf16: b
         opt.step()
         opt.zero_grad(set_to_none=True)
         if i % READ_EVERY == 0:
-            float(loss)
+            float(loss.detach())
 
     return timed(step, warmup, steps, device)
 
@@ -159,15 +153,17 @@ def run_reference(kind: str, cfg: Any, spec: Any, batches: list, device: torch.d
     if kind == "plain":
         from tasks.train.dsconfig import compile_blocks
         from tasks.train.model import Block, Transformer
+        from tasks.train.parallelize import fused_projections
 
-        model = Transformer(cfg, seed)
-        if compile_wanted(spec.train.speed, device.type == "cuda"):
+        model = Transformer(cfg, seed, fused=fused_projections(None))  # the projections the stage builds
+        blocks = spec.train.speed.compiles(device.type == "cuda")
+        if blocks:
             compile_blocks(model, Block)  # as the stage does (the blocks compiled in place, the loss eager)
         z = {"z_loss": spec.train.z_loss} if getattr(spec.train, "z_loss", 0.0) else {}
         out = plain_loop(model, batches, device, bf16=bf16, compiled=None, warmup=warmup, steps=steps,
                          loss_kwargs=z)
         return {**out, "params": param_count(cfg), "flops_per_token": float(flops_per_token(cfg)),
-                "compiled": "blocks" if compile_wanted(spec.train.speed, device.type == "cuda") else "no"}
+                "compiled": "blocks" if blocks else "no"}
     model = MiniGPT(cfg.vocab_size, cfg.seq_len, cfg.n_layers, cfg.n_heads, cfg.d_model, seed)
     params, fpt = sum(p.numel() for p in model.parameters()), model.flops_per_token(cfg.seq_len)
     compiled = None

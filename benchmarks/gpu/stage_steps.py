@@ -23,8 +23,6 @@ from typing import Any
 
 import torch
 
-from benchmarks.gpu.references import compile_wanted
-
 FAR = 10**9  # a cadence no benchmark run reaches
 TIMING_SETTINGS = {"train.checkpoint_every": FAR, "train.eval_every": FAR, "train.stability.max_rollbacks": 0}
 
@@ -145,7 +143,7 @@ def configured(train: Any, cuda: bool, ds: dict[str, Any]) -> dict[str, Any]:
             "bf16 section" if ds.get("bf16", {}).get("enabled") else
             "fp16 section" if ds.get("fp16", {}).get("enabled") else "fp32")
     return {"precision": train.precision, "ds_mode": mode, "zero": ds["zero_optimization"]["stage"],
-            "compile": compile_wanted(train.speed, cuda), "fused_adamw": train.speed.fused_adamw,
+            "compile": train.speed.compiles(cuda), "fused_adamw": train.speed.fused_adamw,
             "micro_batch": train.micro_batch_size, "grad_accum": train.grad_accum,
             "stability": train.stability.enabled, "dropout": getattr(train, "dropout", None)}
 
