@@ -81,30 +81,60 @@ def count_once_per_stage(module: nn.Module, tp_rank: int) -> None:
 
 
 def record_clip_norm(ds: Any) -> None:
-    """fp32 without ZeRO: keep the norm DeepSpeed's clipping computes, so `get_global_grad_norm()` answers as it
-    does under ZeRO and bf16/fp16 — and count a pipeline's tied copies once, as those paths do.
+    """fp32 weights without ZeRO (fp32, or bf16 through torch_autocast): clip as DeepSpeed's `clip_grad_norm_`
+    does, but without a host synchronisation, and keep the norm, so `get_global_grad_norm()` answers as it does
+    under ZeRO and bf16/fp16 — and count a pipeline's tied copies once, as those paths do.
 
     Relies on: `DeepSpeedEngine._take_model_step` calls `self.clip_fp32_gradients()` (an instance attribute
     lookup, so overridable per engine) in exactly that case, which calls `clip_grad_norm_(parameters=
     self.module.parameters(), max_norm=self.gradient_clipping(), mpu=self.mpu)` and drops the result, and
-    `get_global_grad_norm()` returns `self._global_grad_norm`. That `clip_grad_norm_` (0.19) does not skip
-    parameters marked `ds_pipe_replicated` (ZeRO 1–2, bf16 and fp16 norms do): a tied table split over TP is
-    "model parallel", so the last stage's copy, whose gradient equals the first stage's after the tied
-    all-reduce, would count twice. We pass it the other parameters, then scale the copies by the same clip
-    coefficient (its formula: min(1, max_norm / (norm + 1e-6)))."""
-    from deepspeed.runtime.utils import clip_grad_norm_
+    `get_global_grad_norm()` returns `self._global_grad_norm`. That `clip_grad_norm_` (0.19) builds two one-element
+    tensors from Python lists on the device every step (`torch.tensor([max_norm], device=...)`: a blocking
+    host-to-device copy, so the CPU waits for the whole queue) and launches one norm and one multiply per
+    parameter; `grad_norm_of` computes the same norm with foreach kernels. It does not skip parameters marked
+    `ds_pipe_replicated` (ZeRO 1–2, bf16 and fp16 norms do): a tied table split over TP is "model parallel", so
+    the last stage's copy, whose gradient equals the first stage's after the tied all-reduce, would count twice.
+    We leave the copies out of the norm, then scale every gradient by the same clip coefficient (its formula:
+    min(1, max_norm / (norm + 1e-6)))."""
 
     def clip_and_record() -> None:
         params = [p for p in ds.module.parameters() if p.grad is not None]
-        copies = [p for p in params if getattr(p, "ds_pipe_replicated", False)]
         counted = [p for p in params if not getattr(p, "ds_pipe_replicated", False)]
-        norm = clip_grad_norm_(parameters=counted, max_norm=ds.gradient_clipping(), mpu=ds.mpu)
-        coef = torch.clamp(ds.gradient_clipping() / (norm + 1e-6), max=1.0)
-        for p in copies:
-            p.grad.data.mul_(coef.to(p.grad.device))
+        norm = grad_norm_of(counted, ds.mpu)
+        coef = torch.clamp(ds.gradient_clipping() / (norm + 1e-6), max=1.0)      # a device scalar: no read
+        by_device: dict[torch.device, list[torch.Tensor]] = {}
+        for p in params:
+            by_device.setdefault(p.grad.device, []).append(p.grad)
+        for device, grads in by_device.items():
+            torch._foreach_mul_(grads, coef.to(device))
         ds._global_grad_norm = norm
 
     ds.clip_fp32_gradients = clip_and_record
+
+
+def grad_norm_of(params: list[nn.Parameter], mpu: Any) -> torch.Tensor:
+    """The global L2 norm of `params`' gradients as DeepSpeed 0.19's `clip_grad_norm_` computes it — with a model-
+    parallel `mpu`, replicated parameters counted on model-parallel rank 0 only and the squares summed over the
+    model-parallel group; then averaged over the data-parallel group (its MoE rule: equal norms stay equal) — as
+    a 0-d device tensor, with no host read."""
+    import torch.distributed as dist
+    from deepspeed.accelerator import get_accelerator
+    from deepspeed.runtime.utils import is_model_parallel_parameter
+    from deepspeed.utils import groups
+
+    device = torch.device(get_accelerator().current_device_name())
+    if mpu is not None and mpu.get_model_parallel_rank() != 0:
+        params = [p for p in params if is_model_parallel_parameter(p)]
+    grads = [p.grad.detach().float() for p in params]
+    norms = torch._foreach_norm(grads, 2) if grads else []
+    total = torch.stack([n.to(device) for n in norms]).pow(2).sum() if norms else torch.zeros((), device=device)
+    if mpu is not None:
+        dist.all_reduce(total, op=dist.ReduceOp.SUM, group=mpu.get_model_parallel_group())
+    total = total.sqrt()
+    group = groups._get_data_parallel_group()
+    total = total / float(dist.get_world_size(group=group))
+    dist.all_reduce(total, group=group)
+    return total
 
 
 def load_weights_only(path: str, map_location: Any = None) -> Any:
