@@ -28,6 +28,16 @@ from tasks.data.packing import PackedDataset
 from tasks.train.tensor_parallel import NO_TP, TPContext, token_cross_entropy
 
 
+def to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """A host batch tensor on `device`. On CUDA from pinned memory with `non_blocking`: the copy is queued behind
+    the step's work instead of first waiting for the device to finish it (a pageable copy blocks the host until
+    the queue drains: a host synchronisation every step). torch's pinned-memory cache keeps the buffer until
+    the copy is done."""
+    if torch.device(device).type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
 @lru_cache(maxsize=4)
 def epoch_permutation(seed: int, epoch: int, n: int) -> np.ndarray:
     return np.random.default_rng([seed, epoch]).permutation(n)

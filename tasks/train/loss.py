@@ -41,8 +41,10 @@ class LinearCrossEntropy(torch.autograd.Function):
         with torch.autocast(kind, enabled=False):
             w = weight.to(dtype)                                                   # [V, d]
             total = torch.zeros((), dtype=torch.float32, device=x.device)
-            dx = torch.empty(x.shape, dtype=x.dtype, device=x.device) if x.requires_grad else None
-            dw = torch.zeros(weight.shape, dtype=torch.float32, device=x.device) if weight.requires_grad else None
+            # gradients only where autograd will ask for them (not under no_grad, not for a frozen head)
+            want_x, want_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+            dx = torch.empty(x.shape, dtype=x.dtype, device=x.device) if want_x else None
+            dw = torch.zeros(weight.shape, dtype=torch.float32, device=x.device) if want_w else None
             for s in range(0, x.size(0), chunk):
                 xc, yc, wc = x[s:s + chunk].to(dtype), labels[s:s + chunk], token_weights[s:s + chunk]
                 logits = (xc @ w.t()).float()                                      # [c, V] one chunk, fp32

@@ -328,10 +328,13 @@ class LMHead(nn.Module):
         gathering them)."""
         return lm_loss(logits, labels, z_loss)
 
-    def loss_from_hidden(self, x: torch.Tensor, labels: torch.Tensor, z_loss: float = 0.0) -> torch.Tensor:
+    def loss_from_hidden(self, x: torch.Tensor, labels: torch.Tensor, z_loss: float = 0.0,
+                         token_weights: torch.Tensor | None = None) -> torch.Tensor:
         """`loss(forward(x))` without the [B, T, V] logits: the matmul and the cross entropy chunk by chunk
-        (tasks/train/loss.py); equal within fp32 rounding, gradients included."""
-        return linear_cross_entropy(x, self.tied[0].weight if self.tied else self.weight, labels, z_loss=z_loss)
+        (tasks/train/loss.py); equal within fp32 rounding, gradients included. `token_weights` [B, T]: instead
+        the sum Σ w·ce (SFT's assistant-only loss; the caller normalises)."""
+        w = self.tied[0].weight if self.tied else self.weight
+        return linear_cross_entropy(x, w, labels, token_weights, z_loss)
 
 
 def lm_loss(logits: torch.Tensor, labels: torch.Tensor, z_loss: float = 0.0) -> torch.Tensor:
@@ -357,6 +360,8 @@ class Transformer(nn.Module):
     `last` [B] (optional) returns only the logits of token `last[b]` of each row, [B, 1, V].
     `shard_logits`: the head's own vocabulary columns (V/tp under a vocab-parallel head, else all V), for
     `tensor_parallel.token_cross_entropy`; the loss with `labels` is computed from them, never from gathered logits.
+    With `labels` the mean loss (tasks/train/loss.py, no whole logits), or with `label_weights` [B, T] the sum
+    Σ weight·cross-entropy (SFT: weights 1 on assistant tokens).
     """
 
     def __init__(self, cfg: ModelConfig, seed: int, checkpointing: bool = False, fused: bool = False):
@@ -370,7 +375,7 @@ class Transformer(nn.Module):
     def forward(self, ids: torch.Tensor, labels: torch.Tensor | None = None,
                 segment_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
                 z_loss: float = 0.0, cache: KVCache | None = None, last: torch.Tensor | None = None,
-                shard_logits: bool = False) -> torch.Tensor:
+                shard_logits: bool = False, label_weights: torch.Tensor | None = None) -> torch.Tensor:
         x = ids                                                                    # [B, T]
         if cache is not None:
             if position_ids is None or segment_ids is not None:
@@ -393,4 +398,4 @@ class Transformer(nn.Module):
         head = self.layers[-1]
         if labels is None:
             return head(x, shard=shard_logits)                                     # [B, T, V | V/tp]
-        return head.loss_from_hidden(x, labels, z_loss)                            # the mean loss, no logits
+        return head.loss_from_hidden(x, labels, z_loss, label_weights)             # no [B, T, V] logits

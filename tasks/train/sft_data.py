@@ -28,6 +28,7 @@ import torch.distributed as dist
 from tokenizers import Tokenizer
 
 from tasks.train.chat import DEFAULT_FORMAT, ChatFormat, render
+from tasks.train.data import to_device
 from tasks.train.tensor_parallel import NO_TP, TPContext, token_cross_entropy
 
 Sample = tuple[Sequence[int], Sequence[int]]  # (ids, loss_mask) as rendered by `chat.render`
@@ -62,12 +63,13 @@ class Packed:
     stats: dict[str, Any] = field(default_factory=dict)
 
     def batch(self, row_indexes: Sequence[int], device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
-        """Tensors of the given rows for `Transformer.forward` and `sft_loss_sums` (ids as int64)."""
+        """Tensors of the given rows for `Transformer.forward` and `sft_loss_sums` (ids as int64), on `device`
+        (`data.to_device`: without a host synchronisation on CUDA)."""
         idx = np.asarray(row_indexes, dtype=np.int64)
         out = {k: torch.from_numpy(getattr(self, k)[idx]).long()
                for k in ("input_ids", "targets", "segment_ids", "position_ids")}   # [b, T]
         out["weights"] = torch.from_numpy(self.weights[idx])                      # [b, T] float32
-        return {k: v.to(device) for k, v in out.items()}
+        return {k: to_device(v, device) for k, v in out.items()}
 
 
 def _first_fit(lengths: np.ndarray, order: np.ndarray, capacity: int, open_rows: int) -> list[list[int]]:

@@ -27,8 +27,8 @@ from tasks.train.kv_cache import LayerCache
 from tasks.train.model import Attention, Block, Embedding, FinalNorm, LMHead, RMSNorm, SwiGLU, lm_loss, separate
 from tasks.train.sequence_parallel import gather_linears, gather_sequence, scatter_sequence
 from tasks.train.tensor_parallel import (NO_TP, ColumnParallelLinear, RowParallelLinear, TPContext, copy_to_tp,
-                                         shard_parameter, vocab_parallel_embedding, vocab_parallel_lm_loss,
-                                         vocab_parallel_logits)
+                                         shard_parameter, token_cross_entropy, vocab_parallel_embedding,
+                                         vocab_parallel_lm_loss, vocab_parallel_logits)
 
 
 # How each of a Block's linears splits (Megatron's pairs): q/k/v and gate/up by output rows, o and down by input
@@ -149,10 +149,15 @@ class VocabParallelLMHead(LMHead):
     def loss(self, logits: torch.Tensor, labels: torch.Tensor, z_loss: float = 0.0) -> torch.Tensor:
         return vocab_parallel_lm_loss(logits, labels, self.tp, z_loss)
 
-    def loss_from_hidden(self, x: torch.Tensor, labels: torch.Tensor, z_loss: float = 0.0) -> torch.Tensor:
+    def loss_from_hidden(self, x: torch.Tensor, labels: torch.Tensor, z_loss: float = 0.0,
+                         token_weights: torch.Tensor | None = None) -> torch.Tensor:
         """From this rank's V/tp columns (the split loss needs the group's max and sums of every token's logits,
-        so it keeps its logits shard: 1/tp of them)."""
-        return self.loss(self(x, shard=True), labels, z_loss)
+        so it keeps its logits shard: 1/tp of them). `token_weights`: Σ weight·ce instead of the mean."""
+        logits = self(x, shard=True)                                               # [B, T, V/tp]
+        if token_weights is None:
+            return self.loss(logits, labels, z_loss)
+        ce = token_cross_entropy(logits, labels, self.tp)                          # [B·T]
+        return (ce * token_weights.reshape(-1).float()).sum()
 
 
 def tied_head_forward(embedding: Embedding, x: torch.Tensor) -> torch.Tensor:

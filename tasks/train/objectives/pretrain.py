@@ -22,6 +22,7 @@ from specs.ranks import PretrainRun
 from tasks.core.files import write_json_atomic
 from specs.pretrain import ModelSpec, shape_problems
 from tasks.train.config import ModelConfig
+from tasks.train.data import to_device
 from tasks.data.tokenizer import max_positions
 from tasks.train.hf_import import hf_model_config
 from tasks.train.init_weights import HFSource
@@ -109,7 +110,7 @@ class PretrainObjective:
         z = {"z_loss": self.train.z_loss} if self.train.z_loss else {}  # off: the unchanged call
         for x, y in self.data.micro_batches(batch, self.layout.dp_rank):
             def micro(x: torch.Tensor = x, y: torch.Tensor = y) -> tuple[torch.Tensor, torch.Tensor]:
-                out = engine.forward(x.to(engine.device), y.to(engine.device), **z)  # micro-batch mean loss
+                out = engine.forward(to_device(x, engine.device), to_device(y, engine.device), **z)  # mean loss
                 return out, out.detach().float()
             yield micro
 

@@ -159,9 +159,9 @@ class SFTObjective:
         for idx in self.plan.micro_indexes(batch, self.layout.dp_rank):
             def micro(idx: np.ndarray = idx) -> tuple[torch.Tensor, torch.Tensor]:
                 b = rows.batch(idx, engine.device)
-                logits = engine.forward(b["input_ids"], segment_ids=b["segment_ids"],
-                                        position_ids=b["position_ids"], shard_logits=True)  # [m, T, V/tp]
-                loss_sum, _ = sft_loss_sums(logits, b["targets"], b["weights"], engine.vocab_tp)
+                # Σ weight·cross-entropy straight from the hidden states (tasks/train/loss.py: no [m, T, V] logits)
+                loss_sum = engine.forward(b["input_ids"], b["targets"], segment_ids=b["segment_ids"],
+                                          position_ids=b["position_ids"], label_weights=b["weights"])
                 return step_loss(loss_sum, self.count, self.layout.dp, t.grad_accum), loss_sum.detach()
             yield micro
 
