@@ -26,7 +26,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         params = load_params(root / args.params, args.set or ())
     except ParamsError as exc:
-        problems += [f"{exc.source}: {p}" for p in exc.problems]
+        # Named as the user gave it (`params.yaml`), not as the resolved absolute path: the README shows this output.
+        where = args.params + (" (with overrides)" if args.set else "")
+        problems += [f"{where}: {p}" for p in exc.problems]
         params = None
     problems += graph.check_dvc_yaml(root)
     if params is not None:

@@ -105,8 +105,9 @@ def dvc_init(dest: Path) -> None:
         repo.close()
 
 
-def make_project(dest: Path, params: dict | None = None) -> Path:
-    """Copy the project's code into `dest`, write params, and make it a git + DVC repo with one commit."""
+def make_project(dest: Path, params: dict | None = None, as_given: bool = False) -> Path:
+    """Copy the project's code into `dest`, write params, and make it a git + DVC repo with one commit. `as_given`:
+    params.yaml holds exactly `params` (a user's edited file), not every key filled in from the schema."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in PROJECT_FILES:
         src = REPO / name
@@ -117,7 +118,7 @@ def make_project(dest: Path, params: dict | None = None) -> Path:
     from specs import Params
 
     # Written out in full (defaults included): DVC tracks the values in the file, not pydantic's defaults.
-    data = Params.model_validate(params if params is not None else tiny_params(dest)).dump()
+    data = params if as_given else Params.model_validate(params if params is not None else tiny_params(dest)).dump()
     (dest / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
     run(["git", "init", "-q"], dest)
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "empty"], dest)

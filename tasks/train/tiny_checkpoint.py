@@ -24,7 +24,7 @@ CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\
           "'<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 
 
-def embedded_texts(limit: int = 300) -> list[str]:
+def embedded_texts(limit: int = 100) -> list[str]:
     """Texts of the embedded corpora (the default run's sources), `limit` of each, in their fixed order."""
     from tasks.data.embedded import CORPORA, read_embedded
 
