@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from specs.export import ExportSpec
+from specs.init import user_set
 from specs.results import StageResult
 from tasks.core.files import sha256_file, write_json_atomic
 from tasks.core.graph import DATA_DIR, METRICS_DIR
@@ -277,6 +278,29 @@ def license_note(license_id: str, data: list[dict[str, Any]]) -> str:
     return " ".join(parts)
 
 
+def card_description(spec: ExportSpec, params: dict[str, Any]) -> str:
+    """`export.description`; its default describes a model pretrained here from scratch, so beside a checkpoint
+    (and not set by the user) the card says what the model is instead."""
+    init = ((params.get("model") or {}).get("init") or {})
+    if init.get("kind") != "hf" or "description" in user_set(spec):
+        return spec.description
+    return (f"A chat model finetuned by forgeline from the checkpoint `{init.get('path')}`: continued pretraining on "
+            "the run's corpus, then instruction tuning (SFT) with an assistant-only loss.")
+
+
+def base_model_note(spec: ExportSpec, params: dict[str, Any]) -> str:
+    """With `model.init.kind: hf`: the checkpoint's own license carries over, which export cannot read (the
+    checkpoint folder is no dependency of this stage), so the card says so instead of letting its default
+    license stand alone for someone else's weights (specs/init.py's rule)."""
+    init = ((params.get("model") or {}).get("init") or {})
+    if init.get("kind") != "hf":
+        return ""
+    chosen = "set in params" if "license" in user_set(spec) else "export.license's default"
+    return (f" These weights continue the checkpoint `{init.get('path')}` (model.init.kind: hf): its own license and "
+            f"use policy carry over and decide what may be published; `{spec.license}` here is {chosen}, so check "
+            "it against the checkpoint's model card.")
+
+
 def personal_data_note(params: dict[str, Any]) -> str | None:
     """What the card must say when the run let personal data through on purpose: PII scrubbing off, or a review
     gate told to accept kept documents flagged pii (`max_kept_pii_fraction` > 0); None otherwise."""
@@ -314,12 +338,12 @@ def build_card(spec: ExportSpec, params: dict[str, Any], lineage: list[dict[str,
     data = training_data(params)
     rendered = render_jinja(template, PROBE, add_generation_prompt=True)
     card: dict[str, Any] = {
-        "name": spec.name, "license": spec.license, "description": spec.description,
+        "name": spec.name, "license": spec.license, "description": card_description(spec, params),
         "chat_format": "The chat template is in `tokenizer_config.json` (`tokenizer.apply_chat_template`); "
                        f"generation ends at `{eos or 'the eos token'}`. A conversation with the "
                        "generation prompt renders as:\n\n```text\n" + rendered + "\n```",
         "training_data": data or "No sources are listed in params.yaml.",
-        "license_notes": license_note(spec.license, data),
+        "license_notes": license_note(spec.license, data) + base_model_note(spec, params),
     }
     kept_pii = personal_data_note(params)
     if kept_pii:

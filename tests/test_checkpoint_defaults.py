@@ -21,7 +21,7 @@ from specs.params import apply_overrides, read_params_file, validate_params
 from specs.review import ReviewSpec
 from specs.sft import SFTSpec, resolved_dropout
 from tasks.data.tokenizer import fit_seq_len, save_tokenizer, train_tokenizer
-from tasks.export import context_of, export_specials, personal_data_note
+from tasks.export import base_model_note, card_description, context_of, export_specials, personal_data_note
 from tasks.train.config import ModelConfig
 from tasks.train.tiny_checkpoint import SPECIALS
 from tests.conftest import REPO
@@ -127,3 +127,15 @@ def test_the_card_says_when_personal_data_was_let_through():
 def test_init_spec_needs_a_path_for_hf():
     with pytest.raises(ValueError, match="model.init.path: required with kind: hf"):
         ModelInitSpec(kind="hf")
+
+
+def test_the_card_does_not_describe_a_checkpoints_weights_as_forgeline_made():
+    params = apply_overrides(shipped_params(), HF)
+    spec = ExportSpec.model_validate(params["export"])
+    assert "from the checkpoint `checkpoints/hf/x`" in card_description(spec, params)
+    assert "`cc-by-sa-4.0` here is export.license's default" in base_model_note(spec, params)
+    mine = ExportSpec.model_validate({**params["export"], "description": "Mine.", "license": "llama3.2"})
+    assert card_description(mine, params) == "Mine." and "`llama3.2` here is set in params" in base_model_note(
+        mine, params)
+    scratch = shipped_params()
+    assert card_description(spec, scratch) == spec.description and base_model_note(spec, scratch) == ""
