@@ -34,5 +34,13 @@ if [[ -n "$extras" ]]; then
   VIRTUAL_ENV="$(dirname "$(dirname "$py")")" bash scripts/setup-browser.sh >/dev/null \
     || echo "warning: chromium/playwright not installed: tests/test_browser.py will skip" >&2
 fi
+# Stage multimodal's embedded source speaks its transcripts with Debian's espeak-ng (~12 MB); without it the source
+# has no audio and the stage says so. Installed when apt can run (root or sudo), as for the browser tests.
+if ! command -v espeak-ng >/dev/null; then
+  sudo=""; [[ "$(id -u)" -ne 0 ]] && sudo="sudo"
+  { DEBIAN_FRONTEND=noninteractive $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+      $sudo apt-get install -y -qq espeak-ng >/dev/null; } 2>/dev/null \
+    || echo "warning: espeak-ng not installed: the embedded multimodal source will have no audio" >&2
+fi
 "$py" -m tasks check >/dev/null
 echo "forgeline is set up in $("$py" -c 'import sys; print(sys.prefix)')"

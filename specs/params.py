@@ -16,6 +16,7 @@ from specs.ingest import IngestSpec
 from specs.instruct import InstructJob, InstructSpec
 from specs.init import checkpoint_conflicts
 from specs.mix import MixJob, MixSpec, TokenizerSpec
+from specs.multimodal import MultimodalSpec
 from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec, layout_problems
 from specs.review import ReviewSpec
 from specs.run import RunSpec
@@ -33,6 +34,8 @@ class Params(StrictModel):
         default_factory=ValidateSpec, alias="validate", description="Expectation suites (stage `validate`)."
     )
 
+    multimodal: MultimodalSpec = Field(default_factory=MultimodalSpec, description="Image/audio ↔ text "
+                                       "alignment checks and the curated multimodal set (stage `multimodal`).")
     clean: CleanSpec = Field(default_factory=CleanSpec, description="Filters and dedup (stage `clean`).")
     mix: MixSpec = Field(
         default_factory=MixSpec, description="Tokenizer, train/val split, weighted mix, packing (stage `mix`)."

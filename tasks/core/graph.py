@@ -187,6 +187,9 @@ class StageDef:
 STAGES: tuple[StageDef, ...] = (
     StageDef("ingest"),
     StageDef("validate", upstream=("ingest",)),
+    # Multimodal curation (image/audio ↔ text alignment) beside the text path: its own sources plus ingest's
+    # records that reference media, after validate passed; nothing downstream reads it (training is text-only).
+    StageDef("multimodal", upstream=("ingest", "validate"), seeded=True),
     # Before clean: clean decontaminates the pretraining corpus against instruct's held-out set.
     StageDef("instruct", seeded=True, params=("evaluate.prompts",)),
     # clean reads ingest's records but runs only after validate passed (its out is a dependency too); it

@@ -1,0 +1,217 @@
+"""Multimodal readers: image/audio–text rows in jsonl or parquet, WebDataset tar shards (streamed with tarfile:
+members grouped by key, as the `webdataset` package groups them), and audio files with transcripts beside them
+(.srt, .vtt, .json {text, segments} or .txt). Each yields `MMRecord`s, or `MMBad` for what cannot become one;
+a caption that is missing is not a read error (the `caption` check reports it) and neither is odd timing."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import tarfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import pyarrow.parquet as pq
+
+from specs.multimodal import FilesMMSource
+from tasks.data.formats.paths import display_path, expand_paths
+from tasks.data.multimodal.records import AUDIO_SUFFIXES, MMBad, MMRecord, MediaRef, Segment, kind_of_suffix
+from tasks.data.multimodal.subtitles import parse_cues
+
+SIDECARS = (".srt", ".vtt", ".json", ".txt")
+log = logging.getLogger("forgeline.multimodal")
+META_SCALARS = (str, int, float, bool, type(None))
+
+
+def read_source(src: FilesMMSource, root: Path) -> Iterator[MMRecord | MMBad]:
+    """Every record of a files source, file by file in sorted order."""
+    listed = expand_paths(src.paths, root, src.name)
+    audio_stems = {item.path.with_suffix("") for item in listed if item.path.suffix.lower() in AUDIO_SUFFIXES}
+    skipped = 0
+    for item in listed:
+        path, shown = item.path, display_path(item.path, root)
+        if item.refused:
+            yield MMBad(src.name, shown, "link_outside", item.refused)
+            continue
+        fmt = src.format if src.format != "auto" else _format_of(path, audio_stems)
+        if fmt is None:
+            skipped += 1  # a media file or a transcript sidecar: read through the rows or audio that name it
+            continue
+        try:
+            yield from READERS[fmt](path, shown, src, root)
+        except (OSError, ValueError, tarfile.TarError) as exc:
+            yield MMBad(src.name, shown, "unreadable_file", f"{type(exc).__name__}: {exc}")
+    if skipped:
+        log.info("multimodal source '%s': %d media/transcript file(s) read only through the records naming them",
+                 src.name, skipped)
+
+
+def _format_of(path: Path, audio_stems: set[Path]) -> str | None:
+    """auto: rows, shards, and audio files that have a transcript beside them; a bare image or clip is media
+    that rows name, not a record of its own (`format: audio` reads every clip, transcript or not)."""
+    suffix = path.suffix.lower()
+    if suffix in AUDIO_SUFFIXES:
+        return "audio" if any(path.with_suffix(s).is_file() for s in SIDECARS) else None
+    if suffix in SIDECARS and path.with_suffix("") in audio_stems:
+        return None
+    return {".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".tar": "webdataset"}.get(suffix)
+
+
+def _record(src: FilesMMSource, key: str, text: Any, media: MediaRef, origin: str,
+            meta: dict[str, Any]) -> MMRecord:
+    return MMRecord(id=f"{src.name}/{key}", source=src.name, text=text if isinstance(text, str) else "",
+                    lang=src.lang, media=media, origin=origin, meta=meta)
+
+
+def _segments(value: Any) -> tuple[Segment, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ValueError(f"segments must be a list of {{start, end, text}}, got {type(value).__name__}")
+    return tuple(Segment.parse(s) for s in value)
+
+
+def _media_of(value: Any, kind: Any, base: Path, root: Path, segments: tuple[Segment, ...]) -> MediaRef:
+    """A path (relative to the row's file), raw bytes, base64 text in {bytes: ...}, or {path: ...}."""
+    if isinstance(value, dict):
+        value = value.get("bytes") if value.get("bytes") is not None else value.get("path")
+    if isinstance(value, (bytes, bytearray)):
+        return MediaRef(kind if isinstance(kind, str) else "image", data=bytes(value), segments=segments)
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"media must be a path or bytes, got {type(value).__name__}")
+    if kind_of_suffix(Path(value).suffix) is None and len(value) > 256:  # long text, no extension: base64 bytes
+        try:
+            return MediaRef(kind if isinstance(kind, str) else "image", data=base64.b64decode(value, validate=True),
+                            segments=segments)
+        except (binascii.Error, ValueError):
+            raise ValueError("media is neither a file path nor base64 bytes") from None
+    target = Path(value) if Path(value).is_absolute() else base / value
+    kind = kind if isinstance(kind, str) else (kind_of_suffix(target.suffix) or "image")
+    return MediaRef(kind, path=display_path(target, root), segments=segments)
+
+
+def _from_row(obj: Any, path: Path, shown: str, where: str, src: FilesMMSource, root: Path) -> MMRecord | MMBad:
+    if not isinstance(obj, dict):
+        return MMBad(src.name, f"{shown}:{where}", "not_an_object", f"expected an object, got {type(obj).__name__}")
+    try:
+        segments = _segments(obj.get(src.segments_field))
+        media = _media_of(obj.get(src.media_field), obj.get(src.kind_field), path.parent, root, segments)
+    except ValueError as exc:
+        return MMBad(src.name, f"{shown}:{where}", "bad_media", str(exc))
+    key = str(obj[src.id_field]) if src.id_field and obj.get(src.id_field) is not None else f"{shown}:{where}"
+    mapped = {src.media_field, src.text_field, src.segments_field, src.kind_field, src.id_field}
+    meta = {k: v for k, v in obj.items() if k not in mapped and isinstance(v, META_SCALARS)}
+    return _record(src, key, obj.get(src.text_field), media, f"{shown}:{where}", meta)
+
+
+def read_jsonl(path: Path, shown: str, src: FilesMMSource, root: Path) -> Iterator[MMRecord | MMBad]:
+    with path.open("rb") as fh:
+        for n, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                yield MMBad(src.name, f"{shown}:{n}", "invalid_json", str(exc))
+                continue
+            yield _from_row(obj, path, shown, str(n), src, root)
+
+
+def read_parquet(path: Path, shown: str, src: FilesMMSource, root: Path) -> Iterator[MMRecord | MMBad]:
+    row = 0
+    for batch in pq.ParquetFile(path).iter_batches(batch_size=256):
+        for obj in batch.to_pylist():
+            row += 1
+            yield _from_row(obj, path, shown, str(row), src, root)
+
+
+def read_audio(path: Path, shown: str, src: FilesMMSource, root: Path) -> Iterator[MMRecord | MMBad]:
+    """One audio file; its transcript is the first sidecar found (.srt, .vtt, .json, .txt) of the same stem."""
+    text, segments, meta = "", (), {}
+    for suffix in SIDECARS:
+        side = path.with_suffix(suffix)
+        if not side.is_file():
+            continue
+        body = side.read_text(encoding="utf-8")
+        if suffix in (".srt", ".vtt"):
+            segments = tuple(parse_cues(body, side.name))
+        elif suffix == ".json":
+            obj = json.loads(body)
+            if not isinstance(obj, dict):
+                raise ValueError(f"{side.name}: expected an object {{text, segments}}")
+            segments, text = _segments(obj.get("segments")), obj.get("text") or ""
+            meta = {k: v for k, v in obj.items() if k not in ("text", "segments") and isinstance(v, META_SCALARS)}
+        else:
+            text = body.strip()
+        meta["transcript"] = side.name
+        break
+    text = text or " ".join(s.text for s in segments)
+    yield _record(src, shown, text, MediaRef("audio", path=shown, segments=segments), shown, meta)
+
+
+def read_webdataset(path: Path, shown: str, src: FilesMMSource, root: Path) -> Iterator[MMRecord | MMBad]:
+    """Samples of a tar shard: consecutive members sharing a key (the path up to the first dot of the file
+    name) form one sample; the media is its first image/audio/video member, the caption the first of
+    `caption_keys` (or `caption`/`text` of its json member, which may also hold `segments`)."""
+    with tarfile.open(path, mode="r|*") as tar:
+        key, members = None, {}
+        try:
+            for info in tar:
+                if not info.isfile():
+                    continue
+                folder, _, name = info.name.rpartition("/")
+                stem, _, ext = name.partition(".")
+                k = f"{folder}/{stem}" if folder else stem
+                if k != key and key is not None:
+                    yield _sample(key, members, shown, src)
+                    members = {}
+                key = k
+                members[ext.lower()] = tar.extractfile(info).read()
+        except (tarfile.TarError, EOFError, OSError) as exc:  # a cut shard: what came before it stays
+            yield MMBad(src.name, f"{shown}:{key}", "truncated", f"{type(exc).__name__}: {exc}")
+            return
+        if key is not None:
+            yield _sample(key, members, shown, src)
+
+
+def _sample(key: str, members: dict[str, bytes], shown: str, src: FilesMMSource) -> MMRecord | MMBad:
+    where = f"{shown}:{key}"
+    media_ext = next((e for e in members if kind_of_suffix(e.rsplit(".", 1)[-1]) is not None), None)
+    if media_ext is None:
+        return MMBad(src.name, where, "missing_media", f"no image/audio/video member among {sorted(members)}")
+    info: dict[str, Any] = {}
+    if "json" in members:
+        try:
+            info = json.loads(members["json"])
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return MMBad(src.name, where, "invalid_json", f"{key}.json: {exc}")
+        info = info if isinstance(info, dict) else {}
+    text = next((members[e].decode("utf-8", "replace") for e in src.caption_keys if e in members),
+                info.get("caption") or info.get("text") or "")
+    try:
+        segments = _segments(info.get("segments"))
+    except ValueError as exc:
+        return MMBad(src.name, where, "bad_media", str(exc))
+    kind = kind_of_suffix(media_ext.rsplit(".", 1)[-1])
+    meta = {k: v for k, v in info.items() if k not in ("caption", "text", "segments") and isinstance(v, META_SCALARS)}
+    media = MediaRef(kind, data=members[media_ext], segments=segments)
+    return _record(src, f"{Path(shown).stem}/{key}", text.strip(), media, where, {**meta, "name": f"{key}.{media_ext}"})
+
+
+READERS = {"jsonl": read_jsonl, "parquet": read_parquet, "audio": read_audio, "webdataset": read_webdataset}
+
+
+def read_ingest_media(folder: Path) -> Iterator[MMRecord]:
+    """Ingest's records that reference media: the text is the caption, the first reference the media."""
+    for shard in sorted((folder / "shards").glob("*.parquet")):
+        table = pq.read_table(shard, columns=["id", "text", "source", "lang", "origin", "media"])
+        for row in table.to_pylist():
+            refs = [m for m in row["media"] or [] if m and m.get("path")]
+            if not refs:
+                continue
+            kind = refs[0]["kind"] if refs[0].get("kind") in ("image", "audio", "video") else "image"
+            yield MMRecord(id=row["id"], source=row["source"], text=row["text"] or "", lang=row["lang"] or "",
+                           media=MediaRef(kind, path=refs[0]["path"]), origin=row["origin"] or "",
+                           meta={"from": "ingest"})
