@@ -12,7 +12,7 @@ import logging
 from contextlib import contextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.distributed as dist
@@ -102,6 +102,13 @@ class Engine:
     def grad_norm(self) -> float | None:
         """The global gradient norm of the last update (None when unknown or not finite)."""
         return _as_float(self.ds.get_global_grad_norm())
+
+    def grad_norm_later(self) -> Callable[[], float | None]:
+        """The last update's grad norm as DeepSpeed holds it (a device tensor on the fp32-weights path), read
+        from the device only when the returned function is called: a read right after the update would wait
+        for the device to finish it (a host synchronisation per step)."""
+        held = self.ds.get_global_grad_norm()
+        return lambda: _as_float(held)
 
     def pipeline_train_batch(self, data_iter: Any) -> float:
         """A pipeline's whole optimizer step (`train_batch`): the mean loss over dp, the same on every stage."""

@@ -44,7 +44,7 @@ from tasks.train.objectives import make_objective
 from tasks.train.objectives.base import Objective, Prepared
 from tasks.train.runlog import append_row, check_overfit, jsonl, rounded, write_plots
 from tasks.train.stability import Action, Decision, StabilityGuard
-from tasks.train.stepguard import take_step
+from tasks.train.stepguard import GradNorm, HeldNorm, LateDecision, take_step
 from tasks.train.weights import ADAPTER_DIR, ADAPTER_SHARDS, merge_shards
 
 GUARD_FILE = "stability.json"
@@ -191,6 +191,7 @@ class Trainer:
         self.step_times: list[float] = []
         self.spec_json = self.job.spec.model_dump(mode="json")
         self._n_incidents = 0  # incidents already written to incidents.jsonl
+        self.held = HeldNorm(self.guard, self.objective, self.train)  # grad norms judged one step late
         self.saver = Checkpointer(self.store, self.engine, self.rank, self.layout.world, SaveSettings(
             self.train.checkpoint_async, self.prepared.identity, self.spec_json, self.train.keep_checkpoints,
             self.hooks.point, self.objective.name))
@@ -238,12 +239,12 @@ class Trainer:
         earlier one after a rollback)."""
         t0, done = time.perf_counter(), step + 1  # the guard counts steps from 1, as metrics.jsonl does
         batch = 0 if self.train.sanity_overfit else self.guard.batch_index(done) - 1
-        loss, gnorm, decision = self.optimizer_step(batch, done)
-        if decision is None:
-            decision = self.guard.observe(done, loss, gnorm, lambda: self.objective.doc_ids(batch),
-                                          update_done=True)
-        elif decision.action is Action.OK:
-            decision = self.guard.observe_grad_norm(done, gnorm, lambda: self.objective.doc_ids(batch))
+        try:
+            loss, read_gnorm, decision = self.optimizer_step(batch, done)
+            decision, gnorm = self.held.judge(done, batch, loss, read_gnorm, decision)
+        except LateDecision as late:  # the previous step's grad norm, read during this step, escalated
+            decision, gnorm = late.decision, None
+            self.losses, self.step_times = self.losses[:-1], self.step_times[:-1]  # that step is undone
         self._write_incidents(incidents_file)
         decision.raise_if_abort()
         if decision.action is Action.ROLLBACK:
@@ -266,14 +267,14 @@ class Trainer:
         self.hooks.point(f"{self.objective.name}.step_done")
         return done
 
-    def optimizer_step(self, batch: int, done: int) -> tuple[float, float | None, Decision | None]:
+    def optimizer_step(self, batch: int, done: int) -> tuple[float, GradNorm, Decision | None]:
         """One optimizer step on data batch `batch`: (loss of the global batch, grad norm, the guard's decision
         when it judged before the update, else None). When the guard can judge first — one micro-batch per rank,
         or accumulation with its forward pre-pass — and when it cannot (a pipeline): tasks/train/stepguard.py."""
         self.engine.set_lr_scale(self.guard.lr_scale(done))
         fault, micro_fault = self.hooks.loss_factor(batch + 1), self.hooks.micro_factor
         return take_step(self.engine, self.objective, self.guard, self.train.stability.accum_check, batch, done,
-                         lambda i: fault * micro_fault(batch + 1, i))
+                         lambda i: fault * micro_fault(batch + 1, i), self.held.settle)
 
     # --------------------------------------------------------------------------------------- rows and logs
     def _write_incidents(self, incidents_file: Path) -> None:
@@ -348,6 +349,7 @@ class Trainer:
         self.log.warning("stability: rolling back to checkpoint %s (rollback %d of %d)", tag, self.guard.rollbacks,
                          self.guard.spec.max_rollbacks)
         self.saver.wait_all()  # the tag may be the save still in flight
+        self.held.drop()  # a step past `to_step`: undone with it
         loaded = self.engine.load(str(folder), tag)
         restore_or_reseed_rng(loaded, rng_file(folder, tag, self.rank), self.prepared.torch_seed, to_step)
         self.rows = [r for r in self.rows if r["step"] <= to_step]

@@ -76,6 +76,10 @@ class FakeEngine:
     def grad_norm(self) -> float | None:
         return self.last_norm
 
+    def grad_norm_later(self) -> Any:
+        held = self.last_norm
+        return lambda: held
+
     def save(self, folder: str, tag: str, client_state: dict[str, Any], snapshot: bool = False) -> None:
         (Path(folder) / tag).mkdir(parents=True, exist_ok=True)
         torch.save({"w": self.w.detach().clone()}, Path(folder) / tag / "weights.pt")
