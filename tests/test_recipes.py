@@ -2,8 +2,8 @@
 the params.yaml that ships, with its fragment merged in and only sizes scaled down (TINY).
 
 Fast: the parser, that every recipe is run here, tested elsewhere or says why it is not run, the `check` example's
-output and the `plan` examples. Slow (one prepared data project shared by the module: ingest, validate, instruct
-and clean once, ~1 min): the checkpoint recipe for each importable family (with and without a chat template, LoRA
+output and the `plan` examples. Slow (one prepared data project shared by the module: every stage mix does not feed,
+run once, ~1 min): the checkpoint recipe for each importable family (with and without a chat template, LoRA
 and full SFT), the Dask example, the terminal review and the two Prefect deployment recipes.
 """
 
@@ -99,8 +99,7 @@ def test_plan_examples_run_on_the_shipped_params(tmp_path):
 # ------------------------------------------------------------------------------------------------ slow
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
-    """The shipped params.yaml at TINY shapes with ingest, validate, instruct and clean done (read-only: every test
-    clones it)."""
+    """The shipped params.yaml at TINY shapes with every stage before mix done (read-only: every test clones it)."""
     t0 = time.monotonic()
     project = data_project(tmp_path_factory.mktemp("recipes") / "data")
     TIMES["shared data stages"] = time.monotonic() - t0

@@ -235,9 +235,20 @@ def new_project(dest: Path, params: dict[str, Any]) -> Path:
     return make_project(dest, params, as_given=True)
 
 
+def stages_before(first: str) -> list[str]:
+    """The stages of the graph that `first` does not feed, directly or through others (tasks/core/graph.py)."""
+    from tasks.core.graph import STAGES
+
+    below = {first}
+    for s in STAGES:  # registry order is a topological order
+        if below & set(s.upstream):
+            below.add(s.name)
+    return [s.name for s in STAGES if s.name not in below]
+
+
 def data_project(dest: Path) -> Path:
-    """The shipped params.yaml at TINY shapes with its data stages run (`dvc repro clean`: ingest, validate,
-    instruct, clean): what every training recipe shares; each clones it and runs from mix on."""
+    """The shipped params.yaml at TINY shapes with every stage that mix does not feed run (ingest, validate,
+    instruct, clean, ...): what every training recipe shares; each clones it and runs from mix on."""
     project = new_project(dest, merge(shipped_params(), TINY))
-    sh("dvc repro clean", project)
+    sh("dvc repro " + " ".join(stages_before("mix")), project)
     return project
