@@ -138,10 +138,11 @@ class MediaDedupSpec(StrictModel):
 
     enabled: bool = Field(True, description="Run the `dedup` check.")
     hash: Literal["phash", "dhash", "average_hash", "whash"] = Field("phash", description="imagehash function.")
-    hash_size: int = Field(8, ge=4, le=16, description="Hash side: hash_size² bits.")
-    max_distance: int = Field(4, ge=0, le=64, description="Hamming distance (bits) at or under which two images "
-                              "are duplicates (phash works on luminance: two drawings of one shape in colours of "
-                              "equal brightness look alike to it, so keep this small).")
+    hash_size: int = Field(16, ge=4, le=32, description="Hash side: hash_size² bits (16: 256 bits; the 64 bits of "
+                           "size 8 put ~40 % of 3,000 drawn single-shape images within 4 bits of another).")
+    max_distance: int = Field(16, ge=0, le=1024, description="Hamming distance (bits) at or under which two images "
+                              "are duplicates. At 256 bits, copies resized to 0.8 and re-encoded as JPEG were "
+                              "within 2–16 bits (median 2) and 4 in 2,000 distinct drawings came that close.")
 
 
 class SemanticSpec(StrictModel):

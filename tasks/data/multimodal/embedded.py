@@ -62,8 +62,8 @@ def _draw(rng: random.Random, colour: str, shape: str, background: str, size: tu
 
     img = Image.new("RGB", size, BACKGROUNDS[background])
     w, h = size
-    r = int(min(w, h) * rng.uniform(0.2, 0.3))
-    cx, cy = int(w * rng.uniform(0.3, 0.7)), int(h * rng.uniform(0.3, 0.7))
+    r = int(min(w, h) * rng.uniform(0.12, 0.3))
+    cx, cy = int(w * rng.uniform(0.25, 0.75)), int(h * rng.uniform(0.25, 0.75))
     box = (cx - r, cy - r, cx + r, cy + r)
     d = ImageDraw.Draw(img)
     if shape == "circle":
@@ -147,23 +147,24 @@ def _sample_shard(folder: Path, plant: bool, planted: dict[str, str]) -> None:
                 planted[f"samples-000000/{key}"] = "banner_shape"
 
 
-def _speak(program: str, text: str, rate_wpm: int):
+def _speak(program: str, text: str, rate_wpm: int, pitch: int):
     import numpy as np
     import soundfile as sf
 
-    wav = subprocess.run([program, "-v", "en-us", "-s", str(rate_wpm), "--stdout", text], check=True,
+    wav = subprocess.run([program, "-v", "en-us", "-s", str(rate_wpm), "-p", str(pitch), "--stdout", text], check=True,
                          capture_output=True, timeout=60).stdout
     samples, sr = sf.read(io.BytesIO(wav), dtype="float32")
     return np.asarray(samples, dtype=np.float32), sr
 
 
-def _clip(program: str, sentences: list[str]):
-    """Spoken sentences joined by GAP_S of silence, and their exact segments."""
+def _clip(program: str, sentences: list[str], voice: int):
+    """Spoken sentences joined by GAP_S of silence, and their exact segments; `voice` varies speed (140–180
+    words a minute) and pitch, so that clips saying the same words are different recordings."""
     import numpy as np
 
     parts, segments, t, sr = [], [], 0.0, 22050
     for s in sentences:
-        audio, sr = _speak(program, s, 160)
+        audio, sr = _speak(program, s, 140 + (voice * 7) % 41, 35 + (voice * 13) % 31)
         parts += [audio, np.zeros(int(GAP_S * sr), dtype=np.float32)]
         segments.append(Segment(round(t, 3), round(t + len(audio) / sr, 3), s))
         t += (len(audio) + int(GAP_S * sr)) / sr
@@ -178,7 +179,7 @@ def _audio(folder: Path, n: int, plant: bool, planted: dict[str, str], program: 
     for i in range(n):
         count = 1 + (i % 4)
         said = [SENTENCES[(i * 3 + j) % len(SENTENCES)] for j in range(count)]
-        samples, sr, segments = _clip(program, said)
+        samples, sr, segments = _clip(program, said, i)
         clips.append((samples, sr, segments))
         name = f"audio/clip-{i:03d}.{'flac' if i % 3 == 2 else 'wav'}"
         sf.write(folder / name, samples, sr, subtype="PCM_16", format=name.rsplit(".", 1)[1].upper())

@@ -75,13 +75,15 @@ def _segments(value: Any) -> tuple[Segment, ...]:
 
 def _media_of(value: Any, kind: Any, base: Path, root: Path, segments: tuple[Segment, ...]) -> MediaRef:
     """A path (relative to the row's file), raw bytes, base64 text in {bytes: ...}, or {path: ...}."""
+    encoded = False   # a string under `bytes` (as Hugging Face datasets write images to JSON) is base64
     if isinstance(value, dict):
-        value = value.get("bytes") if value.get("bytes") is not None else value.get("path")
+        encoded = value.get("bytes") is not None
+        value = value["bytes"] if encoded else value.get("path")
     if isinstance(value, (bytes, bytearray)):
         return MediaRef(kind if isinstance(kind, str) else "image", data=bytes(value), segments=segments)
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"media must be a path or bytes, got {type(value).__name__}")
-    if kind_of_suffix(Path(value).suffix) is None and len(value) > 256:  # long text, no extension: base64 bytes
+    if encoded or (kind_of_suffix(Path(value).suffix) is None and len(value) > 256):  # long, no extension: base64
         try:
             return MediaRef(kind if isinstance(kind, str) else "image", data=base64.b64decode(value, validate=True),
                             segments=segments)
