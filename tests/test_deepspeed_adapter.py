@@ -172,6 +172,48 @@ def test_record_clip_norm_keeps_the_norm_deepspeed_drops(world1):
     assert adapter.full_fp32_param(next(ds.module.parameters())) is None  # fp32 without ZeRO: no master copy
 
 
+def test_the_sync_free_clip_equals_deepspeeds(world1):
+    """`record_clip_norm` clips with `grad_norm_of` (foreach kernels, the coefficient kept on the device): the same
+    norm and the same clipped gradients as DeepSpeed's `clip_grad_norm_`, which it replaces."""
+    from deepspeed.runtime.utils import clip_grad_norm_
+
+    model = Transformer(CFG, 0)
+    x, y = batch()
+    model(x, y).backward()
+    grads = [p.grad.clone() for p in model.parameters()]
+    want = clip_grad_norm_(parameters=list(model.parameters()), max_norm=1e-3, mpu=None)
+    clipped = [p.grad.clone() for p in model.parameters()]
+    for p, g in zip(model.parameters(), grads):
+        p.grad = g.clone()
+    assert float(adapter.grad_norm_of(list(model.parameters()), None)) == pytest.approx(float(want), rel=1e-6)
+    ds = engine(model, gradient_clipping=1e-3)
+    adapter.record_clip_norm(ds)
+    ds.clip_fp32_gradients()
+    assert all(torch.allclose(p.grad, c, rtol=1e-6, atol=0) for p, c in zip(model.parameters(), clipped))
+
+
+def test_a_lone_data_parallel_rank_skips_the_gradient_round_trip(world1, monkeypatch):
+    """ZeRO-0 at dp 1: DeepSpeed would flatten, all-reduce over one rank and copy back every gradient each step.
+    `skip_lone_allreduce` turns that off through the attribute DeepSpeed checks; the update is the same."""
+    assert "if self.enable_backward_allreduce and not self.inside_no_sync_ctxt:" in \
+        inspect.getsource(DeepSpeedEngine._backward_epilogue)
+    x, y = batch()
+    weights = []
+    for skip in (False, True):
+        ds = engine(Transformer(CFG, 0))
+        assert ds.dp_world_size == 1
+        calls = []
+        monkeypatch.setattr(ds, "allreduce_gradients", lambda *a, **k: calls.append(1))
+        if skip:
+            assert adapter.skip_lone_allreduce(ds, zero_stage=0, pipeline=False)
+        ds.backward(ds(x, y))
+        ds.step()
+        assert bool(calls) is not skip
+        weights.append([p.detach().clone() for p in ds.module.parameters()])
+    assert all(torch.equal(a, b) for a, b in zip(*weights))
+    assert not adapter.skip_lone_allreduce(engine(Transformer(CFG, 0)), zero_stage=1, pipeline=False)
+
+
 @pytest.mark.parametrize("config", [{}, {"bf16": {"enabled": True}, "zero_optimization": {"stage": 1}}],
                          ids=["fp32-zero0", "bf16-zero1"])
 def test_checkpoints_load_weights_only_through_the_checkpoint_engine(world1, tmp_path, monkeypatch, config):

@@ -112,6 +112,22 @@ def record_clip_norm(ds: Any) -> None:
     ds.clip_fp32_gradients = clip_and_record
 
 
+def skip_lone_allreduce(ds: Any, zero_stage: int, pipeline: bool) -> bool:
+    """ZeRO-0 with one data-parallel rank (a single GPU, or TP/PP alone): there is nothing to average, but
+    DeepSpeed 0.19's engine still copies every gradient into a flat buffer, all-reduces it over a group of one,
+    scales it by 1/1 and copies it back, each step — three passes over the gradients. Turned off; returns
+    whether it did.
+
+    Relies on: `DeepSpeedEngine._backward_epilogue` (and `step`, outside managed accumulation) call
+    `allreduce_gradients()` only while the instance attribute `enable_backward_allreduce` is true (DeepSpeed
+    turns it off itself for a pipeline, whose engine reduces in `_exec_reduce_grads`, and without a backend),
+    and `dp_world_size` is the data-parallel group's size. ZeRO 1–3 reduce through their optimizers: untouched."""
+    if zero_stage != 0 or pipeline or int(getattr(ds, "dp_world_size", 0)) != 1:
+        return False
+    ds.enable_backward_allreduce = False
+    return True
+
+
 def grad_norm_of(params: list[nn.Parameter], mpu: Any) -> torch.Tensor:
     """The global L2 norm of `params`' gradients as DeepSpeed 0.19's `clip_grad_norm_` computes it — with a model-
     parallel `mpu`, replicated parameters counted on model-parallel rank 0 only and the squares summed over the

@@ -37,7 +37,8 @@ from torch import nn
 
 from tasks.train.config import ModelConfig
 from tasks.train.deepspeed_adapter import (count_once_per_stage, disable_shm_comm, forget_cached_groups, make_grid,
-                                           pipeline_local_layers, pipeline_tied_layers, record_clip_norm)
+                                           pipeline_local_layers, pipeline_tied_layers, record_clip_norm,
+                                           skip_lone_allreduce)
 from tasks.train.dsconfig import compile_blocks, make_optimizer, on_cuda, scheduler_factory
 from tasks.train.init_weights import RandomSource, WeightSource, load_local, load_params
 from tasks.train.lora import apply_lora
@@ -295,5 +296,6 @@ def build_engine(cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: 
         config=ds_cfg, mpu=layout.mpu if layout.pp == 1 else None)
     if not (ds_cfg["bf16"]["enabled"] or ds_cfg["fp16"]["enabled"]) and job.parallel.zero_stage == 0:
         record_clip_norm(ds)  # fp32 weights without ZeRO: fp32, or bf16 through torch_autocast
+    skip_lone_allreduce(ds, job.parallel.zero_stage, layout.pp > 1)  # dp 1: no gradient copy round trip
     grid = ds.mpu if layout.pp > 1 else layout.mpu  # a PipelineEngine's mpu is its module's grid
     return DeepSpeedParts(ds, optimizer, scheduler, grid.get_data_parallel_group() if grid is not None else None)
