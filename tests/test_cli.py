@@ -16,16 +16,18 @@ def test_plan_for_the_default_model_on_one_cpu_accepts_the_params_layout():
     proc = tasks_cli("plan")
     assert proc.returncode == 0, proc.stderr
     assert "chosen: dp=1 tp=1 pp=1 zero_stage=0" in proc.stdout
-    assert "params.yaml layout dp=1 tp=1 pp=1 zero_stage=0: valid for this cluster" in proc.stdout
+    assert "params.yaml's own layout dp=1 tp=1 pp=1 zero_stage=0: valid for this cluster" in proc.stdout
 
 
-def test_plan_rejects_a_layout_that_does_not_match_the_cluster():
+def test_plan_answers_with_a_recipe_when_the_params_layout_does_not_match_the_cluster():
+    """Issue #32: a plan that was found exits 0 whatever params.yaml's own layout says; that layout's problem is
+    reported beside the recipe that replaces it."""
     proc = tasks_cli("plan", "--nodes", "1", "--gpus-per-node", "8", "--memory-gb", "80", "--device", "h100-sxm",
                      "--set", "parallel.tp=2")
-    assert proc.returncode == 2
+    assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "chosen: dp=8 tp=1 pp=1" in proc.stdout  # the seed rule: data parallel while the model fits
-    assert "world size is 8" in proc.stdout
-    assert "parallel.tp: must divide model n_heads (4) and n_kv_heads (2), got 8" in proc.stdout
+    assert "--set parallel.dp=8 parallel.tp=1 parallel.pp=1" in proc.stdout
+    assert "params.yaml's own layout dp=1 tp=2 pp=1" in proc.stdout and "the world size is 8" in proc.stdout
 
 
 def test_review_interactive_walks_the_sample_and_writes_the_decision(tmp_path):
