@@ -79,6 +79,7 @@ def main() -> None:
         sec = result.seconds.get(check, 0.0)
         n = rows[check]["in"]
         rate = f"{n / sec:,.0f}" if sec > 0 else "-"
+        rate = "skipped (no model)" if check == "semantic" and model is None else rate
         print(f"| {check} | {n:,} | {rows[check]['quarantined']:,} | {sec:.2f} | {rate} |")
     print(f"| all checks | {len(items):,} | {len(items) - rows['dedup']['kept']:,} | {total:.2f} | "
           f"{len(items) / total:,.0f} |\n")
