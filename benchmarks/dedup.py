@@ -162,17 +162,15 @@ def _out_of_core(work: list, texts: list[str]) -> tuple[list[list[int]], str]:
     in-memory methods do neither), one bucket task after another in this process."""
     from specs.clean import CleanSpec
     from specs.run import ExecutorSpec
-    from tasks.data import dedup_files, dedup_global
-    from tasks.data.minhash import signatures
+    from tasks.data import cleaning, dedup_files, dedup_global
 
     (folder, shards), executor = work, ExecutorSpec(workers=1)
     spec = CleanSpec(dedup={"exact": False, "audit_sample": 0, "precision_sample": 0})
     buckets = dedup_global.plan_buckets(len(texts), spec, executor)
-    bands, rows = dedup_global.banding(spec.dedup)
     for n, part in enumerate(shards):
-        sigs = signatures([r["text"] for r in part], spec.dedup)
-        dedup_files.save_npy(dedup_files.at(folder / f"s-{n:05d}", ".sig.npy"), sigs)
-        dedup_files.write_shard_inputs(folder / f"s-{n:05d}", sigs, part, bands, rows, buckets)
+        ids, columns = dedup_files.row_columns(part)
+        cleaning.write_dedup_inputs(folder / f"s-{n:05d}", ids, {**columns, "text": [r["text"] for r in part]},
+                                    spec.dedup, 1, buckets)
     layout = dedup_global.layout_of(folder, [f"s-{n:05d}" for n in range(len(shards))])
     found = dedup_global.deduplicate(layout, spec, 1, executor)
     d, groups = found["decisions"], {}

@@ -43,7 +43,7 @@ PER_SHARD = 2000
 def build_work(folder: Path, docs: int, seed: int, buckets: int) -> list[str]:
     """Phase 1's files for a synthetic corpus of `docs` documents (plus 1 % exact copies); the shard stems."""
     from specs.clean import CleanSpec
-    from tasks.data import cleaning, dedup_files, dedup_global, minhash
+    from tasks.data import cleaning, dedup_files
     from tasks.data.normalize import exact_key
     from tasks.data.records import write_table
     from tasks.data.synthetic import make_corpus
@@ -52,7 +52,6 @@ def build_work(folder: Path, docs: int, seed: int, buckets: int) -> list[str]:
     texts = corpus.texts + [t.upper() for t in corpus.texts[::100]]
     scores = corpus.scores + [0.5] * len(corpus.texts[::100])
     spec, stems = CleanSpec(), []
-    bands, band_rows = dedup_global.banding(spec.dedup)
     for n, lo in enumerate(range(0, len(texts), PER_SHARD)):
         rows = [{"id": f"syn/{k:07d}", "text": texts[k], "source": "syn", "lang": "en", "origin": str(k),
                  "meta": "{}", "media": [], "quality": round(scores[k], 6),
@@ -60,9 +59,8 @@ def build_work(folder: Path, docs: int, seed: int, buckets: int) -> list[str]:
                  "exact_key": exact_key(texts[k]), "pii_kinds": [], "pii_counts": []}
                 for k in range(lo, min(lo + PER_SHARD, len(texts)))]
         base = folder / f"syn-{n:05d}"
-        sigs = minhash.signatures([r["text"] for r in rows], spec.dedup, 1)
-        dedup_files.save_npy(dedup_files.at(base, ".sig.npy"), sigs)
-        dedup_files.write_shard_inputs(base, sigs, rows, bands, band_rows, buckets)
+        ids, columns = dedup_files.row_columns(rows)
+        cleaning.write_dedup_inputs(base, ids, {**columns, "text": texts[lo:lo + len(rows)]}, spec.dedup, 1, buckets)
         write_table(rows, cleaning.WORK_SCHEMA, dedup_files.at(base, ".parquet"))
         stems.append(base.name)
     return stems
@@ -81,7 +79,7 @@ def repartition(src: Path, dst: Path, buckets: int) -> None:
         base = table.parent / table.name[: -len(".parquet")]
         rows = pq.read_table(table, columns=["id", "quality", "reason", "exact_key"]).to_pylist()
         sigs = np.load(dedup_files.at(base, ".sig.npy"))
-        dedup_files.write_shard_inputs(base, sigs, rows, bands, band_rows, buckets)
+        dedup_files.write_shard_inputs(base, sigs, *dedup_files.row_columns(rows), bands, band_rows, buckets)
 
 
 def peak_mb() -> float:

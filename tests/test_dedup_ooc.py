@@ -28,10 +28,9 @@ def write_work(work, rows, cuts, spec, seed, buckets):
     for n, (lo, hi) in enumerate(zip([0, *cuts], [*cuts, len(rows)])):
         part, stem = rows[lo:hi], f"s.{n:03d}"          # a dot in the stem, as a source name may have
         base = work / stem
-        sigs = minhash.signatures([r["text"] for r in part], spec.dedup, seed)
-        dedup_files.save_npy(dedup_files.at(base, ".sig.npy"), sigs)
-        bands, band_rows = dedup_global.banding(spec.dedup)
-        dedup_files.write_shard_inputs(base, sigs, part, bands, band_rows, buckets)
+        ids, columns = dedup_files.row_columns(part)
+        cleaning.write_dedup_inputs(base, ids, {**columns, "text": [r["text"] for r in part]}, spec.dedup, seed,
+                                    buckets)
         write_table(part, SCHEMA, dedup_files.at(base, ".parquet"))
         stems.append(stem)
     return dedup_global.layout_of(work, stems)

@@ -12,18 +12,18 @@ import json
 from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from specs.clean import CleanSpec
+from specs.clean import CleanSpec, DedupSpec
 from tasks.core.files import atomic_path
 from tasks.data import dedup_audit, dedup_files, dedup_global, filters, minhash
-from tasks.data.normalize import exact_key, normalize_text
+from tasks.data.textbatch import Encoded, exact_keys, normalize_encoded
 from tasks.data.pii import scrub_pii
-from tasks.data.records import RECORD_SCHEMA, meta_json, write_table
+from tasks.data.records import RECORD_SCHEMA, meta_json
 
 WORK_SCHEMA = pa.schema(
     [*RECORD_SCHEMA, ("quality", pa.float64()), ("reason", pa.string()), ("detail", pa.string()),
@@ -44,49 +44,71 @@ def clean_records(records: list[dict[str, Any]], spec: CleanSpec, root: Path,
     """`[clean_record(r, ...) for r in records]`, the filters run filter by filter over the whole list
     (`filters.run_filters_batch`: the same verdicts, language id done for many documents at once)."""
     built = built if built is not None else filters_for(spec, root)
-    prepared = [_scrub(r, spec) for r in records]
-    live = [i for i, (text, _, _) in enumerate(prepared) if text.strip()]
-    docs = [{**records[i], "text": prepared[i][0], "features": filters.TextFeatures(prepared[i][0])} for i in live]
-    results = filters.run_filters_batch(built, docs)
-    verdicts: dict[int, list[tuple[str, filters.Verdict]]] = dict(zip(live, results))
-    return [_work_row(r, *prep, verdicts.get(i), spec) for i, (r, prep) in enumerate(zip(records, prepared))]
+    columns, _ = clean_columns([r["text"] for r in records], [r["meta"] for r in records],
+                               lambda rows: [records[i] for i in rows], spec, built)
+    return [{**r, **{name: values[i] for name, values in columns.items()}} for i, r in enumerate(records)]
 
 
-def _scrub(r: dict[str, Any], spec: CleanSpec) -> tuple[str, dict[str, int], str]:
-    """(normalized text with PII replaced, PII counts by kind, the record's meta saying what was scrubbed)."""
-    text = normalize_text(r["text"], spec.normalization)
-    pii: dict[str, int] = {}
+def clean_columns(texts: list[str], metas: list[str | None], records_of: Callable[[list[int]], list[dict[str, Any]]],
+                  spec: CleanSpec, built: list[filters.Filter]) -> tuple[dict[str, list], Encoded]:
+    """Phase 1's new and changed work-table columns (`text`, `meta`, `quality`, `reason`, `detail`,
+    `exact_key`, `pii_kinds`, `pii_counts`) of a batch of records given as their `texts` and `metas`, and the
+    final texts encoded (`textbatch.Encoded`, for the signatures);
+    `records_of(rows)` gives the whole records of those rows, for the filters (asked only when some are on).
+    Normalization and exact keys run over the batch (`tasks.data.textbatch`: equal to the per-document
+    functions); PII is scrubbed before any filter sees the text."""
+    encoded = normalize_encoded(texts, spec.normalization)
+    texts = list(encoded.texts)
+    pii: list[dict[str, int]] = [{}] * len(texts)
     if spec.pii.enabled:
-        text, pii = scrub_pii(text, spec.pii.kinds, spec.pii.keep_addresses)
-    meta = r["meta"]
-    if any(pii.values()):  # the kept record says what was scrubbed from it (a reviewer sees scrubbing happened)
-        meta = meta_json({**json.loads(meta or "{}"), "pii": {k: v for k, v in sorted(pii.items()) if v}})
-    return text, pii, meta
+        scrubbed = [scrub_pii(t, spec.pii.kinds, spec.pii.keep_addresses) for t in texts]
+        texts, pii = [t for t, _ in scrubbed], [counts for _, counts in scrubbed]
+        encoded = Encoded.of(texts)
+    metas = [_with_pii(meta, counts) for meta, counts in zip(metas, pii)]
+    live = [i for i, text in enumerate(texts) if text.strip()]
+    results: dict[int, list[tuple[str, filters.Verdict]]] = dict.fromkeys(live, [])
+    if built and live:
+        docs = [{**r, "text": texts[i], "features": filters.TextFeatures(texts[i])}
+                for i, r in zip(live, records_of(live))]
+        results = dict(zip(live, filters.run_filters_batch(built, docs)))
+    columns: dict[str, list] = {"text": texts, "meta": [], "quality": [], "reason": [], "detail": []}
+    for i, meta in enumerate(metas):
+        meta, score, reason, detail = _verdict_fields(results.get(i), meta, spec)
+        for name, value in (("meta", meta), ("quality", score), ("reason", reason), ("detail", detail)):
+            columns[name].append(value)
+    columns["exact_key"] = exact_keys(encoded)
+    columns["pii_kinds"] = [list(counts) for counts in pii]
+    columns["pii_counts"] = [list(counts.values()) for counts in pii]
+    return columns, encoded
 
 
-def _work_row(r: dict[str, Any], text: str, pii: dict[str, int], meta: str,
-              results: list[tuple[str, filters.Verdict]] | None, spec: CleanSpec) -> dict[str, Any]:
-    """The work row of a record from its scrubbed text and its filters' verdicts (None: its text was empty)."""
+def _with_pii(meta: str | None, pii: dict[str, int]) -> str | None:
+    """The record's meta saying what was scrubbed from it (a reviewer sees scrubbing happened)."""
+    if not any(pii.values()):
+        return meta
+    return meta_json({**json.loads(meta or "{}"), "pii": {k: v for k, v in sorted(pii.items()) if v}})
+
+
+def _verdict_fields(results: list[tuple[str, filters.Verdict]] | None, meta: str | None,
+                    spec: CleanSpec) -> tuple[str | None, float | None, str | None, str | None]:
+    """(meta, quality, reason, detail) of a record from its filters' verdicts (None: its text was empty)."""
     reason = detail = None
     score: float | None = None if spec.quality.enabled else 1.0   # None: dropped before quality measured it
     if results is None:
-        reason, detail = "empty", "nothing left after normalization"
-    else:
-        for name, verdict in results:
-            if name == "quality":
-                score = verdict.signals["score"]
-            elif name == "language" and "confidence" in verdict.signals:
-                lang = next(k[5:] for k in verdict.signals if k.startswith("lang:"))
-                meta = meta_json({**json.loads(meta or "{}"), "lang_detected": lang,
-                                  "lang_confidence": verdict.signals["confidence"]})
-        if (drop := filters.first_drop(results)) is not None:
-            name, verdict = drop
-            reason = verdict.reason or name
-            detail = json.dumps({"filter": name, "signals": json.loads(filters.signals_json(verdict.signals))},
-                                sort_keys=True)
-    return {**r, "text": text, "meta": meta, "quality": None if score is None else round(score, 6),
-            "reason": reason, "detail": detail, "exact_key": exact_key(text), "pii_kinds": list(pii),
-            "pii_counts": list(pii.values())}
+        return meta, score, "empty", "nothing left after normalization"
+    for name, verdict in results:
+        if name == "quality":
+            score = verdict.signals["score"]
+        elif name == "language" and "confidence" in verdict.signals:
+            lang = next(k[5:] for k in verdict.signals if k.startswith("lang:"))
+            meta = meta_json({**json.loads(meta or "{}"), "lang_detected": lang,
+                              "lang_confidence": verdict.signals["confidence"]})
+    if (drop := filters.first_drop(results)) is not None:
+        name, verdict = drop
+        reason = verdict.reason or name
+        detail = json.dumps({"filter": name, "signals": json.loads(filters.signals_json(verdict.signals))},
+                            sort_keys=True)
+    return meta, None if score is None else round(score, 6), reason, detail
 
 
 @lru_cache(maxsize=4)
@@ -104,17 +126,41 @@ def process_shard(shard: Path, target: Path, spec: CleanSpec, seed: int, root: P
     """Phase 1 for one ingest shard; returns its record count. Its signatures and dedup inputs
     (`tasks.data.dedup_files`, band keys in `buckets` buckets) are written first and the table last, so the
     table's presence (atomically renamed into place) means the shard is finished. `index_texts`: the
-    (name, text) pairs decontamination drops overlaps with."""
+    (name, text) pairs decontamination drops overlaps with. Column by column: the record columns clean does
+    not change go from the ingest table to the work table as Arrow arrays, never as Python objects."""
     built = filters_for(spec, root, index_texts)
-    rows = clean_records(pq.read_table(shard).to_pylist(), spec, root, built)
-    sigs = minhash.signatures([r["text"] for r in rows], spec.dedup, seed)  # [rows, num_perm]
-    base = target.with_suffix("")
-    dedup_files.save_npy(dedup_files.at(base, ".sig.npy"), sigs)
-    bands, band_rows = dedup_global.banding(spec.dedup)
-    dedup_files.write_shard_inputs(base, sigs, rows, bands, band_rows, buckets)
+    table = pq.read_table(shard)
+    columns, encoded = clean_columns(table.column("text").to_pylist(), table.column("meta").to_pylist(),
+                                     lambda rows: table.take(rows).to_pylist(), spec, built)
+    write_dedup_inputs(target.with_suffix(""), table.column("id").to_pylist(), columns, spec.dedup, seed, buckets,
+                       encoded)
+    work = pa.table([table.column(name) if name not in columns else pa.array(columns[name], field.type)
+                     for name, field in zip(WORK_SCHEMA.names, WORK_SCHEMA)], schema=WORK_SCHEMA)
     with atomic_path(target) as tmp:
-        write_table(rows, WORK_SCHEMA, tmp)
-    return len(rows)
+        write_work_table(work, tmp)
+    return table.num_rows
+
+
+def write_dedup_inputs(base: Path, ids: list[str], columns: dict[str, list], spec: DedupSpec, seed: int,
+                       buckets: int, encoded: Encoded | None = None) -> None:
+    """One shard's dedup inputs: signatures, the shingles they were made of, band keys in `buckets` buckets,
+    exact digests and the best-first run (`tasks.data.dedup_files`), from its rows' ids and work columns
+    (`text`, `reason`, `quality`, `exact_key`); `encoded`: the texts as `textbatch.Encoded`, when at hand."""
+    sigs, hashes, offsets = minhash.signatures_and_shingles(columns["text"], spec, seed, encoded)  # [rows, P]
+    dedup_files.save_npy(dedup_files.at(base, ".sig.npy"), sigs)
+    dedup_files.save_shingles(base, hashes, offsets)
+    bands, band_rows = dedup_global.banding(spec)
+    dedup_files.write_shard_inputs(base, sigs, ids, columns, bands, band_rows, buckets)
+
+
+def write_work_table(table: pa.Table, path: Path) -> None:
+    """A work table as Parquet: zstd, but no dictionary pages and no statistics for the columns that are long
+    and unique (text, detail, meta, id: Parquet would build a dictionary of every text to give it up, and keep
+    min/max copies of texts no reader asks for). Only clean reads it back (`tasks.data.clean_outputs`)."""
+    unique = ["id", "text", "meta", "detail", "exact_key"]
+    pq.write_table(table, path, compression="zstd",
+                   use_dictionary=[n for n in table.schema.names if n not in unique],
+                   write_statistics=[n for n in table.schema.names if n not in unique])
 
 
 def deduplicate(rows: pa.Table, sigs: np.ndarray, spec: CleanSpec, seed: int) -> dict[str, Any]:

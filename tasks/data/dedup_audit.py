@@ -75,15 +75,14 @@ def audit(
     keeper_of = {dropped: kept for dropped, kept, _ in result.dropped}
     group = [keeper_of.get(ids[d], ids[d]) for d in sample.tolist()]             # a keeper's group is its id
     removed = np.array([ids[d] in keeper_of for d in sample.tolist()], dtype=bool)
-    return audit_groups([text_of(ids[d]) for d in sample.tolist()], group, removed, spec, result.bands,
-                        result.rows)
+    sets = shingle_sets([text_of(ids[d]) for d in sample.tolist()], spec)
+    return audit_groups(sets, group, removed, spec, result.bands, result.rows)
 
 
-def audit_groups(texts: Sequence[str], group: Sequence[Hashable], removed: np.ndarray, spec: DedupSpec,
+def audit_groups(sets: Sequence[np.ndarray], group: Sequence[Hashable], removed: np.ndarray, spec: DedupSpec,
                  bands: int, rows: int) -> dict[str, Any]:
-    """The audit's figures for sampled documents: their texts, the group each ended in (a keeper's label) and
-    whether it was removed; `bands` × `rows` is the banding the decision used."""
-    sets = shingle_sets(list(texts), spec)
+    """The audit's figures for sampled documents: their shingle sets, the group each ended in (a keeper's
+    label) and whether it was removed; `bands` × `rows` is the banding the decision used."""
     i, j, jac = pairwise_jaccard(sets)
     true = jac >= spec.threshold
     true_i, true_j = i[true], j[true]
@@ -92,7 +91,7 @@ def audit_groups(texts: Sequence[str], group: Sequence[Hashable], removed: np.nd
         members[g] = members.get(g, 0) + 1
     predicted = sum(k * (k - 1) // 2 for k in members.values())
     hits = sum(group[a] == group[b] for a, b in zip(true_i.tolist(), true_j.tolist()))
-    m = len(texts)
+    m = len(sets)
     precision = hits / predicted if predicted else None
     recall = hits / len(true_i) if len(true_i) else None
     f1 = None

@@ -6,6 +6,8 @@ needs so that it never holds the corpus:
 - `<stem>.bands.npy` + `<stem>.bands.off.npy`: one entry (64-bit band key, row) per band of each document the
   filters kept, grouped by bucket (`key % buckets`) with offsets [buckets + 1], so bucket k's task reads one slice
   of every shard. The band index is mixed into the key, so one bucket holds whole (band, key) groups of all bands.
+- `<stem>.shingles.npy` + `<stem>.shingles.off.npy`: the shingle hashes the signatures were made of, per row
+  (repeats kept), for verification and the audit.
 - `<stem>.exact.npy`: uint64 [n, 2], the 128-bit exact-dedup digest of each row (`normalize.exact_key`).
 - `<stem>.order.arrow` (Arrow IPC): the kept rows sorted best first (highest quality, ties by id): merged over all shards
   (`rank_runs`) they give every document its global rank, the visiting order of the greedy decision.
@@ -16,7 +18,7 @@ Row g of the corpus is the g-th row of the shards concatenated in shard order (`
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -58,10 +60,11 @@ def mixed_band_keys(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return keys
 
 
-def write_shard_inputs(base: Path, sigs: np.ndarray, rows: list[dict], bands: int, band_rows: int,
-                       buckets: int) -> None:
-    """The dedup inputs of one shard (see the module docstring); `base` is the work path without suffix."""
-    alive = np.array([r["reason"] is None for r in rows], dtype=bool)                  # [n]
+def write_shard_inputs(base: Path, sigs: np.ndarray, ids: list[str], columns: Mapping[str, list], bands: int,
+                       band_rows: int, buckets: int) -> None:
+    """The dedup inputs of one shard (see the module docstring); `base` is the work path without suffix, `ids`
+    the rows' ids and `columns` their work-table `reason`, `quality` and `exact_key` values."""
+    alive = np.array([reason is None for reason in columns["reason"]], dtype=bool)       # [n]
     live = np.flatnonzero(alive).astype(np.int32)
     keys = mixed_band_keys(sigs[live], bands, band_rows) if len(live) else np.zeros((0, bands), np.uint64)
     entries = np.empty(keys.size, dtype=ENTRY)
@@ -75,16 +78,40 @@ def write_shard_inputs(base: Path, sigs: np.ndarray, rows: list[dict], bands: in
     save_npy(at(base, ".bands.npy"), entries)
     save_npy(at(base, ".bands.off.npy"), offsets.astype(np.int64))
     # the 32-hex-digit digests as two little-endian uint64 (one conversion for the whole shard)
-    exact = np.frombuffer(bytes.fromhex("".join(r["exact_key"] for r in rows)), dtype="<u8").reshape(-1, 2)
+    exact = np.frombuffer(bytes.fromhex("".join(columns["exact_key"])), dtype="<u8").reshape(-1, 2)
     save_npy(at(base, ".exact.npy"), exact)
-    quality = np.array([np.inf if r["quality"] is None else -r["quality"] for r in rows], dtype=np.float64)
-    ids, neg = [r["id"] for r in rows], quality.tolist()       # Python floats: numpy scalars made the sort 10× slower
-    order = sorted(live.tolist(), key=lambda k: (neg[k], ids[k]))                     # best first, stable
-    table = pa.table([pa.array(quality[order]), pa.array([ids[k] for k in order], pa.string()),
+    # Python floats: numpy scalars made the sort 10× slower
+    neg = [-q if q is not None else np.inf for q in columns["quality"]]
+    order = sorted(live.tolist(), key=lambda k: (neg[k], ids[k]))                      # best first, stable
+    table = pa.table([pa.array([neg[k] for k in order], pa.float64()), pa.array([ids[k] for k in order], pa.string()),
                       pa.array(np.asarray(order, dtype=np.int32))], schema=ORDER_SCHEMA)
     with atomic_path(at(base, ".order.arrow")) as tmp, pa.OSFile(str(tmp), "wb") as sink:
         with pa.ipc.new_file(sink, ORDER_SCHEMA) as writer:      # batches the merge reads one at a time
             writer.write_table(table, max_chunksize=ORDER_BATCH)
+
+
+def save_shingles(base: Path, hashes: np.ndarray, offsets: np.ndarray) -> None:
+    """A shard's shingle hashes as its signatures were made of them (uint32, repeats kept) and each row's offset
+    into them: verification and the audit read the few rows they need instead of each needed shard's texts
+    (a whole text column through Parquet, then the folds and the hashing again)."""
+    save_npy(at(base, ".shingles.npy"), hashes)
+    save_npy(at(base, ".shingles.off.npy"), offsets)
+
+
+def shingle_runs(base: Path, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The stored shingle hashes of the given rows of one shard, back to back, and their offsets [len(rows) + 1]
+    (memory-mapped: only those rows are read)."""
+    offsets = np.load(at(base, ".shingles.off.npy"), mmap_mode="r")
+    starts, stops = np.asarray(offsets[rows]), np.asarray(offsets[rows + 1])
+    sizes = stops - starts
+    out = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    index = np.repeat(starts - out[:-1], sizes) + np.arange(out[-1])        # each value's place in the file
+    return np.asarray(np.load(at(base, ".shingles.npy"), mmap_mode="r")[index]), out
+
+
+def row_columns(rows: list[dict]) -> tuple[list[str], dict[str, list]]:
+    """(ids, columns) of work rows given as dicts (tests, benchmarks), as `write_shard_inputs` takes them."""
+    return [r["id"] for r in rows], {k: [r[k] for r in rows] for k in ("reason", "quality", "exact_key")}
 
 
 def bucket_slice(base: Path, bucket: int) -> np.ndarray:

@@ -8,7 +8,7 @@ identical results) from the per-shard files of `tasks.data.dedup_files`, in memo
    threshold) streamed in (worse rank, better rank) order through a kept flag per rank: a document is removed
    for the first (best) kept document linked to it — exactly `lsh.greedy_keepers`' no-chain decision, since a
    document's own fate is final before any link where it is the better one is read.
-4. The audit of `tasks.data.dedup_audit` on the same seeded sample, its texts read back from the shards.
+4. The audit of `tasks.data.dedup_audit` on the same seeded sample, its shingles read back from the shards.
 
 What stays in the stage's memory grows with the corpus only by a few per-document numpy arrays (rank 8 B,
 flags 3 B; the exact-dedup sort ~40 B per kept document while it runs) and by the decisions (24 B per drop);
@@ -31,8 +31,8 @@ from specs.run import ExecutorSpec
 from tasks.core.executors import available_cores
 from tasks.core.shardmap import map_shards
 from tasks.data import dedup_audit, dedup_files
-from tasks.data.dedup_tasks import (ALIVE, CANDIDATES, RANK, VERIFIED, Layout, bucket_candidates, read_rows,
-                                    verify_range)
+from tasks.data.dedup_tasks import (ALIVE, CANDIDATES, RANK, VERIFIED, Layout, bucket_candidates,
+                                    read_shingle_sets, verify_range)
 from tasks.data.lsh import choose_banding, s_curve, sorted_unique
 
 log = logging.getLogger("forgeline.clean")
@@ -190,12 +190,12 @@ def _audit(layout: Layout, spec: CleanSpec, seed: int, alive: np.ndarray,
     live = np.flatnonzero(alive)
     sample = dedup_audit.audit_sample(len(live), _Candidates(layout, alive), spec.dedup, seed)
     rows = live[sample]
-    texts = read_rows(layout, rows, "text")
+    sets = read_shingle_sets(layout, rows)
     keeper_of = dict(zip(near[0].tolist(), near[1].tolist()))
     group = [keeper_of.get(r, r) for r in rows.tolist()]
     removed = np.array([r in keeper_of for r in rows.tolist()], dtype=bool)
     bands, band_rows = banding(spec.dedup)
-    return dedup_audit.audit_groups(texts, group, removed, spec.dedup, bands, band_rows)
+    return dedup_audit.audit_groups(sets, group, removed, spec.dedup, bands, band_rows)
 
 
 def layout_of(work: Path, stems: list[str]) -> Layout:

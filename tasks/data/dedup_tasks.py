@@ -6,9 +6,9 @@ pool or Dask workers), each reading the work folder's files and writing only its
   linked to its next `lsh.MAX_WINDOW`, and in a group wider than that also to the group's best-ranked row.
   Written as sorted distinct codes g_i · N + g_j (g_i < g_j, row ids).
 - `verify_range(lo, hi)`: candidates [lo, hi) of the merged candidate file judged by exact shingle-set Jaccard
-  (texts read back from the shards' work tables: only the rows needed, only their `text` column) or by the
-  signature estimate; the pairs ≥ threshold are written in rank space, sorted by (worse rank, better rank),
-  which is the order the greedy decision reads them in.
+  (of the shingles phase 1 stored, only the rows needed) or by the signature estimate; the pairs ≥ threshold
+  are written in rank space, sorted by (worse rank, better rank), which is the order the greedy decision reads
+  them in.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 from specs.clean import DedupSpec
 from tasks.data import dedup_files
 from tasks.data.lsh import head_links, sorted_unique, window_links
-from tasks.data.minhash import estimated_jaccard, exact_jaccard_pairs, shingle_sets
+from tasks.data.minhash import estimated_jaccard, exact_jaccard_pairs, sets_of
 
 # code = worse rank · N + better rank (the sort key); rows are the two documents' row ids
 VERIFIED = np.dtype([("code", "<i8"), ("worse", "<i8"), ("better", "<i8"), ("sim", "<f8")])
@@ -89,6 +89,15 @@ def read_rows(layout: Layout, rows: np.ndarray, column: str) -> list:
     return values
 
 
+def read_shingle_sets(layout: Layout, rows: np.ndarray) -> list[np.ndarray]:
+    """The shingle sets of the given (sorted) rows, from the shards' stored shingles (phase 1's)."""
+    sets: list[np.ndarray] = []
+    shard = layout.shard_of(rows)
+    for s in sorted_unique(shard).tolist():
+        sets.extend(sets_of(*dedup_files.shingle_runs(layout.base(s), rows[shard == s] - layout.offsets[s])))
+    return sets
+
+
 def read_signatures(layout: Layout, rows: np.ndarray) -> np.ndarray:
     """Signature rows of the given (sorted) rows, through memory maps of the shards' .sig.npy files."""
     shard = layout.shard_of(rows)
@@ -103,11 +112,7 @@ def verify_range(layout: Layout, lo: int, hi: int, spec: DedupSpec, out: Path) -
     i, j = codes // layout.total, codes % layout.total
     docs = sorted_unique(np.concatenate([i, j]))                         # rows needed, ascending
     if spec.verify:
-        sets: dict[int, np.ndarray] = {}
-        shard = layout.shard_of(docs)
-        for s in sorted_unique(shard).tolist():                          # each shard's text column read once
-            mine = docs[shard == s]
-            sets.update(zip(mine.tolist(), shingle_sets(read_rows(layout, mine, "text"), spec)))
+        sets = dict(zip(docs.tolist(), read_shingle_sets(layout, docs)))
         sims = exact_jaccard_pairs(sets, i.tolist(), j.tolist())
     else:
         sigs = read_signatures(layout, docs)

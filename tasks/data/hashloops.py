@@ -45,7 +45,8 @@ _WORD_BYTE = np.array([int(c >= 0x80 or 0x61 <= (c | 0x20) <= 0x7A or 0x30 <= c 
 
 @njit(cache=True)
 def word_hashes(data, doc_ends, pow_):
-    """fmix64(Σ_k pow_[k & 4095] · (byte_k + 1)) of each maximal run of word bytes, and the runs per document.
+    """fmix64(Σ_k pow_[k & 4095] · (byte_k + 1)) of each maximal run of word bytes, ASCII letters read as lower
+    case, and the runs per document.
 
     data: uint8 bytes of the batch; doc_ends[d]: the position of document d's separator (a non-word byte).
     Returns (uint64 [T], int64 [m]).
@@ -59,7 +60,8 @@ def word_hashes(data, doc_ends, pow_):
         # `t` on only where a word just ended, and masks (not multiplies: shorter dependency chain) reset the
         # sum; measured ~1.5× faster than a loop that branches on each byte's class.
         for i in range(lo, doc_ends[d] + 1):           # the separator ends the document's last word
-            c = data[i]
+            c = np.int64(data[i])
+            c += 32 * ((c >= 65) & (c <= 90))            # ASCII A-Z → a-z (callers skip lower()), no branch
             word = _WORD_BYTE[c]
             out[t] = acc
             t += (k > 0) & (word == 0)
@@ -133,3 +135,99 @@ def intersection_sizes(values, offsets, i, j):
             y += vy <= vx
         out[k] = common
     return out
+
+
+# [256] 1 for the bytes `str.split()` splits on, in ASCII: \t \n \v \f \r, the separators \x1c-\x1f, space
+_SPACE_BYTE = np.array([int(c in (9, 10, 11, 12, 13, 28, 29, 30, 31, 32)) for c in range(256)], dtype=np.int64)
+# [256] the byte written for each byte: ASCII letters in lower case, whitespace as a space
+_COLLAPSED = np.array([32 if _SPACE_BYTE[c] else c + 32 if 65 <= c <= 90 else c for c in range(256)], dtype=np.uint8)
+
+
+@njit(cache=True, inline="always")
+def _code_point(data, i):
+    """(code point, byte length) of the UTF-8 sequence at data[i] (a lead byte ≥ 0x80); -1 for a 4-byte one or a
+    stray byte (none of them simple)."""
+    c = np.int64(data[i])
+    if 0xC2 <= c <= 0xDF:
+        return ((c & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F), 2
+    if 0xE0 <= c <= 0xEF:
+        return ((c & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F), 3
+    return -1, 4 if c >= 0xF0 else 1
+
+
+@njit(cache=True)
+def text_flags(data, doc_ends, simple):
+    """What `normalize`'s folds could change in each document (bytes data[lo:doc_ends[d]], a separator between
+    documents), one scan for a batch: 1 an ASCII control character other than tab and newline (CR included) or
+    DEL, 2 a non-ASCII character, 4 a space or tab right before a newline, 8 four newlines in a row, 16 a
+    character outside `normalize.simple_chars` (`simple`: uint8 [65536]). The printable-ASCII test comes
+    first: that branch is nearly always taken (2x faster than testing each class in turn)."""
+    out = np.zeros(len(doc_ends), np.uint8)
+    lo = 0
+    for d in range(len(doc_ends)):
+        f, run, prev, i = 0, 0, 10, lo
+        while i < doc_ends[d]:
+            c = data[i]
+            if 32 <= c < 127:
+                run = 0
+            elif c == 10:
+                run += 1
+                if run >= 4:
+                    f |= 8
+                if prev == 32 or prev == 9:
+                    f |= 4
+            elif c < 128:
+                run = 0
+                f |= 0 if c == 9 else 1
+            else:
+                run = 0
+                code, size = _code_point(data, i)
+                f |= 2 if code >= 0 and simple[code] else 18
+                prev = 0
+                i += size
+                continue
+            prev = c
+            i += 1
+        out[d] = f
+        lo = doc_ends[d] + 1
+    return out
+
+
+@njit(cache=True)
+def blank_non_words(data, simple):
+    """Every simple non-word character (`simple` == 1: typographic quotes, dashes, ...) overwritten by spaces, in
+    place: the word loop then splits there, as the regex `\\w+` split does, with no Python per document."""
+    i = 0
+    while i < len(data):
+        if data[i] < 128:
+            i += 1
+            continue
+        code, size = _code_point(data, i)
+        if code >= 0 and simple[code] == 1:
+            for k in range(size):
+                data[i + k] = 32
+        i += size
+
+
+@njit(cache=True)
+def collapse_lower(data, doc_ends, out):
+    """Each document with ASCII letters in lower case and every run of ASCII whitespace (`_SPACE_BYTE`) as one
+    space, none at either end: `" ".join(text.lower().split())` for ASCII text, written to `out` back to back.
+    Returns the end offset of each document in `out` (int64 [m]). Branch-free: every byte is written, and the
+    write position moves on for a non-space or for the first space after one (2x the branching loop: where a
+    word ends is unpredictable)."""
+    ends = np.empty(len(doc_ends), np.int64)
+    t, lo = 0, 0
+    for d in range(len(doc_ends)):
+        start, word = t, 0
+        for i in range(lo, doc_ends[d]):
+            c = data[i]
+            space = _SPACE_BYTE[c]
+            out[t] = _COLLAPSED[c]
+            t += (1 - space) | word
+            word = 1 - space
+        if word == 0 and t > start:                    # a space written after the last word
+            t -= 1
+        ends[d] = t
+        lo = doc_ends[d] + 1
+    return ends

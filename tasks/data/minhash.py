@@ -22,19 +22,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+import unicodedata
 from hashlib import blake2b
 
 import numpy as np
 from datasketch import MinHash
 
 from specs.clean import DedupSpec
-from tasks.data import hashloops
+from tasks.data import hashloops, textbatch
 from tasks.data.lsh import candidate_pairs, choose_banding, greedy_keepers, s_curve, sorted_unique
-from tasks.data.normalize import shingle_text
-from tasks.data.wordhash import MUL, fmix64, word_hashes
+from tasks.data.normalize import entity_in, has_markup, shingle_text
+from tasks.data.wordhash import MUL, POW, WORD, fmix64
 
-__all__ = ["DedupResult", "estimated_jaccard", "exact_jaccard_pairs", "near_duplicates", "s_curve",
-           "shingle_sets", "shingles", "signatures"]
+__all__ = ["DedupResult", "estimated_jaccard", "exact_jaccard_pairs", "near_duplicates", "s_curve", "sets_of",
+           "shingle_sets", "shingles", "signatures", "signatures_and_shingles"]
 ShingleSetsFn = Callable[[Sequence[str]], Sequence[np.ndarray]]   # ids -> their shingle sets
 
 # Documents shingled at once: bounds the batch's bytes, words and shingle hashes (~2 MB at 128 docs of 2 KB).
@@ -57,37 +58,77 @@ def _char_units(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     return fmix64(points.astype(np.uint64) + _CHAR_SALT), np.array([len(x) for x in norms], dtype=np.int64)
 
 
-def _chunk_shingles(texts: Sequence[str], spec: DedupSpec) -> tuple[np.ndarray, np.ndarray]:
+def _fold(text: str, spec: DedupSpec) -> str:
+    quotes = spec.fold_unicode and spec.shingle == "char"     # only char shingles see punctuation
+    return shingle_text(text, spec.fold_entities, spec.fold_invisible, spec.fold_unicode, quotes, spec.fold_markup,
+                        spec.fold_confusables)
+
+
+def _chunk_shingles(texts: Sequence[str], spec: DedupSpec,
+                    encoded: textbatch.Encoded | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Shingle hashes of several documents, concatenated: (uint32 [S], int64 offsets [m + 1]).
 
     Doc d owns hashes[offsets[d]:offsets[d + 1]] (≥ 1 each; repeats are kept, MinHash ignores them).
+    `encoded`: these texts already encoded (`textbatch.Encoded`), for the word loop.
     """
-    quotes = spec.fold_unicode and spec.shingle == "char"     # only char shingles see punctuation
-    texts = [shingle_text(t, spec.fold_entities, spec.fold_invisible, spec.fold_unicode, quotes, spec.fold_markup,
-                          spec.fold_confusables) for t in texts]
-    units, lengths = word_hashes(texts) if spec.shingle == "word" else _char_units(texts)   # [T], [m]
+    if spec.shingle == "word":
+        units, lengths = _word_units(encoded or textbatch.Encoded.of(texts), spec)      # [T], [m]
+    else:
+        units, lengths = _char_units([_fold(t, spec) for t in texts])
     hashes, offsets = hashloops.ngram_hashes(units, lengths, spec.shingle_size, MUL)
     for d in np.flatnonzero(lengths == 0).tolist():                     # no units at all: hash the text itself
-        hashes[offsets[d]] = _blake64(texts[d]) >> 32
+        hashes[offsets[d]] = _blake64(_fold(texts[d], spec)) >> 32
     return hashes, offsets
+
+
+def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, np.ndarray]:
+    """Word hashes of the folded texts (`wordhash.word_hashes(fold(t) for t in texts)`, bit for bit).
+
+    A text the folds leave as it is up to ASCII case — no markup, no entity, NFKC already, every non-ASCII
+    character simple (`normalize.simple_chars`: quotes, dashes, lower-case accented letters) — goes to the
+    compiled word loop as its own UTF-8, its simple non-word characters blanked there: no fold, no regex split,
+    no Python per word (what a text with one curly quote cost: ~370 µs of 3 KB, against ~15 for ASCII). The
+    rest is folded and split as before."""
+    folded = {k: " ".join(WORD.findall(_fold(text, spec).lower())).encode("utf-8", "surrogatepass")
+              for k, (text, flag) in enumerate(zip(batch.texts, batch.flags)) if _needs_fold(text, flag, spec)}
+    if folded:
+        parts = [folded[k] if k in folded else t.encode("utf-8", "surrogatepass") for k, t in enumerate(batch.texts)]
+        ends = np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)) + 1) - 1
+        data = np.frombuffer(bytearray(b"\n").join([*parts, bytes(8)]), np.uint8)      # writable; 8 pad bytes
+    else:
+        data, ends = np.concatenate([batch.data, np.zeros(8, np.uint8)]), batch.ends    # a writable copy
+    hashloops.blank_non_words(data, textbatch.simple_table())
+    return hashloops.word_hashes(data, ends, POW)
+
+
+def _needs_fold(text: str, flag: int, spec: DedupSpec) -> bool:
+    if flag & textbatch.NOT_SIMPLE or (spec.fold_markup and has_markup(text)):
+        return True
+    if spec.fold_entities and "&" in text and entity_in(text):
+        return True
+    return bool(flag & textbatch.NON_ASCII) and spec.fold_unicode and not unicodedata.is_normalized("NFKC", text)
 
 
 def shingle_sets(texts: Sequence[str], spec: DedupSpec) -> list[np.ndarray]:
     """Per document, its sorted distinct uint32 shingle hashes (its shingle *set*), computed in batches."""
     sets: list[np.ndarray] = []
     for start in range(0, len(texts), CHUNK_DOCS):
-        hashes, offsets = _chunk_shingles(texts[start: start + CHUNK_DOCS], spec)   # [S], [m + 1]
-        # One small sort per document (numpy's SIMD sort of ~500 uint32) was measured 10× faster than one
-        # sort of the whole batch keyed by (doc, hash) as uint64.
-        bounds = offsets.tolist()
-        for lo, hi in zip(bounds[:-1], bounds[1:]):
-            hashes[lo:hi].sort()
-        distinct = np.ones(len(hashes), dtype=bool)                    # [S] first of each run of equal values
-        distinct[1:] = hashes[1:] != hashes[:-1]
-        distinct[offsets[:-1]] = True                                  # a document's first value is always new
-        kept = np.concatenate([[0], np.cumsum(distinct)])[offsets]     # [m + 1] offsets after dropping repeats
-        sets.extend(np.split(hashes[distinct], kept[1:-1]))
+        sets.extend(sets_of(*_chunk_shingles(texts[start: start + CHUNK_DOCS], spec)))
     return sets
+
+
+def sets_of(hashes: np.ndarray, offsets: np.ndarray) -> list[np.ndarray]:
+    """The sorted distinct values of each run hashes[offsets[d]:offsets[d + 1]] (the runs are sorted in place)."""
+    # One small sort per document (numpy's SIMD sort of ~500 uint32) was measured 10× faster than one
+    # sort of the whole batch keyed by (doc, hash) as uint64.
+    bounds = offsets.tolist()
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        hashes[lo:hi].sort()
+    distinct = np.ones(len(hashes), dtype=bool)                        # [S] first of each run of equal values
+    distinct[1:] = hashes[1:] != hashes[:-1]
+    distinct[offsets[:-1]] = True                                      # a document's first value is always new
+    kept = np.concatenate([[0], np.cumsum(distinct)])[offsets]         # [m + 1] offsets after dropping repeats
+    return np.split(hashes[distinct], kept[1:-1])
 
 
 def shingles(text: str, spec: DedupSpec) -> np.ndarray:
@@ -103,12 +144,40 @@ def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def signatures(texts: Sequence[str], spec: DedupSpec, seed: int = 1) -> np.ndarray:
     """MinHash signatures, uint32 [len(texts), num_perm]; row i equals datasketch's hashvalues for doc i."""
-    a, b = permutations(spec.num_perm, seed)
     sigs = np.empty((len(texts), spec.num_perm), dtype=np.uint32)     # [n, P]
-    for start in range(0, len(texts), CHUNK_DOCS):
-        hashes, offsets = _chunk_shingles(texts[start: start + CHUNK_DOCS], spec)   # [S], [m + 1]
-        hashloops.minhash_rows(hashes, offsets, a, b, sigs[start: start + CHUNK_DOCS])
+    for _ in _signed_chunks(texts, spec, seed, sigs, None):
+        pass
     return sigs
+
+
+def signatures_and_shingles(texts: Sequence[str], spec: DedupSpec, seed: int = 1,
+                            encoded: textbatch.Encoded | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`signatures` and the shingle hashes they were made of: (uint32 [n, P], uint32 [S] as shingled, with
+    repeats, int64 offsets [n + 1]); `sets_of(hashes, offsets)` gives the shingle sets without shingling again.
+    `encoded`: the texts already encoded (`textbatch.Encoded.of(texts)`, as clean has them)."""
+    sigs = np.empty((len(texts), spec.num_perm), dtype=np.uint32)     # [n, P]
+    chunks = list(_signed_chunks(texts, spec, seed, sigs, encoded))
+    if not chunks:
+        return sigs, np.zeros(0, np.uint32), np.zeros(1, np.int64)
+    bases = np.cumsum([0] + [len(h) for h, _ in chunks[:-1]])
+    offsets = np.concatenate([[0]] + [o[1:] + base for (_, o), base in zip(chunks, bases)])
+    return sigs, np.concatenate([h for h, _ in chunks]), offsets.astype(np.int64)
+
+
+def _signed_chunks(texts: Sequence[str], spec: DedupSpec, seed: int, sigs: np.ndarray,
+                   encoded: textbatch.Encoded | None):
+    """Fill sigs chunk by chunk (CHUNK_DOCS documents: bounded memory), yielding each chunk's shingles."""
+    a, b = permutations(spec.num_perm, seed)
+    for start in range(0, len(texts), CHUNK_DOCS):
+        stop = min(start + CHUNK_DOCS, len(texts))
+        part = None
+        if encoded is not None:
+            lo, hi = encoded.byte_range(start, stop)
+            part = textbatch.Encoded(texts[start:stop], encoded.data[lo:hi], encoded.ends[start:stop] - lo,
+                                     encoded.flags[start:stop])
+        hashes, offsets = _chunk_shingles(texts[start:stop], spec, part)            # [S], [m + 1]
+        hashloops.minhash_rows(hashes, offsets, a, b, sigs[start:stop])
+        yield hashes, offsets
 
 
 @dataclass

@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import html
 import re
-import sys
 import unicodedata
 from functools import lru_cache
 from typing import Literal
@@ -80,13 +79,22 @@ _TRAILING_SPACE = re.compile(r"[ \t]+$", re.MULTILINE)
 _MANY_BLANK_LINES = re.compile(r"\n{4,}")          # 4 newlines = 3 blank lines
 
 
+def _translated(m: re.Match[str]) -> str:
+    return TRANSLATION_TABLE[ord(m.group())] or ""
+
+
+def table_chars_in(text: str) -> bool:
+    """Whether `text` holds a character `normalize_text` removes or replaces (a control, an exotic space, ...)."""
+    return _TABLE_CHARS.search(text) is not None
+
+
 def normalize_text(text: str, form: NormalForm = "NFC") -> str:
     """Normalize `text` for training: see the module docstring for the exact rules."""
     # Each step is skipped where it cannot change the text (one scan, no copy): `str.translate` looks every
     # character up in a dict once any character is not ASCII, and `[ \t]+$` is tried at every space.
     text = text.replace("\r\n", "\n")
-    if _TABLE_CHARS.search(text) is not None:
-        text = text.translate(TRANSLATION_TABLE)
+    if _TABLE_CHARS.search(text) is not None:    # (a regex pass: `translate` looks up every character, ~60 ns)
+        text = _TABLE_CHARS.sub(_translated, text)
     if form != "none":
         text = unicodedata.normalize(form, text)
     if " \n" in text or "\t\n" in text or text.endswith((" ", "\t")):   # `$`: before a newline or at the end
@@ -111,9 +119,22 @@ def format_chars() -> tuple[dict[int, None], re.Pattern[str]]:
     NFKC uses. The pattern holds the BMP ones and *any* astral character: `re` tests that class with a bitmap
     and one range (~5 ns a character) where the exact class with its astral ranges took ~20 and `translate`,
     a dict lookup per character, ~60; so the table is only applied to the rare text that needs it."""
-    table = {c: None for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"}
+    table = {c: None for c in _format_codes()}
     bmp = "".join(re.escape(chr(c)) for c in sorted(table) if c <= 0xFFFF)
     return table, re.compile(f"[{bmp}\U00010000-\U0010ffff]")
+
+
+def _format_codes() -> list[int]:
+    """The code points of category Cf. They live in planes 0, 1 and 14 (planes 2-3 are ideographs, 15-16
+    private use, the rest unassigned, in every Unicode version so far; a test compares with a scan of all of
+    them), and blocks of 256 that are all printable hold none: so ~0.1 s instead of ~0.75 s for every code point,
+    once per process (a clean worker's fixed cost)."""
+    found = []
+    for plane in (0, 1, 14):
+        for lo in range(plane << 16, (plane + 1) << 16, 256):
+            if not "".join(map(chr, range(lo, lo + 256))).isprintable():
+                found += [c for c in range(lo, lo + 256) if unicodedata.category(chr(c)) == "Cf"]
+    return found
 
 
 # Typographic quotes, primes and dashes NFKC keeps, as ASCII (ftfy's `uncurl_quotes` and its dashes): only char
@@ -131,6 +152,14 @@ _HTML_TAG = re.compile(r"</?(?:a|abbr|article|aside|b|blockquote|body|br|button|
                        r"li|link|main|meta|nav|noscript|ol|option|p|pre|script|section|select|small|span|strong|"
                        r"style|sub|sup|table|tbody|td|th|thead|title|tr|u|ul)(?=[\s/>])[^<>]{0,2000}>", re.I)
 MARKUP_MIN = 3
+# Where `html.unescape` can change anything: every named reference starts with a letter, every numeric one with
+# `#`. Code is full of `&&` and `&=`, which made `unescape` (a regex pass calling Python per `&`) run on most of it.
+_ENTITY_START = re.compile(r"&[#A-Za-z]")
+
+
+def entity_in(text: str) -> bool:
+    """Whether `html.unescape` could change `text` (an `&` before a letter or `#`)."""
+    return _ENTITY_START.search(text) is not None
 
 
 def has_markup(text: str) -> bool:
@@ -155,7 +184,7 @@ def shingle_text(text: str, entities: bool = True, invisible: bool = True, unico
         text = extract_plain_text(text, main_content=False, preserve_formatting=False, alt_texts=False)
     # Entities first: `&rsquo;`, `&nbsp;` decode to non-ASCII characters the later folds then see. Decoding is
     # safe for comparison even in code (both documents of a pair are folded alike; the kept text is untouched).
-    if entities and "&" in text:
+    if entities and "&" in text and entity_in(text):
         text = html.unescape(text)
     if text.isascii():          # the common case: no format character, NFKC and casefold are the identity
         return text             # (lowercase: the shingler lowercases ASCII itself)
@@ -177,10 +206,9 @@ def shingle_text(text: str, entities: bool = True, invisible: bool = True, unico
 
 
 @lru_cache(maxsize=1)
-def confusable_letters() -> tuple[dict[int, str], re.Pattern[str]]:
+def confusable_letters() -> dict[int, str]:
     """Non-ASCII letters Unicode's confusables data (TR39, via `confusable_homoglyphs`) lists as look-alikes of
-    an ASCII letter, as a `str.translate` table to that letter (of its own case where there is one), and a pattern
-    that finds a word mixing one of them with an ASCII letter (`pаypаl` with Cyrillic `а`)."""
+    an ASCII letter, as a `str.translate` table to that letter (of its own case where there is one)."""
     from confusable_homoglyphs.confusables import confusables_data
 
     table: dict[int, str] = {}
@@ -193,8 +221,28 @@ def confusable_letters() -> tuple[dict[int, str], re.Pattern[str]]:
                                 and g["c"].isalpha()}, key=lambda c: (c.isupper() != char.isupper(), c))
         if ascii_letters:
             table[ord(char)] = ascii_letters[0]
-    look_alike = "".join(re.escape(chr(c)) for c in sorted(table))
-    return table, re.compile(f"[a-z][{look_alike}]|[{look_alike}][a-z]", re.IGNORECASE)
+    return table
+
+
+_NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
+_ASCII_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+
+
+def mixes_look_alikes(text: str) -> bool:
+    """True when an ASCII letter touches a look-alike letter (`pаypаl` with Cyrillic `а`).
+
+    Walks the runs of non-ASCII characters, where a regex class of the ~1,100 look-alikes could not be used:
+    with IGNORECASE it also matched ASCII `i`, `s`, `k` (as dotless `ı`, long `ſ`, the Kelvin sign), so every
+    non-ASCII text with "ri" in it counted as mixed and was translated whole; without it, the class holds
+    astral letters and `re` tests it as a list (~3 µs a character)."""
+    table = confusable_letters()
+    for run in _NON_ASCII_RUN.finditer(text):
+        start, end = run.span()
+        if start and text[start - 1] in _ASCII_LETTERS and ord(text[start]) in table:
+            return True
+        if text[end:end + 1] in _ASCII_LETTERS and ord(text[end - 1]) in table:
+            return True
+    return False
 
 
 def fold_confusables(text: str) -> str:
@@ -203,9 +251,34 @@ def fold_confusables(text: str) -> str:
     The whole text is folded once one word is mixed, so words swapped whole (`а` for `a`) fold too; a text
     written in Cyrillic or Greek has no mixed word and is left as it is, so its own near duplicates compare
     as before."""
-    table, mixed = confusable_letters()
-    return text.translate(table) if mixed.search(text) is not None else text
+    return text.translate(confusable_letters()) if mixes_look_alikes(text) else text
 
 
 def _nfkc(text: str) -> str:
     return text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)
+
+
+_WORD_CHAR = re.compile(r"\w")
+_JAMO = (range(0x1100, 0x1200), range(0xA960, 0xA980), range(0xD7B0, 0xD800))   # conjoining: they compose
+
+
+@lru_cache(maxsize=1)
+def simple_chars() -> bytes:
+    """Per BMP code point, 2 for a word character (`\\w`) and 1 for another one that every fold here leaves as
+    it is — NFKC, casefold and lower case keep it, it is no format, table or look-alike character, no combining
+    mark and no conjoining jamo (nothing composes with it) —, 0 otherwise (ASCII included: callers test it
+    apart). A text whose non-ASCII characters are all simple (typographic quotes and dashes, lower-case
+    accented letters, ...) needs no per-character fold: its NFKC + casefold is its ASCII letters in lower case.
+    Built once per process from `unicodedata` (~0.1 s)."""
+    excluded = {*TRANSLATION_TABLE, *format_chars()[0], *confusable_letters()}
+    table = bytearray(0x10000)
+    for code in range(0x80, 0x10000):
+        if code in excluded or 0xD800 <= code < 0xE000 or any(code in r for r in _JAMO):
+            continue
+        char = chr(code)
+        if unicodedata.combining(char) or unicodedata.category(char)[0] == "M":
+            continue
+        if unicodedata.normalize("NFKC", char) != char or char.casefold() != char or char.lower() != char:
+            continue
+        table[code] = 2 if _WORD_CHAR.match(char) else 1
+    return bytes(table)

@@ -21,7 +21,7 @@ import numpy as np
 from tasks.data import hashloops
 
 MUL = np.uint64(0x9E3779B97F4A7C15)   # odd: the n-gram combine g·M + u is order-sensitive and invertible
-_WORD = re.compile(r"\w+")
+WORD = re.compile(r"\w+")       # the units of word shingles (and the regex the compiled split matches)
 
 
 def fmix64(h: np.ndarray) -> np.ndarray:
@@ -40,7 +40,8 @@ POW = fmix64(np.arange(4096, dtype=np.uint64) + MUL) | np.uint64(1)      # [4096
 def _batch_bytes(texts: Sequence[str]) -> tuple[bytes, list[bytes]]:
     # ASCII text is split on its non-word bytes directly; other text is first re-spelled as its `\w+` words
     # joined by spaces, so the byte-level split yields exactly the regex's words either way.
-    parts = [t.lower().encode() if t.isascii() else " ".join(_WORD.findall(t.lower())).encode("utf-8", "surrogatepass")
+    # (the compiled loop lowercases ASCII letters itself; the byte-wise oracle is given lowered bytes)
+    parts = [t.encode() if t.isascii() else " ".join(WORD.findall(t.lower())).encode("utf-8", "surrogatepass")
              for t in texts]
     return b" ".join(parts) + b" " + bytes(8), parts        # one separator after each doc; 8 pad bytes
 
@@ -71,6 +72,7 @@ def word_hashes(texts: Sequence[str], bytewise: bool = False) -> tuple[np.ndarra
     doc_ends = np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)) + 1) - 1   # [m] separator positions
     if not bytewise:
         return hashloops.word_hashes(data, doc_ends, POW)
+    data = np.where((data >= 65) & (data <= 90), data | np.uint8(0x20), data)       # as the compiled loop reads
     word = _word_bytes(data)
     edge = np.empty(len(data), dtype=bool)                              # starts and ends of words alternate
     edge[0] = word[0]

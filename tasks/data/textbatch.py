@@ -1,0 +1,115 @@
+"""Batch forms of `tasks.data.normalize`'s per-document functions, equal to them text for text, for clean's
+per-shard pass.
+
+`normalize_texts(texts, form)` is `[normalize_text(t, form) for t in texts]` and `exact_keys(texts)` is
+`[exact_key(t) for t in texts]` (tests compare them on generated text, control characters and all). What
+costs per document in those — a regex scan for the translation table's characters, substring scans for
+trailing spaces and blank-line runs, `str.split` + `join` making a string per word — is done for the whole
+batch by one compiled scan over its UTF-8 bytes (`tasks.data.hashloops`): on realistic text ~20 and ~40 µs a
+2 KB document before, a few µs now. A document the scan flags (a control character, CR, a trailing space, a
+run of blank lines, a leading newline, trailing whitespace; non-ASCII text holding a table character or not
+in normal form) goes through the per-document function itself, so the rules live in one place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tasks.data import hashloops
+from tasks.data.normalize import NormalForm, exact_key, normalize_text, simple_chars, table_chars_in
+
+CONTROL, NON_ASCII, TRAILING, BLANK_RUN, NOT_SIMPLE = 1, 2, 4, 8, 16     # `hashloops.text_flags`' bits
+
+
+def simple_table() -> np.ndarray:
+    """`normalize.simple_chars()` as the uint8 [65536] the compiled loops read."""
+    return np.frombuffer(simple_chars(), dtype=np.uint8)
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A batch of texts as the compiled loops read it, made once and shared by the batch functions (normalize,
+    exact keys, word shingles): UTF-8 back to back with a `\n` after each text, each separator's position, and
+    each text's `hashloops.text_flags`."""
+
+    texts: Sequence[str]
+    data: np.ndarray            # uint8 [B]
+    ends: np.ndarray            # int64 [n]
+    flags: list[int]
+
+    @classmethod
+    def of(cls, texts: Sequence[str]) -> "Encoded":
+        parts = [t.encode("utf-8", "surrogatepass") for t in texts]
+        ends = np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)) + 1) - 1
+        parts.append(b"")                                       # (one copy: the join ends with a separator)
+        data = np.frombuffer(b"\n".join(parts), dtype=np.uint8)
+        return cls(texts, data, ends, hashloops.text_flags(data, ends, simple_table()).tolist())
+
+    def byte_range(self, start: int, stop: int) -> tuple[int, int]:
+        """Where texts [start, stop) are in `data` (their separators included)."""
+        return (int(self.ends[start - 1]) + 1 if start else 0), (int(self.ends[stop - 1]) + 1 if stop else 0)
+
+
+def normalize_encoded(texts: Sequence[str], form: NormalForm = "NFC") -> Encoded:
+    """`[normalize_text(t, form) for t in texts]`, encoded; a text it would leave unchanged stays the same object
+    (and when none changes, so does the encoding)."""
+    batch = Encoded.of(texts)
+    out = []
+    for text, flag in zip(texts, batch.flags):
+        if flag & (CONTROL | TRAILING | BLANK_RUN) or text[:1] == "\n" or text[-1:].isspace() or (
+                flag & NON_ASCII and ((flag & NOT_SIMPLE and table_chars_in(text)) or form != "none" and
+                                      not unicodedata.is_normalized(form, text))):
+            text = normalize_text(text, form)
+        out.append(text)
+    return batch if all(a is b for a, b in zip(out, texts)) else Encoded.of(out)
+
+
+def normalize_texts(texts: Sequence[str], form: NormalForm = "NFC") -> list[str]:
+    """`[normalize_text(t, form) for t in texts]`; a text it would leave unchanged is returned as it is."""
+    return list(normalize_encoded(texts, form).texts)
+
+
+def exact_keys(texts: Sequence[str] | Encoded) -> list[str]:
+    """`[exact_key(t) for t in texts]`: the digest of the folded text with its whitespace collapsed.
+
+    Folding is NFKC + casefold (`exact_key`'s); for ASCII text without control characters it is lower case,
+    which the compiled collapse does byte by byte. Non-ASCII text without table characters is folded here
+    (the NFKC of normalize_text is the only change normalize_text could make that survives the collapse) and
+    collapsed by the same loop: after NFKC and casefold such text holds no whitespace outside ASCII (every
+    other white space character is in normalize's table or NFKC-decomposes to a space)."""
+    batch = texts if isinstance(texts, Encoded) else Encoded.of(texts)
+    texts, data, ends = batch.texts, batch.data, batch.ends
+    # The fold of a simple NFKC text is its ASCII letters in lower case, which the collapse does: its bytes
+    # stay. Other non-ASCII text is folded here, or (with a table character) left to `exact_key` itself.
+    whole = [False] * len(texts)
+    folded: dict[int, str] = {}
+    for k, (text, flag) in enumerate(zip(texts, batch.flags)):
+        if flag & CONTROL:      # normalize_text removes it (or makes it a newline) before the collapse
+            whole[k] = True
+        elif flag & NON_ASCII and (flag & NOT_SIMPLE or not unicodedata.is_normalized("NFKC", text)):
+            whole[k] = table_chars_in(text)
+            if not whole[k]:
+                folded[k] = _nfkc(_nfkc(text).casefold())
+    row = list(range(len(texts)))                               # each text's document in the collapsed batch
+    if folded:
+        more = Encoded.of(list(folded.values()))
+        data = np.concatenate([data, more.data])
+        ends = np.concatenate([ends, more.ends + len(batch.data)])
+        for extra, k in enumerate(folded, start=len(texts)):
+            row[k] = extra
+    out = np.empty(len(data), dtype=np.uint8)
+    stops = hashloops.collapse_lower(data, ends, out).tolist()
+    starts = [0, *stops[:-1]]
+    raw = memoryview(out)
+    return [exact_key(text) if whole[k] else
+            hashlib.blake2b(raw[starts[row[k]]:stops[row[k]]], digest_size=16).hexdigest()
+            for k, text in enumerate(texts)]
+
+
+def _nfkc(text: str) -> str:
+    return text if unicodedata.is_normalized("NFKC", text) else unicodedata.normalize("NFKC", text)

@@ -1,0 +1,106 @@
+"""clean's batch text functions equal the per-document ones they stand for, on generated text of every kind the
+folds treat apart: ASCII, controls, CR, trailing spaces, blank-line runs, exotic spaces, format characters,
+typographic quotes, accented and upper-case letters, look-alikes, combining marks, jamo, astral characters."""
+
+from __future__ import annotations
+
+import re
+import sys
+import unicodedata
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from specs.clean import DedupSpec
+from tasks.data import minhash
+from tasks.data.normalize import (TRANSLATION_TABLE, confusable_letters, exact_key, format_chars, mixes_look_alikes,
+                                  normalize_text, shingle_text, simple_chars)
+from tasks.data.textbatch import Encoded, exact_keys, normalize_encoded, normalize_texts
+
+PIECES = ["the", "Word", "ÉTÉ", "été", "naïve", " ", "  ", "\t", "\n", "\n\n\n\n", "\r\n", "\r", "\x00",
+          "\x1f", "\x7f", "\x85", "\xa0", "\u3000", "\u2028", "\u200b", "\u200d", "\u00ad", "\ufeff", "’", "“",
+          "—", "–", "…", "½", "ﬁ", "ß", "İ", "ı", "ſ", "K", "а", "о", "pаypаl", "α", "Σ", "ς", "e\u0301",
+          "\u0301", "\u1100\u1161", "한", "日本", "𝐚𝐛", "😀", "&amp;", "&#39;", "a&b", "x", "7", "_", ".", ",",
+          "<p>x</p><p>y</p><div>z</div>", "Ω", "ǅ", "ᏸ", "\u0345"]
+texts = st.lists(st.sampled_from(PIECES), max_size=12).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=8))
+def test_normalize_texts_equal_normalize_text(batch):
+    for form in ("NFC", "NFKC", "none"):
+        assert normalize_texts(batch, form) == [normalize_text(t, form) for t in batch]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=8))
+def test_exact_keys_equal_exact_key(batch):
+    assert exact_keys(batch) == [exact_key(t) for t in batch]
+    normalized = normalize_encoded(batch)
+    assert exact_keys(normalized) == [exact_key(t) for t in normalized.texts]
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts)
+def test_table_replacement_equals_translate(text):
+    assert normalize_text(text, "none") == _reference_normalize(text)
+
+
+def _reference_normalize(text: str) -> str:
+    """normalize_text with `form="none"` as it was written before the regex replacement (str.translate)."""
+    text = text.replace("\r\n", "\n").translate(TRANSLATION_TABLE)
+    text = re.sub(r"[ \t]+$", "", text, flags=re.MULTILINE)
+    return re.sub(r"\n{4,}", "\n\n\n", text).lstrip("\n").rstrip()
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts)
+def test_mixed_look_alikes_as_the_regex_says(text):
+    # the definition, written as a (slow) regex over every look-alike, both cases spelled out
+    look = "".join(re.escape(chr(c)) for c in sorted(confusable_letters()))
+    assert mixes_look_alikes(text) == (re.search(f"[A-Za-z][{look}]|[{look}][A-Za-z]", text) is not None)
+
+
+def test_ascii_i_s_k_beside_a_non_ascii_character_are_no_look_alikes():
+    # With IGNORECASE the class matched `i`, `s`, `k` as dotless ı, long ſ and the Kelvin sign: any text with a
+    # curly quote and "ri" was "mixed" and had its Greek letters read as Latin.
+    assert not mixes_look_alikes("the river’s mouth, λόγος and ἀρχή")
+    # casefolded (final sigma), not read as Latin
+    assert shingle_text("the river’s mouth, ο λόγος") == "the river’s mouth, ο λόγοσ"
+    assert mixes_look_alikes("pаypаl") and shingle_text("pаypаl login") == "paypal login"
+
+
+def test_format_characters_are_found_in_every_plane():
+    every = [c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c)) == "Cf"]
+    assert sorted(format_chars()[0]) == every
+
+
+def test_simple_characters_survive_every_fold():
+    table = simple_chars()
+    simple = [chr(c) for c in range(0x80, 0x10000) if table[c]]
+    assert "’" in simple and "é" in simple and "É" not in simple and "а" not in simple and "…" not in simple
+    text = "".join(simple)
+    assert unicodedata.normalize("NFKC", text) == text == text.casefold() == text.lower()
+    assert all((table[ord(c)] == 2) == bool(re.match(r"\w", c)) for c in simple)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=10), st.sampled_from(["default", "no_unicode", "no_entities"]))
+def test_word_shingles_without_the_fold_equal_the_folded_ones(raw, variant):
+    spec = {"default": DedupSpec(), "no_unicode": DedupSpec(fold_unicode=False),
+            "no_entities": DedupSpec(fold_entities=False, fold_markup=False)}[variant]
+    batch = [normalize_text(t) for t in raw]
+    fast = minhash.signatures_and_shingles(batch, spec, 1, Encoded.of(batch))
+    slow = _folded_reference(batch, spec)
+    assert all(np.array_equal(a, b) for a, b in zip(fast, slow))
+
+
+def _folded_reference(batch: list[str], spec: DedupSpec):
+    """The same with every text folded and split by the regex (no text takes the compiled shortcut)."""
+    original = minhash._needs_fold
+    minhash._needs_fold = lambda text, flag, spec: True
+    try:
+        return minhash.signatures_and_shingles(batch, spec, 1)
+    finally:
+        minhash._needs_fold = original
