@@ -10,6 +10,7 @@ import yaml
 from pydantic import Field, ValidationError, model_validator
 
 from specs.base import ParamsError, StrictModel, describe_errors
+from specs.benchmark import BenchmarkJob, BenchmarkSpec, compare_problems, with_benchmark_files
 from specs.clean import CleanJob, CleanSpec
 from specs.evaluate import EvaluateSpec
 from specs.ingest import IngestSpec
@@ -52,6 +53,8 @@ class Params(StrictModel):
     sft: SFTSpec = Field(default_factory=SFTSpec, description="Supervised finetuning (stage `sft`).")
     review_sft: ReviewSpec = Field(default_factory=lambda: ReviewSpec(target="sft"), description="The review gate "
                                    "after SFT, before export (stage `review_sft`).")
+    benchmark: BenchmarkSpec = Field(default_factory=BenchmarkSpec, description="Standard benchmarks with lm-eval, "
+                                     "offline (stage `benchmark`).")
     export: ExportSpec = Field(default_factory=ExportSpec, description="Hugging Face export (stage `export`).")
 
     model_config = StrictModel.model_config | {"populate_by_name": True}
@@ -68,6 +71,7 @@ class Params(StrictModel):
             if unknown:
                 raise ValueError(f"{where}: names unknown source(s) {unknown} (ingest declares {sorted(names)})")
         problems = layout_problems(self.model, self.parallel)
+        problems += compare_problems(self.benchmark, self.model.init)
         # specs/init.py's rule: beside a checkpoint, mix uses its tokenizer; a tokenizer key set here cannot apply.
         problems += checkpoint_conflicts("mix.tokenizer", self.mix.tokenizer, TokenizerSpec.model_fields,
                                          self.model.init, "tokenizer.json")
@@ -88,7 +92,10 @@ class Params(StrictModel):
         if stage == "mix":
             return MixJob(**self.mix.model_dump(), model_init=self.model.init)
         if stage == "clean":
-            return CleanJob(clean=self.clean, eval_prompts={p.id: p.text for p in self.evaluate.prompts})
+            return CleanJob(clean=with_benchmark_files(self.clean, self.benchmark),
+                            eval_prompts={p.id: p.text for p in self.evaluate.prompts})
+        if stage == "benchmark":
+            return BenchmarkJob(benchmark=self.benchmark, model_init=self.model.init)
         if stage == "instruct":
             return InstructJob(instruct=self.instruct, eval_prompts=[p.text for p in self.evaluate.prompts])
         return getattr(self, "validate_" if stage == "validate" else stage)

@@ -49,7 +49,8 @@ HF_DIR = "hf"
 STAGING_DIR = "hf-unverified"
 REPORT = "report.json"
 SFT_FILES = ("config.json", "tokenizer.json", "chat_template.jinja")  # + the weights (`weight_files`)
-LINEAGE_STAGES = ("ingest", "validate", "clean", "mix", "pretrain", "evaluate", "review", "instruct", "sft")
+LINEAGE_STAGES = ("ingest", "validate", "clean", "mix", "pretrain", "evaluate", "review", "instruct", "sft",
+                  "benchmark")
 PARAM_SECTIONS = ("model", "pretrain", "sft")
 VERIFY_BATCH = 2
 VERIFY_THREADS = 1  # matmul blocking depends on the thread count: fix it so the reported difference is stable
@@ -352,6 +353,10 @@ def build_card(spec: ExportSpec, params: dict[str, Any], lineage: list[dict[str,
     reviews = review_rows(root)
     if reviews:
         card["review"] = reviews
+    bench = _read_json(root / DATA_DIR / "benchmark" / "scores.json").get("card") or {}
+    if bench.get("rows"):  # the benchmark stage's before → after table, as it words it (tasks/benchmark.py)
+        card["benchmarks"] = [dict(zip(bench["columns"], row)) for row in bench["rows"]]
+        card["benchmark_notes"] = bench.get("note", "")
     sft_report = _scalars(_read_json(sft / "report.json"), depth=2)
     if sft_report:
         card["fine_tuning_metrics"] = sft_report  # rendered as "## Fine tuning metrics"

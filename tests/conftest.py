@@ -81,6 +81,9 @@ def tiny_params(root: Path) -> dict:
                 "log_every": 1, "compare_prompts": 2, "sampling": {"max_new_tokens": 8},
                 "optim": {"warmup_steps": 1}},
         "review_sft": {"target": "sft", **TINY_GATE},
+        # The shipped benchmark tasks, small: a 4-step model's scores only show that the stage measures.
+        "benchmark": {"limit": 20, "shipped": {"docs": 20, "context_words": 24, "continuation_words": 6,
+                                               "passage_words": 40}},
     }
 
 

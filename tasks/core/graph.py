@@ -193,8 +193,10 @@ STAGES: tuple[StageDef, ...] = (
     # Before clean: clean decontaminates the pretraining corpus against instruct's held-out set.
     StageDef("instruct", seeded=True, params=("evaluate.prompts",)),
     # clean reads ingest's records but runs only after validate passed (its out is a dependency too); it
-    # decontaminates against evaluate's prompts and instruct's held-out set (instruct has no upstream: no cycle).
-    StageDef("clean", upstream=("ingest", "validate", "instruct"), seeded=True, params=("evaluate.prompts",)),
+    # decontaminates against evaluate's prompts, instruct's held-out set (instruct has no upstream: no cycle) and
+    # the benchmark's downloaded test files (`benchmark.files`, a param: benchmark runs long after clean).
+    StageDef("clean", upstream=("ingest", "validate", "instruct"), seeded=True,
+             params=("evaluate.prompts", "benchmark.files")),
     StageDef("mix", upstream=("clean",), seeded=True, params=("model.init",)),
     # Checkpoints persist across reruns (a retried stage resumes from them) and stay out of the DVC cache.
     StageDef("pretrain", upstream=("mix",), seeded=True, params=("model", "parallel", "mix.adaptive"),
@@ -208,7 +210,10 @@ STAGES: tuple[StageDef, ...] = (
              persist_outs=("checkpoints/sft",)),
     # The second gate (same implementation, its own params section): the finetuned model's answers.
     StageDef("review_sft", module="review", upstream=("sft",), extra_deps=("reviews",)),
-    StageDef("export", upstream=("sft", "review_sft")),
+    # Standard benchmarks (lm-eval, offline) on the finetuned model and the one it started from: before export,
+    # so the model card shows the scores and a failed benchmark gate keeps the model unpublished.
+    StageDef("benchmark", upstream=("clean", "mix", "pretrain", "sft"), seeded=True, params=("model.init",)),
+    StageDef("export", upstream=("sft", "review_sft", "benchmark")),
 )
 
 STAGE_NAMES = tuple(s.name for s in STAGES)
