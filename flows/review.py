@@ -31,7 +31,7 @@ from tasks.eval.review_gate import now_utc, read_review, review_spec, write_revi
 from tasks.eval.spotcheck import read_sample
 
 KIND_TEXT = {"generation": "The model's continuation of a fixed prompt", "kept_doc": "A document clean kept",
-             "dropped_doc": "A document clean dropped"}
+             "dropped_doc": "A document clean dropped", "media": "A multimodal record the multimodal stage checked"}
 MARKUP = re.compile(r"([\\`*_{}\[\]<>()#+\-.!|~])")  # CommonMark's backslash-escapable punctuation
 PREVIEW_CHARS = 600  # per item in the form; the sample artifact shows the text as the sample keeps it
 
@@ -87,7 +87,10 @@ def item_description(item: SpotItem) -> str:
     if item.prompt is not None:
         lines += ["**Prompt:**", "", "\n\n".join(as_paragraphs(item.prompt)), ""]
     if item.reason is not None:
-        lines += [f"**Dropped by clean:** {item.reason}" + (f" ({item.detail})" if item.detail else ""), ""]
+        by = "Quarantined by multimodal" if item.kind == "media" else "Dropped by clean"
+        lines += [f"**{by}:** {item.reason}" + (f" ({item.detail})" if item.detail else ""), ""]
+    if item.kind == "media":
+        lines += [f"**{(item.media_kind or 'media').capitalize()}:** `{item.media_file or 'cannot be shown'}`", ""]
     lines += [("**Generation" if item.kind == "generation" else "**Text") + f"{shown}:**", "",
               "\n\n".join(as_paragraphs(text)), ""]
     detail = f" — {item.flag_detail}" if item.flag_detail else ""

@@ -98,6 +98,8 @@ class SpotcheckSpec(StrictModel):
     generations: bool = Field(True, description="Sample generations, one stratum per prompt category.")
     kept_docs: bool = Field(True, description="Sample clean's kept documents, one stratum per source.")
     dropped_docs: bool = Field(True, description="Sample clean's drop ledger (with reasons).")
+    media: bool = Field(True, description="Sample the multimodal stage's spot-check: records it kept (per media "
+                        "kind) and quarantined (per check), each with its thumbnail or audio clip beside its text.")
     dropped_strata: Literal["source", "reason", "source_reason"] = Field(
         "source", description="How dropped documents are stratified: per source, per drop reason, or both."
     )
@@ -143,7 +145,7 @@ class SpotItem(StrictModel):
     """One line of `spotcheck.jsonl`: something a reviewer labels."""
 
     id: str = Field(..., description="`gen:<prompt id>`, `kept:<doc id>` or `dropped:<doc id>`; unique in a sample.")
-    kind: Literal["generation", "kept_doc", "dropped_doc"] = Field(..., description="What the item is.")
+    kind: Literal["generation", "kept_doc", "dropped_doc", "media"] = Field(..., description="What the item is.")
     stratum: str = Field(..., description="`<kind>:<category or source[/reason]>`, the group it was drawn from.")
     source: str = Field(..., description="Document source, or the prompt category for a generation.")
     prompt: str | None = Field(None, description="The prompt, for a generation.")
@@ -155,6 +157,9 @@ class SpotItem(StrictModel):
         default_factory=list, description="Automatic flags raised on the full text."
     )
     flag_detail: str = Field("", description="Why each flag was raised (PII kinds, matched words, failed rules).")
+    media_kind: Literal["image", "audio", "video"] | None = Field(None, description="Media items: the kind of media.")
+    media_file: str | None = Field(None, description="Media items: the thumbnail (PNG) or audio clip to look at, "
+                                   "root-relative; null when the media cannot be shown (its reason says why).")
 
 
 __all__ = ["EvaluateSpec", "FlagSpec", "ItemLabel", "PromptSpec", "ReviewDecision", "ReviewSpec", "SamplingSpec",

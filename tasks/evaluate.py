@@ -60,7 +60,7 @@ def run(spec: EvaluateSpec, paths: StagePaths) -> StageResult:
     flagger = Flagger(spec.spotcheck.flags, paths.root)
     for g in gens:
         g["flags"], g["flag_detail"] = flagger(g["completion"], g["category"])
-    items = build_sample(gens, clean, spec.spotcheck, paths.seed, flagger)
+    items = build_sample(gens, clean, spec.spotcheck, paths.seed, flagger, paths.input("multimodal"))
 
     out = paths.out
     write_json_atomic(out / "perplexity.json", ppl)

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from tasks.core.ui_layout import artifact_key
 from tests.conftest import REPO, make_project
 
 pytestmark = [pytest.mark.slow]
@@ -155,7 +156,7 @@ def test_the_loss_curve_artifact_renders_as_an_image(ui_run, tmp_path):
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
     with get_client(sync_client=True) as client:
-        (art,) = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["06-pretrain-loss"])))
+        (art,) = client.read_artifacts(artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[artifact_key("pretrain", "pretrain-loss")])))
     assert art.type == "image" and (tmp_path / "reports" / "pretrain" / "loss.png").exists()
     with sync_playwright() as p:
         browser = launch(p)
@@ -207,7 +208,7 @@ def test_the_review_form_shows_each_item_next_to_its_label(ui_server, tmp_path):
 
     with get_client(sync_client=True) as client:
         (items_table,) = client.read_artifacts(
-            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["08-review-pretrain-items"])))
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=[artifact_key("review", "review-pretrain-items")])))
     SHOTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = launch(p)

@@ -111,13 +111,13 @@ def check_ui_artifacts(project, outcomes, ids: list) -> None:
     assert "mix" in parts[0].description  # the funnel was last published after mix, with its token columns
 
     assert arts["02-validate-data-docs"].type in ("markdown", "link")
-    assert "Deduplication" in arts["04-clean-dedup"].data
-    image = arts["06-pretrain-loss"]
+    assert "Deduplication" in arts[artifact_key("clean", "clean-dedup")].data
+    image = arts[artifact_key("pretrain", "pretrain-loss")]
     assert image.type == "image"
     png = (project / "reports" / "pretrain" / "loss.png").read_bytes()
     assert png.startswith(b"\x89PNG") and image.data == "data:image/png;base64," + base64.b64encode(png).decode()
-    assert arts["06-pretrain-throughput"].type == "table"
-    progress = arts["06-pretrain-progress"]  # fed from `step i/n` log lines, finished at 100 %
+    assert arts[artifact_key("pretrain", "pretrain-throughput")].type == "table"
+    progress = arts[artifact_key("pretrain", "pretrain-progress")]  # fed from `step i/n` log lines, finished at 100 %
     assert progress.type == "progress" and float(progress.data) == 100.0
 
 

@@ -174,3 +174,28 @@ def test_ingest_records_with_media_are_checked(tmp_path):
     records = {r["id"]: r for r in pq.read_table(run["out"] / "records.parquet").to_pylist()}
     assert set(records) == {"notes/ok", "notes/cut"}
     assert records["notes/ok"]["kept"] and records["notes/cut"]["reason"] == "media_truncated"
+
+
+def test_the_review_sample_holds_a_multimodal_stratum(embedded_run):
+    """evaluate's spot-check draws multimodal's items per stratum; the reviewer sees the thumbnail or clip path
+    beside the text and the quarantine reason (terminal and Prefect form), and other items' bytes are unchanged."""
+    from flows.review import item_description
+    from specs.evaluate import SpotcheckSpec
+    from tasks.eval import spotcheck
+    from tasks.eval.review_gate import item_lines
+
+    spec = SpotcheckSpec(per_stratum=1, generations=False, kept_docs=False, dropped_docs=False)
+    items = spotcheck.build_sample([], embedded_run["out"], spec, 7, None, embedded_run["out"])
+    assert items and {it.kind for it in items} == {"media"}
+    strata = {it.stratum for it in items}
+    assert {"media:kept:image", "media:quarantined:decode", "media:quarantined:caption"} <= strata
+    assert len(items) == len(strata)                                      # per_stratum = 1
+    shown = [it for it in items if it.media_file]
+    assert shown and all((embedded_run["root"] / it.media_file).is_file() for it in shown)
+    cut = next(it for it in items if it.stratum == "media:quarantined:decode")
+    lines = "\n".join(item_lines(cut))
+    assert "quarantined by multimodal: media_truncated" in lines and cut.text in lines
+    kept = next(it for it in items if it.stratum == "media:kept:image")
+    assert f"image: {kept.media_file}" in "\n".join(item_lines(kept)) and kept.media_file in item_description(kept)
+    plain = spotcheck.SpotItem(id="gen:x", kind="generation", stratum="generation:p", source="p", text="t", chars=1)
+    assert "media_file" not in spotcheck.sample_text([plain]) and "media_file" in spotcheck.sample_text([kept])

@@ -14,6 +14,7 @@ from specs.evaluate import SpotItem
 from specs.review import GateReport, ReviewDecision, ReviewSpec
 from tasks import review
 from tasks.core.runner import StagePaths
+from tasks.core.ui_layout import artifact_key
 from tasks.eval import review_gate
 from tests.helpers.review import ITEMS, paused_run_id, write_evaluate
 
@@ -255,8 +256,9 @@ def test_the_form_shows_every_item_next_to_its_label():
     art = UUID(int=7)
     with temporary_settings(updates={PREFECT_UI_URL: "http://127.0.0.1:4200"}):
         text = form_description(ITEMS, "pretrain", "ab" * 32, art)
-        assert "the `08-review-pretrain-sample` artifact." in form_description(ITEMS, "pretrain", "ab" * 32)
-    assert f"[the 08-review-pretrain-sample artifact](http://127.0.0.1:4200/artifacts/artifact/{art})" in text
+        sample_key = artifact_key("review", "review-pretrain-sample")  # numbered by the stage's position
+        assert f"the `{sample_key}` artifact." in form_description(ITEMS, "pretrain", "ab" * 32)
+    assert f"[the {sample_key} artifact](http://127.0.0.1:4200/artifacts/artifact/{art})" in text
 
 
 @pytest.fixture(scope="module")
@@ -287,7 +289,7 @@ def test_prefect_form_pauses_the_flow_and_resume_writes_the_decision(tmp_path, p
 
     with get_client(sync_client=True) as client:
         keys = {a.key for a in client.read_artifacts()}
-    assert {"08-review-pretrain-sample", "08-review-pretrain-items"} <= keys
+    assert {artifact_key("review", "review-pretrain-sample"), artifact_key("review", "review-pretrain-items")} <= keys
     # The server validates the answers against the form's schema: an unknown label is refused, still paused.
     with pytest.raises(RuntimeError, match="Cannot resume"):
         resume_flow_run(run_id, run_input={"decision": "reject", "reviewer": "grace",

@@ -201,7 +201,8 @@ STAGES: tuple[StageDef, ...] = (
     # Checkpoints persist across reruns (a retried stage resumes from them) and stay out of the DVC cache.
     StageDef("pretrain", upstream=("mix",), seeded=True, params=("model", "parallel", "mix.adaptive"),
              persist_outs=("checkpoints/pretrain",)),
-    StageDef("evaluate", upstream=("pretrain", "mix", "clean"), seeded=True),
+    # The spot-check sample holds multimodal's stratum (thumbnails and clips beside their text) too.
+    StageDef("evaluate", upstream=("pretrain", "mix", "clean", "multimodal"), seeded=True),
     # The gate before SFT: approves by policy (auto) or reads a human decision committed under reviews/.
     StageDef("review", upstream=("evaluate",), extra_deps=("reviews",)),
     # Finetuning starts only from an approved model; it launches ranks like pretrain (launcher from `parallel`).

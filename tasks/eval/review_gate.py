@@ -124,12 +124,17 @@ def item_lines(item: SpotItem) -> list[str]:
     """What a reviewer needs to judge one item, as plain lines: where it comes from, the prompt or the drop
     reason, the (possibly truncated) text and the automatic flags. The terminal and the Prefect form show this."""
     what = {"generation": "the model's continuation of a fixed prompt", "kept_doc": "a document clean kept",
-            "dropped_doc": "a document clean dropped"}[item.kind]
+            "dropped_doc": "a document clean dropped",
+            "media": f"a multimodal record ({item.media_kind}) the multimodal stage "
+                     f"{'quarantined' if item.reason else 'kept'}"}[item.kind]
     lines = [f"{item.id} · {what} · stratum {item.stratum}"]
     if item.prompt is not None:
         lines += ["prompt:", "  " + item.prompt.replace("\n", "\n  ")]
     if item.reason is not None:
-        lines.append(f"dropped by clean: {item.reason}" + (f" ({item.detail})" if item.detail else ""))
+        by = "quarantined by multimodal" if item.kind == "media" else "dropped by clean"
+        lines.append(f"{by}: {item.reason}" + (f" ({item.detail})" if item.detail else ""))
+    if item.kind == "media":
+        lines.append(f"{item.media_kind}: {item.media_file or '(cannot be shown: see the reason)'}")
     shown = f" (first {len(item.text):,} of {item.chars:,} characters)" if item.chars > len(item.text) else ""
     lines += [("generation" if item.kind == "generation" else "text") + f"{shown}:",
               "  " + item.text.replace("\n", "\n  ")]

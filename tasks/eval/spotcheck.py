@@ -31,8 +31,9 @@ from tasks.data.pii import scrub_pii
 from tasks.data.quality import quality_score
 from tasks.data.toxicity import load_lexicon, toxicity
 
-KIND_ORDER = {"generation": 0, "kept_doc": 1, "dropped_doc": 2}
-ID_PREFIX = {"generation": "gen:", "kept_doc": "kept:", "dropped_doc": "dropped:"}
+KIND_ORDER = {"generation": 0, "kept_doc": 1, "dropped_doc": 2, "media": 3}
+ID_PREFIX = {"generation": "gen:", "kept_doc": "kept:", "dropped_doc": "dropped:", "media": "media:"}
+MEDIA_FIELDS = ("media_kind", "media_file")  # written only on media items: the other items' bytes stay as they were
 
 
 class Flagger:
@@ -168,9 +169,32 @@ def dropped_items(clean_dir: Path, spec: SpotcheckSpec, seed: int, flagger: Flag
     return items
 
 
+def media_items(media_dir: Path, spec: SpotcheckSpec, seed: int) -> list[SpotItem]:
+    """The multimodal stage's spot-check (its `spotcheck.jsonl`: kept records per media kind, quarantined ones
+    per check, each naming a thumbnail or clip), drawn again `per_stratum` per stratum; none when the stage has
+    no output folder (an evaluate run outside the pipeline)."""
+    sample = media_dir / "spotcheck.jsonl"
+    if not media_dir.exists():
+        return []
+    if not sample.exists():
+        raise FileNotFoundError(f"evaluate: {sample} not found (the multimodal stage writes it)")
+    rows = {ID_PREFIX["media"] + r["id"]: r for r in map(json.loads, sample.read_text(encoding="utf-8").splitlines())}
+    strata: dict[str, list[str]] = defaultdict(list)
+    for item_id, r in rows.items():
+        strata[f"media:{r['stratum']}"].append(item_id)
+    items = []
+    for stratum, ids in draw(strata, spec.per_stratum, seed).items():
+        for item_id in ids:
+            r = rows[item_id]
+            items.append(SpotItem(id=item_id, kind="media", stratum=stratum, source=r["source"],
+                                  text=_truncate(r["text"], spec.max_chars), chars=len(r["text"]), reason=r["reason"],
+                                  detail=r["detail"] or None, media_kind=r["kind"], media_file=r["media_file"]))
+    return items
+
+
 def build_sample(gens: list[dict[str, Any]], clean_dir: Path, spec: SpotcheckSpec, seed: int,
-                 flagger: Flagger) -> list[SpotItem]:
-    """The whole sample, ordered by kind, stratum and id."""
+                 flagger: Flagger, media_dir: Path | None = None) -> list[SpotItem]:
+    """The whole sample, ordered by kind, stratum and id (media items only when `media_dir` is given)."""
     items: list[SpotItem] = []
     if spec.generations:
         items += generation_items(gens, spec, seed)
@@ -178,13 +202,15 @@ def build_sample(gens: list[dict[str, Any]], clean_dir: Path, spec: SpotcheckSpe
         items += kept_items(clean_dir, spec, seed, flagger)
     if spec.dropped_docs:
         items += dropped_items(clean_dir, spec, seed, flagger)
+    if spec.media and media_dir is not None:
+        items += media_items(media_dir, spec, seed)
     return sorted(items, key=lambda it: (KIND_ORDER[it.kind], it.stratum, it.id))
 
 
 def sample_text(items: list[SpotItem]) -> str:
     """The canonical bytes of spotcheck.jsonl: one sorted-key JSON object per line."""
-    return "".join(json.dumps(it.model_dump(mode="json"), sort_keys=True, ensure_ascii=False) + "\n"
-                   for it in items)
+    return "".join(json.dumps(it.model_dump(mode="json", exclude={f for f in MEDIA_FIELDS if getattr(it, f) is None}),
+                              sort_keys=True, ensure_ascii=False) + "\n" for it in items)
 
 
 def sample_sha256(items: list[SpotItem]) -> str:

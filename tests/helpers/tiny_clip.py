@@ -51,7 +51,7 @@ def train(folder: Path, steps: int = 150, seed: int = 0) -> Path:
     matching captions score above swapped ones; written to `folder`."""
     import torch
 
-    from tasks.data.multimodal.embedded import BACKGROUNDS, COLOURS, SHAPES, _draw  # noqa: PLC2701 (test helper)
+    from tasks.data.multimodal.embedded import BACKGROUNDS, COLOURS, SHAPES, draw_shape
 
     model, tokenizer, processor = build(folder, seed)
     rng = random.Random(seed)
@@ -59,7 +59,7 @@ def train(folder: Path, steps: int = 150, seed: int = 0) -> Path:
     pool = []
     for _ in range(256):
         c, s, b = rng.choice(combos)
-        img = _draw(rng, c, s, b, (rng.randrange(96, 320), rng.randrange(96, 320)))
+        img = draw_shape(rng, c, s, b, (rng.randrange(96, 320), rng.randrange(96, 320)))
         pool.append((img, f"A {c} {s} on a {b} background."))
     pixels = processor(images=[p[0] for p in pool], return_tensors="pt")["pixel_values"]
     texts = tokenizer([p[1] for p in pool], padding=True, return_tensors="pt")

@@ -57,7 +57,7 @@ def espeak() -> str | None:
     return shutil.which("espeak-ng")
 
 
-def _draw(rng: random.Random, colour: str, shape: str, background: str, size: tuple[int, int]):
+def draw_shape(rng: random.Random, colour: str, shape: str, background: str, size: tuple[int, int]):
     from PIL import Image, ImageDraw
 
     img = Image.new("RGB", size, BACKGROUNDS[background])
@@ -93,7 +93,7 @@ def _images(folder: Path, n: int, plant: bool, rng: random.Random, planted: dict
         colour, shape, bg = combos[(i * 23) % len(combos)]
         size = (rng.randrange(96, 320), rng.randrange(96, 320))
         name = f"images/shape-{i:04d}.{'jpg' if i % 2 else 'png'}"
-        _save(_draw(rng, colour, shape, bg, size), folder / name)
+        _save(draw_shape(rng, colour, shape, bg, size), folder / name)
         rows.append({"id": f"img-{i:04d}", "media": name, "caption": f"A {colour} {shape} on a {bg} background.",
                      "colour": colour, "shape": shape})
     if not plant or n < 24:
@@ -122,7 +122,7 @@ def _images(folder: Path, n: int, plant: bool, rng: random.Random, planted: dict
         _save(img, folder / name)
         rows.append({"id": f"dup-{k}", "media": name, "caption": f"{src['caption'][:-1]}, slightly smaller."})
         planted[f"dup-{k}"] = "duplicate_media"
-    _save(_draw(rng, "red", "circle", "white", (16, 16)), folder / "images/tiny.png")
+    _save(draw_shape(rng, "red", "circle", "white", (16, 16)), folder / "images/tiny.png")
     rows.append({"id": "tiny", "media": "images/tiny.png", "caption": "A red circle on a white background."})
     planted["tiny"] = "too_small"
     return rows
