@@ -134,3 +134,21 @@ def test_a_task_that_reaches_for_the_network_fails_the_stage_even_if_it_swallows
         "doc_to_target: 0\nprocess_docs: !function leaky.process_docs\n")
     with pytest.raises(OutsideConnection, match="huggingface.co"):
         run_stage(copy, tasks=["leaky"], include_path=["my_tasks"])
+
+
+def test_the_model_card_shows_before_and_after(staged):
+    from specs.export import ExportSpec
+    from tasks.export import build_card
+    from tasks.train.chat import jinja_template
+    from tasks.train.hf_export import hf_config, render_card
+    from tests.helpers.benchmark import CFG
+
+    root, _, scores = staged
+    card = build_card(ExportSpec(), {}, [], jinja_template(), root, root / "data" / "sft")
+    assert len(card["benchmarks"]) == len(scores["card"]["rows"])
+    assert "lm_eval run --model hf" in card["benchmark_notes"]
+    text = render_card(card, hf_config(CFG), 1, {})
+    assert "## Benchmarks\n\n| task | metric | before (pretrain) | after (sft) | n |" in text
+    acc = scores["tasks"]["forgeline_prose_choice"]["metrics"]["acc"]
+    assert (f"| forgeline_prose_choice | acc | {acc['before']:.4g} ± {acc['before_stderr']:.2g} | "
+            f"{acc['after']:.4g} ± {acc['after_stderr']:.2g} | 12 |") in text
