@@ -5,9 +5,13 @@ and throughput.
     python benchmarks/pii_recall.py --per-kind 500 --seed 7
 
 Plants come from `tasks.data.pii_planted` (one fake email, obfuscated email, phone, IPv4/IPv6 address, card number,
-IBAN, SSN or secret in a prose, code, config, log or HTTP line; `email/obfuscated` is reported apart). A plant
+IBAN, SSN or secret in a prose, code, config, log or HTTP line; `email/obfuscated` is reported apart, and so are
+`secret/syntax`, secrets drawn from the whole alphabet of the syntax they sit in, and `phone/international`,
+numbers in every international prefix form after every phone cue: `tasks.data.pii_planted_syntax`). A plant
 counts as found when every part of the value is gone and only its own kind was counted (a carrier misread as
-another kind counts as a miss). Look-alikes are lines without PII (versions, dates, UUIDs, hashes, slices, ISBNs,
+another kind counts as a miss); as partial when a part was replaced in part and a 4-character run of it is
+still there (a cut value: worse than a miss, since the scrubbing looks done).
+Look-alikes are lines without PII (versions, dates, UUIDs, hashes, slices, ISBNs,
 prices, coordinates, placeholders, code, private addresses, IBANs with a wrong check digit/length/structure,
 never-issued SSNs, ZIP+4, "at ... dot" prose); a false hit is a look-alike line with any count. Throughput is
 measured on three texts, each scrubbed whole: the Python standard library's `json`, `email`, `http`, `logging` and
@@ -30,23 +34,30 @@ sys.path.insert(0, str(ROOT))
 from specs.clean import PII_KINDS  # noqa: E402  (after the sys.path insert above)
 from tasks.data.pii import scrub_pii  # noqa: E402
 from tasks.data.pii_planted import Plant, look_alikes, planted  # noqa: E402
+from tasks.data.pii_planted_syntax import leaked_runs  # noqa: E402
 
 STDLIB_PACKAGES = ("json", "email", "http", "logging", "asyncio")
 
 
-def recall(plants: list[Plant]) -> tuple[Counter[str], Counter[str], list[Plant]]:
+def recall(plants: list[Plant]) -> tuple[Counter[str], Counter[str], Counter[str], list[Plant], list[Plant]]:
+    """Per group: plants found, planted, and partial (a part was replaced, but a 4-character run of it is
+    still in the text: a cut value, worse than a miss); the missed and the partial plants."""
     found: Counter[str] = Counter()
     total: Counter[str] = Counter()
-    missed = []
+    partial: Counter[str] = Counter()
+    missed, cut = [], []
     for plant in plants:
         scrubbed, counts = scrub_pii(plant.text)
-        group = f"{plant.kind}/{plant.form}" if plant.form else plant.kind     # obfuscated emails on their own
+        group = f"{plant.kind}/{plant.form}" if plant.form else plant.kind     # variants on their own
         total[group] += 1
         if set(counts) == {plant.kind} and not any(part in scrubbed for part in plant.parts):
             found[group] += 1
         else:
             missed.append(plant)
-    return found, total, missed
+        if any(part not in scrubbed and leaked_runs(part, plant.text, scrubbed) for part in plant.parts):
+            partial[group] += 1
+            cut.append(plant)
+    return found, total, partial, missed, cut
 
 
 def stdlib_code() -> str:
@@ -72,13 +83,18 @@ def main() -> None:
     args = parser.parse_args()
 
     plants = planted(args.seed, args.per_kind)
-    found, total, missed = recall(plants)
-    print(f"recall on {len(plants)} plants (seed {args.seed})")
-    print(f"{'kind':<17} {'found':>7} {'planted':>8} {'recall':>8}")
+    found, total, partial, missed, cut = recall(plants)
+    print(f"recall on {len(plants)} plants (seed {args.seed}); partial = cut: replaced in part, a 4-character "
+          "run of the value left")
+    print(f"{'kind':<22} {'found':>7} {'planted':>8} {'recall':>8} {'partial':>8}")
     for kind in [*PII_KINDS, *sorted(set(total) - set(PII_KINDS))]:
-        print(f"{kind:<17} {found[kind]:>7} {total[kind]:>8} {found[kind] / total[kind]:>8.4f}")
-    for plant in missed[:10]:
-        print(f"  missed {plant.kind}: {plant.text[:120]!r}")
+        print(f"{kind:<22} {found[kind]:>7} {total[kind]:>8} {found[kind] / total[kind]:>8.4f} {partial[kind]:>8}")
+    all_found, all_total = sum(found.values()), sum(total.values())
+    print(f"{'all':<22} {all_found:>7} {all_total:>8} {all_found / all_total:>8.4f} {sum(partial.values()):>8}")
+    for plant in cut[:10]:
+        print(f"  partial {plant.kind}/{plant.form}: {plant.text[:120]!r} -> {scrub_pii(plant.text)[0][:120]!r}")
+    for plant in [p for p in missed if p not in cut][:10]:
+        print(f"  missed {plant.kind}/{plant.form}: {plant.text[:120]!r}")
 
     lines = look_alikes(args.seed)
     hits = [(line, scrub_pii(line)[1]) for line in lines]

@@ -46,6 +46,8 @@ _PHONE = re.compile(r"""(?xa)
       | (?<=\d)(?P<jp>\d)-\d{4}-\d{4}                             # 24-7109-9987 (Japan)
       | (?<=8)(?P<ru>[ ])(?:\(\d{3}\)|\d{3})[ ]\d{3}               # 8 (495) 123-45-67 (Russia)
         (?:[ -]\d{4}|(?P<s4>[ -])\d\d(?P=s4)\d\d)
+      | (?<=0)0[ ]?[1-9]\d{0,2}(?:[ .-]?\(0\)[ ]?\d{1,6})?(?:[ .-]\d{1,6}){0,5}[ .-]\d{2,6}   # 0033 6 12 34 56 78
+      | (?<=0)11[ .-]\d{1,3}(?:[ .-]\d{1,6}){0,5}[ .-]\d{2,6}          # 011 33 1 23 45 67 89 (from the US)
       | (?<=\()0\d{1,4}\)[ .-]?\d{2,8}(?:[ .-]\d{2,8}){0,3}       # (020) 7946 0958, (0686)-815726
       | (?<=0)(?P<se>\d{1,3})-\d{2,3}(?:[ ]\d{2,3}){1,3}          # 08-26 01 81 (Sweden)
       | (?<=0)\d{1,4}(?P<s3>[ .-])\d{2,8}(?:(?P=s3)\d{2,8}){0,4}  # 020 7946 0958, 01 23 45 67 89
@@ -66,7 +68,7 @@ _CUED = re.compile(r"""(?xa)
     (?=(?:[ ()./-]{0,3}\d){6})
     (?>
         (?:(?<=\()\+?\d{1,4}\) | (?<=\+)\d+ | (?<=\d)\d*)
-        (?:(?:[ ]?-[ ]?|\.|[ ]{1,2}|/)?\(\d{1,5}\) | (?:[ ]?-[ ]?|\.|[ ]{1,2}|/)\d+)*      # `. ` ends a sentence
+        (?:(?:[ ]?-[ ]?|\.|[ ]{1,2}|/)?\(\d{1,5}\) | (?:[ ]?-[ ]?|\.|[ ]{1,2}|/)\d+ | (?<=\))\d+)*  # `. `: a full stop
         (?:[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6})?
     )
     (?!\w)""")
@@ -76,7 +78,7 @@ _PHONE_CUE = re.compile(
     r"(?i)(?:\b(?:phone|telephone|tel|telefon|telefono|tel[eé]fono|telefone|t[eé]l[eé]phone|t[eé]l|tlf|tfn|fon"
     r"|cell(?:phone|ular)?|celular|cel|mobile|mobil|mob|m[oó]vil|portable|handy|natel|gsm|fax|ph|whatsapp|sms|msisdn"
     r"|text|dial|call(?:\s+me)?(?:\s+at)?|contact(?:\s+(?:me|us))?(?:\s+(?:at|on))?|reach\s+(?:me|us)\s+(?:at|on)"
-    r"|телефон|тел|моб)(?:[\s_-]*(?:no|number|num|#|nr|nummer|numero|número|номер))?"
+    r"|телефон|тел|моб)(?:\.?[\s_-]*(?:no|number|num|#|nr|nummer|numero|número|номер))?"
     r"|电话|電話|手机|手機|携帯|連絡先|联系方式|전화|휴대폰|[☎📞])"
     r"(?:号码|號碼|番号|번호)?\.?[\s\"':=#)\]>\-：,]{0,4}$")
 # The last word of any cue (`Phone`, `tel`, `me`, `at`, `on`, `number`, `nr`...): a cheap test before the cue's
@@ -86,6 +88,7 @@ _CUE_LAST_WORDS = frozenset(
     "phone telephone tel telefon telefono teléfono telefone téléphone tél tlf tfn fon cell cellphone cellular celular "
     "cel mobile mobil mob móvil movil portable handy natel gsm fax ph whatsapp sms msisdn text dial call me at on us "
     "contact no number num nr nummer numero número номер телефон тел моб".split())
+_NUMBER_WORDS = ("nummer", "number", "numero", "no", "nr", "num")     # glued to a cue: `Telefonnummer`, `phoneno`
 _CUE_SEPARATORS = frozenset(" \t\n\r\"':=#)]>-：,.")
 _NANP = re.compile(r"(?:\+?1\D*)?\(?[2-9]\d\d\D*[2-9]\d\d\D*\d{4}", re.ASCII)
 _ISBN_BEFORE = re.compile(r"(?i)isbn(?:-10)?[\s:#]*$")
@@ -113,7 +116,7 @@ def _cued_phone(m: re.Match[str]) -> bool:
     if cue is None:
         return False
     text = _EXTENSION.sub("", m.group())
-    digits = re.sub(r"\D", "", text)
+    digits = _without_exit_code(text, re.sub(r"\D", "", text))
     if not 7 <= len(digits) <= 15 or _no_phone_layout(m, text, digits) or _NOT_CUED.fullmatch(text) \
             or _YYYYMMDD.fullmatch(text) or number_list(text):
         return False
@@ -152,10 +155,19 @@ def _cue_before(m: re.Match[str], window: int) -> str | None:
     while start > 0 and end - start < 16 and text[start - 1].isalpha():
         start -= 1
     word = text[start:end].lower()
-    if word not in _CUE_LAST_WORDS and (word.isascii() and end > 0 and text[end - 1].isascii()):
+    if word not in _CUE_LAST_WORDS and (word.isascii() and end > 0 and text[end - 1].isascii()) and \
+            not any(word.endswith(n) and word[:-len(n)] in _CUE_LAST_WORDS for n in _NUMBER_WORDS):
         return None
     cue = _PHONE_CUE.search(text, max(0, m.start() - window), m.start())
     return None if cue is None else cue.group()
+
+
+def _without_exit_code(text: str, digits: str) -> str:
+    """The digits after an international prefix (`00`, or the US's `011` before a separator): E.164's 15-digit
+    limit counts from the country code."""
+    if text.startswith("00"):
+        return digits[2:]
+    return digits[3:] if re.match(r"011[ .-]", text) else digits
 
 
 def _phone(m: re.Match[str]) -> bool:
@@ -176,8 +188,9 @@ def _phone(m: re.Match[str]) -> bool:
         return 8 <= len(digits) <= 12
     if text.isdigit():
         return _bare_phone(m, digits)
-    if text.startswith("00"):               # 00 is the international prefix, like `+`: 001-612-799-7220
-        return 9 <= len(digits) - 2 <= 15
+    if text.startswith("00") or re.match(r"011[ .-]", text):   # international prefixes, like `+`: 001-612-799-7220
+        national = _without_exit_code(text, digits)              # (no country code starts with 0: `0001 2345`)
+        return national[:1] != "0" and 8 <= len(national) <= 15
     if text.startswith(("0", "(0")):
         return 9 <= len(digits) <= 13
     if " " in text and "(" not in text:     # `212 555 0147`: three bare groups, real NANP digits only

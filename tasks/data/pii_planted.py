@@ -20,6 +20,7 @@ import string
 from dataclasses import dataclass
 
 from tasks.data import pii_planted_ids as ids
+from tasks.data import pii_planted_syntax as syntax
 from tasks.data.pii_planted_secrets import SECRET_GENERATORS
 
 ALNUM = string.ascii_letters + string.digits
@@ -215,9 +216,20 @@ def ssns(rng: random.Random, n: int) -> list[Plant]:
     return out
 
 
+def syntax_secrets(rng: random.Random, n: int) -> list[Plant]:
+    """Secrets drawn from the whole alphabet of the syntax they sit in (`pii_planted_syntax`)."""
+    return [Plant("secret", text, parts, "syntax") for text, parts in syntax.syntax_secrets(rng, n)]
+
+
+def international_phones(rng: random.Random, n: int) -> list[Plant]:
+    """Phone numbers in every international prefix form after every phone cue (`pii_planted_syntax`)."""
+    return [Plant("phone", text, parts, "international") for text, parts in syntax.international_phones(rng, n)]
+
+
 # Measured groups (a kind, or a kind's variant); new ones go last, so that a seed's earlier plants stay the same.
 GENERATORS = {"email": emails, "phone": phones, "ipv4": ipv4s, "ipv6": ipv6s, "credit_card": cards,
-              "secret": secrets, "email_obfuscated": obfuscated_emails, "iban": ibans, "ssn": ssns}
+              "secret": secrets, "email_obfuscated": obfuscated_emails, "iban": ibans, "ssn": ssns,
+              "secret_syntax": syntax_secrets, "phone_international": international_phones}
 
 
 def planted(seed: int = 1234, per_kind: int = 500) -> list[Plant]:

@@ -11,25 +11,30 @@ Each pass is `(pattern, validator or None, group to replace (0 = whole match), c
   chars/s on the standard library's code where the whole of `scrub_pii` runs at ~3.5 M chars/s;
 - credentials inside URLs (`postgres://user:PASS@host`, `https://user:TOKEN@github.com`);
 - HTTP `Authorization:` header values (`Basic`, `Bearer`, `token` and raw);
-- a value after a *credential name* (`password`, `secret`, `api_key`, `X-Api-Key`, `GITHUB_TOKEN`, ...), of
-  any length from 6 characters and with punctuation, when it is not a placeholder or code;
+- command-line flags and the tools that take a password (`--password X`, `mysql -pX`, `curl -u user:X`), XML
+  elements and plist entries naming a credential, a password named in prose (`the password is X`);
+- a value after a *credential name* (`password`, `secret`, `api_key`, `X-Api-Key`, `GITHUB_TOKEN`, ...):
+  `tasks.data.pii_keyed`, its extent read from the syntax it sits in (`tasks.data.pii_values`);
 - a random-looking value (entropy, length ≥ 16) after any name containing key/token/secret/password/auth.
 
-What keeps code and documentation intact: placeholders (`${TOKEN}`, `<your-key>`, `********`, `xxxxxxxx`,
-`changeme`, `YOUR_API_KEY`, an empty value) and code (`token = self.next_token()`, `key=lambda x: x`,
-`api_key = settings.API_KEY`, `eos_token = "</s>"`) are not secrets. A value after a credential name needs a
-letter and a digit or punctuation; an unquoted one named the way code names variables (snake/camel case,
-digits only at the end: `f(password=pw2)`) counts only where it opens the line (`.env` files), so `s3cr3t`
-and `hunter2!x` count anywhere. Letters-only values (`swordfish`) and passphrases with spaces are missed.
+A secret is replaced whole or not touched, never cut: each pass's value runs as far as its syntax lets it (a
+quoted string with its escapes, a shell word, an XML element's text, a header's value without the bracket that
+closes around it). What keeps code and documentation intact: placeholders (`${TOKEN}`, `<your-key>`,
+`********`, `xxxxxxxx`, `changeme`, `YOUR_API_KEY`, `%s`, an empty value) and code (`token = self.next_token()`,
+`key=lambda x: x`, `api_key = settings.API_KEY`, `eos_token = "</s>"`) are not secrets. A value after a
+credential name needs a letter and a digit or punctuation; an unquoted one named the way code names variables
+(snake/camel case, digits only at the end: `f(password=pw2)`) counts only where it opens the line (`.env`
+files), in a URL query or as a flag's, so `s3cr3t` and `hunter2!x` count anywhere. Letters-only values
+(`swordfish`) and passphrases that read as prose (two words of letters side by side) are left.
 """
 
 from __future__ import annotations
 
-import math
 import re
-import string
-from collections import Counter
 from typing import Callable
+
+from tasks.data.pii_keyed import CREDENTIAL_NAME, KeyedValues
+from tasks.data.pii_values import is_placeholder, looks_random, shannon_entropy, trim_end, value_ok
 
 Validator = Callable[[re.Match[str]], bool]
 
@@ -125,39 +130,18 @@ _URL_CREDENTIALS = Gated([("://", r"://(?<=[A-Za-z0-9+.-]://)[^\s:/@'\"<>]{0,64}
 
 _AUTH_SCHEMES = ("basic", "bearer", "token", "bot", "apikey", "sso-key", "key")
 _AUTH_VALUE = (r"[\"']?[ \t]*[:=][ \t]*[\"']?(?:((?i:basic|bearer|token|bot|apikey|sso-key|key))[ \t]+)?"
-               r"([^\s\"'`,;)\]}]{6,})")      # group 1: the scheme, group 2: the credential
+               r"([^\s\"'`]{6,400})")      # group 1: the scheme, group 2: the credential (`_auth_span` ends it)
 _AUTHORIZATION = Gated([  # `Authorization`, `Proxy-Authorization`, `AUTHORIZATION` (not `unauthorization`)
     ("uthorization", r"uthorization(?<![\w][Aa]uthorization)(?<=[Aa]uthorization)" + _AUTH_VALUE),
     ("UTHORIZATION", r"UTHORIZATION(?<![\w]AUTHORIZATION)(?<=AUTHORIZATION)" + _AUTH_VALUE),
 ])
 _BEARER = re.compile(r"Bearer[ \t]+([A-Za-z0-9+/_.~-]{16,}=*)(?![\w.~+/=-])")
 
-# A name that holds a credential: it ends with password/secret/passphrase (or German, Dutch, Portuguese
-# password words), or with key/token qualified by what
-# kind (`api_key`, `accessToken`, `X-Api-Key`; not `sort_key`, `next_token`), or is an all-caps `..._TOKEN`.
-_CREDENTIAL_NAME = re.compile(
-    r"(?:[A-Za-z0-9]+[_.-]|[a-z0-9]+(?=[A-Z]))*?"
-    r"(?:(?i:[a-z0-9]*pass(?:word|wd|phrase|wort)|pass|pwd|secret|kennwort|wachtwoord|senha)"
-    r"|(?i:api|access|secret|private|auth|client|master|signing|encryption|license|account|app|consumer|"
-    r"session|refresh|bearer|bot|service|admin|deploy|personal|webhook|hmac|jwt|oauth|storage|subscription|"
-    r"github|gitlab|hf|npm|slack|discord|telegram)[_-]?(?i:key|token)"
-    r"|(?i:apikey|api-key)|[A-Z][A-Z0-9]*_TOKEN)"
-)
-_NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
-# The last word of a credential name, then `=`, `:`, `:=` or `=>` (in markdown bold: `**Password:** ...`), then
-# a quoted or a bare value. The whole name is checked against `_CREDENTIAL_NAME` by the validator (scanning back
-# from the word).
-_KEYED_SHORT = Gated([(word, re.escape(word) + r"[\"']?\]?(?:\*\*?|__?)?[ \t]*(?:=>|:=|[:=])(?!=)(?:\*\*?|__?)?[ \t]*"
-                       r"(?:\"([^\"\n]{1,200})\"|'([^'\n]{1,200})'|([^\s\"'`,;&()\[\]{}<>]{1,200}))")
-                      for base in ("password", "passwd", "passphrase", "pass", "pwd", "secret", "key", "token",
-                                   "passwort", "kennwort", "wachtwoord", "senha")
-                      for word in (base, base.capitalize(), base.upper())])
-
 # A command-line flag naming a credential and its value after a space (`--password hunter2x`, `--api-key ...`,
-# `--token ...`; the `=` form is `_KEYED_SHORT`'s), and the tools whose short flag takes a password: `mysql
+# `--token ...`; the `=` form is `KeyedValues`'), and the tools whose short flag takes a password: `mysql
 # -pSECRET` (glued: with a space mysql prompts and reads the next word as a database), `sshpass -p SECRET`, and
 # `curl -u user:SECRET`.
-_VALUE = r"""(?:"(?P<dq>[^"\n]{1,200})"|'(?P<sq>[^'\n]{1,200})'|(?P<bare>[^\s"'`;&|<>()]{1,200}))"""
+_VALUE = r"""(?:"(?P<dq>(?:[^"\\\n]|\\.){1,200})"|'(?P<sq>[^'\n]{1,200})'|(?P<bare>[^\s"'`;&|<>()]{1,200}))"""
 _CLI_FLAG = Gated([("--", r"--(?<![\w-]--)(?P<name>[A-Za-z][A-Za-z0-9_-]{1,40})[ \t]+" + _VALUE)])
 _COMMAND_PASSWORD = Gated([
     ("mysql", r"mysql(?<![\w]mysql)(?:dump|admin|import|show|check|slap)?\b[^\n|;&]{0,200}?[ \t]-p(?=[^\s-])" + _VALUE),
@@ -169,16 +153,16 @@ _COMMAND_PASSWORD = Gated([
 # `<ns:secret>`; `<key>Password</key><string>...</string>`.
 _XML_ELEMENT = Gated([      # a literal `<` first (a fast scan), the name ending in a credential word
     ("</", r"<(?=[A-Za-z])(?P<name>[\w.:-]{0,40}?(?i:pass(?:word|wd|phrase)?|pwd|secret|token|key))"
-           r"(?:[ \t][^<>\n]{0,200})?>(?P<bare>[^<>\n]{1,200})</(?P=name)>"),
-    ("</key>", r"<key>(?P<name>[^<>\n]{1,40})</key>\s{0,40}<string>(?P<bare>[^<>\n]{1,200})</string>"),
+           r"(?:[ \t][^<>\n]{0,200})?>(?P<bare>[^<\n]{1,200})</(?P=name)>"),
+    ("</key>", r"<key>(?P<name>[^<>\n]{1,40})</key>\s{0,40}<string>(?P<bare>[^<\n]{1,200})</string>"),
 ])
 
 
 # A password named in prose: `the password is hunter2x`, `login with password Tr0ub4dor&3` (after `:` or `=` it
-# is `_KEYED_SHORT`'s). The value needs a digit: `the password is secret` or `password manager` stay prose.
+# is `KeyedValues`'). The value needs a digit: `the password is secret` or `password manager` stay prose.
 _PROSE_PASSWORD = Gated([(word, re.escape(word) + rf"(?<![\w]{re.escape(word)})(?:[ \t]+(?:is|was|set to|changed to))?"
                           r"[ \t]+(?:\"(?P<dq>[^\"\n]{6,64})\"|'(?P<sq>[^'\n]{6,64})'"
-                          r"|(?P<bare>[^\s\"'`<>]{6,64}?)[.,;:!?)]*(?=\s|$))")
+                          r"|(?P<bare>[^\s\"'`]{6,64}?)[.,;:!?)]*(?=\s|$))")
                          for word in ("password", "Password", "PASSWORD", "passphrase", "Passphrase", "passcode")])
 _NOT_A_PASSWORD = re.compile(r"(?i)(?:sha|md|crc|rc|aes|argon|pbkdf|utf|base|oauth|ssl|tls|rsa|des)[-_]?\d+[\w-]*"
                              r"|\d+[+-]?(?:char\w*|digits?|bits?|bytes?|x)?|v\d+(?:\.\d+)*")
@@ -203,7 +187,7 @@ def _value(m: re.Match[str]) -> tuple[str, bool]:
 def _cli_flag(m: re.Match[str]) -> bool:
     value, quoted = _value(m)
     name = m.group("name")
-    return (_CREDENTIAL_NAME.fullmatch(name) is not None or name.lower() in ("token", "auth-token")) and \
+    return (CREDENTIAL_NAME.fullmatch(name) is not None or name.lower() in ("token", "auth-token")) and \
         not value.startswith("-") and value_ok(value, quoted)
 
 
@@ -214,7 +198,7 @@ def _command_password(m: re.Match[str]) -> bool:
 
 def _xml_element(m: re.Match[str]) -> bool:
     name, value = m.group("name").rsplit(":", 1)[-1].replace(" ", "_"), m.group("bare")
-    if _CREDENTIAL_NAME.fullmatch(name):
+    if CREDENTIAL_NAME.fullmatch(name):
         return value_ok(value.strip(), quoted=True)
     # `<token>` and `<key>` elements also hold words (a tokenizer's output, a dictionary's keys): random only.
     return name.lower() in ("token", "key") and looks_random(value)
@@ -223,7 +207,8 @@ def _xml_element(m: re.Match[str]) -> bool:
 # A long value after `:` or `=`; the name before it must contain key/token/secret/password... (checked by
 # `_KEY_BEFORE` in the validator). `=` only as base64 padding at the end: `say: AWS_KEY=...` must not swallow
 # the next `name=value` as one value.
-_KEYED = re.compile(r"[:=][ \t]*[\"']?([A-Za-z0-9+/_.~-]{16,}={0,3})(?![A-Za-z0-9+/_.~=-])")
+# It must end where the value does (a space, a quote, a delimiter): `...16 chars...!x` is one value, not a token.
+_KEYED = re.compile(r"[:=][ \t]*[\"']?([A-Za-z0-9+/_.~-]{16,}={0,3})(?=[\s\"'`,;)\]}>&#]|$)")
 # The credential word must start a part of the name: after a non-letter (`api_key`, `x-api-key`), at a camel-case
 # hump (`apiKey`) or after a qualifier in one lower- or upper-case word (`apikey`, `SECRETKEY`); `monkey`,
 # `turkey`, `whiskey` end in "key" and are no credentials.
@@ -233,51 +218,7 @@ _KEY_BEFORE = re.compile(
     r"(?:key|token|secret)|(?<![a-z])oauth)"
     r"|(?<=[a-z0-9])(?:Key|Token|Secret|Password|Passwd|Pwd|Passphrase|Credentials?|Auth))"
     r"(?:[_-][A-Za-z0-9]+)*[\"']?[ \t]*$")
-_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")     # win32api.RegEnumKey: code, not a secret
-# How code names things: snake_case, camelCase or UPPER_CASE words, digits only at the end (`api_key2`).
-_IDENTIFIER = r"[A-Za-z_][a-z_]*(?:[A-Z]+[a-z_]*)*\d*"
-# Code rather than a value: an attribute chain of identifiers, digits only in the last part (`tokens.refresh_v2`,
-# not `dragon78.y`).
 _CODE_CHAIN = re.compile(r"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_]*)*\.[A-Za-z_][A-Za-z_]*\d*")
-_CODE_IDENTIFIER = re.compile(_IDENTIFIER)
-_CODE_WORDS = frozenset({"none", "null", "nil", "true", "false", "undefined", "lambda", "self", "this", "required",
-                         "optional", "string", "str", "bytes", "secret", "password", "token", "changeme", "test",
-                         "admin", "hidden", "masked", "redacted", "notset", "empty", "default"} | set(_AUTH_SCHEMES))
-_PLACEHOLDER_PARTS = ("your", "example", "changeme", "change_me", "change-me", "placeholder", "redacted", "dummy",
-                      "xxxx", "****", "....", "${", "#{", "{{", "}}", "<", ">", "%(", "%s", "getenv", "environ")
-# `$VAR`, `<your-key>`, `{token}`, `%(pw)s`, a comment, a YAML alias/anchor/tag (`*pw`, `&pw`, `!vault`).
-_PLACEHOLDER_START = tuple("<[{(%#!&*`\\")
-# Inside quotes a `#`, `!`, `&` or `*` is no comment or YAML syntax: generated passwords start with them.
-_QUOTED_PLACEHOLDER_START = tuple("<[{(%`\\")
-_VARIABLE = re.compile(rf"\$(?:\{{[^}}]*\}}|\(.*\)|{_IDENTIFIER})")
-
-
-def shannon_entropy(value: str) -> float:
-    n = len(value)
-    return -sum(c / n * math.log2(c / n) for c in Counter(value).values()) if n else 0.0
-
-
-def looks_random(value: str) -> bool:
-    """Heuristic for a generated credential (not an identifier, a path or an English compound)."""
-    if len(value) < 16 or sum(ch.isdigit() for ch in value) < 2 or shannon_entropy(value) < 3.0:
-        return False
-    if not any(ch.isalpha() for ch in value) or _DOTTED_NAME.fullmatch(value):
-        return False
-    mixed_case = any(ch.isupper() for ch in value) and any(ch.islower() for ch in value)
-    hexish = re.fullmatch(r"[0-9a-f]+|[0-9A-F]+", value) is not None
-    lower_or_upper = re.fullmatch(r"[0-9a-z]{20,}|[0-9A-Z]{20,}", value) is not None
-    return mixed_case or hexish or lower_or_upper
-
-
-def is_placeholder(value: str, quoted: bool = False) -> bool:
-    """A template, mask or example standing where a credential would go (`${TOKEN}`, `********`, `YOUR_KEY`)."""
-    low = value.lower()
-    if not value or value.startswith(_QUOTED_PLACEHOLDER_START if quoted else _PLACEHOLDER_START) or \
-            low in _CODE_WORDS or len(set(low)) == 1:
-        return True
-    if value.startswith("$") and _VARIABLE.fullmatch(value):         # `$PW`, `${PW}`, `$(cat pw)`; not `$un$hin3`
-        return True
-    return any(part in low for part in _PLACEHOLDER_PARTS) or re.fullmatch(r"[A-Z]+(?:_[A-Z0-9]+)*", value) is not None
 
 
 def _token_shape(m: re.Match[str]) -> bool:
@@ -293,12 +234,11 @@ def _token_shape(m: re.Match[str]) -> bool:
 
 
 def _url_credentials(m: re.Match[str]) -> bool:
-    value = m.group(1)
-    return not (value.startswith(_PLACEHOLDER_START) or _VARIABLE.fullmatch(value) or re.fullmatch(r"[*xX.]+", value))
+    return not is_placeholder(m.group(1), quoted=True)    # `:<password>@`, `:${DB_PASS}@`, `:****@`
 
 
 def _authorization(m: re.Match[str]) -> bool:
-    value = m.group(2)
+    value = m.string[m.start(2):trim_end(m.string, m.start(2), m.end(2))]
     if is_placeholder(value) or re.fullmatch(r"[A-Za-z][a-z]+", value):    # `Authorization: Required`
         return False
     if m.group(1) is None and (any(c in value for c in "()[]") or _CODE_CHAIN.fullmatch(value)):
@@ -306,44 +246,9 @@ def _authorization(m: re.Match[str]) -> bool:
     return any(not c.isalpha() for c in value) or any(c.isupper() for c in value[1:])
 
 
-def _keyed_short(m: re.Match[str]) -> bool:
-    """A value after a credential name: letters plus digits or punctuation, not a placeholder, not code."""
-    start = m.start()
-    while start > 0 and m.start() - start < 64 and m.string[start - 1] in _NAME_CHARS:
-        start -= 1
-    while m.string[start] in "-.":                      # `--password=...`: a flag's dashes are no part of the name
-        start += 1
-    word_end = m.start() + len(re.match(r"[A-Za-z]+", m.group()).group())
-    if not _CREDENTIAL_NAME.fullmatch(m.string, start, word_end):
-        return False
-    group = _keyed_short_group(m)
-    value = m.group(group)
-    # A leading `*`, `&`, `!` or `#` is YAML syntax or a comment only after a colon; after `=` (.env, shell,
-    # properties) it is the value's first character.
-    yaml = m.group()[word_end - m.start():m.start(group) - m.start()].strip(" \t\"'])*_").startswith(":")
-    if not value_ok(value, quoted=group != 3 or not yaml):
-        return False
-    if group != 3 or m.string[start - 2:start] == "--":
-        return True                                     # a quoted literal, or a command-line flag's value
-    if m.string[m.end():m.end() + 1] in ("(", "[", "."):      # a call, an index, an attribute: code
-        return False
-    if _CODE_CHAIN.fullmatch(value):
-        return False
-    if _CODE_IDENTIFIER.fullmatch(value):            # named like a variable: one unless it opens a line (.env)
-        line_start = m.string.rfind("\n", 0, start) + 1
-        return re.fullmatch(r"[ \t]*(?:export[ \t]+|-[ \t]+)?", m.string[line_start:start]) is not None
-    return True
-
-
-def value_ok(value: str, quoted: bool = False) -> bool:
-    """A credential's value as people write them: 6-200 characters, letters plus digits or punctuation, no
-    space; not a placeholder, a path or a URL (URL credentials have their own pass)."""
-    if len(value) < 6 or len(value) > 200 or is_placeholder(value, quoted) or any(c.isspace() for c in value):
-        return False
-    if value.startswith(("/", "~/", "./", "../")) or "://" in value or re.match(r"[A-Za-z]:\\", value):
-        return False
-    has_letter = any(c.isalpha() for c in value)
-    return has_letter and any(c.isdigit() or not (c.isalnum() or c == "_") for c in value)
+def _auth_span(m: re.Match[str]) -> tuple[int, int]:
+    """The credential of a header, without a closing bracket or a sentence's punctuation it does not own."""
+    return m.start(2) - m.start(), trim_end(m.string, m.start(2), m.end(2)) - m.start()
 
 
 def _keyed(m: re.Match[str]) -> bool:
@@ -358,10 +263,6 @@ def _always(text: str) -> bool:     # a `Gated` pass checks its own gates
     return True
 
 
-def _keyed_short_group(m: re.Match[str]) -> int:
-    return next(g for g in (1, 2, 3) if m.group(g) is not None)
-
-
 # (pattern, validator, group to replace or a function of the match giving it, cheap test that it can match)
 SECRET_PASSES: tuple[tuple[re.Pattern[str], Validator | None,
                            int | Callable[[re.Match[str]], int | tuple[int, int]], Callable[[str], bool]], ...] = (
@@ -369,12 +270,12 @@ SECRET_PASSES: tuple[tuple[re.Pattern[str], Validator | None,
     (_TOKEN_SHAPES, _token_shape, 0, _always),
     (_AWS_SECRET, lambda m: shannon_entropy(m.group(1)) >= 3.5, 1, _hint("ecret", "ECRET")),
     (_URL_CREDENTIALS, _url_credentials, 1, _always),
-    (_AUTHORIZATION, _authorization, 2, _always),
+    (_AUTHORIZATION, _authorization, _auth_span, _always),
     (_BEARER, lambda m: looks_random(m.group(1)), 1, _hint("Bearer")),
     (_CLI_FLAG, _cli_flag, _value_group, _always),
     (_COMMAND_PASSWORD, _command_password, _value_group, _always),
     (_XML_ELEMENT, _xml_element, _value_group, _always),
     (_PROSE_PASSWORD, _prose_password, _value_group, _always),
-    (_KEYED_SHORT, _keyed_short, _keyed_short_group, _always),
+    (KeyedValues(), None, 0, _always),
     (_KEYED, _keyed, 1, _hint(":", "=")),
 )

@@ -1,0 +1,136 @@
+"""A credential after its name — `password=...`, `"secret": "..."`, `DB_PASSWORD=...`, `**Password:** ...`,
+`api_key: ...`, `?token=...`, `--password=...` — replaced whole, its extent read from the syntax around it
+(`tasks.data.pii_values`).
+
+`KeyedValues` is one of `tasks.data.pii_secrets`' passes, with `re.sub`'s shape (`sub(repl, text)`): it finds
+each credential word followed by `=`, `:`, `:=` or `=>` (a fast literal search per word), checks the whole name
+(`CREDENTIAL_NAME`: the word must end a part of it, `api_key`, `apiKey`, not `monkey`), reads the value as its
+syntax says — a quoted string, an env/INI/YAML line, a URL query parameter, a command-line flag, or a token of
+a log line, prose or code — and hands `repl` a match of exactly that value. The value need not end where a
+regex would have stopped: a password holding `&`, `(` or `"` is replaced whole.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from typing import Callable
+
+from tasks.data.pii_values import (QUOTES, identifier_only, list_end, quoted_value, run_end, trim_end,
+                                   value_ok)
+
+# A name that holds a credential: it ends with password/secret/passphrase (or German, Dutch, Portuguese
+# password words), or with key/token qualified by what
+# kind (`api_key`, `accessToken`, `X-Api-Key`; not `sort_key`, `next_token`), or is an all-caps `..._TOKEN`.
+CREDENTIAL_NAME = re.compile(
+    r"(?:[A-Za-z0-9]+[_.-]|[A-Za-z][a-z0-9]*(?=[A-Z]))*?"
+    r"(?:(?i:[a-z0-9]*pass(?:word|wd|phrase|wort)|pass|pwd|secret|kennwort|wachtwoord|senha)"
+    r"|(?i:api|access|secret|private|auth|client|master|signing|encryption|license|account|app|consumer|"
+    r"session|refresh|bearer|bot|service|admin|deploy|personal|webhook|hmac|jwt|oauth|storage|subscription|"
+    r"github|gitlab|hf|npm|slack|discord|telegram)[_-]?(?i:key|token)"
+    r"|(?i:apikey|api-key)|[A-Z][A-Z0-9]*_TOKEN)"
+)
+_NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
+WORDS = tuple(word for base in ("password", "passwd", "passphrase", "pass", "pwd", "secret", "key", "token",
+                                "passwort", "kennwort", "wachtwoord", "senha")
+              for word in (base, base.capitalize(), base.upper()))
+# The last word of a credential name, an optional closing quote or bracket (`"password":`, `['password']=`) and
+# markdown bold (`**Password:**`), then `=>`, `:=`, `:` or `=` (not `==`), then spaces: the value starts there.
+_ANCHORS = [(word, re.compile(re.escape(word) + r"[\"']?\]?(?:\*\*?|__?)?[ \t]*(?P<sep>=>|:=|[:=])"
+                              r"(?:(?<=:)(?:\*\*?|__?))?[ \t]*")) for word in WORDS]   # (markdown after `:` only)
+_YAML_TAG = re.compile(r"!!?[\w/.-]*[ \t]+(?=\S)")        # `password: !!str s3cr3t`: the value follows the tag
+_LINE_START = re.compile(r"[ \t]*(?:export[ \t]+|set[ \t]+|-[ \t]+)?")
+_LIST_AFTER = re.compile(r"\s[\w.-]+=")                  # `password=a1b2c3 user=bob`: a log line's pairs
+_ANY = re.compile(r"(?s).+")
+_COMMENT = re.compile(r"[ \t]#")
+SHELL_STOPS = "\"'`;&|<>()"
+
+
+class KeyedValues:
+    """`sub(repl, text)`: each credential value after its name replaced by `repl(match of the value)`."""
+
+    def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
+        for word, anchor in _ANCHORS:
+            if word in text:
+                text = self._sub_word(anchor, repl, text)
+        return text
+
+    @staticmethod
+    def _sub_word(anchor: re.Pattern[str], repl: Callable[[re.Match[str]], str], text: str) -> str:
+        out, last, read = [], 0, 0
+        for m in anchor.finditer(text):
+            if m.start() < read:          # inside a value already read (`password=password=...`: one, not many)
+                continue
+            found = read_value(m)
+            if found is None:
+                continue
+            start, read, credential = found
+            if credential:
+                out += (text[last:start], repl(_ANY.fullmatch(text, start, read)))
+                last = read
+        return "".join(out) + text[last:] if out else text
+
+
+def name_start(m: re.Match[str]) -> int | None:
+    """Where the credential name ending in the anchor's word starts, or None when it is no credential name. A
+    bare `token` names one only as a URL query parameter or a flag (`?token=`, `--token=`): in code it is
+    the parser's (`token = next_token()`)."""
+    text, start = m.string, m.start()
+    while start > 0 and m.start() - start < 64 and text[start - 1] in _NAME_CHARS:
+        start -= 1
+    while text[start] in "-.":                          # `--password=...`: a flag's dashes are no part of the name
+        start += 1
+    word_end = m.start() + len(re.match(r"[A-Za-z]+", m.group()).group())
+    if CREDENTIAL_NAME.fullmatch(text, start, word_end):
+        return start
+    bare_token = text[start:word_end].lower() in ("token", "auth-token", "auth_token")
+    return start if bare_token and (text[start - 1:start] in ("?", "&") or text[start - 2:start] == "--") else None
+
+
+def read_value(m: re.Match[str]) -> tuple[int, int, bool] | None:
+    """The value after a credential name's anchor, as the syntax around it bounds it, and whether it is a
+    credential; None when the name is no credential's or nothing follows."""
+    start = name_start(m)
+    text, at = m.string, m.end()
+    if start is None or at >= len(text) or text[at] in "\n\r":
+        return None
+    yaml = ":" in m.group("sep") and m.group("sep") != ":="
+    if yaml and (tag := _YAML_TAG.match(text, at)):
+        at = tag.end()
+    if text[at] in QUOTES:
+        inside = quoted_value(text, at)
+        return None if inside is None else (*inside, value_ok(text[inside[0]:inside[1]], quoted=True))
+    before, literal = text[start - 1:start], False         # literal: a query's or a flag's value, no variable
+    line_start = text.rfind("\n", 0, start) + 1
+    # `==` is a comparison in code (`password==x`, `password == x`); a query's, a flag's or an env line's value
+    # may start with `=` (`PW==x1`, `PW = =x1`)
+    double = m.group("sep") == "=" and text[at] == "="
+    if before and before in "?&":                                   # a URL query parameter
+        end, literal = trim_end(text, at, run_end(text, at, "&#\"'`<>")), True
+    elif text[start - 2:start] == "--" or before == "-" and text[start - 2:start - 1].isspace():   # a flag
+        end, literal = run_end(text, at, SHELL_STOPS), True
+    elif _LINE_START.fullmatch(text, line_start, start):            # an env/INI/YAML line: the rest of it
+        if double and text[at + 1:at + 2] in (" ", "\t", ""):
+            return None
+        return _line_value(text, at, yaml)
+    elif double:
+        return None
+    else:                                                           # logs, prose, code, connection strings
+        end = trim_end(text, at, list_end(text, at, run_end(text, at)))
+    value = text[at:end]
+    # named like a variable (`f(password=pw2)`): a value only on its own line (.env), in a query or a flag
+    return at, end, value_ok(value, yaml=yaml, literal=literal) and (literal or not identifier_only(value))
+
+
+def _line_value(text: str, at: int, yaml: bool) -> tuple[int, int, bool]:
+    """The value of a line opened by the credential's name: to the end of the line (before a ` #` comment), with
+    its spaces — unless more `key=` pairs follow (a log line), where it ends at the first space."""
+    end = text.find("\n", at)
+    end = len(text) if end < 0 else end
+    comment = _COMMENT.search(text, at, end)
+    end = comment.start() if comment else end
+    while end > at and text[end - 1] in " \t\r":
+        end -= 1
+    if _LIST_AFTER.search(text, at, end):
+        end = trim_end(text, at, run_end(text, at))
+    return at, end, value_ok(text[at:end], yaml=yaml)

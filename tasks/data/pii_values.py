@@ -1,0 +1,190 @@
+"""Where a credential's value ends, and whether it is one: the syntax around it decides (`tasks.data.pii_secrets`).
+
+A secret is replaced whole or not touched, never cut: a value's extent is read from the syntax it sits in,
+for any character that syntax allows in it —
+- a quoted string (`"..."` with backslash escapes, `'...'` also with YAML's `''`): everything up to the
+  closing quote, spaces included;
+- an env/INI/YAML line (`NAME=value`, `name: value` opening the line): the rest of the line, spaces included,
+  up to a ` #` comment (unless the line goes on as a list of `key=value` pairs);
+- a URL query parameter (`?password=...`, `&token=...`): up to `&`, `#`, a space or a quote;
+- a command-line flag (`--password=...`): a shell word, up to a space or a metacharacter (`;&|<>()`);
+- anywhere else (logs, prose, code, connection strings): up to a space or the next `,key=`/`;key=`/`&key=` of
+  a list, without a closing bracket or quote it does not open and a sentence's last `.`, `,`, `;` or `:` (at
+  most 3 characters: a value that ends in them loses no run of 4).
+`is_placeholder` tells templates and masks (whole-value forms: `${X}`, `$(cmd)`, `%s`, `%(pw)s`, `<key>`,
+`{{ x }}`, `********`; example words) from values that merely start with `%`, `!`, `&`, `*` or `#`, which
+generated passwords do: those count as YAML syntax (tag, anchor, alias, comment) only after a colon and in
+YAML's own shapes. `value_ok` is the shape of a credential people write: letters plus digits or punctuation,
+6-200 characters, spaces only where the pieces are not prose (two words of letters side by side).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from functools import lru_cache
+
+QUOTES = "\"'"
+_CLOSERS = {")": "(", "]": "[", "}": "{", ">": "<"}
+# How code names things: snake_case, camelCase or UPPER_CASE words, digits only at the end (`api_key2`).
+IDENTIFIER = r"[A-Za-z_][a-z_]*(?:[A-Z]+[a-z_]*)*\d*"
+# Code rather than a value: an attribute chain of identifiers, digits only in the last part (`tokens.refresh_v2`,
+# not `dragon78.y`); a call or an index (`get_pw(user)`, `request.form['pw']`, `str = ""` in a signature).
+_CODE_CHAIN = re.compile(r"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_]*)*\.[A-Za-z_][A-Za-z_]*\d*")
+_CODE_IDENTIFIER = re.compile(IDENTIFIER)
+_CODE_START = re.compile(r"[A-Za-z_][\w.]*(?:(?:[(\[][\w.,'\" =:-]*[)\]](?:\.\w+)*)+$"
+                         r"| (?:=|==|!=|\+|-|or|and|if|else|\|\||&&)(?: |$))")
+CODE_WORDS = frozenset({"none", "null", "nil", "true", "false", "undefined", "lambda", "self", "this", "required",
+                        "optional", "string", "str", "bytes", "secret", "password", "token", "changeme", "test",
+                        "admin", "hidden", "masked", "redacted", "notset", "empty", "default", "basic", "bearer",
+                        "bot", "apikey", "sso-key", "key"})
+_PLACEHOLDER_WORDS = ("your", "example", "changeme", "change_me", "change-me", "placeholder", "redacted", "dummy",
+                      "xxxx", "****", "....", "getenv", "environ")
+# Whole-value templates: `$VAR`, `${VAR}`, `$(cmd)`, `` `cmd` ``, `%s`, `%(pw)s`, `%PW%`, `%{pw}`, `<your-key>`,
+# `{token}`, `{{ vault }}`, `[REDACTED]`, `(hidden)`; and values holding an interpolation (`pre-${ENV}-x`).
+_TEMPLATE = re.compile(r"\$" + IDENTIFIER + r"|\$\{[^}]*\}|\$\(.*\)|`[^`]*`|%[sdifr]|%\(\w+\)[sdifr]|%[A-Za-z_]\w*%"
+                       r"|%\{\w+\}|<[^<>]*>|\{\{?[^{}]*\}?\}|\[[^\[\]]*\]|\([^()]*\)")
+_INTERPOLATION = re.compile(r"\$\{[A-Za-z_][\w.]{2,}\}|\{\{.*?\}\}|%\([A-Za-z_]\w*\)[sd]|#\{[A-Za-z_]\w{2,}\}")
+_YAML_SYNTAX = re.compile(r"[&*][A-Za-z_][\w-]*|![\w!/.-]*|[|>][+-]?\d*|#.*")      # after a colon, unquoted
+_WORDY = re.compile(r"(?=(?:\D*[^\W\d_]){2})\D+")            # two letters or more, no digit
+_OPENS_CODE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*[(\[]|[(\[{`]")
+_PATH = re.compile(r"(?:~|\.{1,2})?(?:/[\w.-]+)+/?|[A-Za-z]:\\[\w.\\ -]*")
+_RANDOM_PART = re.compile(r"^(?=.*\d)(?=.*[A-Z])")
+LIST_KEY = re.compile(r"[,;&][A-Za-z_][\w.-]{0,40}=")      # the next pair of a `k=v,k=v` / `k=v;k=v` list
+
+
+def quoted_value(text: str, at: int) -> tuple[int, int] | None:
+    """The inside of the quoted string opening at text[at] (backslash escapes; `''` inside single quotes), on
+    one line and at most 400 characters; None when it does not close."""
+    quote, k, stop = text[at], at + 1, min(len(text), at + 402)
+    while k < stop:
+        c = text[k]
+        if c == "\n":
+            return None
+        if c == "\\":
+            k += 2
+            continue
+        if c == quote:
+            if quote == "'" and text[k + 1:k + 2] == "'":
+                k += 2
+                continue
+            return at + 1, k
+        k += 1
+    return None
+
+
+def run_end(text: str, at: int, stops: str = "", limit: int = 400) -> int:
+    """The end of the run of non-space characters (none of `stops`) starting at text[at], at most `limit` long."""
+    return _run_of(stops).match(text, at, min(len(text), at + limit)).end()
+
+
+@lru_cache(maxsize=16)
+def _run_of(stops: str) -> re.Pattern[str]:
+    return re.compile(f"[^\\s{re.escape(stops)}]*")
+
+
+def trim_end(text: str, start: int, end: int) -> int:
+    """`end` moved back over at most 3 characters the value does not own: a closing bracket or quote it does not
+    open (`f(password=pw1)`, `msg="password=pw1"`) and a sentence's last `.`, `,`, `;` or `:`."""
+    for _ in range(3):
+        value, last = text[start:end], text[end - 1:end]
+        if last in _CLOSERS and value.count(last) > value.count(_CLOSERS[last]):
+            end -= 1
+        elif last and last in QUOTES + "`" and value.count(last) % 2:
+            end -= 1
+        elif last and last in ".,;:" and end - start > 1:
+            end -= 1
+            break
+        else:
+            break
+    return end
+
+
+def list_end(text: str, start: int, end: int) -> int:
+    """`end`, or where the next `key=` of a list begins inside [start, end)."""
+    found = LIST_KEY.search(text, start, end)
+    return found.start() if found else end
+
+
+def shannon_entropy(value: str) -> float:
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in Counter(value).values()) if n else 0.0
+
+
+def looks_random(value: str) -> bool:
+    """Heuristic for a generated credential (not an identifier, a path or an English compound)."""
+    if len(value) < 16 or sum(ch.isdigit() for ch in value) < 2 or shannon_entropy(value) < 3.0:
+        return False
+    if not any(ch.isalpha() for ch in value) or re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", value):
+        return False
+    mixed_case = any(ch.isupper() for ch in value) and any(ch.islower() for ch in value)
+    hexish = re.fullmatch(r"[0-9a-f]+|[0-9A-F]+", value) is not None
+    lower_or_upper = re.fullmatch(r"[0-9a-z]{20,}|[0-9A-Z]{20,}", value) is not None
+    return mixed_case or hexish or lower_or_upper
+
+
+def is_placeholder(value: str, quoted: bool = False, yaml: bool = False) -> bool:
+    """A template, mask or example standing where a credential would go (`${TOKEN}`, `********`, `YOUR_KEY`);
+    `yaml`: an unquoted value after a colon, where `&x`, `*x`, `!tag`, `|`, `>` and `#...` are YAML's syntax."""
+    low = value.lower()
+    if not value or low in CODE_WORDS or len(set(low)) == 1 or (yaml and _YAML_SYNTAX.fullmatch(value)):
+        return True
+    if _TEMPLATE.fullmatch(value) or value.startswith(("$(", "${")) or _INTERPOLATION.search(value):
+        return True
+    if not quoted and re.fullmatch(r"[A-Z]+(?:_[A-Z0-9]+)*", value):         # YOUR_API_KEY, an env var's name
+        return True
+    return any(part in low for part in _PLACEHOLDER_WORDS)
+
+
+def prose_like(value: str) -> bool:
+    """Two pieces side by side with two letters or more and no digit each (`at least 8 characters`, `The
+    "pass" statement`): text, no secret."""
+    pieces = value.split()
+    return any(_WORDY.fullmatch(a) and _WORDY.fullmatch(b) for a, b in zip(pieces, pieces[1:]))
+
+
+def code_like(value: str) -> bool:
+    """An unquoted value that reads as code: an attribute chain, a call or an index (`getpass.getpass('Pass`: a
+    value ends at a space, a call need not close in it), a bracket or backtick opening it, an assignment or an
+    operator."""
+    return _CODE_CHAIN.fullmatch(value) is not None or _CODE_START.match(value) is not None or \
+        _OPENS_CODE.match(value) is not None
+
+
+def value_ok(value: str, quoted: bool = False, yaml: bool = False, literal: bool = False) -> bool:
+    """A credential's value as people write them: 6-200 characters, letters plus digits or punctuation; spaces
+    only between pieces that are not prose; not a placeholder, a path or a URL (URL credentials have their own
+    pass), and unquoted not code (unless `literal`: a URL query's or a flag's value is no expression)."""
+    if len(value) < 6 or len(value) > 200 or is_placeholder(value, quoted, yaml):
+        return False
+    if any(c.isspace() for c in value) and (prose_like(value) or value != value.strip() or "\n" in value):
+        return False
+    if "://" in value or path_like(value):
+        return False
+    if not (quoted or literal) and (code_like(value) or " " in value and _unquoted_code(value.split()[0])):
+        return False
+    has_letter = any(c.isalpha() for c in value)
+    return has_letter and any(c.isdigit() or not (c.isalnum() or c == "_") for c in value)
+
+
+def _unquoted_code(first: str) -> bool:
+    """The first piece of an unquoted value with spaces: a name or code (`str | None = None`, `Optional[str] =
+    None`, `get(x) or y`) makes the whole an expression, not a passphrase."""
+    return identifier_only(first) or code_like(first) or re.fullmatch(r"[A-Za-z_][\w.]*[(\[].*", first) is not None
+
+
+def path_like(value: str) -> bool:
+    """A file path (`/etc/app/pw.txt`, `~/.ssh/id_rsa`, `C:\\keys\\a.pem`): a pointer to a secret, not one.
+    Every part has two letters or more and none mixes digits and capitals (`/Rfr9CH3i/9TJr` is a generated
+    password that starts with `/`)."""
+    if not _PATH.fullmatch(value):
+        return False
+    parts = [p for p in re.split(r"[/\\]", value)
+             if p and p not in ("~", ".", "..") and not re.fullmatch("[A-Za-z]:", p)]      # (a drive: `C:`)
+    return all(len(re.findall(r"[A-Za-z]", p)) >= 2 and not _RANDOM_PART.search(p) for p in parts)
+
+
+def identifier_only(value: str) -> bool:
+    """Named the way code names variables (`pw2`, `db_password`): a value only where it opens a line (.env)."""
+    return _CODE_IDENTIFIER.fullmatch(value) is not None
