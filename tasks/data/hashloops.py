@@ -6,13 +6,42 @@ dedup. Compiled, each value is produced and consumed in registers: the signature
 permutations of one shingle as SIMD lanes (~6 µs per 2 KB document instead of ~25), the word loop reads each
 byte once. The arithmetic wraps exactly as numpy's does (uint64, or uint32 through explicit casts and masks),
 so results are bit-identical to the definitions they replace (`wordhash.word_hashes(bytewise=True)` is the
-oracle; datasketch's `MinHash` for the signatures). Single-threaded; `cache=True` keeps the compiled code in
-`__pycache__`, so a new process loads it (~0.25 CPU-s) instead of compiling it again (~4 CPU-s)."""
+oracle; datasketch's `MinHash` for the signatures). Single-threaded; `cache=True` keeps the compiled code, so
+a new process loads it (~0.25 CPU-s) instead of compiling it again (~4 CPU-s), in `kernel_cache_dir()`: numba's
+`NUMBA_CACHE_DIR` when the user sets it, else a folder of the user's own (`$XDG_CACHE_HOME/forgeline/numba`,
+`~/.cache/forgeline/numba`), else a temporary one. Not the installed package's `__pycache__`: a read-only
+install, or one shared by users, would have a user compile into (or fail to write) someone else's folder."""
 
 from __future__ import annotations
 
+import os
+import tempfile
+
+import numba
 import numpy as np
 from numba import njit
+
+
+def kernel_cache_dir() -> str:
+    """Where the compiled loops are cached: `NUMBA_CACHE_DIR`, else the user's cache folder, else a temporary
+    one (the first of the last two that can be written)."""
+    if numba.config.CACHE_DIR:                           # NUMBA_CACHE_DIR, read by numba at import
+        return numba.config.CACHE_DIR
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    for folder in (os.path.join(base, "forgeline", "numba"),
+                   os.path.join(tempfile.gettempdir(), f"forgeline-numba-{os.getuid()}")):
+        try:
+            os.makedirs(folder, exist_ok=True)
+            tempfile.TemporaryFile(dir=folder).close()
+            return folder
+        except OSError:
+            continue
+    return ""                                           # numba's own fallbacks (or no cache) decide
+
+
+# Before the first `@njit(cache=True)`: numba picks each function's cache folder when it is decorated. (Global
+# to numba in this process: other cached functions go there too, which is what NUMBA_CACHE_DIR would do.)
+numba.config.CACHE_DIR = kernel_cache_dir()
 
 _M32 = np.uint64(0xFFFFFFFF)
 _U16, _U13, _U33, _U32 = np.uint64(16), np.uint64(13), np.uint64(33), np.uint64(32)
