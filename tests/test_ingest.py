@@ -28,7 +28,8 @@ def write_fixture(root: Path) -> dict[str, int]:
         json.dumps({"id": "ok2", "text": good + " Two.", "lang_hint": "en", "media": ["media/cat.png"]}).encode(),
         b'{"id": "bad-utf8", "text": "caf\xe9"}',                     # invalid_utf8 (latin-1 byte)
         b'{"id": "broken", "text": ',                                  # invalid_json
-        json.dumps(["a", "list"]),                                     # not_an_object
+        json.dumps(["a", "list"]),                                     # wrong_type (a record must be an object)
+        json.dumps({"text": good + " Nobody's."}),                     # missing_id
         json.dumps({"id": "notext", "body": good}),                   # missing_text
         json.dumps({"id": "empty", "text": "   \n\t "}),               # empty_text
         json.dumps({"id": "num", "text": 42}),                         # wrong_type (text)
@@ -49,7 +50,7 @@ def write_fixture(root: Path) -> dict[str, int]:
     (d / "blob.bin").write_bytes(bytes(range(256)))                    # unsupported_format (+ media/cat.png)
     pq.write_table(pa.table({"id": ["p1", "p2"], "text": ["Parquet one.", None]}), d / "table.parquet")
     (d / "broken.parquet").write_bytes(b"PAR1 this is not parquet")    # unreadable_file
-    return {"invalid_utf8": 3, "invalid_json": 2, "not_an_object": 1, "missing_text": 1, "empty_text": 2,
+    return {"invalid_utf8": 3, "invalid_json": 2, "missing_id": 1, "missing_text": 2, "empty_text": 2,
             "wrong_type": 3, "oversized": 1, "missing_media": 1, "bad_media": 1, "unsupported_format": 2,
             "unreadable_file": 1}
 
@@ -74,7 +75,7 @@ def test_every_bad_record_is_quarantined_with_its_reason(ingested):
     root, result, expected = ingested
     stats = result.counts["by_source"]["user"]
     assert stats["by_reason"] == expected
-    # ok1, ok2, story.txt, page.md, table.parquet row 1 are kept; table.parquet row 2 (text None) -> wrong_type
+    # ok1, ok2, story.txt, page.md, table.parquet row 1 are kept; table.parquet row 2 (text None) -> missing_text
     assert stats["kept"] == 5
     assert stats["read"] == stats["kept"] + stats["quarantined"] == 5 + sum(expected.values())
 
@@ -82,8 +83,14 @@ def test_every_bad_record_is_quarantined_with_its_reason(ingested):
     by_loc = {(r["origin"], r["location"]): r for r in q}
     assert by_loc[("in/records.jsonl", "line 3")]["reason"] == "invalid_utf8"
     assert by_loc[("in/records.jsonl", "line 4")]["reason"] == "invalid_json"
-    assert by_loc[("in/records.jsonl", "line 10")]["reason"] == "invalid_utf8"  # lone surrogate
-    assert by_loc[("in/table.parquet", "row 2")]["reason"] == "wrong_type"
+    assert by_loc[("in/records.jsonl", "line 11")]["reason"] == "invalid_utf8"  # lone surrogate
+    # what is wrong, named: a missing field is missing (not "wrong_type ... got NoneType"), a type is a JSON type
+    assert (by_loc[("in/table.parquet", "row 2")]["reason"], by_loc[("in/table.parquet", "row 2")]["detail"]) == \
+        ("missing_text", "text field 'text' is null")
+    assert (by_loc[("in/records.jsonl", "line 6")]["reason"], by_loc[("in/records.jsonl", "line 6")]["detail"]) == \
+        ("missing_id", "id field 'id' is missing")
+    assert by_loc[("in/records.jsonl", "line 5")]["detail"] == "a record must be a JSON object, got array"
+    assert by_loc[("in/records.jsonl", "line 10")]["detail"] == "id field 'id' must be a string or number, got object"
     assert by_loc[("in/latin1.txt", "byte 2")]["reason"] == "invalid_utf8"
     assert by_loc[("in/broken.parquet", "")]["reason"] == "unreadable_file"
     assert "dog.wav" in next(r for r in q if r["reason"] == "missing_media")["detail"]

@@ -110,7 +110,7 @@ def test_quarantine_is_streamed_in_row_groups_and_equals_the_one_shot_file(tmp_p
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "bomb.jsonl.gz").write_bytes(gzip.compress(b"1\n" * 120_000))
     counts, records = ingest(tmp_path, paths=["in"])
-    assert records == {} and counts["by_source"]["u"]["by_reason"] == {"not_an_object": 120_000}
+    assert records == {} and counts["by_source"]["u"]["by_reason"] == {"wrong_type": 120_000}
     q = pq.ParquetFile(tmp_path / "data" / "ingest" / "quarantine.parquet")
     assert [q.metadata.row_group(i).num_rows for i in range(q.metadata.num_row_groups)] == [50_000, 50_000, 20_000]
     assert q.read(columns=["location"]).column(0).to_pylist() == [f"line {i}" for i in range(1, 120_001)]

@@ -46,7 +46,11 @@ LEDGER_SCHEMA = pa.schema(
 )
 
 QUARANTINE_REASONS = (
-    "invalid_utf8", "invalid_json", "not_an_object", "missing_text", "empty_text", "wrong_type", "oversized",
+    "invalid_utf8", "invalid_json",
+    "not_an_object",      # (multimodal's manifest reader; ingest's readers say wrong_type, the record schema's word)
+    "missing_text", "empty_text",
+    "missing_id",         # a source with an id field, and a record without one (absent, null or blank)
+    "wrong_type", "oversized",
     "missing_media", "bad_media", "unreadable_file", "unsupported_format", "duplicate_id",
     "truncated",          # a compressed stream or a file that breaks off: the records before it are kept
     "record_too_large",   # one line/record over ingest.max_record_bytes, skipped without being held

@@ -18,16 +18,20 @@ MEDIA_KIND_BY_SUFFIX = {
 
 def from_object(obj: Any, path: Path, shown: str, where: str, src: FilesSource, root: Path, raw: str) -> Doc | Bad:
     fields = src.fields
-    if not isinstance(obj, dict):
-        return Bad(shown, where, "not_an_object", f"expected a JSON object, got {type(obj).__name__}", raw)
-    if fields.text not in obj:
-        return Bad(shown, where, "missing_text", f"field {fields.text!r} is missing", raw or preview(obj))
+    if not isinstance(obj, dict):       # a value of the wrong type, as the record schema names one
+        return Bad(shown, where, "wrong_type", f"a record must be a JSON object, got {_json_type(obj)}", raw)
+    if obj.get(fields.text) is None:    # absent or null: missing, whatever the type checks later would say
+        return Bad(shown, where, "missing_text", f"text field {fields.text!r} is "
+                   f"{'missing' if fields.text not in obj else 'null'}", raw or preview(obj))
     key = f"{shown}:{where.split()[-1]}"
     if fields.id is not None:
         value = obj.get(fields.id)
-        if value is None or isinstance(value, (dict, list)) or str(value).strip() == "":
+        if value is None or isinstance(value, str) and not value.strip():
+            state = "missing" if fields.id not in obj else "null" if value is None else "empty"
+            return Bad(shown, where, "missing_id", f"id field {fields.id!r} is {state}", raw or preview(obj))
+        if isinstance(value, (dict, list)):
             return Bad(shown, where, "wrong_type", f"id field {fields.id!r} must be a string or number, got "
-                       f"{type(value).__name__}", raw or preview(obj))
+                       f"{_json_type(value)}", raw or preview(obj))
         key = str(value)
     media: list[dict[str, str]] = []
     if fields.media is not None and obj.get(fields.media) is not None:
@@ -112,6 +116,12 @@ def media_refs(value: Any, base: Path, root: Path) -> list[dict[str, str]]:
         refs.append({"kind": kind or MEDIA_KIND_BY_SUFFIX.get(target.suffix.lower(), "file"),
                      "path": display_path(target, root)})
     return refs
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a parsed value's type (`array`, not Python's `list`)."""
+    names = {dict: "object", list: "array", str: "string", bool: "boolean", int: "number", float: "number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 def preview(obj: dict) -> str:
