@@ -3,6 +3,7 @@
     python benchmarks/dedup_real.py                        # 50,000 documents, seed 0
     python benchmarks/dedup_real.py --docs 20000 --methods real
     python benchmarks/dedup_real.py --profile real         # cProfile of the real path, top costs by phase
+    python benchmarks/dedup_real.py --median-chars 600     # shorter documents (median 600 characters)
 
 The corpus (`tasks.data.dedup_corpus`: windows of the embedded plays, articles, code and help texts with a
 log-normal length, site templates, HTML pages, license headers, overlapping excerpts and edited copies; exact
@@ -54,17 +55,17 @@ SINGLE_THREAD = {**{k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", 
                  "TOKENIZERS_PARALLELISM": "false"}
 
 
-def corpus_folder(cache: Path, docs: int, seed: int) -> Path:
-    """The corpus as ingest shards + truth.json, built once per (size, seed, generator source)."""
+def corpus_folder(cache: Path, docs: int, seed: int, median: int) -> Path:
+    """The corpus as ingest shards + truth.json, built once per (size, seed, median length, generator source)."""
     source = (ROOT / "tasks" / "data" / "dedup_corpus.py").read_bytes()
-    folder = cache / f"corpus-{docs}-{seed}-{hashlib.sha256(source).hexdigest()[:10]}"
+    folder = cache / f"corpus-{docs}-{seed}-{median}-{hashlib.sha256(source).hexdigest()[:10]}"
     if (folder / "truth.json").exists():
         return folder
     from tasks.data import dedup_corpus
     from tasks.data.records import RECORD_SCHEMA, write_table
 
     t0 = time.perf_counter()
-    corpus = dedup_corpus.build(docs, seed)
+    corpus = dedup_corpus.build(docs, seed, median)
     (folder / "shards").mkdir(parents=True, exist_ok=True)
     for n, lo in enumerate(range(0, docs, PER_SHARD)):
         rows = [{"id": corpus.ids[k], "text": corpus.texts[k], "source": corpus.ids[k].split("-")[1], "lang": "en",
@@ -198,13 +199,16 @@ def worker(method: str, folder: str, result: str, profile: bool) -> None:
 
 
 def _warm_up(tmp: Path) -> None:
-    """Import the modules and load the compiled loops on a two-document shard (the clock measures the work)."""
+    """Import the modules and load the compiled loops (compiled once per machine and code, then cached) on a
+    shard of five documents that takes every path: ASCII, quotes, Greek, markup, a near duplicate to verify."""
     from specs.run import ExecutorSpec
     from tasks.data import cleaning, dedup_global
     from tasks.data.records import RECORD_SCHEMA, write_table
 
-    rows = [{"id": f"w/{k}", "text": "one two three four five six seven", "source": "w", "lang": "en",
-             "origin": "", "meta": "{}", "media": []} for k in range(2)]
+    words = " ".join(f"w{k}" for k in range(60))
+    texts = [words, words + " extra", f"“{words}” — café", f"{words} λόγος", f"<p>{words}</p><p>a</p><div>b</div>"]
+    rows = [{"id": f"w/{k}", "text": t, "source": "w", "lang": "en", "origin": "", "meta": "{}", "media": []}
+            for k, t in enumerate(texts)]
     (tmp / "warm").mkdir()
     write_table(rows, RECORD_SCHEMA, tmp / "warm" / "in.parquet")
     spec = bench_spec()
@@ -245,6 +249,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=50_000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--median-chars", type=int, default=1500, help="the documents' median length (default "
+                        "1500: web pages' and source files'; shorter corpora weigh the per-document costs more)")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--repeat", type=int, default=1, help="runs per method (each row printed)")
     parser.add_argument("--profile", default="", help="cProfile this method's run and print its top costs")
@@ -253,7 +259,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.worker:
         return worker(args.worker[0], args.worker[1], args.worker[2], args.worker[3] == "1")
-    folder = corpus_folder(args.cache, args.docs, args.seed)
+    folder = corpus_folder(args.cache, args.docs, args.seed, args.median_chars)
     truth_json = json.loads((folder / "truth.json").read_text())
     truth = {(i, j): s for i, j, s in truth_json["pairs"]}
     _, texts = read_corpus(folder)

@@ -16,7 +16,7 @@ from specs.clean import DedupSpec
 from tasks.data import minhash
 from tasks.data.normalize import (TRANSLATION_TABLE, confusable_letters, exact_key, format_chars, mixes_look_alikes,
                                   normalize_text, shingle_text, simple_chars)
-from tasks.data.textbatch import Encoded, exact_keys, normalize_encoded, normalize_texts
+from tasks.data.textbatch import exact_keys, normalize_encoded, normalize_texts
 
 PIECES = ["the", "Word", "ÉTÉ", "été", "naïve", " ", "  ", "\t", "\n", "\n\n\n\n", "\r\n", "\r", "\x00",
           "\x1f", "\x7f", "\x85", "\xa0", "\u3000", "\u2028", "\u200b", "\u200d", "\u00ad", "\ufeff", "’", "“",
@@ -91,7 +91,7 @@ def test_word_shingles_without_the_fold_equal_the_folded_ones(raw, variant):
     spec = {"default": DedupSpec(), "no_unicode": DedupSpec(fold_unicode=False),
             "no_entities": DedupSpec(fold_entities=False, fold_markup=False)}[variant]
     batch = [normalize_text(t) for t in raw]
-    fast = minhash.signatures_and_shingles(batch, spec, 1, Encoded.of(batch))
+    fast = minhash.signatures_and_shingles(batch, spec, 1, normalize_encoded(raw))      # as clean encodes them
     slow = _folded_reference(batch, spec)
     assert all(np.array_equal(a, b) for a, b in zip(fast, slow))
 
@@ -99,7 +99,7 @@ def test_word_shingles_without_the_fold_equal_the_folded_ones(raw, variant):
 def _folded_reference(batch: list[str], spec: DedupSpec):
     """The same with every text folded and split by the regex (no text takes the compiled shortcut)."""
     original = minhash._needs_fold
-    minhash._needs_fold = lambda text, flag, spec: True
+    minhash._needs_fold = lambda batch, k, spec: True
     try:
         return minhash.signatures_and_shingles(batch, spec, 1)
     finally:

@@ -65,7 +65,7 @@ def clean_columns(texts: list[str], metas: list[str | None], records_of: Callabl
         texts, pii = [t for t, _ in scrubbed], [counts for _, counts in scrubbed]
         encoded = Encoded.of(texts)
     metas = [_with_pii(meta, counts) for meta, counts in zip(metas, pii)]
-    live = [i for i, text in enumerate(texts) if text.strip()]
+    live = [i for i, text in enumerate(texts) if text and not text.isspace()]   # (no stripped copy)
     results: dict[int, list[tuple[str, filters.Verdict]]] = dict.fromkeys(live, [])
     if built and live:
         docs = [{**r, "text": texts[i], "features": filters.TextFeatures(texts[i])}
@@ -130,15 +130,28 @@ def process_shard(shard: Path, target: Path, spec: CleanSpec, seed: int, root: P
     not change go from the ingest table to the work table as Arrow arrays, never as Python objects."""
     built = filters_for(spec, root, index_texts)
     table = pq.read_table(shard)
-    columns, encoded = clean_columns(table.column("text").to_pylist(), table.column("meta").to_pylist(),
-                                     lambda rows: table.take(rows).to_pylist(), spec, built)
+    texts, metas = table.column("text").to_pylist(), table.column("meta").to_pylist()
+    columns, encoded = clean_columns(texts, metas, lambda rows: table.take(rows).to_pylist(), spec, built)
     write_dedup_inputs(target.with_suffix(""), table.column("id").to_pylist(), columns, spec.dedup, seed, buckets,
                        encoded)
-    work = pa.table([table.column(name) if name not in columns else pa.array(columns[name], field.type)
-                     for name, field in zip(WORK_SCHEMA.names, WORK_SCHEMA)], schema=WORK_SCHEMA)
+    unchanged = {"text": texts, "meta": metas}      # columns clean left as they were: the input's Arrow arrays
+    work = pa.table([table.column(name) if name not in columns or _same(columns[name], unchanged.get(name))
+                     else _arrow(columns[name], field.type) for name, field in zip(WORK_SCHEMA.names, WORK_SCHEMA)],
+                    schema=WORK_SCHEMA)
     with atomic_path(target) as tmp:
         write_work_table(work, tmp)
     return table.num_rows
+
+
+def _same(values: list, before: list | None) -> bool:
+    return before is not None and all(a is b for a, b in zip(values, before))
+
+
+def _arrow(values: list, kind: pa.DataType) -> pa.Array:
+    """`pa.array(values, kind)`; a column of empty lists (no PII anywhere) built from its offsets alone."""
+    if pa.types.is_list(kind) and not any(values):
+        return pa.ListArray.from_arrays(pa.array(np.zeros(len(values) + 1, np.int32)), pa.array([], kind.value_type))
+    return pa.array(values, kind)
 
 
 def write_dedup_inputs(base: Path, ids: list[str], columns: dict[str, list], spec: DedupSpec, seed: int,

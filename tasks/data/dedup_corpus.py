@@ -71,17 +71,17 @@ def source_texts() -> list[tuple[str, list[str]]]:
     return out
 
 
-def _length(rng: random.Random) -> int:
-    return int(min(MAX_CHARS, max(MIN_CHARS, rng.lognormvariate(math.log(MEDIAN_CHARS), SIGMA))))
+def _length(rng: random.Random, median: int) -> int:
+    return int(min(MAX_CHARS, max(MIN_CHARS, rng.lognormvariate(math.log(median), SIGMA))))
 
 
-def cut_round(texts: list[tuple[str, list[str]]], rng: random.Random) -> list[Piece]:
+def cut_round(texts: list[tuple[str, list[str]]], rng: random.Random, median: int = MEDIAN_CHARS) -> list[Piece]:
     """One round: every source text cut at line breaks into windows of drawn lengths, from a random start."""
     pieces = []
     for t, (corpus, lines) in enumerate(texts):
         lo = rng.randrange(min(len(lines), 20))
         while lo < len(lines):
-            want, size, hi = _length(rng), 0, lo
+            want, size, hi = _length(rng, median), 0, lo
             while hi < len(lines) and size < want:
                 size += len(lines[hi]) + 1
                 hi += 1
@@ -145,14 +145,15 @@ def edit_copy(body: str, rng: random.Random, other: str) -> str:
     return body
 
 
-def build(n_docs: int, seed: int = 0) -> SyntheticCorpus:
-    """`n_docs` documents (rounds of windows plus their copies) in a seeded shuffled order, with exact truth."""
+def build(n_docs: int, seed: int = 0, median: int = MEDIAN_CHARS) -> SyntheticCorpus:
+    """`n_docs` documents (rounds of windows plus their copies) in a seeded shuffled order, with exact truth;
+    `median`: the windows' median length in characters."""
     rng = random.Random(seed)
     texts = source_texts()
     pieces: list[Piece] = []
     docs: list[tuple[Piece, str]] = []
     while len(docs) < n_docs:
-        round_pieces = cut_round(texts, rng)
+        round_pieces = cut_round(texts, rng, median)
         rng.shuffle(round_pieces)
         for piece in round_pieces:
             if len(docs) >= n_docs:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-import unicodedata
 from hashlib import blake2b
 
 import numpy as np
@@ -88,11 +87,15 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     character simple (`normalize.simple_chars`: quotes, dashes, lower-case accented letters) — goes to the
     compiled word loop as its own UTF-8, its simple non-word characters blanked there: no fold, no regex split,
     no Python per word (what a text with one curly quote cost: ~370 µs of 3 KB, against ~15 for ASCII). The
-    rest is folded and split as before."""
-    folded = {k: " ".join(WORD.findall(_fold(text, spec).lower())).encode("utf-8", "surrogatepass")
-              for k, (text, flag) in enumerate(zip(batch.texts, batch.flags)) if _needs_fold(text, flag, spec)}
-    if folded:
-        parts = [folded[k] if k in folded else t.encode("utf-8", "surrogatepass") for k, t in enumerate(batch.texts)]
+    rest is folded; a folded text whose non-ASCII characters are then all simple (`É` cased, `…` NFKC'd, a page
+    read as its text) goes the same way, and only the others are split by the regex."""
+    todo = [k for k in range(len(batch.texts)) if _needs_fold(batch, k, spec)]
+    if todo:
+        folded = textbatch.Encoded.of([_fold(batch.texts[k], spec) for k in todo])
+        parts = list(batch.parts)
+        for k, text, part, flag in zip(todo, folded.texts, folded.parts, folded.flags):
+            parts[k] = " ".join(WORD.findall(text.lower())).encode("utf-8", "surrogatepass") \
+                if flag & textbatch.NOT_SIMPLE else part
         ends = np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)) + 1) - 1
         data = np.frombuffer(bytearray(b"\n").join([*parts, bytes(8)]), np.uint8)      # writable; 8 pad bytes
     else:
@@ -101,12 +104,13 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     return hashloops.word_hashes(data, ends, POW)
 
 
-def _needs_fold(text: str, flag: int, spec: DedupSpec) -> bool:
+def _needs_fold(batch: textbatch.Encoded, k: int, spec: DedupSpec) -> bool:
+    text, flag = batch.texts[k], batch.flags[k]
     if flag & textbatch.NOT_SIMPLE or (spec.fold_markup and has_markup(text)):
         return True
     if spec.fold_entities and "&" in text and entity_in(text):
         return True
-    return bool(flag & textbatch.NON_ASCII) and spec.fold_unicode and not unicodedata.is_normalized("NFKC", text)
+    return spec.fold_unicode and not batch.nfkc(k)
 
 
 def shingle_sets(texts: Sequence[str], spec: DedupSpec) -> list[np.ndarray]:
@@ -170,11 +174,7 @@ def _signed_chunks(texts: Sequence[str], spec: DedupSpec, seed: int, sigs: np.nd
     a, b = permutations(spec.num_perm, seed)
     for start in range(0, len(texts), CHUNK_DOCS):
         stop = min(start + CHUNK_DOCS, len(texts))
-        part = None
-        if encoded is not None:
-            lo, hi = encoded.byte_range(start, stop)
-            part = textbatch.Encoded(texts[start:stop], encoded.data[lo:hi], encoded.ends[start:stop] - lo,
-                                     encoded.flags[start:stop])
+        part = None if encoded is None else encoded.chunk(start, stop)
         hashes, offsets = _chunk_shingles(texts[start:stop], spec, part)            # [S], [m + 1]
         hashloops.minhash_rows(hashes, offsets, a, b, sigs[start:stop])
         yield hashes, offsets

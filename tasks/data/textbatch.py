@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -41,32 +41,56 @@ class Encoded:
     data: np.ndarray            # uint8 [B]
     ends: np.ndarray            # int64 [n]
     flags: list[int]
+    parts: list[bytes] = field(default_factory=list, repr=False)        # each text's UTF-8
+    _nfkc_known: dict[int, bool] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def of(cls, texts: Sequence[str]) -> "Encoded":
-        parts = [t.encode("utf-8", "surrogatepass") for t in texts]
+    def of(cls, texts: Sequence[str], parts: list[bytes] | None = None, flags: list[int | None] | None = None
+           ) -> "Encoded":
+        """The batch encoded; `parts`/`flags`: what is known already (a text's bytes, its flags; None: unknown)."""
+        parts = parts if parts is not None else [t.encode("utf-8", "surrogatepass") for t in texts]
         ends = np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)) + 1) - 1
-        parts.append(b"")                                       # (one copy: the join ends with a separator)
-        data = np.frombuffer(b"\n".join(parts), dtype=np.uint8)
-        return cls(texts, data, ends, hashloops.text_flags(data, ends, simple_table()).tolist())
+        data = np.frombuffer(b"\n".join([*parts, b""]), dtype=np.uint8)    # one copy: a separator after each
+        if flags is None or None in flags:
+            flags = hashloops.text_flags(data, ends, simple_table()).tolist()
+        return cls(texts, data, ends, flags, parts)
 
     def byte_range(self, start: int, stop: int) -> tuple[int, int]:
         """Where texts [start, stop) are in `data` (their separators included)."""
         return (int(self.ends[start - 1]) + 1 if start else 0), (int(self.ends[stop - 1]) + 1 if stop else 0)
 
+    def nfkc(self, k: int) -> bool:
+        """Whether text k is in NFKC (asked by the exact keys and the shingles alike: checked once)."""
+        if k not in self._nfkc_known:
+            self._nfkc_known[k] = not self.flags[k] & NON_ASCII or unicodedata.is_normalized("NFKC", self.texts[k])
+        return self._nfkc_known[k]
+
+    def chunk(self, start: int, stop: int) -> "Encoded":
+        """Texts [start, stop) as a batch of their own (views of this one's bytes; what is known carried over)."""
+        lo, hi = self.byte_range(start, stop)
+        known = {k - start: v for k, v in self._nfkc_known.items() if start <= k < stop}
+        return Encoded(self.texts[start:stop], self.data[lo:hi], self.ends[start:stop] - lo, self.flags[start:stop],
+                       self.parts[start:stop], known)
+
 
 def normalize_encoded(texts: Sequence[str], form: NormalForm = "NFC") -> Encoded:
     """`[normalize_text(t, form) for t in texts]`, encoded; a text it would leave unchanged stays the same object
-    (and when none changes, so does the encoding)."""
+    and keeps its bytes and flags (only the changed ones are encoded and scanned again)."""
     batch = Encoded.of(texts)
-    out = []
-    for text, flag in zip(texts, batch.flags):
+    out, changed = list(texts), []
+    for k, (text, flag) in enumerate(zip(texts, batch.flags)):
         if flag & (CONTROL | TRAILING | BLANK_RUN) or text[:1] == "\n" or text[-1:].isspace() or (
                 flag & NON_ASCII and ((flag & NOT_SIMPLE and table_chars_in(text)) or form != "none" and
                                       not unicodedata.is_normalized(form, text))):
-            text = normalize_text(text, form)
-        out.append(text)
-    return batch if all(a is b for a, b in zip(out, texts)) else Encoded.of(out)
+            out[k] = normalize_text(text, form)
+            changed += [k] if out[k] is not text else []
+    if not changed:
+        return batch
+    fresh = Encoded.of([out[k] for k in changed])
+    parts, flags = list(batch.parts), list(batch.flags)
+    for k, part, flag in zip(changed, fresh.parts, fresh.flags):
+        parts[k], flags[k] = part, flag
+    return Encoded.of(out, parts, flags)
 
 
 def normalize_texts(texts: Sequence[str], form: NormalForm = "NFC") -> list[str]:
@@ -91,7 +115,7 @@ def exact_keys(texts: Sequence[str] | Encoded) -> list[str]:
     for k, (text, flag) in enumerate(zip(texts, batch.flags)):
         if flag & CONTROL:      # normalize_text removes it (or makes it a newline) before the collapse
             whole[k] = True
-        elif flag & NON_ASCII and (flag & NOT_SIMPLE or not unicodedata.is_normalized("NFKC", text)):
+        elif flag & NON_ASCII and (flag & NOT_SIMPLE or not batch.nfkc(k)):
             whole[k] = table_chars_in(text)
             if not whole[k]:
                 folded[k] = _nfkc(_nfkc(text).casefold())
