@@ -72,7 +72,13 @@ def clean_columns(texts: list[str], metas: list[str | None], records_of: Callabl
                 for i, r in zip(live, records_of(live))]
         results = dict(zip(live, filters.run_filters_batch(built, docs)))
     columns: dict[str, list] = {"text": texts, "meta": [], "quality": [], "reason": [], "detail": []}
-    for i, meta in enumerate(metas):
+    if not built:           # no verdicts: the fields of `_verdict_fields([])` for every live text, set at once
+        empty = _verdict_fields(None, None, spec)
+        columns.update(meta=metas, quality=[_verdict_fields([], None, spec)[1]] * len(texts),
+                       reason=[None] * len(texts), detail=[None] * len(texts))
+        for i in set(range(len(texts))).difference(live):
+            columns["quality"][i], columns["reason"][i], columns["detail"][i] = empty[1:]
+    for i, meta in enumerate(metas if built else ()):
         meta, score, reason, detail = _verdict_fields(results.get(i), meta, spec)
         for name, value in (("meta", meta), ("quality", score), ("reason", reason), ("detail", detail)):
             columns[name].append(value)
