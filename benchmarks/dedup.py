@@ -9,7 +9,7 @@
 (Peak memory of clean's whole corpus-wide phase as the corpus grows, out of core vs in memory, Dask vs local:
 benchmarks/dedup_scale.py.)
 
-Every method runs on the same synthetic corpus (`tasks.data.synthetic`: Zipfian English-like documents with
+Every method runs on the same synthetic corpus (`tests.helpers.synthetic_corpus`: Zipfian English-like documents with
 planted near-duplicates and hard-negative relatives, word-5-gram Jaccard known exactly) in its own process with
 one thread, and the table reports docs / CPU-second of the detection itself (input already in memory; for
 datatrove its stages 1–3, which read the corpus JSONL and write their own files), the process's peak RSS
@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tasks.data.lsh import clusters_of  # noqa: E402  (after the sys.path insert above)
-from tasks.data.synthetic import cluster_pairs, exact_jaccard, make_corpus, pair_scores  # noqa: E402
+from tests.helpers.synthetic_corpus import cluster_pairs, exact_jaccard, make_corpus, pair_scores  # noqa: E402
 
 METHODS = ("forgeline", "forgeline-ooc", "forgeline-est", "datasketch-naive", "datatrove")
 SLOW = ("datasketch-naive", "datatrove")   # ~150–400 docs/s: skipped above --slow-max documents

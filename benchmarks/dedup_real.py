@@ -5,7 +5,7 @@
     python benchmarks/dedup_real.py --profile real         # cProfile of the real path, top costs by phase
     python benchmarks/dedup_real.py --median-chars 600     # shorter documents (median 600 characters)
 
-The corpus (`tasks.data.dedup_corpus`: windows of the embedded plays, articles, code and help texts with a
+The corpus (`tests.helpers.dedup_corpus`: windows of the embedded plays, articles, code and help texts with a
 log-normal length, site templates, HTML pages, license headers, overlapping excerpts and edited copies; exact
 word-5-gram truth) is built once and cached under `--cache`. Each method runs in its own process with one thread
 (pyarrow's pools at 1 too) and reports documents per CPU-second, the process's peak RSS (VmHWM) and pair
@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402  (after the sys.path insert above)
 
-from tasks.data.synthetic import cluster_pairs, pair_scores  # noqa: E402
+from tests.helpers.synthetic_corpus import cluster_pairs, pair_scores  # noqa: E402
 
 METHODS = ("real", "memory", "datasketch")
 PER_SHARD = 2000
@@ -61,7 +61,7 @@ def corpus_folder(cache: Path, docs: int, seed: int, median: int) -> Path:
     folder = cache / f"corpus-{docs}-{seed}-{median}-{hashlib.sha256(source).hexdigest()[:10]}"
     if (folder / "truth.json").exists():
         return folder
-    from tasks.data import dedup_corpus
+    from tests.helpers import dedup_corpus
     from tasks.data.records import RECORD_SCHEMA, write_table
 
     t0 = time.perf_counter()
@@ -235,8 +235,8 @@ def ceiling(true: set[tuple[int, int]], n: int) -> float:
 
 def evaluate(clusters: list[list[int]], truth: dict[tuple[int, int], float], texts: list[str],
              checked: dict[tuple[int, int], float]) -> tuple[float, float, float]:
-    from tasks.data.dedup_corpus import shingles_of
-    from tasks.data.synthetic import jaccard
+    from tests.helpers.dedup_corpus import shingles_of
+    from tests.helpers.synthetic_corpus import jaccard
 
     predicted = cluster_pairs(clusters)
     for pair in predicted - truth.keys() - checked.keys():

@@ -4,7 +4,7 @@
     python benchmarks/dedup_scale.py                                  # 50k and 200k documents, budget 0.25 GiB
     python benchmarks/dedup_scale.py --docs 50000 200000 --memory-gb 0.25 2 --dask
 
-Each corpus (`tasks.data.synthetic`, ~1.3 KB English-like documents with planted near-duplicates, plus exact
+Each corpus (`tests.helpers.synthetic_corpus`, ~1.3 KB English-like documents with planted near-duplicates, plus exact
 copies) is written as clean's phase-1 work folder (work tables of 2,000 rows, signatures, dedup inputs: what
 `cleaning.process_shard` writes, without the filters). Each method then runs in a fresh process, on one core
 (`run.executor.workers: 1`, so the tasks run in that process and its peak RSS, VmHWM, covers all of them):
@@ -46,7 +46,7 @@ def build_work(folder: Path, docs: int, seed: int, buckets: int) -> list[str]:
     from tasks.data import cleaning, dedup_files
     from tasks.data.normalize import exact_key
     from tasks.data.records import write_table
-    from tasks.data.synthetic import make_corpus
+    from tests.helpers.synthetic_corpus import make_corpus
 
     corpus = make_corpus(docs, seed=seed)
     texts = corpus.texts + [t.upper() for t in corpus.texts[::100]]

@@ -5,7 +5,7 @@
     python benchmarks/dedup_variants.py --ingest data/ingest/shards   # dedup decisions the folds change there
     python benchmarks/dedup_variants.py --stage data                  # clean's outputs with/without the folds
 
-Variants, truth and the decision path: `tasks/data/dedup_variants.py` (formatting-only copies, content edits
+Variants, truth and the decision path: `tests/helpers/dedup_variants.py` (formatting-only copies, content edits
 whose truth is the exact word-5-gram Jaccard, look-alikes that must stay apart; each kind is one run of clean's
 phase 1 without its filters and `cleaning.deduplicate`). `--compare` adds the recall with the shingle folds of
 `clean.dedup` (`fold_entities`, `fold_invisible`, `fold_unicode`, `fold_markup`, `fold_confusables`) off, i.e.
@@ -34,7 +34,8 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from specs.clean import CleanSpec  # noqa: E402
 from specs.params import load_params  # noqa: E402
-from tasks.data import cleaning, dedup_variants, minhash  # noqa: E402
+from tasks.data import cleaning, minhash  # noqa: E402
+from tests.helpers import dedup_variants  # noqa: E402
 
 NO_FOLDS = {"fold_entities": False, "fold_invisible": False, "fold_unicode": False, "fold_markup": False,
             "fold_confusables": False}

@@ -4,10 +4,10 @@ and throughput.
     python benchmarks/pii_recall.py                      # 2,000 plants per kind, seed 1234
     python benchmarks/pii_recall.py --per-kind 500 --seed 7
 
-Plants come from `tasks.data.pii_planted` (one fake email, obfuscated email, phone, IPv4/IPv6 address, card number,
+Plants come from `tests.helpers.pii_planted` (one fake email, obfuscated email, phone, IPv4/IPv6 address, card number,
 IBAN, SSN or secret in a prose, code, config, log or HTTP line; `email/obfuscated` is reported apart, and so are
 `secret/syntax`, secrets drawn from the whole alphabet of the syntax they sit in, and `phone/international`,
-numbers in every international prefix form after every phone cue: `tasks.data.pii_planted_syntax`). A plant
+numbers in every international prefix form after every phone cue: `tests.helpers.pii_planted_syntax`). A plant
 counts as found when every part of the value is gone and only its own kind was counted (a carrier misread as
 another kind counts as a miss); as partial when a part was replaced in part and a 4-character run of it is
 still there (a cut value: worse than a miss, since the scrubbing looks done).
@@ -33,8 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 from specs.clean import PII_KINDS  # noqa: E402  (after the sys.path insert above)
 from tasks.data.pii import scrub_pii  # noqa: E402
-from tasks.data.pii_planted import Plant, look_alikes, planted  # noqa: E402
-from tasks.data.pii_planted_syntax import leaked_runs  # noqa: E402
+from tests.helpers.pii_planted import Plant, look_alikes, planted  # noqa: E402
+from tests.helpers.pii_planted_syntax import leaked_runs  # noqa: E402
 
 STDLIB_PACKAGES = ("json", "email", "http", "logging", "asyncio")
 

@@ -13,7 +13,7 @@ from specs.run import ExecutorSpec
 from tasks.data import cleaning, dedup_files, dedup_global, minhash
 from tasks.data.normalize import exact_key
 from tasks.data.records import write_table
-from tasks.data.synthetic import exact_jaccard, make_corpus
+from tests.helpers.synthetic_corpus import exact_jaccard, make_corpus
 
 SCHEMA = pa.schema([("id", pa.string()), ("text", pa.string()), ("quality", pa.float64()),
                     ("reason", pa.string()), ("exact_key", pa.string())])

@@ -1,5 +1,5 @@
 """Clean's dedup against near-duplicate variants of real documents it was not written beside
-(`tasks/data/dedup_variants.py`): formatting-only copies are removed, edited copies are removed exactly when
+(`tests/helpers/dedup_variants.py`): formatting-only copies are removed, edited copies are removed exactly when
 their word-5-gram Jaccard is ≥ the threshold, and look-alikes stay apart, all through clean's own phase 1 and
 `cleaning.deduplicate`. Before the shingle folds (`clean.dedup.fold_*`) copies with ZWJ/ZWNJ inside words or
 HTML entities left in were missed (recall 0 and 0.31), and full-width letters or ligatures as soon as the copy
@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from specs.clean import CleanSpec, DedupSpec
-from tasks.data import dedup_variants as dv
+from tests.helpers import dedup_variants as dv
 from tasks.data.minhash import shingle_sets, shingles
 from tasks.data.normalize import shingle_text
-from tasks.data.synthetic import exact_jaccard
+from tests.helpers.synthetic_corpus import exact_jaccard
 
 CLEAN = CleanSpec()
 NO_FOLDS = CLEAN.model_copy(update={"dedup": CLEAN.dedup.model_copy(update=dict(

@@ -16,7 +16,7 @@ from specs.clean import DedupSpec
 from tasks.data import minhash
 from tasks.data.lsh import candidate_pairs, choose_banding
 from tasks.data.minhash import near_duplicates, s_curve, shingle_sets, shingles, signatures
-from tasks.data.synthetic import cluster_pairs, exact_jaccard, make_corpus, pair_scores
+from tests.helpers.synthetic_corpus import cluster_pairs, exact_jaccard, make_corpus, pair_scores
 from tasks.data.wordhash import word_hashes
 
 REPO = Path(__file__).resolve().parents[1]

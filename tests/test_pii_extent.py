@@ -1,6 +1,6 @@
 """A secret is replaced whole or not touched, never cut; phone numbers in every international prefix form after
 every phone cue are found whole (issue #31). Values are drawn from the whole alphabet of the syntax they sit in
-(`tasks.data.pii_planted_syntax`); a run of 4 characters of the value left in the text counts as a leak."""
+(`tests.helpers.pii_planted_syntax`); a run of 4 characters of the value left in the text counts as a leak."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from tasks.data.pii import scrub_pii
-from tasks.data.pii_planted_syntax import (COUNTRIES, PHONE_CUES, PHONE_LINES, PREFIXES, SYNTAXES, Syntax,
+from tests.helpers.pii_planted_syntax import (COUNTRIES, PHONE_CUES, PHONE_LINES, PREFIXES, SYNTAXES, Syntax,
                                            credential_like, international_number, leaked_runs)
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])

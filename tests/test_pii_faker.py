@@ -1,6 +1,6 @@
 """PII scrubbing against a generator this project did not write: Faker's seeded fake emails, phones, cards,
 IBANs, SSNs and addresses in several locales, and its non-PII values that look like them (barcodes, ZIP+4,
-hashes, dates, user agents). The planted set in `tasks/data/pii_planted.py` was written beside the detector;
+hashes, dates, user agents). The planted set in `tests/helpers/pii_planted.py` was written beside the detector;
 these values were not, so a layout the detector never heard of shows up here (Faker's en_US phones with `x157`
 extensions and the `001` prefix were found 29 % of the time before this test existed).
 

@@ -14,8 +14,8 @@ import pytest
 from stdnum import numdb
 
 from tasks.data.pii import scrub_pii
-from tasks.data.pii_planted import planted
-from tasks.data.pii_planted_ids import IBAN_REGISTRY, LOOK_ALIKES, PUBLISHED_SSNS, look_alike_lines, \
+from tests.helpers.pii_planted import planted
+from tests.helpers.pii_planted_ids import IBAN_REGISTRY, LOOK_ALIKES, PUBLISHED_SSNS, look_alike_lines, \
     mod97_check_digits
 
 REGISTRY_EXAMPLES = [  # the registry's example IBANs (electronic and printed forms)

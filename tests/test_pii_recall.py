@@ -1,6 +1,6 @@
 """PII scrubbing on a broad planted set (recall per kind), on look-alikes (no false hits) and the address policy.
 
-The planted set and the look-alikes come from `tasks.data.pii_planted` (seeded; the benchmark
+The planted set and the look-alikes come from `tests.helpers.pii_planted` (seeded; the benchmark
 `benchmarks/pii_recall.py` uses the same generator with more plants). Expected outputs of the single-line
 cases below are written by hand.
 """
@@ -18,9 +18,9 @@ from pydantic import ValidationError
 from specs.clean import ADDRESS_CLASSES, CleanSpec, PIISpec
 from tasks.data.cleaning import clean_record
 from tasks.data.pii import PLACEHOLDERS, scrub_pii
-from tasks.data.pii_planted import look_alikes, luhn_check_digit, planted
-from tasks.data.pii_planted_ids import IBAN_REGISTRY
-from tasks.data.pii_planted_secrets import SECRET_GENERATORS
+from tests.helpers.pii_planted import look_alikes, luhn_check_digit, planted
+from tests.helpers.pii_planted_ids import IBAN_REGISTRY
+from tests.helpers.pii_planted_secrets import SECRET_GENERATORS
 
 PER_KIND = 500
 PLANTS = planted(seed=2024, per_kind=PER_KIND)

@@ -19,7 +19,7 @@ and addresses, whose digit passes would otherwise eat an IBAN's or an SSN's digi
   `1.123-45-6789`) and digit groups inside longer space-separated digit runs are not SSN-shaped.
 - `email` (obfuscated): `ann [at] example [dot] com`, `ann(at)example(dot)org`, `ann {at} mail {dot} co {dot}
   uk`, `ann <at> x <dot> io`, `ann [@] x [.] com`, `ann AT example DOT com`. The rule, from the look-alikes
-  in `tasks.data.pii_planted_ids`: the `at` must be bracketed (any bracket, any case, `@` inside too) or the
+  in `tests.helpers.pii_planted_ids`: the `at` must be bracketed (any bracket, any case, `@` inside too) or the
   upper-case word `AT`; each dot is bracketed, the upper-case word `DOT` or a literal `.`, and at least one
   dot is obfuscated unless the `at` is bracketed (`ann [at] example.com`); the `AT`-word form needs a `DOT`
   word and a local part with a lower-case letter or a digit (`LOOK AT THE DOT COM BUBBLE` is shouting, not an

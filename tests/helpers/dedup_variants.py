@@ -1,6 +1,6 @@
 """Near-duplicate variants of real documents, made the way web crawls and code hosts make them, with known truth.
 
-The planted corpora of `tasks.data.synthetic` were written beside the detector; these start from the embedded
+The planted corpora of `tests.helpers.synthetic_corpus` were written beside the detector; these start from the embedded
 corpus (Shakespeare's scenes, Wikipedia articles, standard-library sources, pydoc help texts) and copy a document
 the way the web does:
 
@@ -11,7 +11,7 @@ the way the web does:
   first twelve at once. Each also comes as `+footer`: the copy has a site footer too, so exact dedup cannot
   catch it and near dedup must see through the formatting;
 - `EDITS`, content edits whose truth is the exact word-5-gram Jaccard of the two texts before any formatting
-  (`tasks.data.synthetic.exact_jaccard`, plain Python sets): boilerplate header/footer, words or sentences
+  (`tests.helpers.synthetic_corpus.exact_jaccard`, plain Python sets): boilerplate header/footer, words or sentences
   changed, paragraphs reordered, truncated or extended copies;
 - `LOOK_ALIKES`, pairs that must stay apart: template pages (same boilerplate, different body), code files
   sharing only a license header, different documents with the same title, fact pages from one template.
@@ -39,7 +39,7 @@ from specs.clean import CleanSpec
 from tasks.data import cleaning, minhash
 from tasks.data.embedded import CORPORA, read_embedded
 from tasks.data.records import Doc
-from tasks.data.synthetic import exact_jaccard
+from tests.helpers.synthetic_corpus import exact_jaccard
 
 ROOT = Path(__file__).resolve().parents[2]
 COOKIE = ("We use cookies to improve your experience on our site and to show you relevant advertising. By "

@@ -5,7 +5,7 @@ credit_card, iban, ssn, secret) in a carrier line (prose, code, config, JSON, a 
 the parts that must disappear. Values are built from their formats, not from the detector: card numbers by Luhn and
 issuer ranges, addresses checked public with `ipaddress.is_global`, tokens by each vendor's documented shape,
 phones in the national layouts of a dozen countries, IBANs, SSNs and obfuscated emails as
-`tasks.data.pii_planted_ids` builds them. `look_alikes(seed)` returns lines that hold no PII but look like some:
+`tests.helpers.pii_planted_ids` builds them. `look_alikes(seed)` returns lines that hold no PII but look like some:
 versions, dates, UUIDs, hashes, slices, ISBNs, prices, coordinates, placeholders, ordinary code, kept addresses,
 and the near misses of `pii_planted_ids` (bad IBANs, never-issued SSNs, ZIP+4, lower-case "at ... dot" prose).
 Human passwords start with a letter or digit (a leading `!`, `*`, `&` or `#` reads as a YAML tag, alias or
@@ -19,9 +19,9 @@ import random
 import string
 from dataclasses import dataclass
 
-from tasks.data import pii_planted_ids as ids
-from tasks.data import pii_planted_syntax as syntax
-from tasks.data.pii_planted_secrets import SECRET_GENERATORS
+from tests.helpers import pii_planted_ids as ids
+from tests.helpers import pii_planted_syntax as syntax
+from tests.helpers.pii_planted_secrets import SECRET_GENERATORS
 
 ALNUM = string.ascii_letters + string.digits
 HEX = "0123456789abcdef"

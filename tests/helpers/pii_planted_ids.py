@@ -1,4 +1,4 @@
-"""Planted IBANs, SSNs and obfuscated emails for `tasks.data.pii_planted`, and their look-alikes.
+"""Planted IBANs, SSNs and obfuscated emails for `tests.helpers.pii_planted`, and their look-alikes.
 
 Values are built from the formats, not from the detector (`tasks.data.pii_ids`, which asks `stdnum`):
 - IBANs from the SWIFT IBAN Registry's BBAN structures (`IBAN_REGISTRY`, written out here from the registry)

@@ -1,4 +1,4 @@
-"""Planted secrets for `tasks.data.pii_planted`: each generator returns (carrier line, parts that must vanish).
+"""Planted secrets for `tests.helpers.pii_planted`: each generator returns (carrier line, parts that must vanish).
 
 Shapes follow the vendors' documented formats (and the detect-secrets plugins' regexes): private-key blocks,
 JWTs, cloud and SaaS API keys, HTTP auth headers, `name=value` credentials with punctuation or short values,

@@ -1,6 +1,6 @@
 """A near-dedup benchmark corpus that reads like real text, with exact truth (`benchmarks/dedup_real.py`).
 
-`tasks.data.synthetic`'s corpus is one length (80–300 pseudo-words), one register and no boilerplate: easier
+`tests.helpers.synthetic_corpus`'s corpus is one length (80–300 pseudo-words), one register and no boilerplate: easier
 than a crawl. This one is cut from the embedded corpora (plays, Wikipedia articles, standard-library code,
 pydoc topics):
 
@@ -32,11 +32,11 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-from tasks.data.dedup_variants import APACHE, FORMATS
+from tests.helpers.dedup_variants import APACHE, FORMATS
 from tasks.data.embedded import CORPORA, read_embedded
 from tasks.data.normalize import shingle_text
 from tasks.data.records import Doc
-from tasks.data.synthetic import SyntheticCorpus, jaccard, word_shingle_set
+from tests.helpers.synthetic_corpus import SyntheticCorpus, jaccard, word_shingle_set
 
 MEDIAN_CHARS, SIGMA, MIN_CHARS, MAX_CHARS = 1500, 1.0, 150, 60_000
 WEB_SHARE, HTML_SHARE, LICENSE_SHARE, COPY_SHARE = 0.35, 0.08, 0.3, 0.12
