@@ -97,3 +97,59 @@ def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, labels: torch.Te
         token_weights = token_weights.reshape(-1).float() * (flat_y != IGNORE)
     return LinearCrossEntropy.apply(flat_x, weight, flat_y, token_weights, float(z_loss),
                                     chunk or chunk_tokens(weight.size(0)))
+
+
+class LinearTokenLogprobs(torch.autograd.Function):
+    """log softmax(x @ Wᵀ)[label] per token, chunk by chunk (preference tuning's per-sequence sums are built from
+    these). Unlike the cross entropy above, nothing of the gradient can be made in forward: the weight each token
+    gets (dL/dlogp_i) is known only after its sequence's sum went through the DPO loss. So backward recomputes each
+    chunk's logits — one more head matmul per chunk — and still never holds the whole [N, V]:
+    dlogits = g·(onehot - softmax), dx = dlogits @ W, dW += dlogitsᵀ @ x."""
+
+    @staticmethod
+    def forward(ctx, x, weight, labels, chunk):  # type: ignore[override]
+        dtype, kind = compute_dtype(x), x.device.type
+        out = torch.zeros(x.size(0), dtype=torch.float32, device=x.device)             # [N]
+        with torch.autocast(kind, enabled=False), torch.no_grad():
+            w = weight.to(dtype)                                                   # [V, d]
+            for s in range(0, x.size(0), chunk):
+                yc = labels[s:s + chunk].clamp(min=0)
+                logits = (x[s:s + chunk].to(dtype) @ w.t()).float()                 # [c, V] one chunk, fp32
+                rows = torch.arange(yc.size(0), device=x.device)
+                out[s:s + chunk] = logits[rows, yc] - torch.logsumexp(logits, dim=-1)
+        out = out.masked_fill(labels == IGNORE, 0.0)
+        ctx.save_for_backward(x, weight, labels)
+        ctx.chunk, ctx.dtype = chunk, dtype
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out):  # type: ignore[override]
+        x, weight, labels = ctx.saved_tensors
+        want_x, want_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        g_all = grad_out.float().masked_fill(labels == IGNORE, 0.0)                    # [N]
+        dx = torch.empty(x.shape, dtype=x.dtype, device=x.device) if want_x else None
+        dw = torch.zeros(weight.shape, dtype=torch.float32, device=x.device) if want_w else None
+        with torch.autocast(x.device.type, enabled=False):
+            w = weight.to(ctx.dtype)
+            for s in range(0, x.size(0), ctx.chunk):
+                xc, yc, g = x[s:s + ctx.chunk].to(ctx.dtype), labels[s:s + ctx.chunk].clamp(min=0), \
+                    g_all[s:s + ctx.chunk]
+                grad = torch.softmax((xc @ w.t()).float(), dim=-1)                 # [c, V]
+                rows = torch.arange(yc.size(0), device=x.device)
+                grad[rows, yc] -= 1.0
+                grad.mul_(-g[:, None])                                             # g·(onehot - softmax)
+                d = grad.to(ctx.dtype)
+                if dx is not None:
+                    dx[s:s + ctx.chunk] = (d @ w).to(x.dtype)                      # [c, d]
+                if dw is not None:
+                    dw.add_(d.t() @ xc)                                            # [V, d], fp32 sum
+        return dx, None if dw is None else dw.to(weight.dtype), None, None
+
+
+def linear_token_logprobs(x: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor,
+                          chunk: int | None = None) -> torch.Tensor:
+    """log p(label) of every token under logits `x @ weightᵀ`, without the whole logits: x [..., d], weight
+    [V, d], labels [...] -> [...] fp32 (0 where the label is -100)."""
+    flat_x = x.reshape(-1, x.size(-1))                                             # [N, d]
+    out = LinearTokenLogprobs.apply(flat_x, weight, labels.reshape(-1), chunk or chunk_tokens(weight.size(0)))
+    return out.reshape(labels.shape)

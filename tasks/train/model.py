@@ -51,7 +51,7 @@ from torch.utils.checkpoint import checkpoint
 from tasks.train.config import ModelConfig  # the shape numbers live there (param_count, flops_per_token)
 from tasks.train.fused import Parts, mark, parts_of, split_output
 from tasks.train.kv_cache import KVCache, LayerCache, grouped_attention
-from tasks.train.loss import linear_cross_entropy
+from tasks.train.loss import linear_cross_entropy, linear_token_logprobs
 from tasks.train.rope import apply_rope, rope_at, rope_scaling, rope_tables
 
 
@@ -336,6 +336,12 @@ class LMHead(nn.Module):
         w = self.tied[0].weight if self.tied else self.weight
         return linear_cross_entropy(x, w, labels, token_weights, z_loss)
 
+    def token_logprobs(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """log p(label) per token [B, T] fp32 (0 where the label is -100), chunk by chunk without the [B, T, V]
+        logits (tasks/train/loss.py): what preference tuning sums per sequence."""
+        w = self.tied[0].weight if self.tied else self.weight
+        return linear_token_logprobs(x, w, labels)
+
 
 def lm_loss(logits: torch.Tensor, labels: torch.Tensor, z_loss: float = 0.0) -> torch.Tensor:
     """Mean next-token cross entropy; logits [B, T, V], labels [B, T]. With `z_loss` > 0 plus
@@ -361,7 +367,8 @@ class Transformer(nn.Module):
     `shard_logits`: the head's own vocabulary columns (V/tp under a vocab-parallel head, else all V), for
     `tensor_parallel.token_cross_entropy`; the loss with `labels` is computed from them, never from gathered logits.
     With `labels` the mean loss (tasks/train/loss.py, no whole logits), or with `label_weights` [B, T] the sum
-    Σ weight·cross-entropy (SFT: weights 1 on assistant tokens).
+    Σ weight·cross-entropy (SFT: weights 1 on assistant tokens), or with `per_token` the log-probability of each
+    label [B, T] (preference tuning sums them per sequence).
     """
 
     def __init__(self, cfg: ModelConfig, seed: int, checkpointing: bool = False, fused: bool = False):
@@ -375,7 +382,8 @@ class Transformer(nn.Module):
     def forward(self, ids: torch.Tensor, labels: torch.Tensor | None = None,
                 segment_ids: torch.Tensor | None = None, position_ids: torch.Tensor | None = None,
                 z_loss: float = 0.0, cache: KVCache | None = None, last: torch.Tensor | None = None,
-                shard_logits: bool = False, label_weights: torch.Tensor | None = None) -> torch.Tensor:
+                shard_logits: bool = False, label_weights: torch.Tensor | None = None,
+                per_token: bool = False) -> torch.Tensor:
         x = ids                                                                    # [B, T]
         if cache is not None:
             if position_ids is None or segment_ids is not None:
@@ -398,4 +406,6 @@ class Transformer(nn.Module):
         head = self.layers[-1]
         if labels is None:
             return head(x, shard=shard_logits)                                     # [B, T, V | V/tp]
+        if per_token:
+            return head.token_logprobs(x, labels)                                  # [B, T] fp32
         return head.loss_from_hidden(x, labels, z_loss, label_weights)             # no [B, T, V] logits

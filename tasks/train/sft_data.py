@@ -92,8 +92,13 @@ def _first_fit(lengths: np.ndarray, order: np.ndarray, capacity: int, open_rows:
 
 
 def pack_samples(samples: Sequence[Sample], seq_len: int, pad_id: int, seed: int,
-                 overflow: Literal["drop", "truncate"] = "drop", open_rows: int = 64) -> Packed:
-    """Pack rendered samples into rows of seq_len + 1 tokens (see the module docstring). Deterministic in seed."""
+                 overflow: Literal["drop", "truncate"] = "drop", open_rows: int = 64,
+                 groups: Sequence[Sequence[int]] | None = None) -> Packed:
+    """Pack rendered samples into rows of seq_len + 1 tokens (see the module docstring). Deterministic in seed.
+
+    `groups` (sample indexes; default: each sample alone): samples that must share a row, adjacent and in this
+    order, each still its own segment — preference tuning's chosen and rejected answers of one pair, whose loss
+    needs both in one micro-batch. A group whose member is dropped, or longer than a row, is dropped whole."""
     if seq_len < 1 or open_rows < 1:
         raise ValueError("seq_len and open_rows must be ≥ 1")
     cap = seq_len + 1
@@ -115,11 +120,23 @@ def pack_samples(samples: Sequence[Sample], seq_len: int, pad_id: int, seed: int
             dropped.append((k, "no_loss_tokens"))
             continue
         toks[k], masks[k] = ids, mask
+    units = [[k] for k in range(len(samples))] if groups is None else [list(g) for g in groups]
+    unit_len = np.zeros(len(units), dtype=np.int64)
+    live = []
+    for u, members in enumerate(units):
+        size = sum(len(toks[k]) for k in members if k in toks)
+        why = "group: another member was dropped" if any(k not in toks for k in members) else \
+            f"too_long: group of {size} tokens > seq_len + 1 = {cap}" if size > cap else None
+        if why is not None:  # never for a sample alone: its own checks above already decided
+            dropped += [(k, why) for k in members if toks.pop(k, None) is not None]
+            continue
+        unit_len[u] = size
+        live.append(u)
     kept = np.array(sorted(toks), dtype=np.int64)
     lengths = np.zeros(len(samples), dtype=np.int64)
     lengths[kept] = [len(toks[k]) for k in kept.tolist()]
-    order = kept[np.random.default_rng(seed).permutation(len(kept))]
-    rows = _first_fit(lengths, order, cap, open_rows)
+    order = np.array(live, dtype=np.int64)[np.random.default_rng(seed).permutation(len(live))]
+    rows = [[k for u in row for k in units[u]] for row in _first_fit(unit_len, order, cap, open_rows)]
 
     n = len(rows)
     tok = np.full((n, cap), pad_id, dtype=np.int32)    # [N, T+1]

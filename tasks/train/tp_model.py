@@ -159,6 +159,12 @@ class VocabParallelLMHead(LMHead):
         ce = token_cross_entropy(logits, labels, self.tp)                          # [B·T]
         return (ce * token_weights.reshape(-1).float()).sum()
 
+    def token_logprobs(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """log p(label) per token [B, T] from this rank's V/tp columns (the split cross entropy, negated)."""
+        logits = self(x, shard=True)                                               # [B, T, V/tp]
+        ce = token_cross_entropy(logits, labels.clamp(min=0), self.tp)             # [B·T]
+        return (-ce).reshape(labels.shape).masked_fill(labels < 0, 0.0)
+
 
 def tied_head_forward(embedding: Embedding, x: torch.Tensor) -> torch.Tensor:
     """The tied head inside a pipeline (TiedLayerSpec forward_fn): the last stage's copy of the table, split
