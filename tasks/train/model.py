@@ -52,6 +52,7 @@ from tasks.train.config import ModelConfig  # the shape numbers live there (para
 from tasks.train.fused import Parts, mark, parts_of, split_output
 from tasks.train.kv_cache import KVCache, LayerCache, grouped_attention
 from tasks.train.loss import linear_cross_entropy, linear_token_logprobs
+from tasks.train.masks import block_causal_mask, positions_from_segments, sliding_window_mask
 from tasks.train.rope import apply_rope, rope_at, rope_scaling, rope_tables
 
 
@@ -121,34 +122,6 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.norm(x, self.weight)
-
-
-def block_causal_mask(segment_ids: torch.Tensor) -> torch.Tensor:
-    """Boolean SDPA mask [B, 1, T, T] (True = may attend): j ≤ i and seg[j] == seg[i].
-
-    The diagonal is always allowed, so no row is fully masked (padding in its own segment stays finite).
-    """
-    T = segment_ids.size(-1)
-    same = segment_ids[:, :, None] == segment_ids[:, None, :]                         # [B, T, T]
-    causal = torch.ones(T, T, dtype=torch.bool, device=segment_ids.device).tril()   # [T, T]
-    return (same & causal).unsqueeze(1)                                             # [B, 1, T, T]
-
-
-def sliding_window_mask(T: int, window: int, device: torch.device) -> torch.Tensor:
-    """Boolean mask [T, T]: causal, and token i sees j only if i - j < window (itself included)."""
-    i = torch.arange(T, device=device)
-    dist = i[:, None] - i[None, :]                                                  # [T, T] i - j
-    return (dist >= 0) & (dist < window)
-
-
-def positions_from_segments(segment_ids: torch.Tensor) -> torch.Tensor:
-    """Positions [B, T] restarting at 0 wherever the segment id changes (segments are contiguous runs)."""
-    B, T = segment_ids.shape
-    idx = torch.arange(T, device=segment_ids.device).expand(B, T)                   # [B, T]
-    start = torch.ones_like(segment_ids, dtype=torch.bool)
-    start[:, 1:] = segment_ids[:, 1:] != segment_ids[:, :-1]                        # a run begins here
-    first = torch.where(start, idx, torch.zeros_like(idx)).cummax(dim=1).values     # [B, T] start of own run
-    return idx - first
 
 
 def repeat_kv(x: torch.Tensor, n_rep: int) -> torch.Tensor:
