@@ -18,6 +18,8 @@ from specs.instruct import InstructJob, InstructSpec
 from specs.init import checkpoint_conflicts
 from specs.mix import MixJob, MixSpec, TokenizerSpec
 from specs.multimodal import MultimodalSpec
+from specs.prefer import (PreferDataJob, PreferDataSpec, PreferJob, PreferRefJob, PreferRefSpec, PreferReviewSpec,
+                          PreferSpec)
 from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec, layout_problems
 from specs.review import ReviewSpec
 from specs.run import RunSpec
@@ -53,6 +55,13 @@ class Params(StrictModel):
     sft: SFTSpec = Field(default_factory=SFTSpec, description="Supervised finetuning (stage `sft`).")
     review_sft: ReviewSpec = Field(default_factory=lambda: ReviewSpec(target="sft"), description="The review gate "
                                    "after SFT, before export (stage `review_sft`).")
+    prefer_data: PreferDataSpec = Field(default_factory=PreferDataSpec, description="Preference pairs, curated "
+                                        "(stage `prefer_data`).")
+    prefer_ref: PreferRefSpec = Field(default_factory=PreferRefSpec, description="The reference log-probs, once "
+                                      "(stage `prefer_ref`).")
+    prefer: PreferSpec = Field(default_factory=PreferSpec, description="Preference tuning, DPO (stage `prefer`).")
+    review_prefer: PreferReviewSpec = Field(default_factory=PreferReviewSpec, description="The review gate after "
+                                            "preference tuning, before export (stage `review_prefer`).")
     benchmark: BenchmarkSpec = Field(default_factory=BenchmarkSpec, description="Standard benchmarks with lm-eval, "
                                      "offline (stage `benchmark`).")
     export: ExportSpec = Field(default_factory=ExportSpec, description="Hugging Face export (stage `export`).")
@@ -96,6 +105,13 @@ class Params(StrictModel):
                             eval_prompts={p.id: p.text for p in self.evaluate.prompts})
         if stage == "benchmark":
             return BenchmarkJob(benchmark=self.benchmark, model_init=self.model.init)
+        if stage == "prefer_data":
+            return PreferDataJob(data=self.prefer_data, enabled=self.prefer.enabled,
+                                 eval_prompts=[p.text for p in self.evaluate.prompts])
+        if stage == "prefer_ref":
+            return PreferRefJob(ref=self.prefer_ref, enabled=self.prefer.enabled)
+        if stage == "prefer":
+            return PreferJob.from_sections(self.prefer, self.parallel, self.evaluate.spotcheck.flags, self.sft.adapter)
         if stage == "instruct":
             return InstructJob(instruct=self.instruct, eval_prompts=[p.text for p in self.evaluate.prompts])
         return getattr(self, "validate_" if stage == "validate" else stage)

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import Field
 
 from specs.base import StrictModel
+from specs.prefer import PreferJob
 from specs.pretrain import PretrainJob
 from specs.sft import SFTJob
 
@@ -66,7 +67,18 @@ class SFTRun(_RankJobBase):
                                       "trained from other weights is not resumed.")
 
 
-RankJob = Annotated[Union[PretrainRun, SFTRun], Field(discriminator="objective")]
+class PreferRun(_RankJobBase):
+    """A preference-tuning job: SFT's weights + curated pairs + the reference log-probs -> weights (DPOObjective)."""
+
+    objective: Literal["prefer"] = "prefer"
+    spec: PreferJob
+    sft_dir: str = Field(..., description="sft's output folder (weights, config.json, tokenizer, chat template).")
+    data_dir: str = Field(..., description="prefer_data's output folder (train/heldout.jsonl pairs).")
+    ref_dir: str = Field(..., description="prefer_ref's output folder (logprobs.parquet).")
+    sft_fingerprint: str = Field(..., description="Hash prefix of the starting weights (checkpoint identity).")
+
+
+RankJob = Annotated[Union[PretrainRun, SFTRun, PreferRun], Field(discriminator="objective")]
 
 
 class JobFile(StrictModel):
@@ -75,11 +87,11 @@ class JobFile(StrictModel):
     job: RankJob
 
     @classmethod
-    def dumps(cls, job: PretrainRun | SFTRun) -> str:
+    def dumps(cls, job: PretrainRun | SFTRun | PreferRun) -> str:
         return cls(job=job).model_dump_json()
 
     @classmethod
-    def loads(cls, text: str) -> PretrainRun | SFTRun:
+    def loads(cls, text: str) -> PretrainRun | SFTRun | PreferRun:
         return cls.model_validate_json(text).job
 
 

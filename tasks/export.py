@@ -1,10 +1,11 @@
-"""Stage `export`: the SFT model as a Hugging Face `LlamaForCausalLM` folder, verified by reloading it.
+"""Stage `export`: the finished model as a Hugging Face `LlamaForCausalLM` folder, verified by reloading it.
 
-Inputs: data/sft/ (`model.safetensors` consolidated fp32 weights, `config.json`, `tokenizer.json` with the chat role
-tokens, `chat_template.jinja`, `report.json`). For the model card's lineage it also reads, without declaring them
-(they are upstream of sft transitively), every earlier stage's `data/<stage>/manifest.json` and
-`metrics/<stage>.json`, `data/review{,_sft}/decision.json` (mode off: "not reviewed") and
-`params.yaml`.
+The finished model is the preference-tuned one (data/prefer/, the same files as sft's) when the prefer stage trained
+(`prefer.enabled`, the default), else SFT's. Inputs: data/sft/ (`model.safetensors` consolidated fp32 weights,
+`config.json`, `tokenizer.json` with the chat role tokens, `chat_template.jinja`, `report.json`). For the model
+card's lineage it also reads, without declaring them (they are upstream of sft transitively), every earlier stage's
+`data/<stage>/manifest.json` and `metrics/<stage>.json`, `data/review{,_sft,_prefer}/decision.json` (mode off: "not
+reviewed") and `params.yaml`.
 Outputs (data/export/):
   hf/           config.json, generation_config.json, model.safetensors, tokenizer.json, tokenizer_config.json
                 (with the chat template), special_tokens_map.json, README.md (card) — see tasks/train/hf_export.py
@@ -42,6 +43,7 @@ from tasks.train.model import ModelConfig
 from tasks.train.peft_export import base_weights, check_adapter, write_adapter
 from tasks.train.weights import ADAPTER_DIR, load_weights, weight_files
 from tasks.eval.generate import torch_threads
+from tasks.eval.preference_card import card_sections
 
 log = logging.getLogger("forgeline.export")
 
@@ -50,7 +52,7 @@ STAGING_DIR = "hf-unverified"
 REPORT = "report.json"
 SFT_FILES = ("config.json", "tokenizer.json", "chat_template.jinja")  # + the weights (`weight_files`)
 LINEAGE_STAGES = ("ingest", "validate", "clean", "mix", "pretrain", "evaluate", "review", "instruct", "sft",
-                  "benchmark")
+                  "benchmark", "prefer_data", "prefer_ref", "prefer")
 PARAM_SECTIONS = ("model", "pretrain", "sft")
 VERIFY_BATCH = 2
 VERIFY_THREADS = 1  # matmul blocking depends on the thread count: fix it so the reported difference is stable
@@ -71,8 +73,15 @@ PROBE = [
 ]
 
 
+def model_folder(paths: StagePaths) -> Path:
+    """Where the model to export is: prefer's folder when that stage trained (its report says enabled), else
+    sft's (prefer switched off writes no model)."""
+    tuned = paths.input("prefer")
+    return tuned if _read_json(tuned / "report.json").get("enabled") else paths.input("sft")
+
+
 def run(spec: ExportSpec, paths: StagePaths) -> StageResult:
-    sft = paths.input("sft")
+    sft = model_folder(paths)  # prefer's folder when it trained: the same files as sft's
     for name in SFT_FILES:
         if not (sft / name).is_file():
             raise FileNotFoundError(f"export: {sft / name} not found (run the sft stage first)")
@@ -86,7 +95,7 @@ def run(spec: ExportSpec, paths: StagePaths) -> StageResult:
     lineage = lineage_rows(paths.root)
 
     out, staging = paths.out / HF_DIR, paths.out / STAGING_DIR
-    card = build_card(spec, params, lineage, template, paths.root, sft, specials["eos_token"])
+    card = build_card(spec, params, lineage, template, paths.root, paths.input("sft"), specials["eos_token"])
     exported = export_hf(state, context_of(cfg), sft / "tokenizer.json", staging, card=card,
                          chat_template=template, special_tokens=specials)
     seq = min(spec.verify_seq, cfg.seq_len)
@@ -322,7 +331,8 @@ def personal_data_note(params: dict[str, Any]) -> str | None:
 def review_rows(root: Path) -> list[dict[str, Any]]:
     """One row per review gate that decided: what it judged and how; mode off reads "not reviewed"."""
     rows = []
-    for gate, judged in (("review", "pretrained model"), ("review_sft", "finetuned model")):
+    for gate, judged in (("review", "pretrained model"), ("review_sft", "finetuned model"),
+                         ("review_prefer", "preference-tuned model")):
         d = _read_json(root / DATA_DIR / gate / "decision.json")
         if not d:
             continue
@@ -360,6 +370,7 @@ def build_card(spec: ExportSpec, params: dict[str, Any], lineage: list[dict[str,
     sft_report = _scalars(_read_json(sft / "report.json"), depth=2)
     if sft_report:
         card["fine_tuning_metrics"] = sft_report  # rendered as "## Fine tuning metrics"
+    card.update(card_sections(_read_json(root / DATA_DIR / "prefer" / "report.json")))  # none when off
     chosen = {s: params[s] for s in PARAM_SECTIONS if isinstance(params.get(s), dict)}
     if chosen:
         card["params"] = chosen

@@ -16,6 +16,7 @@ downstream runs. The decision file is still written, so the verdict on record is
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -57,7 +58,7 @@ def run(spec: ReviewSpec, paths: StagePaths) -> StageResult:
     items = read_sample(sample_file)
     (paths.out / DECISION).unlink(missing_ok=True)  # an old verdict must not outlive a failed check
 
-    if spec.mode == "off":
+    if spec.mode == "off" or switched_off(evaluate):
         decision = unreviewed_decision(sha)
     elif spec.mode == "auto":
         report_file = evaluate / "report.json"
@@ -83,6 +84,13 @@ def run(spec: ReviewSpec, paths: StagePaths) -> StageResult:
     return StageResult(stage=paths.stage, ok=decision.decision == "approve", counts=counts,
                        summary=_summary(decision, len(items)),
                        table=[{"id": i.id, "label": i.label, "note": i.note} for i in decision.items])
+
+
+def switched_off(stage_dir: Path) -> bool:
+    """The gated stage is off in params (`prefer.enabled: false` writes report.json `{"enabled": false}`): there
+    is nothing to judge, so the gate passes it on, on record as not reviewed."""
+    report = stage_dir / "report.json"
+    return report.is_file() and json.loads(report.read_text()).get("enabled") is False
 
 
 def _refused(spec: ReviewSpec, stage: str, message: str) -> StageResult:

@@ -81,6 +81,11 @@ def tiny_params(root: Path) -> dict:
                 "log_every": 1, "compare_prompts": 2, "sampling": {"max_new_tokens": 8},
                 "optim": {"warmup_steps": 1}},
         "review_sft": {"target": "sft", **TINY_GATE},
+        # 4 DPO steps on a 4-step SFT model prove the wiring, not a preference: the gate checks flags only
+        "prefer_data": {"sources": [{"name": "instruct", "kind": "embedded", "max_pairs": 24, "max_new_tokens": 8}]},
+        "prefer": {"steps": 4, "micro_batch_size": 2, "eval_every": 2, "checkpoint_every": 2, "log_every": 1,
+                   "compare_prompts": 2, "sampling": {"max_new_tokens": 8}, "optim": {"warmup_steps": 1}},
+        "review_prefer": {"target": "prefer", **TINY_GATE, "min_accuracy_gain": None, "reject_collapse": False},
         # The shipped benchmark tasks, small: a 4-step model's scores only show that the stage measures.
         "benchmark": {"limit": 20, "shipped": {"docs": 20, "context_words": 24, "continuation_words": 6,
                                                "passage_words": 40}},

@@ -270,7 +270,7 @@ def stage_artifacts(root: Path, stage: str) -> list[UIArtifact]:
         if curve:
             out.append(UIArtifact(kind="markdown", key="clean-quality-curve", markdown=curve,
                                   description="clean: documents kept per quality threshold"))
-    if stage in ("pretrain", "sft"):
+    if stage in ("pretrain", "sft", "prefer"):
         png = loss_curve_png(root, stage)
         if png is not None:
             out.append(UIArtifact(kind="image", key=f"{stage}-loss", url=png_data_uri(png),
@@ -309,6 +309,7 @@ def model_card_markdown(root: Path) -> str | None:
 _PROGRESS = (
     ("pretrain", re.compile(r"\bstep (\d+)/(\d+)\b")),
     ("sft", re.compile(r"\bstep (\d+)/(\d+)\b")),  # the same trainer logs sft's steps
+    ("prefer", re.compile(r"\bstep (\d+)/(\d+)\b")),  # and prefer's
     ("clean", re.compile(r"\bshard (\d+)/(\d+)\b")),
     (None, re.compile(r"\btokenize \w+: (\d+)/(\d+)\b")),
 )

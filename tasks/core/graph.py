@@ -211,10 +211,18 @@ STAGES: tuple[StageDef, ...] = (
              persist_outs=("checkpoints/sft",)),
     # The second gate (same implementation, its own params section): the finetuned model's answers.
     StageDef("review_sft", module="review", upstream=("sft",), extra_deps=("reviews",)),
+    # Preference tuning after the SFT gate: curated pairs (the default's rejected answers are the SFT model's
+    # own), the frozen SFT model's log-probs of them once, DPO on the one Trainer, and its own gate.
+    StageDef("prefer_data", upstream=("instruct", "sft", "review_sft"), seeded=True,
+             params=("prefer.enabled", "evaluate.prompts")),
+    StageDef("prefer_ref", upstream=("sft", "prefer_data"), seeded=True, params=("prefer.enabled",)),
+    StageDef("prefer", upstream=("sft", "review_sft", "prefer_data", "prefer_ref"), seeded=True,
+             params=("parallel", "evaluate.spotcheck.flags"), persist_outs=("checkpoints/prefer",)),
+    StageDef("review_prefer", module="review", upstream=("prefer",), extra_deps=("reviews",)),
     # Standard benchmarks (lm-eval, offline) on the finetuned model and the one it started from: before export,
     # so the model card shows the scores and a failed benchmark gate keeps the model unpublished.
     StageDef("benchmark", upstream=("clean", "mix", "pretrain", "sft"), seeded=True, params=("model.init",)),
-    StageDef("export", upstream=("sft", "review_sft", "benchmark")),
+    StageDef("export", upstream=("sft", "review_sft", "benchmark", "prefer", "review_prefer")),
 )
 
 STAGE_NAMES = tuple(s.name for s in STAGES)

@@ -9,6 +9,8 @@
 - the sample's documents dropped as toxic that the stricter spot-check flagger does not flag toxic (a wrong
   drop). Only toxic drops are judged: for PII clean scrubs instead of dropping, and the flagger's quality rules
   are looser than clean's on purpose (short texts), so disagreeing on low_quality says nothing.
+- after preference tuning (`review_prefer`, specs.prefer.PreferReviewSpec): held-out preference accuracy must
+  rise above the SFT model's, and a collapse of the chosen answers' log-prob (flagged by the prefer stage) rejects.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import math
 from dataclasses import dataclass
 
 from specs.evaluate import SpotItem
+from specs.prefer import PreferReviewSpec
 from specs.review import GateReport, ReviewSpec
 from tasks.eval.baseline import repetition
 
@@ -92,6 +95,25 @@ def auto_checks(spec: ReviewSpec, report: GateReport, items: list[SpotItem]) -> 
     toxic_drops = [it for it in items if it.kind == "dropped_doc" and it.reason == "toxic"]
     checks.append(_share("share of toxic drops not flagged toxic", toxic_drops, disputed_drop,
                          spec.max_disputed_drop_fraction, "no document dropped as toxic in the sample"))
+    return checks + preference_checks(spec, report)
+
+
+def preference_checks(spec: ReviewSpec, report: GateReport) -> list[Check]:
+    """review_prefer's own checks on the prefer stage's `preference` block (none for the other gates)."""
+    if not isinstance(spec, PreferReviewSpec):
+        return []
+    pref = (report.model_extra or {}).get("preference") or {}
+    checks = []
+    if spec.min_accuracy_gain is not None:  # as a loss (before − after) so it reads like the other checks
+        before, after = pref.get("accuracy_before"), pref.get("accuracy_after")
+        lost = None if before is None or after is None else round(before - after, 6)
+        limit = 0.0 - spec.min_accuracy_gain  # 0.0 - x: never "-0"
+        checks.append(Check(f"held-out preference accuracy before − after ({before} → {after})", lost, limit,
+                            lost is not None and lost <= limit))
+    if spec.reject_collapse:
+        drop, limit = pref.get("chosen_logp_drop"), pref.get("collapse_threshold", 0.0)
+        checks.append(Check("held-out chosen log-prob drop per token (collapse)", drop, limit,
+                            drop is not None and not pref.get("collapse", False)))
     return checks
 
 

@@ -180,6 +180,10 @@ TINY: dict[str, Any] = {
     "sft": {"steps": 4, "micro_batch_size": 2, "eval_every": 2, "checkpoint_every": 2, "log_every": 1,
             "compare_prompts": 2, "sampling": {"max_new_tokens": 8}, "optim": {"warmup_steps": 1},
             "telemetry": {"wandb": "disabled"}},
+    "prefer_data": {"sources": [{"name": "instruct", "kind": "embedded", "max_pairs": 24, "max_new_tokens": 8}]},
+    "prefer": {"steps": 4, "micro_batch_size": 2, "eval_every": 2, "checkpoint_every": 2, "log_every": 1,
+               "compare_prompts": 2, "sampling": {"max_new_tokens": 8}, "optim": {"warmup_steps": 1},
+               "telemetry": {"wandb": "disabled"}},
 }
 # Keys a recipe may set that TINY scales down; TINY overriding any other key of a recipe is refused.
 SCALE_KEYS = frozenset({"pretrain.steps", "pretrain.optim.warmup_steps", "sft.steps", "sft.optim.warmup_steps",

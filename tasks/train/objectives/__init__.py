@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from tasks.train.objectives.dpo import DPOObjective
 from tasks.train.objectives.pretrain import PretrainObjective
 from tasks.train.objectives.sft import SFTObjective
 
-OBJECTIVES: dict[str, Any] = {"pretrain": PretrainObjective, "sft": SFTObjective}  # job.objective -> class
+OBJECTIVES: dict[str, Any] = {"pretrain": PretrainObjective, "sft": SFTObjective, "prefer": DPOObjective}  # job.objective -> class
 
 
 def make_objective(job: Any) -> Any:

@@ -1,0 +1,222 @@
+"""Preference pairs: reading downloaded sets and building the embedded default from instruct's conversations.
+
+Every source yields `Pair` (normalised: prompt messages ending in a user turn, two answer strings) or `Unread`
+(a record that could not become one, with where and why), so nothing is lost silently.
+
+Shapes read (the field names are `PreferenceFieldMap`'s), in jsonl lines or parquet rows:
+- TRL's explicit prompt: `{"prompt": str | [messages], "chosen": str | [assistant message], "rejected": ...}`;
+- the prompt as messages: `{"messages": [...], "chosen": ..., "rejected": ...}`;
+- open-instruct's implicit prompt: `{"chosen": [whole conversation], "rejected": [whole conversation]}` — the
+  prompt is the turns both share before the last assistant turn;
+- UltraFeedback-binarized's: a `prompt` string beside whole conversations (`chosen`, `rejected`) that repeat it.
+An answer must be one assistant turn (a multi-turn continuation is refused with its reason).
+
+The embedded default (`embedded_pairs`): the prompt and the chosen answer are one of instruct's curated
+conversations (up to its first assistant turn); the rejected answer is, by a seeded hash per pair, one of the
+source's `rejected` kinds (specs/prefer.py). `sft_greedy` answers come from a callable the stage passes in (the
+SFT model decoding greedily), so this module holds no model; an empty greedy answer (the model ended its turn at
+once) makes that pair an `other_answer` one, recorded in its `kind`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specs.prefer import EmbeddedPreferenceSource, FilesPreferenceSource, PreferenceFieldMap
+from tasks.data.formats.paths import expand_paths
+
+EXCERPT_CHARS = 300
+Messages = list[dict[str, str]]
+Generate = Callable[[list[Messages]], list[str]]  # prompts -> the SFT model's greedy answers
+
+
+@dataclass
+class Pair:
+    id: str
+    source: str
+    prompt: Messages
+    chosen: str
+    rejected: str
+    split: str | None = None    # None: the held-out slice decides; "train" / "heldout": fixed by the source
+    kind: str = "file"          # how the rejected answer was made (the embedded kinds) or "file"
+
+    def record(self) -> dict[str, Any]:
+        return {"id": self.id, "source": self.source, "prompt": self.prompt, "chosen": self.chosen,
+                "rejected": self.rejected, "kind": self.kind}
+
+    def excerpt(self) -> str:
+        user = next((m["content"] for m in reversed(self.prompt) if m.get("role") == "user"), "")
+        return f"prompt: {user} | chosen: {self.chosen} | rejected: {self.rejected}"[:EXCERPT_CHARS]
+
+
+@dataclass
+class Unread:
+    id: str
+    source: str
+    reason: str
+    excerpt: str = ""
+
+
+def seeded_unit(*parts: object) -> float:
+    """A stable number in [0, 1) from `parts` (the same on every machine and run)."""
+    digest = hashlib.blake2b("\x1f".join(map(str, parts)).encode(), digest_size=8, person=b"forgeline-pref").digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+# ----------------------------------------------------------------------------------------------- shapes
+def _messages(value: Any, what: str) -> Messages:
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{what}: expected a string or a non-empty list of messages")
+    for m in value:
+        if not (isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
+            raise ValueError(f"{what}: every message needs a string role and content")
+    return [{"role": m["role"], "content": m["content"]} for m in value]
+
+
+def _answer(value: Any, what: str) -> str | Messages:
+    """An answer's text, or the messages of a whole conversation (the implicit-prompt shape)."""
+    if isinstance(value, str):
+        return value
+    msgs = _messages(value, what)
+    return msgs[0]["content"] if len(msgs) == 1 and msgs[0]["role"] == "assistant" else msgs
+
+
+def _final_answer(answer: str | Messages, prompt: Messages) -> str | Messages:
+    """A whole conversation that repeats the prompt's turns and ends in one assistant turn: that turn's text."""
+    if isinstance(answer, list) and answer[:-1] == prompt and answer[-1]["role"] == "assistant":
+        return answer[-1]["content"]
+    return answer
+
+
+def pair_fields(obj: Any, fields: PreferenceFieldMap) -> tuple[Messages, str, str] | str:
+    """(prompt messages, chosen, rejected) of one record in any shape above, or why it has none."""
+    if not isinstance(obj, dict):
+        return f"expected an object, got {type(obj).__name__}"
+    if fields.chosen not in obj or fields.rejected not in obj:
+        return f"needs both {fields.chosen!r} and {fields.rejected!r}"
+    try:
+        chosen, rejected = _answer(obj[fields.chosen], "chosen"), _answer(obj[fields.rejected], "rejected")
+        raw = obj.get(fields.prompt, obj.get(fields.messages))
+        if raw is None:  # implicit prompt: the turns both conversations share before their final answer
+            if not (isinstance(chosen, list) and isinstance(rejected, list)):
+                return "no prompt field, and chosen/rejected are not whole conversations"
+            if chosen[:-1] != rejected[:-1] or {chosen[-1]["role"], rejected[-1]["role"]} != {"assistant"}:
+                return "chosen and rejected conversations must share every turn but a final assistant answer"
+            prompt, chosen, rejected = chosen[:-1], chosen[-1]["content"], rejected[-1]["content"]
+        else:
+            prompt = [{"role": "user", "content": raw}] if isinstance(raw, str) else _messages(raw, "prompt")
+            # UltraFeedback-binarized: a prompt string beside whole conversations that repeat it
+            chosen, rejected = (_final_answer(a, prompt) for a in (chosen, rejected))
+    except ValueError as exc:
+        return str(exc)
+    for what, value in (("chosen", chosen), ("rejected", rejected)):
+        if not isinstance(value, str):
+            return f"{what}: the answer must be one assistant turn, got {len(value)} messages"
+    if not prompt or prompt[-1]["role"] != "user":
+        return "the prompt must end with a user turn"
+    return prompt, chosen, rejected
+
+
+# ------------------------------------------------------------------------------------------------ files
+def _records(path: Path, shown: str) -> Iterator[tuple[str, Any, str]]:
+    """(where, parsed object or an error string, raw excerpt) per jsonl line / parquet row."""
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        for i, row in enumerate(pq.read_table(path).to_pylist(), start=1):
+            yield f"{shown}:row{i}", row, json.dumps(row, default=str)[:EXCERPT_CHARS]
+        return
+    for lineno, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+        if not raw.strip():
+            continue
+        text = raw.decode("utf-8", "backslashreplace")
+        try:
+            yield f"{shown}:{lineno}", json.loads(raw.decode("utf-8")), text[:EXCERPT_CHARS]
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            yield f"{shown}:{lineno}", f"invalid JSON or UTF-8 ({type(exc).__name__})", text[:EXCERPT_CHARS]
+
+
+def file_pairs(src: FilesPreferenceSource, root: Path) -> Iterator[Pair | Unread]:
+    """The pairs of a source's files (ingest's path rules: files, folders, globs; a Hugging Face dataset folder's
+    metadata is left out), each file's unreadable records and unsupported files as `Unread`."""
+    seen: set[str] = set()
+    fixed = None if src.split == "auto" else src.split
+    for listed in expand_paths(src.paths, root, src.name):
+        path = listed.path
+        try:
+            shown = path.relative_to(root.resolve()).as_posix()
+        except ValueError:
+            shown = path.as_posix()
+        if listed.refused or path.suffix not in (".jsonl", ".parquet"):
+            why = listed.refused or "not a .jsonl or .parquet file"
+            yield Unread(f"{src.name}/{shown}", src.name, f"{shown}: {why}")
+            continue
+        for where, obj, excerpt in _records(path, shown):
+            parsed = obj if isinstance(obj, str) else pair_fields(obj, src.fields)
+            key = where
+            if not isinstance(parsed, str) and src.fields.id is not None:
+                value = obj.get(src.fields.id)
+                if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip():
+                    key = str(value).strip()
+                else:
+                    parsed = f"id field {src.fields.id!r} must be a non-empty string or integer"
+            if not isinstance(parsed, str) and f"{src.name}/{key}" in seen:
+                parsed = f"duplicate id {key!r}"
+            if isinstance(parsed, str):
+                yield Unread(f"{src.name}/{where}", src.name, f"{where}: {parsed}", excerpt)
+                continue
+            seen.add(f"{src.name}/{key}")
+            yield Pair(f"{src.name}/{key}", src.name, *parsed, split=fixed)
+
+
+# --------------------------------------------------------------------------------------------- embedded
+def _conversations(path: Path, split: str) -> list[tuple[str, Messages, str, str, str]]:
+    """(id, prompt up to the first assistant turn, that answer, split, source) of instruct's jsonl records."""
+    out = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            msgs = rec["messages"]
+            first = next(i for i, m in enumerate(msgs) if m["role"] == "assistant")
+            out.append((str(rec["id"]), msgs[:first], msgs[first]["content"], split, rec.get("source", "")))
+    return out
+
+
+def embedded_pairs(src: EmbeddedPreferenceSource, instruct_dir: Path, seed: int, generate: Generate
+                   ) -> tuple[list[Pair], int]:
+    """Pairs from instruct's train (at most `max_pairs`, by a seeded hash) and held-out conversations, and how
+    many train conversations were not taken."""
+    train = _conversations(instruct_dir / "train.jsonl", "train")
+    not_taken = 0
+    if src.max_pairs is not None and len(train) > src.max_pairs:
+        not_taken = len(train) - src.max_pairs
+        train = sorted(train, key=lambda c: (seeded_unit("take", seed, c[0]), c[0]))[: src.max_pairs]
+    convs = sorted(train, key=lambda c: c[0]) + _conversations(instruct_dir / "heldout.jsonl", "heldout")
+    kinds = [src.rejected[int(seeded_unit("rejected", seed, c[0]) * len(src.rejected))] for c in convs]
+    rejected = {}
+    greedy = [k for k, kind in enumerate(kinds) if kind == "sft_greedy"]
+    for k, answer in zip(greedy, generate([convs[k][1] for k in greedy]) if greedy else []):
+        if answer.strip():
+            rejected[k] = answer
+        else:  # a model that ends its turn at once (a barely trained one) has no answer to move away from
+            kinds[k] = "other_answer"
+    groups: dict[tuple[str, str], list[int]] = {}  # another prompt's answer: same source and split
+    for k, c in enumerate(convs):
+        groups.setdefault((c[4], c[3]), []).append(k)
+    for members in groups.values():
+        ring = sorted(members, key=lambda k: (seeded_unit("other", seed, convs[k][0]), k))
+        for j, k in enumerate(ring):
+            if kinds[k] == "other_answer":
+                rejected[k] = convs[ring[(j + 1) % len(ring)]][2]  # alone in its group: its own (then dropped)
+    for k, kind in enumerate(kinds):
+        if kind == "truncated":
+            words = convs[k][2].split()
+            rejected[k] = " ".join(words[: max(1, int(len(words) * src.truncate_fraction))])
+    pairs = [Pair(f"{src.name}/{c[0]}", src.name, c[1], c[2], rejected[k], split=c[3], kind=kinds[k])
+             for k, c in enumerate(convs)]
+    return pairs, not_taken

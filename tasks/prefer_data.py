@@ -1,0 +1,201 @@
+"""Stage `prefer_data`: curate the preference pairs DPO trains on (after `review_sft` approved the SFT model).
+
+Sources (`prefer_data.sources`): downloaded sets (jsonl/parquet in TRL's or open-instruct's shape, tasks/data/
+preference.py) and the embedded default built from instruct's conversations, whose rejected answers are the SFT
+model's own greedy answers (or another prompt's answer, or a truncated one). Funnel, first failure wins: `parse`
+-> `empty` -> `identical` -> `length` -> `decontamination` (evaluate's prompts and `benchmark_files`), then over all
+sources `exact_duplicate` / `near_duplicate` of the prompt, then the held-out slice (sources with `split: auto`;
+the embedded source's held-out pairs are instruct's held-out conversations, which SFT never saw).
+
+Outputs (data/prefer_data/): `train.jsonl`, `heldout.jsonl` (`{id, source, prompt, chosen, rejected, kind}`),
+`dropped.parquet` (id, source, filter, reason, excerpt: every dropped pair), `report.json` (funnel per source,
+dedup, decontamination hits, the length-bias report). Every read pair is in exactly one of them (checked).
+Byte-identical on rerun (seeded hashes; greedy decoding on one thread).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import torch
+from pydantic import ValidationError
+
+from specs.evaluate import SamplingSpec
+from specs.prefer import EmbeddedPreferenceSource, PreferDataJob
+from specs.results import StageResult
+from specs.review import ReviewDecision
+from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
+from tasks.core.runner import StagePaths
+from tasks.data.decontaminate import EvalIndex, benchmark_file_texts
+from tasks.data.filters import first_drop, run_filters
+from tasks.data.preference import Messages, Pair, Unread, embedded_pairs, file_pairs, seeded_unit
+from tasks.data.preference_filters import dedup_prompts, length_bias, pair_filters
+from tasks.data.records import write_table
+from tasks.eval.generate import generate_batch, torch_threads
+from tasks.train.chat import render
+from tasks.train.config import ModelConfig
+from tasks.train.pref_data import sft_chat
+from tasks.train.weights import load_weights, model_from_state
+
+log = logging.getLogger("forgeline.prefer_data")
+STEPS = ("parse", "empty", "identical", "length", "decontamination", "exact_duplicate", "near_duplicate")
+LEDGER_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("filter", pa.string()),
+                           ("reason", pa.string()), ("excerpt", pa.string())])
+GREEDY = SamplingSpec(temperature=0.0, top_k=None, top_p=1.0)
+
+
+def approved(decision_file: Path, stage: str) -> None:
+    """Refuse to start from a model the gate before it did not approve (typed, so a bad file fails by name)."""
+    if not decision_file.exists():
+        raise FileNotFoundError(f"{stage}: {decision_file} not found: the review gate has not decided")
+    try:
+        decision = ReviewDecision.model_validate_json(decision_file.read_text())
+    except ValidationError as exc:
+        raise ValueError(f"{stage}: {decision_file} is not a valid review decision: {exc}") from exc
+    if decision.decision != "approve":
+        raise ValueError(f"{stage}: the review gate rejected the SFT model ({decision.reviewer}): {decision.notes}")
+
+
+def greedy_answers(sft_dir: Path, batch: int, max_new_tokens: int):
+    """A callable: prompts -> the SFT model's greedy answers (decoded, stripped), `batch` prompts at a time."""
+    def generate(prompts: list[Messages]) -> list[str]:
+        tok, chat, _pad = sft_chat(sft_dir)
+        cfg = ModelConfig.from_dict({**json.loads((sft_dir / "config.json").read_text())["model"], "dropout": 0.0})
+        stops = chat.stop_ids() if chat is not None else tok.token_to_id("<|end|>")
+        ids = [list((chat.render(p, add_generation_prompt=True) if chat is not None
+                     else render(p, tok, add_generation_prompt=True))[0]) for p in prompts]
+        sampling = GREEDY.model_copy(update={"max_new_tokens": max_new_tokens})
+        out: list[str] = []
+        with torch_threads(1), torch.no_grad():  # one thread: the same argmax on every machine
+            model = model_from_state(cfg, load_weights(sft_dir))
+            for lo in range(0, len(ids), batch):
+                chunk = ids[lo:lo + batch]
+                gens = generate_batch(model, chunk, sampling, [torch.Generator() for _ in chunk], stops)
+                out += [tok.decode(new, skip_special_tokens=True).strip() for new, _ in gens]
+        return out
+    return generate
+
+
+def decontamination_index(job: PreferDataJob, root: Path) -> EvalIndex | None:
+    spec = job.data.decontamination
+    if not spec.enabled:
+        return None
+    texts = [(f"eval prompt #{i}", t) for i, t in enumerate(job.eval_prompts)]
+    for rel in job.data.benchmark_files:
+        texts += benchmark_file_texts(root / rel, rel)
+    return EvalIndex([t for _, t in texts], spec, names=[n for n, _ in texts])
+
+
+def read_all(job: PreferDataJob, paths: StagePaths, stats: dict[str, Counter], drop: Any) -> list[Pair]:
+    pairs: list[Pair] = []
+    for src in job.data.sources:
+        if isinstance(src, EmbeddedPreferenceSource):
+            gen = greedy_answers(paths.input("sft"), job.data.generate_batch, src.max_new_tokens)
+            made, not_taken = embedded_pairs(src, paths.input("instruct"), paths.seed, gen)
+            stats[src.name]["not_taken"] += not_taken
+        else:
+            made = list(file_pairs(src, paths.root))
+            if src.max_pairs is not None and sum(isinstance(p, Pair) for p in made) > src.max_pairs:
+                ok = sorted((p for p in made if isinstance(p, Pair)),
+                            key=lambda p: (seeded_unit("take", paths.seed, p.id), p.id))
+                taken = {p.id for p in ok[: src.max_pairs]}
+                stats[src.name]["not_taken"] += len(ok) - len(taken)
+                made = [p for p in made if isinstance(p, Unread) or p.id in taken]
+        for item in made:
+            stats[src.name]["read"] += 1
+            if isinstance(item, Unread):
+                drop(item.id, item.source, "parse", item.reason, item.excerpt)
+            else:
+                pairs.append(item)
+    return pairs
+
+
+def split_heldout(pairs: list[Pair], job: PreferDataJob, seed: int) -> tuple[list[Pair], list[Pair]]:
+    """(train, heldout): fixed splits as the source says, the seeded slice of the `auto` ones."""
+    auto = [p for p in pairs if p.split is None]
+    n = job.data.heldout_count if job.data.heldout_count is not None else round(job.data.heldout_fraction * len(auto))
+    held = {p.id for p in sorted(auto, key=lambda p: (seeded_unit("heldout", seed, p.id), p.id))[:n]}
+    held |= {p.id for p in pairs if p.split == "heldout"}
+    return [p for p in pairs if p.id not in held], [p for p in pairs if p.id in held]
+
+
+def run(job: PreferDataJob, paths: StagePaths) -> StageResult:
+    if job.enabled:
+        approved(paths.input("review_sft") / "decision.json", "prefer_data")
+    paths.out.mkdir(parents=True, exist_ok=True)
+    ledger: list[dict[str, Any]] = []
+    stats: dict[str, Counter] = {s.name: Counter() for s in job.data.sources}
+
+    def drop(pid: str, source: str, step: str, reason: str, excerpt: str) -> None:
+        ledger.append({"id": pid, "source": source, "filter": step, "reason": reason, "excerpt": excerpt[:300]})
+        stats[source][step] += 1
+
+    t0 = time.perf_counter()
+    pairs = read_all(job, paths, stats, drop) if job.enabled else []
+    read_s = time.perf_counter() - t0
+    filters = pair_filters(job.data.filters, decontamination_index(job, paths.root))
+    kept = []
+    for p in pairs:
+        hit = first_drop(run_filters(filters, p))
+        if hit:
+            drop(p.id, p.source, hit[0], hit[1].reason or "", p.excerpt())
+        else:
+            kept.append(p)
+    kept, dups, dedup = dedup_prompts(kept, job.data.dedup, paths.seed)
+    for p, step, reason in dups:
+        drop(p.id, p.source, step, reason, p.excerpt())
+    train, heldout = split_heldout(kept, job, paths.seed)
+    for split, items in (("train", train), ("heldout", heldout)):
+        write_text_atomic(paths.out / f"{split}.jsonl",
+                          "".join(json.dumps(p.record(), ensure_ascii=False) + "\n" for p in items))
+        for p in items:
+            stats[p.source][split] += 1
+    order = {s: k for k, s in enumerate(STEPS)}
+    ledger.sort(key=lambda r: (order[r["filter"]], r["source"], r["id"]))
+    with atomic_path(paths.out / "dropped.parquet") as tmp:
+        write_table(ledger, LEDGER_SCHEMA, tmp)
+    counts = _counts(job, stats, len(ledger))
+    bias = length_bias(train + heldout)
+    report = {**counts, "enabled": job.enabled, "dedup": dedup, "length_bias": bias}
+    write_json_atomic(paths.out / "report.json", report)
+    log.info("prefer_data: %d read, %d train, %d held out, %d dropped (%.1f s reading/generating)",
+             counts["read"], counts["train"], counts["heldout"], counts["dropped"], read_s)
+    counts["chosen_rejected_length_ratio"] = bias.get("ratio_of_means")
+    return StageResult(stage="prefer_data", counts=counts, summary=_summary(job, counts, bias),
+                       table=[{"source": k, **{s: v for s, v in c.items() if not isinstance(v, dict)}}
+                              for k, c in counts["by_source"].items()])
+
+
+def _counts(job: PreferDataJob, stats: dict[str, Counter], ledger_rows: int) -> dict[str, Any]:
+    by_source, totals = {}, Counter()
+    for src in job.data.sources:
+        c = stats[src.name]
+        dropped_by = {s: c[s] for s in STEPS if c[s]}
+        if c["read"] != c["train"] + c["heldout"] + sum(dropped_by.values()):  # nothing is lost silently
+            raise AssertionError(f"prefer_data: source {src.name} lost pairs: {dict(c)}")
+        by_source[src.name] = {"read": c["read"], "not_taken": c["not_taken"], "train": c["train"],
+                               "heldout": c["heldout"], "dropped": sum(dropped_by.values()),
+                               "dropped_by_filter": dropped_by}
+        totals.update(c)
+    dropped_by = {s: totals[s] for s in STEPS if totals[s]}
+    if sum(dropped_by.values()) != ledger_rows:
+        raise AssertionError(f"prefer_data: ledger has {ledger_rows} rows, {sum(dropped_by.values())} drops counted")
+    return {"read": totals["read"], "train": totals["train"], "heldout": totals["heldout"],
+            "dropped": sum(dropped_by.values()), "not_taken": totals["not_taken"], "dropped_by_filter": dropped_by,
+            "by_source": by_source}
+
+
+def _summary(job: PreferDataJob, counts: dict[str, Any], bias: dict[str, Any]) -> str:
+    if not job.enabled:
+        return "**prefer_data**: preference tuning is off (`prefer.enabled: false`); no pairs."
+    reasons = ", ".join(f"{k} {v}" for k, v in counts["dropped_by_filter"].items()) or "none"
+    return (f"**prefer_data**: {counts['read']:,} pairs read, {counts['train']:,} train, {counts['heldout']:,} "
+            f"held out, {counts['dropped']:,} dropped ({reasons}; ledger: dropped.parquet).\n\n"
+            f"Length bias: chosen/rejected words {bias.get('ratio_of_means')} (ratio of means), chosen longer in "
+            f"{bias.get('chosen_longer_share', 0):.0%} of pairs.")
