@@ -147,3 +147,30 @@ def test_embedded_default_builds_each_rejected_kind(tmp_path):
     again, _ = embedded_pairs(src, tmp_path, SEED, fake_sft)
     assert [p.record() for p in again] == [p.record() for p in pairs]
 
+
+def test_the_readme_recipe_reads_ultrafeedback_binarized(tmp_path):
+    """README's `prefer-downloaded` fragment as written, on files shaped like UltraFeedback-binarized's parquet
+    (prompt string, prompt_id, whole chosen/rejected conversations, messages, scores) at the paths it names."""
+    from specs.prefer import PreferRefSpec
+    from tests.helpers.recipes import readme_recipes
+
+    params = readme_recipes()["prefer-downloaded"].params
+    approve(tmp_path)
+    folder = tmp_path / "downloads" / "ultrafeedback" / "data"
+    folder.mkdir(parents=True)
+    for split, n in (("train_prefs", 6), ("test_prefs", 2)):
+        rows = [{"prompt": f"{split} question {i}: how do rivers form?", "prompt_id": f"{split}-{i:04d}",
+                 "chosen": conv(f"{split} question {i}: how do rivers form?", f"Rain gathers into streams, {i}."),
+                 "rejected": conv(f"{split} question {i}: how do rivers form?", "Rivers are made of bread."),
+                 "messages": conv(f"{split} question {i}: how do rivers form?", f"Rain gathers into streams, {i}."),
+                 "score_chosen": 8.0, "score_rejected": 2.0} for i in range(n)]
+        pq.write_table(pa.Table.from_pylist(rows), folder / f"{split}-00000-of-00001.parquet")
+    job = PreferDataJob(data=PreferDataSpec.model_validate(params["prefer_data"]))
+    prefer_data.run(job, StagePaths(root=tmp_path, stage="prefer_data", seed=SEED))
+    out = tmp_path / "data" / "prefer_data"
+    train = [json.loads(x) for x in (out / "train.jsonl").read_text().splitlines()]
+    heldout = [json.loads(x) for x in (out / "heldout.jsonl").read_text().splitlines()]
+    assert sorted(p["id"] for p in heldout) == [f"ultrafeedback_test/test_prefs-000{i}" for i in range(2)]
+    assert len(train) == 6
+    assert all(p["chosen"].startswith("Rain") and p["rejected"] == "Rivers are made of bread." for p in train + heldout)
+    assert PreferRefSpec.model_validate(params["prefer_ref"]).row_len == 2048
