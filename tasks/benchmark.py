@@ -1,8 +1,8 @@
 """Stage `benchmark`: standard benchmarks with lm-evaluation-harness, fully offline, on the finetuned model and the
 model it started from, so the model card shows before → after and a gate can stop a regressed model.
 
-Inputs: data/sft/ (the finetuned model: model.safetensors, config.json, tokenizer.json), data/pretrain/ (the model
-before finetuning), data/mix/ (tokenizer.json; packing.json's end-of-document id; train/val indexes: which
+Inputs: the finished model (tasks/eval/finished.py: data/prefer/ when preference tuning trained, else data/sft/;
+model.safetensors, config.json, tokenizer.json), data/pretrain/ (the model before finetuning), data/mix/ (tokenizer.json; packing.json's end-of-document id; train/val indexes: which
 documents the model never trained on), data/clean/ (those documents' text); for `compare: start` the model.init
 checkpoint folder; the files and include_path folders the params name (tracked by DVC as params, like
 model.init.path: replace a file under a new name to re-run).
@@ -37,6 +37,7 @@ from tasks.core.files import write_json_atomic
 from tasks.core.graph import stage as stage_def
 from tasks.core.runner import StagePaths
 from tasks.eval import lm_eval_tasks as shipped
+from tasks.eval.finished import finished_model
 from tasks.eval.generate import torch_threads
 from tasks.eval.lm_eval_offline import offline, offline_problems
 from tasks.eval.lm_eval_run import cli_command, evaluate, forgeline_lm, scores
@@ -61,13 +62,14 @@ class ModelRef:
 
 def run(spec: BenchmarkJob, paths: StagePaths) -> StageResult:
     bench = spec.benchmark
-    inputs = {s: paths.input(s) for s in ("sft", "pretrain", "mix", "clean")}
-    for needed in (inputs["sft"] / "config.json", inputs["mix"] / "packing.json", inputs["mix"] / "tokenizer.json"):
+    inputs = {s: paths.input(s) for s in ("pretrain", "mix", "clean")}
+    inputs["final"], final_stage = finished_model(paths)  # what export publishes
+    for needed in (inputs["final"] / "config.json", inputs["mix"] / "packing.json", inputs["mix"] / "tokenizer.json"):
         if not needed.is_file():
             raise FileNotFoundError(f"benchmark: {needed} not found (run the stages before it first)")
     prefix_id = prefix_token(spec, inputs["mix"])
     built = build_tasks(bench, paths, inputs["mix"], inputs["clean"])
-    models = model_refs(spec, inputs)
+    models = model_refs(spec, inputs, final_stage)
     include = [paths.out / TASKS_DIR, *(paths.root / p for p in bench.include_path)]
     missing = [str(p) for p in include if not p.is_dir()]
     if missing:
@@ -123,10 +125,10 @@ def prefix_token(spec: BenchmarkJob, mix: Path) -> int:
     return int(json.loads((mix / "packing.json").read_text())["eos_id"])
 
 
-def model_refs(spec: BenchmarkJob, inputs: dict[str, Path]) -> list[ModelRef]:
-    """The finetuned model (`after`) and, per `compare`, the one it is compared with (`before`)."""
+def model_refs(spec: BenchmarkJob, inputs: dict[str, Path], final_stage: str = "sft") -> list[ModelRef]:
+    """The finished model (`after`: `final_stage`'s) and, per `compare`, the one it is compared with (`before`)."""
     bench = spec.benchmark
-    refs = [ModelRef("after", "sft", inputs["sft"], bench.backend, inputs["sft"] / "tokenizer.json")]
+    refs = [ModelRef("after", final_stage, inputs["final"], bench.backend, inputs["final"] / "tokenizer.json")]
     compare = bench.compare
     if compare == "auto":
         compare = "start" if spec.model_init.kind == "hf" else "pretrain"

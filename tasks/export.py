@@ -43,6 +43,7 @@ from tasks.train.model import ModelConfig
 from tasks.train.peft_export import base_weights, check_adapter, write_adapter
 from tasks.train.weights import ADAPTER_DIR, load_weights, weight_files
 from tasks.eval.generate import torch_threads
+from tasks.eval.finished import finished_model
 from tasks.eval.preference_card import card_sections
 
 log = logging.getLogger("forgeline.export")
@@ -73,15 +74,8 @@ PROBE = [
 ]
 
 
-def model_folder(paths: StagePaths) -> Path:
-    """Where the model to export is: prefer's folder when that stage trained (its report says enabled), else
-    sft's (prefer switched off writes no model)."""
-    tuned = paths.input("prefer")
-    return tuned if _read_json(tuned / "report.json").get("enabled") else paths.input("sft")
-
-
 def run(spec: ExportSpec, paths: StagePaths) -> StageResult:
-    sft = model_folder(paths)  # prefer's folder when it trained: the same files as sft's
+    sft, _ = finished_model(paths)  # prefer's folder when it trained: the same files as sft's
     for name in SFT_FILES:
         if not (sft / name).is_file():
             raise FileNotFoundError(f"export: {sft / name} not found (run the sft stage first)")

@@ -219,9 +219,11 @@ STAGES: tuple[StageDef, ...] = (
     StageDef("prefer", upstream=("sft", "review_sft", "prefer_data", "prefer_ref"), seeded=True,
              params=("parallel", "evaluate.spotcheck.flags"), persist_outs=("checkpoints/prefer",)),
     StageDef("review_prefer", module="review", upstream=("prefer",), extra_deps=("reviews",)),
-    # Standard benchmarks (lm-eval, offline) on the finetuned model and the one it started from: before export,
+    # Standard benchmarks (lm-eval, offline) on the finished model (the preference-tuned one when prefer trained)
+    # and the one it started from: before export,
     # so the model card shows the scores and a failed benchmark gate keeps the model unpublished.
-    StageDef("benchmark", upstream=("clean", "mix", "pretrain", "sft"), seeded=True, params=("model.init",)),
+    StageDef("benchmark", upstream=("clean", "mix", "pretrain", "sft", "prefer"), seeded=True,
+             params=("model.init",)),
     StageDef("export", upstream=("sft", "review_sft", "benchmark", "prefer", "review_prefer")),
 )
 
