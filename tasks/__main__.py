@@ -4,15 +4,10 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import logging
-import os
 import sys
-import traceback
 from pathlib import Path
 
 from specs import ParamsError, load_params
-from specs.results import StageResult
 from tasks.core import graph
 
 
@@ -163,50 +158,16 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0 if result.chosen is not None else 2
 
 
-def _workspace(root: Path, stage: str):
-    """The workspace lock for a stage started by hand or by a plain `dvc repro` (refused at once, naming the
-    holder, while a flow or another stage holds it); nothing when a lock holder started this stage."""
-    from tasks.core.dvcrun import LOCK_HELD_ENV, workspace_lock
-
-    if os.environ.get(LOCK_HELD_ENV) or not (root / "dvc.yaml").exists():
-        return contextlib.nullcontext()
-    return workspace_lock(root, f"stage {stage} (`python -m tasks {stage}`)", timeout=0)
-
-
 def cmd_stage(args: argparse.Namespace) -> int:
-    if getattr(args, "interactive", False):  # `review --interactive`: a human walks the sample
+    """`python -m tasks <stage>`: the stage entry's run (tasks/core/run.py, what dvc.yaml runs); `review
+    --interactive` instead walks the spot-check sample with a human."""
+    if getattr(args, "interactive", False):
         from tasks.review import review_cli
 
         return review_cli(_root(args), target=args.target, reviewer=args.reviewer, params_file=args.params)
-    from tasks.core.dvcrun import WorkspaceBusy
-    from tasks.core.files import write_json_atomic
-    from tasks.core.runner import StagePaths, run_stage
+    from tasks.core.run import run
 
-    root = _root(args)
-    try:
-        params = load_params(root / args.params)
-    except ParamsError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    try:
-        with _workspace(root, args.command):
-            result = run_stage(args.command, params, root)
-    except WorkspaceBusy as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    except Exception as exc:  # record the failure for the flow, then fail loudly
-        failure = StageResult(stage=args.command, ok=False, error=f"{type(exc).__name__}: {exc}",
-                              summary=f"**{args.command} failed**: {exc}")
-        write_json_atomic(StagePaths(root, args.command).result_file, failure.model_dump(mode="json"))
-        from tasks.core.files import StorageError
-
-        if os.environ.get("FORGELINE_TRACEBACK") or not isinstance(exc, (ValueError, FileNotFoundError,
-                                                                         StorageError)):
-            traceback.print_exc()
-        print(f"{args.command} failed: {exc}", file=sys.stderr)
-        return 1
-    print(result.summary)
-    return 0 if result.ok else 1
+    return run(args.command, _root(args), args.params)
 
 
 def cmd_reports(args: argparse.Namespace) -> int:
@@ -298,10 +259,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from tasks.core.run import configure_logging
+
     args = build_parser().parse_args(argv)
-    # Our progress lines at INFO; libraries (GX, DVC) only when they warn.
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    logging.getLogger("forgeline").setLevel(logging.INFO)
+    configure_logging()
     return args.func(args)
 
 

@@ -28,10 +28,9 @@ from specs.results import StageResult
 from specs.review import GateReport
 from tasks.core.files import write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
-from tasks.eval.generate import generate_batch, prompt_seed, torch_threads
+from tasks.eval.approval import require_approval
+from tasks.eval.generate import generate_batch, prompt_seed, round_robin, torch_threads
 from tasks.eval.spotcheck import Flagger, generation_items, sample_text
-from tasks.prefer_data import approved
-from tasks.sft import round_robin
 from tasks.train.chat import render
 from tasks.train.config import ModelConfig
 from tasks.train.launch import environ_context, launch
@@ -51,7 +50,7 @@ def run(spec: PreferJob, paths: StagePaths) -> StageResult:
         write_json_atomic(paths.out / "report.json", {"enabled": False})
         return StageResult(stage="prefer", counts={"enabled": False}, table=[{"enabled": False}],
                            summary="**prefer**: off (`prefer.enabled: false`); export takes the SFT model.")
-    approved(paths.input("review_sft") / "decision.json", "prefer")
+    require_approval(paths.input("review_sft") / "decision.json", "prefer", "the SFT model", "review_sft")
     weight_files(sft)  # raises, naming the folder, when sft has not finished
     launch_dir = paths.run_record.parent / "prefer-launch"
     job = PreferRun(spec=spec, mix_dir=str(sft.resolve()), out_dir=str(paths.out.resolve()),

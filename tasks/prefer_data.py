@@ -24,12 +24,10 @@ from typing import Any
 
 import pyarrow as pa
 import torch
-from pydantic import ValidationError
 
 from specs.evaluate import SamplingSpec
 from specs.prefer import EmbeddedPreferenceSource, PreferDataJob
 from specs.results import StageResult
-from specs.review import ReviewDecision
 from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
 from tasks.data.decontaminate import EvalIndex, benchmark_file_texts
@@ -37,6 +35,7 @@ from tasks.data.filters import first_drop, run_filters
 from tasks.data.preference import Messages, Pair, Unread, embedded_pairs, file_pairs, seeded_unit
 from tasks.data.preference_filters import dedup_prompts, length_bias, pair_filters
 from tasks.data.records import write_table
+from tasks.eval.approval import require_approval
 from tasks.eval.generate import generate_batch, torch_threads
 from tasks.train.chat import render
 from tasks.train.config import ModelConfig
@@ -48,18 +47,6 @@ STEPS = ("parse", "empty", "identical", "length", "decontamination", "exact_dupl
 LEDGER_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("filter", pa.string()),
                            ("reason", pa.string()), ("excerpt", pa.string())])
 GREEDY = SamplingSpec(temperature=0.0, top_k=None, top_p=1.0)
-
-
-def approved(decision_file: Path, stage: str) -> None:
-    """Refuse to start from a model the gate before it did not approve (typed, so a bad file fails by name)."""
-    if not decision_file.exists():
-        raise FileNotFoundError(f"{stage}: {decision_file} not found: the review gate has not decided")
-    try:
-        decision = ReviewDecision.model_validate_json(decision_file.read_text())
-    except ValidationError as exc:
-        raise ValueError(f"{stage}: {decision_file} is not a valid review decision: {exc}") from exc
-    if decision.decision != "approve":
-        raise ValueError(f"{stage}: the review gate rejected the SFT model ({decision.reviewer}): {decision.notes}")
 
 
 def greedy_answers(sft_dir: Path, batch: int, max_new_tokens: int):
@@ -127,7 +114,7 @@ def split_heldout(pairs: list[Pair], job: PreferDataJob, seed: int) -> tuple[lis
 
 def run(job: PreferDataJob, paths: StagePaths) -> StageResult:
     if job.enabled:
-        approved(paths.input("review_sft") / "decision.json", "prefer_data")
+        require_approval(paths.input("review_sft") / "decision.json", "prefer_data", "the SFT model", "review_sft")
     paths.out.mkdir(parents=True, exist_ok=True)
     ledger: list[dict[str, Any]] = []
     stats: dict[str, Counter] = {s.name: Counter() for s in job.data.sources}

@@ -20,16 +20,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from pydantic import ValidationError
 
 from specs.evaluate import SpotcheckSpec
 from specs.ranks import SFTRun, TrainResult
 from specs.results import StageResult
-from specs.review import GateReport, ReviewDecision
+from specs.review import GateReport
 from specs.sft import SFTJob
 from tasks.core.files import write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
-from tasks.eval.generate import generate_batch, prompt_seed, torch_threads
+from tasks.eval.approval import require_approval
+from tasks.eval.generate import generate_batch, prompt_seed, round_robin, torch_threads
 from tasks.eval.spotcheck import Flagger, generation_items, sample_text
 from tasks.train.chat import render
 from tasks.train.config import ModelConfig
@@ -43,16 +43,7 @@ CHECKPOINT_DIR = Path("checkpoints") / "sft"
 
 def run(spec: SFTJob, paths: StagePaths) -> StageResult:
     pretrain, mix, instruct = paths.input("pretrain"), paths.input("mix"), paths.input("instruct")
-    decision_file = paths.input("review") / "decision.json"
-    if not decision_file.exists():
-        raise FileNotFoundError(f"sft: {decision_file} not found: the review gate has not decided (run `review`)")
-    try:  # typed: a hand-edited or truncated decision is refused, naming the field, not read as "not approve"
-        decision = ReviewDecision.model_validate_json(decision_file.read_text())
-    except ValidationError as exc:
-        raise ValueError(f"sft: {decision_file} is not a valid review decision: {exc}") from exc
-    if decision.decision != "approve":
-        raise ValueError(f"sft: the review gate rejected the pretrained model ({decision.reviewer}): "
-                         f"{decision.notes}")
+    require_approval(paths.input("review") / "decision.json", "sft", "the pretrained model", "review")
     weight_files(pretrain)  # raises, naming the folder, when pretrain has not finished
     for needed in (mix / "tokenizer.json", instruct / "train.jsonl"):
         if not needed.exists():
@@ -117,20 +108,6 @@ def compare(spec: SFTJob, paths: StagePaths, data: Any, instruct: Path) -> list[
                 row[name] = tok.decode(new, skip_special_tokens=True)
             del model  # freed before the next one is built
     return rows
-
-
-def round_robin(records: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
-    """Up to `n` records, one per source in turn (file order within a source; sources alphabetical)."""
-    by_source: dict[str, list[dict[str, Any]]] = {}
-    for rec in records:
-        by_source.setdefault(rec.get("source", "unknown"), []).append(rec)
-    queues = [by_source[s] for s in sorted(by_source)]
-    picked: list[dict[str, Any]] = []
-    while len(picked) < n and any(queues):
-        for q in queues:
-            if q and len(picked) < n:
-                picked.append(q.pop(0))
-    return picked
 
 
 def _report(spec: SFTJob, result: TrainResult, gens: list[dict[str, Any]]) -> dict[str, Any]:

@@ -69,24 +69,26 @@ SYNTHETIC = {
         """,
     "tasks/__init__.py": "",
     "tasks/__main__.py": """
-        import importlib, sys
-        from tasks.core import registry            # module level: runs for every command
+        from tasks import heavy                    # the command line's other subcommands: no stage runs them
 
         def cmd_other(argv):
-            from tasks import heavy                # another subcommand's lazy import: no stage runs it
             return heavy.go()
+        """,
+    "tasks/core/run.py": """
+        import importlib, sys
+        from tasks.core import registry            # module level: runs for every stage
 
         def _spec(name):
             from specs import base                 # reached from the stage handler
             return importlib.import_module(f"specs.{name}")  # by name, like the real runner: a root
 
-        def cmd_stage(argv):
-            _spec(argv[0])
-            return importlib.import_module(f"tasks.{argv[0]}").run()
+        def run(name):
+            _spec(name)
+            return importlib.import_module(f"tasks.{name}").run()
 
         if __name__ == "__main__":
             import probe
-            (cmd_other if sys.argv[1] == "other" else cmd_stage)(sys.argv[1:])
+            run(sys.argv[1])
             probe.dump()
         """,
     "tasks/heavy.py": "def go(): return 0",
@@ -136,11 +138,12 @@ def test_code_deps_are_the_import_closure_of_what_the_stage_runs(tmp_path):
     for rel, text in SYNTHETIC.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(textwrap.dedent(text))
-    expected = sorted(set(SYNTHETIC) - {"probe.py", "tasks/heavy.py", "tasks/lib/unused.py", "specs/other.py"})
+    expected = sorted(set(SYNTHETIC) - {"probe.py", "tasks/heavy.py", "tasks/__main__.py", "tasks/lib/unused.py",
+                                        "specs/other.py"})
     assert graph.StageDef("alpha").code_deps(tmp_path) == expected
     # Independently: what Python loads when the stage runs, in its process and in the worker it starts.
     out = tmp_path / "loaded.jsonl"
-    subprocess.run([sys.executable, "-m", "tasks", "alpha"], cwd=tmp_path, check=True,
+    subprocess.run([sys.executable, "-m", "tasks.core.run", "alpha"], cwd=tmp_path, check=True,
                    env={**os.environ, "PROBE_OUT": str(out), "PYTHONPATH": str(tmp_path)})
     loaded = {f for line in out.read_text().splitlines() for f in json.loads(line)}
     assert len(out.read_text().splitlines()) == 2  # the stage's process and the worker's
@@ -222,3 +225,41 @@ def test_editing_a_module_one_stage_imports_makes_only_it_and_its_downstream_sta
     waves = _stale_waves(root)
     assert waves[0] == [name], (edited, waves)
     assert set().union(*waves) == {name} | _downstream(name), (edited, waves)
+
+
+def test_editing_the_review_gate_leaves_ingest_to_pretrain_up_to_date(tmp_path, monkeypatch):
+    """Issue #36: the review machinery is code of the review stages only (it was every stage's dep, so editing
+    the gate re-ran ingest, clean, mix and pretrain). Through DVC: only the stages that run the gate and what
+    follows them become stale."""
+    runs_gate = {s.name for s in graph.STAGES if "tasks/eval/review_gate.py" in s.code_deps()}
+    assert runs_gate == {s.name for s in graph.STAGES if s.module_name == "review"}  # the gates, nothing else
+    upstream_of_review = {"ingest", "validate", "instruct", "clean", "mix", "pretrain"}
+    root = make_project(tmp_path / "proj")
+    monkeypatch.chdir(root)
+    (root / "dvc.yaml").write_text(graph.dvc_yaml_text())
+    for s in graph.STAGES:
+        for out in (s.out_dir, *s.persist_outs):
+            (root / out).mkdir(parents=True, exist_ok=True)
+            (root / out / "out.txt").write_text(s.name)
+        (root / s.metrics_file).parent.mkdir(exist_ok=True)
+        (root / s.metrics_file).write_text("{}")
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        repo.commit(None, force=True)
+    with (root / "tasks/eval/review_gate.py").open("a") as f:
+        f.write("# an edit\n")
+    waves = _stale_waves(root)
+    assert set(waves[0]) == runs_gate, waves
+    assert not upstream_of_review & set().union(*waves), waves
+
+
+def test_a_stage_depends_only_on_the_specs_of_the_sections_it_reads():
+    """specs/params.py validates every section (a bad key stops any stage), but a stage's deps hold only the spec
+    modules of the sections it reads (tasks/core/closure.py: hubs)."""
+    deps = {s.name: set(s.code_deps()) for s in graph.STAGES}
+    assert "specs/export.py" not in deps["ingest"] and "specs/review.py" not in deps["ingest"]
+    assert "specs/ingest.py" in deps["ingest"] and "specs/params.py" in deps["ingest"]
+    assert "specs/export.py" in deps["export"]
+    assert graph.over_broad() == []
+    assert all("tasks/review.py" not in deps[n] for n in ("ingest", "validate", "clean", "mix", "pretrain"))

@@ -4,141 +4,29 @@
 The Prefect flow does not read this registry: it asks DVC for the order of the stages in dvc.yaml, so the
 flow, `dvc repro` and this file are proven to agree by tests rather than assumed to.
 
-A stage's code deps are not declared: they are the import closure of what its process runs (the CLI entry, its
-module and spec, the rank workers it starts), read with `ast` from the files on disk, so an edit re-runs exactly
-the stages that can execute the edited file (and, through their outs, what is downstream of them).
+A stage's code deps are not declared: they are the import closure of what its process runs (the stage entry,
+its module and spec, the rank workers it starts; tasks/core/closure.py), read with `ast` from the files on disk,
+so an edit re-runs exactly the stages that can execute the edited file (and, through their outs, what is
+downstream of them). `check` also refuses a stage whose deps hold another stage's module (`over_broad`).
 """
 
 from __future__ import annotations
 
-import ast
-import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import yaml
+
+from tasks.core.closure import CODE_PACKAGES, PACKAGE_DATA, STAGE_ENTRY, data_files, import_closure
 
 DATA_DIR = "data"
 METRICS_DIR = "metrics"
 RUNS_DIR = "runs"
 REPORTS_DIR = "reports"
 
-# The checkout whose code the stages run: their code deps are computed from the files here.
+# The checkout whose code the stages run: their code deps are computed from the files here (tasks/core/closure.py).
 CODE_ROOT = Path(__file__).resolve().parents[2]
-# Packages whose modules count as a stage's code; imports of anything else are libraries.
-CODE_PACKAGES = ("tasks", "specs", "flows")
-# `python -m tasks <stage>`: the CLI entry every stage runs through (dvc.yaml's cmd).
-CLI_ENTRY = "tasks/__main__.py"
-# The CLI entry's handler of `python -m tasks <stage>` (its other subcommands' handlers never run for a stage).
-CLI_STAGE_HANDLER = "cmd_stage"
-# Data files a module reads from beside itself (`Path(__file__).parent / ...`): imports cannot show them, so
-# they are declared here and follow the module into every closure that holds it.
-PACKAGE_DATA: dict[str, tuple[str, ...]] = {"tasks/data/toxicity.py": ("tasks/data/wordlists",)}
-
-
-def _module_file(root: Path, dotted: str) -> str | None:
-    """The project file (relative path) that importing `dotted` executes, if it is one of CODE_PACKAGES."""
-    if dotted.split(".")[0] not in CODE_PACKAGES:
-        return None
-    base = Path(*dotted.split("."))
-    for rel in (base.with_suffix(".py"), base / "__init__.py"):
-        if (root / rel).is_file():
-            return rel.as_posix()
-    return None
-
-
-def _imported_modules(rel: str, node: ast.Import | ast.ImportFrom) -> Iterator[str]:
-    """Dotted names an import statement in file `rel` loads: each module with its parent packages, and for
-    `from m import x` also `m.x` (x may be a submodule)."""
-    if isinstance(node, ast.Import):
-        targets = [a.name for a in node.names]
-    else:
-        package = list(Path(rel).parent.parts)  # relative imports count from the file's package
-        base = package[: len(package) - node.level + 1] if node.level else []
-        module = ".".join([*base, *([node.module] if node.module else [])])
-        targets = [module, *(f"{module}.{a.name}" for a in node.names)]
-    for dotted in targets:
-        parts = dotted.split(".")
-        yield from (".".join(parts[:i]) for i in range(1, len(parts) + 1))
-
-
-def _cli_stage_nodes(tree: ast.Module) -> Iterator[ast.AST]:
-    """The parts of the CLI entry that a stage run executes: its module-level code and every function of it that
-    this code or CLI_STAGE_HANDLER reaches by direct calls. The other subcommands' handlers, and the lazy imports
-    in them (the planner's measured runs, the reports server), are no stage's code."""
-    functions = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    todo: list[ast.AST] = [n for n in tree.body if n not in functions.values()]
-    todo += [functions[CLI_STAGE_HANDLER]] if CLI_STAGE_HANDLER in functions else []
-    reached: set[str] = set()
-    while todo:
-        for node in ast.walk(todo.pop()):
-            yield node
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions \
-                    and node.func.id not in reached:
-                reached.add(node.func.id)
-                todo.append(functions[node.func.id])
-
-
-def _stamp(root: Path, rel: str) -> tuple[int, int]:
-    """What the parse caches are keyed on besides the path: an edited file gets parsed again."""
-    st = (root / rel).stat()
-    return st.st_mtime_ns, st.st_size
-
-
-@functools.lru_cache(maxsize=None)
-def _is_program(root: Path, rel: str, stamp: tuple[int, int]) -> bool:
-    """Whether a module runs as a program (`python -m ...`): it has an `if __name__ == "__main__":` block."""
-    tree = ast.parse((root / rel).read_text(encoding="utf-8"))
-    return any(isinstance(n, ast.If) and isinstance(n.test, ast.Compare) and isinstance(n.test.left, ast.Name)
-               and n.test.left.id == "__name__" for n in tree.body)
-
-
-def _program_named(root: Path, node: ast.AST) -> str | None:
-    """The program a string names by its dotted module name (`[python, "-m", "tasks.train.worker", ...]`
-    starts it in other processes), if the module exists and runs as a program."""
-    if not (isinstance(node, ast.Constant) and isinstance(node.value, str) and "." in node.value
-            and node.value.replace(".", "_").isidentifier()):
-        return None
-    rel = _module_file(root, node.value)
-    return rel if rel and not rel.endswith("__init__.py") and _is_program(root, rel, _stamp(root, rel)) else None
-
-
-@functools.lru_cache(maxsize=None)
-def _file_edges(root: Path, rel: str, stamp: tuple[int, int]) -> frozenset[str]:
-    """Project files that running file `rel` can load: what its imports name (in function bodies too: lazy
-    imports run), the `__init__.py` of its packages (run on the way to it), and the programs it names (they
-    run its work in other processes). Cached until the file changes (`stamp`)."""
-    tree = ast.parse((root / rel).read_text(encoding="utf-8"))
-    edges: set[str] = set()
-    for node in _cli_stage_nodes(tree) if rel == CLI_ENTRY else ast.walk(tree):
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            edges.update(f for d in _imported_modules(rel, node) if (f := _module_file(root, d)))
-        elif program := _program_named(root, node):
-            edges.add(program)
-    for package in Path(rel).parents:
-        if package.parts and (root / package / "__init__.py").is_file():
-            edges.add((package / "__init__.py").as_posix())
-    return frozenset(edges)
-
-
-def import_closure(root: Path, starts: list[str]) -> set[str]:
-    """Every project file (relative to `root`) that running the files `starts` can load, transitively."""
-    seen: set[str] = set()
-    todo = [s for s in starts if (root / s).is_file()]
-    while todo:
-        rel = todo.pop()
-        if rel not in seen:
-            seen.add(rel)
-            todo.extend(_file_edges(root, rel, _stamp(root, rel)))
-    return seen
-
-
-def _data_files(root: Path, modules: set[str]) -> set[str]:
-    """The PACKAGE_DATA files (folders listed file by file) of the modules in `modules`."""
-    paths = [root / p for m in sorted(modules & set(PACKAGE_DATA)) for p in PACKAGE_DATA[m]]
-    return {f.relative_to(root).as_posix() for p in paths
-            for f in ([p] if p.is_file() else sorted(p.rglob("*"))) if f.is_file()}
 
 
 @dataclass(frozen=True)
@@ -172,12 +60,16 @@ class StageDef:
         return f"{METRICS_DIR}/{self.name}.json"
 
     def code_deps(self, root: Path = CODE_ROOT) -> list[str]:
-        """The files of `root` the stage's process can run, sorted: the import closure of the CLI entry, the
+        """The files of `root` the stage's process can run, sorted: the import closure of the stage entry, the
         stage's module and spec, and the programs they start (rank workers), plus those modules' data files.
         Computed from the files on disk, so dvc.yaml cannot drift from the code without `check` noticing."""
-        starts = [CLI_ENTRY, f"tasks/{self.module_name}.py", f"specs/{self.module_name}.py"]
-        modules = import_closure(root, starts)
-        return sorted(modules | _data_files(root, modules))
+        starts = [STAGE_ENTRY, f"tasks/{self.module_name}.py", f"specs/{self.module_name}.py"]
+        modules = import_closure(root, starts, self.sections())
+        return sorted(modules | data_files(root, modules))
+
+    def sections(self) -> set[str]:
+        """The params sections the stage reads: those of its DVC params, and its own."""
+        return {key.split(".")[0] for key in self.param_keys()} | {self.name}
 
     def param_keys(self) -> list[str]:
         return [self.name, *(["run.seed"] if self.seeded else []), *self.params]
@@ -252,7 +144,7 @@ def stage(name: str) -> StageDef:
 def dvc_stage_entry(s: StageDef, root: Path = CODE_ROOT) -> dict[str, Any]:
     deps = [*s.code_deps(root), *(stage(u).out_dir for u in s.upstream), *s.extra_deps]
     return {
-        "cmd": f"python -m tasks {s.name}",
+        "cmd": f"python -m tasks.core.run {s.name}",
         "deps": deps,
         "params": s.param_keys(),
         "outs": [s.out_dir, *s.extra_outs, *({p: {"persist": True, "cache": False}} for p in s.persist_outs)],
@@ -288,15 +180,24 @@ def _dep_drift(name: str, have: list[Any], want: list[Any]) -> list[str]:
 
 
 def _registry_problems() -> list[str]:
-    """Declarations in this module that name code which is no longer there."""
-    problems = [f"graph.py: PACKAGE_DATA names {p}, which does not exist"
+    """Declarations that name code which is no longer there."""
+    problems = [f"closure.py: PACKAGE_DATA names {p}, which does not exist"
                 for paths in PACKAGE_DATA.values() for p in paths if not (CODE_ROOT / p).exists()]
-    problems += [f"graph.py: PACKAGE_DATA names module {m}, which does not exist"
-                 for m in PACKAGE_DATA if not (CODE_ROOT / m).is_file()]
-    defined = {n.name for n in ast.parse((CODE_ROOT / CLI_ENTRY).read_text(encoding="utf-8")).body
-               if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    if CLI_STAGE_HANDLER not in defined:
-        problems.append(f"graph.py: CLI_STAGE_HANDLER is {CLI_STAGE_HANDLER}, which {CLI_ENTRY} does not define")
+    return problems + [f"closure.py: PACKAGE_DATA names module {m}, which does not exist"
+                       for m in PACKAGE_DATA if not (CODE_ROOT / m).is_file()]
+
+
+def over_broad(root: Path = CODE_ROOT) -> list[str]:
+    """Stages whose code deps hold another stage's own module (`tasks/<other>.py`): a stage module is the entry
+    of its stage only, so importing one from another ties their reruns together; shared code belongs in a
+    library (tasks/core, tasks/data, tasks/train, tasks/eval)."""
+    modules = {f"tasks/{s.module_name}.py": s.name for s in STAGES}
+    problems = []
+    for s in STAGES:
+        for dep in s.code_deps(root):
+            if dep in modules and modules[dep] != s.name and dep != f"tasks/{s.module_name}.py":
+                problems.append(f"stage '{s.name}' depends on {dep}, stage '{modules[dep]}''s module: move what "
+                                f"it uses into a library")
     return problems
 
 
@@ -325,7 +226,7 @@ def check_dvc_yaml(root: Path) -> list[str]:
         problems.append("regenerate it with `python -m tasks graph --write`")
     if on_disk.get("plots") != generated.get("plots"):
         problems.append("dvc.yaml: plots differ from the registry; regenerate it with `python -m tasks graph --write`")
-    return problems + _registry_problems()
+    return problems + _registry_problems() + over_broad()
 
 
 def missing_param_keys(raw_params: dict[str, Any]) -> list[str]:

@@ -182,3 +182,17 @@ def run_generations(model: Transformer, tokenizer: Any, prompts: list[PromptSpec
                          "prompt_tokens": len(prompt_ids), "new_tokens": len(new), "stop": stop, "seed": seed,
                          "token_ids": new})
     return rows
+
+
+def round_robin(records: list[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    """Up to `n` records, one per source in turn (file order within a source; sources alphabetical)."""
+    by_source: dict[str, list[dict[str, Any]]] = {}
+    for rec in records:
+        by_source.setdefault(rec.get("source", "unknown"), []).append(rec)
+    queues = [by_source[s] for s in sorted(by_source)]
+    picked: list[dict[str, Any]] = []
+    while len(picked) < n and any(queues):
+        for q in queues:
+            if q and len(picked) < n:
+                picked.append(q.pop(0))
+    return picked

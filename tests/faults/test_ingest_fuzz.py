@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from specs import IngestSpec
+from specs.ingest import IngestSpec
 from tasks import ingest
 from tasks.core.runner import StagePaths
 from tasks.data.records import QUARANTINE_REASONS, RAW_PREVIEW, read_all_records
