@@ -64,7 +64,7 @@ class Lines(logging.Handler):
 
 def child(args: argparse.Namespace, mode: str, elastic: bool) -> dict:
     """One run in this process: per-save stalls and background write times, loop time, sizes."""
-    from tasks.train.config import ModelConfig, param_count
+    from specs.architecture import ModelConfig, param_count
     from tasks.train.launch import launch
     from tasks.train.testing import make_job, synthetic_mix
 

@@ -69,7 +69,7 @@ def rank_main(rank: int, world: int, cfg_dict: dict, path: str, precision: str, 
     import torch
 
     from specs.pretrain import ParallelSpec, PretrainSpec
-    from tasks.train.config import ModelConfig
+    from specs.architecture import ModelConfig
     from tasks.train.dsconfig import ds_config, make_optimizer
     from tasks.train.model import Transformer
     from tasks.train.parallelize import build_layout, build_module, init_distributed
@@ -110,7 +110,7 @@ def main() -> None:
     args = ap.parse_args()
 
     from specs.pretrain import ModelSpec
-    from tasks.train.config import ModelConfig, param_count
+    from specs.architecture import ModelConfig, param_count
     from tasks.train.testing import spawn_gloo
 
     spec = ModelSpec(flavor="tiny", n_layers=args.layers, d_model=args.d_model, n_heads=args.d_model // 128,

@@ -22,7 +22,7 @@ code leaks into the next):
 tokens/s is timed over --steps steps after --warmup untimed ones (the first step, where compilation lands, and
 the whole warm-up are reported apart: compile time counts against a run's budget, not its speed), the device
 synchronised at both ends. MFU = tokens/s · FLOPs/token / device peak (tasks.train.telemetry; PaLM's 6·N + 12·L·d·T
-count, tasks.train.config); CPU gives "unknown". The JSON (--json) is rewritten after every run, so a run that
+count, specs.architecture); CPU gives "unknown". The JSON (--json) is rewritten after every run, so a run that
 is cut short still leaves the rows it finished.
 """
 
@@ -51,7 +51,7 @@ LABELS = {"engine": "engine (pretrain stage)", "sft": "sft stage", "plain": "(a)
 
 def model_config(args: argparse.Namespace):
     from specs.pretrain import ModelSpec
-    from tasks.train.config import ModelConfig
+    from specs.architecture import ModelConfig
 
     return ModelConfig.from_spec(ModelSpec(flavor=args.shape), vocab_of(args), args.seq)
 
@@ -92,7 +92,7 @@ def child(args: argparse.Namespace) -> dict:
     total = args.warmup + args.steps + 1  # one step more than timed: the loop's last step would save and evaluate
     zero = int(args.zero) if args.child == "engine" and args.zero is not None else None
     if args.child in ("engine", "sft"):
-        from tasks.train.config import flops_per_token, param_count
+        from specs.architecture import flops_per_token, param_count
 
         with tempfile.TemporaryDirectory(prefix=f"tput-{args.child}-", dir=args.work) as tmp:
             if args.child == "engine":

@@ -38,7 +38,7 @@ def main() -> None:
 
     import torch
 
-    from tasks.train.config import ModelConfig
+    from specs.architecture import ModelConfig
     from tasks.train.planner import block_activation_bytes
     from tasks.train.testing import spawn_gloo
     from tests.helpers.sequence_parallel import block_saved_rank

@@ -38,7 +38,7 @@ def gpt_reference():
 
 def step_rows(args: argparse.Namespace) -> list[tuple[str, object]]:
     from specs.pretrain import ModelSpec
-    from tasks.train.config import ModelConfig
+    from specs.architecture import ModelConfig
     from tasks.train.model import Transformer, lm_loss
     from tests.helpers.census import census_of_step
     from tests.helpers.reference_llama import RefLlama

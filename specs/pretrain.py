@@ -10,7 +10,7 @@ from specs.base import StrictModel
 from specs.init import ModelInitSpec, checkpoint_conflicts
 from specs.mix import AdaptiveMixSpec
 from specs.train import TrainLoopSpec
-from tasks.train.config import ffn_hidden_size  # pure Python: the one owner of the shape numbers
+from specs.architecture import ffn_hidden_size  # pure Python: the one owner of the shape numbers
 
 # Named shapes; any field set explicitly in `model` overrides the flavor's value.
 FLAVORS: dict[str, dict[str, int]] = {

@@ -38,7 +38,7 @@ from tasks.data.records import write_table
 from tasks.eval.approval import require_approval
 from tasks.eval.generate import generate_batch, torch_threads
 from tasks.train.chat import render
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.pref_data import sft_chat
 from tasks.train.weights import load_weights, model_from_state
 

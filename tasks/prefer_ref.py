@@ -26,7 +26,7 @@ from specs.results import StageResult
 from tasks.core.files import atomic_path, write_json_atomic
 from tasks.core.runner import StagePaths
 from tasks.eval.generate import torch_threads
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.pref_data import REF_FILE, SPLITS, all_pair_logps, load_pair_sets, write_reference
 from tasks.train.weights import load_weights, model_from_state, weight_files
 

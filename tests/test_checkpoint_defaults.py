@@ -22,7 +22,7 @@ from specs.review import ReviewSpec
 from specs.sft import SFTSpec, resolved_dropout
 from tasks.data.tokenizer import fit_seq_len, save_tokenizer, train_tokenizer
 from tasks.export import base_model_note, card_description, context_of, export_specials, personal_data_note
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.tiny_checkpoint import SPECIALS
 from tests.conftest import REPO
 

@@ -26,7 +26,7 @@ from deepspeed.runtime.engine import DeepSpeedEngine
 from deepspeed.runtime.pipe.engine import PipelineEngine
 from deepspeed.runtime.pipe.topology import PipeModelDataParallelTopology
 from tasks.train import deepspeed_adapter as adapter
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.data import loss_sums
 from tasks.train.model import Block, FinalNorm, Transformer, head_index, lm_loss
 from tasks.train.parallelize import init_distributed, pipeline_layers, teardown

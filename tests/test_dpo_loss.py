@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.dpo_loss import preference_losses, preference_metrics
 from tasks.train.loss import linear_token_logprobs
 from tasks.train.model import Transformer

@@ -20,7 +20,7 @@ import torch
 
 from tasks.data.tokenizer import save_tokenizer, train_tokenizer
 from tasks.train.chat import extend_tokenizer, jinja_template, vocab_size
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.dpo_loss import preference_losses
 from tasks.train.hf_export import export_hf, to_hf_state_dict
 from tasks.train.model import Transformer

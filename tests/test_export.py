@@ -23,7 +23,7 @@ from tasks.core.runner import StagePaths
 from tasks.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from tasks.train.chat import ChatFormat, extend_tokenizer, jinja_template, render, render_text, vocab_size
 from tasks.train.hf_export import ExportMismatch
-from tasks.train.config import ModelConfig, param_count
+from specs.architecture import ModelConfig, param_count
 from tasks.train.model import Transformer
 from tasks.train.weights import load_weights, save_weights
 

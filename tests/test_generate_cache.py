@@ -13,7 +13,7 @@ import torch
 
 from specs.evaluate import SamplingSpec
 from tasks.eval.generate import generate, generate_batch, sample_next
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.hf_export import export_hf
 from tasks.train.kv_cache import KVCache
 from tasks.train.model import Transformer

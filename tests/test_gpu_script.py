@@ -126,7 +126,7 @@ def test_the_engine_and_sft_runs_train_the_stages_own_defaults(tmp_path):
     from benchmarks.gpu.stage_steps import pretrain_run
     from specs.pretrain import PretrainSpec
     from specs.sft import SFTSpec
-    from tasks.train.config import ModelConfig
+    from specs.architecture import ModelConfig
     from specs.pretrain import ModelSpec
 
     job = pretrain_run(tmp_path / "p", "tiny", 32, 2, 256, None, "cpu", 5, {"train.optim.lr": "0.001"})

@@ -12,7 +12,7 @@ import torch
 
 from tasks.train.hf_export import (ExportMismatch, check_hf, export_hf, key_map, hf_config, to_hf_state_dict,
                                    verify_hf)
-from tasks.train.config import ModelConfig, param_count
+from specs.architecture import ModelConfig, param_count
 from tasks.train.model import Transformer
 from tests.helpers.export import make_tokenizer_json, trained_like_state
 

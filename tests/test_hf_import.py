@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from tasks.train.config import ModelConfig, param_count
+from specs.architecture import ModelConfig, param_count
 from tasks.train.hf_import import HFImportError, hf_model_config, load_hf_state, read_slice
 from tasks.train.init_weights import HFSource, load_local
 from tasks.train.model import Transformer

@@ -16,7 +16,7 @@ import torch
 
 from specs.pretrain import ModelSpec
 from tasks.train import init_weights
-from tasks.train.config import ModelConfig, param_count
+from specs.architecture import ModelConfig, param_count
 from tasks.train.init_weights import RandomSource, load_local, normal_chunks
 from tasks.train.model import Transformer, init_normal
 from tasks.train.testing import spawn_gloo

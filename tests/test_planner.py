@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specs.pretrain import ModelSpec, ParallelSpec
-from tasks.train.config import ModelConfig, ParamCounts, param_counts
+from specs.architecture import ModelConfig, ParamCounts, param_counts
 from tasks.train.planner import GIB, ClusterSpec, candidate_layouts, estimate_memory, plan, validate_layout
 
 GPT2_VOCAB = 50257

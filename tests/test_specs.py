@@ -135,7 +135,7 @@ def test_explicit_swiglu_width_overrides_the_multiple():
     """`model.ffn_hidden` sets the width no `ffn_multiple_of` gives (Llama 3 405B: 53248 for d_model 16384,
     where the rule's ~8/3·d rounded up to ≤ 4096 gives at most 45056); the built model and the tp check use it."""
     from specs.pretrain import ModelSpec, ParallelSpec, layout_problems
-    from tasks.train.config import ModelConfig, param_counts
+    from specs.architecture import ModelConfig, param_counts
     from tasks.train.model import Transformer
 
     assert ModelSpec(flavor="tiny", d_model=16384, n_heads=128, ffn_multiple_of=4096).ffn_width() == 45056

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from specs.pretrain import ModelSpec
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.fused import plain_state, split_values
 from tasks.train.loss import linear_cross_entropy
 from tasks.train.model import Transformer, lm_loss

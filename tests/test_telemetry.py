@@ -7,7 +7,7 @@ import json
 import pytest
 
 from specs.pretrain import ModelSpec
-from tasks.train.config import ModelConfig, flops_per_token, transformer_flops_per_token
+from specs.architecture import ModelConfig, flops_per_token, transformer_flops_per_token
 from tasks.train.telemetry import (
     DEVICE_PEAK_TFLOPS, MetricsLogger, Throughput, UnknownDeviceError, canonical_device, mfu, peak_flops,
 )

@@ -15,7 +15,7 @@ from specs.train import OptimSpec
 from tasks.train.checkpoint import CheckpointStore, identity_problems
 from tasks.train.data import BatchPlan
 from tasks.train.dsconfig import ds_config, lr_at, param_groups
-from tasks.train.config import ModelConfig, flops_per_token, param_count
+from specs.architecture import ModelConfig, flops_per_token, param_count
 from tasks.train.model import Transformer, repeat_kv
 
 

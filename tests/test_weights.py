@@ -127,7 +127,7 @@ def test_model_from_state_equals_the_initialised_then_loaded_model_without_drawi
     """Evaluate and SFT's comparisons build their models this way: the same logits as a randomly initialised
     model loaded with the state, every parameter real fp32 (none left on the meta device, a tied head reading the
     loaded table), and no random value drawn (a 7B model's init is minutes of CPU RNG and a second copy)."""
-    from tasks.train.config import ModelConfig
+    from specs.architecture import ModelConfig
     from tasks.train.model import Transformer
     from tasks.train.weights import model_from_state
 

@@ -75,7 +75,7 @@ class MiniGPT(nn.Module):
 
     def flops_per_token(self, seq_len: int) -> float:
         """6·N + 12·L·d·T with N = matmul weights: blocks' Linear weights + the head (V·d), as for forgeline."""
-        from tasks.train.config import transformer_flops_per_token
+        from specs.architecture import transformer_flops_per_token
 
         n = sum(m.weight.numel() for b in self.blocks for m in b.modules() if isinstance(m, nn.Linear))
         n += self.head.weight.numel()
@@ -147,7 +147,7 @@ def run_reference(kind: str, cfg: Any, spec: Any, batches: list, device: torch.d
     """Reference `kind` (plain, nanogpt, nanogpt-compiled) on `cfg`'s shape: timings, parameters, FLOPs/token.
     `spec`: the stage's resolved PretrainJob ((a) follows its precision and compile setting); `backend`: the
     torch.compile backend (inductor on a GPU; aot_eager keeps a CPU dry run from compiling C++)."""
-    from tasks.train.config import flops_per_token, param_count
+    from specs.architecture import flops_per_token, param_count
 
     bf16 = spec.train.precision == "bf16"
     if kind == "plain":

@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 from deepspeed.runtime.checkpoint_engine import TorchCheckpointEngine
 
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.data import EvalData, loss_sums
 from tasks.train.deepspeed_adapter import (fp16_masters, full_fp32_param, gathered_param, pipeline_eval_sums,
                                            pipeline_local_layers, use_weights_only_loader)

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 
 from tasks.core.files import TEMP_MARK, atomic_path, sha256_file, write_json_atomic, write_text_atomic
-from tasks.train.config import ModelConfig, param_count
+from specs.architecture import ModelConfig, param_count
 from tasks.train.model import Transformer, head_index
 
 DEFAULT_TOL = 1e-4

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import torch
 
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.hf_export import key_map
 
 SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")

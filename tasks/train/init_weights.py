@@ -35,7 +35,7 @@ from typing import Protocol
 import torch
 from torch import nn
 
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.fused import join_values
 from tasks.train.hf_export import key_map
 from tasks.train.hf_import import HFImportError, weight_files

@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from tasks.train.config import ModelConfig  # the shape numbers live there (param_count, flops_per_token)
+from specs.architecture import ModelConfig  # the shape numbers live there (param_count, flops_per_token)
 from tasks.train.fused import Parts, mark, parts_of, split_output
 from tasks.train.kv_cache import KVCache, LayerCache, grouped_attention
 from tasks.train.loss import linear_cross_entropy, linear_token_logprobs

@@ -35,7 +35,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.deepspeed_adapter import (count_once_per_stage, disable_shm_comm, forget_cached_groups, make_grid,
                                            pipeline_local_layers, pipeline_tied_layers, record_clip_norm,
                                            skip_lone_allreduce)

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.hf_export import ExportMismatch, key_map
 from tasks.train.lora import HF_MODULES
 

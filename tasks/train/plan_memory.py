@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from specs.pretrain import ModelSpec
-from tasks.train.config import ModelConfig, param_counts
+from specs.architecture import ModelConfig, param_counts
 from tasks.train.plan_cost import checkpoint_mode, recomputed_blocks, stage_blocks
 
 GIB = 1 << 30

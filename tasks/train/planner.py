@@ -15,7 +15,7 @@ from typing import Any
 
 from specs.pretrain import ModelSpec, ParallelSpec, layout_problems
 from tasks.train.cluster import ClusterSpec
-from tasks.train.config import ModelConfig, ParamCounts, flops_per_token, param_counts
+from specs.architecture import ModelConfig, ParamCounts, flops_per_token, param_counts
 from tasks.train.plan_cost import CHECKPOINTING, StepCost, checkpoint_mode, estimate_step, stage_blocks
 from tasks.train.plan_memory import (BYTES_PER_PARAM, GIB, MemoryEstimate, block_activation_bytes,
                                      estimate_memory)

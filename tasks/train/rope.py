@@ -11,7 +11,7 @@ import math
 
 import torch
 
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 
 _ROPE_CACHE: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 

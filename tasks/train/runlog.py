@@ -63,7 +63,7 @@ def append_row(path: Path, row: dict[str, Any]) -> None:
 
 def build_report(rows: list[dict[str, Any]], cfg: Any, spec_json: dict[str, Any], steps: int, global_batch: int,
             tokens_per_step: int, sources: list[str], guard: Any) -> dict[str, Any]:
-    from tasks.train.config import flops_per_token, param_count
+    from specs.architecture import flops_per_token, param_count
 
     train_rows = [r for r in rows if r["kind"] == "train"]
     eval_rows = [r for r in rows if r["kind"] == "eval"]

@@ -1,4 +1,4 @@
-"""Telemetry: MFU (of tasks.train.config.flops_per_token), throughput, metrics logging; NVML device stats with a
+"""Telemetry: MFU (of specs.architecture.flops_per_token), throughput, metrics logging; NVML device stats with a
 throttling alert live in tasks/train/nvml.py (re-exported here).
 
 Only the logging rank (global rank 0) creates a `MetricsLogger`; every rank may read its own `gpu_stats`.
@@ -110,7 +110,7 @@ def mfu(tokens_per_s: float, flops_per_token: float, peak_flops: float | None, n
     """Model FLOPs utilization (Chowdhery et al. 2022): achieved model FLOP/s over the peak of all devices.
 
     `tokens_per_s` is the global rate (all data-parallel replicas together); `flops_per_token` is the model's
-    (tasks.train.config.flops_per_token). None when there is no peak.
+    (specs.architecture.flops_per_token). None when there is no peak.
     """
     if peak_flops is None or peak_flops <= 0 or n_devices <= 0:
         return None

@@ -37,7 +37,7 @@ from tasks.train.async_save import Checkpointer, SaveSettings
 from tasks.train.checkpoint import (SCHEDULE_FILE, VERIFY_THREADS, CheckpointStore, Ranks, choose_resume, rng_file,
                                     schedule_segments, tag_name, tag_step)
 from tasks.train.elastic import restore_or_reseed_rng
-from tasks.train.config import flops_per_token, param_count
+from specs.architecture import flops_per_token, param_count
 from tasks.train.dsconfig import ds_config, lr_at
 from tasks.train.monitor import Monitor
 from tasks.train.objectives import make_objective

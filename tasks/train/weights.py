@@ -29,7 +29,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from tasks.core.files import atomic_path, sha256_file, write_json_atomic
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.model import Transformer
 
 SHARDS_DIR = "shards"

@@ -29,7 +29,7 @@ from pydantic import BaseModel
 from specs import Params, ParamsError, load_params
 from specs.params import parse_override, validate_params
 from tasks.train.planner import validate_layout
-from tasks.train.config import ffn_hidden_size
+from specs.architecture import ffn_hidden_size
 from tests.conftest import REPO
 
 FUZZ = settings(max_examples=40, deadline=None, derandomize=True, database=None,

@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from tasks.data.tokenizer import save_tokenizer, train_tokenizer
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.model import Transformer
 
 SPECIALS = ["<|endoftext|>", "<|pad|>", "<|user|>", "<|assistant|>"]

@@ -51,7 +51,7 @@ def build_rank(rank: int, world: int, cfg_dict: dict, parallel: dict, seed: int,
     build, the bytes held, and (`collect`) every local tensor under its plain key, full for ZeRO-3 (gathered)
     along with its partition dim under TP."""
     from specs.pretrain import ParallelSpec
-    from tasks.train.config import ModelConfig
+    from specs.architecture import ModelConfig
     from tasks.train.deepspeed_adapter import gathered_param
     from tasks.train.fused import split_values
     from tasks.train.model import Transformer

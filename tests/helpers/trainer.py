@@ -12,7 +12,7 @@ import torch
 
 from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec
 from specs.ranks import PretrainRun
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.objectives.base import EvalOutcome, Prepared
 from tasks.train.weights import shard_path, write_shard
 

@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Protocol
 
 import torch
 
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.init_weights import WeightSource
 
 MicroBatch = Callable[[], tuple[torch.Tensor, torch.Tensor]]  # -> (loss to backpropagate, value to report)

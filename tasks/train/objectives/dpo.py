@@ -25,7 +25,7 @@ import torch
 from specs.pretrain import shape_problems
 from specs.ranks import PreferRun
 from tasks.core.files import atomic_path, sha256_file, write_json_atomic, write_text_atomic
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.data import BatchPlan
 from tasks.train.dpo_loss import preference_losses, preference_metrics
 from tasks.train.init_weights import ConsolidatedSource

@@ -21,7 +21,7 @@ import torch
 from specs.ranks import PretrainRun
 from tasks.core.files import write_json_atomic
 from specs.pretrain import ModelSpec, shape_problems
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.data import to_device
 from tasks.data.tokenizer import max_positions
 from tasks.train.hf_import import hf_model_config

@@ -28,7 +28,7 @@ from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
 from tasks.train.chat import GrownTableSource, extend_tokenizer, jinja_template, vocab_size
 from tasks.train.chat_template import TemplateChat, checkpoint_chat
 from specs.pretrain import shape_problems
-from tasks.train.config import ModelConfig
+from specs.architecture import ModelConfig
 from tasks.train.data import BatchPlan
 from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared, autocast_identity, dropout_seed
 from tasks.train.runlog import rounded

@@ -1,7 +1,8 @@
 """The architecture numbers' one owner: `ModelConfig` (the resolved shape a model is built from), its parameter
 count and the breakdown the layout planner shards, its training FLOPs per token and the SwiGLU width. Pure Python
 (no torch): the params check in specs/, the planner, telemetry, the benchmarks and the training engine all call
-these, so a formula exists once.
+these, so a formula exists once. It lives with the specs (the ground floor): `specs/pretrain.py` checks shapes with
+it, and nothing under specs/ imports from tasks/.
 """
 
 from __future__ import annotations
