@@ -230,7 +230,7 @@ def test_the_review_form_shows_each_item_next_to_its_label(ui_server, tmp_path):
             # lines stay lines, indentation and markup characters as written
             # (the browser collapses runs of plain spaces, as HTML does)
             assert re.search(r"def f\(x\):\n[\u00a0 ]{4,}return x \* 2 # \*twice\*", body), body[-800:]
-            link = page.get_by_role("link", name="the 08-review-pretrain-sample artifact")
+            link = page.get_by_role("link", name=f"the {artifact_key('review', 'review-pretrain-sample')} artifact")
             expect(link).to_be_visible()
             assert "/artifacts/artifact/" in link.get_attribute("href")
             dialog.screenshot(path=str(SHOTS / "review-form-dialog.png"))

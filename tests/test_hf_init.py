@@ -185,3 +185,11 @@ def test_hf_to_forgeline_to_hf_with_zero_steps_is_the_same_model(tmp_path):
     # the checkpoint's context, not the 32 tokens mix packed for this run (specs/init.py's rule)
     assert json.loads((out / "config.json").read_text())["max_position_embeddings"] == \
         hf.config.max_position_embeddings == 1024
+
+
+def test_the_tiny_checkpoint_loads_in_transformers_as_written(hf_project):
+    """The checkpoint `python -m tasks tiny-checkpoint` writes is one transformers itself loads (lm-eval's HF
+    backend scores it as the benchmark's `before` model): its dict-form special token carries `__type`."""
+    tok = AutoTokenizer.from_pretrained(hf_project / "ckpt")
+    assert tok.eos_token == "<|endoftext|>" and tok.convert_tokens_to_ids("<|endoftext|>") == tok.eos_token_id
+    assert isinstance(json.loads((hf_project / "ckpt" / "tokenizer_config.json").read_text())["eos_token"], dict)

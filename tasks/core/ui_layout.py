@@ -1,7 +1,7 @@
 """How artifacts sit in the Prefect UI: keys that sort in pipeline order, and tables that fit a 1440 px screen.
 
 The UI lists a run's artifacts by key, so every key starts with its stage's position in the pipeline
-(`01-ingest-report`, `06-pretrain-loss`, `08-review-pretrain-sample`): the list reads in the order the stages
+(`01-ingest-report`, `07-pretrain-loss`, `09-review-pretrain-sample` with today's stages): the list reads in the order the stages
 ran. A table is rendered one column per key with unwrapped cells; long cells are cut, and a table with more
 columns than fit is split into parts that each repeat the first column, so no page scrolls sideways.
 """

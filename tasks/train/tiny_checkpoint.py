@@ -65,7 +65,9 @@ def make_checkpoint(folder: Path, texts: list[str], *, vocab: int = 2048, d_mode
     folder.mkdir(parents=True, exist_ok=True)
     save_tokenizer(tok, folder / "tokenizer.json")
     (folder / "tokenizer_config.json").write_text(json.dumps({
-        "eos_token": {"content": "<|endoftext|>", "special": True}, "pad_token": "<|pad|>",
+        # the dict form transformers 4.x saved (real checkpoints carry it; 5.x loads it only with its "__type")
+        "eos_token": {"__type": "AddedToken", "content": "<|endoftext|>", "lstrip": False, "normalized": False,
+                      "rstrip": False, "single_word": False, "special": True}, "pad_token": "<|pad|>",
         "tokenizer_class": "PreTrainedTokenizerFast", **({"chat_template": chat_template} if chat_template else {})},
         indent=2) + "\n")
     config = family_config(family, vocab_size=tok.get_vocab_size() + pad_vocab, hidden_size=d_model,

@@ -209,7 +209,8 @@ HOSTILE: dict[str, tuple[dict[str | bytes, bytes], dict[str, int], int]] = {
         {"id": 10, "text": GOOD, "media": ""}, '"just a string"', "17", [GOOD], {"text": GOOD, "id": 7},
         '{"text": "x", "n": ' + "9" * 5000 + "}"])),  # an int over Python's 4300-digit limit
         "w.parquet": parquet_bytes(pa.table({"text": pa.array([b"\xff", b"ok"]), "id": ["p1", "p2"]}))},
-        {"wrong_type": 12, "bad_media": 3, "not_an_object": 3, "invalid_json": 1}, 1),
+        # a null text is missing_text, a null or blank id missing_id; a top-level non-object is wrong_type too
+        {"wrong_type": 12, "bad_media": 3, "missing_id": 2, "missing_text": 1, "invalid_json": 1}, 1),
     "duplicate_ids": ({"a.jsonl": lines(*(json.dumps({"id": i, "text": f"{GOOD} {n}"}) for n, i in
                                           enumerate(["x", "y", "x", 1, "1", 1.0]))),
                        "b.jsonl": lines(json.dumps({"id": "y", "text": GOOD}))},
