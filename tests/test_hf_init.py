@@ -193,3 +193,18 @@ def test_the_tiny_checkpoint_loads_in_transformers_as_written(hf_project):
     tok = AutoTokenizer.from_pretrained(hf_project / "ckpt")
     assert tok.eos_token == "<|endoftext|>" and tok.convert_tokens_to_ids("<|endoftext|>") == tok.eos_token_id
     assert isinstance(json.loads((hf_project / "ckpt" / "tokenizer_config.json").read_text())["eos_token"], dict)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen2"])
+def test_transformers_tokenizes_the_tiny_checkpoint_as_the_tokenizers_library_does(tmp_path, family):
+    """transformers 5 picks a tokenizer class from the model type (Qwen2Tokenizer for qwen2/qwen3, with its own
+    pre-tokenizer, whatever tokenizer.json says): the tiny checkpoint of each family carries what that class
+    applies, so the text forgeline trains on and the text an exported model is given split the same way (export
+    verifies it; a newline before spaces split differently broke the Qwen recipe)."""
+    from tasks.train.tiny_checkpoint import embedded_texts, make_checkpoint as make_family
+    from tokenizers import Tokenizer
+
+    make_family(tmp_path / "ckpt", embedded_texts(30), vocab=400, family=family)
+    hf, raw = AutoTokenizer.from_pretrained(tmp_path / "ckpt"), Tokenizer.from_file(str(tmp_path / "ckpt" / "tokenizer.json"))
+    for text in ("<|im_start|>user\n  And then?<|im_end|>\n", "x\n\n   y\t z", "cafe\u0301 it's 2024"):
+        assert hf(text, add_special_tokens=False)["input_ids"] == raw.encode(text).ids, (family, text)

@@ -53,6 +53,23 @@ def family_config(family: str, **shape):
     raise ValueError(f"family {family!r}: one of {', '.join(FAMILIES)}")
 
 
+# Families whose model_type transformers 5 maps to Qwen2Tokenizer: AutoTokenizer then applies Qwen2's own
+# normalizer and pre-tokenizer whatever tokenizer.json says, so a checkpoint of these families must carry them
+# (real Qwen2/Qwen3 folders do) or transformers splits its text differently from the tokenizers library.
+QWEN_TOKENIZER = ("qwen2", "qwen3")
+
+
+def qwen_pretokenizer(tok) -> None:
+    """Give `tok` Qwen2's NFC normalizer and regex split + byte-level pre-tokenizer, as transformers builds them."""
+    from tokenizers import Regex, normalizers, pre_tokenizers
+    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
+
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+
+
 def make_checkpoint(folder: Path, texts: list[str], *, vocab: int = 2048, d_model: int = 64, layers: int = 2,
                     ffn: int = 160, tied: bool = False, pad_vocab: int = 8, seed: int = 0,
                     chat_template: str | None = CHATML, family: str = "llama"):
@@ -62,6 +79,8 @@ def make_checkpoint(folder: Path, texts: list[str], *, vocab: int = 2048, d_mode
     from transformers import AutoModelForCausalLM
 
     tok = train_tokenizer(texts, vocab, 2, SPECIALS)
+    if family in QWEN_TOKENIZER:
+        qwen_pretokenizer(tok)
     folder.mkdir(parents=True, exist_ok=True)
     save_tokenizer(tok, folder / "tokenizer.json")
     (folder / "tokenizer_config.json").write_text(json.dumps({
