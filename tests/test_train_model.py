@@ -215,3 +215,17 @@ def test_z_loss_by_hand():
     ln2 = math.log(2.0)
     assert float(lm_loss(logits, labels)) == pytest.approx(1.5 * ln2, abs=1e-6)
     assert float(lm_loss(logits, labels, z_loss=0.1)) == pytest.approx(1.5 * ln2 + 0.1 * 2.5 * ln2 ** 2, abs=1e-6)
+
+
+def test_training_after_generation_under_inference_mode():
+    """The RoPE tables are cached per shape; the first caller may be generation under inference_mode. Training
+    with the same shape afterwards must still build a graph (an inference tensor in the cache cannot be saved
+    for backward)."""
+    cfg = cfg_of(d_model=48, n_heads=3, n_kv_heads=3)  # a head size no other test uses: this test fills the cache
+    model = Transformer(cfg, seed=0)
+    ids = torch.randint(0, cfg.vocab_size, (2, cfg.seq_len))
+    with torch.inference_mode():
+        model(ids)
+    loss = model(ids, ids)
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters())

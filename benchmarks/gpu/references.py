@@ -151,14 +151,13 @@ def run_reference(kind: str, cfg: Any, spec: Any, batches: list, device: torch.d
 
     bf16 = spec.train.precision == "bf16"
     if kind == "plain":
-        from tasks.train.dsconfig import compile_blocks
-        from tasks.train.model import Block, Transformer
-        from tasks.train.parallelize import fused_projections
+        from tasks.train.model import Transformer
+        from tasks.train.parallelize import compile_model, fused_projections
 
         model = Transformer(cfg, seed, fused=fused_projections(None))  # the projections the stage builds
         blocks = spec.train.speed.compiles(device.type == "cuda")
         if blocks:
-            compile_blocks(model, Block)  # as the stage does (the blocks compiled in place, the loss eager)
+            compile_model(model)  # as the stage does (the blocks in place, the loss chunk math)
         z = {"z_loss": spec.train.z_loss} if getattr(spec.train, "z_loss", 0.0) else {}
         out = plain_loop(model, batches, device, bf16=bf16, compiled=None, warmup=warmup, steps=steps,
                          loss_kwargs=z)

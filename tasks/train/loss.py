@@ -11,9 +11,17 @@ FusedLinearCrossEntropy and Apple's Cut Cross-Entropy, written with torch ops): 
 - onehot), dx = dlogits @ W, dW += dlogitsᵀ @ x. Backward only scales them by the incoming gradient (a loss
 multiplier, DeepSpeed's fp16 loss scale). Matmuls run in the autocast dtype when autocast is on (bf16 on GPUs),
 softmax and sums in fp32; dW accumulates in fp32. The same FLOPs as logits + autograd, a fraction of the memory.
+
+Each chunk's elementwise work (fp32 copy, log-sum-exp, softmax, the one-hot, the weights) is some eight passes
+over [c, V] in eager PyTorch: a third of a gpt2-124m step's GPU time on an H200 (benchmarks/gpu/profile_step.py).
+With `compiled` (the stage's `speed.compile` on) it is `chunk_loss_and_grad` under torch.compile instead, which
+fuses it into a reduction and one pointwise pass over the chunk.
 """
 
 from __future__ import annotations
+
+from functools import cache
+from typing import Callable
 
 import torch
 
@@ -32,11 +40,32 @@ def compute_dtype(x: torch.Tensor) -> torch.dtype:
     return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else x.dtype
 
 
+def chunk_loss_and_grad(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor, z_loss: float
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """One chunk's Σ w·(ce + z·lse²) (fp32) and its gradient with respect to the logits [c, V] (in the logits'
+    dtype), written out of place, the form torch.compile fuses (the eager path below works in place instead)."""
+    lf = logits.float()                                                            # [c, V]
+    lse = torch.logsumexp(lf, dim=-1)                                              # [c]
+    y = labels.clamp(min=0)                                                        # [c]
+    target = lf.gather(1, y[:, None]).squeeze(1)                                   # [c]
+    loss = (weights * (lse - target + z_loss * lse * lse)).sum()
+    soft = torch.exp(lf - lse[:, None]) * (1 + 2 * z_loss * lse)[:, None]          # softmax · (1 + 2z·lse)
+    onehot = torch.arange(lf.size(1), device=lf.device)[None, :] == y[:, None]     # [c, V] bool
+    return loss, ((soft - onehot.float()) * weights[:, None]).to(logits.dtype)
+
+
+@cache
+def compiled_chunk() -> Callable:
+    """`chunk_loss_and_grad` under torch.compile, made once per process (one graph per chunk shape: the last,
+    shorter chunk of a step adds one)."""
+    return torch.compile(chunk_loss_and_grad)
+
+
 class LinearCrossEntropy(torch.autograd.Function):
     """Σ_i w_i (ce_i + z lse_i²) of logits x @ Wᵀ, with the gradients made in forward (module docstring)."""
 
     @staticmethod
-    def forward(ctx, x, weight, labels, token_weights, z_loss, chunk):  # type: ignore[override]
+    def forward(ctx, x, weight, labels, token_weights, z_loss, chunk, compiled=False):  # type: ignore[override]
         dtype, kind = compute_dtype(x), x.device.type
         with torch.autocast(kind, enabled=False):
             w = weight.to(dtype)                                                   # [V, d]
@@ -47,6 +76,14 @@ class LinearCrossEntropy(torch.autograd.Function):
             dw = torch.zeros(weight.shape, dtype=torch.float32, device=x.device) if want_w else None
             for s in range(0, x.size(0), chunk):
                 xc, yc, wc = x[s:s + chunk].to(dtype), labels[s:s + chunk], token_weights[s:s + chunk]
+                if compiled and (dx is not None or dw is not None):
+                    loss, g = compiled_chunk()(xc @ w.t(), yc, wc, z_loss)         # [], [c, V] in dtype
+                    total += loss
+                    if dx is not None:
+                        dx[s:s + chunk] = (g @ w).to(x.dtype)                      # [c, d]
+                    if dw is not None:
+                        dw.add_(g.t() @ xc)                                        # [V, d], fp32 sum
+                    continue
                 logits = (xc @ w.t()).float()                                      # [c, V] one chunk, fp32
                 lse = torch.logsumexp(logits, dim=-1)                              # [c]
                 rows = torch.arange(yc.size(0), device=x.device)
@@ -78,16 +115,17 @@ class LinearCrossEntropy(torch.autograd.Function):
         dx, dw = ctx.saved_tensors
         gx = None if dx is None else dx.mul_(grad_out.to(dx.dtype))
         gw = None if dw is None else dw.mul_(grad_out).to(ctx.weight_dtype)
-        return gx, gw, None, None, None, None
+        return gx, gw, None, None, None, None, None
 
 
 def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor,
                          token_weights: torch.Tensor | None = None, z_loss: float = 0.0,
-                         chunk: int | None = None) -> torch.Tensor:
+                         chunk: int | None = None, compiled: bool = False) -> torch.Tensor:
     """Cross entropy of `x @ weightᵀ` without the whole logits. x [..., d], weight [V, d], labels [...].
 
     `token_weights` None: the mean over tokens whose label is not -100 (plus z_loss · mean lse²), what
-    `model.lm_loss` gives from logits; else Σ token_weights · (ce + z·lse²) (a sum: the caller normalises)."""
+    `model.lm_loss` gives from logits; else Σ token_weights · (ce + z·lse²) (a sum: the caller normalises).
+    `compiled`: each chunk's elementwise math fused by torch.compile (module docstring)."""
     flat_x = x.reshape(-1, x.size(-1))                                             # [N, d]
     flat_y = labels.reshape(-1)                                                    # [N]
     if token_weights is None:
@@ -96,7 +134,7 @@ def linear_cross_entropy(x: torch.Tensor, weight: torch.Tensor, labels: torch.Te
     else:
         token_weights = token_weights.reshape(-1).float() * (flat_y != IGNORE)
     return LinearCrossEntropy.apply(flat_x, weight, flat_y, token_weights, float(z_loss),
-                                    chunk or chunk_tokens(weight.size(0)))
+                                    chunk or chunk_tokens(weight.size(0)), compiled)
 
 
 class LinearTokenLogprobs(torch.autograd.Function):

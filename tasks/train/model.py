@@ -279,7 +279,10 @@ class FinalNorm(RMSNorm):
 
 
 class LMHead(nn.Module):
-    """logits = x @ Wᵀ; `tied_to` shares the embedding's weight (then this layer owns no parameter)."""
+    """logits = x @ Wᵀ; `tied_to` shares the embedding's weight (then this layer owns no parameter).
+    `compiled_loss` (set where the blocks are compiled): the chunked loss's elementwise math runs compiled."""
+
+    compiled_loss = False
 
     def __init__(self, cfg: ModelConfig, seed: int, index: int, tied_to: Embedding | None = None):
         super().__init__()
@@ -307,7 +310,7 @@ class LMHead(nn.Module):
         (tasks/train/loss.py); equal within fp32 rounding, gradients included. `token_weights` [B, T]: instead
         the sum Σ w·ce (SFT's assistant-only loss; the caller normalises)."""
         w = self.tied[0].weight if self.tied else self.weight
-        return linear_cross_entropy(x, w, labels, token_weights, z_loss)
+        return linear_cross_entropy(x, w, labels, token_weights, z_loss, compiled=self.compiled_loss)
 
     def token_logprobs(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """log p(label) per token [B, T] fp32 (0 where the label is -100), chunk by chunk without the [B, T, V]

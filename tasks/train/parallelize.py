@@ -275,6 +275,14 @@ class DeepSpeedParts(NamedTuple):
     dp_group: Any      # this rank's data-parallel process group (None: the world, dp = world = 1)
 
 
+def compile_model(module: nn.Module) -> None:
+    """`speed.compile` on: every Block compiled in place (DeepSpeed's hooks, the pipeline cut and the loss's
+    chunk loop stay eager) and each LM head's chunked-loss math compiled (tasks/train/loss.py)."""
+    compile_blocks(module, Block)
+    for head in [m for m in module.modules() if isinstance(m, LMHead)]:
+        head.compiled_loss = True
+
+
 def build_engine(cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: dict[str, Any],
                  init: WeightSource | None = None, schedule: list[tuple[int, int]] | None = None) -> DeepSpeedParts:
     """The module, the client AdamW and schedule, and `deepspeed.initialize` over them for this rank.
@@ -288,7 +296,7 @@ def build_engine(cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: 
     module = build_module(cfg, layout, seed, train.activation_checkpointing, init, z_loss,
                           getattr(train, "adapter", None), zero3)  # adapter: an SFT knob, PretrainSpec has none
     if train.speed.compiles(on_cuda(job.parallel)):  # `auto`: on CUDA ranks
-        compile_blocks(module, Block)
+        compile_model(module)
     optimizer = make_optimizer(module, train.optim, train.speed.fused_adamw,
                                "cuda" if on_cuda(job.parallel) else "cpu")
     ds, optimizer, _, scheduler = deepspeed.initialize(

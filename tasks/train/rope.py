@@ -2,7 +2,8 @@
 i + hd/2 of a head form a pair rotated by position · inverse frequency; Llama 3.1's frequency scaling optional.
 
 The cos/sin tables are float64 angles cast to the activations' dtype. Eager code reads them from a cache per
-(length, device, dtype); code under torch.compile computes them in the graph (see `rope_tables`).
+(length, device, dtype); code under torch.compile computes them in the graph in float32, as Hugging Face's
+Llama does (see `rope_tables`: float64 there cost a fifth of a 124M step on an H200).
 """
 
 from __future__ import annotations
@@ -14,14 +15,17 @@ import torch
 from specs.architecture import ModelConfig
 
 _ROPE_CACHE: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
+# Angles computed inside a compiled graph: float32, Hugging Face Llama's own precision (positions < 2^24 exact;
+# the angle's rounding, ~position · 6e-8 rad, is far below bf16's resolution of the rotated q and k).
+IN_GRAPH = torch.float32
 
 
 def rope_frequencies(head_dim: int, theta: float, scaling: tuple | None = None,
-                     device: torch.device | None = None) -> torch.Tensor:
-    """Inverse frequencies [hd/2] (float64); `scaling` = ("llama3", factor, low, high, original_len) applies
+                     device: torch.device | None = None, dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Inverse frequencies [hd/2] (`dtype`, float64 by default); `scaling` = ("llama3", factor, low, high, original_len) applies
     Llama 3.1's rule: wavelengths longer than original_len / low are divided by `factor`, shorter than
     original_len / high kept, and those between blended linearly in original_len / wavelength."""
-    inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64, device=device) / head_dim)  # [hd/2]
+    inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=dtype, device=device) / head_dim)      # [hd/2]
     if scaling is None:
         return inv
     _, factor, low, high, original = scaling
@@ -38,11 +42,11 @@ def rope_scaling(cfg: ModelConfig) -> tuple | None:
             cfg.rope_original_max_len)
 
 
-def rope_angles(positions: torch.Tensor, head_dim: int, theta: float, scaling: tuple | None = None
-                ) -> torch.Tensor:
-    """Rotation angles [..., hd/2] (float64) of `positions` [...]: position · inverse frequency."""
-    inv = rope_frequencies(head_dim, theta, scaling, positions.device)                   # [hd/2]
-    return positions.to(torch.float64)[..., None] * inv                                  # [..., hd/2]
+def rope_angles(positions: torch.Tensor, head_dim: int, theta: float, scaling: tuple | None = None,
+                dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """Rotation angles [..., hd/2] (`dtype`) of `positions` [...]: position · inverse frequency."""
+    inv = rope_frequencies(head_dim, theta, scaling, positions.device, dtype)            # [hd/2]
+    return positions.to(dtype)[..., None] * inv                                          # [..., hd/2]
 
 
 def cos_sin(angles: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -55,14 +59,20 @@ def cos_sin(angles: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, tor
 def rope_tables(seq_len: int, head_dim: int, theta: float, device: torch.device, dtype: torch.dtype,
                 scaling: tuple | None = None):
     """cos and signed sin [T, head_dim] for positions 0..T-1 (`cos_sin`). Eager: cached per shape/device/dtype.
-    Under torch.compile computed in the graph instead (a few hundred elements, fused into the rotation's
-    kernel): a compiled block that read a global cache would guard on it and recompile whenever it grew."""
+    Under torch.compile computed in the graph instead (fused into the rotation's kernel): a compiled block that
+    read a global cache would guard on it and recompile whenever it grew. In float32 there (IN_GRAPH), not
+    float64: the kernel evaluates cos/sin per element of q and k, and float64 transcendentals took 17.7 % of
+    a gpt2-124m step's GPU time on an H200 (benchmarks/gpu/profile_step.py)."""
     if torch.compiler.is_compiling():
-        return cos_sin(rope_angles(torch.arange(seq_len, device=device), head_dim, theta, scaling), dtype)
+        angles = rope_angles(torch.arange(seq_len, device=device), head_dim, theta, scaling, IN_GRAPH)
+        return cos_sin(angles, dtype)
     key = (seq_len, head_dim, theta, str(device), dtype, scaling)
     if key not in _ROPE_CACHE:
-        _ROPE_CACHE[key] = cos_sin(rope_angles(torch.arange(seq_len), head_dim, theta, scaling), dtype)
-        _ROPE_CACHE[key] = tuple(t.to(device) for t in _ROPE_CACHE[key])
+        # Built as normal tensors even when the first caller runs under inference_mode (generation, perplexity):
+        # an inference tensor in the shared cache would break every later training step that reads it.
+        with torch.inference_mode(False):
+            tables = cos_sin(rope_angles(torch.arange(seq_len), head_dim, theta, scaling), dtype)
+            _ROPE_CACHE[key] = tuple(t.to(device) for t in tables)
     return _ROPE_CACHE[key]
 
 
@@ -76,7 +86,7 @@ def rope_at(position_ids: torch.Tensor, head_dim: int, theta: float, n_table: in
             scaling: tuple | None = None):
     """cos, signed sin [B, 1, T, hd] for explicit positions [B, T] (each < n_table), broadcast over heads."""
     if torch.compiler.is_compiling():
-        cos, sin = cos_sin(rope_angles(position_ids, head_dim, theta, scaling), dtype)    # [B, T, hd]
+        cos, sin = cos_sin(rope_angles(position_ids, head_dim, theta, scaling, IN_GRAPH), dtype)  # [B, T, hd]
         return cos.unsqueeze(1), sin.unsqueeze(1)
     cos, sin = rope_tables(n_table, head_dim, theta, position_ids.device, dtype, scaling)  # [n_table, hd]
     return cos[position_ids].unsqueeze(1), sin[position_ids].unsqueeze(1)           # [B, 1, T, hd]
