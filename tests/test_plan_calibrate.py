@@ -33,6 +33,16 @@ def test_throughput_json_engine_rows_become_observations(tmp_path):
     assert relative_error(obs, cost) == pytest.approx(cost.step_s / obs.measured_s_per_step - 1)
 
 
+def test_a_run_over_several_zero_stages_gives_each_row_its_own(tmp_path):
+    """`--zero 0,3` (the GPU script's 1b part) records "0,3" in args and each row's stage in its config."""
+    rows = [{"run": "engine", "tokens_per_s": t, "device_name": "NVIDIA H200",
+             "config": {"micro_batch": 16, "grad_accum": 1, "precision": "bf16", "zero": z}}
+            for z, t in ((0, 78833.0), (3, 70000.0))]
+    data = {"args": {"shape": "1b", "seq": 1024, "batch": 16, "zero": "0,3", "device": "cuda"}, "results": rows}
+    (tmp_path / "tput-1b.json").write_text(json.dumps(data))
+    assert [o.zero_stage for o in throughput_observations(tmp_path)] == [0, 3]
+
+
 def test_comparison_table_marks_pending_rows_and_averages_the_measured():
     shape = dict(model=ModelSpec(flavor="gpt2-124m"), vocab_size=50304, seq_len=1024, cluster=H200, dp=1, tp=1,
                  pp=1, zero_stage=0, micro_batch=16, grad_accum=1)

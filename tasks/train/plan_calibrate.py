@@ -86,6 +86,16 @@ def comparison_table(observations: list[Observation]) -> str:
     return "\n".join(lines)
 
 
+def zero_of(row: dict, args: dict) -> int:
+    """A throughput row's ZeRO stage: its own config's (a run over several stages, `--zero 0,3`, records each
+    row's), else the single stage the run was given, else 0."""
+    config_zero = row.get("config", {}).get("zero")
+    if config_zero is not None:
+        return int(config_zero)
+    given = str(args.get("zero") or "0")
+    return int(given) if "," not in given else 0
+
+
 def throughput_observations(folder: Path, memory_gb: float = 140.0) -> list[Observation]:
     """The engine rows of benchmarks/gpu/run.sh's throughput parts (`<folder>/tput-*.json`, written by
     benchmarks/pretrain_throughput.py --json): one device, dp = tp = pp = 1, the recorded micro-batch,
@@ -106,6 +116,6 @@ def throughput_observations(folder: Path, memory_gb: float = 140.0) -> list[Obse
             out.append(Observation(
                 f"{shape} engine", file.name, ModelSpec(flavor=shape),
                 int(args.get("vocab") or THROUGHPUT_DEFAULT_VOCAB.get(shape, THROUGHPUT_FALLBACK_VOCAB)), seq,
-                cluster, 1, 1, 1, int(args.get("zero") or 0), mb, ga,
+                cluster, 1, 1, 1, zero_of(row, args), mb, ga,
                 measured_s_per_step=mb * ga * seq / float(row["tokens_per_s"])))
     return out
