@@ -113,7 +113,7 @@ def main() -> None:
     ap.add_argument("--kv-heads", type=int, default=4)
     args = ap.parse_args()
 
-    from tasks.train.testing import spawn_gloo
+    from tests.helpers.train import spawn_gloo
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "ckpt"

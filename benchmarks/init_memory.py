@@ -111,7 +111,7 @@ def main() -> None:
 
     from specs.pretrain import ModelSpec
     from specs.architecture import ModelConfig, param_count
-    from tasks.train.testing import spawn_gloo
+    from tests.helpers.train import spawn_gloo
 
     spec = ModelSpec(flavor="tiny", n_layers=args.layers, d_model=args.d_model, n_heads=args.d_model // 128,
                      n_kv_heads=args.d_model // 128, tie_embeddings=False)

@@ -7,7 +7,7 @@ gathers its output, the q/k/v and gate/up matmuls save that gathered [B, T, d]) 
     python benchmarks/sp_memory.py --tp 2 --seq-len 4096
 
 Per rank: the distinct storages of every tensor autograd saves in the block's forward, its parameters excluded
-(tasks/train/testing.py saved_activations / saved_bytes). The old path is rebuilt from the same TP block
+(tests/helpers/train.py saved_activations / saved_bytes). The old path is rebuilt from the same TP block
 (tests/helpers/sequence_parallel.py sp_block: the gathering norm, attention's and SwiGLU's plain projections).
 The expected difference is the two column regions' inputs, 2 × s·b·h·bytes × (1 − 1/tp): the planner's
 4 + 30/t → 34/t (tasks/train/planner.py block_activation_bytes).
@@ -40,7 +40,7 @@ def main() -> None:
 
     from specs.architecture import ModelConfig
     from tasks.train.planner import block_activation_bytes
-    from tasks.train.testing import spawn_gloo
+    from tests.helpers.train import spawn_gloo
     from tests.helpers.sequence_parallel import block_saved_rank
 
     cfg = ModelConfig(vocab_size=256, seq_len=args.seq_len, n_layers=1, n_heads=args.heads,

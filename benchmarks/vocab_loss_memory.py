@@ -28,7 +28,7 @@ def loss_rank(rank: int, world: int, path: str, tokens: int, vocab: int, d_model
 
     from tasks.train.model import lm_loss
     from tasks.train.tensor_parallel import TPContext, vocab_parallel_lm_loss, vocab_parallel_logits
-    from tasks.train.testing import saved_activations, saved_bytes
+    from tests.helpers.train import saved_activations, saved_bytes
     from tests.helpers.init_meta import peak_growth, start_peak
 
     tp = TPContext(rank, world, dist.new_group(list(range(world))))
@@ -56,7 +56,7 @@ def main() -> None:
     ap.add_argument("--vocab", type=int, default=65536)
     ap.add_argument("--d-model", type=int, default=512)
     args = ap.parse_args()
-    from tasks.train.testing import spawn_gloo
+    from tests.helpers.train import spawn_gloo
 
     full = args.tokens * args.vocab * 4 / GB
     print(f"tp {args.tp}, {args.tokens} tokens, vocab {args.vocab}, d {args.d_model}, bf16 logits; "

@@ -29,7 +29,7 @@ from tasks.train.adaptive import (
 )
 from specs.ranks import JobFile, PretrainRun
 from tasks.train.launch import launch
-from tasks.train.testing import make_job, synthetic_mix
+from tasks.train.synthetic import make_job, synthetic_mix
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = 5

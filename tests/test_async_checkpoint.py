@@ -21,7 +21,7 @@ from tasks.core.files import list_files
 from tasks.train.checkpoint import LATEST, MANIFEST, CheckpointStore, hash_share
 from tasks.train.launch import launch
 from tasks.train.snapshot import HostBuffers, write_state
-from tasks.train.testing import make_job
+from tasks.train.synthetic import make_job
 from tasks.train.trainer import Hooks, Trainer
 from tests.helpers.trainer import FakeEngine, FakeObjective, job
 
@@ -271,7 +271,7 @@ def test_ranks_share_the_resume_hashing_and_agree(async_run, tmp_path):
     process's verdict: a flipped byte in a file another rank hashed still skips the tag, for every rank."""
     import shutil
 
-    from tasks.train.testing import spawn_gloo
+    from tests.helpers.train import spawn_gloo
 
     base, _ = async_run
     ckpt = tmp_path / "ckpt"

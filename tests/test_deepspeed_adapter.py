@@ -30,7 +30,7 @@ from specs.architecture import ModelConfig
 from tasks.train.data import loss_sums
 from tasks.train.model import Block, FinalNorm, Transformer, head_index, lm_loss
 from tasks.train.parallelize import init_distributed, pipeline_layers, teardown
-from tasks.train.testing import free_port
+from tasks.train.launch import free_port
 
 CFG = ModelConfig(vocab_size=32, seq_len=8, n_layers=2, n_heads=2, n_kv_heads=1, d_model=16, ffn_hidden=32)
 DS_BASE = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "steps_per_print": 10**9,

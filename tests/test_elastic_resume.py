@@ -25,7 +25,8 @@ from tasks.train.checkpoint import MANIFEST, CheckpointStore, choose_resume
 from tasks.train import elastic
 from tasks.train.elastic import FOLDER, STATE, SliceReader
 from tasks.train.launch import launch
-from tasks.train.testing import make_job, reference_run
+from tasks.train.synthetic import make_job
+from tests.helpers.train import reference_run
 from tasks.train.weights import load_weights
 from tests.helpers.parallel import SEED, job_spec as parallel_job
 

@@ -19,7 +19,7 @@ from tasks.train import init_weights
 from specs.architecture import ModelConfig, param_count
 from tasks.train.init_weights import RandomSource, load_local, normal_chunks
 from tasks.train.model import Transformer, init_normal
-from tasks.train.testing import spawn_gloo
+from tests.helpers.train import spawn_gloo
 from tests.helpers.init_meta import build_rank
 
 SEED = 7

@@ -31,7 +31,8 @@ import pytest
 from specs.pretrain import PretrainJob
 from specs.ranks import JobFile
 from tasks.train.launch import Nodes, build_command, collect, launch, resolved_precision, wait_for_markers
-from tasks.train.testing import free_port, make_job, synthetic_mix
+from tasks.train.launch import free_port
+from tasks.train.synthetic import make_job, synthetic_mix
 
 REPO = Path(__file__).resolve().parents[1]
 AUDIT = REPO / "tests" / "helpers" / "write_audit"

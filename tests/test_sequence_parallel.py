@@ -11,7 +11,7 @@ import torch
 from tasks.train.model import ModelConfig
 from tasks.train.sequence_parallel import gather_linears
 from tasks.train.tensor_parallel import NO_TP, TPContext
-from tasks.train.testing import spawn_gloo
+from tests.helpers.train import spawn_gloo
 from tests.helpers.parallel import SEED, job_spec
 from tests.helpers.sequence_parallel import block_saved_rank, gather_linears_rank
 

@@ -1,6 +1,6 @@
 """Parallel layouts on real CPU ranks (gloo): each must train exactly like the plain single-process reference.
 
-Every engine run is compared with `tasks.train.testing.reference_run` — plain PyTorch, the same global batch
+Every engine run is compared with `tests.helpers.train.reference_run` — plain PyTorch, the same global batch
 per step (dp·grad_accum micro-batches), AdamW, global-norm clipping (active: the norms here exceed 1) and
 schedule — so DeepSpeed's data parallelism, ZeRO partitioning, the pipeline and our tensor-parallel layers are
 all checked against one independent yardstick, and `model.safetensors` (merged from the rank shards) against its
@@ -19,7 +19,8 @@ import torch
 from specs.pretrain import PretrainJob
 from tasks.train.launch import launch
 from tasks.train.model import ModelConfig, Transformer
-from tasks.train.testing import forward_backward, make_job, reference_run, spawn_gloo, tp_forward_check
+from tasks.train.synthetic import make_job
+from tests.helpers.train import forward_backward, reference_run, spawn_gloo, tp_forward_check
 from tasks.train.weights import load_weights
 from tests.helpers.parallel import SEED, STEPS, job_spec
 

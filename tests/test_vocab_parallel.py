@@ -17,7 +17,7 @@ from tasks.train.model import LMHead, ModelConfig, Transformer
 from tasks.train.tp_model import VocabParallelEmbedding, VocabParallelLMHead, apply_tensor_parallel
 from tasks.train.planner import estimate_memory
 from tasks.train.tensor_parallel import TPContext
-from tasks.train.testing import spawn_gloo
+from tests.helpers.train import spawn_gloo
 from tests.helpers.parallel import SEED, job_spec, vocab_ce_case, vocab_ce_rank
 
 

@@ -97,7 +97,7 @@ def pretrain_run(work: Path, shape: str, seq: int, batch: int, vocab: int, zero:
                  steps: int, sets: dict[str, str], seed: int = 0) -> Any:
     """A `PretrainRun` of the spec's defaults at this shape on a synthetic mix (vocab `vocab`, rows of `seq`)."""
     from specs.pretrain import PretrainJob
-    from tasks.train.testing import make_job, synthetic_mix
+    from tasks.train.synthetic import make_job, synthetic_mix
 
     rows = steps * batch  # rows the loop reads; documents average 1.75 rows
     mix = synthetic_mix(work / "mix", vocab_size=vocab, seq_len=seq, docs=rows + 16, val_docs=8, seed=seed)

@@ -25,7 +25,8 @@ objectives/         base.py (the Objective protocol), pretrain.py (PretrainObjec
 launch.py           launch(job) -> TrainResult: in-process / spawn / deepspeed / torchrun; typed markers back
 remote_env.py       write_env_file: the variables the DeepSpeed launcher exports to its other hosts (no secrets)
 worker.py           `python -m tasks.train.worker --job job.json`, the entry point under external launchers
-testing.py          synthetic_mix, reference_run (plain-PyTorch yardstick), spawn_gloo, make_job
+synthetic.py        synthetic_mix (a mix-shaped folder of random documents) and make_job, for timing runs;
+                    the tests' helpers (reference_run, spawn_gloo, ...) live in tests/helpers/train.py
 planner.py, stability.py, telemetry.py: layout planning, spike handling, throughput/MFU (see each module)
 Heavy imports (torch, deepspeed) happen in those modules, not here.
 """

@@ -140,7 +140,7 @@ def measure_layouts(rows: list[Measurement], model: ModelSpec, train: PretrainSp
                     work_dir: Path | None = None, runner: Runner | None = None,
                     progress: Callable[[str], None] | None = None) -> list[Measurement]:
     """Measure every row without a `problem` (in place, in order); a synthetic mix is written once."""
-    from tasks.train.testing import synthetic_mix
+    from tasks.train.synthetic import synthetic_mix
 
     runner = runner or measure_layout
     with tempfile.TemporaryDirectory(prefix="forgeline-measure-", dir=work_dir) as tmp:

@@ -64,7 +64,7 @@ def block_saved_rank(rank: int, world: int, cfg_dict: dict[str, Any], seed: int,
                      dtype: str = "float32") -> dict[str, Any]:
     """What one sequence-parallel block saves for backward on this rank (a batch of one sequence): the [k, 2]
     (numel, last dim) of its activations, and their bytes (each storage once)."""
-    from tasks.train.testing import saved_activations, saved_bytes
+    from tests.helpers.train import saved_activations, saved_bytes
 
     block, tp = sp_block(rank, world, cfg_dict, seed, old_path)
     block = block.to(getattr(torch, dtype))

@@ -1,50 +1,19 @@
-"""Helpers for tests and benchmarks of the training engine: a synthetic mix output, a plain-PyTorch reference
-trainer, and spawning local gloo ranks.
+"""Test helpers of the training engine: a plain-PyTorch reference trainer, TP forward checks, spawning local gloo
+ranks, and what autograd saves for backward.
 
-`synthetic_mix` writes what the mix stage writes (packed train/val shards, index, packing.json) from random
-token documents with per-source token ranges, without training a tokenizer: seconds instead of a mix run.
-`reference_losses` trains the pp = 1, tp = 1 model with the same data order, AdamW, schedule and clipping as the
+`reference_run` trains the pp = 1, tp = 1 model with the same data order, AdamW, schedule and clipping as the
 engine, in plain PyTorch — the independent yardstick the parallel layouts are compared against.
 """
 
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import torch
 
-from tasks.data.packing import pack_split, write_layout
-
-
-def synthetic_mix(folder: Path, vocab_size: int = 256, seq_len: int = 32, docs: int = 120, val_docs: int = 12,
-                  sources: tuple[str, ...] = ("prose", "code"), seed: int = 0) -> Path:
-    """A mix-shaped folder of random documents; source k draws tokens from its own band of the vocab (so the
-    model can learn something and per-source losses differ)."""
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    eos, pad = 0, 1
-    band = (vocab_size - 2) // len(sources)
-    layout = {}
-    for split, n in (("train", docs), ("val", val_docs)):
-        arrays, ids, srcs = [], [], []
-        for i in range(n):
-            k = i % len(sources)
-            length = int(rng.integers(seq_len // 2, seq_len * 3))
-            # a repetitive pattern per source plus noise: learnable within a few steps
-            base = 2 + k * band + (np.arange(length) * (k + 1)) % band
-            noise = rng.integers(0, band, size=length)
-            toks = np.where(rng.random(length) < 0.3, 2 + k * band + noise, base).astype(np.uint16)
-            arrays.append(toks)
-            ids.append(f"{split}/{sources[k]}/{i:05d}")
-            srcs.append(sources[k])
-        layout[split] = pack_split(arrays, ids, srcs, folder, split, seq_len, eos, "uint16", 10_000)
-    write_layout(folder, seq_len, "uint16", vocab_size, eos, {"<|endoftext|>": eos, "<|pad|>": pad}, layout)
-    return folder
+from tasks.train.launch import free_port
 
 
 def reference_run(spec: Any, mix_dir: Path, seed: int, steps: int | None = None, drop_adam_at: int | None = None
@@ -82,17 +51,6 @@ def reference_run(spec: Any, mix_dir: Path, seed: int, steps: int | None = None,
         sched.step()
         out.append(float(torch.stack(losses).mean()))
     return out, {k: v.detach().clone() for k, v in model.state_dict().items()}
-
-
-def make_job(base: Path, mix_dir: Path, spec: Any, seed: int) -> Any:
-    """A PretrainRun of `spec` (a PretrainJob) writing under `base` (out/, checkpoints/, reports/, markers/)."""
-    from specs.ranks import PretrainRun
-
-    base = Path(base)
-    (base / "out").mkdir(parents=True, exist_ok=True)
-    return PretrainRun(spec=spec, mix_dir=str(mix_dir), out_dir=str(base / "out"),
-                       ckpt_dir=str(base / "checkpoints"), reports_dir=str(base / "reports"),
-                       marker_dir=str(base / "markers"), seed=seed)
 
 
 def forward_backward(model, cfg, seed: int):
@@ -135,12 +93,6 @@ def saved_shapes_of_loss(model: torch.nn.Module, cfg: Any) -> torch.Tensor:
     _, saved = saved_activations(model, ids, ids, exclude=list(model.parameters()))
     shapes = [(t.numel(), t.shape[-1] if t.dim() else 1, t.dim()) for t in saved]
     return torch.tensor(shapes, dtype=torch.int64)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _gloo_entry(rank: int, world: int, port: int, fn: Callable, args: tuple, out_dir: str) -> None:
