@@ -23,7 +23,8 @@ from tasks.core import faults
 from tasks.core.files import write_json_atomic
 from tasks.train.checkpoint import MANIFEST, CheckpointStore, choose_resume
 from tasks.train import elastic
-from tasks.train.elastic import FOLDER, STATE, SliceReader
+from tasks.train.elastic import SliceReader
+from tasks.train.resume_rules import FOLDER, STATE, unsupported_reason
 from tasks.train.launch import launch
 from tasks.train.synthetic import make_job
 from tests.helpers.train import reference_run
@@ -234,8 +235,8 @@ def test_fp16_without_zero_writes_no_layout_free_state_and_resumes_only_at_its_l
     """fp16 at ZeRO-0 keeps its fp32 masters where DeepSpeed's safe_get/set API cannot reach them (they would be
     saved fp16-rounded, with zero moments): no layout-free copy is written, and another layout is refused
     naming why; ZeRO ≥ 1 in fp16, and every other precision at ZeRO-0, keep the copy."""
-    assert elastic.unsupported_reason("fp16", 0) is not None
-    assert all(elastic.unsupported_reason(p, z) is None for p, z in [("fp16", 1), ("fp16", 3), ("bf16", 0),
+    assert unsupported_reason("fp16", 0) is not None
+    assert all(unsupported_reason(p, z) is None for p, z in [("fp16", 1), ("fp16", 3), ("bf16", 0),
                                                                      ("fp32", 0)])
     fp16 = {"precision": "fp16", "zero": 0}
     store = saved_store(tmp_path, elastic=False, ident=identity(**fp16))

@@ -17,7 +17,7 @@ from safetensors import safe_open
 from tasks.train.model import ModelConfig
 from tasks.train.parallelize import pipeline_layers
 from tasks.train.planner import stage_blocks
-from tasks.train.elastic import FOLDER
+from tasks.train.resume_rules import FOLDER
 from tests.helpers.parallel import job_spec
 from tests.test_elastic_resume import fail_after_step_3, resume_and_compare
 from tests.test_train_parallel import run_and_compare

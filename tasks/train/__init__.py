@@ -1,7 +1,8 @@
 """Training libraries: model, parallel layout, DeepSpeed engine, the one Trainer and its objectives, stability and
 telemetry.
 
-config.py           ModelConfig, param_count, flops_per_token, ffn_hidden_size: the architecture numbers' one owner
+specs/architecture.py  ModelConfig, param_count, flops_per_token, ffn_hidden_size: the architecture numbers' one
+                    owner (moved to the ground floor: specs/ imports it without importing tasks/)
 model.py            the plain decoder (Transformer, its layers, lm_loss, init_normal): no parallel code
 tensor_parallel.py  TPContext, ColumnParallelLinear / RowParallelLinear (from_linear), copy_to_tp / reduce_from_tp,
                     vocab_parallel_cross_entropy, gather_full
@@ -17,7 +18,10 @@ dsconfig.py         ds_config(train, parallel), the client AdamW and LR schedule
 data.py             BatchPlan / TrainData (which sequences each rank trains on per step), EvalData, loss_sums
 engine.py           Engine: what the loop asks of one rank's DeepSpeed engine (step, evaluate, save/load,
                     consolidation)
-checkpoint.py       CheckpointStore (manifests, latest, rotation), choose_resume, identity_problems, RNG state
+checkpoint.py       CheckpointStore (manifests, latest, rotation), choose_resume, identity_problems
+resume_rules.py     whether a checkpoint of one layout may resume at another (layout_problems, global_batch):
+                    pure rules, read by checkpoint.py and by elastic.py (the layout-free copy)
+rng.py              each rank's RNG states in a tag (rng_file, rng_state, restore_rng)
 trainer.py          run_rank(job) and Trainer: the ONE loop (rank set-up, resume, step + accumulation, stability
                     guard and rollback, checkpoints, eval cadence, telemetry, final weights) for every objective
 objectives/         base.py (the Objective protocol), pretrain.py (PretrainObjective), sft.py (SFTObjective);

@@ -35,7 +35,8 @@ from typing import Any, Callable
 import torch.distributed as dist
 
 from tasks.core.files import write_text_atomic
-from tasks.train.checkpoint import CheckpointStore, rng_file, rng_state, tag_name
+from tasks.train.checkpoint import CheckpointStore, tag_name
+from tasks.train.rng import rng_file, rng_state
 from tasks.train.snapshot import PendingFile, write_state
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tasks.core.files import list_files, sha256_file, write_json_atomic, write_text_atomic
+from tasks.train.resume_rules import layout_problems
 
 SCHEDULE_FILE = "schedule.json"  # per checkpoint: the LR schedule segments it was trained under
 log = logging.getLogger("forgeline.pretrain")
@@ -223,8 +224,6 @@ def choose_resume(store: CheckpointStore, identity: dict[str, Any], steps: int, 
         log.warning("%s", w)
     if tag is None or manifest is None:
         return None, 0, [], None
-    from tasks.train.elastic import layout_problems  # here: elastic.py imports this module (RNG helpers)
-
     problems = identity_problems(manifest["identity"], identity) + layout_problems(
         manifest["identity"], identity, store.folder / tag, stage, manifest.get("spec"))
     if problems:
@@ -252,29 +251,3 @@ def schedule_segments(store: CheckpointStore, tag: str | None, start: int, steps
     if segments[-1][1] != steps:
         segments.append((start, steps))
     return [(int(a), int(b)) for a, b in segments]
-
-
-def rng_file(folder: Path, tag: str, rank: int) -> Path:
-    return folder / tag / f"rng-rank{rank:05d}.pt"
-
-
-def rng_state() -> dict[str, Any]:
-    """This rank's torch RNG states (dropout draws from them: a resumed run must continue the same stream)."""
-    import torch
-
-    state = {"cpu": torch.get_rng_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        state["cuda"] = torch.cuda.get_rng_state()
-    return state
-
-
-def restore_rng(path: Path) -> None:
-    """Set the RNG states saved at `path` (tensors only: `weights_only=True`); a missing file changes nothing."""
-    import torch
-
-    if not path.exists():
-        return
-    state = torch.load(path, weights_only=True)
-    torch.set_rng_state(state["cpu"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state(state["cuda"])

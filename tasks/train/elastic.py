@@ -52,7 +52,8 @@ import torch
 import torch.distributed as dist
 
 from tasks.core.files import json_text, write_json_atomic
-from tasks.train.checkpoint import restore_rng
+from tasks.train.resume_rules import FOLDER, STATE, saved_layout
+from tasks.train.rng import restore_rng
 from tasks.train.fused import join_values, split_values
 from tasks.train.deepspeed_adapter import (ADAM_MOMENTS, adam_step, link_adam_state, pipeline_local_layers,
                                            prime_adam_state, set_training_state, training_state)
@@ -60,8 +61,6 @@ from tasks.train.parallelize import local_layers
 from tasks.train.snapshot import HostBuffers, PendingFile, digest_file
 from tasks.train.weights import write_shard
 
-FOLDER = "elastic"
-STATE = "state.json"
 MOMENTS = ADAM_MOMENTS
 STEP_KEY = "adam.step"
 MAX_FILE_BYTES = 1024**3  # per file: bounds the host memory a save holds
@@ -179,12 +178,6 @@ def shard_writer(tensors: dict[str, torch.Tensor], split: dict[str, int], tp: in
 
 
 # ----------------------------------------------------------------------------------------------------- load
-def saved_layout(tag_dir: Path) -> dict[str, int] | None:
-    """The layout that wrote the layout-free state of `tag_dir`; None when the tag has none (an older run)."""
-    f = Path(tag_dir) / FOLDER / STATE
-    return json.loads(f.read_text())["layout"] if f.exists() else None
-
-
 def needs_reshard(tag_dir: Path, layout: Any, zero_stage: int, fused: bool = False) -> bool:
     saved = saved_layout(tag_dir)
     return saved is not None and saved != layout_of(layout, zero_stage, fused)
@@ -296,50 +289,3 @@ def restore_or_reseed_rng(loaded: dict[str, Any] | None, rng_path: Path, torch_s
         torch.manual_seed((torch_seed * 1_000_003 + step) % 2**63)
     else:
         restore_rng(rng_path)
-
-
-# ----------------------------------------------------------------------------------------------- resume choice
-def global_batch(identity: dict[str, Any]) -> tuple[int, int, int]:
-    """(micro_batch, grad_accum, dp) of a run identity (SFT's leaves tp out when it is 1; dp is always there)."""
-    t, par = identity.get("train", {}), identity.get("parallel", {})
-    return int(t.get("micro_batch_size", 0)), int(t.get("grad_accum", 1)), int(par.get("dp", 1))
-
-
-def unsupported_reason(precision: str | None, zero_stage: int) -> str | None:
-    """Why this run cannot write a layout-free state (None: it can). fp16 without ZeRO runs DeepSpeed's
-    FP16_(Unfused)Optimizer, whose fp32 masters (`fp32_groups`) carry no `_hp_mapping`: the safe_get/set API
-    reads None for them, so the copy would hold fp16-rounded weights and zero moments and a resume would
-    restart from stale masters. Refused rather than written wrong."""
-    if precision == "fp16" and zero_stage == 0:
-        return "DeepSpeed's fp16 optimizer keeps fp32 masters that its safe_get/set API cannot reach"
-    return None
-
-
-def layout_problems(stored: dict[str, Any], current: dict[str, Any], tag_dir: Path, stage: str = "pretrain",
-                    spec: dict[str, Any] | None = None) -> list[str]:
-    """Why a checkpoint at another layout cannot be resumed here (empty: it can, or the layout is the same).
-    `spec`: the resolved spec its manifest records (says whether it was saved with `checkpoint_elastic` off)."""
-    keys = ("dp", "tp", "pp", "zero_stage")
-    old = {k: int(stored.get("parallel", {}).get(k, 1 if k != "zero_stage" else 0)) for k in keys}
-    new = {k: int(current.get("parallel", {}).get(k, 1 if k != "zero_stage" else 0)) for k in keys}
-    (m0, a0, d0), (m1, a1, d1) = global_batch(stored), global_batch(current)
-    problems = []
-    if m0 * a0 * d0 != m1 * a1 * d1:
-        hint = ""
-        if (m0 * a0 * d0) % (m1 * d1) == 0:
-            hint = f" (with micro_batch_size {m1} and dp {d1}: train.grad_accum = {m0 * a0 * d0 // (m1 * d1)})"
-        problems.append(f"global batch: checkpoint has {m0 * a0 * d0} sequences per step (micro_batch_size {m0} × "
-                        f"grad_accum {a0} × dp {d0}), this run has {m1 * a1 * d1} ({m1} × {a1} × {d1}); the data "
-                        f"position is kept in global samples, so the global batch must stay the same{hint}")
-    fp16_zero0 = unsupported_reason(stored.get("train", {}).get("precision"), old["zero_stage"])
-    if old != new and fp16_zero0:
-        problems.append(f"parallel: checkpoint was written at {old} in fp16 without ZeRO, which has no layout-free "
-                        f"state ({fp16_zero0}); resume at {old}, or train with zero_stage ≥ 1 to change layouts")
-    elif old != new and saved_layout(tag_dir) is None:
-        saved_with = (spec or {}).get("train", {}).get("checkpoint_elastic")  # the job spec's train section
-        why = (f"it was saved with `{stage}.checkpoint_elastic: false`" if saved_with is False
-               else f"it predates that format; it is written with `{stage}.checkpoint_elastic: true`")
-        problems.append(f"parallel: checkpoint was written at {old} without the layout-free state "
-                        f"({FOLDER}/{STATE}) that resuming at {new} needs ({why}); resume at {old}, or train "
-                        f"again with `{stage}.checkpoint_elastic: true` to change layouts")
-    return problems

@@ -22,7 +22,8 @@ from specs.architecture import ModelConfig
 from tasks.train.data import EvalData, loss_sums
 from tasks.train.deepspeed_adapter import (fp16_masters, full_fp32_param, gathered_param, pipeline_eval_sums,
                                            pipeline_local_layers, use_weights_only_loader)
-from tasks.train.elastic import load_layout_free, needs_reshard, save_layout_free, unsupported_reason
+from tasks.train.elastic import load_layout_free, needs_reshard, save_layout_free
+from tasks.train.resume_rules import unsupported_reason
 from tasks.train.fused import split_values
 from tasks.train.init_weights import WeightSource
 from tasks.train.parallelize import Layout, build_engine, fused_projections

@@ -34,8 +34,9 @@ from specs.ranks import PretrainRun, RankError, RankResult, SFTRun, Timing, Trai
 from tasks.core import faults
 from tasks.core.files import json_text, write_json_atomic, write_text_atomic
 from tasks.train.async_save import Checkpointer, SaveSettings
-from tasks.train.checkpoint import (SCHEDULE_FILE, VERIFY_THREADS, CheckpointStore, Ranks, choose_resume, rng_file,
+from tasks.train.checkpoint import (SCHEDULE_FILE, VERIFY_THREADS, CheckpointStore, Ranks, choose_resume,
                                     schedule_segments, tag_name, tag_step)
+from tasks.train.rng import rng_file
 from tasks.train.elastic import restore_or_reseed_rng
 from specs.architecture import flops_per_token, param_count
 from tasks.train.dsconfig import ds_config, lr_at
