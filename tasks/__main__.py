@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from specs import ParamsError, load_params
+from specs.batch import BatchGeometry
 from tasks.core import graph
 
 
@@ -140,7 +141,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     p, train = params.parallel, params.pretrain
     # The params' own global batch unless one is given: the batch is a training hyperparameter, the recipe
     # only how to run it.
-    global_batch = args.global_batch or train.micro_batch_size * train.grad_accum * p.dp
+    global_batch = args.global_batch or BatchGeometry.of(train, p).global_batch
     result = search(params.model, cluster, vocab_size=params.mix.tokenizer.vocab_size, seq_len=params.mix.seq_len,
                     global_batch=global_batch, fixed=fixed)
     own = validate_layout(params.model, p, cluster.world_size, cluster.gpus_per_node)

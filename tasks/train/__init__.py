@@ -19,7 +19,7 @@ data.py             BatchPlan / TrainData (which sequences each rank trains on p
 engine.py           Engine: what the loop asks of one rank's DeepSpeed engine (step, evaluate, save/load,
                     consolidation)
 checkpoint.py       CheckpointStore (manifests, latest, rotation), choose_resume, identity_problems
-resume_rules.py     whether a checkpoint of one layout may resume at another (layout_problems, global_batch):
+resume_rules.py     whether a checkpoint of one layout may resume at another (layout_problems, unsupported_reason):
                     pure rules, read by checkpoint.py and by elastic.py (the layout-free copy)
 rng.py              each rank's RNG states in a tag (rng_file, rng_state, restore_rng)
 trainer.py          run_rank(job) and Trainer: the ONE loop (rank set-up, resume, step + accumulation, stability

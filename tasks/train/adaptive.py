@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from specs.batch import BatchGeometry
 from specs.mix import AdaptiveMixSpec
 from tasks.core.files import write_json_atomic, write_text_atomic
 from tasks.data.packing import PackedDataset
@@ -173,8 +174,12 @@ class AdaptivePlan:
         self.set_history(history)
 
     @property
+    def geometry(self) -> BatchGeometry:
+        return BatchGeometry(self.micro_batch, self.grad_accum, self.dp)
+
+    @property
     def global_batch(self) -> int:
-        return self.micro_batch * self.grad_accum * self.dp
+        return self.geometry.global_batch
 
     def set_history(self, history: list[tuple[int, np.ndarray]]) -> None:
         """Replace the (from-batch, weights) history; cached counts beyond the first change are dropped."""
@@ -226,9 +231,7 @@ class AdaptivePlan:
 
     def micro_indexes(self, step: int, dp_rank: int) -> list[np.ndarray]:
         """This data-parallel rank's `grad_accum` micro-batches of step `step`, each [micro_batch]."""
-        per_rank = self.micro_batch * self.grad_accum
-        mine = self.positions(step)[dp_rank * per_rank:(dp_rank + 1) * per_rank]
-        return [mine[k * self.micro_batch:(k + 1) * self.micro_batch] for k in range(self.grad_accum)]
+        return self.geometry.rank_micro_batches(self.positions(step), dp_rank)
 
 
 # ------------------------------------------------------------------------------------------ the loop's mixer

@@ -24,6 +24,7 @@ from typing import Iterator
 import numpy as np
 import torch
 
+from specs.batch import BatchGeometry
 from tasks.data.packing import PackedDataset
 from tasks.train.tensor_parallel import NO_TP, TPContext, token_cross_entropy
 
@@ -52,8 +53,12 @@ class BatchPlan:
     dp: int
 
     @property
+    def geometry(self) -> BatchGeometry:
+        return BatchGeometry(self.micro_batch, self.grad_accum, self.dp)
+
+    @property
     def global_batch(self) -> int:
-        return self.micro_batch * self.grad_accum * self.dp
+        return self.geometry.global_batch
 
     def positions(self, step: int) -> np.ndarray:
         """Sequence indexes of step `step`'s global batch, in order: [global_batch]."""
@@ -67,9 +72,7 @@ class BatchPlan:
 
     def micro_indexes(self, step: int, dp_rank: int) -> list[np.ndarray]:
         """This data-parallel rank's `grad_accum` micro-batches of step `step`, each [micro_batch]."""
-        per_rank = self.micro_batch * self.grad_accum
-        mine = self.positions(step)[dp_rank * per_rank:(dp_rank + 1) * per_rank]
-        return [mine[k * self.micro_batch:(k + 1) * self.micro_batch] for k in range(self.grad_accum)]
+        return self.geometry.rank_micro_batches(self.positions(step), dp_rank)
 
 
 def to_tensors(ds: PackedDataset, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:

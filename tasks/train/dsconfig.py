@@ -14,6 +14,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from specs.batch import BatchGeometry
+
 STEPS_PER_PRINT = 10**9  # our loop logs; DeepSpeed's own progress lines stay off
 
 
@@ -49,7 +51,7 @@ def ds_config(train: Any, parallel: Any) -> dict[str, Any]:
     cfg: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": train.micro_batch_size,
         "gradient_accumulation_steps": train.grad_accum,
-        "train_batch_size": train.micro_batch_size * train.grad_accum * parallel.dp,
+        "train_batch_size": BatchGeometry.of(train, parallel).global_batch,
         "gradient_clipping": train.optim.grad_clip,
         "zero_optimization": zero_section(parallel.zero_stage, train.speed, on_cuda(parallel)),
         "bf16": {"enabled": train.precision == "bf16" and not autocast},

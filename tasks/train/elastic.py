@@ -51,6 +51,7 @@ from typing import Any, Callable
 import torch
 import torch.distributed as dist
 
+from specs.batch import BatchGeometry
 from tasks.core.files import json_text, write_json_atomic
 from tasks.train.resume_rules import FOLDER, STATE, saved_layout
 from tasks.train.rng import restore_rng
@@ -87,8 +88,7 @@ def plain_state_of(key: str, p: torch.Tensor, fp32: torch.Tensor, moments: list[
 
 
 def global_batch_of(engine: Any) -> int:
-    t = engine.job.train
-    return t.micro_batch_size * t.grad_accum * engine.layout.dp
+    return BatchGeometry.of(engine.job.train, engine.layout).global_batch
 
 
 def saved_layers(engine: Any) -> list[tuple[int, torch.nn.Module]]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specs.batch import BatchGeometry
 from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec, layout_problems
 from tasks.train.plan_memory import GIB, estimate_memory
 from tasks.train.planner import candidate_layouts
@@ -69,7 +70,7 @@ def candidates(model: ModelSpec, train: PretrainSpec, ranks: int, *, vocab_size:
         for dp, tp, pp in candidate_layouts(world):
             # ZeRO shards over dp (nothing to shard at dp = 1); DeepSpeed allows ZeRO ≤ 1 with a pipeline.
             zero = 0 if dp == 1 else (min(zero_stage, 1) if pp > 1 else zero_stage)
-            m = Measurement(dp, tp, pp, zero, train.micro_batch_size * train.grad_accum * dp)
+            m = Measurement(dp, tp, pp, zero, BatchGeometry(train.micro_batch_size, train.grad_accum, dp).global_batch)
             # heads, kv heads and the SwiGLU width divisible by tp, layers by pp
             problems = layout_problems(model, ParallelSpec.model_construct(dp=dp, tp=tp, pp=pp))
             if not problems and memory_gb is not None:

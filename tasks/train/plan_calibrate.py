@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from specs.batch import BatchGeometry
 from specs.pretrain import ModelSpec
 from tasks.train.cluster import ClusterSpec
 from tasks.train.plan_cost import StepCost
@@ -44,7 +45,7 @@ class Observation:
 
     @property
     def tokens_per_step(self) -> int:
-        return self.micro_batch * self.grad_accum * self.dp * self.seq_len
+        return BatchGeometry(self.micro_batch, self.grad_accum, self.dp).global_batch * self.seq_len
 
 
 def estimate(obs: Observation) -> StepCost | None:

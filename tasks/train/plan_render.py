@@ -9,6 +9,7 @@ from __future__ import annotations
 import textwrap
 from typing import TYPE_CHECKING, Any
 
+from specs.batch import BatchGeometry
 from tasks.train.plan_cost import describe, device_flops
 from tasks.train.plan_memory import GIB
 
@@ -183,7 +184,7 @@ def explain(p: Plan, model: ModelSpec, seq_len: int, memory_safety: float, tie_t
             1: "the optimizer states", 2: "optimizer states and gradients",
             3: "optimizer states, gradients and weights (re-gathered every forward and backward)"}[chosen.zero_stage]
             + f" over the {chosen.dp} data-parallel ranks.")
-    seqs = chosen.micro_batch * chosen.grad_accum * chosen.dp
+    seqs = BatchGeometry(chosen.micro_batch, chosen.grad_accum, chosen.dp).global_batch
     parts.append(f"Global batch = micro_batch {chosen.micro_batch} × grad_accum {chosen.grad_accum} × dp "
                  f"{chosen.dp} = {seqs} sequences ({seqs * seq_len:,} tokens) per step.")
     return " ".join(parts)

@@ -9,6 +9,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from specs.batch import BatchGeometry
+
 FOLDER = "elastic"         # a tag's layout-free state lives in <tag>/elastic/
 STATE = "state.json"       # ... described by this file (the layout that wrote it, the tensors' index)
 
@@ -17,12 +19,6 @@ def saved_layout(tag_dir: Path) -> dict[str, int] | None:
     """The layout that wrote the layout-free state of `tag_dir`; None when the tag has none (an older run)."""
     f = Path(tag_dir) / FOLDER / STATE
     return json.loads(f.read_text())["layout"] if f.exists() else None
-
-
-def global_batch(identity: dict[str, Any]) -> tuple[int, int, int]:
-    """(micro_batch, grad_accum, dp) of a run identity (SFT's leaves tp out when it is 1; dp is always there)."""
-    t, par = identity.get("train", {}), identity.get("parallel", {})
-    return int(t.get("micro_batch_size", 0)), int(t.get("grad_accum", 1)), int(par.get("dp", 1))
 
 
 def unsupported_reason(precision: str | None, zero_stage: int) -> str | None:
@@ -42,15 +38,17 @@ def layout_problems(stored: dict[str, Any], current: dict[str, Any], tag_dir: Pa
     keys = ("dp", "tp", "pp", "zero_stage")
     old = {k: int(stored.get("parallel", {}).get(k, 1 if k != "zero_stage" else 0)) for k in keys}
     new = {k: int(current.get("parallel", {}).get(k, 1 if k != "zero_stage" else 0)) for k in keys}
-    (m0, a0, d0), (m1, a1, d1) = global_batch(stored), global_batch(current)
+    was, now = BatchGeometry.of_identity(stored), BatchGeometry.of_identity(current)
     problems = []
-    if m0 * a0 * d0 != m1 * a1 * d1:
+    if was.global_batch != now.global_batch:
         hint = ""
-        if (m0 * a0 * d0) % (m1 * d1) == 0:
-            hint = f" (with micro_batch_size {m1} and dp {d1}: train.grad_accum = {m0 * a0 * d0 // (m1 * d1)})"
-        problems.append(f"global batch: checkpoint has {m0 * a0 * d0} sequences per step (micro_batch_size {m0} × "
-                        f"grad_accum {a0} × dp {d0}), this run has {m1 * a1 * d1} ({m1} × {a1} × {d1}); the data "
-                        f"position is kept in global samples, so the global batch must stay the same{hint}")
+        if was.global_batch % (now.micro_batch * now.dp) == 0:
+            hint = (f" (with micro_batch_size {now.micro_batch} and dp {now.dp}: train.grad_accum = "
+                    f"{was.global_batch // (now.micro_batch * now.dp)})")
+        problems.append(f"global batch: checkpoint has {was.global_batch} sequences per step (micro_batch_size "
+                        f"{was.micro_batch} × grad_accum {was.grad_accum} × dp {was.dp}), this run has "
+                        f"{now.global_batch} ({now.micro_batch} × {now.grad_accum} × {now.dp}); the data position "
+                        f"is kept in global samples, so the global batch must stay the same{hint}")
     fp16_zero0 = unsupported_reason(stored.get("train", {}).get("precision"), old["zero_stage"])
     if old != new and fp16_zero0:
         problems.append(f"parallel: checkpoint was written at {old} in fp16 without ZeRO, which has no layout-free "

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 
 import torch
 
+from specs.batch import BatchGeometry
 from specs.ranks import PretrainRun
 from tasks.core.files import write_json_atomic
 from specs.pretrain import ModelSpec, shape_problems
@@ -87,7 +88,7 @@ class PretrainObjective:
                     "train": {"precision": t.precision, "micro_batch_size": t.micro_batch_size,
                               "grad_accum": t.grad_accum, **autocast_identity(t)},
                     **facts, "seed": self.job.seed, "init": init.fingerprint() if init else "random"}
-        self.global_batch = t.micro_batch_size * t.grad_accum * par.dp
+        self.global_batch = BatchGeometry.of(t, par).global_batch
         seed = dropout_seed(self.job.seed, rank, par.dp, par.tp, par.sequence_parallel, par.pp)
         return Prepared(self.cfg, identity, torch_seed=seed, init=init,
                         tokens_per_step=self.global_batch * self.cfg.seq_len)
