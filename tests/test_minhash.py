@@ -222,6 +222,16 @@ def test_s_curve_and_banding():
             assert b * r <= num_perm and 1 - (1 - threshold**r) ** b >= 0.89
 
 
+def test_one_banding_rule_and_one_link_rule():
+    """`spec_banding` and `are_duplicates` are what the in-memory path, the out-of-core path and the audit read:
+    a spec's own b × r wins, else the recall-leaning choice; a pair exactly at the threshold links."""
+    from tasks.data.lsh import are_duplicates, spec_banding
+
+    assert spec_banding(DedupSpec(bands=4, rows=8)) == (4, 8)
+    assert spec_banding(DedupSpec(threshold=0.8, num_perm=128)) == choose_banding(0.8, 128, True) == (16, 8)
+    assert are_duplicates(np.array([0.79, 0.8, 0.81]), 0.8).tolist() == [False, True, True]
+
+
 def test_explicit_banding_is_honoured(corpus, sigs):
     spec = DedupSpec(bands=4, rows=8)
     result = near_duplicates(corpus.ids, sigs, corpus.scores, spec)

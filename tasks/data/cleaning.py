@@ -20,7 +20,8 @@ import pyarrow.parquet as pq
 
 from specs.clean import CleanSpec, DedupSpec
 from tasks.core.files import atomic_path
-from tasks.data import dedup_audit, dedup_files, dedup_global, filters, minhash
+from tasks.data import dedup_audit, dedup_files, filters, minhash
+from tasks.data.lsh import spec_banding
 from tasks.data.textbatch import Encoded, exact_keys, normalize_encoded
 from tasks.data.pii import scrub_pii
 from tasks.data.records import RECORD_SCHEMA, meta_json
@@ -168,7 +169,7 @@ def write_dedup_inputs(base: Path, ids: list[str], columns: dict[str, list], spe
     sigs, hashes, offsets = minhash.signatures_and_shingles(columns["text"], spec, seed, encoded)  # [rows, P]
     dedup_files.save_npy(dedup_files.at(base, ".sig.npy"), sigs)
     dedup_files.save_shingles(base, hashes, offsets)
-    bands, band_rows = dedup_global.banding(spec)
+    bands, band_rows = spec_banding(spec)
     dedup_files.write_shard_inputs(base, sigs, ids, columns, bands, band_rows, buckets)
 
 

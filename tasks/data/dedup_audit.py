@@ -26,6 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from specs.clean import DedupSpec
+from tasks.data.lsh import are_duplicates
 from tasks.data.minhash import DedupResult, shingle_sets
 
 
@@ -84,7 +85,7 @@ def audit_groups(sets: Sequence[np.ndarray], group: Sequence[Hashable], removed:
     """The audit's figures for sampled documents: their shingle sets, the group each ended in (a keeper's
     label) and whether it was removed; `bands` × `rows` is the banding the decision used."""
     i, j, jac = pairwise_jaccard(sets)
-    true = jac >= spec.threshold
+    true = are_duplicates(jac, spec.threshold)
     true_i, true_j = i[true], j[true]
     members: dict[Hashable, int] = {}
     for g in group:

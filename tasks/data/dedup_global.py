@@ -26,14 +26,14 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from specs.clean import CleanSpec, DedupSpec
+from specs.clean import CleanSpec
 from specs.run import ExecutorSpec
 from tasks.core.executors import available_cores
 from tasks.core.shardmap import map_shards
 from tasks.data import dedup_audit, dedup_files
 from tasks.data.dedup_tasks import (ALIVE, CANDIDATES, RANK, VERIFIED, Layout, bucket_candidates,
                                     read_shingle_sets, verify_range)
-from tasks.data.lsh import choose_banding, s_curve, sorted_unique
+from tasks.data.lsh import s_curve, sorted_unique, spec_banding
 
 log = logging.getLogger("forgeline.clean")
 BUCKET_ENTRY_BYTES = 96     # a band entry in a bucket task: 12 B on disk, row id, sort keys and temporaries
@@ -51,10 +51,6 @@ class Decisions:
     sim: np.ndarray         # float64 [d] similarity to the keeper (near drops)
 
 
-def banding(spec: DedupSpec) -> tuple[int, int]:
-    return (spec.bands, spec.rows) if spec.bands else choose_banding(spec.threshold, spec.num_perm, True)
-
-
 def task_budget(spec: CleanSpec, executor: ExecutorSpec) -> float:
     """Bytes one task may hold: the budget shared by the tasks that run at once."""
     return spec.memory_gb * 2**30 / (executor.workers or available_cores())
@@ -62,7 +58,7 @@ def task_budget(spec: CleanSpec, executor: ExecutorSpec) -> float:
 
 def plan_buckets(total_rows: int, spec: CleanSpec, executor: ExecutorSpec) -> int:
     """How many band buckets keep one bucket task's entries within its share of the budget."""
-    entries = total_rows * banding(spec.dedup)[0]
+    entries = total_rows * spec_banding(spec.dedup)[0]
     return max(1, min(65_536, math.ceil(entries * BUCKET_ENTRY_BYTES / task_budget(spec, executor))))
 
 
@@ -129,7 +125,7 @@ def _near(layout: Layout, spec: CleanSpec, executor: ExecutorSpec,
     log.info("dedup: %d alive, %d buckets, %d candidates in %d verification ranges", alive, buckets, total,
              len(ranges))
     dropped, links = _decide(ver, layout.total, _chunk(spec, len(ver), VERIFIED.itemsize))
-    bands, rows = banding(spec.dedup)
+    bands, rows = spec_banding(spec.dedup)
     near = (np.array([x[0] for x in dropped], np.int64), np.array([x[1] for x in dropped], np.int64),
             np.array([x[2] for x in dropped], np.float64))
     return near, {"bands": bands, "rows": rows, "candidate_pairs": total, "verified_pairs": links,
@@ -194,7 +190,7 @@ def _audit(layout: Layout, spec: CleanSpec, seed: int, alive: np.ndarray,
     keeper_of = dict(zip(near[0].tolist(), near[1].tolist()))
     group = [keeper_of.get(r, r) for r in rows.tolist()]
     removed = np.array([r in keeper_of for r in rows.tolist()], dtype=bool)
-    bands, band_rows = banding(spec.dedup)
+    bands, band_rows = spec_banding(spec.dedup)
     return dedup_audit.audit_groups(sets, group, removed, spec.dedup, bands, band_rows)
 
 

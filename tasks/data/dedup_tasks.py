@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from specs.clean import DedupSpec
 from tasks.data import dedup_files
-from tasks.data.lsh import head_links, sorted_unique, window_links
+from tasks.data.lsh import are_duplicates, head_links, sorted_unique, window_links
 from tasks.data.minhash import estimated_jaccard, exact_jaccard_pairs, sets_of
 
 # code = worse rank · N + better rank (the sort key); rows are the two documents' row ids
@@ -117,7 +117,7 @@ def verify_range(layout: Layout, lo: int, hi: int, spec: DedupSpec, out: Path) -
     else:
         sigs = read_signatures(layout, docs)
         sims = estimated_jaccard(sigs[np.searchsorted(docs, i)], sigs[np.searchsorted(docs, j)])
-    keep = sims >= spec.threshold
+    keep = are_duplicates(sims, spec.threshold)
     rank = np.load(layout.work / RANK, mmap_mode="r")
     ri, rj = rank[i[keep]], rank[j[keep]]
     links = np.empty(int(keep.sum()), dtype=VERIFIED)

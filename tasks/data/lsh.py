@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from functools import lru_cache
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -71,6 +71,18 @@ def choose_banding(threshold: float, num_perm: int, verify: bool = True) -> tupl
         if error[k] < best_error - 1e-12:
             best, best_error = (b, k + 1), float(error[k])
     return best
+
+
+def spec_banding(spec: Any) -> tuple[int, int]:
+    """(bands, rows) of a dedup spec: its own `bands` × `rows` when set, else `choose_banding` for its threshold
+    and signature length, leaning to recall (every candidate is checked before it links anything)."""
+    return (spec.bands, spec.rows) if spec.bands else choose_banding(spec.threshold, spec.num_perm, True)
+
+
+def are_duplicates(similarity: np.ndarray, threshold: float) -> np.ndarray:
+    """Which pairs link [c] bool: similarity at or above the threshold (a pair exactly at it is a duplicate; the
+    in-memory path, the out-of-core one and the audit's ground truth all decide here)."""
+    return similarity >= threshold
 
 
 def band_keys(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:

@@ -29,7 +29,7 @@ from datasketch import MinHash
 
 from specs.clean import DedupSpec
 from tasks.data import hashloops, textbatch
-from tasks.data.lsh import candidate_pairs, choose_banding, greedy_keepers, s_curve, sorted_unique
+from tasks.data.lsh import are_duplicates, candidate_pairs, greedy_keepers, s_curve, sorted_unique, spec_banding
 from tasks.data.normalize import entity_in, has_markup, shingle_text
 from tasks.data.wordhash import MUL, POW, WORD, fmix64
 
@@ -217,13 +217,13 @@ def near_duplicates(
         raise ValueError("ids, sigs and scores must have one entry per document")
     # Every candidate is now checked (exactly, or by the estimate) before it links anything, so the banding
     # leans to recall in both modes: a false candidate costs one comparison, a missed one is lost for good.
-    bands, rows = (spec.bands, spec.rows) if spec.bands else choose_banding(spec.threshold, spec.num_perm, True)
+    bands, rows = spec_banding(spec)
     order = np.asarray(scores if scores is not None else np.zeros(len(ids)), dtype=np.float64)
     pairs = candidate_pairs(sigs, bands, rows,                          # [c, 2] int64, i < j, sorted
                             lambda group: min(group.tolist(), key=lambda i: (-order[i], ids[i])))
     similarity = _similarity_fn(ids, sigs, shingle_sets_fn)
     sims = similarity(pairs[:, 0], pairs[:, 1])                         # [c]
-    keep = sims >= spec.threshold
+    keep = are_duplicates(sims, spec.threshold)
     linked, linked_sims = pairs[keep], sims[keep]                       # [e, 2], [e]
 
     involved = sorted_unique(linked.ravel()).tolist()                   # only linked documents need a rank
