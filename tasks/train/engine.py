@@ -19,6 +19,7 @@ import torch.distributed as dist
 from deepspeed.runtime.checkpoint_engine import TorchCheckpointEngine
 
 from specs.architecture import ModelConfig
+from specs.ranks import RankJob
 from tasks.train.data import EvalData, loss_sums
 from tasks.train.deepspeed_adapter import (fp16_masters, full_fp32_param, gathered_param, pipeline_eval_sums,
                                            pipeline_local_layers, use_weights_only_loader)
@@ -45,7 +46,7 @@ def _eval_loss_fn(n_sources: int, tp: TPContext, logits: torch.Tensor, labels: t
 class Engine:
     """One rank's DeepSpeed engine plus what the training loop asks of it."""
 
-    def __init__(self, cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: dict[str, Any],
+    def __init__(self, cfg: ModelConfig, job: RankJob, layout: Layout, seed: int, ds_cfg: dict[str, Any],
                  init: WeightSource | None = None, schedule: list[tuple[int, int]] | None = None):
         """`init`: the weights to start from (SFT: the pretrained model; a Hugging Face checkpoint), read as
         this rank's slices; None is the seeded random init. `schedule`: the LR schedule segments

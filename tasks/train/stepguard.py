@@ -26,11 +26,15 @@ skip or a down-weight does there, and fp16 overflow steps recognised as such.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
 from tasks.train.stability import Action, Decision, StabilityGuard
+
+if TYPE_CHECKING:
+    from tasks.train.engine import Engine
+    from tasks.train.objectives.base import Objective
 
 Factor = Callable[[int], float]  # micro-batch index -> loss multiplier (test fault injection; 1.0 normally)
 Settle = Callable[[], None]       # judges what the previous step left unread (the Trainer's; may raise LateDecision)
@@ -64,7 +68,7 @@ def loss_scale_of(ds: Any) -> float | None:
     return float(scale) if isinstance(scale, (int, float)) and not isinstance(scale, bool) else None
 
 
-def take_step(e: Any, o: Any, guard: StabilityGuard, accum_check: str, batch: int, done: int,
+def take_step(e: Engine, o: Objective, guard: StabilityGuard, accum_check: str, batch: int, done: int,
               factor: Factor, settle: Settle = no_settle) -> tuple[float, GradNorm, Decision | None]:
     """One optimizer step on data batch `batch` (step `done`, 1-based): (loss of the global batch, its grad norm
     to read when wanted, the guard's decision when it judged, else None: the caller judges after the update).
@@ -94,7 +98,7 @@ def no_norm() -> None:
     return None
 
 
-def single(e: Any, o: Any, guard: StabilityGuard, micro: Callable, batch: int, done: int,
+def single(e: Engine, o: Objective, guard: StabilityGuard, micro: Callable, batch: int, done: int,
            fault: float, settle: Settle = no_settle) -> tuple[float, GradNorm, Decision]:
     """One micro-batch per rank: the forward's loss is judged before its backward."""
     loss, value = micro()
@@ -110,7 +114,7 @@ def single(e: Any, o: Any, guard: StabilityGuard, micro: Callable, batch: int, d
     return reported, e.grad_norm_later(), decision
 
 
-def prepass(e: Any, o: Any, guard: StabilityGuard, micros: list[Callable], batch: int, done: int,
+def prepass(e: Engine, o: Objective, guard: StabilityGuard, micros: list[Callable], batch: int, done: int,
             factor: Factor, settle: Settle = no_settle) -> tuple[float, GradNorm, Decision]:
     """Accumulation judged before any backward: a forward-only pass gives every micro-batch's loss."""
     with e.eval_mode():
@@ -125,7 +129,7 @@ def prepass(e: Any, o: Any, guard: StabilityGuard, micros: list[Callable], batch
     return accumulate(e, o, micros, batch, factor, decision.factor), e.grad_norm_later(), decision
 
 
-def accumulate(e: Any, o: Any, micros: list[Callable], batch: int, factor: Factor, weight: float) -> float:
+def accumulate(e: Engine, o: Objective, micros: list[Callable], batch: int, factor: Factor, weight: float) -> float:
     """Forward and backward of every micro-batch (DeepSpeed updates at the last); each loss scaled by `weight`
     (a down-weighted step) and its fault factor. Returns the global batch's loss (unweighted)."""
     values: list[torch.Tensor] = []
@@ -151,7 +155,7 @@ class HeldNorm:
     guarded run: a step that logs, evaluates, checkpoints or ends the run needs the value now, and so does a
     pipeline's (its whole step is one call, with nothing to queue in front of the read)."""
 
-    def __init__(self, guard: StabilityGuard, objective: Any, train: Any):
+    def __init__(self, guard: StabilityGuard, objective: Objective, train: Any):
         self.guard, self.objective, self.train = guard, objective, train
         self.held: tuple[int, int, GradNorm] | None = None  # (step, batch, its grad norm)
 

@@ -25,12 +25,12 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 import torch.distributed as dist
 
-from specs.ranks import PretrainRun, RankError, RankResult, SFTRun, Timing, TrainResult
+from specs.ranks import RankError, RankJob, RankResult, Timing, TrainResult
 from tasks.core import faults
 from tasks.core.files import json_text, write_json_atomic, write_text_atomic
 from tasks.train.async_save import Checkpointer, SaveSettings
@@ -47,6 +47,9 @@ from tasks.train.runlog import append_row, check_overfit, jsonl, rounded, write_
 from tasks.train.stability import Action, Decision, StabilityGuard
 from tasks.train.stepguard import GradNorm, HeldNorm, LateDecision, take_step
 from tasks.train.weights import ADAPTER_DIR, ADAPTER_SHARDS, merge_shards
+
+if TYPE_CHECKING:  # engine.py imports DeepSpeed: `start` imports it when a rank starts
+    from tasks.train.engine import Engine
 
 GUARD_FILE = "stability.json"
 
@@ -68,7 +71,7 @@ class Hooks:
     point: Callable[[str], None] = faults.checkpoint   # named fault points (kill / errno / pause tests)
 
     @classmethod
-    def from_job(cls, job: PretrainRun | SFTRun) -> "Hooks":
+    def from_job(cls, job: RankJob) -> "Hooks":
         plan = {batch: float(factor) for batch, factor in job.context.loss_faults.items()}
         return cls(loss_factor=lambda batch: plan.get(batch, 1.0)) if plan else cls()
 
@@ -77,7 +80,7 @@ def marker_path(marker_dir: str | Path, rank: int) -> Path:
     return Path(marker_dir) / f"rank-{rank:05d}.json"
 
 
-def run_rank(job: PretrainRun | SFTRun, hooks: Hooks | None = None) -> TrainResult:
+def run_rank(job: RankJob, hooks: Hooks | None = None) -> TrainResult:
     """Train on this rank; the result (or the error, typed) goes to this rank's marker file too."""
     from tasks.train.parallelize import teardown
 
@@ -105,7 +108,7 @@ def cpu_threads(total: int, world: int) -> int:
     return max(1, total // local_ranks(world))
 
 
-def start(job: PretrainRun | SFTRun, rank: int, hooks: Hooks) -> TrainResult:
+def start(job: RankJob, rank: int, hooks: Hooks) -> TrainResult:
     """Set up this rank (objective, process groups, layout, resume choice, engine) and train."""
     from deepspeed.utils import logger as ds_logger
 
@@ -172,9 +175,9 @@ class Trainer:
 
     objective: Objective
     prepared: Prepared
-    engine: Any                    # tasks.train.engine.Engine, or a test double with its step API
+    engine: Engine                 # or a test double with its step API
     store: CheckpointStore
-    job: Any                       # PretrainRun | SFTRun (paths, seed, spec)
+    job: RankJob                   # PretrainRun | SFTRun | PreferRun (paths, seed, spec)
     hooks: Hooks = field(default_factory=Hooks)
     t_start: float = field(default_factory=time.perf_counter)
     schedule: list[tuple[int, int]] = field(default_factory=list)  # LR schedule segments (`schedule_segments`)

@@ -4,15 +4,17 @@ stages' code dependencies, computed from imports, include every objective the tr
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Callable
 
+from specs.ranks import RankJob
+from tasks.train.objectives.base import Objective
 from tasks.train.objectives.dpo import DPOObjective
 from tasks.train.objectives.pretrain import PretrainObjective
 from tasks.train.objectives.sft import SFTObjective
 
-OBJECTIVES: dict[str, Any] = {"pretrain": PretrainObjective, "sft": SFTObjective, "prefer": DPOObjective}  # job.objective -> class
+OBJECTIVES: dict[str, Callable[[RankJob], Objective]] = {"pretrain": PretrainObjective, "sft": SFTObjective, "prefer": DPOObjective}  # job.objective -> class
 
 
-def make_objective(job: Any) -> Any:
+def make_objective(job: RankJob) -> Objective:
     """The objective object for a rank job (a `specs.ranks` model)."""
     return OBJECTIVES[job.objective](job)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import torch
@@ -35,6 +35,10 @@ from tasks.train.runlog import rounded
 from tasks.train.sft_data import Packed, pack_samples, render_records, sft_loss_sums, step_loss
 from tasks.train.init_weights import ConsolidatedSource
 from tasks.train.weights import ADAPTER_DIR
+
+if TYPE_CHECKING:
+    from tasks.train.engine import Engine
+    from tasks.train.stability import StabilityGuard
 
 
 @dataclass
@@ -101,7 +105,7 @@ def prepare_data(pretrain_dir: Path, mix_dir: Path, instruct_dir: Path, train: A
     return SFTData(tok, cfg, init, packs[0], packs[1], stats, chat)
 
 
-def heldout_loss(engine: Any, rows: Packed, micro: int) -> float | None:
+def heldout_loss(engine: Engine, rows: Packed, micro: int) -> float | None:
     """Per-token assistant loss over every held-out row (every rank evaluates all of them: identical values)."""
     n = len(rows.rows)
     if n == 0:
@@ -144,16 +148,16 @@ class SFTObjective:
                         init=self.data.init,
                         tokens_per_step=self.plan.global_batch * cfg.seq_len)
 
-    def attach(self, engine: Any, ckpt_dir: Path, tag: str | None) -> None:
+    def attach(self, engine: Engine, ckpt_dir: Path, tag: str | None) -> None:
         self.layout = engine.layout
 
-    def start_rows(self, engine: Any, tag: str | None, start: int) -> list[dict[str, Any]]:
+    def start_rows(self, engine: Engine, tag: str | None, start: int) -> list[dict[str, Any]]:
         if tag is not None:  # a resumed run's rows (from its checkpoint) hold the step-0 row already
             return []
         return self.evaluate(engine, 0, 0).rows  # the starting point of the held-out curve
 
     # ------------------------------------------------------------------------------------------------ steps
-    def micro_batches(self, engine: Any, batch: int) -> Iterator[MicroBatch]:
+    def micro_batches(self, engine: Engine, batch: int) -> Iterator[MicroBatch]:
         rows, t = self.data.train, self.train
         self.count = float(rows.weights[self.plan.positions(batch)].sum())  # every rank's rows: no all-reduce
         for idx in self.plan.micro_indexes(batch, self.layout.dp_rank):
@@ -165,10 +169,10 @@ class SFTObjective:
                 return step_loss(loss_sum, self.count, self.layout.dp, t.grad_accum), loss_sum.detach()
             yield micro
 
-    def reduce(self, engine: Any, batch: int, values: list[torch.Tensor]) -> float:
+    def reduce(self, engine: Engine, batch: int, values: list[torch.Tensor]) -> float:
         return engine.dp_sum(torch.stack(values).sum()) / max(self.count, 1.0)
 
-    def micro_losses(self, engine: Any, batch: int, values: list[torch.Tensor]) -> list[float]:
+    def micro_losses(self, engine: Engine, batch: int, values: list[torch.Tensor]) -> list[float]:
         """Micro-batch i's per-token loss over the dp ranks: Σ loss sums / Σ assistant tokens (one all-reduce)."""
         weights = self.data.train.weights
         counts = [float(weights[idx].sum()) for idx in self.plan.micro_indexes(batch, self.layout.dp_rank)]
@@ -176,7 +180,7 @@ class SFTObjective:
         k = len(values)
         return [s / max(c, 1.0) for s, c in zip(sums[:k], sums[k:])]
 
-    def whole_step(self, engine: Any, batch: int) -> float:
+    def whole_step(self, engine: Engine, batch: int) -> float:
         raise NotImplementedError("sft runs without a pipeline")
 
     def doc_ids(self, batch: int) -> list[str]:
@@ -189,7 +193,7 @@ class SFTObjective:
     def eval_due(self, done: int) -> bool:
         return False
 
-    def evaluate(self, engine: Any, done: int, next_batch: int) -> EvalOutcome:
+    def evaluate(self, engine: Engine, done: int, next_batch: int) -> EvalOutcome:
         held = heldout_loss(engine, self.data.heldout, self.train.micro_batch_size)
         if held is None:
             return EvalOutcome()
@@ -202,7 +206,7 @@ class SFTObjective:
     def restore_state(self, folder: Path) -> None:
         return None
 
-    def finish(self, out_dir: Path, rows: list[dict[str, Any]], guard: Any) -> dict[str, Any]:
+    def finish(self, out_dir: Path, rows: list[dict[str, Any]], guard: StabilityGuard) -> dict[str, Any]:
         with atomic_path(out_dir / "tokenizer.json") as tmp:
             self.data.tokenizer.save(str(tmp))
         if self.train.adapter.kind == "lora":  # beside the merged adapter tensors (`tasks/train/weights.py`)
