@@ -11,7 +11,7 @@ import torch
 
 from specs.pretrain import ParallelSpec, PretrainSpec
 from tasks.train.dsconfig import adamw_kwargs, ds_config, make_optimizer
-from tasks.train.stepguard import loss_scale_of, skipped_steps_of
+from tasks.train.step import loss_scale_of, skipped_steps_of
 
 
 def parsed(cfg: dict):

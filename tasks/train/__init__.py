@@ -22,8 +22,10 @@ checkpoint.py       CheckpointStore (manifests, latest, rotation), choose_resume
 resume_rules.py     whether a checkpoint of one layout may resume at another (layout_problems, unsupported_reason):
                     pure rules, read by checkpoint.py and by elastic.py (the layout-free copy)
 rng.py              each rank's RNG states in a tag (rng_file, rng_state, restore_rng)
-trainer.py          run_rank(job) and Trainer: the ONE loop (rank set-up, resume, step + accumulation, stability
-                    guard and rollback, checkpoints, eval cadence, telemetry, final weights) for every objective
+trainer.py          run_rank(job) and Trainer: the ONE loop (rank set-up, resume, the step, stability guard and
+                    rollback, checkpoints, eval cadence, telemetry, final weights) for every objective
+step.py             train_step: one optimizer step of any objective (micro-batches, the guard's judgement before
+                    or after the update, accumulation, the grad norm held one step, fp16 overflow)
 objectives/         base.py (the Objective protocol), pretrain.py (PretrainObjective), sft.py (SFTObjective);
                     the registry in objectives/__init__.py maps a job's `objective` to its class
 launch.py           launch(job) -> TrainResult: in-process / spawn / deepspeed / torchrun; typed markers back

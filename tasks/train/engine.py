@@ -30,7 +30,7 @@ from tasks.train.init_weights import WeightSource
 from tasks.train.parallelize import Layout, build_engine, fused_projections
 from tasks.train.tensor_parallel import TPContext
 from tasks.train.tp_model import vocab_split
-from tasks.train.stepguard import loss_scale_of, skipped_steps_of
+from tasks.train.step import loss_scale_of, skipped_steps_of
 from tasks.train.lora import is_adapter_key, merge_lora
 from tasks.train.snapshot import HostBuffers, PendingFile, write_state
 from tasks.train.weights import ADAPTER_SHARDS, shard_path, write_shard
@@ -95,7 +95,7 @@ class Engine:
 
     def skipped_steps(self) -> int:
         """Steps DeepSpeed's loss scaler has skipped for fp16 overflow (compare before and after a step:
-        tasks/train/stepguard.py)."""
+        tasks/train/step.py)."""
         return skipped_steps_of(self.ds)
 
     def loss_scale(self) -> float | None:

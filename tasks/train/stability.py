@@ -18,7 +18,7 @@ How the loop uses it:
 - Where the loss is only known after the update (a pipeline's `train_batch`, or accumulation with
   `accum_check: after`), call `observe(..., update_done=True)`: a spike is then NOTED (recorded, counted toward a
   rollback) instead of skipped. Where it is known before (one micro-batch per rank, or accumulation's forward
-  pre-pass, tasks/train/stepguard.py), observe the loss first — with accumulation also each micro-batch's loss
+  pre-pass, tasks/train/step.py), observe the loss first — with accumulation also each micro-batch's loss
   (`micro_losses`), judged against the accepted steps' micro-batch losses, so one spiking micro-batch of many is
   caught although the step's mean dilutes it — and the grad norm after the update with `observe_grad_norm`: an
   update is applied before its grad norm exists, so grad-norm spikes are NOTED too.

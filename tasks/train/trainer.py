@@ -3,7 +3,7 @@ the DeepSpeed launcher, torchrun); the objective (tasks/train/objectives/) says 
 
 Per step (0-based `step`, `done = step + 1` steps finished): one optimizer step on the step's global batch, judged
 by the stability guard (before any backward — with accumulation through a forward pre-pass — except for a
-pipeline's one-call step, judged after its update: tasks/train/stepguard.py);
+pipeline's one-call step, judged after its update: tasks/train/step.py);
 every `log_every` (and the last) a metrics row and a log line; every `eval_every` (and the last, and whenever the
 objective asks) its evaluation rows; every `checkpoint_every` (and the last) a checkpoint; then the fault point
 `<objective>.step_done`. metrics.jsonl rows hold only deterministic values (rounded to 6 decimals), so an
@@ -45,7 +45,7 @@ from tasks.train.objectives import make_objective
 from tasks.train.objectives.base import Objective, Prepared
 from tasks.train.runlog import append_row, check_overfit, jsonl, rounded, write_plots
 from tasks.train.stability import Action, Decision, StabilityGuard
-from tasks.train.stepguard import GradNorm, HeldNorm, LateDecision, take_step
+from tasks.train.step import GradNorm, HeldNorm, LateDecision, train_step
 from tasks.train.weights import ADAPTER_DIR, ADAPTER_SHARDS, merge_shards
 
 if TYPE_CHECKING:  # engine.py imports DeepSpeed: `start` imports it when a rank starts
@@ -274,10 +274,10 @@ class Trainer:
     def optimizer_step(self, batch: int, done: int) -> tuple[float, GradNorm, Decision | None]:
         """One optimizer step on data batch `batch`: (loss of the global batch, grad norm, the guard's decision
         when it judged before the update, else None). When the guard can judge first — one micro-batch per rank,
-        or accumulation with its forward pre-pass — and when it cannot (a pipeline): tasks/train/stepguard.py."""
+        or accumulation with its forward pre-pass — and when it cannot (a pipeline): tasks/train/step.py."""
         self.engine.set_lr_scale(self.guard.lr_scale(done))
         fault, micro_fault = self.hooks.loss_factor(batch + 1), self.hooks.micro_factor
-        return take_step(self.engine, self.objective, self.guard, self.train.stability.accum_check, batch, done,
+        return train_step(self.engine, self.objective, self.guard, self.train.stability.accum_check, batch, done,
                          lambda i: fault * micro_fault(batch + 1, i), self.held.settle)
 
     # --------------------------------------------------------------------------------------- rows and logs

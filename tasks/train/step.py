@@ -1,5 +1,14 @@
-"""One optimizer step as the stability guard sees it: when the guard judges (before or after the update), what a
-skip or a down-weight does there, and fp16 overflow steps recognised as such.
+"""The training step, in one place: `train_step` runs one optimizer step of any objective on one rank.
+
+    micro-batches <- objective.micro_batches(engine, batch)     (or objective.whole_step: a pipeline)
+    forward each; the guard judges the step's loss              (`single`, or `prepass` with accumulation)
+    skip, down-weight or apply: engine.backward_and_step(loss)  (`accumulate` over the micro-batches)
+    the grad norm, read after the update                        (`HeldNorm`: one step late on ordinary steps)
+    fp16 overflow: the update DeepSpeed skipped, recorded as such
+
+The Trainer (tasks/train/trainer.py) calls it once per step and does everything around it (logging, evaluation,
+checkpoints, rollback). When the stability guard judges (before or after the update), what a skip or a
+down-weight does there, and fp16 overflow steps:
 
 - One micro-batch per rank (no pipeline): the step's loss is known before any backward — judged first, then
   skipped (no backward; the LR schedule still advances), down-weighted (the loss scaled before its backward) or
@@ -68,7 +77,7 @@ def loss_scale_of(ds: Any) -> float | None:
     return float(scale) if isinstance(scale, (int, float)) and not isinstance(scale, bool) else None
 
 
-def take_step(e: Engine, o: Objective, guard: StabilityGuard, accum_check: str, batch: int, done: int,
+def train_step(e: Engine, o: Objective, guard: StabilityGuard, accum_check: str, batch: int, done: int,
               factor: Factor, settle: Settle = no_settle) -> tuple[float, GradNorm, Decision | None]:
     """One optimizer step on data batch `batch` (step `done`, 1-based): (loss of the global batch, its grad norm
     to read when wanted, the guard's decision when it judged, else None: the caller judges after the update).
@@ -148,7 +157,7 @@ class HeldNorm:
 
     Right after an update, reading its grad norm makes the host wait for the device to finish the whole queue
     (a synchronisation per step). Held instead, it is read during the next step once that step's forward is
-    queued behind the update (`settle`, called from `take_step`): the read then waits for the update only. It
+    queued behind the update (`settle`, called from `train_step`): the read then waits for the update only. It
     is judged there before the next step's loss is, so the guard sees the same values in the same order and
     decides the same; a rollback it calls for is raised (`LateDecision`) before the next step's backward, so
     nothing of that step is applied and the same checkpoint is restored. Held only on ordinary steps of a
@@ -193,4 +202,4 @@ class HeldNorm:
         self.held = None
 
 
-__all__ = ["take_step", "HeldNorm", "skipped_steps_of", "loss_scale_of", "LateDecision", "GradNorm"]
+__all__ = ["train_step", "HeldNorm", "skipped_steps_of", "loss_scale_of", "LateDecision", "GradNorm"]
