@@ -66,7 +66,7 @@ def child(args: argparse.Namespace, mode: str, elastic: bool) -> dict:
     """One run in this process: per-save stalls and background write times, loop time, sizes."""
     from specs.architecture import ModelConfig, param_count
     from tasks.train.launch import launch
-    from tasks.train.synthetic import make_job, synthetic_mix
+    from tasks.train.inputs.synthetic import make_job, synthetic_mix
 
     work = Path(args.work) / f"{mode}-elastic-{'on' if elastic else 'off'}"
     mix = synthetic_mix(work / "mix", vocab_size=256, seq_len=args.seq, docs=60, val_docs=4)

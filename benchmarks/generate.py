@@ -4,7 +4,7 @@
     python benchmarks/generate.py --prompts 16 --new 128 --layers 8 --d-model 256 --threads 2
 
 One random model (O(1) weights, so greedy continuations are not degenerate) is exported with
-tasks/train/hf_export.py and loaded back by transformers; every method continues the same seeded prompts
+tasks/train/hf/hf_export.py and loaded back by transformers; every method continues the same seeded prompts
 (lengths 8..40 tokens) greedily by exactly `--new` tokens (no stop token, so all do the same work), in this one
 process with a fixed thread count, best of `--repeats` (taken round-robin over the methods). Methods:
 
@@ -35,8 +35,8 @@ from specs.evaluate import SamplingSpec  # noqa: E402  (after the sys.path inser
 from tasks.data.tokenizer import save_tokenizer, train_tokenizer  # noqa: E402
 from tasks.eval.generate import generate_batch, torch_threads  # noqa: E402
 from specs.architecture import ModelConfig, ffn_hidden_size  # noqa: E402
-from tasks.train.hf_export import export_hf  # noqa: E402
-from tasks.train.model import Transformer  # noqa: E402
+from tasks.train.hf.hf_export import export_hf  # noqa: E402
+from tasks.train.modeling.model import Transformer  # noqa: E402
 
 
 def build(args: argparse.Namespace, folder: Path) -> tuple[Transformer, torch.nn.Module]:

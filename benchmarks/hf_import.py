@@ -82,11 +82,11 @@ def rank_main(rank: int, world: int, folder: str, parallel: dict) -> dict:
     import torch
 
     from specs.pretrain import ParallelSpec, PretrainSpec
-    from tasks.train.dsconfig import ds_config
-    from tasks.train.hf_import import hf_model_config
-    from tasks.train.init_weights import HFSource
-    from tasks.train.model import Transformer
-    from tasks.train.parallelize import build_layout, build_module, init_distributed
+    from tasks.train.parallel.dsconfig import ds_config
+    from tasks.train.hf.hf_import import hf_model_config
+    from tasks.train.checkpointing.init_weights import HFSource
+    from tasks.train.modeling.model import Transformer
+    from tasks.train.parallel.parallelize import build_layout, build_module, init_distributed
     from tests.helpers.init_meta import peak_growth, start_peak
 
     init_distributed()

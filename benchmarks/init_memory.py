@@ -1,6 +1,6 @@
 """Start-up memory with ZeRO-3: peak RSS per rank of building a model and `deepspeed.initialize` over it, on
 2 gloo CPU ranks, the old path (the whole plain model built in fp32 on every rank, partitioned by DeepSpeed)
-against the new one (`tasks.train.parallelize.build_module`: meta device, each linear materialised then
+against the new one (`tasks.train.parallel.parallelize.build_module`: meta device, each linear materialised then
 partitioned at once) — issue #13.
 
     python benchmarks/init_memory.py                        # ~0.5 B parameters (d 1536, 16 layers), bf16
@@ -70,9 +70,9 @@ def rank_main(rank: int, world: int, cfg_dict: dict, path: str, precision: str, 
 
     from specs.pretrain import ParallelSpec, PretrainSpec
     from specs.architecture import ModelConfig
-    from tasks.train.dsconfig import ds_config, make_optimizer
-    from tasks.train.model import Transformer
-    from tasks.train.parallelize import build_layout, build_module, init_distributed
+    from tasks.train.parallel.dsconfig import ds_config, make_optimizer
+    from tasks.train.modeling.model import Transformer
+    from tasks.train.parallel.parallelize import build_layout, build_module, init_distributed
     from tests.helpers.init_meta import start_peak
 
     init_distributed()

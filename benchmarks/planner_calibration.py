@@ -3,7 +3,7 @@
     python benchmarks/planner_calibration.py [--gpu-parts benchmarks/gpu/out/parts] [--skip-cpu]
 
 CPU rows: every layout of 1–2 local CPU ranks of two small shapes is timed by `plan --measure`'s machinery
-(tasks/train/measure.py: the pretrain launch path and loop on a synthetic mix), and priced by the cost model
+(tasks/train/planning/measure.py: the pretrain launch path and loop on a synthetic mix), and priced by the cost model
 with this CPU's measured fp32 matmul rate (one thread, what each rank gets) as its "peak" — the model then
 assumes ASSUMED_MFU of it, as it assumes of a GPU's datasheet peak. GPU rows: the engine rows of the GPU
 script's throughput JSONs when a folder of them is given (none exist yet: pending rows), and the stage's H200
@@ -22,8 +22,8 @@ sys.path.insert(0, str(ROOT))
 
 from specs import load_params  # noqa: E402
 from specs.pretrain import ModelSpec  # noqa: E402
-from tasks.train.cluster import ClusterSpec  # noqa: E402
-from tasks.train.plan_calibrate import Observation, comparison_table, throughput_observations  # noqa: E402
+from tasks.train.planning.cluster import ClusterSpec  # noqa: E402
+from tasks.train.planning.plan_calibrate import Observation, comparison_table, throughput_observations  # noqa: E402
 
 # Shapes timed on CPU: the default tiny model, and one four times wider per token (compute weighs more).
 CPU_SHAPES = {"tiny d128": ["model.flavor=tiny"],
@@ -48,7 +48,7 @@ def matmul_tflops(n: int = 512, seconds: float = 1.0) -> float:
 
 
 def cpu_observations(steps: int, echo) -> list[Observation]:
-    from tasks.train.measure import candidates, measure_layouts, observations
+    from tasks.train.planning.measure import candidates, measure_layouts, observations
 
     tflops = matmul_tflops()
     echo(f"CPU fp32 matmul, one thread: {tflops * 1e3:.1f} GFLOP/s (the 'peak' the estimates use)")

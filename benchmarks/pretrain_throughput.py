@@ -10,7 +10,7 @@
 Runs (`--runs`, each in its own child process, so its peak memory is its own and no DeepSpeed state or compiled
 code leaks into the next):
   engine            the pretrain stage's loop (benchmarks/gpu/stage_steps.py): the spec's own defaults resolved for
-                    the device — precision, DeepSpeed config from `tasks.train.dsconfig`, compile, fused AdamW,
+                    the device — precision, DeepSpeed config from `tasks.train.parallel.dsconfig`, compile, fused AdamW,
                     stability guard, telemetry, data loader — on a synthetic mix; once per `--zero` stage given
                     (default: the spec's). `--set key=value` overrides the job for an experiment.
   sft               the sft stage's loop on packed conversations with an assistant-only loss (benchmarks/gpu/
@@ -21,7 +21,7 @@ code leaks into the next):
 
 tokens/s is timed over --steps steps after --warmup untimed ones (the first step, where compilation lands, and
 the whole warm-up are reported apart: compile time counts against a run's budget, not its speed), the device
-synchronised at both ends. MFU = tokens/s · FLOPs/token / device peak (tasks.train.telemetry; PaLM's 6·N + 12·L·d·T
+synchronised at both ends. MFU = tokens/s · FLOPs/token / device peak (tasks.train.loop.telemetry; PaLM's 6·N + 12·L·d·T
 count, specs.architecture); CPU gives "unknown". The JSON (--json) is rewritten after every run, so a run that
 is cut short still leaves the rows it finished.
 """
@@ -120,7 +120,7 @@ def child(args: argparse.Namespace) -> dict:
 
 
 def mfu_of(result: dict) -> float | None:
-    from tasks.train.telemetry import UnknownDeviceError, mfu, peak_flops
+    from tasks.train.loop.telemetry import UnknownDeviceError, mfu, peak_flops
 
     try:
         peak = peak_flops(result["device_name"], result["config"]["precision"]).flops

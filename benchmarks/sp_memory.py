@@ -1,6 +1,6 @@
 """Activation memory one sequence-parallel block saves for backward, per TP rank: the old path (each norm
 gathers its output, the q/k/v and gate/up matmuls save that gathered [B, T, d]) against `gather_linears`
-(tasks/train/sequence_parallel.py: one all-gather inside the linears' autograd function, only the rank's
+(tasks/train/parallel/sequence_parallel.py: one all-gather inside the linears' autograd function, only the rank's
 [B, T/tp, d] input saved), on local gloo CPU ranks, both in the same run.
 
     python benchmarks/sp_memory.py                         # tp 2 and 4, T 2048, d 1024, 16 heads, bf16
@@ -10,7 +10,7 @@ Per rank: the distinct storages of every tensor autograd saves in the block's fo
 (tests/helpers/train.py saved_activations / saved_bytes). The old path is rebuilt from the same TP block
 (tests/helpers/sequence_parallel.py sp_block: the gathering norm, attention's and SwiGLU's plain projections).
 The expected difference is the two column regions' inputs, 2 × s·b·h·bytes × (1 − 1/tp): the planner's
-4 + 30/t → 34/t (tasks/train/planner.py block_activation_bytes).
+4 + 30/t → 34/t (tasks/train/planning/planner.py block_activation_bytes).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def main() -> None:
     import torch
 
     from specs.architecture import ModelConfig
-    from tasks.train.planner import block_activation_bytes
+    from tasks.train.planning.planner import block_activation_bytes
     from tests.helpers.train import spawn_gloo
     from tests.helpers.sequence_parallel import block_saved_rank
 

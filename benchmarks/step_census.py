@@ -39,7 +39,7 @@ def gpt_reference():
 def step_rows(args: argparse.Namespace) -> list[tuple[str, object]]:
     from specs.pretrain import ModelSpec
     from specs.architecture import ModelConfig
-    from tasks.train.model import Transformer, lm_loss
+    from tasks.train.modeling.model import Transformer, lm_loss
     from tests.helpers.census import census_of_step
     from tests.helpers.reference_llama import RefLlama
 
@@ -58,8 +58,8 @@ def step_rows(args: argparse.Namespace) -> list[tuple[str, object]]:
 
 
 def loss_rows(vocab: int, tokens: int, d: int) -> list[tuple[str, object]]:
-    from tasks.train.loss import linear_cross_entropy
-    from tasks.train.model import lm_loss
+    from tasks.train.modeling.loss import linear_cross_entropy
+    from tasks.train.modeling.model import lm_loss
     from tests.helpers.census import count
 
     g = torch.Generator().manual_seed(1)

@@ -26,8 +26,9 @@ def loss_rank(rank: int, world: int, path: str, tokens: int, vocab: int, d_model
     import torch
     import torch.distributed as dist
 
-    from tasks.train.model import lm_loss
-    from tasks.train.tensor_parallel import TPContext, vocab_parallel_lm_loss, vocab_parallel_logits
+    from tasks.train.modeling.model import lm_loss
+    from tasks.train.parallel.tensor_parallel import vocab_parallel_lm_loss, vocab_parallel_logits
+    from tasks.train.parallel.tp_context import TPContext
     from tests.helpers.train import saved_activations, saved_bytes
     from tests.helpers.init_meta import peak_growth, start_peak
 

@@ -46,3 +46,28 @@ class BatchGeometry:
         global batch `positions` (global_batch entries in order: rank r takes the r-th per_rank block)."""
         mine = positions[dp_rank * self.per_rank:(dp_rank + 1) * self.per_rank]
         return [mine[k * self.micro_batch:(k + 1) * self.micro_batch] for k in range(self.grad_accum)]
+
+
+class StepBatches:
+    """What a data order with `micro_batch`, `grad_accum` and `dp` attributes and a `positions(step)` method (a
+    step's global batch, in order) derives from them: its geometry, the global batch and each rank's micro-batches.
+    Shared by the plain data order and the adaptive mixer (tasks/train/inputs/data.py, adaptive.py)."""
+
+    micro_batch: int
+    grad_accum: int
+    dp: int
+
+    def positions(self, step: int) -> Any:
+        raise NotImplementedError
+
+    @property
+    def geometry(self) -> BatchGeometry:
+        return BatchGeometry(self.micro_batch, self.grad_accum, self.dp)
+
+    @property
+    def global_batch(self) -> int:
+        return self.geometry.global_batch
+
+    def micro_indexes(self, step: int, dp_rank: int) -> list[Any]:
+        """This data-parallel rank's `grad_accum` micro-batches of step `step`, each [micro_batch]."""
+        return self.geometry.rank_micro_batches(self.positions(step), dp_rank)

@@ -71,7 +71,7 @@ class AdaptiveMixSpec(StrictModel):
     exponentiated gradient (DoReMi, Xie et al. 2023, Alg. 1) on a per-source lag signal λ:
     `a = w ⊙ exp(step_size · λ)` normalized, `w' = (1 − smoothing) · a + smoothing · w0`, then projected into
     the per-source [min, max] bounds (a common scale factor, clipped: ratios between unclamped sources stay).
-    w0 = the train split's own source shares (what the fixed sampler draws). See tasks/train/adaptive.py.
+    w0 = the train split's own source shares (what the fixed sampler draws). See tasks/train/inputs/adaptive.py.
     """
 
     enabled: bool = Field(

@@ -1,6 +1,6 @@
 """The training-loop knobs pretraining and SFT share (`TrainLoopSpec`), and their parts: optimizer and schedule,
 stability guard, telemetry. `specs.pretrain.PretrainSpec` and `specs.sft.SFTSpec` extend `TrainLoopSpec` with what
-only they have; the one `Trainer` (tasks/train/trainer.py) reads only these fields."""
+only they have; the one `Trainer` (tasks/train/loop/trainer.py) reads only these fields."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ class StabilitySpec(StrictModel):
 
 class SpeedSpec(StrictModel):
     """Precision and speed knobs: compilation, the optimizer kernel, DeepSpeed's mixed-precision mode and its
-    communication settings (written explicitly into the generated DeepSpeed config, tasks/train/dsconfig.py)."""
+    communication settings (written explicitly into the generated DeepSpeed config, tasks/train/parallel/dsconfig.py)."""
 
     compile: Literal["auto", "on", "off"] = Field(
         "auto", description="torch.compile each transformer block (per block, not the whole model: DeepSpeed's "

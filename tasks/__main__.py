@@ -85,7 +85,7 @@ def cluster_from_args(args: argparse.Namespace, params):
     from pydantic import ValidationError
 
     from specs.base import describe_errors
-    from tasks.train.cluster import ClusterSpec
+    from tasks.train.planning.cluster import ClusterSpec
 
     given = {name: getattr(args, name) for name in ClusterSpec.model_fields if hasattr(args, name)}
     precision = params.pretrain.precision
@@ -106,7 +106,7 @@ def cluster_from_args(args: argparse.Namespace, params):
 def plan_constraints(params, keys: list[str]) -> dict:
     """The recipe fields `--fix KEY …` keeps at the params' values (RECIPE_KEYS names); raises ParamsError
     naming an unknown key."""
-    from tasks.train.planner import RECIPE_KEYS
+    from tasks.train.planning.plan_result import RECIPE_KEYS
 
     fixed, bad = {}, [k for k in keys if k not in RECIPE_KEYS]
     if bad:
@@ -122,8 +122,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     """The training recipe (layout, ZeRO, micro-batch, accumulation, checkpointing, sequence parallelism) for
     the params' model on a described cluster at a global batch: every layout's best recipe with its memory and
     estimated step time, the fastest that fits, as overrides to paste (--json: machine-readable); with
-    --measure, the measured speed of every layout that runs on the local ranks (tasks/train/measure.py)."""
-    from tasks.train.planner import search, validate_layout
+    --measure, the measured speed of every layout that runs on the local ranks (tasks/train/planning/measure.py)."""
+    from tasks.train.planning.plan_render import plan_dict, render_plan
+    from tasks.train.planning.planner import MEMORY_SAFETY, TIE_TOLERANCE, search, validate_layout
 
     root = _root(args)
     try:
@@ -134,7 +135,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 2
     if args.measure:  # time real steps of each layout on the local ranks instead of estimating memory
-        from tasks.train.measure import run_measure
+        from tasks.train.planning.measure import run_measure
 
         return run_measure(params, ranks=args.ranks, steps=args.measure_steps, memory_gb=cluster.memory_gb,
                            precision=cluster.precision, cluster=cluster)
@@ -149,9 +150,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         import json
 
         layout = {"dp": p.dp, "tp": p.tp, "pp": p.pp, "zero_stage": p.zero_stage, "problems": own}
-        print(json.dumps({**result.to_dict(), "params_layout": layout}, indent=2, ensure_ascii=False))
+        print(json.dumps({**plan_dict(result, MEMORY_SAFETY, TIE_TOLERANCE), "params_layout": layout}, indent=2,
+                         ensure_ascii=False))
     else:
-        print(result.render())
+        print(render_plan(result))
         print(f"\nparams.yaml's own layout dp={p.dp} tp={p.tp} pp={p.pp} zero_stage={p.zero_stage}: "
               + ("; ".join(own) if own else "valid for this cluster")
               + (" (the recipe above replaces it)" if own and result.chosen else ""))
@@ -189,7 +191,7 @@ def cmd_reports(args: argparse.Namespace) -> int:
 
 
 def cmd_tiny_checkpoint(args: argparse.Namespace) -> int:
-    from tasks.train.tiny_checkpoint import CHATML, embedded_texts, make_checkpoint
+    from tasks.train.hf.tiny_checkpoint import CHATML, embedded_texts, make_checkpoint
 
     folder = Path(args.root) / args.folder
     make_checkpoint(folder, embedded_texts(), family=args.family, chat_template=None if args.no_chat_template
@@ -216,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--set", action="extend", nargs="+", metavar="KEY=VALUE",
                     help="params overrides, e.g. a shape: --set model.n_layers=80 model.d_model=8192 (several after "
                     "one --set, or --set again)")
-    from tasks.train.cluster import ClusterSpec
+    from tasks.train.planning.cluster import ClusterSpec
 
     add_spec_options(pl, ClusterSpec, PLAN_DEFAULTS_FROM_PARAMS)  # the cluster, from its spec's fields
     pl.add_argument("--json", action="store_true",

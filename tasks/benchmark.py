@@ -146,16 +146,16 @@ def load(ref: ModelRef, bench: BenchmarkSpec, paths: StagePaths, prefix_id: int)
         return forgeline_lm(ref.path, ref.tokenizer, prefix_id=prefix_id, eot_id=prefix_id,
                             batch_size=bench.batch_size, seed=paths.seed, device=bench.device), None
     folder, extra = ref.path, {}
-    if ref.tokenizer is not None:  # a forgeline checkpoint: converted as export converts it (tasks/train/hf_export)
+    if ref.tokenizer is not None:  # a forgeline checkpoint: converted as export converts it (tasks/train/hf/hf_export.py)
         folder, extra = hf_conversion(ref, paths), {"prefix_token_id": prefix_id}
     return "hf", {"pretrained": str(folder), "dtype": "float32", **extra}
 
 
 def hf_conversion(ref: ModelRef, paths: StagePaths) -> Path:
     """`ref`'s checkpoint as a Hugging Face folder under work/benchmark/ (rewritten each run)."""
-    from tasks.train.hf_export import export_hf
-    from tasks.train.model import ModelConfig
-    from tasks.train.weights import load_weights
+    from tasks.train.hf.hf_export import export_hf
+    from tasks.train.modeling.model import ModelConfig
+    from tasks.train.checkpointing.weights import load_weights
 
     cfg = ModelConfig.from_dict(json.loads((ref.path / "config.json").read_text())["model"])
     cfg = replace(cfg, seq_len=max(cfg.max_positions or 0, cfg.seq_len))  # the context export states

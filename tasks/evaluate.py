@@ -31,7 +31,7 @@ from tasks.eval.baseline import unigram_perplexity
 from tasks.eval.generate import load_model, run_generations, torch_threads
 from tasks.eval.perplexity import perplexity
 from tasks.eval.spotcheck import Flagger, build_sample, sample_sha256, sample_text
-from tasks.train.weights import weight_files
+from tasks.train.checkpointing.weights import weight_files
 
 log = logging.getLogger("forgeline.evaluate")
 OUTPUTS = ("perplexity.json", "generations.jsonl", "spotcheck.jsonl", "report.json")

@@ -8,7 +8,7 @@ card's lineage it also reads, without declaring them (they are upstream of sft t
 reviewed") and `params.yaml`.
 Outputs (data/export/):
   hf/           config.json, generation_config.json, model.safetensors, tokenizer.json, tokenizer_config.json
-                (with the chat template), special_tokens_map.json, README.md (card) — see tasks/train/hf_export.py
+                (with the chat template), special_tokens_map.json, README.md (card) — see tasks/train/hf/hf_export.py
   report.json   max logit difference, files + sha256, parameter count, lineage
 Both byte-identical on rerun: the card has no timestamps, the verification runs on one thread and its max
 difference is rounded to two significant digits.
@@ -36,12 +36,12 @@ from tasks.core.files import sha256_file, write_json_atomic
 from tasks.core.graph import DATA_DIR, METRICS_DIR
 from tasks.core.runner import MANIFEST, StagePaths
 from tasks.data.tokenizer import load_tokenizer
-from tasks.train.chat import DEFAULT_FORMAT, render, render_jinja, render_text
-from tasks.train.chat_template import TemplateChat
-from tasks.train.hf_export import ExportMismatch, check_hf, export_hf, publish_folder
-from tasks.train.model import ModelConfig
-from tasks.train.peft_export import base_weights, check_adapter, write_adapter
-from tasks.train.weights import ADAPTER_DIR, load_weights, weight_files
+from tasks.train.inputs.chat import DEFAULT_FORMAT, render, render_jinja, render_text
+from tasks.train.inputs.chat_template import TemplateChat
+from tasks.train.hf.hf_export import ExportMismatch, check_hf, export_hf, publish_folder
+from tasks.train.modeling.model import ModelConfig
+from tasks.train.hf.peft_export import base_weights, check_adapter, write_adapter
+from tasks.train.checkpointing.weights import ADAPTER_DIR, load_weights, weight_files
 from tasks.eval.generate import torch_threads
 from tasks.eval.finished import finished_model
 from tasks.eval.preference_card import card_sections
@@ -126,7 +126,7 @@ def run(spec: ExportSpec, paths: StagePaths) -> StageResult:
 def export_adapter(spec: ExportSpec, paths: StagePaths, sft: Path, merged: dict, cfg: ModelConfig,
                    card: dict[str, Any], template: str, specials: Any, seq: int) -> dict[str, Any] | None:
     """A LoRA run: the adapter in PEFT's format (`adapter/`) and the base it applies to (`base/`, an HF folder),
-    both published only after PEFT's base + adapter reproduced the merged model (`tasks/train/peft_export.py`)."""
+    both published only after PEFT's base + adapter reproduced the merged model (`tasks/train/hf/peft_export.py`)."""
     lora_dir = sft / ADAPTER_DIR
     if not lora_dir.is_dir():
         return None

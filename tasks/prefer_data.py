@@ -37,10 +37,10 @@ from tasks.data.preference_filters import dedup_prompts, length_bias, pair_filte
 from tasks.data.records import write_table
 from tasks.eval.approval import require_approval
 from tasks.eval.generate import generate_batch, torch_threads
-from tasks.train.chat import render
+from tasks.train.inputs.chat import render
 from specs.architecture import ModelConfig
-from tasks.train.pref_data import sft_chat
-from tasks.train.weights import load_weights, model_from_state
+from tasks.train.inputs.pref_data import sft_chat
+from tasks.train.checkpointing.weights import load_weights, model_from_state
 
 log = logging.getLogger("forgeline.prefer_data")
 STEPS = ("parse", "empty", "identical", "length", "decontamination", "exact_duplicate", "near_duplicate")

@@ -6,7 +6,7 @@ never holds a second model (with LoRA the reference is the adapter switched off,
 Changing the pairs or the SFT model re-runs this stage; changing only DPO's knobs (β, loss, steps) does not.
 
 Inputs: data/sft/ (weights, config, tokenizer, chat template), data/prefer_data/{train,heldout}.jsonl. The pairs
-are rendered, fitted and packed exactly as training does (tasks/train/pref_data.py `load_pair_sets`, the same
+are rendered, fitted and packed exactly as training does (tasks/train/inputs/pref_data.py `load_pair_sets`, the same
 `prefer_ref.row_len` and seed). Outputs (data/prefer_ref/): `logprobs.parquet` (split, id, chosen_logp, rejected_logp
 — float64 sums over each answer's tokens —, chosen_tokens, rejected_tokens) and `report.json` (the SFT model's
 preference accuracy and answer log-probs per split, and the pass's cost: seconds, tokens/s).
@@ -27,8 +27,8 @@ from tasks.core.files import atomic_path, write_json_atomic
 from tasks.core.runner import StagePaths
 from tasks.eval.generate import torch_threads
 from specs.architecture import ModelConfig
-from tasks.train.pref_data import REF_FILE, SPLITS, all_pair_logps, load_pair_sets, write_reference
-from tasks.train.weights import load_weights, model_from_state, weight_files
+from tasks.train.inputs.pref_data import REF_FILE, SPLITS, all_pair_logps, load_pair_sets, write_reference
+from tasks.train.checkpointing.weights import load_weights, model_from_state, weight_files
 
 log = logging.getLogger("forgeline.prefer_ref")
 

@@ -4,13 +4,13 @@
 Inputs: data/mix/ (packing.json: seq_len, vocab; train/val shards and index; tokenizer.json). Outputs
 (data/pretrain/): `model.safetensors` (consolidated fp32 weights of the plain pp = 1, tp = 1 model, merged from per-
 rank shards; past 2 GiB Hugging Face's `model-NNNNN-of-NNNNN.safetensors` + index; read with
-`tasks.train.weights.load_weights` into `tasks.train.model.Transformer(ModelConfig.from_dict(config["model"]),
+`tasks.train.checkpointing.weights.load_weights` into `tasks.train.modeling.model.Transformer(ModelConfig.from_dict(config["model"]),
 seed)`), `config.json`, `ds_config.json`, `metrics.jsonl`, `report.json` — all byte-identical on an identical rerun
 (wall-clock facts are in the StageResult summary, the log, wandb and reports/pretrain/telemetry.jsonl only), plus
 `incidents.jsonl` (stability guard) and `plots/*.csv` (loss curves for `dvc plots show`).
 Checkpoints: `checkpoints/pretrain/` (not inside data/pretrain, which DVC deletes before a rerun; declared a
 `persist: true` out). A rerun resumes from the newest intact checkpoint and ends exactly where an
-uninterrupted run ends; see tasks/train/checkpoint.py and tasks/train/trainer.py.
+uninterrupted run ends; see tasks/train/checkpointing/checkpoint.py and tasks/train/loop/trainer.py.
 """
 
 from __future__ import annotations

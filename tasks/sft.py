@@ -31,11 +31,11 @@ from tasks.core.runner import StagePaths
 from tasks.eval.approval import require_approval
 from tasks.eval.generate import generate_batch, prompt_seed, round_robin, torch_threads
 from tasks.eval.spotcheck import Flagger, generation_items, sample_text
-from tasks.train.chat import render
+from tasks.train.inputs.chat import render
 from specs.architecture import ModelConfig
 from tasks.train.launch import environ_context, launch
 from tasks.train.objectives.sft import prepare_data, read_jsonl
-from tasks.train.weights import load_weights, model_from_state, weight_files, weights_fingerprint
+from tasks.train.checkpointing.weights import load_weights, model_from_state, weight_files, weights_fingerprint
 
 log = logging.getLogger("forgeline.sft")
 CHECKPOINT_DIR = Path("checkpoints") / "sft"

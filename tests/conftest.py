@@ -182,10 +182,10 @@ def pretrained_run(mixed, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def mix_dir(tmp_path_factory) -> Path:
-    """A synthetic mix folder (256-token vocab, 32-token sequences; tasks.train.synthetic.synthetic_mix) that the
+    """A synthetic mix folder (256-token vocab, 32-token sequences; tasks.train.inputs.synthetic.synthetic_mix) that the
     engine tests on real ranks read and never write (tests/test_train_parallel.py, test_elastic_resume.py,
     test_async_checkpoint.py)."""
-    from tasks.train.synthetic import synthetic_mix
+    from tasks.train.inputs.synthetic import synthetic_mix
 
     return synthetic_mix(tmp_path_factory.mktemp("mix") / "mix", vocab_size=256, seq_len=32)
 

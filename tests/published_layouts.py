@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specs.pretrain import ModelSpec
-from tasks.train.planner import ClusterSpec, Plan, PlanRow, search
+from tasks.train.planning.planner import ClusterSpec, Plan, PlanRow, search
 
 
 @dataclass(frozen=True)

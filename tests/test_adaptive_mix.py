@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from specs.mix import AdaptiveMixSpec, MixSpec
 from specs.pretrain import PretrainJob
 from tasks.data.packing import PackedDataset, pack_split, write_layout
-from tasks.train.adaptive import (
+from tasks.train.inputs.adaptive import (
     STATE_FILE,
     AdaptiveMixer,
     AdaptivePlan,
@@ -29,7 +29,7 @@ from tasks.train.adaptive import (
 )
 from specs.ranks import JobFile, PretrainRun
 from tasks.train.launch import launch
-from tasks.train.synthetic import make_job, synthetic_mix
+from tasks.train.inputs.synthetic import make_job, synthetic_mix
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = 5

@@ -18,11 +18,11 @@ import torch
 
 from specs.pretrain import PretrainJob
 from tasks.core.files import list_files
-from tasks.train.checkpoint import LATEST, MANIFEST, CheckpointStore, hash_share
+from tasks.train.checkpointing.checkpoint import LATEST, MANIFEST, CheckpointStore, hash_share
 from tasks.train.launch import launch
-from tasks.train.snapshot import HostBuffers, write_state
-from tasks.train.synthetic import make_job
-from tasks.train.trainer import Hooks, Trainer
+from tasks.train.checkpointing.snapshot import HostBuffers, write_state
+from tasks.train.inputs.synthetic import make_job
+from tasks.train.loop.trainer import Hooks, Trainer
 from tests.helpers.trainer import FakeEngine, FakeObjective, job
 
 SEED = 5
@@ -257,8 +257,8 @@ def test_verify_detects_a_damaged_file(async_run, tmp_path, victim, damage):
 
 def verify_together(rank: int, world: int, ckpt: str) -> dict:
     """One rank of a joint resume search (the trainer's `verifying_ranks`); records the files it hashed."""
-    import tasks.train.checkpoint as checkpoint
-    from tasks.train.trainer import verifying_ranks
+    import tasks.train.checkpointing.checkpoint as checkpoint
+    from tasks.train.loop.trainer import verifying_ranks
 
     hashed, plain = [], checkpoint.sha256_file
     checkpoint.sha256_file = lambda path: (hashed.append(Path(path).relative_to(ckpt).as_posix()), plain(path))[1]

@@ -7,8 +7,8 @@ import pytest
 
 from specs.batch import BatchGeometry
 from specs.pretrain import PretrainJob
-from tasks.train.data import BatchPlan
-from tasks.train.dsconfig import ds_config
+from tasks.train.inputs.data import BatchPlan
+from tasks.train.parallel.dsconfig import ds_config
 
 
 @pytest.mark.parametrize("micro, accum, dp", [(1, 1, 1), (4, 3, 2), (2, 5, 3)])

@@ -7,9 +7,9 @@ import torch
 from jinja2.exceptions import TemplateError
 
 from tasks.data.tokenizer import train_tokenizer
-from tasks.train.chat import (extend_tokenizer, jinja_template, render, render_jinja, render_text,
+from tasks.train.inputs.chat import (extend_tokenizer, jinja_template, render, render_jinja, render_text,
                               resize_embeddings, vocab_size)
-from tasks.train.model import ModelConfig, Transformer
+from tasks.train.modeling.model import ModelConfig, Transformer
 
 TEXTS = ["The quick brown fox jumps over the lazy dog. What is a tokenizer?\n", "def f(x):\n    return x + 1\n",
          "Hello there! How are you today? I am fine, thanks.", "Numbers 12345 and symbols <> {} [] ()."] * 20
@@ -155,10 +155,10 @@ def test_grown_table_source_reads_slices_equal_to_the_resized_state(tmp_path, ti
     """SFT's ranks start from `GrownTableSource` over the pretrained folder's files instead of a whole loaded and
     resized state dict: every tensor, whole or as any TP rank's row/column slice, equals the resized state's,
     and a rank's slice of a tensor that is not grown is read as that slice alone (memory-mapped)."""
-    from tasks.train import init_weights
-    from tasks.train.chat import GrownTableSource
-    from tasks.train.init_weights import ConsolidatedSource
-    from tasks.train.weights import save_weights
+    from tasks.train.checkpointing import init_weights
+    from tasks.train.inputs.chat import GrownTableSource
+    from tasks.train.checkpointing.init_weights import ConsolidatedSource
+    from tasks.train.checkpointing.weights import save_weights
 
     cfg = _cfg(tie, 64)
     state = Transformer(cfg, seed=0).state_dict()

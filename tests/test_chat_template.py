@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tasks.data.tokenizer import train_tokenizer
-from tasks.train.chat_template import TemplateChat, TemplateError, checkpoint_chat
+from tasks.train.inputs.chat_template import TemplateChat, TemplateError, checkpoint_chat
 
 # Meta-Llama-3-8B-Instruct's tokenizer_config.json chat_template (the published one, verbatim).
 LLAMA3 = ("{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "

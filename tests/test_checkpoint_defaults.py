@@ -23,7 +23,7 @@ from specs.sft import SFTSpec, resolved_dropout
 from tasks.data.tokenizer import fit_seq_len, save_tokenizer, train_tokenizer
 from tasks.export import base_model_note, card_description, context_of, export_specials, personal_data_note
 from specs.architecture import ModelConfig
-from tasks.train.tiny_checkpoint import SPECIALS
+from tasks.train.hf.tiny_checkpoint import SPECIALS
 from tests.conftest import REPO
 
 

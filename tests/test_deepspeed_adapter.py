@@ -1,4 +1,4 @@
-"""Version contracts of tasks/train/deepspeed_adapter.py against the installed DeepSpeed.
+"""Version contracts of tasks/train/parallel/deepspeed_adapter.py against the installed DeepSpeed.
 
 Each test pins what one adapter function relies on, so a DeepSpeed upgrade that changes it fails here by name
 instead of as a silently different loss, an unsafe checkpoint load or a 60 s op build. Where behaviour is cheap to
@@ -25,11 +25,11 @@ from deepspeed.pipe import PipelineModule
 from deepspeed.runtime.engine import DeepSpeedEngine
 from deepspeed.runtime.pipe.engine import PipelineEngine
 from deepspeed.runtime.pipe.topology import PipeModelDataParallelTopology
-from tasks.train import deepspeed_adapter as adapter
+from tasks.train.parallel import deepspeed_adapter as adapter
 from specs.architecture import ModelConfig
-from tasks.train.data import loss_sums
-from tasks.train.model import Block, FinalNorm, Transformer, head_index, lm_loss
-from tasks.train.parallelize import init_distributed, pipeline_layers, teardown
+from tasks.train.inputs.data import loss_sums
+from tasks.train.modeling.model import Block, FinalNorm, Transformer, head_index, lm_loss
+from tasks.train.parallel.parallelize import init_distributed, pipeline_layers, teardown
 from tasks.train.launch import free_port
 
 CFG = ModelConfig(vocab_size=32, seq_len=8, n_layers=2, n_heads=2, n_kv_heads=1, d_model=16, ffn_hidden=32)
@@ -315,7 +315,7 @@ def test_elastic_state_moves_into_a_fresh_engine(world1, config):
     back equal and make the next update identical. Two param groups, as `dsconfig.param_groups` builds them:
     DeepSpeed links the fragments of Adam's state once, after the first group's first update, so the second
     group's stay empty until `link_adam_state` (pinned below: if an upgrade fixes it, drop the workaround)."""
-    from tasks.train.dsconfig import param_groups
+    from tasks.train.parallel.dsconfig import param_groups
 
     def grouped(seed: int) -> DeepSpeedEngine:
         model = Transformer(CFG, seed)

@@ -1,4 +1,4 @@
-"""The DPO loss on packed pair rows (tasks/train/pref_data.py, dpo_loss.py, loss.py's chunked log-probs): equal to
+"""The DPO loss on packed pair rows (tasks/train/inputs/pref_data.py, dpo_loss.py, loss.py's chunked log-probs): equal to
 each sequence scored alone, ln 2 at the start, pairs fitted to rows with their reasons, and the formulas."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from specs.architecture import ModelConfig
-from tasks.train.dpo_loss import preference_losses, preference_metrics
-from tasks.train.loss import linear_token_logprobs
-from tasks.train.model import Transformer
-from tasks.train.pref_data import all_pair_logps, fit_pair, pack_pairs, pair_logps
+from tasks.train.objectives.dpo_loss import preference_losses, preference_metrics
+from tasks.train.modeling.loss import linear_token_logprobs
+from tasks.train.modeling.model import Transformer
+from tasks.train.inputs.pref_data import all_pair_logps, fit_pair, pack_pairs, pair_logps
 
 CFG = ModelConfig(vocab_size=97, d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, seq_len=64, ffn_hidden=48)
 PAD = 0

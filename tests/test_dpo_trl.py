@@ -4,7 +4,7 @@ trainer itself is built, on CPU, with the policy and a reference model exported 
 
 TRL tokenizes the conversations with the exported chat template and pads chosen and rejected batches; forgeline
 gets exactly TRL's token sequences and completion masks, packs several pairs per row (block-diagonal attention,
-positions per sample) and scores them with its own model (tasks/train/model.py) on the same weights. The reference
+positions per sample) and scores them with its own model (tasks/train/modeling/model.py) on the same weights. The reference
 log-probs come from the reference model scored the same way (what prefer_ref writes). Note the one difference of
 *data* between the two, outside this test: TRL's completion also holds the turn separator after `<|end|>`, which
 forgeline's SFT mask (and so its DPO mask) leaves out.
@@ -19,12 +19,12 @@ import pytest
 import torch
 
 from tasks.data.tokenizer import save_tokenizer, train_tokenizer
-from tasks.train.chat import extend_tokenizer, jinja_template, vocab_size
+from tasks.train.inputs.chat import extend_tokenizer, jinja_template, vocab_size
 from specs.architecture import ModelConfig
-from tasks.train.dpo_loss import preference_losses
-from tasks.train.hf_export import export_hf, to_hf_state_dict
-from tasks.train.model import Transformer
-from tasks.train.pref_data import all_pair_logps, pack_pairs, pair_logps
+from tasks.train.objectives.dpo_loss import preference_losses
+from tasks.train.hf.hf_export import export_hf, to_hf_state_dict
+from tasks.train.modeling.model import Transformer
+from tasks.train.inputs.pref_data import all_pair_logps, pack_pairs, pair_logps
 from tests.helpers.export import TEXTS, trained_like_state
 
 trl = pytest.importorskip("trl", reason="trl is a test-only dependency (pip install -e '.[test]')")

@@ -12,7 +12,7 @@ import pytest
 from deepspeed.runtime.pipe.topology import PipeModelDataParallelTopology
 
 from tasks.train.objectives.base import dropout_seed
-from tasks.train.synthetic import make_job
+from tasks.train.inputs.synthetic import make_job
 from tests.helpers.parallel import SEED, job_spec
 
 LAYOUTS = [(dp, tp, pp) for dp, tp, pp in itertools.product((1, 2, 3), (1, 2, 4), (1, 2)) if dp * tp * pp > 1]

@@ -1,4 +1,4 @@
-"""Elastic resume (tasks/train/elastic.py): a run checkpointed at one layout resumes at another.
+"""Elastic resume (tasks/train/checkpointing/elastic.py): a run checkpointed at one layout resumes at another.
 
 Each layout test stops a run on real CPU ranks after step 3 (checkpoint every 2 steps: step 2 is the newest),
 resumes it at another layout (dp, tp, pp and the ZeRO stage change; the global batch stays 8 sequences), and
@@ -21,14 +21,14 @@ from safetensors.torch import save_file
 from specs.pretrain import PretrainJob
 from tasks.core import faults
 from tasks.core.files import write_json_atomic
-from tasks.train.checkpoint import MANIFEST, CheckpointStore, choose_resume
-from tasks.train import elastic
-from tasks.train.elastic import SliceReader
-from tasks.train.resume_rules import FOLDER, STATE, unsupported_reason
+from tasks.train.checkpointing.checkpoint import MANIFEST, CheckpointStore, choose_resume
+from tasks.train.checkpointing import elastic
+from tasks.train.checkpointing.elastic import SliceReader
+from tasks.train.checkpointing.resume_rules import FOLDER, STATE, unsupported_reason
 from tasks.train.launch import launch
-from tasks.train.synthetic import make_job
+from tasks.train.inputs.synthetic import make_job
 from tests.helpers.train import reference_run
-from tasks.train.weights import load_weights
+from tasks.train.checkpointing.weights import load_weights
 from tests.helpers.parallel import SEED, job_spec as parallel_job
 
 

@@ -64,8 +64,8 @@ def write_clean(root: Path) -> None:
 
 def write_model(root: Path) -> None:
     """A tiny untrained model saved the way pretrain saves one (model.safetensors + config.json)."""
-    from tasks.train.model import ModelConfig, Transformer
-    from tasks.train.weights import save_weights
+    from tasks.train.modeling.model import ModelConfig, Transformer
+    from tasks.train.checkpointing.weights import save_weights
 
     layout = json.loads((root / "data" / "mix" / "packing.json").read_text())
     cfg = ModelConfig(vocab_size=layout["vocab_size"], seq_len=layout["seq_len"], n_layers=2, n_heads=4,

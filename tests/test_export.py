@@ -21,11 +21,11 @@ from tasks.eval.generate import torch_threads
 from tasks.core.files import sha256_file
 from tasks.core.runner import StagePaths
 from tasks.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
-from tasks.train.chat import ChatFormat, extend_tokenizer, jinja_template, render, render_text, vocab_size
-from tasks.train.hf_export import ExportMismatch
+from tasks.train.inputs.chat import ChatFormat, extend_tokenizer, jinja_template, render, render_text, vocab_size
+from tasks.train.hf.hf_export import ExportMismatch
 from specs.architecture import ModelConfig, param_count
-from tasks.train.model import Transformer
-from tasks.train.weights import load_weights, save_weights
+from tasks.train.modeling.model import Transformer
+from tasks.train.checkpointing.weights import load_weights, save_weights
 
 TEXTS = ["The mill by the river grinds grain. What does the miller do?\n", "def add(a, b):\n    return a + b\n",
          "Hello there! How are you today? I am fine, thanks.", "Numbers 12345 and symbols <> {} [] ()."] * 20

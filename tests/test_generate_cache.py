@@ -1,4 +1,4 @@
-"""KV-cache generation (tasks/train/kv_cache.py, tasks/eval/generate.py): cached logits equal the full forward's
+"""KV-cache generation (tasks/train/modeling/kv_cache.py, tasks/eval/generate.py): cached logits equal the full forward's
 for every architecture option the model has, greedy tokens equal `transformers.generate` on the exported model
 (llama with llama3 RoPE scaling, mistral with a window shorter than the sequence, qwen2, qwen3), and batched
 decoding gives each prompt what it gets alone — also past seq_len, where a row falls back to re-reading its
@@ -14,9 +14,9 @@ import torch
 from specs.evaluate import SamplingSpec
 from tasks.eval.generate import generate, generate_batch, sample_next
 from specs.architecture import ModelConfig
-from tasks.train.hf_export import export_hf
-from tasks.train.kv_cache import KVCache
-from tasks.train.model import Transformer
+from tasks.train.hf.hf_export import export_hf
+from tasks.train.modeling.kv_cache import KVCache
+from tasks.train.modeling.model import Transformer
 from tests.helpers.export import make_tokenizer_json, trained_like_state
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.train.telemetry import MetricsLogger
+from tasks.train.loop.telemetry import MetricsLogger
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))

@@ -157,7 +157,7 @@ def test_code_deps_are_the_import_closure_of_what_the_stage_runs(tmp_path):
 def test_check_names_the_stage_and_the_file_when_a_dep_is_removed_or_added(tmp_path):
     data = graph.dvc_yaml_data()
     export, ingest = data["stages"]["export"], data["stages"]["ingest"]
-    removed = "tasks/train/hf_export.py"
+    removed = "tasks/train/hf/hf_export.py"
     assert removed in export["deps"]
     export["deps"].remove(removed)
     ingest["deps"].append("tasks/pretrain.py")

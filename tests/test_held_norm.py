@@ -1,4 +1,4 @@
-"""Grad norms judged one step late (tasks/train/step.py: HeldNorm, issue #29 item 2): the read moves behind
+"""Grad norms judged one step late (tasks/train/loop/step.py: HeldNorm, issue #29 item 2): the read moves behind
 the next step's forward, and the guard still decides the same — same incidents, same rollback, same batches, same
 weights — as when every norm is read right after its update."""
 
@@ -10,9 +10,9 @@ from typing import Any, Iterator
 import pytest
 import torch
 
-from tasks.train.checkpoint import CheckpointStore, choose_resume
-from tasks.train.step import HeldNorm
-from tasks.train.trainer import Hooks, Trainer
+from tasks.train.checkpointing.checkpoint import CheckpointStore, choose_resume
+from tasks.train.loop.step import HeldNorm
+from tasks.train.loop.trainer import Hooks, Trainer
 from tests.helpers.trainer import FakeEngine, FakeObjective, job
 
 

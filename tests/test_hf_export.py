@@ -1,4 +1,4 @@
-"""Hugging Face export (tasks/train/hf_export.py): transformers' Llama reproduces forgeline's logits (tied and
+"""Hugging Face export (tasks/train/hf/hf_export.py): transformers' Llama reproduces forgeline's logits (tied and
 untied head, GQA and MHA), the q/k layout needs no permutation, the tokenizer reloads through AutoTokenizer
 with identical ids, exports are byte-identical, and the card carries the lineage it was given."""
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from tasks.train.hf_export import (ExportMismatch, check_hf, export_hf, key_map, hf_config, to_hf_state_dict,
+from tasks.train.hf.hf_export import (ExportMismatch, check_hf, export_hf, key_map, hf_config, to_hf_state_dict,
                                    verify_hf)
 from specs.architecture import ModelConfig, param_count
-from tasks.train.model import Transformer
+from tasks.train.modeling.model import Transformer
 from tests.helpers.export import make_tokenizer_json, trained_like_state
 
 TEMPLATE = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|endoftext|>{% endfor %}"

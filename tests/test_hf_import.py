@@ -12,9 +12,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from specs.architecture import ModelConfig, param_count
-from tasks.train.hf_import import HFImportError, hf_model_config, load_hf_state, read_slice
-from tasks.train.init_weights import HFSource, load_local
-from tasks.train.model import Transformer
+from tasks.train.hf.hf_import import HFImportError, hf_model_config, load_hf_state, read_slice
+from tasks.train.checkpointing.init_weights import HFSource, load_local
+from tasks.train.modeling.model import Transformer
 
 SHAPE = dict(vocab_size=96, hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
              num_key_value_heads=2, max_position_embeddings=64)
@@ -189,7 +189,7 @@ def test_round_trip_keeps_the_family_and_the_logits(make, tmp_path):
     (RoPE scaling, window, biases, head_dim, q/k norms, tie flag) and transformers gives the same logits."""
     from transformers import AutoModelForCausalLM
 
-    from tasks.train.hf_export import hf_config, to_hf_state_dict
+    from tasks.train.hf.hf_export import hf_config, to_hf_state_dict
 
     hf = save_hf(make(), tmp_path / "in")
     source = json.loads((tmp_path / "in" / "config.json").read_text())
@@ -213,7 +213,7 @@ def test_round_trip_keeps_the_family_and_the_logits(make, tmp_path):
 def test_a_combination_no_family_has_is_refused():
     from dataclasses import replace
 
-    from tasks.train.hf_export import hf_config
+    from tasks.train.hf.hf_export import hf_config
 
     base = ModelConfig(vocab_size=16, seq_len=8, n_layers=1, n_heads=2, n_kv_heads=2, d_model=8, ffn_hidden=16)
     with pytest.raises(ValueError, match="Qwen3ForCausalLM cannot express attn_bias"):

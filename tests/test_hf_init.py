@@ -23,9 +23,9 @@ from specs.export import ExportSpec
 from tasks import export, mix, pretrain
 from tasks.eval.generate import torch_threads
 from tasks.core.runner import StagePaths
-from tasks.train.data import TrainData
-from tasks.train.hf_import import hf_model_config, load_hf_state
-from tasks.train.weights import load_weights
+from tasks.train.inputs.data import TrainData
+from tasks.train.hf.hf_import import hf_model_config, load_hf_state
+from tasks.train.checkpointing.weights import load_weights
 from tests.helpers.hf import CHATML, corpus_texts, make_checkpoint
 from tests.helpers.sft import conversations, decide, run_sft, write_jsonl
 from tests.helpers.pretrain import DRIVER, REPO, SEED, write_clean_shards
@@ -201,7 +201,7 @@ def test_transformers_tokenizes_the_tiny_checkpoint_as_the_tokenizers_library_do
     pre-tokenizer, whatever tokenizer.json says): the tiny checkpoint of each family carries what that class
     applies, so the text forgeline trains on and the text an exported model is given split the same way (export
     verifies it; a newline before spaces split differently broke the Qwen recipe)."""
-    from tasks.train.tiny_checkpoint import embedded_texts, make_checkpoint as make_family
+    from tasks.train.hf.tiny_checkpoint import embedded_texts, make_checkpoint as make_family
     from tokenizers import Tokenizer
 
     make_family(tmp_path / "ckpt", embedded_texts(30), vocab=400, family=family)

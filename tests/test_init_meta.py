@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from specs.pretrain import ModelSpec
-from tasks.train import init_weights
+from tasks.train.checkpointing import init_weights
 from specs.architecture import ModelConfig, param_count
-from tasks.train.init_weights import RandomSource, load_local, normal_chunks
-from tasks.train.model import Transformer, init_normal
+from tasks.train.checkpointing.init_weights import RandomSource, load_local, normal_chunks
+from tasks.train.modeling.model import Transformer, init_normal
 from tests.helpers.train import spawn_gloo
 from tests.helpers.init_meta import build_rank
 

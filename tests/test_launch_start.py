@@ -11,7 +11,7 @@ import pytest
 
 import torch.multiprocessing as tmp_mp
 from tasks.train.launch import PRELOAD, launch, start_method
-from tasks.train.synthetic import make_job
+from tasks.train.inputs.synthetic import make_job
 from tests.helpers.parallel import SEED, job_spec
 
 THREADS = """

@@ -32,7 +32,7 @@ from specs.pretrain import PretrainJob
 from specs.ranks import JobFile
 from tasks.train.launch import Nodes, build_command, collect, launch, resolved_precision, wait_for_markers
 from tasks.train.launch import free_port
-from tasks.train.synthetic import make_job, synthetic_mix
+from tasks.train.inputs.synthetic import make_job, synthetic_mix
 
 REPO = Path(__file__).resolve().parents[1]
 AUDIT = REPO / "tests" / "helpers" / "write_audit"
@@ -207,7 +207,7 @@ def test_the_head_waits_for_ranks_on_other_nodes(tmp_path):
     after which `collect` names the missing ranks (as for a crashed one)."""
     import threading
 
-    from tasks.train.trainer import marker_path
+    from tasks.train.loop.trainer import marker_path
 
     markers = tmp_path / "markers"
     markers.mkdir()

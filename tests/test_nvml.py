@@ -1,4 +1,4 @@
-"""GPU telemetry through a fake NVML (tasks/train/nvml.py): stats and decoded throttle reasons, a thermal/power
+"""GPU telemetry through a fake NVML (tasks/train/loop/nvml.py): stats and decoded throttle reasons, a thermal/power
 alert (and none for benign reasons), local ranks mapped to physical GPUs through CUDA_VISIBLE_DEVICES indices,
 GPU UUIDs (whole or a unique prefix) and MIG UUIDs, missing GPUs reported as missing, and the Monitor writing
 every local GPU into the telemetry rows."""
@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from specs.train import TelemetrySpec
-from tasks.train import nvml as nvml_mod
-from tasks.train.monitor import Monitor
-from tasks.train.nvml import LocalGpu, gpu_stats, local_gpus, sample_gpus, throttling_alert, visible_devices
-from tasks.train.telemetry import gpu_stats as reexported
+from tasks.train.loop import nvml as nvml_mod
+from tasks.train.loop.monitor import Monitor
+from tasks.train.loop.nvml import LocalGpu, gpu_stats, local_gpus, sample_gpus, throttling_alert, visible_devices
+from tasks.train.loop.telemetry import gpu_stats as reexported
 
 UUIDS = ["GPU-8932f937-0000-aaaa", "GPU-8932f9ff-1111-bbbb", "GPU-12345678-2222-cccc"]
 MIG = "MIG-4f1c5a1e-9999-dddd"  # a MIG instance of GPU 2

@@ -3,7 +3,7 @@
 
 On real CPU ranks (gloo) each uneven layout trains exactly like the plain single-process reference
 (`tests/test_train_parallel.py`'s yardstick: losses, merged weights), its stages hold the blocks the planner
-counts (`tasks.train.planner.stage_blocks`), and a run checkpointed at one uneven cut resumes at another.
+counts (`tasks.train.planning.planner.stage_blocks`), and a run checkpointed at one uneven cut resumes at another.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from safetensors import safe_open
 
-from tasks.train.model import ModelConfig
-from tasks.train.parallelize import pipeline_layers
-from tasks.train.planner import stage_blocks
-from tasks.train.resume_rules import FOLDER
+from tasks.train.modeling.model import ModelConfig
+from tasks.train.parallel.parallelize import pipeline_layers
+from tasks.train.planning.planner import stage_blocks
+from tasks.train.checkpointing.resume_rules import FOLDER
 from tests.helpers.parallel import job_spec
 from tests.test_elastic_resume import fail_after_step_3, resume_and_compare
 from tests.test_train_parallel import run_and_compare

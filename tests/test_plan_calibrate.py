@@ -1,4 +1,4 @@
-"""Estimate vs measured (tasks/train/plan_calibrate.py): the GPU script's throughput JSON read as observations,
+"""Estimate vs measured (tasks/train/planning/plan_calibrate.py): the GPU script's throughput JSON read as observations,
 the error arithmetic, pending rows, and `plan --measure` printing the comparison beside its own table."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import pytest
 
 from specs.pretrain import ModelSpec
 from tasks.__main__ import main
-from tasks.train import measure
-from tasks.train.plan_calibrate import (Observation, comparison_table, estimate, relative_error,
+from tasks.train.planning import measure
+from tasks.train.planning.plan_calibrate import (Observation, comparison_table, estimate, relative_error,
                                         throughput_observations)
-from tasks.train.planner import ClusterSpec
+from tasks.train.planning.planner import ClusterSpec
 from tests.conftest import REPO
 
 H200 = ClusterSpec(nodes=1, gpus_per_node=1, memory_gb=140, device="h200", inter_node="none")

@@ -1,14 +1,14 @@
-"""The step-time model (tasks/train/plan_cost.py): collective arithmetic by hand, link choice by rank order,
+"""The step-time model (tasks/train/planning/plan_cost.py): collective arithmetic by hand, link choice by rank order,
 ZeRO traffic ratios, the 1F1B bubble, and what changes with the network."""
 
 from __future__ import annotations
 
 import pytest
 
-from tasks.train.plan_cost import (ASSUMED_MFU, ETHERNET_100G_PER_NODE, INFINIBAND_HDR_PER_GPU, checkpoint_mode,
+from tasks.train.planning.plan_cost import (ASSUMED_MFU, ETHERNET_100G_PER_NODE, INFINIBAND_HDR_PER_GPU, checkpoint_mode,
                                    INFINIBAND_NDR_PER_GPU, MAX_OVERLAP, PCIE_GEN4, estimate_step, links_of,
                                    ring_all_reduce_s)
-from tasks.train.planner import ClusterSpec
+from tasks.train.planning.planner import ClusterSpec
 
 
 def cluster(**kw):

@@ -9,8 +9,8 @@ import pytest
 
 from specs.pretrain import ModelSpec, PretrainSpec
 from tasks.__main__ import main
-from tasks.train import measure
-from tasks.train.measure import Measurement, candidates, choose, measure_layouts, render
+from tasks.train.planning import measure
+from tasks.train.planning.measure import Measurement, candidates, choose, measure_layouts, render
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = ModelSpec(flavor="tiny", n_layers=2, d_model=32, n_heads=4, n_kv_heads=2)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.train.planner import GIB, MEMORY_SAFETY, TIE_TOLERANCE, plan, search
+from tasks.train.planning.planner import GIB, MEMORY_SAFETY, TIE_TOLERANCE, plan, search
 from tests.published_layouts import RUNS, table
 
 BY_NAME = {run.name.split(" (")[0]: run for run in RUNS}

@@ -1,4 +1,4 @@
-"""The recipe search (tasks/train/planner.py search): micro-batch and accumulation from the global batch,
+"""The recipe search (tasks/train/planning/planner.py search): micro-batch and accumulation from the global batch,
 checkpointing and sequence parallelism where memory needs them, `--fix` constraints, the recipe to paste, the
 loss's memory, and the `plan` command's exit status."""
 
@@ -11,10 +11,10 @@ import pytest
 from specs import load_params
 from specs.pretrain import ModelSpec
 from tasks.__main__ import main
-from tasks.train.plan_memory import (block_activation_bytes, estimate_memory, loss_activation_bytes,
+from tasks.train.planning.plan_memory import (block_activation_bytes, estimate_memory, loss_activation_bytes,
                                      loss_implementation)
-from tasks.train.plan_render import params_fragment, set_line
-from tasks.train.planner import ClusterSpec, batch_splits, search
+from tasks.train.planning.plan_render import params_fragment, set_line
+from tasks.train.planning.planner import ClusterSpec, batch_splits, search
 from tests.conftest import REPO
 
 SEVEN_B = ModelSpec(flavor="1b", n_layers=32, d_model=4096, n_heads=32, n_kv_heads=32)

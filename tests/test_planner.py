@@ -6,7 +6,8 @@ import pytest
 
 from specs.pretrain import ModelSpec, ParallelSpec
 from specs.architecture import ModelConfig, ParamCounts, param_counts
-from tasks.train.planner import GIB, ClusterSpec, candidate_layouts, estimate_memory, plan, validate_layout
+from tasks.train.planning.plan_render import render_plan
+from tasks.train.planning.planner import GIB, ClusterSpec, candidate_layouts, estimate_memory, plan, validate_layout
 
 GPT2_VOCAB = 50257
 SEVEN_B = dict(flavor="1b", n_layers=32, d_model=4096, n_heads=32, n_kv_heads=32)  # Llama-7B shape
@@ -84,7 +85,7 @@ def test_small_models_get_pure_data_parallel_on_8_h100(flavor):
     c = p.chosen
     assert (c.dp, c.tp, c.pp, c.zero_stage) == (8, 1, 1, 0)
     assert "Data parallel is preferred" in p.why
-    text = p.render()
+    text = render_plan(p)
     assert "chosen: dp=8 tp=1 pp=1 zero_stage=0" in text and "why:" in text
 
 
@@ -149,7 +150,7 @@ def test_impossible_layouts_are_rejected_with_reasons():
     assert uneven.zero_stage is not None and not any("n_layers" in x for x in uneven.reasons)
     too_small = plan(ModelSpec(flavor="1b"), ClusterSpec(memory_gb=4), vocab_size=8192, seq_len=256, micro_batch=8)
     assert too_small.chosen is None and "needs" in too_small.rows[0].reasons[0]
-    assert "No layout" in too_small.why and "chosen: none fits" in too_small.render()
+    assert "No layout" in too_small.why and "chosen: none fits" in render_plan(too_small)
 
 
 def test_validate_layout_adds_world_size_and_node_checks():

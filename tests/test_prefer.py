@@ -178,7 +178,7 @@ def test_export_publishes_the_tuned_model_with_its_card(reference):
     from specs.export import ExportSpec
     from tasks import export
     from tasks.core.runner import StagePaths
-    from tasks.train.weights import load_weights
+    from tasks.train.checkpointing.weights import load_weights
 
     root = reference[0]
     paths = StagePaths(root=root, stage="export", seed=0)

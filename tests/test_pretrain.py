@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from tasks.train.launch import build_command
-from tasks.train.model import ModelConfig, Transformer
-from tasks.train.weights import load_weights
+from tasks.train.modeling.model import ModelConfig, Transformer
+from tasks.train.checkpointing.weights import load_weights
 from tests.helpers.pretrain import DRIVER, REPO, SEED, SPEC, fresh_root, run_stage
 
 OUTPUTS = ("report.json", "metrics.jsonl", "config.json", "ds_config.json")
@@ -136,8 +136,8 @@ def test_raising_steps_on_resume_keeps_the_taken_schedule(mixed, tmp_path):
     learning rates, and from step 5 the rate decays by a cosine from the rate step 5 had to min_lr at 10 (no jump
     to a recomputed cosine) — in the metrics and in the optimizer DeepSpeed checkpoints."""
     from specs.train import OptimSpec
-    from tasks.train.deepspeed_adapter import load_weights_only
-    from tasks.train.dsconfig import lr_at
+    from tasks.train.parallel.deepspeed_adapter import load_weights_only
+    from tasks.train.parallel.dsconfig import lr_at
 
     root = fresh_root(mixed, tmp_path)
     run_stage(root)

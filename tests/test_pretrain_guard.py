@@ -13,9 +13,9 @@ import sys
 import pytest
 import torch
 
-from tasks.train.dsconfig import lr_at
+from tasks.train.parallel.dsconfig import lr_at
 from specs.train import OptimSpec
-from tasks.train.weights import load_weights
+from tasks.train.checkpointing.weights import load_weights
 from tests.helpers.pretrain import DRIVER, REPO, SEED, SPEC, fresh_root, run_stage
 
 # Few steps from a fresh model: a wide noise floor, so only the injected faults count as spikes.

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tasks.train.launch import Nodes, run_external
 from tasks.train.remote_env import forwarded, write_env_file
-from tasks.train.synthetic import make_job
+from tasks.train.inputs.synthetic import make_job
 from tests.helpers.parallel import job_spec
 
 ENV = {"FORGELINE_FAULT": "pretrain.step_done=3", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",

@@ -1,4 +1,4 @@
-"""Sequence parallelism's `gather_linears` (tasks/train/sequence_parallel.py) on real gloo ranks: it equals the
+"""Sequence parallelism's `gather_linears` (tasks/train/parallel/sequence_parallel.py) on real gloo ranks: it equals the
 plain linears on the full input, and a sequence-parallel block no longer saves the full-sequence input of its
 column-parallel linears (only this rank's T/tp tokens). The model-level equalities (logits, gradients, training
 against the plain reference) are in tests/test_train_parallel.py."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tasks.train.model import ModelConfig
-from tasks.train.sequence_parallel import gather_linears
-from tasks.train.tensor_parallel import NO_TP, TPContext
+from tasks.train.modeling.model import ModelConfig
+from tasks.train.parallel.sequence_parallel import gather_linears
+from tasks.train.parallel.tp_context import NO_TP, TPContext
 from tests.helpers.train import spawn_gloo
 from tests.helpers.parallel import SEED, job_spec
 from tests.helpers.sequence_parallel import block_saved_rank, gather_linears_rank

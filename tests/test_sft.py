@@ -15,7 +15,7 @@ import torch
 
 from tests.conftest import kill_point, seed_note
 from tests.helpers.sft import conversations, decide, run_sft, write_jsonl
-from tasks.train.weights import load_weights
+from tasks.train.checkpointing.weights import load_weights
 
 REPO = Path(__file__).resolve().parents[1]
 OUTPUTS = ("model.safetensors", "metrics.jsonl", "report.json", "comparisons.jsonl", "spotcheck.jsonl", "tokenizer.json",

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from tasks.train.masks import positions_from_segments
-from tasks.train.model import ModelConfig, Transformer
-from tasks.train.sft_data import global_token_count, pack_samples, sft_loss_sums, step_loss
+from tasks.train.modeling.masks import positions_from_segments
+from tasks.train.modeling.model import ModelConfig, Transformer
+from tasks.train.inputs.sft_data import global_token_count, pack_samples, sft_loss_sums, step_loss
 
 PAD = 1
 

@@ -136,7 +136,7 @@ def test_explicit_swiglu_width_overrides_the_multiple():
     where the rule's ~8/3·d rounded up to ≤ 4096 gives at most 45056); the built model and the tp check use it."""
     from specs.pretrain import ModelSpec, ParallelSpec, layout_problems
     from specs.architecture import ModelConfig, param_counts
-    from tasks.train.model import Transformer
+    from tasks.train.modeling.model import Transformer
 
     assert ModelSpec(flavor="tiny", d_model=16384, n_heads=128, ffn_multiple_of=4096).ffn_width() == 45056
     model = ModelSpec(flavor="tiny", d_model=48, n_heads=3, n_kv_heads=3, ffn_hidden=90)

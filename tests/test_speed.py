@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from specs.pretrain import ParallelSpec, PretrainSpec
-from tasks.train.dsconfig import adamw_kwargs, ds_config, make_optimizer
-from tasks.train.step import loss_scale_of, skipped_steps_of
+from tasks.train.parallel.dsconfig import adamw_kwargs, ds_config, make_optimizer
+from tasks.train.loop.engine import loss_scale_of, skipped_steps_of
 
 
 def parsed(cfg: dict):
@@ -162,7 +162,7 @@ def test_the_collective_timeout_reaches_the_process_groups(monkeypatch):
     import torch.distributed as dist
     from datetime import timedelta
 
-    from tasks.train import parallelize
+    from tasks.train.parallel import parallelize
     from tests.helpers.parallel import job_spec
 
     seen: dict[str, object] = {}

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from tasks.train.stability import Action, StabilityError, StabilityGuard, StabilitySpec
+from tasks.train.loop.stability import Action, StabilityError, StabilityGuard, StabilitySpec
 
 
 def curve(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -15,9 +15,9 @@ import torch.nn.functional as F
 
 from specs.pretrain import ModelSpec
 from specs.architecture import ModelConfig
-from tasks.train.fused import plain_state, split_values
-from tasks.train.loss import linear_cross_entropy
-from tasks.train.model import Transformer, lm_loss
+from tasks.train.modeling.fused import plain_state, split_values
+from tasks.train.modeling.loss import linear_cross_entropy
+from tasks.train.modeling.model import Transformer, lm_loss
 from tests.helpers.census import census_of_step, count
 from tests.helpers.reference_llama import RefLlama
 

@@ -8,7 +8,7 @@ import pytest
 
 from specs.pretrain import ModelSpec
 from specs.architecture import ModelConfig, flops_per_token, transformer_flops_per_token
-from tasks.train.telemetry import (
+from tasks.train.loop.telemetry import (
     DEVICE_PEAK_TFLOPS, MetricsLogger, Throughput, UnknownDeviceError, canonical_device, mfu, peak_flops,
 )
 

@@ -12,11 +12,11 @@ import torch
 
 from specs.pretrain import ModelSpec, ParallelSpec, PretrainSpec
 from specs.train import OptimSpec
-from tasks.train.checkpoint import CheckpointStore, identity_problems
-from tasks.train.data import BatchPlan
-from tasks.train.dsconfig import ds_config, lr_at, param_groups
+from tasks.train.checkpointing.checkpoint import CheckpointStore, identity_problems
+from tasks.train.inputs.data import BatchPlan
+from tasks.train.parallel.dsconfig import ds_config, lr_at, param_groups
 from specs.architecture import ModelConfig, flops_per_token, param_count
-from tasks.train.model import Transformer, repeat_kv
+from tasks.train.modeling.model import Transformer, repeat_kv
 
 
 def cfg_of(**kw) -> ModelConfig:
@@ -208,7 +208,7 @@ def test_checkpoint_manifest_verifies_and_detects_corruption(tmp_path):
 def test_z_loss_by_hand():
     """Two tokens: logits [0, 0] (label 0) and [ln 3, 0] (label 1). log Z = ln 2 and ln 4; cross entropies ln 2
     and ln 4 - 0; mean CE = 1.5·ln 2; mean (log Z)² = (ln²2 + 4·ln²2) / 2 = 2.5·ln²2."""
-    from tasks.train.model import lm_loss
+    from tasks.train.modeling.model import lm_loss
 
     logits = torch.tensor([[[0.0, 0.0], [math.log(3.0), 0.0]]])
     labels = torch.tensor([[0, 1]])

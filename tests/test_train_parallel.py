@@ -18,10 +18,10 @@ import torch
 
 from specs.pretrain import PretrainJob
 from tasks.train.launch import launch
-from tasks.train.model import ModelConfig, Transformer
-from tasks.train.synthetic import make_job
+from tasks.train.modeling.model import ModelConfig, Transformer
+from tasks.train.inputs.synthetic import make_job
 from tests.helpers.train import forward_backward, reference_run, spawn_gloo, tp_forward_check
-from tasks.train.weights import load_weights
+from tasks.train.checkpointing.weights import load_weights
 from tests.helpers.parallel import SEED, STEPS, job_spec
 
 

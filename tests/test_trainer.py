@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import torch
 
-from tasks.train.checkpoint import CheckpointStore, choose_resume
-from tasks.train.trainer import Hooks, Trainer, cpu_threads
-from tasks.train.weights import load_weights
+from tasks.train.checkpointing.checkpoint import CheckpointStore, choose_resume
+from tasks.train.loop.trainer import Hooks, Trainer, cpu_threads
+from tasks.train.checkpointing.weights import load_weights
 from tests.helpers.trainer import LR, FakeEngine, FakeObjective, job
 
 

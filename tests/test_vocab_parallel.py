@@ -13,10 +13,10 @@ import torch
 import torch.nn.functional as F
 
 from specs.pretrain import ModelSpec
-from tasks.train.model import LMHead, ModelConfig, Transformer
-from tasks.train.tp_model import VocabParallelEmbedding, VocabParallelLMHead, apply_tensor_parallel
-from tasks.train.planner import estimate_memory
-from tasks.train.tensor_parallel import TPContext
+from tasks.train.modeling.model import LMHead, ModelConfig, Transformer
+from tasks.train.parallel.tp_model import VocabParallelEmbedding, VocabParallelLMHead, apply_tensor_parallel
+from tasks.train.planning.planner import estimate_memory
+from tasks.train.parallel.tp_context import TPContext
 from tests.helpers.train import spawn_gloo
 from tests.helpers.parallel import SEED, job_spec, vocab_ce_case, vocab_ce_rank
 

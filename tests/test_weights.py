@@ -1,4 +1,4 @@
-"""Final weights without gathers (tasks/train/weights.py): rank shards joined by a streaming merge on CPU.
+"""Final weights without gathers (tasks/train/checkpointing/weights.py): rank shards joined by a streaming merge on CPU.
 
 The shards are cut here the way ranks cut them (TP slices along their split dimension, replicated tensors on TP
 rank 0 only, one file per (stage, TP rank)); the merged result must equal the whole state dict exactly, in model
@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from tasks.train.weights import (INDEX, SINGLE, load_weights, merge_shards, save_weights, shard_path, weight_files,
+from tasks.train.checkpointing.weights import (INDEX, SINGLE, load_weights, merge_shards, save_weights, shard_path, weight_files,
                                  weights_fingerprint, write_shard)
 
 
@@ -128,8 +128,8 @@ def test_model_from_state_equals_the_initialised_then_loaded_model_without_drawi
     model loaded with the state, every parameter real fp32 (none left on the meta device, a tied head reading the
     loaded table), and no random value drawn (a 7B model's init is minutes of CPU RNG and a second copy)."""
     from specs.architecture import ModelConfig
-    from tasks.train.model import Transformer
-    from tasks.train.weights import model_from_state
+    from tasks.train.modeling.model import Transformer
+    from tasks.train.checkpointing.weights import model_from_state
 
     cfg = ModelConfig.from_dict({"vocab_size": 64, "seq_len": 16, "n_layers": 2, "d_model": 32, "n_heads": 4,
                                  "n_kv_heads": 2, "ffn_hidden": 48, "tie_embeddings": tied})

@@ -3,7 +3,7 @@
     python benchmarks/gpu/pretrain_smoke.py --device cuda --out parts/pretrain.json     # bf16 on the GPU
     python benchmarks/gpu/pretrain_smoke.py --device cpu --out /tmp/p.json             # the same path, fp32
 
-`tasks.pretrain.run` (what `python -m tasks pretrain` calls) on a synthetic mix (`tasks.train.synthetic
+`tasks.pretrain.run` (what `python -m tasks pretrain` calls) on a synthetic mix (`tasks.train.inputs.synthetic
 .synthetic_mix`: packed shards, index, packing.json as the mix stage writes them), one rank, in-process launch,
 DeepSpeed engine, checkpoint, consolidated weights. Checks what the run must have produced (every step's loss
 finite, the precision DeepSpeed was configured with, the checkpoint and its manifest, the weights loadable) and
@@ -43,8 +43,8 @@ def run(device: str, steps: int, root: Path) -> dict:
     from specs.pretrain import PretrainJob
     from tasks import pretrain
     from tasks.core.runner import StagePaths
-    from tasks.train.synthetic import synthetic_mix
-    from tasks.train.weights import load_weights
+    from tasks.train.inputs.synthetic import synthetic_mix
+    from tasks.train.checkpointing.weights import load_weights
 
     flavor, seq, vocab, micro = SHAPES[device]
     synthetic_mix(root / "data" / "mix", vocab_size=vocab, seq_len=seq, docs=max(64, 2 * micro * steps + 16),

@@ -17,9 +17,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from benchmarks.gpu.references import make_batches  # noqa: E402
 from specs.architecture import ModelConfig, flops_per_token  # noqa: E402
 from specs.pretrain import ModelSpec  # noqa: E402
-from tasks.train.dsconfig import param_groups  # noqa: E402
-from tasks.train.model import Transformer  # noqa: E402
-from tasks.train.parallelize import compile_model, fused_projections  # noqa: E402
+from tasks.train.parallel.dsconfig import param_groups  # noqa: E402
+from tasks.train.modeling.model import Transformer  # noqa: E402
+from tasks.train.parallel.parallelize import compile_model, fused_projections  # noqa: E402
 
 
 def build(cfg: ModelConfig, how: str, device: torch.device):

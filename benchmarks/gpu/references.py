@@ -118,7 +118,7 @@ def plain_loop(model: nn.Module, batches: list, device: torch.device, *, bf16: b
                warmup: int, steps: int, loss_kwargs: dict[str, Any] | None = None) -> dict[str, float]:
     """A plain training step: autocast forward, backward, clip 1.0, (fused) AdamW, the loss read every
     READ_EVERY steps. `compiled`: how the forward is compiled (None: eager)."""
-    from tasks.train.dsconfig import param_groups
+    from tasks.train.parallel.dsconfig import param_groups
 
     model = model.to(device).train()
     opt = torch.optim.AdamW(param_groups(model, 0.1), lr=3e-4, betas=(0.9, 0.95), fused=device.type == "cuda")
@@ -151,8 +151,8 @@ def run_reference(kind: str, cfg: Any, spec: Any, batches: list, device: torch.d
 
     bf16 = spec.train.precision == "bf16"
     if kind == "plain":
-        from tasks.train.model import Transformer
-        from tasks.train.parallelize import compile_model, fused_projections
+        from tasks.train.modeling.model import Transformer
+        from tasks.train.parallel.parallelize import compile_model, fused_projections
 
         model = Transformer(cfg, seed, fused=fused_projections(None))  # the projections the stage builds
         blocks = spec.train.speed.compiles(device.type == "cuda")

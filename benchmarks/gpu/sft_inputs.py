@@ -55,8 +55,8 @@ def sft_inputs(work: Path, cfg: Any, rows: int, seed: int = 0) -> dict[str, Path
     """Folders `pretrain`, `mix`, `instruct` under `work` for `rows` packed training rows of `cfg.seq_len`."""
     import torch
 
-    from tasks.train.model import Transformer
-    from tasks.train.weights import save_weights
+    from tasks.train.modeling.model import Transformer
+    from tasks.train.checkpointing.weights import save_weights
 
     pre, mix, instruct = work / "pretrain", work / "mix", work / "instruct"
     mix.mkdir(parents=True, exist_ok=True)

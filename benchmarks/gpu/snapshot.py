@@ -1,4 +1,4 @@
-"""A telemetry snapshot of every visible GPU: NVML through forgeline's own reader (`tasks.train.telemetry
+"""A telemetry snapshot of every visible GPU: NVML through forgeline's own reader (`tasks.train.loop.telemetry
 .gpu_stats`, the values the training monitor logs, with its throttling alert) and `nvidia-smi`'s view of the same.
 
     python benchmarks/gpu/snapshot.py --out parts/telemetry.json
@@ -36,8 +36,8 @@ def nvidia_smi() -> list[dict[str, str]] | str:
 
 def nvml(count: int) -> list[dict] | str:
     try:
-        from tasks.train.nvml import local_gpus
-        from tasks.train.telemetry import gpu_stats, throttling_alert
+        from tasks.train.loop.nvml import local_gpus
+        from tasks.train.loop.telemetry import gpu_stats, throttling_alert
 
         # CUDA ordinal i is NVML's index only without CUDA_VISIBLE_DEVICES: resolve it as the ranks' telemetry does
         gpus = local_gpus({**os.environ, "LOCAL_WORLD_SIZE": str(count)})

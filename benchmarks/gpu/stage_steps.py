@@ -1,9 +1,9 @@
-"""Time the stage's own training loop: the job a stage would launch, run through `tasks.train.trainer.run_rank`
+"""Time the stage's own training loop: the job a stage would launch, run through `tasks.train.loop.trainer.run_rank`
 (one in-process rank, as `launch` runs a world of one), with a clock in the trainer's test hooks.
 
 What is timed is the configuration the stage would use: the spec's own defaults (`PretrainJob` / `SFTJob` built
 from nothing but the benchmark's shape, sequence length and micro-batch), `precision: auto` resolved for the
-devices as `launch` resolves it, the DeepSpeed config the trainer builds from the spec (`tasks.train.dsconfig`),
+devices as `launch` resolves it, the DeepSpeed config the trainer builds from the spec (`tasks.train.parallel.dsconfig`),
 the stability guard, telemetry and data loader of the real loop. When the stage's defaults change, this follows.
 `--set key=value` overrides (dotted paths into the job) are for experiments and are reported with the result.
 
@@ -97,7 +97,7 @@ def pretrain_run(work: Path, shape: str, seq: int, batch: int, vocab: int, zero:
                  steps: int, sets: dict[str, str], seed: int = 0) -> Any:
     """A `PretrainRun` of the spec's defaults at this shape on a synthetic mix (vocab `vocab`, rows of `seq`)."""
     from specs.pretrain import PretrainJob
-    from tasks.train.synthetic import make_job, synthetic_mix
+    from tasks.train.inputs.synthetic import make_job, synthetic_mix
 
     rows = steps * batch  # rows the loop reads; documents average 1.75 rows
     mix = synthetic_mix(work / "mix", vocab_size=vocab, seq_len=seq, docs=rows + 16, val_docs=8, seed=seed)
@@ -113,7 +113,7 @@ def time_stage(job: Any, warmup: int, steps: int) -> dict[str, Any]:
     """Run `job` (a PretrainRun or SFTRun whose `train.steps` exceeds warmup + steps) on one in-process rank as
     `launch` does for a world of one, stop it after the timed steps; timings and what the stage configured."""
     from tasks.train.launch import environ, free_port, rank_env, resolved_precision
-    from tasks.train.trainer import Hooks, run_rank
+    from tasks.train.loop.trainer import Hooks, run_rank
 
     job = job.model_copy(update={"spec": resolved_precision(job.spec)})
     par, train = job.spec.parallel, job.spec.train

@@ -14,7 +14,7 @@ or re-run stage meets no fault, as a retry after a real crash would not meet the
 Points: clean.shard_done, <objective>.step_done and <objective>.checkpoint_write (pretrain, sft: between
 every rank's checkpoint files and the checkpoint's manifest), <objective>.checkpoint_async_write (in an async
 save's background writer, after the first of its files), files.atomic_write (a temp file written, not yet renamed into place).
-Unset, `checkpoint` costs one dict lookup. The trainer calls it through its `Hooks.point` (tasks/train/trainer.py),
+Unset, `checkpoint` costs one dict lookup. The trainer calls it through its `Hooks.point` (tasks/train/loop/trainer.py),
 so in-process tests can install their own hook instead.
 """
 

@@ -1,6 +1,6 @@
 """Load the pretrained model and continue fixed prompts with seeded temperature / top-k / top-p sampling.
 
-Prompts are decoded together with a KV cache (`generate_batch`; tasks/train/kv_cache.py): one prefill over the
+Prompts are decoded together with a KV cache (`generate_batch`; tasks/train/modeling/kv_cache.py): one prefill over the
 right-padded prompts, then one forward of B new tokens per step, each row at its own positions, finished rows
 dropped. A context that outgrows the model's seq_len is handled as the model was trained (and as before the
 cache): that row re-reads its last seq_len tokens each step. Greedy tokens equal `transformers.generate`'s on
@@ -23,9 +23,9 @@ from typing import Any
 import torch
 
 from specs.evaluate import PromptSpec, SamplingSpec
-from tasks.train.kv_cache import KVCache
-from tasks.train.model import ModelConfig, Transformer
-from tasks.train.weights import load_weights, model_from_state
+from tasks.train.modeling.kv_cache import KVCache
+from tasks.train.modeling.model import ModelConfig, Transformer
+from tasks.train.checkpointing.weights import load_weights, model_from_state
 
 BATCH = 16  # prompts decoded together; greedy outputs are the same for any value (see generate_batch)
 

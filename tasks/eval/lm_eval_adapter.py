@@ -26,7 +26,7 @@ from lm_eval.models.utils import handle_stop_sequences, normalize_gen_kwargs, po
 
 from specs.evaluate import SamplingSpec
 from tasks.eval.generate import generate_batch, prompt_seed
-from tasks.train.model import Transformer
+from tasks.train.modeling.model import Transformer
 
 DEFAULT_MAX_GEN_TOKS = 256  # HFLM.max_gen_toks: a task that states none generates this many at most
 

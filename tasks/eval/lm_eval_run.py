@@ -12,8 +12,8 @@ from typing import Any
 
 from specs.benchmark import BenchmarkSpec
 from tasks.data.tokenizer import load_tokenizer
-from tasks.train.model import ModelConfig
-from tasks.train.weights import load_weights, model_from_state
+from tasks.train.modeling.model import ModelConfig
+from tasks.train.checkpointing.weights import load_weights, model_from_state
 
 SIGNIFICANT = 10  # digits kept of a score: the last bits of a float sum differ between BLAS builds, not these
 

@@ -1,6 +1,6 @@
 """Held-out perplexity, overall and per source, on mix's validation shards.
 
-The same machinery as pretraining's periodic eval (`tasks.train.data.EvalData` + `loss_sums`: each target token
+The same machinery as pretraining's periodic eval (`tasks.train.inputs.data.EvalData` + `loss_sums`: each target token
 is attributed to the source of the document it belongs to), over more batches: the training loop samples a few
 for speed, this reads as many as `evaluate.perplexity_batches` asks (or all). Perplexity = exp(mean token loss).
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from tasks.train.data import EvalData, loss_sums
-from tasks.train.model import Transformer
+from tasks.train.inputs.data import EvalData, loss_sums
+from tasks.train.modeling.model import Transformer
 
 
 def _r(x: float) -> float:

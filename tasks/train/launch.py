@@ -49,7 +49,7 @@ from typing import Any, Iterator
 from specs.ranks import JobFile, PretrainRun, RankResult, RunContext, SFTRun, TrainResult
 from tasks.core.files import write_text_atomic
 from tasks.train.remote_env import write_env_file
-from tasks.train.trainer import marker_path, run_rank
+from tasks.train.loop.trainer import marker_path, run_rank
 
 CODE_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `tasks` package: importable by workers
 

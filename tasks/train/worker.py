@@ -16,7 +16,7 @@ from pathlib import Path
 
 from specs.ranks import JobFile
 from tasks.train.launch import rank_env, setup_child_logging
-from tasks.train.trainer import run_rank
+from tasks.train.loop.trainer import run_rank
 
 
 def main(argv: list[str] | None = None) -> int:

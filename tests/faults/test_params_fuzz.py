@@ -28,7 +28,7 @@ from pydantic import BaseModel
 
 from specs import Params, ParamsError, load_params
 from specs.params import parse_override, validate_params
-from tasks.train.planner import validate_layout
+from tasks.train.planning.planner import validate_layout
 from specs.architecture import ffn_hidden_size
 from tests.conftest import REPO
 

@@ -15,10 +15,10 @@ from tasks.benchmark import run
 from tasks.core.runner import StagePaths
 from tasks.data.tokenizer import save_tokenizer, train_tokenizer
 from tasks.eval import lm_eval_tasks as T
-from tasks.train.hf_export import export_hf
-from tasks.train.model import ModelConfig, Transformer
-from tasks.train.tiny_checkpoint import embedded_texts
-from tasks.train.weights import save_weights
+from tasks.train.hf.hf_export import export_hf
+from tasks.train.modeling.model import ModelConfig, Transformer
+from tasks.train.hf.tiny_checkpoint import embedded_texts
+from tasks.train.checkpointing.weights import save_weights
 
 # A sharper-than-default init (std 0.2): choices' log-likelihoods then differ by far more than the 1e-6 between two
 # implementations, so accuracy parity is a real check, not a tie broken by rounding.
@@ -39,7 +39,7 @@ def checkpoint(folder: Path, texts: list[str] | None = None, cfg: ModelConfig = 
 
 def export(folder: Path, out: Path) -> Path:
     """`folder`'s checkpoint as a Hugging Face folder (eos = the end-of-document token, mix's convention)."""
-    from tasks.train.weights import load_weights
+    from tasks.train.checkpointing.weights import load_weights
 
     cfg = ModelConfig.from_dict(json.loads((folder / "config.json").read_text())["model"])
     export_hf(load_weights(folder), cfg, folder / "tokenizer.json", out, card={"name": "tiny"})

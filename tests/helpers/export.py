@@ -8,7 +8,7 @@ import torch
 
 from tasks.data.tokenizer import save_tokenizer, train_tokenizer
 from specs.architecture import ModelConfig
-from tasks.train.model import Transformer
+from tasks.train.modeling.model import Transformer
 
 SPECIALS = ["<|endoftext|>", "<|pad|>", "<|user|>", "<|assistant|>"]
 TEXTS = ["The mill by the river grinds grain.", "def add(a, b):\n    return a + b\n",

@@ -1,5 +1,5 @@
 """A tiny Hugging Face checkpoint over the vocabulary of the synthetic clean corpus of tests/helpers/pretrain.py
-(`tasks/train/tiny_checkpoint.py` makes it, as `python -m tasks tiny-checkpoint` does), so the pipeline's
+(`tasks/train/hf/tiny_checkpoint.py` makes it, as `python -m tasks tiny-checkpoint` does), so the pipeline's
 mix → pretrain → sft → export can start from it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from tasks.train.tiny_checkpoint import CHATML, make_checkpoint as make_tiny
+from tasks.train.hf.tiny_checkpoint import CHATML, make_checkpoint as make_tiny
 
 __all__ = ["CHATML", "corpus_texts", "make_checkpoint"]
 

@@ -52,11 +52,11 @@ def build_rank(rank: int, world: int, cfg_dict: dict, parallel: dict, seed: int,
     along with its partition dim under TP."""
     from specs.pretrain import ParallelSpec
     from specs.architecture import ModelConfig
-    from tasks.train.deepspeed_adapter import gathered_param
-    from tasks.train.fused import split_values
-    from tasks.train.model import Transformer
-    from tasks.train.parallelize import build_layout, build_module, init_distributed, local_layers, partition_zero3
-    from tasks.train.tp_model import apply_tensor_parallel
+    from tasks.train.parallel.deepspeed_adapter import gathered_param
+    from tasks.train.modeling.fused import split_values
+    from tasks.train.modeling.model import Transformer
+    from tasks.train.parallel.parallelize import build_layout, build_module, init_distributed, local_layers, partition_zero3
+    from tasks.train.parallel.tp_model import apply_tensor_parallel
 
     init_distributed()
     par = ParallelSpec(**parallel)

@@ -29,7 +29,9 @@ def vocab_ce_rank(rank: int, world: int, seed: int) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
 
-    from tasks.train.tensor_parallel import TPContext, vocab_parallel_cross_entropy
+    from tasks.train.parallel.tensor_parallel import vocab_parallel_cross_entropy
+
+    from tasks.train.parallel.tp_context import TPContext
 
     tp = TPContext(rank, world, dist.new_group(list(range(world))))
     full, targets, a, b = vocab_ce_case(seed, world)

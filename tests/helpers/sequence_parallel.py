@@ -16,8 +16,8 @@ OUTS = (16, 8, 8)  # q-, k- and v-like widths: unequal, as grouped-query attenti
 def gather_linears_rank(rank: int, world: int, seed: int) -> dict[str, Any]:
     """gather_linears on this rank's tokens and weight rows vs the plain linears on the full input, values and
     gradients (every rank builds the same full tensors from `seed`, then keeps its share)."""
-    from tasks.train.sequence_parallel import gather_linears
-    from tasks.train.tensor_parallel import TPContext
+    from tasks.train.parallel.sequence_parallel import gather_linears
+    from tasks.train.parallel.tp_context import TPContext
 
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(B, T, D, generator=gen, dtype=torch.float64)                   # [B, T, d]
@@ -46,9 +46,9 @@ def sp_block(rank: int, world: int, cfg_dict: dict[str, Any], seed: int, old_pat
     """Block 1 of the sequence-parallel TP model on this rank and its TP context; `old_path`: rebuilt as before
     gather_linears (the norms gather their output, attention and SwiGLU run their plain projections: the
     column-parallel linears then save the gathered [B, T, d] input)."""
-    from tasks.train.model import Attention, ModelConfig, SwiGLU, Transformer
-    from tasks.train.tensor_parallel import TPContext
-    from tasks.train.tp_model import SequenceParallelRMSNorm, apply_tensor_parallel
+    from tasks.train.modeling.model import Attention, ModelConfig, SwiGLU, Transformer
+    from tasks.train.parallel.tp_context import TPContext
+    from tasks.train.parallel.tp_model import SequenceParallelRMSNorm, apply_tensor_parallel
 
     cfg = ModelConfig.from_dict(cfg_dict)
     tp = TPContext(rank, world, dist.new_group(list(range(world))), sequence=True)

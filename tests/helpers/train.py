@@ -22,10 +22,10 @@ def reference_run(spec: Any, mix_dir: Path, seed: int, steps: int | None = None,
     PretrainJob) at any layout: each step's global batch as dp·grad_accum micro-batches, mean loss, AdamW +
     global-norm clipping + LambdaLR. `drop_adam_at`: forget Adam's moments and step count before that step (what
     a resume that restored only the weights would do: the yardstick for how much resume tests can tell)."""
-    from tasks.train.data import TrainData
-    from tasks.train.dsconfig import make_optimizer, scheduler_factory
+    from tasks.train.inputs.data import TrainData
+    from tasks.train.parallel.dsconfig import make_optimizer, scheduler_factory
     from tasks.train.objectives.pretrain import data_facts
-    from tasks.train.model import ModelConfig, Transformer
+    from tasks.train.modeling.model import ModelConfig, Transformer
 
     facts = data_facts(Path(mix_dir))
     cfg = ModelConfig.from_spec(spec.model, facts["vocab_size"], facts["seq_len"])
@@ -71,9 +71,10 @@ def tp_forward_check(rank: int, world: int, cfg_dict: dict[str, Any], seed: int,
     (`sequence`: with sequence parallelism), and what its loss saves for backward."""
     import torch.distributed as dist
 
-    from tasks.train.model import ModelConfig, Transformer
-    from tasks.train.tp_model import apply_tensor_parallel
-    from tasks.train.tensor_parallel import TPContext, gather_full
+    from tasks.train.modeling.model import ModelConfig, Transformer
+    from tasks.train.parallel.tp_model import apply_tensor_parallel
+    from tasks.train.parallel.tensor_parallel import gather_full
+    from tasks.train.parallel.tp_context import TPContext
 
     cfg = ModelConfig.from_dict(cfg_dict)
     tp = TPContext(rank, world, dist.new_group(list(range(world))), sequence)

@@ -14,7 +14,7 @@ from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec
 from specs.ranks import PretrainRun
 from specs.architecture import ModelConfig
 from tasks.train.objectives.base import EvalOutcome, Prepared
-from tasks.train.weights import shard_path, write_shard
+from tasks.train.checkpointing.weights import shard_path, write_shard
 
 CFG = ModelConfig(vocab_size=16, seq_len=8, n_layers=1, n_heads=2, n_kv_heads=2, d_model=8, ffn_hidden=32)
 LR = 0.1

@@ -1,6 +1,6 @@
 """The objective protocol: what differs between training kinds (pretraining, SFT, later DPO) and nothing else.
 
-The `Trainer` (tasks/train/trainer.py) owns the loop — resume, the step, accumulation, the stability guard and
+The `Trainer` (tasks/train/loop/trainer.py) owns the loop — resume, the step, accumulation, the stability guard and
 rollback, checkpoints, evaluation cadence, telemetry, final weights — and asks its objective only for:
 
     prepare(rank)                 before the engine: ModelConfig, starting weights, checkpoint identity
@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 import torch
 
 from specs.architecture import ModelConfig
-from tasks.train.init_weights import WeightSource
+from tasks.train.checkpointing.init_weights import WeightSource
 
 if TYPE_CHECKING:  # the seams' types, for readers and type checkers (engine.py imports much more than this needs)
-    from tasks.train.engine import Engine
-    from tasks.train.stability import StabilityGuard
+    from tasks.train.loop.engine import Engine
+    from tasks.train.loop.stability import StabilityGuard
 
 MicroBatch = Callable[[], tuple[torch.Tensor, torch.Tensor]]  # -> (loss to backpropagate, value to report)
 

@@ -1,13 +1,13 @@
 """Preference tuning (DPO / IPO / conservative DPO) on packed pair rows, from SFT's weights (dp × tp × ZeRO; no pp).
 
 Data (`prepare`, the same on every rank): SFT's tokenizer and chat template, prefer_data's pairs rendered, fitted
-and packed by tasks/train/pref_data.py (a pair's chosen and rejected in one row, block-diagonal attention), and
+and packed by tasks/train/inputs/pref_data.py (a pair's chosen and rejected in one row, block-diagonal attention), and
 the frozen SFT model's log-probs of every answer read from prefer_ref's file — the reference is never a second
 model here (with LoRA it is the adapter switched off, i.e. SFT's weights: what that file holds). Rows are ordered
 per step by `BatchPlan` (a pure function of (seed, step)), so resuming needs only the step.
 
 Loss: per micro-batch the policy's per-token log-probs (the chunked head, no [m, T, V] logits), summed per answer,
-into tasks/train/dpo_loss.py; Σ over the micro-batch's pairs divided by the step's global pair count (known from
+into tasks/train/objectives/dpo_loss.py; Σ over the micro-batch's pairs divided by the step's global pair count (known from
 the data: no extra all-reduce), so the step's gradient is that of the mean over the global batch. Each micro-batch
 reports a stats vector (loss sum, rewards, correct pairs) that `reduce` sums over dp for the metric row.
 Evaluation: every held-out pair, also at step 0 (the SFT model: the "before"; its sigmoid loss is ln 2).
@@ -26,19 +26,19 @@ from specs.pretrain import shape_problems
 from specs.ranks import PreferRun
 from tasks.core.files import atomic_path, sha256_file, write_json_atomic, write_text_atomic
 from specs.architecture import ModelConfig
-from tasks.train.data import BatchPlan
-from tasks.train.dpo_loss import preference_losses, preference_metrics
-from tasks.train.init_weights import ConsolidatedSource
+from tasks.train.inputs.data import BatchPlan
+from tasks.train.objectives.dpo_loss import preference_losses, preference_metrics
+from tasks.train.checkpointing.init_weights import ConsolidatedSource
 from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared, autocast_identity, dropout_seed
-from tasks.train.pref_data import (REF_FILE, all_pair_logps, load_pair_sets, pair_logps, read_reference,
+from tasks.train.inputs.pref_data import (REF_FILE, all_pair_logps, load_pair_sets, pair_logps, read_reference,
                                    reference_row_len)
-from tasks.train.runlog import rounded
-from tasks.train.sft_data import step_loss
-from tasks.train.weights import ADAPTER_DIR
+from tasks.train.loop.runlog import rounded
+from tasks.train.inputs.sft_data import step_loss
+from tasks.train.checkpointing.weights import ADAPTER_DIR
 
 if TYPE_CHECKING:
-    from tasks.train.engine import Engine
-    from tasks.train.stability import StabilityGuard
+    from tasks.train.loop.engine import Engine
+    from tasks.train.loop.stability import StabilityGuard
 
 STATS = ("loss_sum", "reward_chosen_sum", "reward_rejected_sum", "correct", "pairs")  # a micro-batch's report
 EVAL_KEYS = ("reward_chosen", "reward_rejected", "margin", "reward_accuracy", "accuracy", "accuracy_per_token",
@@ -177,7 +177,7 @@ class DPOObjective:
         for name in CHAT_FILES:  # the same template SFT trained with: export checks it renders as trained
             if (sft / name).is_file():
                 write_text_atomic(out_dir / name, (sft / name).read_text(encoding="utf-8"))
-        if self.train.adapter.kind == "lora":  # beside the merged adapter tensors (`tasks/train/weights.py`)
+        if self.train.adapter.kind == "lora":  # beside the merged adapter tensors (`tasks/train/checkpointing/weights.py`)
             write_json_atomic(out_dir / ADAPTER_DIR / "adapter.json", self.train.adapter.model_dump())
         evals = [r for r in rows if r["kind"] == "eval"]
         stats = {s: {"pairs": len(r.ids), "rows": len(r.packed.rows), "dropped": len(r.dropped),

@@ -1,8 +1,8 @@
 """Pretraining: next-token loss on mix's packed shards, any layout (dp × tp × pp, ZeRO).
 
-Batches: `TrainData` (tasks/train/data.py) gives each rank its micro-batches of data batch `b` (a pure function of
+Batches: `TrainData` (tasks/train/inputs/data.py) gives each rank its micro-batches of data batch `b` (a pure function of
 (seed, b), so resuming needs only the step); with `mix.adaptive` on, the sampler follows per-source weights
-updated from the eval losses (tasks/train/adaptive.py; its history is saved into each checkpoint). With a
+updated from the eval losses (tasks/train/inputs/adaptive.py; its history is saved into each checkpoint). With a
 pipeline (pp > 1) `train_batch` runs the whole step. Evaluation: the val loss overall and per source (every rank
 evaluates the same micro-batches, so the value does not depend on the layout). Outputs: `report.json` (and the
 adaptive weights CSV).
@@ -23,16 +23,16 @@ from specs.ranks import PretrainRun
 from tasks.core.files import write_json_atomic
 from specs.pretrain import ModelSpec, shape_problems
 from specs.architecture import ModelConfig
-from tasks.train.data import to_device
+from tasks.train.inputs.data import to_device
 from tasks.data.tokenizer import max_positions
-from tasks.train.hf_import import hf_model_config
-from tasks.train.init_weights import HFSource
+from tasks.train.hf.hf_import import hf_model_config
+from tasks.train.checkpointing.init_weights import HFSource
 from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared, autocast_identity, dropout_seed
-from tasks.train.runlog import build_report, eval_row
+from tasks.train.loop.runlog import build_report, eval_row
 
 if TYPE_CHECKING:
-    from tasks.train.engine import Engine
-    from tasks.train.stability import StabilityGuard
+    from tasks.train.loop.engine import Engine
+    from tasks.train.loop.stability import StabilityGuard
 
 
 def data_facts(mix_dir: Path) -> dict[str, Any]:
@@ -98,8 +98,8 @@ class PretrainObjective:
                         tokens_per_step=self.global_batch * self.cfg.seq_len)
 
     def attach(self, engine: Engine, ckpt_dir: Path, tag: str | None) -> None:
-        from tasks.train.adaptive import AdaptiveMixer
-        from tasks.train.data import EvalData, TrainData
+        from tasks.train.inputs.adaptive import AdaptiveMixer
+        from tasks.train.inputs.data import EvalData, TrainData
 
         t = self.train
         self.layout = engine.layout

@@ -1,8 +1,8 @@
 """Supervised finetuning: packed chat rows with an assistant-only, per-token loss (dp × tp × ZeRO; no pp).
 
 Data (`prepare_data`, the same on every rank, deterministic): mix's tokenizer extended with the chat role tokens
-(tasks/train/chat.py), instruct's train/held-out conversations rendered and packed into rows of `seq_len`
-(tasks/train/sft_data.py: block-diagonal attention, positions restarting per sample, loss weights only on
+(tasks/train/inputs/chat.py), instruct's train/held-out conversations rendered and packed into rows of `seq_len`
+(tasks/train/inputs/sft_data.py: block-diagonal attention, positions restarting per sample, loss weights only on
 assistant tokens). Rows are ordered per step by `BatchPlan` (a pure function of (seed, step), as in pretraining),
 so resuming needs only the step.
 
@@ -25,20 +25,20 @@ import torch
 from specs.ranks import SFTRun
 from specs.sft import resolved_dropout
 from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
-from tasks.train.chat import GrownTableSource, extend_tokenizer, jinja_template, vocab_size
-from tasks.train.chat_template import TemplateChat, checkpoint_chat
+from tasks.train.inputs.chat import GrownTableSource, extend_tokenizer, jinja_template, vocab_size
+from tasks.train.inputs.chat_template import TemplateChat, checkpoint_chat
 from specs.pretrain import shape_problems
 from specs.architecture import ModelConfig
-from tasks.train.data import BatchPlan
+from tasks.train.inputs.data import BatchPlan
 from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared, autocast_identity, dropout_seed
-from tasks.train.runlog import rounded
-from tasks.train.sft_data import Packed, pack_samples, render_records, sft_loss_sums, step_loss
-from tasks.train.init_weights import ConsolidatedSource
-from tasks.train.weights import ADAPTER_DIR
+from tasks.train.loop.runlog import rounded
+from tasks.train.inputs.sft_data import Packed, pack_samples, render_records, sft_loss_sums, step_loss
+from tasks.train.checkpointing.init_weights import ConsolidatedSource
+from tasks.train.checkpointing.weights import ADAPTER_DIR
 
 if TYPE_CHECKING:
-    from tasks.train.engine import Engine
-    from tasks.train.stability import StabilityGuard
+    from tasks.train.loop.engine import Engine
+    from tasks.train.loop.stability import StabilityGuard
 
 
 @dataclass
@@ -79,7 +79,7 @@ def prepare_data(pretrain_dir: Path, mix_dir: Path, instruct_dir: Path, train: A
     """Tokenizer with chat markers, the model config and starting weights, packed train and held-out rows."""
     tok, added, chat, pad = chat_tokenizer(mix_dir)
     pre = json.loads((pretrain_dir / "config.json").read_text())
-    from_checkpoint = pre["model"].get("hf_model_type") is not None  # imported weights (tasks/train/hf_import.py)
+    from_checkpoint = pre["model"].get("hf_model_type") is not None  # imported weights (tasks/train/hf/hf_import.py)
     limit = pre["model"].get("max_positions")
     if train.seq_len and limit and train.seq_len > limit:  # specs/init.py's rule: a chosen length it cannot honour
         raise ValueError(f"sft.seq_len: {train.seq_len} is longer than the checkpoint's max_position_embeddings "
@@ -163,7 +163,7 @@ class SFTObjective:
         for idx in self.plan.micro_indexes(batch, self.layout.dp_rank):
             def micro(idx: np.ndarray = idx) -> tuple[torch.Tensor, torch.Tensor]:
                 b = rows.batch(idx, engine.device)
-                # Σ weight·cross-entropy straight from the hidden states (tasks/train/loss.py: no [m, T, V] logits)
+                # Σ weight·cross-entropy straight from the hidden states (tasks/train/modeling/loss.py: no [m, T, V] logits)
                 loss_sum = engine.forward(b["input_ids"], b["targets"], segment_ids=b["segment_ids"],
                                           position_ids=b["position_ids"], label_weights=b["weights"])
                 return step_loss(loss_sum, self.count, self.layout.dp, t.grad_accum), loss_sum.detach()
@@ -209,7 +209,7 @@ class SFTObjective:
     def finish(self, out_dir: Path, rows: list[dict[str, Any]], guard: StabilityGuard) -> dict[str, Any]:
         with atomic_path(out_dir / "tokenizer.json") as tmp:
             self.data.tokenizer.save(str(tmp))
-        if self.train.adapter.kind == "lora":  # beside the merged adapter tensors (`tasks/train/weights.py`)
+        if self.train.adapter.kind == "lora":  # beside the merged adapter tensors (`tasks/train/checkpointing/weights.py`)
             write_json_atomic(out_dir / ADAPTER_DIR / "adapter.json", self.train.adapter.model_dump())
         chat = self.data.chat
         write_text_atomic(out_dir / "chat_template.jinja", chat.template if chat else jinja_template())

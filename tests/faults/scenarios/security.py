@@ -50,7 +50,7 @@ def prefect_listener(tmp_root: Path) -> Row:
 
 RENDEZVOUS = """
 import json, os, sys, psutil
-from tasks.train.parallelize import init_distributed, teardown
+from tasks.train.parallel.parallelize import init_distributed, teardown
 init_distributed(init_file=sys.argv[1])
 print(json.dumps([[c.laddr.ip, c.laddr.port] for c in psutil.Process().net_connections("inet") if c.status == "LISTEN"]))
 teardown()

@@ -1,0 +1,118 @@
+"""A checkpoint's own chat template (`tokenizer_config.json` "chat_template"): rendering and the assistant-only mask.
+
+A model finetuned from an open checkpoint must see conversations the way it will be prompted after export —
+with the checkpoint's template (Llama 3's `<|start_header_id|>…<|eot_id|>`, ChatML's `<|im_start|>…<|im_end|>`),
+not forgeline's markers. The template is rendered as transformers renders it (`chat.render_jinja`: sandboxed,
+trim_blocks + lstrip_blocks) and the text tokenized with the checkpoint's tokenizer, special tokens parsed.
+
+The loss mask comes from the template itself, whatever its syntax: for each assistant message i, the text the
+template prints for messages[:i] with the generation prompt is a prefix of its text for messages[:i+1]; the
+characters between the two are what the model must produce for turn i — its content and whatever the template
+closes the turn with (`<|eot_id|>`, `<|im_end|>\\n`), so the model learns to stop. A token is trained when it
+starts inside such a span. A template that rewrites earlier turns when later ones follow (so no prefix holds) is
+refused by name rather than masked wrongly. The end-of-turn token generation stops at is the last special token
+inside a probe reply's span.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from tokenizers import Tokenizer
+
+from tasks.train.inputs.chat import check_messages, render_jinja
+
+PROBE = [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello"}]
+
+
+class TemplateError(ValueError):
+    """The checkpoint's chat template cannot give a loss mask; the message says why."""
+
+
+def _token_text(value: Any) -> str | None:
+    if isinstance(value, dict):
+        value = value.get("content")
+    return value if isinstance(value, str) else None
+
+
+@dataclass
+class TemplateChat:
+    """Render conversations with `template`; `specials`: the bos/eos/... strings the template may print."""
+
+    template: str
+    tok: Tokenizer
+    specials: dict[str, str] = field(default_factory=dict)
+
+    def text(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = False) -> str:
+        return render_jinja(self.template, messages, add_generation_prompt=add_generation_prompt, **self.specials)
+
+    def spans(self, messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[tuple[int, int]]]:
+        """The conversation's text and the character spans of each assistant turn in it."""
+        check_messages(messages)
+        full = self.text(messages)
+        spans = []
+        for i, m in enumerate(messages):
+            if m["role"] != "assistant":
+                continue
+            before = self.text(messages[:i], add_generation_prompt=True)
+            upto = self.text(messages[: i + 1])
+            if not (upto.startswith(before) and full.startswith(upto)):
+                raise TemplateError(f"the chat template rewrites earlier turns (assistant message {i} is not "
+                                    "rendered as a prefix of the conversation), so no assistant-only mask exists")
+            spans.append((len(before), len(upto)))
+        return full, spans
+
+    def render(self, messages: Sequence[Mapping[str, Any]],
+               add_generation_prompt: bool = False) -> tuple[list[int], list[int]]:
+        """(ids, loss_mask): mask 1 on the tokens that start inside an assistant turn's span."""
+        if add_generation_prompt:
+            check_messages(messages)
+            enc = self.tok.encode(self.text(messages, add_generation_prompt=True), add_special_tokens=False)
+            return list(enc.ids), [0] * len(enc.ids)
+        text, spans = self.spans(messages)
+        enc = self.tok.encode(text, add_special_tokens=False)
+        mask = [int(any(lo <= start < hi for lo, hi in spans)) for start, _ in enc.offsets]
+        return list(enc.ids), mask
+
+    def end_of_turn(self) -> str:
+        """The special token closing an assistant turn (`<|eot_id|>`, `<|im_end|>`): a chat model's eos."""
+        ids, mask = self.render(PROBE)
+        special = self.tok.get_added_tokens_decoder()
+        last = [i for i, m in zip(ids, mask) if m and i in special][-1:]
+        return special[last[0]].content if last else self.specials.get("eos_token", "")
+
+    def stop_ids(self) -> list[int]:
+        """The token(s) that end an assistant turn: the last special token of the probe reply's span, plus eos."""
+        ids, mask = self.render(PROBE)
+        special = set(self.tok.get_added_tokens_decoder())
+        stops = [i for i, m in zip(ids, mask) if m and i in special][-1:]
+        eos = self.tok.token_to_id(self.specials.get("eos_token", "")) if self.specials.get("eos_token") else None
+        return sorted(set(stops + ([eos] if eos is not None else [])))
+
+
+def checkpoint_chat(folder: Path, tok: Tokenizer) -> TemplateChat | None:
+    """The chat template of the tokenizer_config.json in `folder` (None when it has none: forgeline's template
+    is used). A template given as a list of named templates uses the one named "default"."""
+    cfg_file = folder / "tokenizer_config.json"
+    if not cfg_file.is_file():
+        return None
+    config = json.loads(cfg_file.read_text(encoding="utf-8"))
+    template = config.get("chat_template")
+    if isinstance(template, list):
+        template = next((t.get("template") for t in template if t.get("name") == "default"), None)
+    if not template:
+        jinja = folder / "chat_template.jinja"  # transformers ≥ 4.43 may save it beside the config
+        template = jinja.read_text(encoding="utf-8") if jinja.is_file() else None
+    if not template:
+        return None
+    specials = {k: t for k in ("bos_token", "eos_token", "pad_token", "unk_token")
+                if (t := _token_text(config.get(k))) is not None}
+    chat = TemplateChat(template, tok, specials)
+    chat.spans(PROBE)  # fails now, naming the template problem, rather than in the middle of SFT
+    if not chat.stop_ids():
+        raise TemplateError(f"{cfg_file}: the chat template's assistant turn has no end token and there is no "
+                            "eos_token: generation could not stop")
+    return chat

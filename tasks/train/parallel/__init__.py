@@ -1,0 +1,1 @@
+"""Data, tensor, pipeline and sequence parallelism and the DeepSpeed engine they are handed to: process groups and layouts, the TP/SP layers, the DeepSpeed config and every DeepSpeed internal touched."""

@@ -1,0 +1,42 @@
+"""The cluster a layout is planned for: `ClusterSpec`, whose fields are also `python -m tasks plan`'s options.
+
+Its own module so the CLI can build every subcommand's options without importing the planner and its cost model
+(every stage's process parses the command line: what it imports becomes each stage's code dependency).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from specs.base import StrictModel
+
+
+class ClusterSpec(StrictModel):
+    """The machines a layout is planned for (not part of params: the same run may be planned for many)."""
+
+    nodes: int = Field(1, ge=1, le=4096, description="Nodes (hosts).")
+    gpus_per_node: int = Field(1, ge=1, le=64, description="Devices per node (GPUs, or CPU ranks on CPU).")
+    memory_gb: float = Field(80.0, gt=0, le=4096, description="Usable memory per device in GiB.")
+    device: str = Field("cpu", description="Device name, e.g. h100-sxm, a100, l4, cpu (telemetry's peak table).")
+    intra_node: Literal["nvlink", "pcie", "shm"] = Field(
+        "nvlink", description="Link between devices of a node (tensor-parallel all-reduces, data-parallel "
+        "traffic that stays in a node): NVLink, PCIe gen4, or shared memory for CPU ranks; the step-time "
+        "estimate prices it (tasks/train/planning/plan_cost.py).")
+    inter_node: Literal["infiniband", "ethernet", "none"] = Field(
+        "infiniband", description="Link between nodes (pipeline sends, data-parallel traffic across nodes): "
+        "InfiniBand with one HCA per GPU, 100 GbE with one NIC per node, or none.")
+    precision: Literal["fp32", "bf16", "fp16"] = Field(
+        "bf16", description="Training precision: weights and grads take 4 bytes/param in fp32, 2 in bf16/fp16.")
+    peak_tflops: float | None = Field(
+        None, gt=0, le=100_000, description="Dense peak TFLOP/s per device in the training precision, for a "
+        "device without an entry in telemetry's peak table (a CPU, a new accelerator); given, it replaces the "
+        "table's figure in the step-time estimate.")
+    overhead_gb: float = Field(
+        2.0, ge=0, le=1024, description="Fixed reserve per device in GiB: CUDA context, NCCL and DeepSpeed "
+        "communication buckets, allocator fragmentation.")
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.gpus_per_node

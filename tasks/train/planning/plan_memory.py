@@ -1,0 +1,146 @@
+"""Memory per device of one training recipe: weights, gradients and optimizer states after ZeRO sharding,
+activations (Korthikanti et al. 2022) of the micro-batches 1F1B keeps in flight, and the loss's logits.
+
+The planner (tasks/train/planning/planner.py) prices every candidate recipe with `estimate_memory`; plan --measure uses
+it to skip layouts that cannot fit. All sizes are bytes; GiB (2**30) only when rendered. Pure Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from specs.pretrain import ModelSpec
+from specs.architecture import ModelConfig, param_counts
+from tasks.train.planning.plan_cost import checkpoint_mode, recomputed_blocks, stage_blocks
+
+GIB = 1 << 30
+BYTES_PER_PARAM = {"fp32": 4, "bf16": 2, "fp16": 2}
+# Logits per chunk of the fused chunked loss (tasks/train/modeling/loss.py CHUNK_ELEMENTS: 128 MiB in fp32).
+LOSS_CHUNK_ELEMENTS = 1 << 25
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Bytes per device on the fullest pipeline stage."""
+
+    parameters: int
+    gradients: int
+    optimizer: int
+    activations: int
+    overhead: int
+    stage: str                # "only", "first" or "last": which stage is the fullest
+    params_on_device: int     # parameters the stage computes with (before ZeRO-3 sharding)
+
+    @property
+    def total(self) -> int:
+        return self.parameters + self.gradients + self.optimizer + self.activations + self.overhead
+
+    def breakdown_gib(self) -> dict[str, float]:
+        keys = ("parameters", "gradients", "optimizer", "activations", "overhead", "total")
+        return {k: round(getattr(self, k) / GIB, 3) for k in keys}
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def block_activation_bytes(seq_len: int, micro_batch: int, d_model: int, n_heads: int, tp: int,
+                           act_bytes: int, fused_attention: bool, sequence_parallel: bool = False) -> int:
+    """Activations one block keeps for backward, per micro-batch.
+
+    Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", eq. 2 and
+    Table 2: s·b·h·(10 + 24/t + 5·a·s/(h·t)) bytes with 16-bit activations and tensor parallel size t (no
+    sequence parallelism; the 10·sbh of layer-norm inputs and dropout masks stay replicated). It is derived for a
+    GPT block with a 4h GELU MLP and dropout, an upper bound for our SwiGLU block without dropout. The
+    5·a·s/(h·t) term is the attention-score, softmax and dropout matrices: fused (flash) attention never stores
+    them (Dao et al. 2022), so it is dropped when `fused_attention`.
+    Sequence parallelism (`parallel.sequence_parallel`, tp > 1) splits the two norms' inputs (4·sbh), the
+    dropout masks (2·sbh) and the q/k/v and gate/up matmuls' inputs (2·sbh each: `gather_linears` saves the
+    rank's T/t tokens and re-gathers them in backward, as Megatron-LM does) by t too: 34/t, Korthikanti's
+    eq. 5. (Before gather_linears those inputs stayed whole: 4 + 30/t. benchmarks/sp_memory.py measures
+    the difference, 4·sbh·(1 − 1/t), on one block.)
+    """
+    s, b, h, a = seq_len, micro_batch, d_model, n_heads
+    whole, split = (0, 34) if sequence_parallel and tp > 1 else (10, 24)
+    per_sbh = whole + split / tp + (0.0 if fused_attention else 5 * a * s / (h * tp))
+    return int(s * b * h * per_sbh * act_bytes / 2)
+
+
+def loss_implementation(pp: int, vocab_split: int) -> str:
+    """Which training loss the engine runs for a layout, as its memory differs by orders of magnitude at large
+    vocabularies. "chunked": the plain head (pp = 1, vocabulary not split over tp) computes the loss straight
+    from the hidden states (model.LMHead.loss_from_hidden → tasks/train/modeling/loss.py, issue #29's fused linear cross
+    entropy). "materialised": the pipeline's loss_fn and the vocabulary-parallel head take logits
+    (tp_model.head_loss / VocabParallelLMHead: this rank's V/tp columns). Change this when those paths change."""
+    return "chunked" if pp == 1 and vocab_split == 1 else "materialised"
+
+
+def loss_activation_bytes(tokens: int, vocab_columns: int, d_model: int, act_bytes: int, implementation: str) -> int:
+    """Memory of the logits and the loss for `tokens` tokens of one micro-batch over `vocab_columns` columns
+    (V, or V/tp under a vocabulary-parallel head), at the end of forward, when it adds to every block's stored
+    activations; `implementation` as `loss_implementation` says.
+
+    materialised: compute-precision logits + the fp32 copy cross entropy works on (Korthikanti §4.3 counts
+    4·sbv for the fp32 logits alone). chunked (tasks/train/modeling/loss.py): one chunk of LOSS_CHUNK_ELEMENTS fp32
+    logits with its compute-precision copy, the hidden states' gradient [tokens, d] made in forward and kept for
+    backward, and the head weight's fp32 gradient [V, d] accumulated in forward — nothing of size tokens × V."""
+    if implementation == "materialised":
+        return tokens * vocab_columns * (act_bytes + 4)
+    if implementation == "chunked":
+        chunk = min(LOSS_CHUNK_ELEMENTS, tokens * vocab_columns)
+        return chunk * (4 + act_bytes) + tokens * d_model * act_bytes + vocab_columns * d_model * 4
+    raise ValueError(f"loss implementation: materialised or chunked, got {implementation!r}")
+
+
+def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch: int, precision: str,
+                    dp: int, tp: int, pp: int, zero_stage: int, activation_checkpointing: bool | str,
+                    grad_accum: int = 1, overhead_bytes: int = 0, fused_attention: bool = True,
+                    sequence_parallel: bool = False) -> MemoryEstimate:
+    """Memory per device of the fullest pipeline stage (the first holds the embedding and the most micro-batches
+    in flight, the last the output head and logits); `sequence_parallel` as `block_activation_bytes`;
+    `activation_checkpointing` a plan_cost.CHECKPOINTING mode or the params' bool."""
+    r, counts = model.resolved(), param_counts(ModelConfig.from_spec(model, vocab_size, seq_len))
+    w_bytes = BYTES_PER_PARAM[precision]
+    # Rajbhandari et al. 2020 (ZeRO), §3.1: mixed-precision Adam keeps 2Ψ weights + 2Ψ grads + 12Ψ optimizer
+    # states (fp32 master weights, momentum, variance); in plain fp32 the weights are the master: 4Ψ + 4Ψ + 8Ψ.
+    # ZeRO-1 shards the optimizer states over dp, ZeRO-2 also the grads, ZeRO-3 also the weights (§5).
+    opt_bytes = 8 if precision == "fp32" else 12
+    mode = checkpoint_mode(activation_checkpointing)
+    blocks = stage_blocks(r["n_layers"], pp)
+    block = ceil_div(counts.block_matrices + counts.block_biases, tp) + counts.block_norms  # norms replicated
+    per_block_act = block_activation_bytes(seq_len, micro_batch, r["d_model"], r["n_heads"], tp, w_bytes,
+                                           fused_attention, sequence_parallel)
+    token_split = tp if sequence_parallel else 1  # the residual stream between blocks: T/tp tokens per rank
+    block_input = ceil_div(seq_len * micro_batch * r["d_model"] * w_bytes, token_split)
+
+    def stage_act(layers: int, in_flight: int) -> int:
+        # A recomputed block keeps only its input (2·sbh bytes in 16-bit, Korthikanti §4.1); while it is
+        # recomputed in backward, one block's full working set exists on top.
+        again = recomputed_blocks(mode, layers)
+        kept = in_flight * (again * block_input + (layers - again) * per_block_act)
+        return kept + (per_block_act if again else 0)
+
+    estimates = []
+    stages = [("only", True, True)] if pp == 1 else [("first", True, False), ("last", False, True)]
+    # The table and the head split by vocabulary rows over tp when tp divides the vocabulary (tp_model's
+    # split_vocab), else every TP rank holds them whole.
+    vocab_split = tp if vocab_size % tp == 0 else 1
+    table, head = ceil_div(counts.embedding, vocab_split), ceil_div(counts.head, vocab_split)
+    logits = loss_activation_bytes(seq_len * micro_batch, ceil_div(vocab_size, vocab_split), r["d_model"],
+                                   w_bytes, loss_implementation(pp, vocab_split))
+    for name, first, last in stages:
+        layers = blocks[0] if first else blocks[-1]
+        n = layers * block + (table if first else 0)
+        if last:
+            # Untied: the head lives on the last stage. Tied with a pipeline: the last stage holds its own copy
+            # of the table (DeepSpeed TiedLayerSpec all-reduces the two copies' grads).
+            n += counts.final_norm + (table if model.tie_embeddings and pp > 1 else head)
+        # 1F1B (Narayanan et al. 2021, PipeDream-Flush): stage i keeps up to pp − i micro-batches in flight.
+        in_flight = min(pp, grad_accum) if first else 1
+        estimates.append(MemoryEstimate(
+            parameters=ceil_div(n * w_bytes, dp if zero_stage >= 3 else 1),
+            gradients=ceil_div(n * w_bytes, dp if zero_stage >= 2 else 1),
+            optimizer=ceil_div(n * opt_bytes, dp if zero_stage >= 1 else 1),
+            activations=stage_act(layers, in_flight) + (logits if last else 0),
+            overhead=overhead_bytes, stage=name, params_on_device=n))
+    return max(estimates, key=lambda e: e.total)
