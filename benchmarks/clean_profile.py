@@ -3,7 +3,7 @@
     python benchmarks/data_scale.py --docs 5000 --workers 1 --work /tmp/ds   # a project with data/ingest
     python benchmarks/clean_profile.py /tmp/ds/n5000-*                       # the table
 
-Runs `tasks.data.cleaning.process_shard` over the project's ingest shards in this process (the stage's spec,
+Runs `tasks.data.cleanup.cleaning.process_shard` over the project's ingest shards in this process (the stage's spec,
 seed and decontamination index, as `python -m tasks clean` builds them) with each step's function wrapped by a
 timer of process CPU time (exclusive of the wrapped steps it calls), so the figures hold on a loaded machine
 too. A step the code of this checkout does not have is left out, so the same script profiles an older checkout
@@ -27,15 +27,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from specs import Params  # noqa: E402  (after the sys.path insert above)
-from tasks.data import cleaning  # noqa: E402
-from tasks.data.decontaminate import heldout_texts, keep_indexable  # noqa: E402
+from tasks.data.cleanup import cleaning  # noqa: E402
+from tasks.data.filtering.decontaminate import heldout_texts, keep_indexable  # noqa: E402
 
 STEPS = [  # (module, function, label): what process_shard calls, old and new names
-    ("tasks.data.cleaning", "normalize_text", "normalize"), ("tasks.data.cleaning", "scrub_pii", "PII"),
-    ("tasks.data.cleaning", "exact_key", "exact-dedup key"), ("tasks.data.cleaning", "meta_json", "meta JSON"),
-    ("tasks.data.minhash", "signatures", "MinHash signatures"),
-    ("tasks.data.dedup_files", "write_shard_inputs", "dedup inputs (band keys)"),
-    ("tasks.data.cleaning", "write_table", "work table write"), ("pyarrow.parquet", "read_table", "shard read"),
+    ("tasks.data.cleanup.cleaning", "normalize_text", "normalize"), ("tasks.data.cleanup.cleaning", "scrub_pii", "PII"),
+    ("tasks.data.cleanup.cleaning", "exact_key", "exact-dedup key"), ("tasks.data.cleanup.cleaning", "meta_json", "meta JSON"),
+    ("tasks.data.dedup.minhash", "signatures", "MinHash signatures"),
+    ("tasks.data.dedup.dedup_files", "write_shard_inputs", "dedup inputs (band keys)"),
+    ("tasks.data.cleanup.cleaning", "write_table", "work table write"), ("pyarrow.parquet", "read_table", "shard read"),
 ]
 
 

@@ -44,7 +44,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tasks.data.lsh import clusters_of  # noqa: E402  (after the sys.path insert above)
+from tasks.data.dedup.lsh import clusters_of  # noqa: E402  (after the sys.path insert above)
 from tests.helpers.synthetic_corpus import cluster_pairs, exact_jaccard, make_corpus, pair_scores  # noqa: E402
 
 METHODS = ("forgeline", "forgeline-ooc", "forgeline-est", "datasketch-naive", "datatrove")
@@ -92,7 +92,7 @@ json.dump({"cpu_s": cpu, "wall_s": wall, "clusters": list(clusters.values()), "p
 def worker(method: str, corpus_path: str, result_path: str) -> None:
     """One method on one corpus, timed in this (single-threaded) process; clusters as doc-index lists."""
     from specs.clean import DedupSpec
-    from tasks.data.minhash import near_duplicates, shingle_sets, signatures
+    from tasks.data.dedup.minhash import near_duplicates, shingle_sets, signatures
 
     ids, texts, scores = [], [], []
     with open(corpus_path) as f:
@@ -130,8 +130,8 @@ def worker(method: str, corpus_path: str, result_path: str) -> None:
 def _warm_up() -> float:
     """Import what the forgeline methods use and run each compiled loop once; its CPU seconds."""
     from specs.clean import DedupSpec
-    from tasks.data import dedup_global  # noqa: F401  (the out-of-core path's modules)
-    from tasks.data.minhash import near_duplicates, shingle_sets, signatures
+    from tasks.data.dedup import dedup_global  # noqa: F401  (the out-of-core path's modules)
+    from tasks.data.dedup.minhash import near_duplicates, shingle_sets, signatures
 
     cpu, spec, texts = time.process_time(), DedupSpec(), ["one two three four five six"] * 2
     near_duplicates(["a", "b"], signatures(texts, spec), None, spec, lambda ids: shingle_sets(texts, spec))
@@ -142,8 +142,8 @@ def _work_tables(folder: Path, ids: list[str], texts: list[str], scores: list[fl
     """Clean's work tables for the corpus in shards of 2,000 (what phase 1 writes besides the dedup inputs)."""
     import pyarrow as pa
 
-    from tasks.data.dedup_files import at
-    from tasks.data.normalize import exact_key
+    from tasks.data.dedup.dedup_files import at
+    from tasks.data.cleanup.normalize import exact_key
     from tasks.data.records import write_table
 
     schema = pa.schema([("id", pa.string()), ("text", pa.string()), ("quality", pa.float64()),
@@ -162,7 +162,8 @@ def _out_of_core(work: list, texts: list[str]) -> tuple[list[list[int]], str]:
     in-memory methods do neither), one bucket task after another in this process."""
     from specs.clean import CleanSpec
     from specs.run import ExecutorSpec
-    from tasks.data import cleaning, dedup_files, dedup_global
+    from tasks.data.cleanup import cleaning
+    from tasks.data.dedup import dedup_files, dedup_global
 
     (folder, shards), executor = work, ExecutorSpec(workers=1)
     spec = CleanSpec(dedup={"exact": False, "audit_sample": 0, "precision_sample": 0})
@@ -230,7 +231,7 @@ def evaluate(corpus, clusters: list[list[int]], threshold: float, checked: dict)
 
 
 def load_baseline(rev: str):
-    """tasks/data/minhash.py as of git `rev`, imported as its own module with that revision's wordhash.py (when it
+    """tasks/data/dedup/minhash.py as of git `rev`, imported as its own module with that revision's wordhash.py (when it
     has one; both use today's lsh and specs), so the baseline's hashing is entirely its own."""
     import types
     loaded: list[str] = []
@@ -252,8 +253,8 @@ def load_baseline(rev: str):
 def speed(args) -> None:
     """Per-stage docs / CPU-second and pair F1, the code at `--baseline` and this checkout, in one process."""
     from specs.clean import DedupSpec
-    from tasks.data import dedup_audit, minhash
-    from tasks.data.lsh import candidate_pairs
+    from tasks.data.dedup import dedup_audit, minhash
+    from tasks.data.dedup.lsh import candidate_pairs
 
     corpus = make_corpus(args.docs, seed=args.seed, words=(360, 560))
     kb = sum(len(t.encode()) for t in corpus.texts) / len(corpus.texts) / 1024

@@ -98,7 +98,8 @@ def bench_spec():
 def run_real(folder: Path, work: Path) -> list[list[int]]:
     """Clean's phase 1 shard by shard, then its out-of-core global dedup; clusters as row-index lists."""
     from specs.run import ExecutorSpec
-    from tasks.data import cleaning, dedup_global
+    from tasks.data.cleanup import cleaning
+    from tasks.data.dedup import dedup_global
 
     spec, executor = bench_spec(), ExecutorSpec(workers=1)
     shards = sorted((folder / "shards").glob("*.parquet"))
@@ -115,8 +116,10 @@ def run_memory(folder: Path) -> list[list[int]]:
     """The in-memory reference: normalization, exact keys, signatures and `cleaning.deduplicate` on one table."""
     import pyarrow as pa
 
-    from tasks.data import cleaning, minhash
-    from tasks.data.normalize import exact_key, normalize_text
+    from tasks.data.cleanup import cleaning
+
+    from tasks.data.dedup import minhash
+    from tasks.data.cleanup.normalize import exact_key, normalize_text
 
     spec = bench_spec()
     ids, raw = read_corpus(folder)
@@ -135,7 +138,7 @@ def run_datasketch(folder: Path) -> list[list[int]]:
 
     from datasketch import MinHash, MinHashLSH
 
-    from tasks.data.lsh import clusters_of
+    from tasks.data.dedup.lsh import clusters_of
 
     _, texts = read_corpus(folder)
     word = re.compile(r"\w+")
@@ -202,7 +205,8 @@ def _warm_up(tmp: Path) -> None:
     """Import the modules and load the compiled loops (compiled once per machine and code, then cached) on a
     shard of five documents that takes every path: ASCII, quotes, Greek, markup, a near duplicate to verify."""
     from specs.run import ExecutorSpec
-    from tasks.data import cleaning, dedup_global
+    from tasks.data.cleanup import cleaning
+    from tasks.data.dedup import dedup_global
     from tasks.data.records import RECORD_SCHEMA, write_table
 
     words = " ".join(f"w{k}" for k in range(60))
@@ -223,7 +227,7 @@ def peak_rss_mb() -> float:
 
 def ceiling(true: set[tuple[int, int]], n: int) -> float:
     """Best pair F1 of clustering the true pairs: union-find, or best-first no-chain groups (ranked by id)."""
-    from tasks.data.lsh import clusters_of, greedy_keepers
+    from tasks.data.dedup.lsh import clusters_of, greedy_keepers
 
     links = np.array(sorted(true), dtype=np.int64).reshape(-1, 2)
     union = pair_scores(cluster_pairs(clusters_of(links, n)), true)[2]

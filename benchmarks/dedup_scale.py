@@ -43,8 +43,9 @@ PER_SHARD = 2000
 def build_work(folder: Path, docs: int, seed: int, buckets: int) -> list[str]:
     """Phase 1's files for a synthetic corpus of `docs` documents (plus 1 % exact copies); the shard stems."""
     from specs.clean import CleanSpec
-    from tasks.data import cleaning, dedup_files
-    from tasks.data.normalize import exact_key
+    from tasks.data.cleanup import cleaning
+    from tasks.data.dedup import dedup_files
+    from tasks.data.cleanup.normalize import exact_key
     from tasks.data.records import write_table
     from tests.helpers.synthetic_corpus import make_corpus
 
@@ -71,7 +72,7 @@ def repartition(src: Path, dst: Path, buckets: int) -> None:
     import pyarrow.parquet as pq
 
     from specs.clean import CleanSpec
-    from tasks.data import dedup_files, dedup_global
+    from tasks.data.dedup import dedup_files, dedup_global
 
     shutil.copytree(src, dst)
     bands, band_rows = dedup_global.banding(CleanSpec().dedup)
@@ -94,7 +95,8 @@ def child(method: str, work: Path, out: Path, memory_gb: float, baseline: str, r
 
     from specs.clean import CleanSpec
     from specs.run import ExecutorSpec
-    from tasks.data import clean_outputs, cleaning, dedup_global
+    from tasks.data.cleanup import clean_outputs, cleaning
+    from tasks.data.dedup import dedup_global
 
     stems = sorted(p.name[: -len(".parquet")] for p in work.glob("*.parquet"))
     spec = CleanSpec(memory_gb=memory_gb)
@@ -152,7 +154,7 @@ def main() -> None:
         return child(method, Path(work), Path(out), float(gb), baseline, Path(result))
     from specs.clean import CleanSpec
     from specs.run import ExecutorSpec
-    from tasks.data import dedup_global
+    from tasks.data.dedup import dedup_global
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="forgeline-dedup-scale-") as tmp:

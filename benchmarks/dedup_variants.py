@@ -34,7 +34,8 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from specs.clean import CleanSpec  # noqa: E402
 from specs.params import load_params  # noqa: E402
-from tasks.data import cleaning, minhash  # noqa: E402
+from tasks.data.cleanup import cleaning
+from tasks.data.dedup import minhash  # noqa: E402
 from tests.helpers import dedup_variants  # noqa: E402
 
 NO_FOLDS = {"fold_entities": False, "fold_invisible": False, "fold_unicode": False, "fold_markup": False,

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from specs.evaluate import SamplingSpec  # noqa: E402  (after the sys.path insert above)
-from tasks.data.tokenizer import save_tokenizer, train_tokenizer  # noqa: E402
+from tasks.data.mixing.tokenizer import save_tokenizer, train_tokenizer  # noqa: E402
 from tasks.eval.generate import generate_batch, torch_threads  # noqa: E402
 from specs.architecture import ModelConfig, ffn_hidden_size  # noqa: E402
 from tasks.train.hf.hf_export import export_hf  # noqa: E402

@@ -1,4 +1,4 @@
-"""PII scrubbing (`tasks.data.pii.scrub_pii`): recall per kind on a seeded planted set, false hits on look-alikes,
+"""PII scrubbing (`tasks.data.privacy.pii.scrub_pii`): recall per kind on a seeded planted set, false hits on look-alikes,
 and throughput.
 
     python benchmarks/pii_recall.py                      # 2,000 plants per kind, seed 1234
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from specs.clean import PII_KINDS  # noqa: E402  (after the sys.path insert above)
-from tasks.data.pii import scrub_pii  # noqa: E402
+from tasks.data.privacy.pii import scrub_pii  # noqa: E402
 from tests.helpers.pii_planted import Plant, look_alikes, planted  # noqa: E402
 from tests.helpers.pii_planted_syntax import leaked_runs  # noqa: E402
 

@@ -60,7 +60,7 @@ class SamplingSpec(StrictModel):
 
 class FlagSpec(StrictModel):
     """Automatic flags attached to every spot-check item and generation, from the project's own detectors
-    (tasks/data/pii.py, toxicity.py, quality.py). Thresholds are stricter than clean's on purpose: a flag asks a
+    (tasks/data/privacy/pii.py, toxicity.py, quality.py). Thresholds are stricter than clean's on purpose: a flag asks a
     reviewer to look, it drops nothing."""
 
     pii_kinds: list[PIIKind] = Field(

@@ -117,7 +117,7 @@ def prefix_token(spec: BenchmarkJob, mix: Path) -> int:
         bos = json.loads(conf.read_text()).get("bos_token") if conf.is_file() else None
         bos = bos.get("content") if isinstance(bos, dict) else bos
         if isinstance(bos, str):
-            from tasks.data.tokenizer import load_tokenizer
+            from tasks.data.mixing.tokenizer import load_tokenizer
 
             bos_id = load_tokenizer(mix / "tokenizer.json").token_to_id(bos)
             if bos_id is not None:

@@ -7,12 +7,12 @@ document sharing a word 13-gram with an evaluate prompt, an SFT held-out convers
 `heldout.jsonl`: instruct is upstream of clean, it has no upstream of its own, so no cycle) or a configured
 benchmark file's item. Finished shards are kept in a work
 folder outside the DVC out (DVC deletes outs before a rerun), keyed by the spec and the input's manifest, so a
-killed and re-run stage skips them. Then, over all shards, out of core (`tasks.data.dedup_global`: band keys
+killed and re-run stage skips them. Then, over all shards, out of core (`tasks.data.dedup.dedup_global`: band keys
 in buckets on disk, the buckets' and verification ranges' tasks on the same executor, memory bounded by
 `clean.memory_gb`): exact dedup on normalized text and MinHash-LSH near dedup, each removed document within the
 threshold of the best document kept for it (no chains), and an audit of that decision's precision and recall
 against brute-force Jaccard on a sample. The outputs are written by tasks on the same executor, from the work
-tables (`tasks.data.clean_outputs`).
+tables (`tasks.data.cleanup.clean_outputs`).
 
 Outputs (data/clean/): `shards/<source>-NNNNN.parquet` (RECORD_SCHEMA), `dropped.parquet` (the ledger: id,
 source, reason, score, kept_id, detail, text), `report.json`. Counts are conserved: in = kept + dropped.
@@ -37,8 +37,9 @@ from tasks.core.executors import release
 from tasks.core.files import sha256_file
 from tasks.core.runner import MANIFEST, StagePaths
 from tasks.core.shardmap import map_shards
-from tasks.data import clean_outputs, cleaning, dedup_global
-from tasks.data.decontaminate import benchmark_file_texts, heldout_texts, keep_indexable
+from tasks.data.cleanup import clean_outputs, cleaning
+from tasks.data.dedup import dedup_global
+from tasks.data.filtering.decontaminate import benchmark_file_texts, heldout_texts, keep_indexable
 
 log = logging.getLogger("forgeline.clean")
 WORK_DIR = "work"

@@ -26,7 +26,7 @@ from specs.results import StageResult
 from specs.review import GateReport
 from tasks.core.files import write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
-from tasks.data.tokenizer import load_tokenizer
+from tasks.data.mixing.tokenizer import load_tokenizer
 from tasks.eval.baseline import unigram_perplexity
 from tasks.eval.generate import load_model, run_generations, torch_threads
 from tasks.eval.perplexity import perplexity

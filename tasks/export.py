@@ -35,7 +35,7 @@ from specs.results import StageResult
 from tasks.core.files import sha256_file, write_json_atomic
 from tasks.core.graph import DATA_DIR, METRICS_DIR
 from tasks.core.runner import MANIFEST, StagePaths
-from tasks.data.tokenizer import load_tokenizer
+from tasks.data.mixing.tokenizer import load_tokenizer
 from tasks.train.inputs.chat import DEFAULT_FORMAT, render, render_jinja, render_text
 from tasks.train.inputs.chat_template import TemplateChat
 from tasks.train.hf.hf_export import ExportMismatch, check_hf, export_hf, publish_folder

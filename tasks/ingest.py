@@ -17,7 +17,7 @@ from specs.ingest import EmbeddedSource, IngestSpec
 from specs.results import StageResult
 from tasks.core.files import atomic_path, write_json_atomic
 from tasks.core.runner import StagePaths
-from tasks.data.normalize import strip_control_chars
+from tasks.data.cleanup.normalize import strip_control_chars
 from tasks.data.records import (META_DROPPED, QUARANTINE_SCHEMA, RECORD_SCHEMA, Bad, Doc, RowWriter, meta_json,
                                 unicode_error, write_table)
 

@@ -5,7 +5,7 @@ Funnel, per conversation, first failure wins: `parse` (unreadable line) -> `form
 -> then over all sources together: `exact_duplicate` (normalized prompt + response) -> `near_duplicate`
 (MinHash-LSH, verified by exact shingle Jaccard; the best-scored conversation of a cluster stays) ->
 `min_score`. The survivors are split: a seeded held-out slice (stratified by source) and the training
-candidates, which are ranked by the quality score (`quality_score` in tasks/data/instruct_filters.py) and capped at
+candidates, which are ranked by the quality score (`quality_score` in tasks/data/curation/instruct_filters.py) and capped at
 `max_train_pairs`; the rest are ledgered as `quality_cap`. Since dedup ran over the whole pool first, no
 held-out conversation duplicates (exactly or nearly) a training one.
 
@@ -33,13 +33,13 @@ from specs.instruct import InstructJob, InstructSpec
 from specs.results import StageResult
 from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
-from tasks.data import minhash
-from tasks.data.decontaminate import EvalIndex
-from tasks.data.filters import first_drop, run_filters
-from tasks.data.instruct_filters import (FILTER_NAMES, SCORE_WEIGHTS, ScoreFilter, instruct_filters,
+from tasks.data.dedup import minhash
+from tasks.data.filtering.decontaminate import EvalIndex
+from tasks.data.filtering.filters import first_drop, run_filters
+from tasks.data.curation.instruct_filters import (FILTER_NAMES, SCORE_WEIGHTS, ScoreFilter, instruct_filters,
                                          quality_score)
-from tasks.data.instructions import EXCERPT_CHARS, Conversation, Rejected, Turns, check_format, read_source
-from tasks.data.normalize import exact_key
+from tasks.data.curation.instructions import EXCERPT_CHARS, Conversation, Rejected, Turns, check_format, read_source
+from tasks.data.cleanup.normalize import exact_key
 from tasks.data.records import write_table
 
 log = logging.getLogger("forgeline.instruct")

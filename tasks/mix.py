@@ -2,7 +2,7 @@
 
 Streamed in passes over the clean shards, the per-shard ones on `run.executor` (a process pool or Dask), so no
 pass holds more than one shard's text or tokens; what the stage keeps for the whole corpus is a few numbers per
-document (tasks/data/mixplan.py):
+document (tasks/data/mixing/mixplan.py):
 1. scan: per document its source, characters and id hashes; split each source train/val by a hash of the id.
 2. tokenizer: a byte-level BPE trained on a weighted sample of train text (`tokenizer.train_chars`, the only
    text held at once), or the checkpoint's own (`model.init.kind: hf`).
@@ -12,11 +12,11 @@ document (tasks/data/mixplan.py):
    at most `max_repetition` epochs); which whole documents meet that (a fresh hash-ordered pass per epoch, so
    1.73 epochs = one full pass + 73% of a second); the shuffle across sources.
 5. pack: the chosen documents' tokens read back one by one from the scratch files, packed into fixed-length
-   sequences written shard by shard (tasks/data/packing.py).
+   sequences written shard by shard (tasks/data/mixing/packing.py).
 
 Outputs (data/mix/): tokenizer.json (+ the checkpoint's tokenizer_config.json with `model.init.kind: hf`),
 train-NNNNN.bin / val-NNNNN.bin, train.idx.parquet / val.idx.parquet,
-packing.json (layout for `tasks.data.packing.PackedDataset`), report.json.
+packing.json (layout for `tasks.data.mixing.packing.PackedDataset`), report.json.
 
 Determinism: every choice is an order of 8-byte blake2b hashes of (purpose, seed, document id, epoch) --
 no RNG state, no Python hash() -- so output bytes depend only on the records, the spec and run.seed (not on
@@ -41,10 +41,10 @@ from specs.results import StageResult
 from tasks.core.files import sha256_file, write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
 from tasks.core.shardmap import map_shards
-from tasks.data.mixplan import hash_key, plan_tokens, split_val, take_documents, tokenizer_quota
-from tasks.data.mixshards import TokenStore, sample_texts, scan_shard, shard_documents, tokenize_shard
-from tasks.data.packing import PackWriter, write_layout
-from tasks.data.tokenizer import checkpoint_tokenizer, fit_seq_len, save_tokenizer, train_tokenizer
+from tasks.data.mixing.mixplan import hash_key, plan_tokens, split_val, take_documents, tokenizer_quota
+from tasks.data.mixing.mixshards import TokenStore, sample_texts, scan_shard, shard_documents, tokenize_shard
+from tasks.data.mixing.packing import PackWriter, write_layout
+from tasks.data.mixing.tokenizer import checkpoint_tokenizer, fit_seq_len, save_tokenizer, train_tokenizer
 
 log = logging.getLogger("forgeline.mix")
 TOTALS = ("documents", "train_documents", "val_documents", "tokens_available", "realized_tokens", "val_tokens")
@@ -199,7 +199,7 @@ def check_unique_ids(corpus: Corpus) -> None:
 
 
 def split_corpus(corpus: Corpus, val_fraction: float, min_val_docs: int) -> None:
-    """Per source: train and val row numbers (tasks.data.mixplan.split_val)."""
+    """Per source: train and val row numbers (tasks.data.mixing.mixplan.split_val)."""
     for s in corpus.sources:
         rows = corpus.rows(s)
         in_val = split_val(corpus.val_key[rows], val_fraction, min_val_docs)

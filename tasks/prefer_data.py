@@ -30,10 +30,10 @@ from specs.prefer import EmbeddedPreferenceSource, PreferDataJob
 from specs.results import StageResult
 from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
-from tasks.data.decontaminate import EvalIndex, benchmark_file_texts
-from tasks.data.filters import first_drop, run_filters
-from tasks.data.preference import Messages, Pair, Unread, embedded_pairs, file_pairs, seeded_unit
-from tasks.data.preference_filters import dedup_prompts, length_bias, pair_filters
+from tasks.data.filtering.decontaminate import EvalIndex, benchmark_file_texts
+from tasks.data.filtering.filters import first_drop, run_filters
+from tasks.data.curation.preference import Messages, Pair, Unread, embedded_pairs, file_pairs, seeded_unit
+from tasks.data.curation.preference_filters import dedup_prompts, length_bias, pair_filters
 from tasks.data.records import write_table
 from tasks.eval.approval import require_approval
 from tasks.eval.generate import generate_batch, torch_threads

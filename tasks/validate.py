@@ -2,7 +2,7 @@
 
 The declared expectations run as Great Expectations suites, one per source (`source:<name>`), on the ingest
 records, streamed from the shards in batches of `batch_rows` rows: GX validates each batch, and the counts
-are summed into corpus-wide results (tasks/data/tally.py). `unique` is corpus-wide and is counted from 8-byte
+are summed into corpus-wide results (tasks/data/validation/tally.py). `unique` is corpus-wide and is counted from 8-byte
 hashes of the values, so memory is bounded by one batch plus 8 bytes per row and per suite that checks
 uniqueness. Outputs: `results.json` (deterministic summary: per suite and expectation, counts and example
 failing record ids) and, when asked, its HTML rendering `reports/validate/data_docs/index.html`: one
@@ -27,10 +27,10 @@ from specs.results import StageResult
 from specs.validate import ExpectationSpec, ValidateSpec
 from tasks.core.files import write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
-from tasks.data import expectations as ex
+from tasks.data.validation import expectations as ex
 from tasks.data.records import iter_record_batches
-from tasks.data.report_html import render_report
-from tasks.data.tally import RowTally, UniqueTally
+from tasks.data.validation.report_html import render_report
+from tasks.data.validation.tally import RowTally, UniqueTally
 
 RESULTS = "results.json"
 DOCS = "data_docs"

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from specs.mix import AdaptiveMixSpec, MixSpec
 from specs.pretrain import PretrainJob
-from tasks.data.packing import PackedDataset, pack_split, write_layout
+from tasks.data.mixing.packing import PackedDataset, pack_split, write_layout
 from tasks.train.inputs.adaptive import (
     STATE_FILE,
     AdaptiveMixer,

@@ -6,7 +6,7 @@ import pytest
 import torch
 from jinja2.exceptions import TemplateError
 
-from tasks.data.tokenizer import train_tokenizer
+from tasks.data.mixing.tokenizer import train_tokenizer
 from tasks.train.inputs.chat import (extend_tokenizer, jinja_template, render, render_jinja, render_text,
                               resize_embeddings, vocab_size)
 from tasks.train.modeling.model import ModelConfig, Transformer

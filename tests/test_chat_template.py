@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tasks.data.tokenizer import train_tokenizer
+from tasks.data.mixing.tokenizer import train_tokenizer
 from tasks.train.inputs.chat_template import TemplateChat, TemplateError, checkpoint_chat
 
 # Meta-Llama-3-8B-Instruct's tokenizer_config.json chat_template (the published one, verbatim).

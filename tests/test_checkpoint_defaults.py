@@ -20,7 +20,7 @@ from specs.init import ModelInitSpec, user_set
 from specs.params import apply_overrides, read_params_file, validate_params
 from specs.review import ReviewSpec
 from specs.sft import SFTSpec, resolved_dropout
-from tasks.data.tokenizer import fit_seq_len, save_tokenizer, train_tokenizer
+from tasks.data.mixing.tokenizer import fit_seq_len, save_tokenizer, train_tokenizer
 from tasks.export import base_model_note, card_description, context_of, export_specials, personal_data_note
 from specs.architecture import ModelConfig
 from tasks.train.hf.tiny_checkpoint import SPECIALS

@@ -109,7 +109,7 @@ def test_killed_run_resumes_and_matches_uninterrupted(cleaned, tmp_path):
 def test_quality_curve_matches_a_direct_count(cleaned):
     """The curve recounted from scratch: every output text (kept shards + ledger) re-scored by quality_score."""
     from specs.clean import QualitySpec
-    from tasks.data.quality import quality_score
+    from tasks.data.filtering.quality import quality_score
 
     root, _, _ = cleaned
     spec = QualitySpec(profiles={"code": "code"})

@@ -14,13 +14,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from specs.clean import CleanSpec, DecontaminationSpec, ToxicitySpec
-from tasks.data import cleaning, langid, normalize
-from tasks.data.decontaminate import EvalIndex, words
+from tasks.data.cleanup import cleaning, normalize
+from tasks.data.filtering import langid
+from tasks.data.filtering.decontaminate import EvalIndex, words
 from tasks.data.embedded import read_embedded
-from tasks.data.filters import TextFeatures
-from tasks.data.quality import measure, measure_many
+from tasks.data.filtering.filters import TextFeatures
+from tasks.data.filtering.quality import measure, measure_many
 from tasks.data.records import Doc
-from tasks.data.toxicity import load_lexicon, parse_lexicon, tokens, toxicity
+from tasks.data.filtering.toxicity import load_lexicon, parse_lexicon, tokens, toxicity
 from tests.helpers.clean import build_corpus
 from tests.helpers.quality import brute_ngrams
 

@@ -17,11 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specs.clean import QualitySpec, ToxicitySpec
-from tasks.data.normalize import exact_key, normalize_text
-from tasks.data.pii import PLACEHOLDERS, luhn_ok, scrub_pii
+from tasks.data.cleanup.normalize import exact_key, normalize_text
+from tasks.data.privacy.pii import PLACEHOLDERS, luhn_ok, scrub_pii
 from tests.helpers.pii_planted_ids import IBAN_REGISTRY, iban_value, ssn_value
-from tasks.data.quality import quality_score
-from tasks.data.toxicity import load_lexicon, parse_lexicon, toxicity
+from tasks.data.filtering.quality import quality_score
+from tasks.data.filtering.toxicity import load_lexicon, parse_lexicon, toxicity
 
 # --- normalize -----------------------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Clean's output phase (`tasks.data.clean_outputs` on the executor) against the former row-by-row writer,
+"""Clean's output phase (`tasks.data.cleanup.clean_outputs` on the executor) against the former row-by-row writer,
 written out here: every output file must have the same bytes, on planted work tables where kept shards straddle
 tables, a source and a table lose everything, a table is empty, dedup drops point at keepers in other tables and
 the ledger spans several row groups."""
@@ -18,11 +18,12 @@ import pytest
 from specs.clean import CleanSpec
 from specs.run import ExecutorSpec
 from tasks.core.files import write_json_atomic, write_text_atomic
-from tasks.data import clean_outputs, quality
-from tasks.data.clean_output_tasks import word_counts
-from tasks.data.cleaning import WORK_SCHEMA
-from tasks.data.dedup_global import Decisions
-from tasks.data.dedup_tasks import Layout
+from tasks.data.cleanup import clean_outputs
+from tasks.data.filtering import quality
+from tasks.data.cleanup.clean_output_tasks import word_counts
+from tasks.data.cleanup.cleaning import WORK_SCHEMA
+from tasks.data.dedup.dedup_global import Decisions
+from tasks.data.dedup.dedup_tasks import Layout
 from tasks.data.records import LEDGER_SCHEMA, RECORD_SCHEMA, write_table
 
 # texts with Python's whitespace that is not ASCII (U+2003, U+3000, U+00A0, U+2028, U+001C), runs and edges

@@ -14,8 +14,8 @@ import pytest
 from specs import Params
 from specs.clean import CleanSpec, DecontaminationSpec
 from tasks.core.runner import run_stage
-from tasks.data import filters
-from tasks.data.decontaminate import benchmark_file_texts, keep_indexable
+from tasks.data.filtering import filters
+from tasks.data.filtering.decontaminate import benchmark_file_texts, keep_indexable
 from tasks.data.embedded import read_embedded
 from tasks.data.records import RECORD_SCHEMA, Doc, write_table
 from tests.helpers.clean import record

@@ -9,10 +9,10 @@ import pyarrow as pa
 import pytest
 
 from specs.clean import CleanSpec, DedupSpec
-from tasks.data.cleaning import deduplicate
-from tasks.data.dedup_audit import audit, audit_sample, pairwise_jaccard
-from tasks.data.lsh import clusters_of
-from tasks.data.minhash import near_duplicates, shingle_sets, signatures
+from tasks.data.cleanup.cleaning import deduplicate
+from tasks.data.dedup.dedup_audit import audit, audit_sample, pairwise_jaccard
+from tasks.data.dedup.lsh import clusters_of
+from tasks.data.dedup.minhash import near_duplicates, shingle_sets, signatures
 from tests.helpers.synthetic_corpus import cluster_pairs, exact_jaccard, make_corpus, pair_scores
 
 WORDS = [f"w{k}x" for k in range(400)]          # distinct words: 5-gram overlap is exactly the shared window

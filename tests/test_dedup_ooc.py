@@ -1,4 +1,4 @@
-"""Out-of-core dedup (tasks/data/dedup_global.py) against the in-memory reference (cleaning.deduplicate): the same
+"""Out-of-core dedup (tasks/data/dedup/dedup_global.py) against the in-memory reference (cleaning.deduplicate): the same
 drops, keepers, similarities, summary and audit on a planted corpus and on the edge cases (exact duplicates,
 chains, a group larger than the LSH window, pairs in many buckets), whatever the bucket count and task size."""
 
@@ -10,8 +10,9 @@ import pytest
 
 from specs.clean import CleanSpec
 from specs.run import ExecutorSpec
-from tasks.data import cleaning, dedup_files, dedup_global, minhash
-from tasks.data.normalize import exact_key
+from tasks.data.cleanup import cleaning
+from tasks.data.dedup import dedup_files, dedup_global, minhash
+from tasks.data.cleanup.normalize import exact_key
 from tasks.data.records import write_table
 from tests.helpers.synthetic_corpus import exact_jaccard, make_corpus
 

@@ -12,8 +12,8 @@ import pytest
 
 from specs.clean import CleanSpec, DedupSpec
 from tests.helpers import dedup_variants as dv
-from tasks.data.minhash import shingle_sets, shingles
-from tasks.data.normalize import shingle_text
+from tasks.data.dedup.minhash import shingle_sets, shingles
+from tasks.data.cleanup.normalize import shingle_text
 from tests.helpers.synthetic_corpus import exact_jaccard
 
 CLEAN = CleanSpec()

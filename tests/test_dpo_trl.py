@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import torch
 
-from tasks.data.tokenizer import save_tokenizer, train_tokenizer
+from tasks.data.mixing.tokenizer import save_tokenizer, train_tokenizer
 from tasks.train.inputs.chat import extend_tokenizer, jinja_template, vocab_size
 from specs.architecture import ModelConfig
 from tasks.train.objectives.dpo_loss import preference_losses

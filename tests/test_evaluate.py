@@ -19,9 +19,9 @@ from specs.mix import MixSpec
 from tasks import evaluate, mix
 from tasks.core.files import atomic_path
 from tasks.core.runner import StagePaths
-from tasks.data.packing import PackedDataset
+from tasks.data.mixing.packing import PackedDataset
 from tasks.data.records import LEDGER_SCHEMA, RECORD_SCHEMA, write_table
-from tasks.data.tokenizer import load_tokenizer
+from tasks.data.mixing.tokenizer import load_tokenizer
 from tasks.eval import spotcheck
 from tasks.eval.generate import encode_prompt, filter_logits, load_model, run_generations, sample_next, torch_threads
 from tasks.eval.perplexity import perplexity

@@ -20,7 +20,7 @@ from tasks import export
 from tasks.eval.generate import torch_threads
 from tasks.core.files import sha256_file
 from tasks.core.runner import StagePaths
-from tasks.data.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
+from tasks.data.mixing.tokenizer import load_tokenizer, save_tokenizer, train_tokenizer
 from tasks.train.inputs.chat import ChatFormat, extend_tokenizer, jinja_template, render, render_text, vocab_size
 from tasks.train.hf.hf_export import ExportMismatch
 from specs.architecture import ModelConfig, param_count

@@ -13,12 +13,12 @@ from pydantic import ValidationError
 from specs.instruct import DecontaminationSpec, EmbeddedInstructSource, FilterSpec, InstructJob, InstructSpec
 from tasks import instruct
 from tasks.core.runner import StagePaths
-from tasks.data import instructions
-from tasks.data.decontaminate import EvalIndex
-from tasks.data.filters import first_drop, run_filters
-from tasks.data.instruct_filters import instruct_filters
-from tasks.data.instructions import Turns, check_format, read_source, topic_sections
-from tasks.data.normalize import exact_key
+from tasks.data.curation import instructions
+from tasks.data.filtering.decontaminate import EvalIndex
+from tasks.data.filtering.filters import first_drop, run_filters
+from tasks.data.curation.instruct_filters import instruct_filters
+from tasks.data.curation.instructions import Turns, check_format, read_source, topic_sections
+from tasks.data.cleanup.normalize import exact_key
 
 OUTPUTS = ("train.jsonl", "heldout.jsonl", "dropped.parquet", "report.json")
 

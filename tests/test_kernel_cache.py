@@ -13,7 +13,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 RUN = """
 from specs.clean import DedupSpec
-from tasks.data import hashloops, minhash
+from tasks.data.dedup import hashloops, minhash
 print(hashloops.kernel_cache_dir())
 print(minhash.signatures(["one two three four five six", "seven eight nine ten eleven"], DedupSpec())[0][:2])
 """

@@ -13,11 +13,11 @@ import pytest
 from datasketch import LeanMinHash, MinHash, MinHashLSH
 
 from specs.clean import DedupSpec
-from tasks.data import minhash
-from tasks.data.lsh import candidate_pairs, choose_banding
-from tasks.data.minhash import near_duplicates, s_curve, shingle_sets, shingles, signatures
+from tasks.data.dedup import minhash
+from tasks.data.dedup.lsh import candidate_pairs, choose_banding
+from tasks.data.dedup.minhash import near_duplicates, s_curve, shingle_sets, shingles, signatures
 from tests.helpers.synthetic_corpus import cluster_pairs, exact_jaccard, make_corpus, pair_scores
-from tasks.data.wordhash import word_hashes
+from tasks.data.dedup.wordhash import word_hashes
 
 REPO = Path(__file__).resolve().parents[1]
 FOX = "The quick brown fox jumps over the lazy dog, again and again."
@@ -58,7 +58,7 @@ def test_shingles_are_stable_and_normalized():
     assert shingles(FOX, DedupSpec()).tolist() == [
         113988696, 191647464, 788065952, 1493546701, 1652040582, 2170549824, 3468372547, 3546938170]
     assert shingles(FOX, DedupSpec(shingle="char", shingle_size=4))[:3].tolist() == [617847, 50779075, 60085756]
-    code = ("from specs.clean import DedupSpec; from tasks.data.minhash import shingles; "
+    code = ("from specs.clean import DedupSpec; from tasks.data.dedup.minhash import shingles; "
             f"print(shingles({FOX!r}, DedupSpec()).tolist())")
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env={"PYTHONHASHSEED": "123", "PYTHONPATH": str(REPO)}, cwd=REPO)
@@ -225,7 +225,7 @@ def test_s_curve_and_banding():
 def test_one_banding_rule_and_one_link_rule():
     """`spec_banding` and `are_duplicates` are what the in-memory path, the out-of-core path and the audit read:
     a spec's own b × r wins, else the recall-leaning choice; a pair exactly at the threshold links."""
-    from tasks.data.lsh import are_duplicates, spec_banding
+    from tasks.data.dedup.lsh import are_duplicates, spec_banding
 
     assert spec_banding(DedupSpec(bands=4, rows=8)) == (4, 8)
     assert spec_banding(DedupSpec(threshold=0.8, num_perm=128)) == choose_banding(0.8, 128, True) == (16, 8)

@@ -10,9 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from specs.mix import MixSpec
-from tasks.data.mixplan import hash_keys, hash_unit, split_val
-from tasks.data.packing import PackedDataset
-from tasks.data.tokenizer import load_tokenizer, roundtrip_ok
+from tasks.data.mixing.mixplan import hash_keys, hash_unit, split_val
+from tasks.data.mixing.packing import PackedDataset
+from tasks.data.mixing.tokenizer import load_tokenizer, roundtrip_ok
 from tests.helpers.mix import run_mix, write_corpus
 
 
@@ -151,7 +151,7 @@ def test_tokenizer_round_trips_text(tmp_path):
 
 
 def test_special_token_text_inside_a_document_is_not_a_boundary(tmp_path):
-    from tasks.data.tokenizer import encode_documents
+    from tasks.data.mixing.tokenizer import encode_documents
 
     root, _ = _fresh(tmp_path)
     run_mix(root, token_budget=10_000)

@@ -12,8 +12,8 @@ import pytest
 
 from specs.run import ExecutorSpec
 from tasks.core.files import atomic_path
-from tasks.data.mixplan import hash_keys, hash_unit, take_documents
-from tasks.data.packing import PackedDataset, pack_split, write_layout
+from tasks.data.mixing.mixplan import hash_keys, hash_unit, take_documents
+from tasks.data.mixing.packing import PackedDataset, pack_split, write_layout
 from tasks.data.records import RECORD_SCHEMA, write_table
 from tests.helpers.mix import run_mix, write_corpus
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tasks.data.pii import scrub_pii
+from tasks.data.privacy.pii import scrub_pii
 from tests.helpers.pii_planted_syntax import (COUNTRIES, PHONE_CUES, PHONE_LINES, PREFIXES, SYNTAXES, Syntax,
                                            credential_like, international_number, leaked_runs)
 

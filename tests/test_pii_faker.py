@@ -15,7 +15,7 @@ import ipaddress
 
 import pytest
 
-from tasks.data.pii import scrub_pii
+from tasks.data.privacy.pii import scrub_pii
 
 faker = pytest.importorskip("faker")
 

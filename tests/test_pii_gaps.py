@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.data.pii import scrub_pii
+from tasks.data.privacy.pii import scrub_pii
 
 
 def _case(text: str, expected: str) -> None:

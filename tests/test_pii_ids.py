@@ -1,4 +1,4 @@
-"""IBANs, SSNs and obfuscated emails (`tasks.data.pii_ids`): public examples, SSA rules by brute force, the
+"""IBANs, SSNs and obfuscated emails (`tasks.data.privacy.pii_ids`): public examples, SSA rules by brute force, the
 registry table of the planted generator against stdnum's, look-alikes, pass order, counts and idempotence.
 
 Expected outputs are written by hand; the IBAN examples are the SWIFT IBAN Registry's own (their check digits
@@ -13,7 +13,7 @@ import re
 import pytest
 from stdnum import numdb
 
-from tasks.data.pii import scrub_pii
+from tasks.data.privacy.pii import scrub_pii
 from tests.helpers.pii_planted import planted
 from tests.helpers.pii_planted_ids import IBAN_REGISTRY, LOOK_ALIKES, PUBLISHED_SSNS, look_alike_lines, \
     mod97_check_digits

@@ -16,8 +16,8 @@ import pytest
 from pydantic import ValidationError
 
 from specs.clean import ADDRESS_CLASSES, CleanSpec, PIISpec
-from tasks.data.cleaning import clean_record
-from tasks.data.pii import PLACEHOLDERS, scrub_pii
+from tasks.data.cleanup.cleaning import clean_record
+from tasks.data.privacy.pii import PLACEHOLDERS, scrub_pii
 from tests.helpers.pii_planted import look_alikes, luhn_check_digit, planted
 from tests.helpers.pii_planted_ids import IBAN_REGISTRY
 from tests.helpers.pii_planted_secrets import SECRET_GENERATORS

@@ -7,7 +7,7 @@ import json
 
 from specs.clean import CleanSpec
 from specs.evaluate import FlagSpec, SpotcheckSpec
-from tasks.data.cleaning import clean_record
+from tasks.data.cleanup.cleaning import clean_record
 from tasks.data.records import RECORD_SCHEMA, write_table
 from tasks.eval.spotcheck import Flagger, kept_items, pii_scrubbed
 from tests.helpers.clean import record

@@ -14,7 +14,7 @@ import pytest
 from specs.prefer import EmbeddedPreferenceSource, FilesPreferenceSource, PreferDataJob, PreferDataSpec
 from tasks import prefer_data
 from tasks.core.runner import StagePaths
-from tasks.data.preference import embedded_pairs
+from tasks.data.curation.preference import embedded_pairs
 from tests.helpers.sft import write_jsonl
 
 SEED = 7

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from specs.clean import CleanSpec, LanguageSpec, QualitySpec
-from tasks.data import cleaning
+from tasks.data.cleanup import cleaning
 from tasks.data.embedded import read_embedded
-from tasks.data.filters import FunctionFilter, LanguageFilter, Verdict, first_drop, run_filters
-from tasks.data.quality import curve_csv, measure, quality_score, threshold_curve
+from tasks.data.filtering.filters import FunctionFilter, LanguageFilter, Verdict, first_drop, run_filters
+from tasks.data.filtering.quality import curve_csv, measure, quality_score, threshold_curve
 from tasks.data.records import Doc
 from tests.helpers.quality import brute_ngrams
 

@@ -95,7 +95,7 @@ def test_the_unigram_baseline_equals_a_count_by_hand(project):
     import math
     from collections import Counter
 
-    from tasks.data.packing import PackedDataset
+    from tasks.data.mixing.packing import PackedDataset
     from tasks.eval.baseline import unigram_perplexity
 
     mix = project / "data" / "mix"

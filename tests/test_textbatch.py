@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specs.clean import DedupSpec
-from tasks.data import minhash
-from tasks.data.normalize import (TRANSLATION_TABLE, confusable_letters, exact_key, format_chars, mixes_look_alikes,
+from tasks.data.dedup import minhash
+from tasks.data.cleanup.normalize import (TRANSLATION_TABLE, confusable_letters, exact_key, format_chars, mixes_look_alikes,
                                   normalize_text, shingle_text, simple_chars)
-from tasks.data.textbatch import exact_keys, normalize_encoded, normalize_texts
+from tasks.data.cleanup.textbatch import exact_keys, normalize_encoded, normalize_texts
 
 PIECES = ["the", "Word", "ÉTÉ", "été", "naïve", " ", "  ", "\t", "\n", "\n\n\n\n", "\r\n", "\r", "\x00",
           "\x1f", "\x7f", "\x85", "\xa0", "\u3000", "\u2028", "\u200b", "\u200d", "\u00ad", "\ufeff", "’", "“",

@@ -13,11 +13,11 @@ import textwrap
 
 import pytest
 
-from tasks.data.tokenizer import PARALLELISM, encode_documents, one_thread, train_tokenizer
+from tasks.data.mixing.tokenizer import PARALLELISM, encode_documents, one_thread, train_tokenizer
 
 PROBE = textwrap.dedent("""
     import json, os, sys
-    from tasks.data.tokenizer import encode_documents, one_thread, train_tokenizer
+    from tasks.data.mixing.tokenizer import encode_documents, one_thread, train_tokenizer
     texts = [("word%d and some text " % i) * 40 for i in range(1500)]
     os.environ["TOKENIZERS_PARALLELISM"] = "false"   # train without starting the pool
     tok = train_tokenizer(texts[:200], 600, 2, ["<eos>"])

@@ -218,7 +218,7 @@ def test_unique_tally_matches_brute_force_on_random_values() -> None:
     import pandas as pd
 
     from specs.validate import ExpectationSpec
-    from tasks.data.tally import UniqueTally
+    from tasks.data.validation.tally import UniqueTally
 
     rng = random.Random(7)
     values = [None if rng.random() < 0.05 else f"id{rng.randrange(3000)}" for _ in range(5000)]
@@ -239,7 +239,7 @@ def test_batch_suite_keeps_no_result_per_batch() -> None:
     import pandas as pd
 
     from specs.validate import ExpectationSpec
-    from tasks.data import expectations as ex
+    from tasks.data.validation import expectations as ex
 
     context = ex.new_context()
     specs = [ExpectationSpec(expect="not_null", column="text"),

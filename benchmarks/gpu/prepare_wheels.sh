@@ -10,7 +10,7 @@
 #   built here   deepspeed (pip wheel --no-deps --no-build-isolation: pure Python, ops JIT-built on the box)
 #   pure Python  hjson, pydantic, annotated-types, typing-inspection, nvidia-ml-py (NVML for the telemetry part)
 #   binary       pydantic-core, PyYAML (tasks.core), safetensors (weights), tokenizers (tasks.data), pyarrow
-#                (tasks.data.packing, the stage's data path) for PY_VERSION, manylinux x86_64
+#                (tasks.data.mixing.packing, the stage's data path) for PY_VERSION, manylinux x86_64
 # pyarrow's wheel (55 MB) alone would use the whole carry budget: its Flight and S3 libraries, C++ headers and
 # test module — nothing forgeline imports — are dropped from the wheel (and its RECORD), ~38 MB left. The total
 # must stay ≤ 60 MB (checked).

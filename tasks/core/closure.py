@@ -29,7 +29,8 @@ HUBS = ("specs/params.py", "specs/ranks.py")
 PARAMS_MODULE = "specs/params.py"
 # Data files a module reads from beside itself (`Path(__file__).parent / ...`): imports cannot show them, so
 # they are declared here and follow the module into every closure that holds it.
-PACKAGE_DATA: dict[str, tuple[str, ...]] = {"tasks/data/toxicity.py": ("tasks/data/wordlists",)}
+PACKAGE_DATA: dict[str, tuple[str, ...]] = {
+    "tasks/data/filtering/toxicity.py": ("tasks/data/filtering/wordlists",)}
 
 
 def module_file(root: Path, dotted: str) -> str | None:

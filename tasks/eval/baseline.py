@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks.data.packing import LAYOUT_FILE, PackedDataset
+from tasks.data.mixing.packing import LAYOUT_FILE, PackedDataset
 
 CHUNK = 4096  # sequences per bincount: bounded memory on any split size
 

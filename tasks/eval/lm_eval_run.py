@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from specs.benchmark import BenchmarkSpec
-from tasks.data.tokenizer import load_tokenizer
+from tasks.data.mixing.tokenizer import load_tokenizer
 from tasks.train.modeling.model import ModelConfig
 from tasks.train.checkpointing.weights import load_weights, model_from_state
 

@@ -5,7 +5,7 @@ Within a stratum, items are ranked by an 8-byte blake2b hash of (run.seed, item 
 `per_stratum` are taken — no RNG state, so the draw is the same on every machine, and adding documents to a
 source only ever swaps in a newcomer that hashes lower. Items are written in stratum order, then by id.
 
-Flags come from the project's own detectors (`tasks/data/pii.py`, `toxicity.py`, `quality.py`) run on the
+Flags come from the project's own detectors (`tasks/data/privacy/pii.py`, `toxicity.py`, `quality.py`) run on the
 full text, with the stricter settings of `evaluate.spotcheck.flags`: they point a reviewer at items, they decide
 nothing by themselves (the review gate's auto mode counts them on generations).
 
@@ -27,9 +27,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from specs.evaluate import FLAGS, FlagSpec, SpotcheckSpec, SpotItem
-from tasks.data.pii import scrub_pii
-from tasks.data.quality import quality_score
-from tasks.data.toxicity import load_lexicon, toxicity
+from tasks.data.privacy.pii import scrub_pii
+from tasks.data.filtering.quality import quality_score
+from tasks.data.filtering.toxicity import load_lexicon, toxicity
 
 KIND_ORDER = {"generation": 0, "kept_doc": 1, "dropped_doc": 2, "media": 3}
 ID_PREFIX = {"generation": "gen:", "kept_doc": "kept:", "dropped_doc": "dropped:", "media": "media:"}

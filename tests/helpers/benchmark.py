@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 from specs.benchmark import BenchmarkJob, ShippedTasksSpec
 from tasks.benchmark import run
 from tasks.core.runner import StagePaths
-from tasks.data.tokenizer import save_tokenizer, train_tokenizer
+from tasks.data.mixing.tokenizer import save_tokenizer, train_tokenizer
 from tasks.eval import lm_eval_tasks as T
 from tasks.train.hf.hf_export import export_hf
 from tasks.train.modeling.model import ModelConfig, Transformer

@@ -23,7 +23,7 @@ def record(source: str, key: str, text: str) -> dict:
 
 
 def toxic_words() -> list[str]:
-    path = Path(__file__).resolve().parents[2] / "tasks/data/wordlists/toxic_en.txt"
+    path = Path(__file__).resolve().parents[2] / "tasks/data/filtering/wordlists/toxic_en.txt"
     words = [w.strip() for w in path.read_text().splitlines() if w.strip() and not w.startswith("#")]
     return [w for w in words if " " not in w][:6]
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 from tests.helpers.dedup_variants import APACHE, FORMATS
 from tasks.data.embedded import CORPORA, read_embedded
-from tasks.data.normalize import shingle_text
+from tasks.data.cleanup.normalize import shingle_text
 from tasks.data.records import Doc
 from tests.helpers.synthetic_corpus import SyntheticCorpus, jaccard, word_shingle_set
 

@@ -36,7 +36,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from specs.clean import CleanSpec
-from tasks.data import cleaning, minhash
+from tasks.data.cleanup import cleaning
+from tasks.data.dedup import minhash
 from tasks.data.embedded import CORPORA, read_embedded
 from tasks.data.records import Doc
 from tests.helpers.synthetic_corpus import exact_jaccard

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from tasks.data.tokenizer import save_tokenizer, train_tokenizer
+from tasks.data.mixing.tokenizer import save_tokenizer, train_tokenizer
 from specs.architecture import ModelConfig
 from tasks.train.modeling.model import Transformer
 

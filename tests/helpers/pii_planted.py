@@ -1,4 +1,4 @@
-"""A seeded planted-PII set and a look-alike set, to measure `tasks.data.pii.scrub_pii` (tests and benchmark).
+"""A seeded planted-PII set and a look-alike set, to measure `tasks.data.privacy.pii.scrub_pii` (tests and benchmark).
 
 `planted(seed, per_kind)` returns `Plant`s: one fake value of a kind (email, also obfuscated, phone, ipv4, ipv6,
 credit_card, iban, ssn, secret) in a carrier line (prose, code, config, JSON, a log line, an HTTP request), with

@@ -1,6 +1,6 @@
 """Planted IBANs, SSNs and obfuscated emails for `tests.helpers.pii_planted`, and their look-alikes.
 
-Values are built from the formats, not from the detector (`tasks.data.pii_ids`, which asks `stdnum`):
+Values are built from the formats, not from the detector (`tasks.data.privacy.pii_ids`, which asks `stdnum`):
 - IBANs from the SWIFT IBAN Registry's BBAN structures (`IBAN_REGISTRY`, written out here from the registry)
   with ISO 7064 mod-97 check digits computed here;
 - SSNs by the SSA's rules (area 001-899 but 666, group 01-99, serial 0001-9999, not a published number);

@@ -13,7 +13,7 @@ Families of several near-duplicates make the pair metric subtle: any clustering 
 one cluster, which counts as a false pair when their mutual Jaccard is below the threshold. With the mix above
 a perfect detector + union-find still scores pair F1 ≈ 0.985 (0.937 when every copy targeted [0.8, 1.0]).
 
-Tokenization matches `tasks.data.minhash` (lowercase `\\w+` words), so ground truth and detector see the same
+Tokenization matches `tasks.data.dedup.minhash` (lowercase `\\w+` words), so ground truth and detector see the same
 shingles.
 """
 

@@ -1,4 +1,4 @@
-"""The per-record alignment checks, each a filter of clean's protocol (tasks/data/filters.py): a `name`, called
+"""The per-record alignment checks, each a filter of clean's protocol (tasks/data/filtering/filters.py): a `name`, called
 on a record, returning a verdict (keep, reason, signals) — here `MediaVerdict`, which adds a human `detail`.
 `mm_filters` builds them in funnel order: decode → bounds → segments → speech_rate → caption. Dedup
 (tasks/data/multimodal/phash.py) and semantic alignment (semantic.py) are corpus- and batch-level and run after."""
@@ -13,8 +13,8 @@ from functools import cached_property
 from pathlib import Path
 
 from specs.multimodal import AudioBounds, CaptionSpec, ImageBounds, MultimodalSpec, SegmentSpec, SpeechRateSpec
-from tasks.data import langid
-from tasks.data.filters import Filter, Verdict
+from tasks.data.filtering import langid
+from tasks.data.filtering.filters import Filter, Verdict
 from tasks.data.multimodal.decode import MediaError, decode
 from tasks.data.multimodal.records import IMAGE_SUFFIXES, AUDIO_SUFFIXES, MMRecord, VIDEO_SUFFIXES
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from specs.multimodal import MultimodalSpec
-from tasks.data.filters import run_filters_batch
+from tasks.data.filtering.filters import run_filters_batch
 from tasks.data.multimodal import phash
 from tasks.data.multimodal.checks import MediaVerdict, mm_filters
 from tasks.data.multimodal.records import MMBad, MMRecord

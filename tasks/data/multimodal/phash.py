@@ -3,9 +3,9 @@
 Images: an imagehash hash (phash by default, 64 bits) of the decoded thumbnail. Candidates by the pigeonhole
 rule: split the bits into `max_distance + 1` bands; two hashes within `max_distance` bits agree exactly on at
 least one band, so records sharing a band value are linked (each to its next 64 in the band's bucket, and a
-wider bucket's members also to its best record: `tasks.data.lsh.window_links/head_links`, as near dedup does),
+wider bucket's members also to its best record: `tasks.data.dedup.lsh.window_links/head_links`, as near dedup does),
 then verified by the Hamming distance. Audio: records whose decoded samples (as 16-bit PCM) are identical.
-The decision is `tasks.data.lsh.greedy_keepers`: best-first (most pixels or the longest clip, ties by id), a
+The decision is `tasks.data.dedup.lsh.greedy_keepers`: best-first (most pixels or the longest clip, ties by id), a
 record not yet removed is kept and removes the undecided ones linked to *it* (no chains).
 """
 
@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from specs.multimodal import MediaDedupSpec
-from tasks.data.lsh import greedy_keepers, head_links, window_links
+from tasks.data.dedup.lsh import greedy_keepers, head_links, window_links
 from tasks.data.multimodal.records import MMRecord
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 
 from tasks.data.records import Doc
-from tasks.data.tokenizer import save_tokenizer, train_tokenizer
+from tasks.data.mixing.tokenizer import save_tokenizer, train_tokenizer
 
 SPECIALS = ["<|endoftext|>", "<|pad|>", "<|im_start|>", "<|im_end|>", *(f"<|reserved_{i}|>" for i in range(4))]
 CHATML = ("{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "

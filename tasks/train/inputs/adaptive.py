@@ -46,7 +46,7 @@ import numpy as np
 from specs.batch import StepBatches
 from specs.mix import AdaptiveMixSpec
 from tasks.core.files import write_json_atomic, write_text_atomic
-from tasks.data.packing import PackedDataset
+from tasks.data.mixing.packing import PackedDataset
 
 STATE_FILE = "adaptive_mix.json"
 SALT_STREAM, SALT_SHUFFLE = 0x4D4958, 0x534846  # keep these streams apart from data.epoch_permutation's

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from specs.batch import StepBatches
-from tasks.data.packing import PackedDataset
+from tasks.data.mixing.packing import PackedDataset
 from tasks.train.parallel.tensor_parallel import token_cross_entropy
 from tasks.train.parallel.tp_context import NO_TP, TPContext
 

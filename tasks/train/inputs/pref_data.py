@@ -36,7 +36,7 @@ SIDES = ("chosen", "rejected")
 def sft_chat(sft_dir: Path) -> tuple[Any, TemplateChat | None, int]:
     """(tokenizer, the checkpoint's template or None for forgeline's markers, pad id) of SFT's output folder:
     the tokenizer SFT trained with (`tokenizer.json`, chat markers included) and its `chat.json`."""
-    from tasks.data.tokenizer import load_tokenizer
+    from tasks.data.mixing.tokenizer import load_tokenizer
 
     tok = load_tokenizer(sft_dir / "tokenizer.json")
     facts_file = sft_dir / "chat.json"

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks.data.packing import pack_split, write_layout
+from tasks.data.mixing.packing import pack_split, write_layout
 
 
 def synthetic_mix(folder: Path, vocab_size: int = 256, seq_len: int = 32, docs: int = 120, val_docs: int = 12,

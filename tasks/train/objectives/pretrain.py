@@ -24,7 +24,7 @@ from tasks.core.files import write_json_atomic
 from specs.pretrain import ModelSpec, shape_problems
 from specs.architecture import ModelConfig
 from tasks.train.inputs.data import to_device
-from tasks.data.tokenizer import max_positions
+from tasks.data.mixing.tokenizer import max_positions
 from tasks.train.hf.hf_import import hf_model_config
 from tasks.train.checkpointing.init_weights import HFSource
 from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared, autocast_identity, dropout_seed
@@ -41,7 +41,7 @@ def data_facts(mix_dir: Path) -> dict[str, Any]:
     vocab = layout["vocab_size"]
     tok_file = mix_dir / "tokenizer.json"
     if tok_file.exists():
-        from tasks.data.tokenizer import load_tokenizer
+        from tasks.data.mixing.tokenizer import load_tokenizer
 
         tok_vocab = load_tokenizer(tok_file).get_vocab_size()
         if tok_vocab != vocab:

@@ -56,7 +56,7 @@ def chat_tokenizer(mix_dir: Path) -> tuple[Any, dict[str, int], TemplateChat | N
     """(tokenizer, chat markers added, the checkpoint's template or None, pad id). A tokenizer whose
     tokenizer_config.json (copied by mix from a Hugging Face checkpoint) has a chat template keeps its own
     tokens and template; otherwise forgeline's role markers claim reserved tokens (or are appended)."""
-    from tasks.data.tokenizer import load_tokenizer
+    from tasks.data.mixing.tokenizer import load_tokenizer
 
     base = load_tokenizer(mix_dir / "tokenizer.json")
     chat = checkpoint_chat(mix_dir, base)

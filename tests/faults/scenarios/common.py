@@ -21,7 +21,7 @@ from tasks.core.integrity import stray_temp_files
 from tests.conftest import make_project, tiny_params
 
 # ------------------------------------------------------------------------------------------ planted input
-# Found by tasks/data/pii.py: they must reach ingest and never get past clean.
+# Found by tasks/data/privacy/pii.py: they must reach ingest and never get past clean.
 EMAILS = ("marta.kowalska@example.com", "j.smith+ledger@mailbox.org")
 PHONES = ("(415) 555-0198", "020 7946 0321")
 FAKE_KEY = "sk-proj-Zq8vR2mXk4Lp9TfW3yHc7NbD1sGj6KaE5uQo0VtY"  # an OpenAI-shaped key, not a real one

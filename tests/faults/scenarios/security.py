@@ -152,7 +152,7 @@ def tampered_deepspeed_checkpoint(tmp_root: Path) -> Row:
 # ------------------------------------------------------------------------------------------ PII in token shards
 def decoded_shards(mix_dir: Path) -> str:
     """Every train and val token shard of mix, decoded back to text with mix's own tokenizer."""
-    from tasks.data.tokenizer import load_tokenizer
+    from tasks.data.mixing.tokenizer import load_tokenizer
 
     layout = json.loads((mix_dir / "packing.json").read_text())
     tok = load_tokenizer(mix_dir / "tokenizer.json")

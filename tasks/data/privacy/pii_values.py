@@ -1,4 +1,4 @@
-"""Where a credential's value ends, and whether it is one: the syntax around it decides (`tasks.data.pii_secrets`).
+"""Where a credential's value ends, and whether it is one: the syntax around it decides (`tasks.data.privacy.pii_secrets`).
 
 A secret is replaced whole or not touched, never cut: a value's extent is read from the syntax it sits in,
 for any character that syntax allows in it —

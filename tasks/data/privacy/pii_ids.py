@@ -1,4 +1,4 @@
-"""Identifier PII for `tasks.data.pii`: IBANs, US Social Security Numbers and obfuscated emails.
+"""Identifier PII for `tasks.data.privacy.pii`: IBANs, US Social Security Numbers and obfuscated emails.
 
 `ID_PASSES` has the same shape as `pii`'s pass table: `(kind, pattern, validator(match), group to replace,
 cheap test that the pass can match)`; `pii.scrub_pii` runs them after plain emails and before cards, phones

@@ -1,14 +1,14 @@
 """Clean's corpus-wide dedup out of core: the decisions of `cleaning.deduplicate` (the in-memory reference,
-identical results) from the per-shard files of `tasks.data.dedup_files`, in memory bounded by `clean.memory_gb`.
+identical results) from the per-shard files of `tasks.data.dedup.dedup_files`, in memory bounded by `clean.memory_gb`.
 
 1. Ranks: a heap merge of the shards' best-first runs gives every kept row its global rank (−quality, then id).
 2. Exact dedup over 128-bit digests: in each group of equal digests the best-ranked row stays.
-3. Near dedup, as tasks on the executor (`tasks.data.dedup_tasks`): each band bucket's candidate pairs; one
+3. Near dedup, as tasks on the executor (`tasks.data.dedup.dedup_tasks`): each band bucket's candidate pairs; one
    sorted, distinct candidate file (an external merge); verification over ranges of it; the links (pairs ≥
    threshold) streamed in (worse rank, better rank) order through a kept flag per rank: a document is removed
    for the first (best) kept document linked to it — exactly `lsh.greedy_keepers`' no-chain decision, since a
    document's own fate is final before any link where it is the better one is read.
-4. The audit of `tasks.data.dedup_audit` on the same seeded sample, its shingles read back from the shards.
+4. The audit of `tasks.data.dedup.dedup_audit` on the same seeded sample, its shingles read back from the shards.
 
 What stays in the stage's memory grows with the corpus only by a few per-document numpy arrays (rank 8 B,
 flags 3 B; the exact-dedup sort ~40 B per kept document while it runs) and by the decisions (24 B per drop);
@@ -30,10 +30,10 @@ from specs.clean import CleanSpec
 from specs.run import ExecutorSpec
 from tasks.core.executors import available_cores
 from tasks.core.shardmap import map_shards
-from tasks.data import dedup_audit, dedup_files
-from tasks.data.dedup_tasks import (ALIVE, CANDIDATES, RANK, VERIFIED, Layout, bucket_candidates,
+from tasks.data.dedup import dedup_audit, dedup_files
+from tasks.data.dedup.dedup_tasks import (ALIVE, CANDIDATES, RANK, VERIFIED, Layout, bucket_candidates,
                                     read_shingle_sets, verify_range)
-from tasks.data.lsh import s_curve, sorted_unique, spec_banding
+from tasks.data.dedup.lsh import s_curve, sorted_unique, spec_banding
 
 log = logging.getLogger("forgeline.clean")
 BUCKET_ENTRY_BYTES = 96     # a band entry in a bucket task: 12 B on disk, row id, sort keys and temporaries

@@ -1,4 +1,4 @@
-"""Clean's outputs from the work tables, as tasks on the stage's executor (`tasks.data.clean_output_tasks`):
+"""Clean's outputs from the work tables, as tasks on the stage's executor (`tasks.data.cleanup.clean_output_tasks`):
 memory is bounded by about one work table per task, and the stage's process only plans and sums.
 
 1. One task per work table decides each row kept or dropped (its filters' reason, else the dedup decision) and
@@ -27,11 +27,11 @@ from specs.clean import CleanSpec
 from specs.run import ExecutorSpec
 from tasks.core.files import write_json_atomic, write_text_atomic
 from tasks.core.shardmap import map_shards
-from tasks.data import quality
-from tasks.data.clean_output_tasks import KeptShard, Piece, call, part, summarize_table, write_kept, write_ledger
-from tasks.data.dedup_global import Decisions
-from tasks.data.dedup_tasks import Layout, read_rows
-from tasks.data.lsh import sorted_unique
+from tasks.data.filtering import quality
+from tasks.data.cleanup.clean_output_tasks import KeptShard, Piece, call, part, summarize_table, write_kept, write_ledger
+from tasks.data.dedup.dedup_global import Decisions
+from tasks.data.dedup.dedup_tasks import Layout, read_rows
+from tasks.data.dedup.lsh import sorted_unique
 
 log = logging.getLogger("forgeline.clean")
 LEDGER_ROWS = 16_384

@@ -1,4 +1,4 @@
-"""Curation of preference pairs with the filter protocol (tasks/data/filters.py): per-pair filters, prompt dedup,
+"""Curation of preference pairs with the filter protocol (tasks/data/filtering/filters.py): per-pair filters, prompt dedup,
 and the length-bias report.
 
 Per pair, in order (the first drop names the reason): `empty` (a blank prompt or answer), `identical` (chosen
@@ -22,11 +22,11 @@ import numpy as np
 
 from specs.clean import DedupSpec
 from specs.prefer import PairFilterSpec
-from tasks.data import minhash
-from tasks.data.decontaminate import EvalIndex
-from tasks.data.filters import Filter, Verdict
-from tasks.data.normalize import exact_key
-from tasks.data.preference import Pair
+from tasks.data.dedup import minhash
+from tasks.data.filtering.decontaminate import EvalIndex
+from tasks.data.filtering.filters import Filter, Verdict
+from tasks.data.cleanup.normalize import exact_key
+from tasks.data.curation.preference import Pair
 
 
 def prompt_text(pair: Pair) -> str:

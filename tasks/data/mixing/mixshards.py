@@ -27,8 +27,8 @@ import pyarrow.parquet as pq
 from tokenizers import Tokenizer
 
 from tasks.core.files import atomic_path
-from tasks.data.mixplan import hash_keys
-from tasks.data.tokenizer import document_encoder, encode_documents, one_thread
+from tasks.data.mixing.mixplan import hash_keys
+from tasks.data.mixing.tokenizer import document_encoder, encode_documents, one_thread
 
 OPEN_FILES = 64  # scratch files kept open while packing (documents come in a shuffled order across shards)
 

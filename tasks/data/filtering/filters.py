@@ -6,7 +6,7 @@ Clean's filters (documents are records: dicts with `text`, `source`, `lang`) are
 `clean_filters`: `quality` (Gopher + C4 rules, reason `low_quality`), `language` (py3langid, reason
 `language`), `toxicity` (word list, reason `toxic`) and `decontamination` (a 13-gram shared with an eval
 prompt, a held-out SFT item or a benchmark file, reason `contaminated`), in the order of `clean.filters`. Instruct's filters
-(documents are `Turns`) live in `tasks/data/instruct_filters.py` and follow the same protocol.
+(documents are `Turns`) live in `tasks/data/curation/instruct_filters.py` and follow the same protocol.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from specs.clean import CleanSpec, LanguageSpec, QualitySpec, ToxicitySpec
-from tasks.data import langid
-from tasks.data import decontaminate
-from tasks.data.decontaminate import EvalIndex
-from tasks.data.quality import quality_scores
-from tasks.data.toxicity import Lexicon, load_lexicon, tokens, toxicity
+from tasks.data.filtering import langid
+from tasks.data.filtering import decontaminate
+from tasks.data.filtering.decontaminate import EvalIndex
+from tasks.data.filtering.quality import quality_scores
+from tasks.data.filtering.toxicity import Lexicon, load_lexicon, tokens, toxicity
 
 
 @dataclass(frozen=True)
@@ -183,7 +183,7 @@ class LanguageFilter:
         return self.judge(allowed, *detect_language(doc["text"], self.spec.sample_chars))
 
     def batch(self, docs: Sequence[dict[str, Any]]) -> list[Verdict]:
-        """`[self(d) for d in docs]`, the documents that need it identified together (`tasks.data.langid`)."""
+        """`[self(d) for d in docs]`, the documents that need it identified together (`tasks.data.filtering.langid`)."""
         allowed = [self.allowed(d) for d in docs]
         todo = [i for i, a in enumerate(allowed) if a]
         verdicts = [Verdict(True)] * len(docs)

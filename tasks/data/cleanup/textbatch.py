@@ -1,11 +1,11 @@
-"""Batch forms of `tasks.data.normalize`'s per-document functions, equal to them text for text, for clean's
+"""Batch forms of `tasks.data.cleanup.normalize`'s per-document functions, equal to them text for text, for clean's
 per-shard pass.
 
 `normalize_texts(texts, form)` is `[normalize_text(t, form) for t in texts]` and `exact_keys(texts)` is
 `[exact_key(t) for t in texts]` (tests compare them on generated text, control characters and all). What
 costs per document in those — a regex scan for the translation table's characters, substring scans for
 trailing spaces and blank-line runs, `str.split` + `join` making a string per word — is done for the whole
-batch by one compiled scan over its UTF-8 bytes (`tasks.data.hashloops`): on realistic text ~20 and ~40 µs a
+batch by one compiled scan over its UTF-8 bytes (`tasks.data.dedup.hashloops`): on realistic text ~20 and ~40 µs a
 2 KB document before, a few µs now. A document the scan flags (a control character, CR, a trailing space, a
 run of blank lines, a leading newline, trailing whitespace; non-ASCII text holding a table character or not
 in normal form) goes through the per-document function itself, so the rules live in one place.
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tasks.data import hashloops
-from tasks.data.normalize import NormalForm, exact_key, normalize_text, simple_chars, table_chars_in
+from tasks.data.dedup import hashloops
+from tasks.data.cleanup.normalize import NormalForm, exact_key, normalize_text, simple_chars, table_chars_in
 
 CONTROL, NON_ASCII, TRAILING, BLANK_RUN, NOT_SIMPLE = 1, 2, 4, 8, 16     # `hashloops.text_flags`' bits
 

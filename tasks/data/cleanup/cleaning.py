@@ -2,7 +2,7 @@
 
 Phase 1 writes, per ingest shard, a work table (records + quality score + drop reason + exact-dedup key + PII
 counts; the record's `meta` JSON also gets `pii: {kind: count}` when anything was scrubbed) and the shard's
-MinHash signatures. Phase 2 (`tasks.data.dedup_global`, out of core) decides exact and near duplicates from them; `deduplicate` here
+MinHash signatures. Phase 2 (`tasks.data.dedup.dedup_global`, out of core) decides exact and near duplicates from them; `deduplicate` here
 is the same decision in memory, over a whole table (the reference the out-of-core one is tested against).
 """
 
@@ -20,10 +20,11 @@ import pyarrow.parquet as pq
 
 from specs.clean import CleanSpec, DedupSpec
 from tasks.core.files import atomic_path
-from tasks.data import dedup_audit, dedup_files, filters, minhash
-from tasks.data.lsh import spec_banding
-from tasks.data.textbatch import Encoded, exact_keys, normalize_encoded
-from tasks.data.pii import scrub_pii
+from tasks.data.dedup import dedup_audit, dedup_files, minhash
+from tasks.data.filtering import filters
+from tasks.data.dedup.lsh import spec_banding
+from tasks.data.cleanup.textbatch import Encoded, exact_keys, normalize_encoded
+from tasks.data.privacy.pii import scrub_pii
 from tasks.data.records import RECORD_SCHEMA, meta_json
 
 WORK_SCHEMA = pa.schema(
@@ -56,7 +57,7 @@ def clean_columns(texts: list[str], metas: list[str | None], records_of: Callabl
     `exact_key`, `pii_kinds`, `pii_counts`) of a batch of records given as their `texts` and `metas`, and the
     final texts encoded (`textbatch.Encoded`, for the signatures);
     `records_of(rows)` gives the whole records of those rows, for the filters (asked only when some are on).
-    Normalization and exact keys run over the batch (`tasks.data.textbatch`: equal to the per-document
+    Normalization and exact keys run over the batch (`tasks.data.cleanup.textbatch`: equal to the per-document
     functions); PII is scrubbed before any filter sees the text."""
     encoded = normalize_encoded(texts, spec.normalization)
     texts = list(encoded.texts)
@@ -131,7 +132,7 @@ def filters_for(spec: CleanSpec, root: Path, index_texts: tuple[tuple[str, str],
 def process_shard(shard: Path, target: Path, spec: CleanSpec, seed: int, root: Path, buckets: int,
                   index_texts: tuple[tuple[str, str], ...] = ()) -> int:
     """Phase 1 for one ingest shard; returns its record count. Its signatures and dedup inputs
-    (`tasks.data.dedup_files`, band keys in `buckets` buckets) are written first and the table last, so the
+    (`tasks.data.dedup.dedup_files`, band keys in `buckets` buckets) are written first and the table last, so the
     table's presence (atomically renamed into place) means the shard is finished. `index_texts`: the
     (name, text) pairs decontamination drops overlaps with. Column by column: the record columns clean does
     not change go from the ingest table to the work table as Arrow arrays, never as Python objects."""
@@ -164,7 +165,7 @@ def _arrow(values: list, kind: pa.DataType) -> pa.Array:
 def write_dedup_inputs(base: Path, ids: list[str], columns: dict[str, list], spec: DedupSpec, seed: int,
                        buckets: int, encoded: Encoded | None = None) -> None:
     """One shard's dedup inputs: signatures, the shingles they were made of, band keys in `buckets` buckets,
-    exact digests and the best-first run (`tasks.data.dedup_files`), from its rows' ids and work columns
+    exact digests and the best-first run (`tasks.data.dedup.dedup_files`), from its rows' ids and work columns
     (`text`, `reason`, `quality`, `exact_key`); `encoded`: the texts as `textbatch.Encoded`, when at hand."""
     sigs, hashes, offsets = minhash.signatures_and_shingles(columns["text"], spec, seed, encoded)  # [rows, P]
     dedup_files.save_npy(dedup_files.at(base, ".sig.npy"), sigs)
@@ -176,7 +177,7 @@ def write_dedup_inputs(base: Path, ids: list[str], columns: dict[str, list], spe
 def write_work_table(table: pa.Table, path: Path) -> None:
     """A work table as Parquet: zstd, but no dictionary pages and no statistics for the columns that are long
     and unique (text, detail, meta, id: Parquet would build a dictionary of every text to give it up, and keep
-    min/max copies of texts no reader asks for). Only clean reads it back (`tasks.data.clean_outputs`)."""
+    min/max copies of texts no reader asks for). Only clean reads it back (`tasks.data.cleanup.clean_outputs`)."""
     unique = ["id", "text", "meta", "detail", "exact_key"]
     pq.write_table(table, path, compression="zstd",
                    use_dictionary=[n for n in table.schema.names if n not in unique],

@@ -1,4 +1,4 @@
-"""Secret detection for `tasks.data.pii`: the regex passes that find credentials, and their validators.
+"""Secret detection for `tasks.data.privacy.pii`: the regex passes that find credentials, and their validators.
 
 Each pass is `(pattern, validator or None, group to replace (0 = whole match), cheap test that it can match)`;
 `pii.scrub_pii` runs them in this order, before emails and digits (a key may hold an `@` or digit groups):
@@ -14,7 +14,7 @@ Each pass is `(pattern, validator or None, group to replace (0 = whole match), c
 - command-line flags and the tools that take a password (`--password X`, `mysql -pX`, `curl -u user:X`), XML
   elements and plist entries naming a credential, a password named in prose (`the password is X`);
 - a value after a *credential name* (`password`, `secret`, `api_key`, `X-Api-Key`, `GITHUB_TOKEN`, ...):
-  `tasks.data.pii_keyed`, its extent read from the syntax it sits in (`tasks.data.pii_values`);
+  `tasks.data.privacy.pii_keyed`, its extent read from the syntax it sits in (`tasks.data.privacy.pii_values`);
 - a random-looking value (entropy, length ≥ 16) after any name containing key/token/secret/password/auth.
 
 A secret is replaced whole or not touched, never cut: each pass's value runs as far as its syntax lets it (a
@@ -33,8 +33,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from tasks.data.pii_keyed import CREDENTIAL_NAME, KeyedValues
-from tasks.data.pii_values import is_placeholder, looks_random, shannon_entropy, trim_end, value_ok
+from tasks.data.privacy.pii_keyed import CREDENTIAL_NAME, KeyedValues
+from tasks.data.privacy.pii_values import is_placeholder, looks_random, shannon_entropy, trim_end, value_ok
 
 Validator = Callable[[re.Match[str]], bool]
 

@@ -1,4 +1,4 @@
-"""Instruct's per-conversation filters and its quality score, on the Filter protocol of `tasks/data/filters.py`.
+"""Instruct's per-conversation filters and its quality score, on the Filter protocol of `tasks/data/filtering/filters.py`.
 
 A filter is called on a conversation's `Turns` and returns a `Verdict`: `keep`, a human-readable `reason` to
 drop (the ledger's `reason`; the filter's `name` is the ledger's `filter`) and the `signals` it measured.
@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass
 
 from specs.instruct import FilterSpec
-from tasks.data.decontaminate import words
-from tasks.data.filters import Filter, Verdict
-from tasks.data.instructions import Turns
+from tasks.data.filtering.decontaminate import words
+from tasks.data.filtering.filters import Filter, Verdict
+from tasks.data.curation.instructions import Turns
 
 RATIO_MIN_TOKENS = 4        # the alpha-word rule needs this many tokens (a bare "1963" is a fine answer)
 LANGUAGE_MIN_WORDS = 8      # the stopword rule needs this many words

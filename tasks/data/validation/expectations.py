@@ -1,7 +1,7 @@
 """Great Expectations glue for the validate stage: ExpectationSpec → GX expectation, one batch run → plain dict.
 
 GX is the engine for every row-wise expectation, run batch by batch (`BatchSuite`); the stage sums the
-per-batch counts (tasks/data/tally.py). `great_expectations` takes seconds to import, so it is imported inside
+per-batch counts (tasks/data/validation/tally.py). `great_expectations` takes seconds to import, so it is imported inside
 these functions only; importing this module is cheap. Everything returned here is plain JSON-able data with
 no GX objects, ids or timestamps, so the stage can write it as deterministic bytes.
 """

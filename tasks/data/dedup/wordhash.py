@@ -4,7 +4,7 @@ Word hash = fmix64(Σ_k POW[k & 4095] · (byte_k + 1)) over the word's UTF-8 byt
 odd multipliers (derived arithmetically, so identical on every machine and numpy version). Two computations of
 the same function:
 
-- compiled (the default, `tasks.data.hashloops.word_hashes`): one pass over the batch's bytes that finds the
+- compiled (the default, `tasks.data.dedup.hashloops.word_hashes`): one pass over the batch's bytes that finds the
   words and sums their terms in registers (~3× faster than the previous numpy way, which read 8 bytes per step
   through byte-pair tables and needed ~20 passes over the words).
 - byte-wise (`bytewise=True`): numpy, one term per byte and an `add.reduceat` per word; kept as the oracle
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tasks.data import hashloops
+from tasks.data.dedup import hashloops
 
 MUL = np.uint64(0x9E3779B97F4A7C15)   # odd: the n-gram combine g·M + u is order-sensitive and invertible
 WORD = re.compile(r"\w+")       # the units of word shingles (and the regex the compiled split matches)

@@ -20,9 +20,9 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from specs.clean import DedupSpec
-from tasks.data import dedup_files
-from tasks.data.lsh import are_duplicates, head_links, sorted_unique, window_links
-from tasks.data.minhash import estimated_jaccard, exact_jaccard_pairs, sets_of
+from tasks.data.dedup import dedup_files
+from tasks.data.dedup.lsh import are_duplicates, head_links, sorted_unique, window_links
+from tasks.data.dedup.minhash import estimated_jaccard, exact_jaccard_pairs, sets_of
 
 # code = worse rank · N + better rank (the sort key); rows are the two documents' row ids
 VERIFIED = np.dtype([("code", "<i8"), ("worse", "<i8"), ("better", "<i8"), ("sim", "<f8")])

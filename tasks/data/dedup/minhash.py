@@ -5,17 +5,17 @@
   characters dropped, NFKC + casefold; each per `DedupSpec.fold_*`). A document shorter than n units is one
   shingle: its whole (folded) text.
   Hashes are stable across processes and machines (never Python's salted `hash()`): words get a multilinear
-  hash of their UTF-8 bytes (`tasks.data.wordhash`), n-grams a fixed polynomial of their units, each finished
-  by MurmurHash3's finalizer; the per-byte and per-shingle loops are compiled (`tasks.data.hashloops`) and run
+  hash of their UTF-8 bytes (`tasks.data.dedup.wordhash`), n-grams a fixed polynomial of their units, each finished
+  by MurmurHash3's finalizer; the per-byte and per-shingle loops are compiled (`tasks.data.dedup.hashloops`) and run
   over a batch of documents at once (no per-word Python objects).
 - `signatures(texts, spec, seed)`: uint32 [n, num_perm] MinHash signatures, bit-identical to datasketch 2.x
   `MinHash(num_perm, seed, scheme="affine32", hashfunc=<our shingle hash>)`: the same permutations
   h ↦ a·fmix32(h) + b mod 2^32 (a odd), all permutations of a shingle at once as SIMD lanes, instead of one
   `update()` per shingle. Rows can be wrapped as `LeanMinHash(seed=seed, hashvalues=row, scheme="affine32")`
   for datasketch's `MinHashLSH`. Work is chunked (CHUNK_DOCS documents), so memory stays bounded.
-- `near_duplicates(ids, sigs, scores, spec)`: LSH banding (see `tasks.data.lsh`) → similarity of each candidate
+- `near_duplicates(ids, sigs, scores, spec)`: LSH banding (see `tasks.data.dedup.lsh`) → similarity of each candidate
   (exact Jaccard, or the signature estimate) → greedy best-first keepers: each removed document is within the
-  threshold of the document kept for it. `tasks.data.dedup_audit` measures the decision's precision and recall.
+  threshold of the document kept for it. `tasks.data.dedup.dedup_audit` measures the decision's precision and recall.
 """
 
 from __future__ import annotations
@@ -28,10 +28,11 @@ import numpy as np
 from datasketch import MinHash
 
 from specs.clean import DedupSpec
-from tasks.data import hashloops, textbatch
-from tasks.data.lsh import are_duplicates, candidate_pairs, greedy_keepers, s_curve, sorted_unique, spec_banding
-from tasks.data.normalize import entity_in, has_markup, shingle_text
-from tasks.data.wordhash import MUL, POW, WORD, fmix64
+from tasks.data.dedup import hashloops
+from tasks.data.cleanup import textbatch
+from tasks.data.dedup.lsh import are_duplicates, candidate_pairs, greedy_keepers, s_curve, sorted_unique, spec_banding
+from tasks.data.cleanup.normalize import entity_in, has_markup, shingle_text
+from tasks.data.dedup.wordhash import MUL, POW, WORD, fmix64
 
 __all__ = ["DedupResult", "estimated_jaccard", "exact_jaccard_pairs", "near_duplicates", "s_curve", "sets_of",
            "shingle_sets", "shingles", "signatures", "signatures_and_shingles"]

@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from tasks.core.files import atomic_path
-from tasks.data.lsh import band_keys
+from tasks.data.dedup.lsh import band_keys
 
 ENTRY = np.dtype([("key", "<u8"), ("row", "<i4")])
 ORDER_SCHEMA = pa.schema([("neg_quality", pa.float64()), ("id", pa.string()), ("row", pa.int32())])

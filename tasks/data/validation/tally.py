@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from specs.validate import ExpectationSpec
-from tasks.data import expectations as ex
+from tasks.data.validation import expectations as ex
 
 CHUNK = 1 << 20  # rows per step when scanning the hashes for failing rows (bounds the searchsorted scratch)
 

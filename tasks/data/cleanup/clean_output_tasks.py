@@ -1,5 +1,5 @@
 """Clean's output phase as tasks on the stage's executor (module-level functions, each writing only its own
-files, atomically; `tasks.data.clean_outputs` plans them and sums their results). No per-row Python: every step
+files, atomically; `tasks.data.cleanup.clean_outputs` plans them and sums their results). No per-row Python: every step
 is an Arrow compute kernel or a numpy operation over a whole work table.
 
 - `summarize_table`: one work table with its dedup decisions -> each row kept or dropped with its reason, the
@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from tasks.core.files import atomic_path
-from tasks.data import dedup_files
+from tasks.data.dedup import dedup_files
 from tasks.data.records import LEDGER_SCHEMA, RECORD_SCHEMA
 
 SUMMARY_COLUMNS = ["id", "text", "source", "quality", "reason", "detail", "pii_kinds", "pii_counts"]

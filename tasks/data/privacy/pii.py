@@ -3,14 +3,14 @@ placeholders.
 
 `scrub_pii(text, kinds, keep_addresses)` returns the scrubbed text and counts by kind (`email`, `phone`, `ipv4`,
 `ipv6`, `credit_card`, `iban`, `ssn`, `secret`; only kinds that occurred, sorted). Passes run in a fixed order:
-secrets (`tasks.data.pii_secrets`; a key or token may hold an `@` or digit groups), emails, obfuscated emails,
-IBANs, SSNs (`tasks.data.pii_ids`: their digit groups would be eaten by the card and phone passes), cards, IPv6,
+secrets (`tasks.data.privacy.pii_secrets`; a key or token may hold an `@` or digit groups), emails, obfuscated emails,
+IBANs, SSNs (`tasks.data.privacy.pii_ids`: their digit groups would be eaten by the card and phone passes), cards, IPv6,
 IPv4, phones, each on the previous pass's output. Regexes are compiled once and find *candidates*; a callback
 validates each one (Luhn and issuer prefix, `ipaddress`, digit counts, entropy, placeholder and code checks) and
 returns the match unchanged when it is not PII.
 
 What is deliberately not PII, to keep code and ordinary prose intact:
-- phones: see `tasks.data.pii_phones` (a cue word or a phone's layout; dates, years, times, prices, version
+- phones: see `tasks.data.privacy.pii_phones` (a cue word or a phone's layout; dates, years, times, prices, version
   numbers, ISBNs and bare integers without a cue do not match);
 - IPv4 needs exactly four octets ≤ 255 without leading zeros, not inside a longer dotted run (`1.2.3.4.5`,
   OIDs) and not after `v`/`version`/`section`/`rfc`/`==`/`foo-` (versions); IPv6 needs a decimal digit or
@@ -23,9 +23,9 @@ What is deliberately not PII, to keep code and ordinary prose intact:
 - cards: 12–19 digits, bare, in groups of 4 with a shorter last one (4-4-4 to 4-4-4-4-3; not one stretch of a
   longer row of 4-digit groups) or 4-6-5 / 4-6-4, a plausible issuer prefix and Luhn; digit groups inside an
   IBAN-shaped run (`PL46 4634 ...` with a wrong check digit) are neither cards nor phones;
-- IBANs, SSNs and obfuscated emails: see `tasks.data.pii_ids` (registry length and mod-97; SSA rules; the `at`
+- IBANs, SSNs and obfuscated emails: see `tasks.data.privacy.pii_ids` (registry length and mod-97; SSA rules; the `at`
   bracketed or an upper-case `AT` word, never lower-case prose such as `ann at example dot com`);
-- secrets: see `tasks.data.pii_secrets` (placeholders such as `${TOKEN}` or `changeme` and code such as
+- secrets: see `tasks.data.privacy.pii_secrets` (placeholders such as `${TOKEN}` or `changeme` and code such as
   `key=lambda x: x` are left alone).
 Every syntactically valid email is PII, in any script (`jörg@müller.de`, `用户@例子.广告`), including author
 addresses in source comments.
@@ -41,10 +41,10 @@ from typing import Callable, Iterable
 from stdnum import ean as stdnum_ean, luhn as stdnum_luhn
 
 from specs.clean import ADDRESS_CLASSES, PII_KINDS
-from tasks.data.pii_ids import ID_PASSES, Anchored, in_iban_shaped_run
-from tasks.data.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
-from tasks.data.pii_phones import PHONE_PASSES
-from tasks.data.pii_secrets import SECRET_PASSES
+from tasks.data.privacy.pii_ids import ID_PASSES, Anchored, in_iban_shaped_run
+from tasks.data.privacy.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
+from tasks.data.privacy.pii_phones import PHONE_PASSES
+from tasks.data.privacy.pii_secrets import SECRET_PASSES
 
 PLACEHOLDERS = {"email": "<EMAIL>", "phone": "<PHONE>", "ipv4": "<IP_ADDRESS>", "ipv6": "<IP_ADDRESS>",
                 "credit_card": "<CREDIT_CARD>", **ID_PLACEHOLDERS, "secret": "<SECRET>"}

@@ -26,8 +26,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from specs.clean import DedupSpec
-from tasks.data.lsh import are_duplicates
-from tasks.data.minhash import DedupResult, shingle_sets
+from tasks.data.dedup.lsh import are_duplicates
+from tasks.data.dedup.minhash import DedupResult, shingle_sets
 
 
 def pairwise_jaccard(sets: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

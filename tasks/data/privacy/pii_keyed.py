@@ -1,8 +1,8 @@
 """A credential after its name — `password=...`, `"secret": "..."`, `DB_PASSWORD=...`, `**Password:** ...`,
 `api_key: ...`, `?token=...`, `--password=...` — replaced whole, its extent read from the syntax around it
-(`tasks.data.pii_values`).
+(`tasks.data.privacy.pii_values`).
 
-`KeyedValues` is one of `tasks.data.pii_secrets`' passes, with `re.sub`'s shape (`sub(repl, text)`): it finds
+`KeyedValues` is one of `tasks.data.privacy.pii_secrets`' passes, with `re.sub`'s shape (`sub(repl, text)`): it finds
 each credential word followed by `=`, `:`, `:=` or `=>` (a fast literal search per word), checks the whole name
 (`CREDENTIAL_NAME`: the word must end a part of it, `api_key`, `apiKey`, not `monkey`), reads the value as its
 syntax says — a quoted string, an env/INI/YAML line, a URL query parameter, a command-line flag, or a token of
@@ -16,7 +16,7 @@ import re
 import string
 from typing import Callable
 
-from tasks.data.pii_values import (QUOTES, identifier_only, list_end, quoted_value, run_end, trim_end,
+from tasks.data.privacy.pii_values import (QUOTES, identifier_only, list_end, quoted_value, run_end, trim_end,
                                    value_ok)
 
 # A name that holds a credential: it ends with password/secret/passphrase (or German, Dutch, Portuguese

@@ -15,7 +15,7 @@ inputs give equal outputs on every machine:
   `system`); bad lines are `Rejected` with `file:line` and the error, never raised.
 
 `check_format` turns a conversation into `Turns` (or the reason it cannot); the per-conversation filters that
-follow it are Filters in `tasks/data/instruct_filters.py`.
+follow it are Filters in `tasks/data/curation/instruct_filters.py`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import yaml
 
 from specs.instruct import EmbeddedInstructSource, FilesInstructSource, FilterSpec, InstructFieldMap
 from tasks.data.embedded import read_embedded
-from tasks.data.normalize import normalize_text
+from tasks.data.cleanup.normalize import normalize_text
 from tasks.data.records import Doc
 
 ROLES = ("system", "user", "assistant")

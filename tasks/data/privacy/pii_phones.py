@@ -1,4 +1,4 @@
-"""Phone numbers for `tasks.data.pii`: the two phone passes and their validators.
+"""Phone numbers for `tasks.data.privacy.pii`: the two phone passes and their validators.
 
 `PHONE_PASSES` has the shape of `pii`'s pass table: `(kind, pattern, validator(match), group to replace, cheap
 test that the pass can match)`. `pii.scrub_pii` runs them last, after cards, IBANs, SSNs and IP addresses have
@@ -26,7 +26,7 @@ from typing import Callable
 
 from stdnum import isbn as stdnum_isbn
 
-from tasks.data.pii_ids import in_iban_shaped_run
+from tasks.data.privacy.pii_ids import in_iban_shaped_run
 
 # The first character is consumed, then a two-character lookbehind checks what precedes it: a pattern opening
 # with a character class lets `re` skip non-candidates in C (see pii.py). Backreferences are named: the

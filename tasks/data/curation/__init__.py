@@ -1,0 +1,1 @@
+"""Instruction and preference data: building conversations, their filters, preference pairs and theirs."""
