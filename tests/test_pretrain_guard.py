@@ -193,3 +193,34 @@ def test_compiled_blocks_train_exactly_like_eager(mixed, tmp_path):
     compiled = rows(True)
     assert counters["stats"]["unique_graphs"] >= 1  # the blocks did run compiled
     assert compiled == pytest.approx(eager, rel=1e-4, abs=1e-6)
+
+
+def test_compiled_blocks_leave_module_hooks_outside_the_graph():
+    """compile_blocks compiles each block's forward only: a forward hook (as DeepSpeed's ZeRO-3 gather/release
+    hooks are) runs eagerly around the compiled call, so dynamo never guards on what the hook sees (on the H200,
+    `nn.Module.compile()` traced ZeRO-3's shared hook and recompiled it to dynamo's limit)."""
+    from torch import nn
+
+    from tasks.train.parallel.dsconfig import compile_blocks
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.lin(x)) + x
+
+    torch.manual_seed(0)
+    model = nn.Sequential(Block(), Block())
+    x = torch.randn(2, 4)
+    eager = model(x)
+    seen: list[bool] = []
+    for block in model:
+        block.register_forward_hook(lambda m, i, o: seen.append(torch.compiler.is_compiling()))
+    assert compile_blocks(model, Block) == 2
+    compiled = model(x)
+    assert seen == [False, False]  # hooks ran, and ran eagerly
+    assert all(not isinstance(v, nn.Module) and callable(v) for v in [b.forward for b in model])
+    assert "forward" in vars(model[0])  # the instance's forward was replaced; the class's is untouched
+    torch.testing.assert_close(compiled, eager)

@@ -84,11 +84,16 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]:
 
 
 def compile_blocks(module: nn.Module, block_type: type) -> int:
-    """`torch.compile` every `block_type` submodule in place (`nn.Module.compile`: the module objects, their
-    parameters and DeepSpeed's hooks stay; only each block's forward runs compiled). Returns how many."""
+    """`torch.compile` every `block_type` submodule's forward in place (the module objects and their parameters
+    stay; only each block's forward runs compiled). Returns how many.
+
+    The forward, not `nn.Module.compile()`: that compiles `_call_impl`, hooks included, so dynamo traced
+    DeepSpeed's ZeRO-3 hooks too — one hook function shared by every module, guarded on its output's dtype, which
+    recompiled until dynamo's limit on the H200 (bf16 blocks, fp32 elsewhere). The hooks gather and release
+    parameters around the call: they belong outside the graph, and stay eager here."""
     blocks = [m for m in module.modules() if isinstance(m, block_type)]
     for block in blocks:
-        block.compile()
+        block.forward = torch.compile(block.forward)  # an instance attribute: _call_impl runs the hooks, then this
     return len(blocks)
 
 
