@@ -46,6 +46,10 @@ class _RankJobBase(StrictModel):
                             "it at a fresh `launch-<id>/` folder inside the given one for each launch, so a "
                             "rank that outlived an earlier launch never writes over this launch's results.")
     seed: int = Field(..., description="The run's seed (init, data order).")
+    objective_ref: str = Field(..., description="The objective class the ranks run, `module:Class` under "
+                               "tasks.train.objectives (tasks/train/objectives/__init__.py: `reference`, "
+                               "`resolve`, which refuses any other module). The stage building the job imports "
+                               "that class, so the stage's code deps hold its objective and no other.")
     context: RunContext = Field(default_factory=RunContext, description="How the launch runs.")
 
 

@@ -13,7 +13,8 @@ rollback, checkpoints, evaluation cadence, telemetry, final weights — and asks
     evaluate(engine, done, next_batch)  eval rows (and whatever the objective updates from them)
     finish(out_dir, rows, guard)  its own output files and results (rank 0)
 
-A new objective is a new module with a class following `Objective` plus one line in `objectives/__init__.py`.
+A new objective is a new module with a class following `Objective`; the stage building its rank job imports the
+class and names it there (`objective_ref`, objectives/__init__.py).
 """
 
 from __future__ import annotations

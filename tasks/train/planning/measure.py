@@ -99,8 +99,8 @@ def choose(measurements: list[Measurement], tie_tolerance: float = 0.02) -> Meas
 def measure_layout(m: Measurement, model: ModelSpec, train: PretrainSpec, mix_dir: Path, work: Path, *,
                    steps: int, warmup: int, seed: int, accelerator: str) -> Measurement:
     """Train `warmup + steps` real steps at layout `m` (spawned local ranks) and read rank 0's telemetry."""
+    from tasks.train.inputs.synthetic import make_job
     from tasks.train.launch import environ, launch
-    from specs.ranks import PretrainRun
 
     total = warmup + steps
     short = train.model_copy(update={
@@ -112,10 +112,7 @@ def measure_layout(m: Measurement, model: ModelSpec, train: PretrainSpec, mix_di
     parallel = ParallelSpec(dp=m.dp, tp=m.tp, pp=m.pp, zero_stage=m.zero_stage, accelerator=accelerator)
     spec = PretrainJob(model=model, parallel=parallel, train=short)
     base = Path(work) / f"dp{m.dp}-tp{m.tp}-pp{m.pp}"
-    job = PretrainRun(spec=spec, mix_dir=str(mix_dir), out_dir=str(base / "out"),
-                      ckpt_dir=str(base / "checkpoints"), reports_dir=str(base / "reports"),
-                      marker_dir=str(base / "markers"), seed=seed)
-    (base / "out").mkdir(parents=True, exist_ok=True)
+    job = make_job(base, mix_dir, spec, seed)
     try:
         with environ(WANDB_MODE="disabled"):
             result = launch(job, base / "launch")
