@@ -146,7 +146,7 @@ class SFTObjective:
         self.plan = BatchPlan(job.seed, len(self.data.train.rows), t.micro_batch_size, t.grad_accum, par.dp)
         return Prepared(cfg, identity, torch_seed=dropout_seed(job.seed, rank, par.dp, par.tp, par.sequence_parallel),
                         init=self.data.init,
-                        tokens_per_step=self.plan.global_batch * cfg.seq_len)
+                        tokens_per_step=self.plan.geometry.tokens(cfg.seq_len))
 
     def attach(self, engine: Engine, ckpt_dir: Path, tag: str | None) -> None:
         self.layout = engine.layout
