@@ -17,6 +17,10 @@ from specs.prefer import PreferJob
 from specs.pretrain import PretrainJob
 from specs.sft import SFTJob
 
+# What a rank job's `spec` is. Each has `train` (a `specs.train.TrainLoopSpec`: the loop knobs every objective
+# shares) and `parallel` (a `specs.pretrain.ParallelSpec`), which is all the engine and DeepSpeed config read.
+JobSpec = PretrainJob | SFTJob | PreferJob
+
 
 class RunContext(StrictModel):
     """How this launch runs, as opposed to what it trains: rendezvous, comm options, test fault plans.

@@ -21,12 +21,17 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from specs.batch import BatchGeometry
 from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec, layout_problems
 from tasks.train.planning.plan_memory import GIB, estimate_memory
 from tasks.train.planning.planner import candidate_layouts
+
+if TYPE_CHECKING:
+    from specs.params import Params
+    from tasks.train.planning.cluster import ClusterSpec
+    from tasks.train.planning.plan_calibrate import Observation
 
 
 @dataclass
@@ -174,8 +179,8 @@ def render(rows: list[Measurement], chosen: Measurement | None, header: str = ""
     return "\n".join(lines)
 
 
-def observations(rows: list[Measurement], params: Any, train: PretrainSpec, cluster: Any,
-                 source: str = "plan --measure") -> list:
+def observations(rows: list[Measurement], params: Params, train: PretrainSpec, cluster: ClusterSpec,
+                 source: str = "plan --measure") -> list[Observation]:
     """The measured rows as plan_calibrate observations on one node of `cluster`'s device (each row on its own
     ranks), for the estimate-vs-measured comparison."""
     from tasks.train.planning.plan_calibrate import Observation
@@ -194,9 +199,9 @@ def observations(rows: list[Measurement], params: Any, train: PretrainSpec, clus
     return out
 
 
-def run_measure(params: Any, *, ranks: int | None = None, steps: int = 5, warmup: int = 2,
+def run_measure(params: Params, *, ranks: int | None = None, steps: int = 5, warmup: int = 2,
                 memory_gb: float | None = None, precision: str | None = None, runner: Runner | None = None,
-                echo: Callable[[str], None] = print, cluster: Any = None) -> int:
+                echo: Callable[[str], None] = print, cluster: ClusterSpec | None = None) -> int:
     """The `plan --measure` command: measure, print the table and the choice; 0 when one was chosen, else 2.
     With `cluster` (the plan options: its device and --peak-tflops), also each layout's estimated step time
     beside the measured one (plan_calibrate)."""

@@ -18,9 +18,10 @@ from tasks.train.planning.plan_result import Plan, PlanRow
 
 if TYPE_CHECKING:
     from specs.pretrain import ModelSpec
+    from tasks.train.planning.cluster import ClusterSpec
 
 
-def cost_basis(cluster: Any) -> str:
+def cost_basis(cluster: ClusterSpec) -> str:
     """The FLOP/s the step times assume, or why there are none."""
     return device_flops(cluster)[1]
 
