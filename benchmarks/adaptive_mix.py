@@ -51,6 +51,8 @@ from tasks.core.runner import StagePaths  # noqa: E402
 from tasks.data.records import RECORD_SCHEMA, write_table  # noqa: E402
 from tasks.train.launch import environ, launch  # noqa: E402
 from specs.ranks import PretrainRun  # noqa: E402
+from tasks.train.objectives import reference as objective_reference  # noqa: E402
+from tasks.train.objectives.pretrain import PretrainObjective  # noqa: E402
 
 
 def synthetic_clean(root: Path, seed: int) -> dict[str, float]:
@@ -115,7 +117,8 @@ def train(name: str, mix_dir: Path, work: Path, steps: int, seed: int, micro_bat
     if adaptive:
         spec = spec.model_copy(update={"adaptive": AdaptiveMixSpec.model_validate(adaptive)})
     job = PretrainRun(spec=spec, mix_dir=str(mix_dir), out_dir=str(base / "out"), ckpt_dir=str(base / "ckpt"),
-                      reports_dir=str(base / "reports"), marker_dir=str(base / "markers"), seed=seed)
+                      reports_dir=str(base / "reports"), marker_dir=str(base / "markers"), seed=seed,
+                      objective_ref=objective_reference(PretrainObjective))
     t0 = time.perf_counter()
     with environ(WANDB_MODE="disabled"):
         result = launch(job, base / "launch")

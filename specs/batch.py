@@ -6,9 +6,22 @@ rules, the planner and the CLI all read it here). Pure Python: no torch, no nump
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence, TypeVar
+from typing import Any, Protocol, Sequence, TypeVar
 
 Rows = TypeVar("Rows", bound=Sequence)
+
+
+class Batching(Protocol):
+    """What the geometry reads of a `train` section (pretrain's and SFT's alike: `specs.train.TrainLoopSpec`)."""
+
+    micro_batch_size: int
+    grad_accum: int
+
+
+class DataParallel(Protocol):
+    """What the geometry reads of a `parallel` section or a built rank layout: the data-parallel degree."""
+
+    dp: int
 
 
 @dataclass(frozen=True)
@@ -21,7 +34,7 @@ class BatchGeometry:
     dp: int = 1
 
     @classmethod
-    def of(cls, train: Any, parallel: Any) -> BatchGeometry:
+    def of(cls, train: Batching, parallel: DataParallel) -> BatchGeometry:
         """From a job's `train` (micro_batch_size, grad_accum) and `parallel` (dp) sections."""
         return cls(int(train.micro_batch_size), int(train.grad_accum), int(parallel.dp))
 
@@ -40,6 +53,11 @@ class BatchGeometry:
     def global_batch(self) -> int:
         """Sequences per optimizer step, all ranks together."""
         return self.per_rank * self.dp
+
+    def tokens(self, seq_len: int) -> int:
+        """Tokens per optimizer step, all ranks together, for rows of `seq_len` tokens (throughput, MFU, the
+        run reports and the planner read it here)."""
+        return self.global_batch * seq_len
 
     def rank_micro_batches(self, positions: Rows, dp_rank: int) -> list[Rows]:
         """Data-parallel rank `dp_rank`'s `grad_accum` micro-batches (each `micro_batch` long) of one step's

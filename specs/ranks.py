@@ -17,6 +17,10 @@ from specs.prefer import PreferJob
 from specs.pretrain import PretrainJob
 from specs.sft import SFTJob
 
+# What a rank job's `spec` is. Each has `train` (a `specs.train.TrainLoopSpec`: the loop knobs every objective
+# shares) and `parallel` (a `specs.pretrain.ParallelSpec`), which is all the engine and DeepSpeed config read.
+JobSpec = PretrainJob | SFTJob | PreferJob
+
 
 class RunContext(StrictModel):
     """How this launch runs, as opposed to what it trains: rendezvous, comm options, test fault plans.
@@ -46,6 +50,10 @@ class _RankJobBase(StrictModel):
                             "it at a fresh `launch-<id>/` folder inside the given one for each launch, so a "
                             "rank that outlived an earlier launch never writes over this launch's results.")
     seed: int = Field(..., description="The run's seed (init, data order).")
+    objective_ref: str = Field(..., description="The objective class the ranks run, `module:Class` under "
+                               "tasks.train.objectives (tasks/train/objectives/__init__.py: `reference`, "
+                               "`resolve`, which refuses any other module). The stage building the job imports "
+                               "that class, so the stage's code deps hold its objective and no other.")
     context: RunContext = Field(default_factory=RunContext, description="How the launch runs.")
 
 

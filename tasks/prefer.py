@@ -35,6 +35,8 @@ from tasks.train.inputs.chat import render
 from specs.architecture import ModelConfig
 from tasks.train.launch import environ_context, launch
 from tasks.train.inputs.pref_data import read_pairs, sft_chat
+from tasks.train.objectives import reference
+from tasks.train.objectives.dpo import DPOObjective
 from tasks.train.checkpointing.weights import load_weights, model_from_state, weight_files, weights_fingerprint
 
 CHECKPOINT_DIR = Path("checkpoints") / "prefer"
@@ -56,7 +58,7 @@ def run(spec: PreferJob, paths: StagePaths) -> StageResult:
     job = PreferRun(spec=spec, mix_dir=str(sft.resolve()), out_dir=str(paths.out.resolve()),
                     ckpt_dir=str((paths.root / CHECKPOINT_DIR).resolve()), reports_dir=str(paths.reports.resolve()),
                     marker_dir=str((launch_dir / "markers").resolve()), seed=paths.seed, context=environ_context(),
-                    sft_dir=str(sft.resolve()), data_dir=str(data.resolve()), ref_dir=str(ref.resolve()),
+                    objective_ref=reference(DPOObjective), sft_dir=str(sft.resolve()), data_dir=str(data.resolve()), ref_dir=str(ref.resolve()),
                     sft_fingerprint=weights_fingerprint(sft)[:16])
     result = launch(job, launch_dir, root=paths.root)
     comparisons = compare(spec, paths, sft, data)

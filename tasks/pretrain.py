@@ -23,6 +23,8 @@ from specs.results import StageResult
 from tasks.core.runner import StagePaths
 from specs.ranks import PretrainRun, TrainResult
 from tasks.train.launch import environ_context, launch
+from tasks.train.objectives import reference
+from tasks.train.objectives.pretrain import PretrainObjective
 
 log = logging.getLogger("forgeline.pretrain")
 CHECKPOINT_DIR = Path("checkpoints") / "pretrain"
@@ -41,7 +43,7 @@ def make_job(spec: PretrainJob, paths: StagePaths) -> PretrainRun:
     return PretrainRun(spec=spec, mix_dir=str(paths.input("mix").resolve()), out_dir=str(paths.out.resolve()),
                        ckpt_dir=str(checkpoint_dir(paths.root).resolve()), reports_dir=str(paths.reports.resolve()),
                        marker_dir=str((launch_dir / "markers").resolve()), seed=paths.seed,
-                       context=environ_context())
+                       objective_ref=reference(PretrainObjective), context=environ_context())
 
 
 def run(spec: PretrainJob, paths: StagePaths) -> StageResult:

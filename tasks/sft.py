@@ -34,7 +34,8 @@ from tasks.eval.spotcheck import Flagger, generation_items, sample_text
 from tasks.train.inputs.chat import render
 from specs.architecture import ModelConfig
 from tasks.train.launch import environ_context, launch
-from tasks.train.objectives.sft import prepare_data, read_jsonl
+from tasks.train.objectives import reference
+from tasks.train.objectives.sft import SFTObjective, prepare_data, read_jsonl
 from tasks.train.checkpointing.weights import load_weights, model_from_state, weight_files, weights_fingerprint
 
 log = logging.getLogger("forgeline.sft")
@@ -53,7 +54,7 @@ def run(spec: SFTJob, paths: StagePaths) -> StageResult:
     job = SFTRun(spec=spec, mix_dir=str(mix.resolve()), out_dir=str(paths.out.resolve()),
                  ckpt_dir=str((paths.root / CHECKPOINT_DIR).resolve()), reports_dir=str(paths.reports.resolve()),
                  marker_dir=str((launch_dir / "markers").resolve()), seed=paths.seed, context=environ_context(),
-                 pretrain_dir=str(pretrain.resolve()), instruct_dir=str(instruct.resolve()),
+                 objective_ref=reference(SFTObjective), pretrain_dir=str(pretrain.resolve()), instruct_dir=str(instruct.resolve()),
                  pretrain_fingerprint=weights_fingerprint(pretrain)[:16])
     result = launch(job, launch_dir, root=paths.root)
     out = result.outputs

@@ -34,3 +34,18 @@ def test_the_spec_the_identity_and_deepspeed_agree():
     assert plan.geometry == g and plan.global_batch == 24
     assert [m.tolist() for m in plan.micro_indexes(5, 1)] == \
         [m.tolist() for m in g.rank_micro_batches(plan.positions(5), 1)]
+
+
+@pytest.mark.parametrize("micro, accum, dp, seq_len", [(1, 1, 1, 128), (3, 4, 2, 256), (2, 5, 3, 1000)])
+def test_tokens_per_step_is_the_global_batch_of_rows(micro, accum, dp, seq_len):
+    g = BatchGeometry(micro, accum, dp)
+    assert g.tokens(seq_len) == micro * accum * dp * seq_len
+    # the data order (what the objectives report throughput from) and the planner's observations agree with it
+    assert BatchPlan(seed=0, n=1000, micro_batch=micro, grad_accum=accum, dp=dp).geometry.tokens(seq_len) \
+        == g.tokens(seq_len)
+    from specs.pretrain import ModelSpec
+    from tasks.train.planning.cluster import ClusterSpec
+    from tasks.train.planning.plan_calibrate import Observation
+
+    obs = Observation("x", "test", ModelSpec(), 8192, seq_len, ClusterSpec(), dp, 1, 1, 0, micro, accum)
+    assert obs.tokens_per_step == g.tokens(seq_len)

@@ -79,6 +79,8 @@ def sft_run(work: Path, cfg: Any, batch: int, device: str, steps: int, sets: dic
     from specs.pretrain import ParallelSpec
     from specs.ranks import SFTRun
     from specs.sft import SFTJob, SFTSpec
+    from tasks.train.objectives import reference
+    from tasks.train.objectives.sft import SFTObjective
 
     folders = sft_inputs(work, cfg, steps * batch, seed)
     data: dict[str, Any] = {"train": {"steps": steps, "micro_batch_size": batch},
@@ -88,5 +90,6 @@ def sft_run(work: Path, cfg: Any, batch: int, device: str, steps: int, sets: dic
     (work / "out").mkdir(parents=True, exist_ok=True)
     return SFTRun(spec=job, mix_dir=str(folders["mix"]), out_dir=str(work / "out"), ckpt_dir=str(work / "ckpt"),
                   reports_dir=str(work / "reports"), marker_dir=str(work / "markers"), seed=seed,
+                  objective_ref=reference(SFTObjective),
                   pretrain_dir=str(folders["pretrain"]), instruct_dir=str(folders["instruct"]),
                   pretrain_fingerprint="benchmark")

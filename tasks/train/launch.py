@@ -44,9 +44,9 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator, TypeVar
 
-from specs.ranks import JobFile, PretrainRun, RankResult, RunContext, SFTRun, TrainResult
+from specs.ranks import JobFile, JobSpec, PreferRun, PretrainRun, RankResult, RunContext, SFTRun, TrainResult
 from tasks.core.files import write_text_atomic
 from tasks.train.remote_env import write_env_file
 from tasks.train.loop.trainer import marker_path, run_rank
@@ -219,7 +219,10 @@ def setup_child_logging(rank: int) -> None:
     logging.getLogger("forgeline").setLevel(logging.INFO if rank == 0 else logging.WARNING)
 
 
-def resolved_precision(spec: Any) -> Any:
+SpecT = TypeVar("SpecT", bound=JobSpec)  # resolving keeps the kind of job spec it is given
+
+
+def resolved_precision(spec: SpecT) -> SpecT:
     """`spec` with its device-dependent `auto`s made concrete for the devices the ranks get, as checkpoints
     record them: `train.precision` fp32 on CPU ranks, bf16 where every visible GPU supports it, else fp16 (with
     DeepSpeed's dynamic loss scaling); `train.speed` compile and mixed precision (on CUDA: compiled blocks and
@@ -258,7 +261,7 @@ def gpus_support_bf16() -> bool:
     return n > 0 and all(torch.cuda.get_device_capability(i)[0] >= 8 for i in range(n))
 
 
-def launch(job: PretrainRun | SFTRun, launch_dir: Path, root: Path | None = None) -> TrainResult:
+def launch(job: PretrainRun | SFTRun | PreferRun, launch_dir: Path, root: Path | None = None) -> TrainResult:
     """Run every rank of `job`; return rank 0's result. Raises when any rank failed or left no marker (a
     ValueError when every failed rank refused its inputs, as the in-process run would)."""
     job = job.model_copy(update={"spec": resolved_precision(job.spec)})
@@ -327,7 +330,7 @@ def wait_for_markers(markers: Path, world: int, timeout_s: float, poll_s: float 
         time.sleep(poll_s)
 
 
-def run_external(job: PretrainRun | SFTRun, launch_dir: Path, port: int, nodes: Nodes,
+def run_external(job: PretrainRun | SFTRun | PreferRun, launch_dir: Path, port: int, nodes: Nodes,
                  root: Path | None) -> BaseException | None:
     """Write the job file and run this node's external launcher (from `root`); the error when it failed."""
     par = job.spec.parallel

@@ -165,4 +165,5 @@ def job(tmp: Path, steps: int = 6, grad_accum: int = 1, **stability: Any) -> Pre
     spec = PretrainJob(model=ModelSpec(), parallel=ParallelSpec(), train=train)
     (tmp / "out").mkdir(parents=True, exist_ok=True)
     return PretrainRun(spec=spec, mix_dir=str(tmp), out_dir=str(tmp / "out"), ckpt_dir=str(tmp / "ckpt"),
-                       reports_dir=str(tmp / "reports"), marker_dir=str(tmp / "markers"), seed=1)
+                       reports_dir=str(tmp / "reports"), marker_dir=str(tmp / "markers"), seed=1,
+                       objective_ref="tasks.train.objectives.pretrain:PretrainObjective")  # unused: fakes run

@@ -39,7 +39,7 @@ import math
 from functools import lru_cache
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -47,6 +47,10 @@ from specs.batch import StepBatches
 from specs.mix import AdaptiveMixSpec
 from tasks.core.files import write_json_atomic, write_text_atomic
 from tasks.data.mixing.packing import PackedDataset
+
+if TYPE_CHECKING:
+    from specs.train import TrainLoopSpec
+    from tasks.train.inputs.data import TrainData
 
 STATE_FILE = "adaptive_mix.json"
 SALT_STREAM, SALT_SHUFFLE = 0x4D4958, 0x534846  # keep these streams apart from data.epoch_permutation's
@@ -246,7 +250,7 @@ class AdaptiveMixer:
         self._sync()
 
     @classmethod
-    def attach(cls, spec: AdaptiveMixSpec, train: Any, data: Any, ckpt_dir: Path, tag: str | None
+    def attach(cls, spec: AdaptiveMixSpec, train: TrainLoopSpec, data: TrainData, ckpt_dir: Path, tag: str | None
                ) -> AdaptiveMixer | None:
         """Put an AdaptivePlan into `data` (a TrainData) when mix.adaptive is on, restoring the history saved
         with checkpoint `tag`; None when off. Refuses to resume across a change of sampler (the data order of

@@ -236,6 +236,8 @@ class GrownTableSource:
     to the chat vocabulary on the fly: every other tensor is `base`'s slice as it is; a grown one is read whole
     (one tensor, not the model), grown by `grow_rows` and sliced — the same values `resize_embeddings` gives."""
 
+    # base: an init_weights.WeightSource, left Any: naming it, even under TYPE_CHECKING, would make the workplace's
+    # structure check count checkpointing/ as code of export and prefer_data, which import this module only
     def __init__(self, base: Any, cfg: ModelConfig, new_vocab: int, seed: int, reinit: Sequence[int] = ()):
         self.base, self.old, self.new_vocab, self.seed, self.reinit = base, cfg, new_vocab, seed, list(reinit)
         self.cfg = ModelConfig.from_dict({**cfg.to_dict(), "vocab_size": new_vocab})

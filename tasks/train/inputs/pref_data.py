@@ -21,16 +21,20 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
+from tokenizers import Tokenizer
 
 from tasks.train.inputs.chat import render
 from tasks.train.inputs.chat_template import TemplateChat
 from tasks.train.inputs.sft_data import Packed, Sample, pack_samples
 
 SIDES = ("chosen", "rejected")
+# (input_ids, targets, *, segment_ids, position_ids, per_token=True) -> [m, T] token log-probs: a `Transformer`'s
+# forward or the engine's
+LogProbForward = Callable[..., torch.Tensor]
 
 
 def sft_chat(sft_dir: Path) -> tuple[Any, TemplateChat | None, int]:
@@ -57,7 +61,7 @@ def read_pairs(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def render_answer(prompt: list[dict[str, str]], answer: str, tok: Any, chat: TemplateChat | None) -> Sample:
+def render_answer(prompt: list[dict[str, str]], answer: str, tok: Tokenizer, chat: TemplateChat | None) -> Sample:
     """(ids, mask) of `prompt + [assistant answer]`, the mask on the answer (and its end marker) only."""
     full = [*prompt, {"role": "assistant", "content": answer}]
     ids, mask = chat.render(full) if chat is not None else render(full, tok)
@@ -97,7 +101,7 @@ class PairRows:
     tokens: np.ndarray             # [P, 2] answer tokens (targets carrying loss) of chosen, rejected
     dropped: list[tuple[str, str]] = field(default_factory=list)  # (pair id, reason)
 
-    def batch(self, rows: Sequence[int], device: Any = "cpu") -> tuple[dict[str, torch.Tensor], np.ndarray]:
+    def batch(self, rows: Sequence[int], device: torch.device | str = "cpu") -> tuple[dict[str, torch.Tensor], np.ndarray]:
         """Tensors of `rows` (as `Packed.batch`, plus `seq`: each loss target's sequence in this batch's own
         numbering 2·j + side, -1 elsewhere) and the pair indexes j = 0.. stand for."""
         idx = np.asarray(rows, dtype=np.int64)
@@ -113,7 +117,7 @@ class PairRows:
         return sum(len(self.packed.rows[int(r)]) // 2 for r in rows)
 
 
-def prepare_pairs(records: list[dict[str, Any]], tok: Any, chat: TemplateChat | None, seq_len: int, pad: int,
+def prepare_pairs(records: list[dict[str, Any]], tok: Tokenizer, chat: TemplateChat | None, seq_len: int, pad: int,
                   seed: int, longest: int | None = None) -> PairRows:
     """Render, fit and pack `records` into rows of seq_len + 1 tokens, each answer's sequence at most `longest`
     tokens (pair index = position among the kept ones, in file order)."""
@@ -159,7 +163,7 @@ def sequence_logps(token_logps: torch.Tensor, seq: torch.Tensor, n_seq: int) -> 
     return out.index_add(0, where[keep], flat[keep])
 
 
-def pair_logps(forward: Any, rows: PairRows, idx: Sequence[int], device: Any = "cpu"
+def pair_logps(forward: LogProbForward, rows: PairRows, idx: Sequence[int], device: torch.device | str = "cpu"
                ) -> tuple[torch.Tensor, np.ndarray]:
     """([p, 2] summed answer log-probs (chosen, rejected) of the pairs in rows `idx`, their pair indexes).
     `forward`: a `Transformer` or the engine's forward (the same signature; `per_token` log-probs)."""
@@ -169,7 +173,8 @@ def pair_logps(forward: Any, rows: PairRows, idx: Sequence[int], device: Any = "
     return sequence_logps(tok, b["seq"], 2 * len(pairs)).view(-1, 2), pairs
 
 
-def all_pair_logps(forward: Any, rows: PairRows, batch_rows: int, device: Any = "cpu") -> np.ndarray:
+def all_pair_logps(forward: LogProbForward, rows: PairRows, batch_rows: int, device: torch.device | str = "cpu"
+                   ) -> np.ndarray:
     """[P, 2] float64 of every pair (call under no_grad / eval mode), in pair order."""
     out = np.zeros((len(rows.ids), 2), dtype=np.float64)
     n = len(rows.packed.rows)
@@ -188,7 +193,7 @@ SPLITS = ("train", "heldout")
 class PairSets:
     """What the reference pass and training both build from SFT's folder and prefer_data's pairs."""
 
-    tokenizer: Any
+    tokenizer: Tokenizer
     chat: TemplateChat | None
     model: dict[str, Any]          # SFT's model config (config.json's `model`)
     row_len: int                   # packed row length (tokens per row, the +1 target aside)

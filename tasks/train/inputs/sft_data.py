@@ -28,6 +28,7 @@ import torch.distributed as dist
 from tokenizers import Tokenizer
 
 from tasks.train.inputs.chat import DEFAULT_FORMAT, ChatFormat, render
+from tasks.train.inputs.chat_template import TemplateChat
 from tasks.train.inputs.data import to_device
 from tasks.train.parallel.tensor_parallel import token_cross_entropy
 from tasks.train.parallel.tp_context import NO_TP, TPContext
@@ -36,7 +37,7 @@ Sample = tuple[Sequence[int], Sequence[int]]  # (ids, loss_mask) as rendered by 
 
 
 def render_records(records: Iterable[Mapping[str, Any]], tok: Tokenizer, fmt: ChatFormat = DEFAULT_FORMAT,
-                   chat: Any = None) -> tuple[list[Sample], list[str], list[tuple[str, str]]]:
+                   chat: TemplateChat | None = None) -> tuple[list[Sample], list[str], list[tuple[str, str]]]:
     """Render instruct jsonl records ({"id", "messages", ...}): (samples, their ids, rejected (id, reason)).
     `chat`: a checkpoint's template (`tasks.train.inputs.chat_template.TemplateChat`) instead of forgeline's."""
     samples, ids, rejected = [], [], []
@@ -191,7 +192,7 @@ def sft_loss_sums(logits: torch.Tensor, targets: torch.Tensor, weights: torch.Te
     return (ce * w).sum(), w.sum()
 
 
-def global_token_count(counts: Iterable[torch.Tensor | float], group: Any = None,
+def global_token_count(counts: Iterable[torch.Tensor | float], group: dist.ProcessGroup | None = None,
                        device: torch.device | str = "cpu") -> torch.Tensor:
     """Σ of this rank's micro-batch token counts, summed over the data-parallel `group` when distributed.
 

@@ -8,11 +8,15 @@ token documents with per-source token ranges, without training a tokenizer: seco
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tasks.data.mixing.packing import pack_split, write_layout
+
+if TYPE_CHECKING:
+    from specs.pretrain import PretrainJob
+    from specs.ranks import PretrainRun
 
 
 def synthetic_mix(folder: Path, vocab_size: int = 256, seq_len: int = 32, docs: int = 120, val_docs: int = 12,
@@ -42,12 +46,14 @@ def synthetic_mix(folder: Path, vocab_size: int = 256, seq_len: int = 32, docs: 
     return folder
 
 
-def make_job(base: Path, mix_dir: Path, spec: Any, seed: int) -> Any:
-    """A PretrainRun of `spec` (a PretrainJob) writing under `base` (out/, checkpoints/, reports/, markers/)."""
+def make_job(base: Path, mix_dir: Path, spec: PretrainJob, seed: int) -> PretrainRun:
+    """A PretrainRun of `spec` writing under `base` (out/, checkpoints/, reports/, markers/)."""
     from specs.ranks import PretrainRun
+    from tasks.train.objectives import reference
+    from tasks.train.objectives.pretrain import PretrainObjective
 
     base = Path(base)
     (base / "out").mkdir(parents=True, exist_ok=True)
     return PretrainRun(spec=spec, mix_dir=str(mix_dir), out_dir=str(base / "out"),
                        ckpt_dir=str(base / "checkpoints"), reports_dir=str(base / "reports"),
-                       marker_dir=str(base / "markers"), seed=seed)
+                       marker_dir=str(base / "markers"), seed=seed, objective_ref=reference(PretrainObjective))

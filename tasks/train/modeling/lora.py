@@ -26,7 +26,7 @@ the other is split) for the model export and evaluation use, and the adapter is 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -35,6 +35,9 @@ from tasks.train.modeling.model import init_normal
 from tasks.train.parallel.sequence_parallel import gather_sequence, scatter_sequence
 from tasks.train.parallel.tensor_parallel import RowParallelLinear, copy_to_tp, reduce_from_tp
 from tasks.train.parallel.tp_context import TPContext
+
+if TYPE_CHECKING:  # SFT's adapter section (a type for readers: importing specs/sft.py would widen pretrain's deps)
+    from specs.sft import AdapterSpec
 
 # forgeline's linear names for the targets PEFT users name after Hugging Face's modules
 TARGETS = {"q": "attn.wq", "k": "attn.wk", "v": "attn.wv", "o": "attn.wo", "gate": "mlp.w1", "up": "mlp.w3",
@@ -93,7 +96,7 @@ def _add_update(module: nn.Module, inputs: tuple[Any, ...], output: torch.Tensor
     return output + module.lora(inputs[0])
 
 
-def apply_lora(module: nn.Module, layers: list[tuple[int, nn.Module]], adapter: Any, seed: int,
+def apply_lora(module: nn.Module, layers: list[tuple[int, nn.Module]], adapter: AdapterSpec, seed: int,
                tp: TPContext) -> list[str]:
     """Freeze `module` and add adapters to the targeted linears of its Blocks (`layers`: (global index, layer)
     pairs of this rank, so a pipeline stage names and seeds them as the plain model does); returns the plain

@@ -13,7 +13,8 @@ rollback, checkpoints, evaluation cadence, telemetry, final weights — and asks
     evaluate(engine, done, next_batch)  eval rows (and whatever the objective updates from them)
     finish(out_dir, rows, guard)  its own output files and results (rank 0)
 
-A new objective is a new module with a class following `Objective` plus one line in `objectives/__init__.py`.
+A new objective is a new module with a class following `Objective`; the stage building its rank job imports the
+class and names it there (`objective_ref`, objectives/__init__.py).
 """
 
 from __future__ import annotations
@@ -28,13 +29,14 @@ from specs.architecture import ModelConfig
 from tasks.train.checkpointing.init_weights import WeightSource
 
 if TYPE_CHECKING:  # the seams' types, for readers and type checkers (engine.py imports much more than this needs)
+    from specs.train import TrainLoopSpec
     from tasks.train.loop.engine import Engine
     from tasks.train.loop.stability import StabilityGuard
 
 MicroBatch = Callable[[], tuple[torch.Tensor, torch.Tensor]]  # -> (loss to backpropagate, value to report)
 
 
-def autocast_identity(train: Any) -> dict[str, Any]:
+def autocast_identity(train: TrainLoopSpec) -> dict[str, Any]:
     """The checkpoint-identity entry of DeepSpeed's mixed-precision mode: torch_autocast keeps fp32 weights and
     optimizer states where the bf16 section keeps bf16 weights plus fp32 masters, so one cannot resume the other.
     Absent for the default (`sections`), so identities written before the option existed still match."""

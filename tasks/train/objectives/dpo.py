@@ -88,7 +88,7 @@ class DPOObjective:
         self.plan = BatchPlan(job.seed, len(self.rows.packed.rows), t.micro_batch_size, t.grad_accum, par.dp)
         return Prepared(cfg, identity, torch_seed=dropout_seed(job.seed, rank, par.dp, par.tp, False),
                         init=ConsolidatedSource(sft, name="the SFT model"),
-                        tokens_per_step=self.plan.global_batch * (self.sets.row_len + 1))
+                        tokens_per_step=self.plan.geometry.tokens(self.sets.row_len + 1))
 
     def attach(self, engine: Engine, ckpt_dir: Path, tag: str | None) -> None:
         self.layout = engine.layout

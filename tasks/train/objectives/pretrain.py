@@ -31,6 +31,7 @@ from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared, autoc
 from tasks.train.loop.runlog import build_report, eval_row
 
 if TYPE_CHECKING:
+    from tasks.train.inputs.adaptive import AdaptiveMixer
     from tasks.train.loop.engine import Engine
     from tasks.train.loop.stability import StabilityGuard
 
@@ -75,7 +76,7 @@ class PretrainObjective:
         self.job, self.spec, self.train = job, job.spec, job.spec.train
         self.mix_dir = Path(job.mix_dir)
         self.whole_steps = job.spec.parallel.pp > 1
-        self.mixer: Any = None
+        self.mixer: AdaptiveMixer | None = None
 
     def prepare(self, rank: int) -> Prepared:
         par, t = self.spec.parallel, self.train
@@ -92,10 +93,10 @@ class PretrainObjective:
                     "train": {"precision": t.precision, "micro_batch_size": t.micro_batch_size,
                               "grad_accum": t.grad_accum, **autocast_identity(t)},
                     **facts, "seed": self.job.seed, "init": init.fingerprint() if init else "random"}
-        self.global_batch = BatchGeometry.of(t, par).global_batch
+        geometry = BatchGeometry.of(t, par)
+        self.global_batch, self.step_tokens = geometry.global_batch, geometry.tokens(self.cfg.seq_len)
         seed = dropout_seed(self.job.seed, rank, par.dp, par.tp, par.sequence_parallel, par.pp)
-        return Prepared(self.cfg, identity, torch_seed=seed, init=init,
-                        tokens_per_step=self.global_batch * self.cfg.seq_len)
+        return Prepared(self.cfg, identity, torch_seed=seed, init=init, tokens_per_step=self.step_tokens)
 
     def attach(self, engine: Engine, ckpt_dir: Path, tag: str | None) -> None:
         from tasks.train.inputs.adaptive import AdaptiveMixer
@@ -135,7 +136,7 @@ class PretrainObjective:
         return self.data.doc_ids(batch)
 
     def train_row(self, done: int) -> dict[str, Any]:
-        return {"tokens": done * self.global_batch * self.cfg.seq_len}
+        return {"tokens": done * self.step_tokens}
 
     # ------------------------------------------------------------------------------------------- evaluation
     def eval_due(self, done: int) -> bool:
@@ -162,7 +163,7 @@ class PretrainObjective:
 
     def finish(self, out_dir: Path, rows: list[dict[str, Any]], guard: StabilityGuard) -> dict[str, Any]:
         report = build_report(rows, self.cfg, self.spec.model_dump(mode="json"), self.train.steps,
-                              self.global_batch, self.global_batch * self.cfg.seq_len, self.evald.sources, guard)
+                              self.global_batch, self.step_tokens, self.evald.sources, guard)
         if self.mixer:
             self.mixer.write_csv(out_dir, rows)
         write_json_atomic(out_dir / "report.json", report)

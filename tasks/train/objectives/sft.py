@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import torch
+from tokenizers import Tokenizer
 
 from specs.ranks import SFTRun
-from specs.sft import resolved_dropout
+from specs.sft import SFTSpec, resolved_dropout
 from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
 from tasks.train.inputs.chat import GrownTableSource, extend_tokenizer, jinja_template, vocab_size
 from tasks.train.inputs.chat_template import TemplateChat, checkpoint_chat
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 
 @dataclass
 class SFTData:
-    tokenizer: Any
+    tokenizer: Tokenizer
     cfg: ModelConfig
     init: GrownTableSource  # the starting weights, read per rank as its slices (never the whole model)
     train: Packed
@@ -75,7 +76,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def prepare_data(pretrain_dir: Path, mix_dir: Path, instruct_dir: Path, train: Any, seed: int) -> SFTData:
+def prepare_data(pretrain_dir: Path, mix_dir: Path, instruct_dir: Path, train: SFTSpec, seed: int) -> SFTData:
     """Tokenizer with chat markers, the model config and starting weights, packed train and held-out rows."""
     tok, added, chat, pad = chat_tokenizer(mix_dir)
     pre = json.loads((pretrain_dir / "config.json").read_text())
@@ -146,7 +147,7 @@ class SFTObjective:
         self.plan = BatchPlan(job.seed, len(self.data.train.rows), t.micro_batch_size, t.grad_accum, par.dp)
         return Prepared(cfg, identity, torch_seed=dropout_seed(job.seed, rank, par.dp, par.tp, par.sequence_parallel),
                         init=self.data.init,
-                        tokens_per_step=self.plan.global_batch * cfg.seq_len)
+                        tokens_per_step=self.plan.geometry.tokens(cfg.seq_len))
 
     def attach(self, engine: Engine, ckpt_dir: Path, tag: str | None) -> None:
         self.layout = engine.layout

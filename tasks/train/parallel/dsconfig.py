@@ -15,16 +15,18 @@ import torch
 from torch import nn
 
 from specs.batch import BatchGeometry
+from specs.pretrain import ParallelSpec
+from specs.train import OptimSpec, SpeedSpec, TrainLoopSpec
 
 STEPS_PER_PRINT = 10**9  # our loop logs; DeepSpeed's own progress lines stay off
 
 
-def on_cuda(parallel: Any) -> bool:
+def on_cuda(parallel: ParallelSpec) -> bool:
     """Whether the ranks of `parallel` run on CUDA (`accelerator: auto` follows what this process sees)."""
     return parallel.accelerator == "cuda" or (parallel.accelerator == "auto" and torch.cuda.is_available())
 
 
-def zero_section(stage: int, speed: Any, cuda: bool) -> dict[str, Any]:
+def zero_section(stage: int, speed: SpeedSpec, cuda: bool) -> dict[str, Any]:
     """`zero_optimization` with every communication knob written out (none left to DeepSpeed's defaults, so the
     config on disk says what ran)."""
     overlap = speed.overlap_comm if speed.overlap_comm is not None else (stage == 3 or (stage == 2 and cuda))
@@ -42,8 +44,8 @@ def zero_section(stage: int, speed: Any, cuda: bool) -> dict[str, Any]:
     return zero
 
 
-def ds_config(train: Any, parallel: Any) -> dict[str, Any]:
-    """DeepSpeed config for a `PretrainSpec` and `ParallelSpec`."""
+def ds_config(train: TrainLoopSpec, parallel: ParallelSpec) -> dict[str, Any]:
+    """DeepSpeed config for a job's `train` section (pretraining's, SFT's or DPO's) and its `ParallelSpec`."""
     fp16 = train.precision == "fp16"
     # torch_autocast replaces the bf16 section; fp16 keeps its section (DeepSpeed's dynamic loss scaler, whose
     # skipped steps the trainer recognises as overflows)
@@ -97,7 +99,7 @@ def compile_blocks(module: nn.Module, block_type: type) -> int:
     return len(blocks)
 
 
-def adamw_kwargs(optim: Any, fused: str, device_type: str) -> dict[str, Any]:
+def adamw_kwargs(optim: OptimSpec, fused: str, device_type: str) -> dict[str, Any]:
     """AdamW's arguments. `fused` (SpeedSpec.fused_adamw): auto = the fused kernel where the parameters live on
     CUDA; otherwise the plain per-tensor loop (`foreach=False`: the CPU results the tests pin)."""
     use_fused = fused == "on" or (fused == "auto" and device_type == "cuda")
@@ -105,7 +107,7 @@ def adamw_kwargs(optim: Any, fused: str, device_type: str) -> dict[str, Any]:
     return {"lr": optim.lr, "betas": tuple(optim.betas), "eps": 1e-8, **kernel}
 
 
-def make_optimizer(model: nn.Module, optim: Any, fused: str = "auto", device_type: str = "cpu"
+def make_optimizer(model: nn.Module, optim: OptimSpec, fused: str = "auto", device_type: str = "cpu"
                    ) -> torch.optim.Optimizer:
     """The client AdamW; `device_type`: where the ranks train (the module is still on the host when it is built,
     DeepSpeed moves it)."""
@@ -115,7 +117,7 @@ def make_optimizer(model: nn.Module, optim: Any, fused: str = "auto", device_typ
 Segments = list[tuple[int, int]]  # (first step, total steps) of each schedule a run followed, in order
 
 
-def lr_at(step: int, optim: Any, total_steps: int, segments: Segments | None = None) -> float:
+def lr_at(step: int, optim: OptimSpec, total_steps: int, segments: Segments | None = None) -> float:
     """Learning rate of optimizer step `step` (0-based): linear warmup, then cosine to `min_lr` at `total_steps`.
 
     `segments`: when a run was resumed with a different `steps`, the schedules it followed, [(0, T0), (s1, T1),
@@ -138,8 +140,8 @@ def lr_at(step: int, optim: Any, total_steps: int, segments: Segments | None = N
     return optim.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (optim.lr - optim.min_lr)
 
 
-def scheduler_factory(optim: Any, total_steps: int, segments: Segments | None = None
-                      ) -> Callable[[torch.optim.Optimizer], Any]:
+def scheduler_factory(optim: OptimSpec, total_steps: int, segments: Segments | None = None
+                      ) -> Callable[[torch.optim.Optimizer], torch.optim.lr_scheduler.LambdaLR]:
     """What `deepspeed.initialize(lr_scheduler=...)` calls with the (wrapped) optimizer."""
 
     def factory(optimizer: torch.optim.Optimizer) -> torch.optim.lr_scheduler.LambdaLR:

@@ -29,13 +29,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
 from specs.architecture import ModelConfig
+from specs.pretrain import ParallelSpec
+from specs.ranks import JobSpec
 from tasks.train.parallel.deepspeed_adapter import (count_once_per_stage, disable_shm_comm, forget_cached_groups, make_grid,
                                            pipeline_local_layers, pipeline_tied_layers, record_clip_norm,
                                            skip_lone_allreduce)
@@ -45,6 +47,11 @@ from tasks.train.modeling.lora import apply_lora
 from tasks.train.modeling.model import Block, Embedding, FinalNorm, LMHead, Transformer, head_index
 from tasks.train.parallel.tp_context import NO_TP, TPContext
 from tasks.train.parallel.tp_model import VocabParallelLMHead, apply_tensor_parallel, head_loss, tied_head_forward
+
+if TYPE_CHECKING:  # types for readers: specs/sft.py would widen pretrain's deps, deepspeed is imported lazily
+    from deepspeed.pipe import LayerSpec
+
+    from specs.sft import AdapterSpec
 
 
 # --------------------------------------------------------------------------------------- process groups, layout
@@ -104,7 +111,7 @@ class Layout:
         return self.stage == self.pp - 1
 
 
-def build_layout(parallel: Any) -> Layout:
+def build_layout(parallel: ParallelSpec) -> Layout:
     """Topology and groups for this rank; every rank must call it (group creation is collective)."""
     from deepspeed.runtime.pipe.topology import PipeModelDataParallelTopology
 
@@ -130,8 +137,8 @@ def build_layout(parallel: Any) -> Layout:
 Finish = Callable[[int, nn.Module], nn.Module]  # (global layer index, meta layer) -> this rank's real layer
 
 
-def staged(spec: Any, index: int, finish: Finish) -> Any:
-    """`spec` (a DeepSpeed LayerSpec / TiedLayerSpec) made to build its layer on the meta device and hand it to
+def staged(spec: LayerSpec, index: int, finish: Finish) -> LayerSpec:
+    """`spec` (a DeepSpeed LayerSpec / TiedLayerSpec, not a forgeline spec) made to build its layer on the meta device and hand it to
     `finish` (TP slices, this rank's values), so a pipeline stage allocates only its own layers' own slices.
     The spec's `typename` stays the plain class: `partition_method="type:Block"` and `checkpointable_layers`
     see the same names as before."""
@@ -146,7 +153,7 @@ def staged(spec: Any, index: int, finish: Finish) -> Any:
     return spec
 
 
-def fused_projections(adapter: Any) -> bool:
+def fused_projections(adapter: AdapterSpec | None) -> bool:
     """Whether the Blocks are built with fused q/k/v and gate/up linears (tasks/train/modeling/fused.py: one GEMM each):
     always, except under a LoRA adapter, which targets q, k, v, gate and up one by one."""
     return adapter is None or adapter.kind != "lora"
@@ -209,7 +216,7 @@ def partition_zero3(layer: nn.Module, ds_cfg: dict[str, Any], mpu: Any) -> None:
 
 
 def build_module(cfg: ModelConfig, layout: Layout, seed: int, checkpointing: bool = False,
-                 init: WeightSource | None = None, z_loss: float = 0.0, adapter: Any = None,
+                 init: WeightSource | None = None, z_loss: float = 0.0, adapter: AdapterSpec | None = None,
                  zero3: dict[str, Any] | None = None) -> nn.Module:
     """This rank's model: the plain Transformer (pp = 1) or its pipeline stage, with TP applied.
 
@@ -272,7 +279,7 @@ class DeepSpeedParts(NamedTuple):
     ds: Any            # the DeepSpeed engine (PipelineEngine when pp > 1)
     optimizer: Any     # DeepSpeed's wrapped optimizer
     scheduler: Any     # the LR schedule DeepSpeed steps
-    dp_group: Any      # this rank's data-parallel process group (None: the world, dp = world = 1)
+    dp_group: dist.ProcessGroup | None  # this rank's data-parallel process group (None: the world, dp = world = 1)
 
 
 def compile_model(module: nn.Module) -> None:
@@ -283,7 +290,7 @@ def compile_model(module: nn.Module) -> None:
         head.compiled_loss = True
 
 
-def build_engine(cfg: ModelConfig, job: Any, layout: Layout, seed: int, ds_cfg: dict[str, Any],
+def build_engine(cfg: ModelConfig, job: JobSpec, layout: Layout, seed: int, ds_cfg: dict[str, Any],
                  init: WeightSource | None = None, schedule: list[tuple[int, int]] | None = None) -> DeepSpeedParts:
     """The module, the client AdamW and schedule, and `deepspeed.initialize` over them for this rank.
 

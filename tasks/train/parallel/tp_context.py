@@ -4,7 +4,8 @@ path read (its own module so that the sequence-parallel collectives and the TP l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+import torch.distributed as dist
 
 
 @dataclass(frozen=True)
@@ -13,7 +14,7 @@ class TPContext:
 
     rank: int = 0
     size: int = 1
-    group: Any = None  # torch.distributed ProcessGroup
+    group: dist.ProcessGroup | None = None  # None: no tensor parallelism
     sequence: bool = False  # sequence parallelism: outside the TP regions each rank holds T/tp of the tokens
 
     @property

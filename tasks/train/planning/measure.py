@@ -21,12 +21,17 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from specs.batch import BatchGeometry
 from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec, layout_problems
 from tasks.train.planning.plan_memory import GIB, estimate_memory
 from tasks.train.planning.planner import candidate_layouts
+
+if TYPE_CHECKING:
+    from specs.params import Params
+    from tasks.train.planning.cluster import ClusterSpec
+    from tasks.train.planning.plan_calibrate import Observation
 
 
 @dataclass
@@ -99,8 +104,8 @@ def choose(measurements: list[Measurement], tie_tolerance: float = 0.02) -> Meas
 def measure_layout(m: Measurement, model: ModelSpec, train: PretrainSpec, mix_dir: Path, work: Path, *,
                    steps: int, warmup: int, seed: int, accelerator: str) -> Measurement:
     """Train `warmup + steps` real steps at layout `m` (spawned local ranks) and read rank 0's telemetry."""
+    from tasks.train.inputs.synthetic import make_job
     from tasks.train.launch import environ, launch
-    from specs.ranks import PretrainRun
 
     total = warmup + steps
     short = train.model_copy(update={
@@ -112,10 +117,7 @@ def measure_layout(m: Measurement, model: ModelSpec, train: PretrainSpec, mix_di
     parallel = ParallelSpec(dp=m.dp, tp=m.tp, pp=m.pp, zero_stage=m.zero_stage, accelerator=accelerator)
     spec = PretrainJob(model=model, parallel=parallel, train=short)
     base = Path(work) / f"dp{m.dp}-tp{m.tp}-pp{m.pp}"
-    job = PretrainRun(spec=spec, mix_dir=str(mix_dir), out_dir=str(base / "out"),
-                      ckpt_dir=str(base / "checkpoints"), reports_dir=str(base / "reports"),
-                      marker_dir=str(base / "markers"), seed=seed)
-    (base / "out").mkdir(parents=True, exist_ok=True)
+    job = make_job(base, mix_dir, spec, seed)
     try:
         with environ(WANDB_MODE="disabled"):
             result = launch(job, base / "launch")
@@ -177,8 +179,8 @@ def render(rows: list[Measurement], chosen: Measurement | None, header: str = ""
     return "\n".join(lines)
 
 
-def observations(rows: list[Measurement], params: Any, train: PretrainSpec, cluster: Any,
-                 source: str = "plan --measure") -> list:
+def observations(rows: list[Measurement], params: Params, train: PretrainSpec, cluster: ClusterSpec,
+                 source: str = "plan --measure") -> list[Observation]:
     """The measured rows as plan_calibrate observations on one node of `cluster`'s device (each row on its own
     ranks), for the estimate-vs-measured comparison."""
     from tasks.train.planning.plan_calibrate import Observation
@@ -197,9 +199,9 @@ def observations(rows: list[Measurement], params: Any, train: PretrainSpec, clus
     return out
 
 
-def run_measure(params: Any, *, ranks: int | None = None, steps: int = 5, warmup: int = 2,
+def run_measure(params: Params, *, ranks: int | None = None, steps: int = 5, warmup: int = 2,
                 memory_gb: float | None = None, precision: str | None = None, runner: Runner | None = None,
-                echo: Callable[[str], None] = print, cluster: Any = None) -> int:
+                echo: Callable[[str], None] = print, cluster: ClusterSpec | None = None) -> int:
     """The `plan --measure` command: measure, print the table and the choice; 0 when one was chosen, else 2.
     With `cluster` (the plan options: its device and --peak-tflops), also each layout's estimated step time
     beside the measured one (plan_calibrate)."""

@@ -45,7 +45,7 @@ class Observation:
 
     @property
     def tokens_per_step(self) -> int:
-        return BatchGeometry(self.micro_batch, self.grad_accum, self.dp).global_batch * self.seq_len
+        return BatchGeometry(self.micro_batch, self.grad_accum, self.dp).tokens(self.seq_len)
 
 
 def estimate(obs: Observation) -> StepCost | None:

@@ -11,9 +11,13 @@ named here with its source; none is measured on this machine. Pure Python, no to
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from specs.batch import BatchGeometry
 from tasks.train.loop.telemetry import UnknownDeviceError, canonical_device, peak_flops
+
+if TYPE_CHECKING:
+    from tasks.train.planning.cluster import ClusterSpec
 
 # ------------------------------------------------------------------------------------------------ bandwidths
 # Bytes/s one device can push in one direction over a link (what a ring all-reduce is bound by).
@@ -101,7 +105,7 @@ class StepCost:
     dp_comm_s: float          # gradient / ZeRO traffic on the wire
     dp_exposed_s: float       # the part of dp_comm_s not hidden behind backward (or forward, ZeRO-3)
     step_s: float
-    tokens: int               # tokens per step (micro_batch · seq_len · grad_accum · dp)
+    tokens: int               # tokens per step (BatchGeometry.tokens)
     links: Links
 
     @property
@@ -133,7 +137,7 @@ def inter_bandwidth(link: str, device: str, gpus_per_node: int) -> float:
     return 0.0  # "none": a single node; nothing may cross
 
 
-def links_of(cluster: Any, dp: int, tp: int, pp: int) -> Links:
+def links_of(cluster: ClusterSpec, dp: int, tp: int, pp: int) -> Links:
     """The link each axis uses. DeepSpeed's topology orders ranks [pipe, data, model] and fills a node before
     the next: a tensor group is tp consecutive ranks, a data group tp·dp consecutive ranks with stride tp."""
     g = cluster.gpus_per_node
@@ -169,7 +173,7 @@ def ring_latency_s(ranks: int, link: str, steps_per_rank: int = 2, collectives: 
     return collectives * (BASE_LATENCY_S + steps_per_rank * (ranks - 1) * STEP_LATENCY_S.get(link, 0.0))
 
 
-def device_flops(cluster: Any) -> tuple[float | None, str]:
+def device_flops(cluster: ClusterSpec) -> tuple[float | None, str]:
     """FLOP/s the cost model assumes per device (peak × ASSUMED_MFU), or None with the reason."""
     given = getattr(cluster, "peak_tflops", None)
     if given:
@@ -186,7 +190,7 @@ def device_flops(cluster: Any) -> tuple[float | None, str]:
     return peak.flops * ASSUMED_MFU, f"{peak.reason} × assumed MFU {ASSUMED_MFU:g}"
 
 
-def estimate_step(cluster: Any, *, flops_per_token: int, n_layers: int, d_model: int, act_bytes: int,
+def estimate_step(cluster: ClusterSpec, *, flops_per_token: int, n_layers: int, d_model: int, act_bytes: int,
                   grad_bytes_on_device: int, dp: int, tp: int, pp: int, zero_stage: int, micro_batch: int,
                   seq_len: int, grad_accum: int, activation_checkpointing: bool | str,
                   head_flops_per_token: int = 0, sequence_parallel: bool = False) -> StepCost | None:
@@ -221,7 +225,8 @@ def estimate_step(cluster: Any, *, flops_per_token: int, n_layers: int, d_model:
     bubble = (pp - 1) * slot            # 1F1B fill and drain: (pp − 1) of the (m + pp − 1) slots of a step
     step = (m + pp - 1) * slot + dp_exposed
     return StepCost(compute_s=m * t_mb, tp_comm_s=m * t_tp, pp_comm_s=m * t_p2p, bubble_s=bubble,
-                    dp_comm_s=dp_comm, dp_exposed_s=dp_exposed, step_s=step, tokens=mb_tokens * m * dp,
+                    dp_comm_s=dp_comm, dp_exposed_s=dp_exposed, step_s=step,
+                    tokens=BatchGeometry(micro_batch, grad_accum, dp).tokens(seq_len),
                     links=links)
 
 

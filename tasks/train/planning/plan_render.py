@@ -18,9 +18,10 @@ from tasks.train.planning.plan_result import Plan, PlanRow
 
 if TYPE_CHECKING:
     from specs.pretrain import ModelSpec
+    from tasks.train.planning.cluster import ClusterSpec
 
 
-def cost_basis(cluster: Any) -> str:
+def cost_basis(cluster: ClusterSpec) -> str:
     """The FLOP/s the step times assume, or why there are none."""
     return device_flops(cluster)[1]
 
@@ -186,7 +187,7 @@ def explain(p: Plan, model: ModelSpec, seq_len: int, memory_safety: float, tie_t
             1: "the optimizer states", 2: "optimizer states and gradients",
             3: "optimizer states, gradients and weights (re-gathered every forward and backward)"}[chosen.zero_stage]
             + f" over the {chosen.dp} data-parallel ranks.")
-    seqs = BatchGeometry(chosen.micro_batch, chosen.grad_accum, chosen.dp).global_batch
+    geometry = BatchGeometry(chosen.micro_batch, chosen.grad_accum, chosen.dp)
     parts.append(f"Global batch = micro_batch {chosen.micro_batch} × grad_accum {chosen.grad_accum} × dp "
-                 f"{chosen.dp} = {seqs} sequences ({seqs * seq_len:,} tokens) per step.")
+                 f"{chosen.dp} = {geometry.global_batch} sequences ({geometry.tokens(seq_len):,} tokens) per step.")
     return " ".join(parts)
