@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +24,6 @@ from tasks.core.files import atomic_path
 from tasks.data.cleanup.filter_steps import DecontaminationStep, FilterStep, LanguageStep, QualityStep, filter_step
 from tasks.data.cleanup.steps import (Batch, DropEmpty, ExactKey, MinHashSignature, Normalize, ScrubPii, Step,
                                       run_steps)
-from tasks.data.cleanup.textbatch import Encoded
 from tasks.data.dedup import dedup_audit, minhash
 from tasks.data.filtering import filters
 from tasks.data.records import RECORD_SCHEMA
@@ -60,18 +59,10 @@ def clean_records(records: list[dict[str, Any]], spec: CleanSpec, root: Path,
     """`[clean_record(r, ...) for r in records]`, each step over the whole list (the same verdicts; language id
     done for many documents at once)."""
     built = built if built is not None else filters_for(spec, root)
-    columns, _ = clean_columns([r["text"] for r in records], [r["meta"] for r in records],
-                               lambda rows: [records[i] for i in rows], spec, built)
+    batch = Batch.of([r["text"] for r in records], [r["meta"] for r in records],
+                     lambda rows: [records[i] for i in rows], spec)
+    columns = run_steps(shard_steps(spec, built), batch).columns()
     return [{**r, **{name: values[i] for name, values in columns.items()}} for i, r in enumerate(records)]
-
-
-def clean_columns(texts: list[str], metas: list[str | None], records_of: Callable[[list[int]], list[dict[str, Any]]],
-                  spec: CleanSpec, built: list[filters.Filter]) -> tuple[dict[str, list], Encoded | None]:
-    """Phase 1's new and changed work-table columns (`Batch.columns`) of a batch of records given as their
-    `texts` and `metas`, and the final texts encoded (`textbatch.Encoded`, for the signatures);
-    `records_of(rows)` gives the whole records of those rows, for the filters (asked only when some are on)."""
-    batch = run_steps(shard_steps(spec, built), Batch.of(texts, metas, records_of, spec))
-    return batch.columns(), batch.encoded
 
 
 @lru_cache(maxsize=4)
