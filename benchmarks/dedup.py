@@ -162,7 +162,7 @@ def _out_of_core(work: list, texts: list[str]) -> tuple[list[list[int]], str]:
     in-memory methods do neither), one bucket task after another in this process."""
     from specs.clean import CleanSpec
     from specs.run import ExecutorSpec
-    from tasks.data.cleanup import cleaning
+    from tasks.data.cleanup.steps import write_dedup_inputs
     from tasks.data.dedup import dedup_files, dedup_global
 
     (folder, shards), executor = work, ExecutorSpec(workers=1)
@@ -170,8 +170,8 @@ def _out_of_core(work: list, texts: list[str]) -> tuple[list[list[int]], str]:
     buckets = dedup_global.plan_buckets(len(texts), spec, executor)
     for n, part in enumerate(shards):
         ids, columns = dedup_files.row_columns(part)
-        cleaning.write_dedup_inputs(folder / f"s-{n:05d}", ids, {**columns, "text": [r["text"] for r in part]},
-                                    spec.dedup, 1, buckets)
+        write_dedup_inputs(folder / f"s-{n:05d}", ids, {**columns, "text": [r["text"] for r in part]},
+                           spec.dedup, 1, buckets)
     layout = dedup_global.layout_of(folder, [f"s-{n:05d}" for n in range(len(shards))])
     found = dedup_global.deduplicate(layout, spec, 1, executor)
     d, groups = found["decisions"], {}

@@ -44,6 +44,7 @@ def build_work(folder: Path, docs: int, seed: int, buckets: int) -> list[str]:
     """Phase 1's files for a synthetic corpus of `docs` documents (plus 1 % exact copies); the shard stems."""
     from specs.clean import CleanSpec
     from tasks.data.cleanup import cleaning
+    from tasks.data.cleanup.steps import write_dedup_inputs
     from tasks.data.dedup import dedup_files
     from tasks.data.cleanup.normalize import exact_key
     from tasks.data.records import write_table
@@ -61,7 +62,7 @@ def build_work(folder: Path, docs: int, seed: int, buckets: int) -> list[str]:
                 for k in range(lo, min(lo + PER_SHARD, len(texts)))]
         base = folder / f"syn-{n:05d}"
         ids, columns = dedup_files.row_columns(rows)
-        cleaning.write_dedup_inputs(base, ids, {**columns, "text": texts[lo:lo + len(rows)]}, spec.dedup, 1, buckets)
+        write_dedup_inputs(base, ids, {**columns, "text": texts[lo:lo + len(rows)]}, spec.dedup, 1, buckets)
         write_table(rows, cleaning.WORK_SCHEMA, dedup_files.at(base, ".parquet"))
         stems.append(base.name)
     return stems

@@ -1,12 +1,12 @@
 """Stage `clean`: normalize, scrub PII, filter by quality and toxicity, then exact + near deduplicate.
 
-Per ingest shard (resumable; in this process, a process pool or on Dask, see `run.executor`): normalize ->
-scrub PII (before anything downstream sees the text) -> the filters of `clean.filters` in order (quality with
-prose or code rules per source, language, toxicity, decontamination) -> MinHash signature. Decontamination drops a
-document sharing a word 13-gram with an evaluate prompt, an SFT held-out conversation (instruct's
+Per ingest shard (resumable; in this process, a process pool or on Dask, see `run.executor`), an ordered list of
+steps (`tasks.data.cleanup.steps`, each with its own report fields): normalize -> scrub PII (before anything
+downstream sees the text) -> drop the blank -> the filters of `clean.filters` in order (quality with prose or
+code rules per source, language, toxicity, decontamination) -> exact key -> MinHash signature. Decontamination
+drops a document sharing a word 13-gram with an evaluate prompt, an SFT held-out conversation (instruct's
 `heldout.jsonl`: instruct is upstream of clean, it has no upstream of its own, so no cycle) or a configured
-benchmark file's item. Finished shards are kept in a work
-folder outside the DVC out (DVC deletes outs before a rerun), keyed by the spec and the input's manifest, so a
+benchmark file's item. Finished shards are kept in a work folder outside the DVC out (DVC deletes outs before a rerun), keyed by the spec and the input's manifest, so a
 killed and re-run stage skips them. Then, over all shards, out of core (`tasks.data.dedup.dedup_global`: band keys
 in buckets on disk, the buckets' and verification ranges' tasks on the same executor, memory bounded by
 `clean.memory_gb`): exact dedup on normalized text and MinHash-LSH near dedup, each removed document within the
@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import shutil
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +37,7 @@ from tasks.core.files import sha256_file
 from tasks.core.runner import MANIFEST, StagePaths
 from tasks.core.shardmap import map_shards
 from tasks.data.cleanup import clean_outputs, cleaning
+from tasks.data.cleanup.filter_steps import DecontaminationStep
 from tasks.data.dedup import dedup_global
 from tasks.data.filtering.decontaminate import benchmark_file_texts, heldout_texts, keep_indexable
 
@@ -79,7 +79,7 @@ def run(job: CleanJob, paths: StagePaths) -> StageResult:
 
 
 def _index_texts(job: CleanJob, paths: StagePaths) -> tuple[tuple[tuple[str, str], ...], dict[str, Any]]:
-    """The (name, text) pairs decontamination indexes, and what the report says of them."""
+    """The (name, text) pairs decontamination indexes, and what the report says of them (its step's field)."""
     d = job.clean.decontamination
     if not (d.enabled and "decontamination" in job.clean.filters):
         return (), {"enabled": False}
@@ -92,9 +92,7 @@ def _index_texts(job: CleanJob, paths: StagePaths) -> tuple[tuple[tuple[str, str
     for rel in d.benchmark_files:  # a missing file raises: a typo must not silently index nothing
         texts += benchmark_file_texts(paths.root / rel, rel)
     kept, short = keep_indexable(texts, d.min_words)
-    origins = Counter(name.rsplit(":", 1)[0] for name, _ in kept)
-    return tuple(kept), {"enabled": True, "ngram": d.ngram, "mode": d.mode, "indexed": len(kept), "short": short,
-                         "by_origin": dict(sorted(origins.items()))}
+    return tuple(kept), DecontaminationStep.describe(job.clean, kept, short)
 
 
 def _work_dir(spec: CleanSpec, paths: StagePaths, index_texts: tuple[tuple[str, str], ...], buckets: int) -> Path:

@@ -20,7 +20,7 @@ from specs.run import ExecutorSpec
 from tasks.core.files import write_json_atomic, write_text_atomic
 from tasks.data.cleanup import clean_outputs
 from tasks.data.filtering import quality
-from tasks.data.cleanup.clean_output_tasks import word_counts
+from tasks.data.cleanup.filter_steps import word_counts
 from tasks.data.cleanup.cleaning import WORK_SCHEMA
 from tasks.data.dedup.dedup_global import Decisions
 from tasks.data.dedup.dedup_tasks import Layout

@@ -10,7 +10,7 @@ import pytest
 
 from specs.clean import CleanSpec
 from specs.run import ExecutorSpec
-from tasks.data.cleanup import cleaning
+from tasks.data.cleanup import cleaning, steps
 from tasks.data.dedup import dedup_files, dedup_global, minhash
 from tasks.data.cleanup.normalize import exact_key
 from tasks.data.records import write_table
@@ -30,8 +30,8 @@ def write_work(work, rows, cuts, spec, seed, buckets):
         part, stem = rows[lo:hi], f"s.{n:03d}"          # a dot in the stem, as a source name may have
         base = work / stem
         ids, columns = dedup_files.row_columns(part)
-        cleaning.write_dedup_inputs(base, ids, {**columns, "text": [r["text"] for r in part]}, spec.dedup, seed,
-                                    buckets)
+        steps.write_dedup_inputs(base, ids, {**columns, "text": [r["text"] for r in part]}, spec.dedup, seed,
+                                 buckets)
         write_table(part, SCHEMA, dedup_files.at(base, ".parquet"))
         stems.append(stem)
     return dedup_global.layout_of(work, stems)

@@ -4,7 +4,7 @@ is an Arrow compute kernel or a numpy operation over a whole work table.
 
 - `summarize_table`: one work table with its dedup decisions -> each row kept or dropped with its reason, the
   table's kept row numbers (`kept-<s>.npy`), its ledger rows (`ledger-<s>.arrow`, Arrow IPC) and its tallies
-  per source (in / kept / dropped by reason, PII kinds, the quality curve's documents and words).
+  (per source: in / kept / dropped by reason; and each step's own, `tasks.data.cleanup.steps.Step.tally`).
 - `write_kept`: kept shards `<source>-NNNNN.parquet`, each cut from slices of the tables' kept rows (a shard
   may straddle tables), written as one table of RECORD_SCHEMA: the bytes of `records.write_table` of its rows.
 - `write_ledger`: the ledger parts streamed in table order into ONE dropped.parquet, a row group per
@@ -22,7 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from specs.clean import CleanSpec
 from tasks.core.files import atomic_path
+from tasks.data.cleanup.cleaning import STEP_KINDS
+from tasks.data.cleanup.steps import WorkTable
 from tasks.data.dedup import dedup_files
 from tasks.data.records import LEDGER_SCHEMA, RECORD_SCHEMA
 
@@ -41,20 +44,11 @@ def part(scratch: Path, s: int, kind: str) -> Path:
     return scratch / (f"kept-{s:06d}.npy" if kind == "kept" else f"ledger-{s:06d}.arrow")
 
 
-def word_counts(text: pa.Array) -> np.ndarray:
-    """`len(t.split())` of every text. Arrow's whitespace set is Python's `str.isspace` (checked over every code
-    point in tests/test_clean_outputs.py) but it does not merge runs: empty pieces are not words."""
-    pieces = pc.utf8_split_whitespace(text)
-    parents = pc.list_parent_indices(pieces).to_numpy()
-    nonempty = pc.greater(pc.binary_length(pc.list_flatten(pieces)), 0).to_numpy(zero_copy_only=False)
-    return np.bincount(parents[nonempty], minlength=len(text)).astype(np.int64)
-
-
 def summarize_table(base: Path, scratch: Path, s: int, drops: np.ndarray, near: np.ndarray, sim: np.ndarray,
-                    kept_ids: np.ndarray, curve: list[float] | None) -> dict[str, Any]:
+                    kept_ids: np.ndarray, spec: CleanSpec) -> dict[str, Any]:
     """Table `s`: its dedup decisions (`drops`: row numbers in the table, ascending) applied to the rows the
-    filters kept; writes its kept rows' numbers and its ledger part; returns its tallies (`curve`: the quality
-    curve's thresholds, None when quality is not measured)."""
+    filters kept; writes its kept rows' numbers and its ledger part; returns its tallies: the outcomes per
+    source (`_tallies`) and each step's (`steps`, by step class name: `Step.tally`)."""
     table = pq.read_table(dedup_files.at(base, ".parquet"), columns=SUMMARY_COLUMNS)
     col = {name: table.column(name).combine_chunks() for name in SUMMARY_COLUMNS}
     n = table.num_rows
@@ -77,12 +71,11 @@ def summarize_table(base: Path, scratch: Path, s: int, drops: np.ndarray, near: 
             pa.ipc.new_file(sink, LEDGER_SCHEMA) as writer:
         writer.write_table(ledger)
     dedup_files.save_npy(part(scratch, s, "kept"), np.flatnonzero(kept).astype(np.int64))
-    return {**_tallies(col, reason, kept, curve), "ledger_rows": ledger.num_rows}
+    return {**_tallies(col, reason, kept, spec), "ledger_rows": ledger.num_rows}
 
 
-def _tallies(col: dict[str, pa.Array], reason: pa.Array, kept: np.ndarray,
-             curve: list[float] | None) -> dict[str, Any]:
-    """Per source: counts by outcome, kept rows, PII replaced by kind, and the quality curve's tallies."""
+def _tallies(col: dict[str, pa.Array], reason: pa.Array, kept: np.ndarray, spec: CleanSpec) -> dict[str, Any]:
+    """Per source: counts by outcome and kept rows; and each kind of step's own tally of the table."""
     encoded = col["source"].dictionary_encode()
     sources, codes = encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False)
     outcome = pa.table({"source": col["source"], "reason": reason}).group_by(["source", "reason"]).aggregate(
@@ -91,22 +84,9 @@ def _tallies(col: dict[str, pa.Array], reason: pa.Array, kept: np.ndarray,
     for src, why, k in zip(*(outcome.column(c).to_pylist() for c in ("source", "reason", "count_all"))):
         counts[src]["in"] = counts[src].get("in", 0) + k
         counts[src]["kept" if why is None else f"dropped:{why}"] = k
-    kinds = pa.table({"kind": pc.list_flatten(col["pii_kinds"]), "n": pc.list_flatten(col["pii_counts"])})
-    pii = kinds.group_by("kind").aggregate([("n", "sum")])
-    out: dict[str, Any] = {"counts": counts, "kept": dict(zip(sources, np.bincount(
-        codes[kept], minlength=len(sources)).tolist())), "pii": dict(zip(pii.column("kind").to_pylist(),
-                                                                        pii.column("n_sum").to_pylist()))}
-    if curve is not None:
-        measured = pc.is_valid(col["quality"]).to_numpy(zero_copy_only=False)
-        score = col["quality"].to_numpy(zero_copy_only=False)
-        words = word_counts(col["text"])
-        tally = lambda m: np.stack([np.bincount(codes[m], minlength=len(sources)),  # noqa: E731
-                                    np.bincount(codes[m], weights=words[m], minlength=len(sources))]).astype(
-                                        np.int64)  # float sums of integers: exact below 2**53 words
-        at = [tally(measured & (score >= t)) for t in curve]
-        out["curve"] = {src: {"measured": tally(measured)[:, i].tolist(), "above": [a[:, i].tolist() for a in at]}
-                        for i, src in enumerate(sources)}
-    return out
+    table = WorkTable(col, sources, codes)
+    return {"counts": counts, "kept": dict(zip(sources, np.bincount(codes[kept], minlength=len(sources)).tolist())),
+            "steps": {kind.__name__: kind.tally(spec, table) for kind in STEP_KINDS}}
 
 
 def write_kept(bases: list[Path], scratch: Path, folder: Path, shards: list[KeptShard]) -> int:

@@ -6,7 +6,8 @@ memory is bounded by about one work table per task, and the stage's process only
 2. From the kept counts per (table, source), prefix sums place every kept record at its position in its source;
    the shards `<source>-NNNNN.parquet` (cut every `shard_records` kept rows of a source, in table order) are
    written by tasks from slices of the tables, while one task streams the ledger parts into dropped.parquet.
-3. The counts, the quality curve and the report are the tables' tallies summed.
+3. The report: the outcome counts are the tables' tallies summed; every other field is a step's own
+   (`tasks.data.cleanup.steps`: PII replaced, the quality curve, decontamination, dedup), from its tallies.
 
 Bytes equal those of the former row-by-row writer (one table per kept shard; the ledger one Parquet row group
 per LEDGER_ROWS rows) whatever the executor: tests/test_clean_outputs.py checks them against it.
@@ -25,9 +26,10 @@ import numpy as np
 
 from specs.clean import CleanSpec
 from specs.run import ExecutorSpec
-from tasks.core.files import write_json_atomic, write_text_atomic
+from tasks.core.files import write_json_atomic
 from tasks.core.shardmap import map_shards
-from tasks.data.filtering import quality
+from tasks.data.cleanup.cleaning import STEP_KINDS
+from tasks.data.cleanup.steps import ReportFacts
 from tasks.data.cleanup.clean_output_tasks import KeptShard, Piece, call, part, summarize_table, write_kept, write_ledger
 from tasks.data.dedup.dedup_global import Decisions
 from tasks.data.dedup.dedup_tasks import Layout, read_rows
@@ -36,6 +38,10 @@ from tasks.data.dedup.lsh import sorted_unique
 log = logging.getLogger("forgeline.clean")
 LEDGER_ROWS = 16_384
 SCRATCH = "outputs"
+# report.json's key order, as it always was (reports compare byte for byte across versions): the outcomes, then
+# the steps' fields. What each field holds is its step's (`tasks.data.cleanup.steps.Step.report`).
+LAYOUT = ("in", "kept", "dropped", "dropped_by_reason", "by_source", "pii_replaced", "dedup", "dedup_detail",
+          "quality_curve", "decontamination")
 
 
 def keeper_ids(layout: Layout, decisions: Decisions) -> np.ndarray:
@@ -56,12 +62,11 @@ def write_outputs(layout: Layout, spec: CleanSpec, out: Path, dedup: dict[str, A
     names = keeper_ids(layout, d)
     scratch = layout.work / SCRATCH
     scratch.mkdir(parents=True, exist_ok=True)
-    curve = spec.quality.curve if spec.quality.enabled else None
     args = []
     for s in range(len(layout.stems)):
         lo, hi = np.searchsorted(d.rows, [layout.offsets[s], layout.offsets[s + 1]])
         args.append((summarize_table, layout.base(s), scratch, s, d.rows[lo:hi] - layout.offsets[s],
-                     d.near[lo:hi], d.sim[lo:hi], names[lo:hi], curve))
+                     d.near[lo:hi], d.sim[lo:hi], names[lo:hi], spec))
     tallies = [r["result"] for r in map_shards(call, args, list(layout.stems), executor, "clean outputs")]
     plan = kept_plan([t["kept"] for t in tallies], spec.shard_records)
     bases = [layout.base(s) for s in range(len(layout.stems))]
@@ -77,7 +82,7 @@ def write_outputs(layout: Layout, spec: CleanSpec, out: Path, dedup: dict[str, A
     shutil.move(ledger, out / "dropped.parquet")  # a rename: the work folder is on the project's filesystem
     log.info("outputs written in %.1f s (%d tables, %d kept shards)", time.perf_counter() - t0, len(bases),
              sum(len(g) for g in plan))
-    return _report(*_sum(tallies), out, dedup, decon, curve or [])
+    return write_report(tallies, ReportFacts(spec, out, [t["steps"] for t in tallies], dedup, decon))
 
 
 def kept_plan(kept: list[dict[str, int]], size: int) -> list[list[KeptShard]]:
@@ -99,42 +104,14 @@ def kept_plan(kept: list[dict[str, int]], size: int) -> list[list[KeptShard]]:
     return [groups[t] for t in sorted(groups)]
 
 
-def _sum(tallies: list[dict[str, Any]]) -> tuple[dict[str, Counter], Counter, dict[str, Any]]:
-    """The tables' tallies summed: outcomes per source, PII by kind, the quality curve's per-source tallies."""
+def write_report(tallies: list[dict[str, Any]], facts: ReportFacts) -> dict[str, Any]:
+    """report.json: the outcomes summed over the tables (checked: every record kept or dropped with a reason)
+    and every kind of step's fields (`Step.report`), in `LAYOUT`'s order; returns the stage's counts (the
+    outcomes and the steps' `counted` fields)."""
     by_source: dict[str, Counter] = defaultdict(Counter)
-    pii: Counter[str] = Counter()
-    curve: dict[str, Any] = {}
     for t in tallies:
         for src, c in t["counts"].items():
             by_source[src].update(c)
-        pii.update(t["pii"])
-        for src, c in t.get("curve", {}).items():
-            for name in (src, "all"):
-                total = curve.setdefault(name, {"measured": [0, 0], "above": [[0, 0] for _ in c["above"]]})
-                total["measured"] = [a + b for a, b in zip(total["measured"], c["measured"])]
-                total["above"] = [[a + b for a, b in zip(x, y)] for x, y in zip(total["above"], c["above"])]
-    return by_source, pii, curve
-
-
-def curve_rows(curve: dict[str, Any], thresholds: list[float]) -> list[dict[str, object]]:
-    """`quality.threshold_curve`'s rows from the summed tallies: per threshold and source (sources with a
-    measured document, then "all"), the documents and words scoring at or above it and their shares."""
-    measured = {src: c for src, c in curve.items() if c["measured"][0]}
-    if not measured:
-        return []
-    rows: list[dict[str, object]] = []
-    for i, t in enumerate(thresholds):
-        for src in [*sorted(set(measured) - {"all"}), "all"]:
-            (n, total_words), (docs, words) = measured[src]["measured"], measured[src]["above"][i]
-            rows.append({"threshold": round(t, 6), "source": src, "docs": docs, "words": words,
-                         "docs_share": round(docs / n, 6),
-                         "words_share": round(words / total_words, 6) if total_words else 0.0})
-    return rows
-
-
-def _report(by_source: dict[str, Counter], pii: Counter, tally: dict[str, Any], out: Path, dedup: dict[str, Any],
-            decon: dict[str, Any], thresholds: list[float]) -> dict[str, Any]:
-    curve = curve_rows(tally, thresholds)
     sources = {s: dict(sorted(c.items())) for s, c in sorted(by_source.items())}
     for s, c in sources.items():  # the conservation law: every record is kept or dropped with a reason
         dropped = sum(v for k, v in c.items() if k.startswith("dropped:"))
@@ -143,11 +120,14 @@ def _report(by_source: dict[str, Counter], pii: Counter, tally: dict[str, Any], 
     totals: Counter = Counter()
     for c in sources.values():
         totals.update(c)
-    counts = {"in": totals["in"], "kept": totals.get("kept", 0), "dropped": totals["in"] - totals.get("kept", 0),
+    fields = {"in": totals["in"], "kept": totals.get("kept", 0), "dropped": totals["in"] - totals.get("kept", 0),
               "dropped_by_reason": {k.split(":", 1)[1]: v for k, v in sorted(totals.items()) if ":" in k},
-              "by_source": sources, "pii_replaced": dict(sorted(pii.items())), "dedup": dedup["summary"]}
-    if curve:  # what each quality threshold would keep, per source (the quality filter alone; a DVC plot)
-        write_text_atomic(out / "quality_curve.csv", quality.curve_csv(curve))
-    write_json_atomic(out / "report.json", {**counts, "dedup_detail": dedup["detail"], "quality_curve": curve,
-                                            "decontamination": decon})
-    return counts
+              "by_source": sources}
+    counted = list(fields)
+    for kind in STEP_KINDS:
+        fields.update(kind.report(facts))
+        counted += kind.counted
+    if sorted(fields) != sorted(LAYOUT):
+        raise AssertionError(f"clean: report fields {sorted(fields)} are not report.json's {sorted(LAYOUT)}")
+    write_json_atomic(facts.out / "report.json", {k: fields[k] for k in LAYOUT})
+    return {k: fields[k] for k in LAYOUT if k in counted}

@@ -1,0 +1,242 @@
+"""Clean's per-shard pass as an ordered list of steps (datatrove's pipeline shape): each step is a small object
+with a `name`, its work on a `Batch` (`__call__`) and its own fields of report.json.
+
+The list (`tasks.data.cleanup.cleaning.shard_steps`, plus `MinHashSignature` in the stage): `Normalize` ->
+`ScrubPii` (before anything downstream sees the text) -> `DropEmpty` -> the filters of `clean.filters` in their
+order (`tasks.data.cleanup.filter_steps`: quality, language, toxicity, decontamination; first drop wins) ->
+`ExactKey` -> `MinHashSignature` (the shard's dedup inputs, through `tasks.data.dedup.minhash`).
+
+Report fields. A step's figures are tallied per work table in the output phase (`Step.tally`, on the stage's
+executor) and turned into its fields of report.json from all the tables' tallies (`Step.report`). Both are class
+methods: a step that is off or not configured reports too (no PII replaced, decontamination `enabled: false`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from specs.clean import CleanSpec, DedupSpec, PIISpec
+from tasks.data.cleanup.normalize import NormalForm
+from tasks.data.cleanup.textbatch import Encoded, exact_keys, normalize_encoded
+from tasks.data.dedup import dedup_files, minhash
+from tasks.data.dedup.lsh import spec_banding
+from tasks.data.filtering.filters import TextFeatures
+from tasks.data.privacy.pii import scrub_pii
+from tasks.data.records import meta_json
+
+
+@dataclass
+class Batch:
+    """A shard's records on their way through the steps: the columns each step reads and leaves for the next.
+    `live`: the rows no step has dropped yet (a dropped row keeps its first reason; later steps skip it)."""
+
+    texts: list[str]                                   # normalized, then scrubbed
+    metas: list[str | None]                            # each record's meta JSON (what was scrubbed, its language)
+    records_of: Callable[[list[int]], list[dict[str, Any]]]   # the whole records of some rows (for the filters)
+    quality: list[float | None]                        # the quality score; None: not measured
+    ids: Sequence[str] = ()
+    encoded: Encoded | None = None                     # `texts` as the compiled loops read them
+    live: list[int] = field(default_factory=list)
+    reason: list[str | None] = field(default_factory=list)
+    detail: list[str | None] = field(default_factory=list)
+    pii: list[dict[str, int]] = field(default_factory=list)    # replaced PII by kind
+    exact_key: list[str] = field(default_factory=list)
+    docs: dict[int, dict[str, Any]] | None = None      # the filters' documents, by row
+
+    @classmethod
+    def of(cls, texts: list[str], metas: list[str | None], records_of: Callable[[list[int]], list[dict[str, Any]]],
+           spec: CleanSpec, ids: Sequence[str] = ()) -> "Batch":
+        """A batch of records given as their texts and metas. Every row starts unscored: None while the quality
+        filter is on (it may not reach the row), 1.0 when it is off (every document ranks equal in dedup)."""
+        n = len(texts)
+        return cls(list(texts), list(metas), records_of, [None if spec.quality.enabled else 1.0] * n, ids,
+                   live=list(range(n)), reason=[None] * n, detail=[None] * n, pii=[{}] * n)
+
+    def drop(self, row: int, reason: str, detail: str) -> None:
+        self.reason[row], self.detail[row] = reason, detail
+
+    def documents(self) -> dict[int, dict[str, Any]]:
+        """The filters' documents (the record, its current text, the text's shared `TextFeatures`) of the rows
+        live when a filter first asks; built once, so each text's features are computed once for all filters."""
+        if self.docs is None:
+            self.docs = {i: {**r, "text": self.texts[i], "features": TextFeatures(self.texts[i])}
+                         for i, r in zip(self.live, self.records_of(self.live))}
+        return self.docs
+
+    def columns(self) -> dict[str, list]:
+        """The work-table columns the steps made or changed (`cleaning.WORK_SCHEMA`)."""
+        return {"text": self.texts, "meta": self.metas, "quality": self.quality, "reason": self.reason,
+                "detail": self.detail, "exact_key": self.exact_key, "pii_kinds": [list(c) for c in self.pii],
+                "pii_counts": [list(c.values()) for c in self.pii]}
+
+
+@dataclass(frozen=True)
+class WorkTable:
+    """One work table as the output phase's tallies read it: its columns, and its sources dictionary-encoded
+    (`codes[i]` is row i's index in `sources`) for per-source tallies."""
+
+    columns: dict[str, pa.Array]
+    sources: list[str]
+    codes: np.ndarray
+
+
+@dataclass(frozen=True)
+class ReportFacts:
+    """What the steps' report fields are made of: each work table's tallies (by step class name), the
+    corpus-wide dedup's report, the decontamination index's description and the output folder."""
+
+    spec: CleanSpec
+    out: Path
+    tallies: list[dict[str, Any]]
+    dedup: dict[str, Any]
+    decontamination: dict[str, Any]
+
+    def of(self, kind: type) -> list[Any]:
+        """Step `kind`'s tally of every work table."""
+        return [t[kind.__name__] for t in self.tallies]
+
+
+class Step:
+    """One step of the per-shard pass: `name`, its work on a batch, and its report fields. `counted`: those of
+    its fields that are also the stage's result counts (`StageResult.counts`)."""
+
+    name: ClassVar[str] = ""
+    counted: ClassVar[tuple[str, ...]] = ()
+
+    def __call__(self, batch: Batch) -> None:
+        raise NotImplementedError
+
+    @classmethod
+    def tally(cls, spec: CleanSpec, table: WorkTable) -> Any:
+        """Its figures in one work table (None: it has none); summed by `report`."""
+        return None
+
+    @classmethod
+    def report(cls, facts: ReportFacts) -> dict[str, Any]:
+        """Its fields of report.json."""
+        return {}
+
+
+@dataclass(frozen=True)
+class Normalize(Step):
+    """Unicode form, control characters, line endings, blank lines (`tasks.data.cleanup.normalize`), over the
+    batch at once (`textbatch.normalize_encoded`); the texts are encoded for the compiled loops here."""
+
+    form: NormalForm
+    name: ClassVar[str] = "normalize"
+
+    def __call__(self, batch: Batch) -> None:
+        batch.encoded = normalize_encoded(batch.texts, self.form)
+        batch.texts = list(batch.encoded.texts)
+
+
+@dataclass(frozen=True)
+class ScrubPii(Step):
+    """PII replaced by placeholders (`tasks.data.privacy.pii`); a record's meta gets `pii: {kind: count}` when
+    anything was scrubbed (a reviewer sees it happened). Reports `pii_replaced`: the counts by kind, every
+    record's (kept or dropped)."""
+
+    spec: PIISpec
+    name: ClassVar[str] = "pii"
+    counted: ClassVar[tuple[str, ...]] = ("pii_replaced",)
+
+    def __call__(self, batch: Batch) -> None:
+        if self.spec.enabled:
+            scrubbed = [scrub_pii(t, self.spec.kinds, self.spec.keep_addresses) for t in batch.texts]
+            batch.texts, batch.pii = [t for t, _ in scrubbed], [counts for _, counts in scrubbed]
+            batch.encoded = Encoded.of(batch.texts)
+        batch.metas = [_with_pii(meta, counts) for meta, counts in zip(batch.metas, batch.pii)]
+
+    @classmethod
+    def tally(cls, spec: CleanSpec, table: WorkTable) -> dict[str, int]:
+        col = table.columns
+        kinds = pa.table({"kind": pc.list_flatten(col["pii_kinds"]), "n": pc.list_flatten(col["pii_counts"])})
+        pii = kinds.group_by("kind").aggregate([("n", "sum")])
+        return dict(zip(pii.column("kind").to_pylist(), pii.column("n_sum").to_pylist()))
+
+    @classmethod
+    def report(cls, facts: ReportFacts) -> dict[str, Any]:
+        total: Counter[str] = Counter()
+        for counts in facts.of(cls):
+            total.update(counts)
+        return {"pii_replaced": dict(sorted(total.items()))}
+
+
+def _with_pii(meta: str | None, pii: dict[str, int]) -> str | None:
+    if not any(pii.values()):
+        return meta
+    return meta_json({**json.loads(meta or "{}"), "pii": {k: v for k, v in sorted(pii.items()) if v}})
+
+
+@dataclass(frozen=True)
+class DropEmpty(Step):
+    """A text left empty or blank is dropped (reason `empty`) before any filter sees it."""
+
+    name: ClassVar[str] = "empty"
+
+    def __call__(self, batch: Batch) -> None:
+        live = [i for i in batch.live if batch.texts[i] and not batch.texts[i].isspace()]   # (no stripped copy)
+        for i in set(batch.live).difference(live):
+            batch.drop(i, "empty", "nothing left after normalization")
+        batch.live = live
+
+
+@dataclass(frozen=True)
+class ExactKey(Step):
+    """Each final text's exact-dedup key (NFKC + casefold, whitespace collapsed: `textbatch.exact_keys`), for
+    every row: the corpus-wide dedup reads it only for rows the filters kept."""
+
+    name: ClassVar[str] = "exact_key"
+
+    def __call__(self, batch: Batch) -> None:
+        batch.exact_key = exact_keys(batch.encoded if batch.encoded is not None else Encoded.of(batch.texts))
+
+
+@dataclass(frozen=True)
+class MinHashSignature(Step):
+    """The shard's dedup inputs (`write_dedup_inputs`) at `base`: MinHash signatures of the final texts, their
+    band keys in `buckets` buckets, the exact keys. Reports the corpus-wide dedup decided on them
+    (`tasks.data.dedup.dedup_global`): `dedup` (its summary, counted) and `dedup_detail` (S-curve, audit)."""
+
+    spec: DedupSpec
+    seed: int
+    buckets: int
+    base: Path
+    name: ClassVar[str] = "signature"
+    counted: ClassVar[tuple[str, ...]] = ("dedup",)
+
+    def __call__(self, batch: Batch) -> None:
+        write_dedup_inputs(self.base, list(batch.ids), batch.columns(), self.spec, self.seed, self.buckets,
+                           batch.encoded)
+
+    @classmethod
+    def report(cls, facts: ReportFacts) -> dict[str, Any]:
+        return {"dedup": facts.dedup["summary"], "dedup_detail": facts.dedup["detail"]}
+
+
+def write_dedup_inputs(base: Path, ids: list[str], columns: dict[str, list], spec: DedupSpec, seed: int,
+                       buckets: int, encoded: Encoded | None = None) -> None:
+    """One shard's dedup inputs: signatures, the shingles they were made of, band keys in `buckets` buckets,
+    exact digests and the best-first run (`tasks.data.dedup.dedup_files`), from its rows' ids and work columns
+    (`text`, `reason`, `quality`, `exact_key`); `encoded`: the texts as `textbatch.Encoded`, when at hand."""
+    sigs, hashes, offsets = minhash.signatures_and_shingles(columns["text"], spec, seed, encoded)  # [rows, P]
+    dedup_files.save_npy(dedup_files.at(base, ".sig.npy"), sigs)
+    dedup_files.save_shingles(base, hashes, offsets)
+    bands, band_rows = spec_banding(spec)
+    dedup_files.write_shard_inputs(base, sigs, ids, columns, bands, band_rows, buckets)
+
+
+def run_steps(steps: Sequence[Step], batch: Batch) -> Batch:
+    """The steps in order over `batch`; returns it."""
+    for step in steps:
+        step(batch)
+    return batch

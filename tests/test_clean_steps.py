@@ -1,0 +1,56 @@
+"""Clean's per-shard pass as a step list (tasks/data/cleanup/steps.py): the list follows `clean.filters`, a drop is
+final (later steps never see the row), and report.json's fields are exactly the steps' own plus the outcomes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from specs.clean import CleanSpec
+from tasks.data.cleanup import clean_outputs, cleaning
+from tasks.data.cleanup.steps import ReportFacts, Step
+from tasks.data.filtering.filters import FunctionFilter, Verdict, clean_filters
+
+
+def test_the_step_list_follows_clean_filters(tmp_path):
+    spec = CleanSpec(filters=["toxicity", "quality"], decontamination={"enabled": False})
+    names = [step.name for step in cleaning.shard_steps(spec, clean_filters(spec, tmp_path))]
+    assert names == ["normalize", "pii", "empty", "toxicity", "quality", "exact_key"]
+
+
+def test_a_drop_is_final_and_ledgered_by_its_step():
+    seen: dict[str, list[str]] = {"first": [], "second": []}
+
+    def make(name: str, drops: str) -> FunctionFilter:
+        def fn(doc):
+            seen[name].append(doc["id"])
+            return Verdict(drops not in doc["text"], None if drops not in doc["text"] else f"{name}_drop", {"x": 0.5})
+        return FunctionFilter(name, fn)
+
+    records = [{"id": k, "text": text, "meta": None, "source": "s", "lang": "en"}
+               for k, text in (("a", "alpha text"), ("b", "beta text"), ("c", "  \n "), ("d", "delta"))]
+    spec = CleanSpec(quality={"enabled": False}, pii={"enabled": False})
+    rows = cleaning.clean_records(records, spec, None, [make("first", "alpha"), make("second", "beta")])
+    assert seen == {"first": ["a", "b", "d"], "second": ["b", "d"]}    # the blank text reached no filter
+    assert [r["reason"] for r in rows] == ["first_drop", "second_drop", "empty", None]
+    assert json.loads(rows[0]["detail"]) == {"filter": "first", "signals": {"x": 0.5}}
+    assert [r["quality"] for r in rows] == [1.0] * 4                   # quality off: every row ranks equal
+
+
+def test_report_fields_are_the_steps_own(tmp_path, monkeypatch):
+    facts = ReportFacts(CleanSpec(), tmp_path, [], {"summary": {"exact_dropped": 0}, "detail": {}},
+                        {"enabled": False})
+    fields = {k for kind in cleaning.STEP_KINDS for k in kind.report(facts)}
+    assert fields == set(clean_outputs.LAYOUT) - {"in", "kept", "dropped", "dropped_by_reason", "by_source"}
+
+    class Extra(Step):  # a step whose field report.json does not lay out is refused, not silently dropped
+        @classmethod
+        def report(cls, facts):
+            return {"extra": 1}
+
+    tallies = [{"counts": {"s": {"in": 1, "kept": 1}}, "kept": {"s": 1}, "steps": {}}]
+    assert clean_outputs.write_report(tallies, facts)["kept"] == 1
+    monkeypatch.setattr(clean_outputs, "STEP_KINDS", (*cleaning.STEP_KINDS, Extra))
+    with pytest.raises(AssertionError, match="report fields"):
+        clean_outputs.write_report(tallies, facts)
