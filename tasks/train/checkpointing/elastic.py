@@ -15,22 +15,24 @@ layout-free copy of the training state, beside DeepSpeed's files, in the tag fol
                                       sample counters, the fp16 loss scale, the global batch and the data
                                       position in global samples (rank 0)
 
-`train.checkpoint_elastic: false` skips this copy (tasks/train/loop/engine.py: `Engine.save`); such a checkpoint then
-resumes only at its own layout (`layout_problems` refuses another, naming the knob). In an asynchronous save the
-copy is queued for the background writer like DeepSpeed's files; what stays in the stall is gathering a ZeRO
-master (a collective) and, without one, nothing: the live weights and Adam moments are the ones DeepSpeed's
-files hold, whose host copy the snapshot shares (`HostBuffers.begin`).
+`train.checkpoint_elastic: false` skips this copy (the checkpoint manager's `writes_layout_free`,
+tasks/train/checkpointing/manager.py); such a checkpoint then resumes only at its own layout (`layout_problems`
+refuses another, naming the knob). In an asynchronous save the copy is queued for the background writer like
+DeepSpeed's files; what stays in the stall is gathering a ZeRO master (a collective) and, without one, nothing: the
+live weights and Adam moments are the ones DeepSpeed's files hold, whose host copy the snapshot shares
+(`HostBuffers.begin`).
 
 Who writes what: TP-split tensors by every TP rank, replicated ones by TP rank 0; of those, parameter i of a
 rank's list by data-parallel rank i mod dp (the fp32 master and moments of a ZeRO-partitioned parameter are
 gathered over dp for every parameter — a collective — and kept only by its writer), so no rank holds more than
 its 1/dp share of its slice's state; a pipeline's tied head copy is left out (its values are the embedding's).
 
-Same layout: DeepSpeed's files are loaded as before (bit-exact). Another layout: the engine is built as for a
-fresh run, then each rank reads exactly its new slices — one tensor at a time from the memory-mapped files,
-joining or cutting old TP slices — and sets them with DeepSpeed's `safe_set_full_fp32_param` /
-`safe_set_full_optimizer_state` (ZeRO 1–3, bf16), or directly into the parameter and torch AdamW's state
-(fp32 without ZeRO); see `tasks/train/parallel/deepspeed_adapter.py` for the internals this needs.
+Same layout: DeepSpeed's files are loaded as before (bit-exact). Another layout (`needs_reshard`, asked by the
+checkpoint manager's `load`): the engine is built as for a fresh run, then each rank reads exactly its new slices —
+one tensor at a time from the memory-mapped files, joining or cutting old TP slices — and sets them with
+DeepSpeed's `safe_set_full_fp32_param` / `safe_set_full_optimizer_state` (ZeRO 1–3, bf16), or directly into the
+parameter and torch AdamW's state (fp32 without ZeRO); see `tasks/train/parallel/deepspeed_adapter.py` for the
+internals this needs.
 
 The data position: step s's global batch is positions [s·G, (s+1)·G) of the sample stream (tasks/train/inputs/data.py),
 so the position is `step × G` global samples and is kept only when the global batch G = micro_batch × grad_accum
@@ -65,7 +67,7 @@ from tasks.train.checkpointing.weights import write_shard
 MOMENTS = ADAM_MOMENTS
 STEP_KEY = "adam.step"
 MAX_FILE_BYTES = 1024**3  # per file: bounds the host memory a save holds
-RESHARDED = "resharded"  # key of Engine.load's answer: True when the layout-free state was loaded
+RESHARDED = "resharded"  # key of CheckpointManager.load's answer: True when the layout-free state was loaded
 
 
 def layout_of(layout: Any, zero_stage: int, fused: bool = False) -> dict[str, int]:
