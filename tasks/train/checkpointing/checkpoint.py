@@ -66,7 +66,7 @@ def identity_problems(stored: dict[str, Any], current: dict[str, Any]) -> list[s
     are compared key by key so the message names e.g. model.d_model)."""
     problems: list[str] = []
 
-    def compare(prefix: str, a: Any, b: Any) -> None:
+    def compare(prefix: str, a: object, b: object) -> None:
         if isinstance(a, dict) and isinstance(b, dict):
             for k in sorted(set(a) | set(b)):
                 compare(f"{prefix}.{k}", a.get(k), b.get(k))
@@ -78,8 +78,8 @@ def identity_problems(stored: dict[str, Any], current: dict[str, Any]) -> list[s
     return problems
 
 
-def _get(data: dict[str, Any], dotted: str) -> Any:
-    node: Any = data
+def _get(data: dict[str, Any], dotted: str) -> object:
+    node: object = data
     for part in dotted.split("."):
         node = node.get(part) if isinstance(node, dict) else None
     return node

@@ -84,7 +84,7 @@ class Engine:
 
     # ----------------------------------------------------------------------- the step API objectives build on
     @property
-    def device(self) -> Any:
+    def device(self) -> torch.device:
         return self.ds.device
 
     def set_lr_scale(self, scale: float) -> None:
@@ -93,7 +93,7 @@ class Engine:
             for group in self.ds.optimizer.param_groups:
                 group["lr"] *= scale
 
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
+    def forward(self, *args: torch.Tensor, **kwargs: object) -> torch.Tensor:
         """The wrapped module's forward (training mode): logits, or the mean loss when labels are given."""
         return self.ds(*args, **kwargs)
 
@@ -126,7 +126,7 @@ class Engine:
         held = self.ds.get_global_grad_norm()
         return lambda: _as_float(held)
 
-    def pipeline_train_batch(self, data_iter: Any) -> float:
+    def pipeline_train_batch(self, data_iter: Iterator[tuple[torch.Tensor, torch.Tensor]] | None) -> float:
         """A pipeline's whole optimizer step (`train_batch`): the mean loss over dp, the same on every stage."""
         return float(self.ds.train_batch(data_iter=data_iter).detach().float())
 
@@ -309,7 +309,7 @@ class CapturingEngine(TorchCheckpointEngine):
     def create(self, info: Any) -> None:
         return None  # the base class logs a line per save
 
-    def save(self, state_dict: Any, path: str) -> None:
+    def save(self, state_dict: object, path: str) -> None:
         p = Path(path)
         if self.snapshot:
             self.pending.append(PendingFile(p, state=self.buffers.snapshot(p.name, state_dict)))
@@ -340,7 +340,7 @@ def capturing_engine(ds: Any) -> CapturingEngine | None:
     return engine
 
 
-def _as_float(x: Any) -> float | None:
+def _as_float(x: torch.Tensor | float | None) -> float | None:
     if x is None:
         return None
     if isinstance(x, torch.Tensor):

@@ -35,10 +35,11 @@ down-weight does there, and fp16 overflow steps:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
+from specs.train import TrainLoopSpec
 from tasks.train.loop.stability import Action, Decision, StabilityGuard
 
 if TYPE_CHECKING:
@@ -150,7 +151,7 @@ class HeldNorm:
     guarded run: a step that logs, evaluates, checkpoints or ends the run needs the value now, and so does a
     pipeline's (its whole step is one call, with nothing to queue in front of the read)."""
 
-    def __init__(self, guard: StabilityGuard, objective: Objective, train: Any):
+    def __init__(self, guard: StabilityGuard, objective: Objective, train: TrainLoopSpec):
         self.guard, self.objective, self.train = guard, objective, train
         self.held: tuple[int, int, GradNorm] | None = None  # (step, batch, its grad norm)
 

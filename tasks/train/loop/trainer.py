@@ -24,7 +24,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -136,18 +136,21 @@ def start(job: RankJob, rank: int, hooks: Hooks) -> TrainResult:
         torch.set_num_threads(before)  # an in-process run must not change the caller's threads
 
 
+T = TypeVar("T")  # an object a collective hands around
+
+
 def verifying_ranks(rank: int, world: int) -> Ranks:
     """The ranks of this run as checkpoint verifiers: the default group's object collectives, and the node's
     hashing threads split between its local ranks (they read the same disks)."""
     if world == 1:
         return Ranks(threads=VERIFY_THREADS)
 
-    def broadcast(obj: Any) -> Any:
+    def broadcast(obj: T) -> T:
         box = [obj]
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
-    def gather(obj: Any) -> list[Any]:
+    def gather(obj: T) -> list[T]:
         out: list[Any] = [None] * world
         dist.all_gather_object(out, obj)  # small objects only (a path or none per rank)
         return out

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 import torch
 
 from specs.architecture import ModelConfig
+from specs.train import TrainLoopSpec
 from tasks.train.checkpointing.init_weights import WeightSource
 
 if TYPE_CHECKING:  # the seams' types, for readers and type checkers (engine.py imports much more than this needs)
@@ -34,7 +35,7 @@ if TYPE_CHECKING:  # the seams' types, for readers and type checkers (engine.py 
 MicroBatch = Callable[[], tuple[torch.Tensor, torch.Tensor]]  # -> (loss to backpropagate, value to report)
 
 
-def autocast_identity(train: Any) -> dict[str, Any]:
+def autocast_identity(train: TrainLoopSpec) -> dict[str, Any]:
     """The checkpoint-identity entry of DeepSpeed's mixed-precision mode: torch_autocast keeps fp32 weights and
     optimizer states where the bf16 section keeps bf16 weights plus fp32 masters, so one cannot resume the other.
     Absent for the default (`sections`), so identities written before the option existed still match."""

@@ -31,6 +31,7 @@ from tasks.train.objectives.base import EvalOutcome, MicroBatch, Prepared, autoc
 from tasks.train.loop.runlog import build_report, eval_row
 
 if TYPE_CHECKING:
+    from tasks.train.inputs.adaptive import AdaptiveMixer
     from tasks.train.loop.seam import StepEngine
     from tasks.train.loop.stability import StabilityGuard
 
@@ -75,7 +76,7 @@ class PretrainObjective:
         self.job, self.spec, self.train = job, job.spec, job.spec.train
         self.mix_dir = Path(job.mix_dir)
         self.whole_steps = job.spec.parallel.pp > 1
-        self.mixer: Any = None
+        self.mixer: AdaptiveMixer | None = None
 
     def prepare(self, rank: int) -> Prepared:
         par, t = self.spec.parallel, self.train

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from specs.ranks import SFTRun
-from specs.sft import resolved_dropout
+from specs.sft import SFTSpec, resolved_dropout
 from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
 from tasks.train.inputs.chat import GrownTableSource, extend_tokenizer, jinja_template, vocab_size
 from tasks.train.inputs.chat_template import TemplateChat, checkpoint_chat
@@ -37,13 +37,15 @@ from tasks.train.checkpointing.init_weights import ConsolidatedSource
 from tasks.train.checkpointing.weights import ADAPTER_DIR
 
 if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
     from tasks.train.loop.seam import StepEngine
     from tasks.train.loop.stability import StabilityGuard
 
 
 @dataclass
 class SFTData:
-    tokenizer: Any
+    tokenizer: Tokenizer
     cfg: ModelConfig
     init: GrownTableSource  # the starting weights, read per rank as its slices (never the whole model)
     train: Packed
@@ -52,7 +54,7 @@ class SFTData:
     chat: TemplateChat | None = None  # the checkpoint's chat template; None: forgeline's markers
 
 
-def chat_tokenizer(mix_dir: Path) -> tuple[Any, dict[str, int], TemplateChat | None, int]:
+def chat_tokenizer(mix_dir: Path) -> tuple[Tokenizer, dict[str, int], TemplateChat | None, int]:
     """(tokenizer, chat markers added, the checkpoint's template or None, pad id). A tokenizer whose
     tokenizer_config.json (copied by mix from a Hugging Face checkpoint) has a chat template keeps its own
     tokens and template; otherwise forgeline's role markers claim reserved tokens (or are appended)."""
@@ -75,7 +77,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def prepare_data(pretrain_dir: Path, mix_dir: Path, instruct_dir: Path, train: Any, seed: int) -> SFTData:
+def prepare_data(pretrain_dir: Path, mix_dir: Path, instruct_dir: Path, train: SFTSpec, seed: int) -> SFTData:
     """Tokenizer with chat markers, the model config and starting weights, packed train and held-out rows."""
     tok, added, chat, pad = chat_tokenizer(mix_dir)
     pre = json.loads((pretrain_dir / "config.json").read_text())
