@@ -50,8 +50,9 @@ def memory_gib() -> dict[str, float]:
 class Monitor:
     """Feed `step_done` every step, `resync` after non-training pauses (eval, checkpoint), `row` at log steps."""
 
-    def __init__(self, spec: TelemetrySpec, *, precision: str, flops_per_token: float, n_devices: int, tokens_per_step: int,
-                 reports_dir: Path, config: dict[str, Any], run_name: str, resume_step: int | None):
+    def __init__(self, spec: TelemetrySpec, *, precision: str, flops_per_token: float, n_devices: int,
+                 tokens_per_step: int, reports_dir: Path, config: dict[str, Any], run_name: str,
+                 resume_step: int | None):
         self.spec, self.flops_per_token, self.n_devices = spec, flops_per_token, n_devices
         self.tokens_per_step = tokens_per_step
         self.peak = resolve_peak(spec, precision)

@@ -10,10 +10,11 @@ objective asks) its evaluation rows; every `checkpoint_every` (and the last) a c
 identical rerun or a killed-and-resumed run writes the same bytes; wall-clock telemetry goes to the log,
 `reports/<stage>/telemetry.jsonl`, wandb and the result (tasks/train/loop/monitor.py).
 
-Checkpoints go through one `CheckpointManager` (tasks/train/checkpointing/manager.py). Resume: rank 0 picks the newest
-intact checkpoint whose identity matches (every rank re-hashing its share of the files), every rank loads it (weights, optimizer, LR schedule, RNG, guard state, the objective's own state such as the adaptive
-sampler), so a resumed run ends where an uninterrupted one ends. A rollback (the guard's escalation) restores an
-earlier checkpoint the same way but keeps the guard, which carries the rollback count and skipped data windows.
+Checkpoints go through one `CheckpointManager` (tasks/train/checkpointing/manager.py). Resume: rank 0 picks the
+newest intact checkpoint whose identity matches (every rank re-hashing its share of the files), every rank loads it
+(weights, optimizer, LR schedule, RNG, guard state, the objective's own state such as the adaptive sampler), so a
+resumed run ends where an uninterrupted one ends. A rollback (the guard's escalation) restores an earlier checkpoint
+the same way but keeps the guard, which carries the rollback count and skipped data windows.
 """
 
 from __future__ import annotations
@@ -32,7 +33,8 @@ import torch.distributed as dist
 from specs.ranks import RankError, RankJob, RankResult, Timing, TrainResult
 from tasks.core import faults
 from tasks.core.files import json_text, write_json_atomic, write_text_atomic
-from tasks.train.checkpointing.checkpoint import GUARD_FILE, METRICS_FILE, SCHEDULE_FILE, VERIFY_THREADS, Ranks, tag_name
+from tasks.train.checkpointing.checkpoint import (GUARD_FILE, METRICS_FILE, SCHEDULE_FILE, VERIFY_THREADS, Ranks,
+                                                  tag_name)
 from tasks.train.checkpointing.manager import CheckpointManager
 from specs.architecture import flops_per_token, param_count
 from tasks.train.parallel.dsconfig import ds_config, lr_at
