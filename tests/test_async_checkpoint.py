@@ -19,6 +19,7 @@ import torch
 from specs.pretrain import PretrainJob
 from tasks.core.files import list_files
 from tasks.train.checkpointing.checkpoint import LATEST, MANIFEST, CheckpointStore, hash_share
+from tasks.train.checkpointing.manager import CheckpointManager
 from tasks.train.launch import launch
 from tasks.train.checkpointing.snapshot import HostBuffers, write_state
 from tasks.train.inputs.synthetic import make_job
@@ -138,7 +139,7 @@ def test_training_goes_on_while_the_writer_runs_and_one_save_is_in_flight(tmp_pa
     j = j.model_copy(update={"spec": j.spec.model_copy(update={"train": j.spec.train.model_copy(
         update={"checkpoint_async": True})})})
     engine, objective = FakeEngine(1), FakeObjective(1)
-    trainer = Trainer(objective, objective.prepare(0), engine, CheckpointStore(Path(j.ckpt_dir)), j,
+    trainer = Trainer(objective, objective.prepare(0), engine, CheckpointManager(Path(j.ckpt_dir)), j,
                       Hooks(point=point))
     result = trainer.fit(None, 0, [], {})
     writers = [who for name, who in events if name == "fake.checkpoint_async_write"]

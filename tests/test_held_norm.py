@@ -10,7 +10,7 @@ from typing import Any, Iterator
 import pytest
 import torch
 
-from tasks.train.checkpointing.checkpoint import CheckpointStore, choose_resume
+from tasks.train.checkpointing.manager import CheckpointManager
 from tasks.train.loop.step import HeldNorm
 from tasks.train.loop.trainer import Hooks, Trainer
 from tests.helpers.trainer import FakeEngine, FakeObjective, job
@@ -49,11 +49,11 @@ def run(tmp, norms: dict[int, float], defer: bool, monkeypatch):
     train = j.spec.train.model_copy(update={"log_every": 100, "eval_every": 100, "checkpoint_every": 4})
     j = j.model_copy(update={"spec": j.spec.model_copy(update={"train": train})})
     engine, objective = SpikyNormEngine(norms), ForwardRecorded(1)
-    store = CheckpointStore(Path(j.ckpt_dir))
+    checkpoints = CheckpointManager(Path(j.ckpt_dir))
     prepared = objective.prepare(0)
-    tag, start, rows, _ = choose_resume(store, prepared.identity, train.steps, "fake")
-    trainer = Trainer(objective, prepared, engine, store, j, Hooks())
-    result = trainer.fit(tag, start, rows, {})
+    point = checkpoints.resume(prepared.identity, train.steps, "fake")
+    trainer = Trainer(objective, prepared, engine, checkpoints, j, Hooks(), schedule=point.schedule)
+    result = trainer.fit(point.tag, point.step, point.rows, {})
     monkeypatch.undo()
     return result, engine, objective, trainer
 

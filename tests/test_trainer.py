@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from tasks.train.checkpointing.checkpoint import CheckpointStore, choose_resume
+from tasks.train.checkpointing.manager import CheckpointManager
 from tasks.train.loop.trainer import Hooks, Trainer, cpu_threads
 from tasks.train.checkpointing.weights import load_weights
 from tests.helpers.trainer import LR, FakeEngine, FakeObjective, job
@@ -24,12 +25,11 @@ def fit(tmp: Path, grad_accum: int = 1, hooks: Hooks | None = None, steps: int =
         train = j.spec.train.model_copy(update={"precision": precision})
         j = j.model_copy(update={"spec": j.spec.model_copy(update={"train": train})})
     engine, objective = engine or FakeEngine(grad_accum), objective or FakeObjective(grad_accum)
-    store = CheckpointStore(Path(j.ckpt_dir))
+    checkpoints = CheckpointManager(Path(j.ckpt_dir))
     prepared = objective.prepare(0)
-    tag, start, rows, error = choose_resume(store, prepared.identity, j.spec.train.steps, "fake")
-    assert error is None
-    trainer = Trainer(objective, prepared, engine, store, j, hooks or Hooks())
-    result = trainer.fit(tag, start, rows, {})
+    point = checkpoints.resume(prepared.identity, j.spec.train.steps, "fake")  # a refusal would raise
+    trainer = Trainer(objective, prepared, engine, checkpoints, j, hooks or Hooks(), schedule=point.schedule)
+    result = trainer.fit(point.tag, point.step, point.rows, {})
     return result, engine, objective, trainer
 
 
@@ -107,6 +107,8 @@ def test_resume_choice_and_exact_resume(tmp_path):
     assert error and "seed: checkpoint has 1, this run has 2" in error and error.startswith("fake: refusing")
     _, _, _, error = choose_resume(store, {"seed": 1}, 3, "fake")
     assert error and "beyond train.steps = 3" in error
+    with pytest.raises(ValueError, match="fake: refusing .* seed: checkpoint has 1, this run has 2"):
+        CheckpointManager(part / "ckpt").resume({"seed": 2}, 6, "fake")  # what a rank does with that refusal
     resumed, engine, objective, _ = fit(part)                # continues at step 4
     assert resumed.start_step == 4 and resumed.resumed_from == "step000004" and objective.seen == [4, 5]
     assert float(engine.w.detach()) == float(engine_full.w.detach())
@@ -123,7 +125,7 @@ def test_sanity_mode_trains_one_batch_and_fails_when_it_is_not_fitted(tmp_path):
     j = j.model_copy(update={"spec": j.spec.model_copy(update={"train": j.spec.train.model_copy(
         update={"sanity_overfit": True, "sanity_target_loss": 1e-9})})})
     engine, objective = FakeEngine(1), FakeObjective(1)
-    trainer = Trainer(objective, objective.prepare(0), engine, CheckpointStore(Path(j.ckpt_dir)), j)
+    trainer = Trainer(objective, objective.prepare(0), engine, CheckpointManager(Path(j.ckpt_dir)), j)
     with pytest.raises(ValueError, match="fake.sanity_overfit: the loss on one repeated batch"):
         trainer.fit(None, 0, [], {})
     assert objective.seen == [0, 0, 0, 0]

@@ -16,13 +16,17 @@ parallel/        parallelize.py: process groups, build_layout, pipeline_layers, 
 loop/            trainer.py: run_rank(job) and the ONE loop (rank set-up, resume, rollback, checkpoints, eval
                  cadence, telemetry, final weights) for every objective; step.py: train_step, one optimizer step
                  (micro-batches, the guard's judgement before or after the update, accumulation, the grad norm held
-                 one step, fp16 overflow); stability.py: the guard; engine.py: Engine, what the loop asks of one
-                 rank's DeepSpeed engine; telemetry.py, nvml.py, monitor.py, runlog.py
+                 one step, fp16 overflow); stability.py: the guard; engine.py: Engine, one rank's DeepSpeed engine
+                 (step API, evaluation, DeepSpeed's own checkpoint files); seam.py: StepEngine, the protocol the loop,
+                 step and objectives type the engine with; telemetry.py, nvml.py, monitor.py, runlog.py
 objectives/      base.py (the Objective protocol), pretrain.py, sft.py, dpo.py (+ dpo_loss.py); the registry in
                  objectives/__init__.py maps a job's `objective` to its class
-checkpointing/   checkpoint.py (CheckpointStore, choose_resume, identity_problems), resume_rules.py (may a checkpoint
-                 of one layout resume at another: pure rules), async_save.py and snapshot.py, elastic.py (the
-                 layout-free copy), weights.py (final weights, sharded and merged), init_weights.py (starting
+checkpointing/   manager.py: CheckpointManager, the one object the loop talks to (resume choice, save sync/async
+                 with the layout-free copy, load at the same layout or resharded, publish/prune through the writer,
+                 close); seam.py (CheckpointEngine: what it needs of the engine); checkpoint.py (the format:
+                 CheckpointStore, manifests, verification, choose_resume, identity_problems), resume_rules.py (may a
+                 checkpoint of one layout resume at another: pure rules), async_save.py and snapshot.py, elastic.py
+                 (the layout-free copy), weights.py (final weights, sharded and merged), init_weights.py (starting
                  weights read per rank as its slices), rng.py (each rank's RNG states)
 inputs/          data.py (BatchPlan / TrainData: which sequences each rank trains on per step, EvalData),
                  adaptive.py (the adaptive mixer), sft_data.py, pref_data.py, chat.py and chat_template.py,

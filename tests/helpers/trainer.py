@@ -14,6 +14,7 @@ from specs.pretrain import ModelSpec, ParallelSpec, PretrainJob, PretrainSpec
 from specs.ranks import PretrainRun
 from specs.architecture import ModelConfig
 from tasks.train.objectives.base import EvalOutcome, Prepared
+from tasks.train.checkpointing.seam import EngineFiles
 from tasks.train.checkpointing.weights import shard_path, write_shard
 
 CFG = ModelConfig(vocab_size=16, seq_len=8, n_layers=1, n_heads=2, n_kv_heads=2, d_model=8, ffn_hidden=32)
@@ -29,6 +30,7 @@ class FakeEngine:
 
     def __init__(self, grad_accum: int):
         self.layout, self.device, self.grad_accum = FakeLayout(), "cpu", grad_accum
+        self.fused = False  # what the checkpoint manager compares a tag's layout with
         self.w = torch.zeros((), requires_grad=True)
         self.calls: list[str] = []
         self.pending = 0
@@ -80,14 +82,18 @@ class FakeEngine:
         held = self.last_norm
         return lambda: held
 
-    def save(self, folder: str, tag: str, client_state: dict[str, Any], snapshot: bool = False) -> None:
+    @contextmanager
+    def deepspeed_save(self, folder: str, tag: str, client_state: dict[str, Any], snapshot: bool = False
+                       ) -> Iterator[EngineFiles]:
         (Path(folder) / tag).mkdir(parents=True, exist_ok=True)
         torch.save({"w": self.w.detach().clone()}, Path(folder) / tag / "weights.pt")
+        yield EngineFiles([])  # written now, hashed with the manifest
 
-    def load(self, folder: str, tag: str) -> None:
+    def deepspeed_load(self, folder: str, tag: str) -> dict[str, Any]:
         self.calls.append(f"load:{tag}")
         with torch.no_grad():
             self.w.copy_(torch.load(Path(folder) / tag / "weights.pt", weights_only=True)["w"])
+        return {}
 
     def write_weight_shard(self, out_dir: Path) -> Path:
         path = shard_path(out_dir, 0, 0)
@@ -159,6 +165,7 @@ class FakeObjective:
 def job(tmp: Path, steps: int = 6, grad_accum: int = 1, **stability: Any) -> PretrainRun:
     train = PretrainSpec.model_validate({
         "steps": steps, "grad_accum": grad_accum, "log_every": 1, "eval_every": 100, "checkpoint_every": 2,
+        "checkpoint_elastic": False,  # the fake engine has no DeepSpeed state to copy layout-free
         "keep_checkpoints": 5, "optim": {"warmup_steps": 0, "lr": 0.1, "min_lr": 0.1},
         "telemetry": {"wandb": "disabled", "nvml": False},
         "stability": {"window": 5, "min_history": 3, "max_spikes": 2, "max_rollbacks": 1, **stability}})

@@ -1,12 +1,14 @@
 """One rank's checkpoint saves: synchronous, or asynchronous with a background writer (`train.checkpoint_async`).
+The checkpoint manager (tasks/train/checkpointing/manager.py) owns one `Checkpointer` and hands it the function that
+produces this rank's training-state files of a tag (DeepSpeed's, through the engine, and the layout-free copy).
 
 A save of step N (tag `stepNNNNNN`), on every rank:
 1. wait for this rank's previous save (at most one in flight; its failure is raised here);
 2. rank 0 clears a stale folder of the tag, then a barrier;
-3. the engine's `save` (DeepSpeed's `save_checkpoint`): synchronous — every file written and hashed now;
-   asynchronous — every file's state copied to host memory (tasks/train/checkpointing/snapshot.py) and queued; plus this
-   rank's RNG state; rank 0's small files (metrics rows, guard, schedule) are rendered to text and queued too
-   (an objective's own state files are written now);
+3. the training-state files (DeepSpeed's `save_checkpoint` and the layout-free copy): synchronous — every file
+   written and hashed now; asynchronous — every file's state copied to host memory
+   (tasks/train/checkpointing/snapshot.py) and queued; plus this rank's RNG state; rank 0's small files (metrics
+   rows, guard, schedule) are rendered to text and queued too (an objective's own state files are written now);
 4. the writer (inline, or a thread per rank, after which training resumes) writes the queued files, each
    hashed as it is written, and sends its digests to rank 0 (a gloo group of its own: the main thread's
    collectives go on meanwhile); once every rank has reported, rank 0 writes the manifest
@@ -50,21 +52,28 @@ class SaveSettings:
     keep: int                       # newest tags kept
     point: Callable[[str], None]    # the trainer's fault hook
     prefix: str                     # the objective's name (fault point names, log)
+    collective_timeout_s: float     # the writer's own gloo group (`parallel.collective_timeout_s`)
+
+
+StateFiles = Callable[[str, int, bool], list[PendingFile]]  # (tag, step, snapshot) -> this rank's state files
 
 
 class Checkpointer:
     """Saves of one rank. `save` returns once training may go on; `wait` / `wait_all` / `close` block on the
     write in flight."""
 
-    def __init__(self, store: CheckpointStore, engine: Any, rank: int, world: int, settings: SaveSettings):
-        self.store, self.engine, self.rank, self.world, self.s = store, engine, rank, world, settings
+    def __init__(self, store: CheckpointStore, state_files: StateFiles, rank: int, world: int,
+                 settings: SaveSettings):
+        """`state_files(tag, step, snapshot)`: this rank's training-state files of `tag` (written and hashed, or
+        with `snapshot` host copies for the writer)."""
+        self.store, self.state_files, self.rank, self.world, self.s = store, state_files, rank, world, settings
         self.log = logging.getLogger(f"forgeline.{settings.prefix}")
         self.thread: threading.Thread | None = None
         self.error: BaseException | None = None
         # Its own group, so the writer's one collective per save never interleaves with training's.
         self.group = None
         if world > 1:
-            timeout = timedelta(seconds=engine.job.parallel.collective_timeout_s)
+            timeout = timedelta(seconds=settings.collective_timeout_s)
             self.group = dist.new_group(backend="gloo", timeout=timeout)
 
     # ------------------------------------------------------------------------------------------ the API
@@ -78,7 +87,7 @@ class Checkpointer:
         if self.rank == 0:
             self.store.prepare(tag)
         self._barrier()
-        pending = list(self.engine.save(str(folder), tag, {"step": step}, snapshot=self.s.asynchronous) or [])
+        pending = self.state_files(tag, step, self.s.asynchronous)
         pending.append(PendingFile(rng_file(folder, tag, self.rank), state=rng_state()))  # fresh tensors
         if self.rank == 0:
             write_now(folder / tag)

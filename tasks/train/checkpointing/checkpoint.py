@@ -6,11 +6,14 @@ Layout (`<root>/checkpoints/pretrain/`, outside the DVC out, which DVC deletes b
     step000050/                 DeepSpeed's files for this tag (model/optimizer states per rank)
         rng-rank00000.pt        torch RNG state of each rank
         metrics.jsonl           the run's metric rows up to this step (so a resumed run's metrics.jsonl is whole)
+        stability.json          the stability guard's state; schedule.json: the LR schedule segments
+        elastic/                the layout-free copy of the training state (elastic.py)
         forgeline.json          manifest: step, sha256 + size of every other file of the tag, the resolved spec,
                                 the identity of the run (written last, atomically, once every rank's files are
                                 written: each rank hashes its own files as it writes them)
     latest                      the newest complete tag (DeepSpeed's convention), written after the manifest
     ds_config.json              the DeepSpeed config of the run
+    stability.json              the guard's state written at a rollback (a resume keeps its rollback count)
 
 A tag counts only when its manifest exists and every file matches it; a newest tag that fails (killed mid-save,
 flipped bytes, missing file) is skipped with a warning and the next older valid one is used. At resume the
@@ -32,6 +35,8 @@ from tasks.core.files import list_files, sha256_file, write_json_atomic, write_t
 from tasks.train.checkpointing.resume_rules import layout_problems
 
 SCHEDULE_FILE = "schedule.json"  # per checkpoint: the LR schedule segments it was trained under
+METRICS_FILE = "metrics.jsonl"   # per checkpoint: the run's metric rows up to its step
+GUARD_FILE = "stability.json"    # per checkpoint, and beside the tags after a rollback: the guard's state
 log = logging.getLogger("forgeline.pretrain")
 MANIFEST = "forgeline.json"
 LATEST = "latest"
@@ -61,7 +66,7 @@ def identity_problems(stored: dict[str, Any], current: dict[str, Any]) -> list[s
     are compared key by key so the message names e.g. model.d_model)."""
     problems: list[str] = []
 
-    def compare(prefix: str, a: Any, b: Any) -> None:
+    def compare(prefix: str, a: object, b: object) -> None:
         if isinstance(a, dict) and isinstance(b, dict):
             for k in sorted(set(a) | set(b)):
                 compare(f"{prefix}.{k}", a.get(k), b.get(k))
@@ -73,8 +78,8 @@ def identity_problems(stored: dict[str, Any], current: dict[str, Any]) -> list[s
     return problems
 
 
-def _get(data: dict[str, Any], dotted: str) -> Any:
-    node: Any = data
+def _get(data: dict[str, Any], dotted: str) -> object:
+    node: object = data
     for part in dotted.split("."):
         node = node.get(part) if isinstance(node, dict) else None
     return node
@@ -237,7 +242,7 @@ def choose_resume(store: CheckpointStore, identity: dict[str, Any], steps: int, 
     removed = store.drop_newer_than(step)
     if removed:
         log.warning("removed unusable newer checkpoint(s): %s", ", ".join(removed))
-    mfile = store.folder / tag / "metrics.jsonl"
+    mfile = store.folder / tag / METRICS_FILE
     rows = [json.loads(line) for line in mfile.read_text().splitlines() if line.strip()] if mfile.exists() else []
     return tag, step, rows, None
 

@@ -15,22 +15,24 @@ layout-free copy of the training state, beside DeepSpeed's files, in the tag fol
                                       sample counters, the fp16 loss scale, the global batch and the data
                                       position in global samples (rank 0)
 
-`train.checkpoint_elastic: false` skips this copy (tasks/train/loop/engine.py: `Engine.save`); such a checkpoint then
-resumes only at its own layout (`layout_problems` refuses another, naming the knob). In an asynchronous save the
-copy is queued for the background writer like DeepSpeed's files; what stays in the stall is gathering a ZeRO
-master (a collective) and, without one, nothing: the live weights and Adam moments are the ones DeepSpeed's
-files hold, whose host copy the snapshot shares (`HostBuffers.begin`).
+`train.checkpoint_elastic: false` skips this copy (the checkpoint manager's `writes_layout_free`,
+tasks/train/checkpointing/manager.py); such a checkpoint then resumes only at its own layout (`layout_problems`
+refuses another, naming the knob). In an asynchronous save the copy is queued for the background writer like
+DeepSpeed's files; what stays in the stall is gathering a ZeRO master (a collective) and, without one, nothing: the
+live weights and Adam moments are the ones DeepSpeed's files hold, whose host copy the snapshot shares
+(`HostBuffers.begin`).
 
 Who writes what: TP-split tensors by every TP rank, replicated ones by TP rank 0; of those, parameter i of a
 rank's list by data-parallel rank i mod dp (the fp32 master and moments of a ZeRO-partitioned parameter are
 gathered over dp for every parameter — a collective — and kept only by its writer), so no rank holds more than
 its 1/dp share of its slice's state; a pipeline's tied head copy is left out (its values are the embedding's).
 
-Same layout: DeepSpeed's files are loaded as before (bit-exact). Another layout: the engine is built as for a
-fresh run, then each rank reads exactly its new slices — one tensor at a time from the memory-mapped files,
-joining or cutting old TP slices — and sets them with DeepSpeed's `safe_set_full_fp32_param` /
-`safe_set_full_optimizer_state` (ZeRO 1–3, bf16), or directly into the parameter and torch AdamW's state
-(fp32 without ZeRO); see `tasks/train/parallel/deepspeed_adapter.py` for the internals this needs.
+Same layout: DeepSpeed's files are loaded as before (bit-exact). Another layout (`needs_reshard`, asked by the
+checkpoint manager's `load`): the engine is built as for a fresh run, then each rank reads exactly its new slices —
+one tensor at a time from the memory-mapped files, joining or cutting old TP slices — and sets them with
+DeepSpeed's `safe_set_full_fp32_param` / `safe_set_full_optimizer_state` (ZeRO 1–3, bf16), or directly into the
+parameter and torch AdamW's state (fp32 without ZeRO); see `tasks/train/parallel/deepspeed_adapter.py` for the
+internals this needs.
 
 The data position: step s's global batch is positions [s·G, (s+1)·G) of the sample stream (tasks/train/inputs/data.py),
 so the position is `step × G` global samples and is kept only when the global batch G = micro_batch × grad_accum
@@ -46,7 +48,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -55,20 +57,21 @@ from specs.batch import BatchGeometry
 from tasks.core.files import json_text, write_json_atomic
 from tasks.train.checkpointing.resume_rules import FOLDER, STATE, saved_layout
 from tasks.train.checkpointing.rng import restore_rng
+from tasks.train.checkpointing.seam import CheckpointEngine
 from tasks.train.modeling.fused import join_values, split_values
 from tasks.train.parallel.deepspeed_adapter import (ADAM_MOMENTS, adam_step, link_adam_state, pipeline_local_layers,
                                            prime_adam_state, set_training_state, training_state)
-from tasks.train.parallel.parallelize import local_layers
-from tasks.train.checkpointing.snapshot import HostBuffers, PendingFile, digest_file
+from tasks.train.parallel.parallelize import Layout, local_layers
+from tasks.train.checkpointing.snapshot import HostBuffers, PendingFile, Writer, digest_file
 from tasks.train.checkpointing.weights import write_shard
 
 MOMENTS = ADAM_MOMENTS
 STEP_KEY = "adam.step"
 MAX_FILE_BYTES = 1024**3  # per file: bounds the host memory a save holds
-RESHARDED = "resharded"  # key of Engine.load's answer: True when the layout-free state was loaded
+RESHARDED = "resharded"  # key of CheckpointManager.load's answer: True when the layout-free state was loaded
 
 
-def layout_of(layout: Any, zero_stage: int, fused: bool = False) -> dict[str, int]:
+def layout_of(layout: Layout, zero_stage: int, fused: bool = False) -> dict[str, int]:
     """What DeepSpeed's own files depend on: the rank grid, the ZeRO stage, and whether the blocks' projections
     are fused (their parameters differ; written only when fused, so older checkpoints read as unfused)."""
     return {"dp": layout.dp, "tp": layout.tp, "pp": layout.pp, "zero_stage": zero_stage,
@@ -87,18 +90,18 @@ def plain_state_of(key: str, p: torch.Tensor, fp32: torch.Tensor, moments: list[
     return out
 
 
-def global_batch_of(engine: Any) -> int:
+def global_batch_of(engine: CheckpointEngine) -> int:
     return BatchGeometry.of(engine.job.train, engine.layout).global_batch
 
 
-def saved_layers(engine: Any) -> list[tuple[int, torch.nn.Module]]:
+def saved_layers(engine: CheckpointEngine) -> list[tuple[int, torch.nn.Module]]:
     """(global index, layer) of this rank, each parameter once: a pipeline's tied head copy is left out."""
     m = engine.ds.module
     return list(enumerate(m.layers)) if engine.layout.pp == 1 else pipeline_local_layers(m)
 
 
 # ----------------------------------------------------------------------------------------------------- save
-def save_layout_free(engine: Any, tag_dir: Path, step: int, max_file_bytes: int | None = None,
+def save_layout_free(engine: CheckpointEngine, tag_dir: Path, step: int, max_file_bytes: int | None = None,
                      defer: bool = False, buffers: HostBuffers | None = None) -> list[PendingFile]:
     """This rank's part of the layout-free state in `tag_dir/elastic/` (a collective: every rank), in files of
     about `max_file_bytes` each. Returns the files: written and hashed by this rank, or with `defer` (an
@@ -169,7 +172,7 @@ def save_layout_free(engine: Any, tag_dir: Path, step: int, max_file_bytes: int 
 
 
 def shard_writer(tensors: dict[str, torch.Tensor], split: dict[str, int], tp: int, tp_rank: int
-                 ) -> Callable[[Path], dict[str, Any]]:
+                 ) -> Writer:
     """A writer of one layout-free file: writes `tensors` as a weight shard and returns its digest."""
     def write(path: Path) -> dict[str, Any]:
         write_shard(path, tensors, split, tp, tp_rank)
@@ -178,7 +181,7 @@ def shard_writer(tensors: dict[str, torch.Tensor], split: dict[str, int], tp: in
 
 
 # ----------------------------------------------------------------------------------------------------- load
-def needs_reshard(tag_dir: Path, layout: Any, zero_stage: int, fused: bool = False) -> bool:
+def needs_reshard(tag_dir: Path, layout: Layout, zero_stage: int, fused: bool = False) -> bool:
     saved = saved_layout(tag_dir)
     return saved is not None and saved != layout_of(layout, zero_stage, fused)
 
@@ -241,7 +244,7 @@ class SliceReader:
         return torch.cat(out, dim=old)
 
 
-def load_layout_free(engine: Any, tag_dir: Path) -> dict[str, Any]:
+def load_layout_free(engine: CheckpointEngine, tag_dir: Path) -> dict[str, Any]:
     """Set this rank's parameters, Adam state, LR schedule and step counters from `tag_dir`'s layout-free state
     (saved at another layout), one tensor at a time."""
     L, ds = engine.layout, engine.ds

@@ -17,11 +17,14 @@ import copy
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Callable, Iterator, TypeVar
 
 import torch
 
 from tasks.core.files import atomic_path, sha256_file
+
+State = TypeVar("State")  # a state dict as DeepSpeed or torch hands it over: nested containers of tensors and values
+Writer = Callable[[Path], dict[str, Any]]  # writes its own format to a path, returns the digest (elastic.py)
 
 
 @dataclass
@@ -29,7 +32,7 @@ class PendingFile:
     """One file of a checkpoint: its path, and either the state still to write or the digest of what was."""
 
     path: Path
-    state: Any = None
+    state: object = None  # a state for torch.save, a text (str), or a `Writer` of its own format; None once written
     digest: dict[str, Any] | None = None  # {"sha256": ..., "bytes": ...} once written
 
 
@@ -39,7 +42,7 @@ class HashingFile:
     def __init__(self, fh: BinaryIO):
         self.fh, self.sha, self.size = fh, hashlib.sha256(), 0
 
-    def write(self, data: Any) -> int:
+    def write(self, data: bytes | bytearray | memoryview) -> int:
         self.sha.update(data)  # releases the GIL on large buffers: training threads keep running
         n = self.fh.write(data)
         self.size += n
@@ -49,7 +52,7 @@ class HashingFile:
         self.fh.flush()
 
 
-def write_state(path: Path, state: Any, zipfile: bool = True) -> dict[str, Any]:
+def write_state(path: Path, state: object, zipfile: bool = True) -> dict[str, Any]:
     """`torch.save(state)` to `path` atomically (temp file, fsync, rename: a killed writer leaves no file under
     the final name); returns the written bytes' sha256 and size. Saving to a file object (not a path) keeps the
     bytes independent of the temp file's random name (zip records are named after a path's stem)."""
@@ -60,7 +63,7 @@ def write_state(path: Path, state: Any, zipfile: bool = True) -> dict[str, Any]:
     return {"sha256": out.sha.hexdigest(), "bytes": out.size}
 
 
-def iter_tensors(obj: Any) -> Iterator[torch.Tensor]:
+def iter_tensors(obj: object) -> Iterator[torch.Tensor]:
     """Every tensor inside nested dicts, lists and tuples (what checkpoint state dicts are made of)."""
     if isinstance(obj, torch.Tensor):
         yield obj
@@ -112,7 +115,7 @@ class HostBuffers:
             buf = buf.pin_memory()  # device-to-host copies run at full speed only into pinned pages
         return buf
 
-    def snapshot(self, name: str, state: Any) -> Any:
+    def snapshot(self, name: str, state: State) -> State:
         """A copy of `state` whose tensors live in this object's host buffers (plain containers and values are
         deep-copied: the scheduler's and config's lists may change later too)."""
         kept = self.by_name.get(name, [])

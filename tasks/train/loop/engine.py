@@ -1,5 +1,8 @@
 """The `Engine` the Trainer and objectives talk to: one rank's DeepSpeed engine behind a small step API (forward,
-backward + step, skip, grad norm, dp reductions, pipeline step), evaluation, save/load and consolidation.
+backward + step, skip, grad norm, dp reductions, pipeline step), evaluation, DeepSpeed's own checkpoint files
+(`deepspeed_save` / `deepspeed_load`: the checkpoint manager, tasks/train/checkpointing/manager.py, decides what
+else a tag holds and when a load reshards) and consolidation. What the loop and the manager need of it are
+protocols (tasks/train/loop/seam.py, tasks/train/checkpointing/seam.py), so tests drive them with doubles.
 
 How the engine is built — process groups, topology (`Layout`), tensor parallelism, the pipeline cut and
 `deepspeed.initialize` — lives in `parallelize.py`; the DeepSpeed internals reached into here (pipeline layers
@@ -19,12 +22,11 @@ import torch.distributed as dist
 from deepspeed.runtime.checkpoint_engine import TorchCheckpointEngine
 
 from specs.architecture import ModelConfig
-from specs.ranks import RankJob
+from specs.ranks import JobSpec
 from tasks.train.inputs.data import EvalData, loss_sums
 from tasks.train.parallel.deepspeed_adapter import (fp16_masters, full_fp32_param, gathered_param, pipeline_eval_sums,
                                            pipeline_local_layers, use_weights_only_loader)
-from tasks.train.checkpointing.elastic import load_layout_free, needs_reshard, save_layout_free
-from tasks.train.checkpointing.resume_rules import unsupported_reason
+from tasks.train.checkpointing.seam import EngineFiles
 from tasks.train.modeling.fused import split_values
 from tasks.train.checkpointing.init_weights import WeightSource
 from tasks.train.parallel.parallelize import Layout, build_engine, fused_projections
@@ -59,7 +61,7 @@ def loss_scale_of(ds: Any) -> float | None:
 class Engine:
     """One rank's DeepSpeed engine plus what the training loop asks of it."""
 
-    def __init__(self, cfg: ModelConfig, job: RankJob, layout: Layout, seed: int, ds_cfg: dict[str, Any],
+    def __init__(self, cfg: ModelConfig, job: JobSpec, layout: Layout, seed: int, ds_cfg: dict[str, Any],
                  init: WeightSource | None = None, schedule: list[tuple[int, int]] | None = None):
         """`init`: the weights to start from (SFT: the pretrained model; a Hugging Face checkpoint), read as
         this rank's slices; None is the seeded random init. `schedule`: the LR schedule segments
@@ -83,7 +85,7 @@ class Engine:
 
     # ----------------------------------------------------------------------- the step API objectives build on
     @property
-    def device(self) -> Any:
+    def device(self) -> torch.device:
         return self.ds.device
 
     def set_lr_scale(self, scale: float) -> None:
@@ -92,7 +94,7 @@ class Engine:
             for group in self.ds.optimizer.param_groups:
                 group["lr"] *= scale
 
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
+    def forward(self, *args: torch.Tensor, **kwargs: object) -> torch.Tensor:
         """The wrapped module's forward (training mode): logits, or the mean loss when labels are given."""
         return self.ds(*args, **kwargs)
 
@@ -125,7 +127,7 @@ class Engine:
         held = self.ds.get_global_grad_norm()
         return lambda: _as_float(held)
 
-    def pipeline_train_batch(self, data_iter: Any) -> float:
+    def pipeline_train_batch(self, data_iter: Iterator[tuple[torch.Tensor, torch.Tensor]] | None) -> float:
         """A pipeline's whole optimizer step (`train_batch`): the mean loss over dp, the same on every stage."""
         return float(self.ds.train_batch(data_iter=data_iter).detach().float())
 
@@ -186,35 +188,32 @@ class Engine:
         return total
 
     # ------------------------------------------------------------------------------------------- checkpoints
-    def save(self, folder: str, tag: str, client_state: dict[str, Any], snapshot: bool = False
-             ) -> list[PendingFile]:
-        """DeepSpeed's `save_checkpoint` of this rank's files into `<folder>/<tag>/`, plus the layout-free copy
-        of the training state (elastic.py: a resume at another layout). `snapshot` False: written (and hashed)
-        before this returns; True: only copied to host memory, the returned files' states are written later
-        (tasks/train/checkpointing/async_save.py), and training may change the weights meanwhile."""
-        tag_dir, step = Path(folder) / tag, client_state["step"]
+    @contextmanager
+    def deepspeed_save(self, folder: str, tag: str, client_state: dict[str, Any], snapshot: bool = False
+                       ) -> Iterator[EngineFiles]:
+        """DeepSpeed's `save_checkpoint` of this rank's files into `<folder>/<tag>/`, as a block. `snapshot` False:
+        written (and hashed) before the block is entered; True: only copied to host memory, the files' states
+        are written later (tasks/train/checkpointing/async_save.py), and training may change the weights
+        meanwhile. Inside the block the save's host buffers stay open (`EngineFiles.buffers`), so the checkpoint
+        manager's other files of this save (the layout-free copy) share their copies."""
         capture = capturing_engine(self.ds)
-        # false: this layout's files only (resume refuses others); never for fp16 without ZeRO (unsupported_reason)
-        elastic = bool(self.job.train.checkpoint_elastic) and \
-            unsupported_reason(self.job.train.precision, self.job.parallel.zero_stage) is None
         if capture is None:  # a DeepSpeed writer of its own is configured: it writes now, rank 0 hashes
             self.ds.save_checkpoint(folder, tag=tag, client_state=client_state, save_latest=False)
-            return save_layout_free(self, tag_dir, step) if elastic else []
+            yield EngineFiles([])
+            return
         capture.snapshot = snapshot
         capture.buffers.begin()
         try:
             self.ds.save_checkpoint(folder, tag=tag, client_state=client_state, save_latest=False)
             capture.snapshot = False
-            layout_free = save_layout_free(self, tag_dir, step, defer=snapshot, buffers=capture.buffers) \
-                if elastic else []
+            yield EngineFiles(capture.take(), capture.buffers, deferred=snapshot)
         finally:
             capture.snapshot = False
             capture.buffers.end()
-        return capture.take() + layout_free
 
-    def load(self, folder: str, tag: str) -> dict[str, Any]:
-        if needs_reshard(Path(folder) / tag, self.layout, self.job.parallel.zero_stage, self.fused):  # another layout
-            return load_layout_free(self, Path(folder) / tag)
+    def deepspeed_load(self, folder: str, tag: str) -> dict[str, Any]:
+        """DeepSpeed's `load_checkpoint` of `<folder>/<tag>/` (saved at this layout: the checkpoint manager
+        reshards another layout's tag itself); its client state."""
         # DeepSpeed's engine unpickles with weights_only=False: a tampered file would run code on resume (the
         # checksum manifest can be forged with it). Load tensors and DeepSpeed's few plain classes only.
         use_weights_only_loader(self.ds)
@@ -311,7 +310,7 @@ class CapturingEngine(TorchCheckpointEngine):
     def create(self, info: Any) -> None:
         return None  # the base class logs a line per save
 
-    def save(self, state_dict: Any, path: str) -> None:
+    def save(self, state_dict: object, path: str) -> None:
         p = Path(path)
         if self.snapshot:
             self.pending.append(PendingFile(p, state=self.buffers.snapshot(p.name, state_dict)))
@@ -342,7 +341,7 @@ def capturing_engine(ds: Any) -> CapturingEngine | None:
     return engine
 
 
-def _as_float(x: Any) -> float | None:
+def _as_float(x: torch.Tensor | float | None) -> float | None:
     if x is None:
         return None
     if isinstance(x, torch.Tensor):

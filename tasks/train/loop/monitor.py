@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from specs.train import TelemetrySpec
 from tasks.train.loop.nvml import local_gpus, sample_gpus
 from tasks.train.loop.telemetry import MetricsLogger, PeakFlops, Throughput, UnknownDeviceError, mfu, peak_flops
 
@@ -28,7 +29,7 @@ def device_name(spec_device: str) -> str:
     return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
 
 
-def resolve_peak(spec: Any, precision: str) -> PeakFlops:
+def resolve_peak(spec: TelemetrySpec, precision: str) -> PeakFlops:
     """The device's dense peak for `precision`; an unknown device gives no MFU (logged), never a guessed one."""
     name = device_name(spec.device)
     try:
@@ -49,8 +50,9 @@ def memory_gib() -> dict[str, float]:
 class Monitor:
     """Feed `step_done` every step, `resync` after non-training pauses (eval, checkpoint), `row` at log steps."""
 
-    def __init__(self, spec: Any, *, precision: str, flops_per_token: float, n_devices: int, tokens_per_step: int,
-                 reports_dir: Path, config: dict[str, Any], run_name: str, resume_step: int | None):
+    def __init__(self, spec: TelemetrySpec, *, precision: str, flops_per_token: float, n_devices: int,
+                 tokens_per_step: int, reports_dir: Path, config: dict[str, Any], run_name: str,
+                 resume_step: int | None):
         self.spec, self.flops_per_token, self.n_devices = spec, flops_per_token, n_devices
         self.tokens_per_step = tokens_per_step
         self.peak = resolve_peak(spec, precision)

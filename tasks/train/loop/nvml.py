@@ -50,7 +50,7 @@ def nvml_module() -> Any:
     return _nvml or None
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 

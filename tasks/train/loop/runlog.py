@@ -6,9 +6,16 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from specs.train import TrainLoopSpec
 from tasks.core.files import write_text_atomic
+
+if TYPE_CHECKING:  # types only: runlog itself imports nothing heavy
+    from specs.architecture import ModelConfig
+    from tasks.train.inputs.data import EvalData
+    from tasks.train.loop.seam import StepEngine
+    from tasks.train.loop.stability import StabilityGuard
 
 ROUND = 6
 
@@ -18,17 +25,18 @@ def rounded(x: float | None) -> float | None:
     return None if x is None or not math.isfinite(x) else round(float(x), ROUND)
 
 
-def eval_row(engine: Any, evald: Any, done: int) -> dict[str, Any] | None:
+def eval_row(engine: StepEngine, evald: EvalData, done: int) -> dict[str, Any] | None:
+    """The eval row of step `done`: the val loss overall and per source (None without eval batches)."""
     if not evald.batches:
         return None
-    sums = engine.evaluate(evald)
+    sums = engine.evaluate(evald).tolist()  # float64 sums as Python floats (the same values)
     S = len(evald.sources)
     by_source = {s: rounded(sums[k] / sums[S + k]) for k, s in enumerate(evald.sources) if sums[S + k] > 0}
     return {"kind": "eval", "step": done, "val_loss": rounded(sums[2 * S] / sums[2 * S + 1]),
             "val_loss_by_source": by_source, "val_tokens": int(sums[2 * S + 1])}
 
 
-def check_overfit(rows: list[dict[str, Any]], train: Any, stage: str = "pretrain") -> None:
+def check_overfit(rows: list[dict[str, Any]], train: TrainLoopSpec, stage: str = "pretrain") -> None:
     """Sanity mode: one batch, trained `steps` times, must be memorized, or the model/optimizer/data path is broken."""
     last = [r["loss"] for r in rows if r["kind"] == "train"][-1:]
     if not last or last[0] is None or last[0] > train.sanity_target_loss:
@@ -61,8 +69,8 @@ def append_row(path: Path, row: dict[str, Any]) -> None:
         fh.write(json.dumps(row, sort_keys=True) + "\n")
 
 
-def build_report(rows: list[dict[str, Any]], cfg: Any, spec_json: dict[str, Any], steps: int, global_batch: int,
-            tokens_per_step: int, sources: list[str], guard: Any) -> dict[str, Any]:
+def build_report(rows: list[dict[str, Any]], cfg: ModelConfig, spec_json: dict[str, Any], steps: int, global_batch: int,
+            tokens_per_step: int, sources: list[str], guard: StabilityGuard) -> dict[str, Any]:
     from specs.architecture import flops_per_token, param_count
 
     train_rows = [r for r in rows if r["kind"] == "train"]

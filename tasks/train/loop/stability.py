@@ -32,9 +32,11 @@ from collections import deque
 from dataclasses import dataclass
 from enum import Enum
 from statistics import median
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Union
 
 from specs.train import StabilitySpec
+
+DocIds = Union[Iterable[str], Callable[[], Iterable[str]]]  # a batch's document ids, or a function giving them
 
 # Consistency constant: 1.4826·MAD estimates the standard deviation of normally distributed values.
 MAD_TO_STD = 1.4826
@@ -149,7 +151,7 @@ class StabilityGuard:
         return worst, (micro[worst] - med) / scale
 
     def observe(self, step: int, loss: float, grad_norm: float | None = None,
-                doc_ids: Iterable[Any] | Callable[[], Iterable[Any]] = (), update_done: bool = False,
+                doc_ids: DocIds = (), update_done: bool = False,
                 micro_losses: list[float] | None = None) -> Decision:
         """Judge one step; accepted steps feed the statistics, spikes are written to `incidents`.
 
@@ -195,7 +197,7 @@ class StabilityGuard:
         return decision
 
     def note_overflow(self, step: int, loss: float, loss_scale: float | None,
-                      doc_ids: Iterable[Any] | Callable[[], Iterable[Any]] = ()) -> Decision:
+                      doc_ids: DocIds = ()) -> Decision:
         """DeepSpeed found inf/NaN gradients and skipped the update itself — fp16's loss scaler (which also lowers
         the scale), or ZeRO 1–3's non-finite grad-norm check in fp32. Recorded as an OVERFLOW incident; not a spike
         (no count toward a rollback) and not in the statistics — a run with dynamic loss scaling overflows
@@ -210,7 +212,7 @@ class StabilityGuard:
         return decision
 
     def observe_grad_norm(self, step: int, grad_norm: float | None,
-                          doc_ids: Iterable[Any] | Callable[[], Iterable[Any]] = ()) -> Decision:
+                          doc_ids: DocIds = ()) -> Decision:
         """After an update that `observe` accepted on its loss: judge the grad norm it produced.
 
         The step's entry (the newest in the window, grad norm unknown until now) gets the value when it is
@@ -238,7 +240,7 @@ class StabilityGuard:
         return decision
 
     def _record(self, step: int, batch: int, loss: float, grad_norm: float | None, z_loss: float | None,
-                z_grad: float | None, decision: Decision, doc_ids: Any, micro: list[float] | None = None) -> None:
+                z_grad: float | None, decision: Decision, doc_ids: DocIds, micro: list[float] | None = None) -> None:
         ids = doc_ids() if callable(doc_ids) else doc_ids
         self.incidents.append({
             **({"micro_losses": [_json_float(v) for v in micro]} if micro else {}),

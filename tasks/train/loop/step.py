@@ -35,14 +35,15 @@ down-weight does there, and fp16 overflow steps:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
+from specs.train import TrainLoopSpec
 from tasks.train.loop.stability import Action, Decision, StabilityGuard
 
 if TYPE_CHECKING:
-    from tasks.train.loop.engine import Engine
+    from tasks.train.loop.seam import StepEngine
     from tasks.train.objectives.base import Objective
 
 Factor = Callable[[int], float]  # micro-batch index -> loss multiplier (test fault injection; 1.0 normally)
@@ -63,7 +64,7 @@ def no_settle() -> None:
     return None
 
 
-def train_step(e: Engine, o: Objective, guard: StabilityGuard, accum_check: str, batch: int, done: int,
+def train_step(e: StepEngine, o: Objective, guard: StabilityGuard, accum_check: str, batch: int, done: int,
               factor: Factor, settle: Settle = no_settle) -> tuple[float, GradNorm, Decision | None]:
     """One optimizer step on data batch `batch` (step `done`, 1-based): (loss of the global batch, its grad norm
     to read when wanted, the guard's decision when it judged, else None: the caller judges after the update).
@@ -93,7 +94,7 @@ def no_norm() -> None:
     return None
 
 
-def single(e: Engine, o: Objective, guard: StabilityGuard, micro: Callable, batch: int, done: int,
+def single(e: StepEngine, o: Objective, guard: StabilityGuard, micro: Callable, batch: int, done: int,
            fault: float, settle: Settle = no_settle) -> tuple[float, GradNorm, Decision]:
     """One micro-batch per rank: the forward's loss is judged before its backward."""
     loss, value = micro()
@@ -109,7 +110,7 @@ def single(e: Engine, o: Objective, guard: StabilityGuard, micro: Callable, batc
     return reported, e.grad_norm_later(), decision
 
 
-def prepass(e: Engine, o: Objective, guard: StabilityGuard, micros: list[Callable], batch: int, done: int,
+def prepass(e: StepEngine, o: Objective, guard: StabilityGuard, micros: list[Callable], batch: int, done: int,
             factor: Factor, settle: Settle = no_settle) -> tuple[float, GradNorm, Decision]:
     """Accumulation judged before any backward: a forward-only pass gives every micro-batch's loss."""
     with e.eval_mode():
@@ -124,7 +125,7 @@ def prepass(e: Engine, o: Objective, guard: StabilityGuard, micros: list[Callabl
     return accumulate(e, o, micros, batch, factor, decision.factor), e.grad_norm_later(), decision
 
 
-def accumulate(e: Engine, o: Objective, micros: list[Callable], batch: int, factor: Factor, weight: float) -> float:
+def accumulate(e: StepEngine, o: Objective, micros: list[Callable], batch: int, factor: Factor, weight: float) -> float:
     """Forward and backward of every micro-batch (DeepSpeed updates at the last); each loss scaled by `weight`
     (a down-weighted step) and its fault factor. Returns the global batch's loss (unweighted)."""
     values: list[torch.Tensor] = []
@@ -150,7 +151,7 @@ class HeldNorm:
     guarded run: a step that logs, evaluates, checkpoints or ends the run needs the value now, and so does a
     pipeline's (its whole step is one call, with nothing to queue in front of the read)."""
 
-    def __init__(self, guard: StabilityGuard, objective: Objective, train: Any):
+    def __init__(self, guard: StabilityGuard, objective: Objective, train: TrainLoopSpec):
         self.guard, self.objective, self.train = guard, objective, train
         self.held: tuple[int, int, GradNorm] | None = None  # (step, batch, its grad norm)
 

@@ -160,7 +160,7 @@ class Throughput:
         return (self._marks[-1][0] - self._marks[0][0]) / (len(self._marks) - 1)
 
 
-def _json_value(v: Any) -> Any:
+def _json_value(v: object) -> object:
     """Non-finite floats become null, so metrics.jsonl stays strict JSON for DVC plots."""
     if isinstance(v, float) and not math.isfinite(v):
         return None

@@ -10,22 +10,22 @@ objective asks) its evaluation rows; every `checkpoint_every` (and the last) a c
 identical rerun or a killed-and-resumed run writes the same bytes; wall-clock telemetry goes to the log,
 `reports/<stage>/telemetry.jsonl`, wandb and the result (tasks/train/loop/monitor.py).
 
-Resume: rank 0 picks the newest intact checkpoint whose identity matches (tasks/train/checkpointing/checkpoint.py), every rank
-loads it (weights, optimizer, LR schedule, RNG, guard state, the objective's own state such as the adaptive
-sampler), so a resumed run ends where an uninterrupted one ends. A rollback (the guard's escalation) restores an
-earlier checkpoint the same way but keeps the guard, which carries the rollback count and skipped data windows.
+Checkpoints go through one `CheckpointManager` (tasks/train/checkpointing/manager.py). Resume: rank 0 picks the
+newest intact checkpoint whose identity matches (every rank re-hashing its share of the files), every rank loads it
+(weights, optimizer, LR schedule, RNG, guard state, the objective's own state such as the adaptive sampler), so a
+resumed run ends where an uninterrupted one ends. A rollback (the guard's escalation) restores an earlier checkpoint
+the same way but keeps the guard, which carries the rollback count and skipped data windows.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -33,11 +33,9 @@ import torch.distributed as dist
 from specs.ranks import RankError, RankJob, RankResult, Timing, TrainResult
 from tasks.core import faults
 from tasks.core.files import json_text, write_json_atomic, write_text_atomic
-from tasks.train.checkpointing.async_save import Checkpointer, SaveSettings
-from tasks.train.checkpointing.checkpoint import (SCHEDULE_FILE, VERIFY_THREADS, CheckpointStore, Ranks, choose_resume,
-                                    schedule_segments, tag_name, tag_step)
-from tasks.train.checkpointing.rng import rng_file
-from tasks.train.checkpointing.elastic import restore_or_reseed_rng
+from tasks.train.checkpointing.checkpoint import (GUARD_FILE, METRICS_FILE, SCHEDULE_FILE, VERIFY_THREADS, Ranks,
+                                                  tag_name)
+from tasks.train.checkpointing.manager import CheckpointManager
 from specs.architecture import flops_per_token, param_count
 from tasks.train.parallel.dsconfig import ds_config, lr_at
 from tasks.train.loop.monitor import Monitor
@@ -48,10 +46,8 @@ from tasks.train.loop.stability import Action, Decision, StabilityGuard
 from tasks.train.loop.step import GradNorm, HeldNorm, LateDecision, train_step
 from tasks.train.checkpointing.weights import ADAPTER_DIR, ADAPTER_SHARDS, merge_shards
 
-if TYPE_CHECKING:  # engine.py imports DeepSpeed: `start` imports it when a rank starts
-    from tasks.train.loop.engine import Engine
-
-GUARD_FILE = "stability.json"
+if TYPE_CHECKING:
+    from tasks.train.loop.seam import StepEngine
 
 
 def no_fault(batch: int) -> float:
@@ -131,23 +127,18 @@ def start(job: RankJob, rank: int, hooks: Hooks) -> TrainResult:
         layout = build_layout(par)
         torch.manual_seed(prepared.torch_seed)
         dsc = ds_config(train, par)
-        store = CheckpointStore(Path(job.ckpt_dir))
-        found = store.find_resumable(verifying_ranks(rank, layout.world))  # every rank hashes its share
-        decision: list[Any] = [choose_resume(store, prepared.identity, train.steps, objective.name, found)
-                               if rank == 0 else None]
-        if layout.world > 1:
-            dist.broadcast_object_list(decision, src=0)
-        tag, start_step, rows, error = decision[0]
-        if error:
-            raise ValueError(error)  # before the costly set-up: nothing has been touched
-        if rank == 0:
-            write_json_atomic(store.folder / "ds_config.json", dsc)
-        schedule = schedule_segments(store, tag, start_step, train.steps)
-        engine = Engine(prepared.cfg, job.spec, layout, job.seed, dsc, init=prepared.init, schedule=schedule)
-        trainer = Trainer(objective, prepared, engine, store, job, hooks, t_start=t_start, schedule=schedule)
-        return trainer.fit(tag, start_step, rows, dsc)
+        checkpoints = CheckpointManager(Path(job.ckpt_dir), verifying_ranks(rank, layout.world))
+        point = checkpoints.resume(prepared.identity, train.steps, objective.name)  # a refusal raises here
+        checkpoints.record_config(dsc)
+        engine = Engine(prepared.cfg, job.spec, layout, job.seed, dsc, init=prepared.init, schedule=point.schedule)
+        trainer = Trainer(objective, prepared, engine, checkpoints, job, hooks, t_start=t_start,
+                          schedule=point.schedule)
+        return trainer.fit(point.tag, point.step, point.rows, dsc)
     finally:
         torch.set_num_threads(before)  # an in-process run must not change the caller's threads
+
+
+T = TypeVar("T")  # an object a collective hands around
 
 
 def verifying_ranks(rank: int, world: int) -> Ranks:
@@ -156,12 +147,12 @@ def verifying_ranks(rank: int, world: int) -> Ranks:
     if world == 1:
         return Ranks(threads=VERIFY_THREADS)
 
-    def broadcast(obj: Any) -> Any:
+    def broadcast(obj: T) -> T:
         box = [obj]
         dist.broadcast_object_list(box, src=0)
         return box[0]
 
-    def gather(obj: Any) -> list[Any]:
+    def gather(obj: T) -> list[T]:
         out: list[Any] = [None] * world
         dist.all_gather_object(out, obj)  # small objects only (a path or none per rank)
         return out
@@ -175,8 +166,8 @@ class Trainer:
 
     objective: Objective
     prepared: Prepared
-    engine: Engine                 # or a test double with its step API
-    store: CheckpointStore
+    engine: StepEngine             # tasks/train/loop/engine.py's Engine, or a test double
+    checkpoints: CheckpointManager
     job: RankJob                   # PretrainRun | SFTRun | PreferRun (paths, seed, spec)
     hooks: Hooks = field(default_factory=Hooks)
     t_start: float = field(default_factory=time.perf_counter)
@@ -196,15 +187,14 @@ class Trainer:
         self.spec_json = self.job.spec.model_dump(mode="json")
         self._n_incidents = 0  # incidents already written to incidents.jsonl
         self.held = HeldNorm(self.guard, self.objective, self.train)  # grad norms judged one step late
-        self.saver = Checkpointer(self.store, self.engine, self.rank, self.layout.world, SaveSettings(
-            self.train.checkpoint_async, self.prepared.identity, self.spec_json, self.train.keep_checkpoints,
-            self.hooks.point, self.objective.name))
+        self.checkpoints.bind(self.engine, self.job.spec, self.prepared.identity, self.hooks.point,
+                              self.objective.name)
 
     # --------------------------------------------------------------------------------------------- the run
     def fit(self, tag: str | None, start: int, rows: list[dict[str, Any]], dsc: dict[str, Any]) -> TrainResult:
         """Resume from `tag` (None: fresh) at step `start` with its metric rows, train to `train.steps`, write
         the final weights (rank 0) and return the result."""
-        self.objective.attach(self.engine, self.store.folder, tag)
+        self.objective.attach(self.engine, self.checkpoints.folder, tag)
         if tag is not None:
             self._load(tag)
             if self.rank == 0:
@@ -230,7 +220,7 @@ class Trainer:
                 step = self.run_step(step, metrics_file, incidents_file)
             failing = False
         finally:
-            self.saver.close(failing)  # the last save is published before the final weights
+            self.checkpoints.close(failing)  # the last save is published before the final weights
             if self.monitor:
                 self.monitor.close()
         t_trained = time.perf_counter()
@@ -329,39 +319,36 @@ class Trainer:
             dist.barrier()
 
     def _save(self, step: int) -> float:
-        """Checkpoint step `step` (tasks/train/checkpointing/async_save.py); returns the seconds training was blocked. Rank 0's
-        own files are rendered now (the rows and guard change as training goes on) and written by the writer."""
+        """Checkpoint step `step` (the manager's `save`); returns the seconds training was blocked. Rank 0's own
+        files are rendered now (the rows and guard change as training goes on) and written by the writer."""
         self.guard.note_checkpoint(step)  # before its state is saved: a resumed run must hold the same target
-        texts = {"metrics.jsonl": jsonl(self.rows), GUARD_FILE: json_text(self.guard.state_dict()),
+        texts = {METRICS_FILE: jsonl(self.rows), GUARD_FILE: json_text(self.guard.state_dict()),
                  SCHEDULE_FILE: json_text([list(s) for s in self.schedule])} if self.rank == 0 else {}
-        return self.saver.save(step, texts, self.objective.save_state)
+        return self.checkpoints.save(step, texts, self.objective.save_state)
 
     def _load(self, tag: str) -> None:
-        """Weights, optimizer, schedule and RNG of `tag`; the guard state saved with it, or the one written at a
-        later rollback (which returned to `tag` or earlier and so is newer): whichever counted more rollbacks."""
-        folder = self.store.folder
-        loaded = self.engine.load(str(folder), tag)  # resharded when saved at another layout (elastic.py)
-        restore_or_reseed_rng(loaded, rng_file(folder, tag, self.rank), self.prepared.torch_seed, tag_step(tag))
-        states = [json.loads(f.read_text()) for f in (folder / tag / GUARD_FILE, folder / GUARD_FILE) if f.exists()]
-        if states:
-            self.guard.load_state_dict(max(states, key=lambda st: st["rollbacks"]))
+        """Weights, optimizer, schedule and RNG of `tag` (resharded when saved at another layout); the guard
+        state saved with it, or the newer one a later rollback wrote (`CheckpointManager.saved_guard`)."""
+        self.checkpoints.load(tag, self.prepared.torch_seed)
+        state = self.checkpoints.saved_guard(tag)
+        if state is not None:
+            self.guard.load_state_dict(state)
         self._n_incidents = len(self.guard.incidents)
 
     def _rollback(self, to_step: int, metrics_file: Path) -> int:
         """Restore the checkpoint of `to_step` but keep the guard; rows past `to_step` will be rewritten."""
-        tag, folder = tag_name(to_step), self.store.folder
+        tag = tag_name(to_step)
         self.log.warning("stability: rolling back to checkpoint %s (rollback %d of %d)", tag, self.guard.rollbacks,
                          self.guard.spec.max_rollbacks)
-        self.saver.wait_all()  # the tag may be the save still in flight
+        self.checkpoints.wait_all()  # the tag may be the save still in flight
         self.held.drop()  # a step past `to_step`: undone with it
-        loaded = self.engine.load(str(folder), tag)
-        restore_or_reseed_rng(loaded, rng_file(folder, tag, self.rank), self.prepared.torch_seed, to_step)
+        self.checkpoints.load(tag, self.prepared.torch_seed)
         self.rows = [r for r in self.rows if r["step"] <= to_step]
+        self.checkpoints.keep_guard(self.guard.state_dict())  # a resume from `tag` keeps it
         if self.rank == 0:
-            write_json_atomic(folder / GUARD_FILE, self.guard.state_dict())  # a resume from `tag` keeps it
             write_text_atomic(metrics_file, jsonl(self.rows))
         self._barrier()
-        self.objective.restore_state(folder / tag)
+        self.objective.restore_state(self.checkpoints.folder / tag)
         if self.monitor:
             self.monitor.resync()
         return to_step

@@ -37,7 +37,7 @@ from tasks.train.inputs.sft_data import step_loss
 from tasks.train.checkpointing.weights import ADAPTER_DIR
 
 if TYPE_CHECKING:
-    from tasks.train.loop.engine import Engine
+    from tasks.train.loop.seam import StepEngine
     from tasks.train.loop.stability import StabilityGuard
 
 STATS = ("loss_sum", "reward_chosen_sum", "reward_rejected_sum", "correct", "pairs")  # a micro-batch's report
@@ -90,16 +90,16 @@ class DPOObjective:
                         init=ConsolidatedSource(sft, name="the SFT model"),
                         tokens_per_step=self.plan.geometry.tokens(self.sets.row_len + 1))
 
-    def attach(self, engine: Engine, ckpt_dir: Path, tag: str | None) -> None:
+    def attach(self, engine: StepEngine, ckpt_dir: Path, tag: str | None) -> None:
         self.layout = engine.layout
 
-    def start_rows(self, engine: Engine, tag: str | None, start: int) -> list[dict[str, Any]]:
+    def start_rows(self, engine: StepEngine, tag: str | None, start: int) -> list[dict[str, Any]]:
         if tag is not None:  # a resumed run's rows (from its checkpoint) hold the step-0 row already
             return []
         return self.evaluate(engine, 0, 0).rows  # step 0: the SFT model, the "before" of every metric
 
     # ------------------------------------------------------------------------------------------------ steps
-    def pair_loss(self, engine: Engine, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    def pair_loss(self, engine: StepEngine, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """(Σ pair losses of rows `idx`, the stats vector `STATS`)."""
         t = self.train
         logps, pairs = pair_logps(engine.forward, self.rows, idx, engine.device)        # [p, 2]
@@ -113,7 +113,7 @@ class DPOObjective:
                              torch.tensor(float(len(pairs)), dtype=logps.dtype, device=logps.device)])
         return loss_sum, stats
 
-    def micro_batches(self, engine: Engine, batch: int) -> Iterator[MicroBatch]:
+    def micro_batches(self, engine: StepEngine, batch: int) -> Iterator[MicroBatch]:
         self.count = float(self.rows.pairs_in(self.plan.positions(batch)))  # every rank's rows: no all-reduce
         for idx in self.plan.micro_indexes(batch, self.layout.dp_rank):
             def micro(idx: np.ndarray = idx) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,16 +121,16 @@ class DPOObjective:
                 return step_loss(loss_sum, self.count, self.layout.dp, self.train.grad_accum), stats
             yield micro
 
-    def reduce(self, engine: Engine, batch: int, values: list[torch.Tensor]) -> float:
+    def reduce(self, engine: StepEngine, batch: int, values: list[torch.Tensor]) -> float:
         self.last = np.array(engine.dp_sum_each(torch.stack(values).sum(0)))  # the global batch's stats
         return float(self.last[0]) / max(self.count, 1.0)
 
-    def micro_losses(self, engine: Engine, batch: int, values: list[torch.Tensor]) -> list[float]:
+    def micro_losses(self, engine: StepEngine, batch: int, values: list[torch.Tensor]) -> list[float]:
         """Micro-batch i's mean pair loss over the dp ranks (one all-reduce)."""
         sums = engine.dp_sum_each(torch.stack([torch.stack([v[0], v[4]]) for v in values]).reshape(-1))
         return [s / max(c, 1.0) for s, c in zip(sums[0::2], sums[1::2])]
 
-    def whole_step(self, engine: Engine, batch: int) -> float:
+    def whole_step(self, engine: StepEngine, batch: int) -> float:
         raise NotImplementedError("prefer runs without a pipeline")
 
     def doc_ids(self, batch: int) -> list[str]:
@@ -148,14 +148,14 @@ class DPOObjective:
     def eval_due(self, done: int) -> bool:
         return False
 
-    def heldout_metrics(self, engine: Engine) -> dict[str, Any]:
+    def heldout_metrics(self, engine: StepEngine) -> dict[str, Any]:
         """Every held-out pair under the current weights (each rank evaluates all: identical values)."""
         t, rows = self.train, self.sets.splits["heldout"]
         with engine.eval_mode():
             policy = all_pair_logps(engine.forward, rows, t.micro_batch_size, engine.device)
         return preference_metrics(policy, self.ref["heldout"], rows.tokens, t.beta, t.loss, t.label_smoothing)
 
-    def evaluate(self, engine: Engine, done: int, next_batch: int) -> EvalOutcome:
+    def evaluate(self, engine: StepEngine, done: int, next_batch: int) -> EvalOutcome:
         m = self.heldout_metrics(engine)
         if not m["pairs"]:
             return EvalOutcome()

@@ -32,7 +32,7 @@ from tasks.train.loop.runlog import build_report, eval_row
 
 if TYPE_CHECKING:
     from tasks.train.inputs.adaptive import AdaptiveMixer
-    from tasks.train.loop.engine import Engine
+    from tasks.train.loop.seam import StepEngine
     from tasks.train.loop.stability import StabilityGuard
 
 
@@ -98,7 +98,7 @@ class PretrainObjective:
         seed = dropout_seed(self.job.seed, rank, par.dp, par.tp, par.sequence_parallel, par.pp)
         return Prepared(self.cfg, identity, torch_seed=seed, init=init, tokens_per_step=self.step_tokens)
 
-    def attach(self, engine: Engine, ckpt_dir: Path, tag: str | None) -> None:
+    def attach(self, engine: StepEngine, ckpt_dir: Path, tag: str | None) -> None:
         from tasks.train.inputs.adaptive import AdaptiveMixer
         from tasks.train.inputs.data import EvalData, TrainData
 
@@ -108,11 +108,11 @@ class PretrainObjective:
         self.mixer = AdaptiveMixer.attach(self.spec.adaptive, t, self.data, ckpt_dir, tag)  # None when off
         self.evald = EvalData(self.mix_dir, t.micro_batch_size, t.eval_batches)
 
-    def start_rows(self, engine: Engine, tag: str | None, start: int) -> list[dict[str, Any]]:
+    def start_rows(self, engine: StepEngine, tag: str | None, start: int) -> list[dict[str, Any]]:
         return [self.mixer.row(0)] if self.mixer and tag is None else []
 
     # ------------------------------------------------------------------------------------------------ steps
-    def micro_batches(self, engine: Engine, batch: int) -> Iterator[MicroBatch]:
+    def micro_batches(self, engine: StepEngine, batch: int) -> Iterator[MicroBatch]:
         z = {"z_loss": self.train.z_loss} if self.train.z_loss else {}  # off: the unchanged call
         for x, y in self.data.micro_batches(batch, self.layout.dp_rank):
             def micro(x: torch.Tensor = x, y: torch.Tensor = y) -> tuple[torch.Tensor, torch.Tensor]:
@@ -120,14 +120,14 @@ class PretrainObjective:
                 return out, out.detach().float()
             yield micro
 
-    def reduce(self, engine: Engine, batch: int, values: list[torch.Tensor]) -> float:
+    def reduce(self, engine: StepEngine, batch: int, values: list[torch.Tensor]) -> float:
         return engine.dp_mean(torch.stack(values).mean())
 
-    def micro_losses(self, engine: Engine, batch: int, values: list[torch.Tensor]) -> list[float]:
+    def micro_losses(self, engine: StepEngine, batch: int, values: list[torch.Tensor]) -> list[float]:
         """Micro-batch i's mean loss over the dp ranks (each rank's micro-batch i has the same token count)."""
         return [v / self.layout.dp for v in engine.dp_sum_each(torch.stack(values))]
 
-    def whole_step(self, engine: Engine, batch: int) -> float:
+    def whole_step(self, engine: StepEngine, batch: int) -> float:
         L = self.layout
         it = self.data.iterator(batch, L.dp_rank) if (L.is_first or L.is_last) else None
         return engine.pipeline_train_batch(it)
@@ -142,7 +142,7 @@ class PretrainObjective:
     def eval_due(self, done: int) -> bool:
         return bool(self.mixer and self.mixer.due(done))
 
-    def evaluate(self, engine: Engine, done: int, next_batch: int) -> EvalOutcome:
+    def evaluate(self, engine: StepEngine, done: int, next_batch: int) -> EvalOutcome:
         out = EvalOutcome()
         ev = eval_row(engine, self.evald, done)
         if ev:

@@ -38,7 +38,9 @@ from tasks.train.checkpointing.init_weights import ConsolidatedSource
 from tasks.train.checkpointing.weights import ADAPTER_DIR
 
 if TYPE_CHECKING:
-    from tasks.train.loop.engine import Engine
+    from tokenizers import Tokenizer
+
+    from tasks.train.loop.seam import StepEngine
     from tasks.train.loop.stability import StabilityGuard
 
 
@@ -53,7 +55,7 @@ class SFTData:
     chat: TemplateChat | None = None  # the checkpoint's chat template; None: forgeline's markers
 
 
-def chat_tokenizer(mix_dir: Path) -> tuple[Any, dict[str, int], TemplateChat | None, int]:
+def chat_tokenizer(mix_dir: Path) -> tuple[Tokenizer, dict[str, int], TemplateChat | None, int]:
     """(tokenizer, chat markers added, the checkpoint's template or None, pad id). A tokenizer whose
     tokenizer_config.json (copied by mix from a Hugging Face checkpoint) has a chat template keeps its own
     tokens and template; otherwise forgeline's role markers claim reserved tokens (or are appended)."""
@@ -106,7 +108,7 @@ def prepare_data(pretrain_dir: Path, mix_dir: Path, instruct_dir: Path, train: S
     return SFTData(tok, cfg, init, packs[0], packs[1], stats, chat)
 
 
-def heldout_loss(engine: Engine, rows: Packed, micro: int) -> float | None:
+def heldout_loss(engine: StepEngine, rows: Packed, micro: int) -> float | None:
     """Per-token assistant loss over every held-out row (every rank evaluates all of them: identical values)."""
     n = len(rows.rows)
     if n == 0:
@@ -149,16 +151,16 @@ class SFTObjective:
                         init=self.data.init,
                         tokens_per_step=self.plan.geometry.tokens(cfg.seq_len))
 
-    def attach(self, engine: Engine, ckpt_dir: Path, tag: str | None) -> None:
+    def attach(self, engine: StepEngine, ckpt_dir: Path, tag: str | None) -> None:
         self.layout = engine.layout
 
-    def start_rows(self, engine: Engine, tag: str | None, start: int) -> list[dict[str, Any]]:
+    def start_rows(self, engine: StepEngine, tag: str | None, start: int) -> list[dict[str, Any]]:
         if tag is not None:  # a resumed run's rows (from its checkpoint) hold the step-0 row already
             return []
         return self.evaluate(engine, 0, 0).rows  # the starting point of the held-out curve
 
     # ------------------------------------------------------------------------------------------------ steps
-    def micro_batches(self, engine: Engine, batch: int) -> Iterator[MicroBatch]:
+    def micro_batches(self, engine: StepEngine, batch: int) -> Iterator[MicroBatch]:
         rows, t = self.data.train, self.train
         self.count = float(rows.weights[self.plan.positions(batch)].sum())  # every rank's rows: no all-reduce
         for idx in self.plan.micro_indexes(batch, self.layout.dp_rank):
@@ -170,10 +172,10 @@ class SFTObjective:
                 return step_loss(loss_sum, self.count, self.layout.dp, t.grad_accum), loss_sum.detach()
             yield micro
 
-    def reduce(self, engine: Engine, batch: int, values: list[torch.Tensor]) -> float:
+    def reduce(self, engine: StepEngine, batch: int, values: list[torch.Tensor]) -> float:
         return engine.dp_sum(torch.stack(values).sum()) / max(self.count, 1.0)
 
-    def micro_losses(self, engine: Engine, batch: int, values: list[torch.Tensor]) -> list[float]:
+    def micro_losses(self, engine: StepEngine, batch: int, values: list[torch.Tensor]) -> list[float]:
         """Micro-batch i's per-token loss over the dp ranks: Σ loss sums / Σ assistant tokens (one all-reduce)."""
         weights = self.data.train.weights
         counts = [float(weights[idx].sum()) for idx in self.plan.micro_indexes(batch, self.layout.dp_rank)]
@@ -181,7 +183,7 @@ class SFTObjective:
         k = len(values)
         return [s / max(c, 1.0) for s, c in zip(sums[:k], sums[k:])]
 
-    def whole_step(self, engine: Engine, batch: int) -> float:
+    def whole_step(self, engine: StepEngine, batch: int) -> float:
         raise NotImplementedError("sft runs without a pipeline")
 
     def doc_ids(self, batch: int) -> list[str]:
@@ -194,7 +196,7 @@ class SFTObjective:
     def eval_due(self, done: int) -> bool:
         return False
 
-    def evaluate(self, engine: Engine, done: int, next_batch: int) -> EvalOutcome:
+    def evaluate(self, engine: StepEngine, done: int, next_batch: int) -> EvalOutcome:
         held = heldout_loss(engine, self.data.heldout, self.train.micro_batch_size)
         if held is None:
             return EvalOutcome()
