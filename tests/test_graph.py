@@ -105,16 +105,6 @@ SYNTHETIC = {
         """,
     "tasks/lib/__init__.py": "",
     "tasks/lib/helper.py": """
-        import typing
-        from typing import TYPE_CHECKING
-
-        if TYPE_CHECKING:                          # types for readers: never runs, not a dep
-            import tasks.heavy
-        elif typing.TYPE_CHECKING:
-            import tasks.lib.unused
-        else:
-            from tasks.lib import deep             # the else branch runs
-
         def twice(x):
             import flows.util                      # lazy, into flows/
             return 2 * x

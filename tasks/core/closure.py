@@ -90,30 +90,10 @@ def program_named(root: Path, node: ast.AST) -> str | None:
     return rel if rel and not rel.endswith("__init__.py") and is_program(root, rel) else None
 
 
-def is_type_checking(node: ast.AST) -> bool:
-    """`if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`): a block that only type checkers and readers see."""
-    test = getattr(node, "test", None) if isinstance(node, ast.If) else None
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
-        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def runtime_nodes(tree: ast.AST) -> Iterator[ast.AST]:
-    """Every node of `tree` that can run: `ast.walk` less the bodies of `if TYPE_CHECKING:` blocks (their `else`
-    runs), whose imports name types for readers and type checkers and never load the module."""
-    todo = [tree]
-    while todo:
-        node = todo.pop()
-        yield node
-        if is_type_checking(node):
-            todo.extend([node.test, *node.orelse])  # type: ignore[attr-defined]
-        else:
-            todo.extend(ast.iter_child_nodes(node))
-
-
 @functools.lru_cache(maxsize=None)
 def _file_edges(root: Path, rel: str, when: tuple[int, int]) -> frozenset[str]:
     edges: set[str] = set()
-    for node in runtime_nodes(parse(root, rel)):
+    for node in ast.walk(parse(root, rel)):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             edges.update(f for d in imported_modules(rel, node) if (f := module_file(root, d)))
         elif program := program_named(root, node):
@@ -126,7 +106,7 @@ def _file_edges(root: Path, rel: str, when: tuple[int, int]) -> frozenset[str]:
 
 def file_edges(root: Path, rel: str) -> frozenset[str]:
     """Project files that running file `rel` can load: what its imports name (in function bodies too: lazy
-    imports run; not in `if TYPE_CHECKING:` blocks: they never run), the `__init__.py` of its packages (run on the way to it), and the programs it names (they
+    imports run), the `__init__.py` of its packages (run on the way to it), and the programs it names (they
     run its work in other processes). Cached until the file changes."""
     return _file_edges(root, rel, stamp(root, rel))
 
