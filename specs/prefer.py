@@ -13,8 +13,7 @@ from specs.evaluate import FlagSpec, SamplingSpec
 from specs.instruct import SOURCE_NAME, DecontaminationSpec
 from specs.pretrain import ParallelSpec
 from specs.review import ReviewSpec
-from specs.sft import AdapterSpec
-from specs.train import OptimSpec, TrainLoopSpec
+from specs.train import AdapterSpec, OptimSpec, TrainLoopSpec
 
 RejectedKind = Literal["sft_greedy", "other_answer", "truncated"]
 

@@ -9,37 +9,12 @@ from pydantic import Field, field_validator
 from specs.base import StrictModel
 from specs.evaluate import FlagSpec, SamplingSpec
 from specs.pretrain import ParallelSpec
-from specs.train import OptimSpec, TrainLoopSpec
+from specs.train import AdapterSpec, OptimSpec, TrainLoopSpec
 
 
 def _sft_optim() -> OptimSpec:
     # Finetuning: a lower peak than pretraining's 3e-3 and a short warmup; decays to a tenth.
     return OptimSpec(lr=1e-3, min_lr=1e-4, warmup_steps=10)
-
-
-LoRATarget = Literal["q", "k", "v", "o", "gate", "up", "down"]
-
-
-class AdapterSpec(StrictModel):
-    """Parameter-efficient finetuning: `lora` freezes the pretrained weights and trains low-rank pairs beside
-    the targeted linears (Hu et al. 2021); only they hold optimizer state. Export writes the merged model and the
-    adapter in PEFT's format."""
-
-    kind: Literal["none", "lora"] = Field("none", description="`none`: full finetuning; `lora`: adapters only.")
-    r: int = Field(8, ge=1, le=1024, description="LoRA rank.")
-    alpha: float = Field(16.0, gt=0, description="LoRA alpha: the update is scaled by alpha / r.")
-    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the adapter's input.")
-    targets: list[LoRATarget] = Field(
-        default_factory=lambda: ["q", "k", "v", "o", "gate", "up", "down"],
-        description="Linears that get adapters, by their Hugging Face names without `_proj` (q, k, v, o: "
-        "attention; gate, up, down: the SwiGLU MLP). All of them is QLoRA's recommendation.")
-
-    @field_validator("targets")
-    @classmethod
-    def _unique_targets(cls, targets: list[str]) -> list[str]:
-        if not targets or len(set(targets)) != len(targets):
-            raise ValueError("targets: a non-empty list without repeats")
-        return targets
 
 
 class SFTSpec(TrainLoopSpec):

@@ -141,6 +141,31 @@ class TelemetrySpec(StrictModel):
     wandb_project: str = Field("forgeline", min_length=1, description="wandb project name.")
 
 
+LoRATarget = Literal["q", "k", "v", "o", "gate", "up", "down"]
+
+
+class AdapterSpec(StrictModel):
+    """Parameter-efficient finetuning: `lora` freezes the pretrained weights and trains low-rank pairs beside
+    the targeted linears (Hu et al. 2021); only they hold optimizer state. Export writes the merged model and the
+    adapter in PEFT's format."""
+
+    kind: Literal["none", "lora"] = Field("none", description="`none`: full finetuning; `lora`: adapters only.")
+    r: int = Field(8, ge=1, le=1024, description="LoRA rank.")
+    alpha: float = Field(16.0, gt=0, description="LoRA alpha: the update is scaled by alpha / r.")
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout on the adapter's input.")
+    targets: list[LoRATarget] = Field(
+        default_factory=lambda: ["q", "k", "v", "o", "gate", "up", "down"],
+        description="Linears that get adapters, by their Hugging Face names without `_proj` (q, k, v, o: "
+        "attention; gate, up, down: the SwiGLU MLP). All of them is QLoRA's recommendation.")
+
+    @field_validator("targets")
+    @classmethod
+    def _unique_targets(cls, targets: list[str]) -> list[str]:
+        if not targets or len(set(targets)) != len(targets):
+            raise ValueError("targets: a non-empty list without repeats")
+        return targets
+
+
 class TrainLoopSpec(StrictModel):
     """What every training objective's loop is driven by: steps, batches, precision, optimizer, cadences of
     logging / evaluation / checkpoints, the stability guard, telemetry and the sanity mode."""

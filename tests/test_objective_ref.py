@@ -37,6 +37,9 @@ def test_pretrain_runs_no_finetuning_code():
     deps = set(graph.stage("pretrain").code_deps())
     assert not {d for d in deps if d.startswith("tasks/train/objectives/") and ("sft" in d or "dpo" in d)}
     assert not {"tasks/sft.py", "tasks/prefer.py", "specs/sft.py", "specs/prefer.py"} & deps
+    # nor the specs of the sections it never reads, even through a type a training module names for readers
+    # (LoRA's AdapterSpec lives in specs/train.py: in specs/sft.py it pulled evaluate, review and clean in)
+    assert not {"specs/evaluate.py", "specs/review.py", "specs/clean.py"} & deps
 
 
 def test_a_job_round_trips_its_objective():

@@ -37,7 +37,7 @@ from tasks.train.parallel.tensor_parallel import RowParallelLinear, copy_to_tp, 
 from tasks.train.parallel.tp_context import TPContext
 
 if TYPE_CHECKING:  # SFT's adapter section (a type for readers: importing specs/sft.py would widen pretrain's deps)
-    from specs.sft import AdapterSpec
+    from specs.train import AdapterSpec
 
 # forgeline's linear names for the targets PEFT users name after Hugging Face's modules
 TARGETS = {"q": "attn.wq", "k": "attn.wk", "v": "attn.wv", "o": "attn.wo", "gate": "mlp.w1", "up": "mlp.w3",

@@ -51,7 +51,7 @@ from tasks.train.parallel.tp_model import VocabParallelLMHead, apply_tensor_para
 if TYPE_CHECKING:  # types for readers: specs/sft.py would widen pretrain's deps, deepspeed is imported lazily
     from deepspeed.pipe import LayerSpec
 
-    from specs.sft import AdapterSpec
+    from specs.train import AdapterSpec
 
 
 # --------------------------------------------------------------------------------------- process groups, layout
