@@ -132,7 +132,9 @@ def rank_runs(bases: Sequence[Path], offsets: np.ndarray, total: int) -> np.ndar
             q, ids, rows = b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2).to_numpy()
             yield from zip(q, ids, (rows + offsets[s]).tolist())
 
-    for r, (_, _, g) in enumerate(heapq.merge(*(run(s) for s in range(len(bases))), key=lambda t: (t[0], t[1]))):
+    # Tuples compare as (−quality, id, row): no key function per row. Equal (−quality, id) across shards fall to
+    # the row, which grows with the shard index: the order a stable merge on (−quality, id) gives.
+    for r, (_, _, g) in enumerate(heapq.merge(*(run(s) for s in range(len(bases))))):
         rank[g] = r
     return rank
 
