@@ -57,7 +57,7 @@ SINGLE_THREAD = {**{k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", 
 
 def corpus_folder(cache: Path, docs: int, seed: int, median: int) -> Path:
     """The corpus as ingest shards + truth.json, built once per (size, seed, median length, generator source)."""
-    source = (ROOT / "tasks" / "data" / "dedup_corpus.py").read_bytes()
+    source = (ROOT / "tests" / "helpers" / "dedup_corpus.py").read_bytes()
     folder = cache / f"corpus-{docs}-{seed}-{median}-{hashlib.sha256(source).hexdigest()[:10]}"
     if (folder / "truth.json").exists():
         return folder

@@ -16,7 +16,7 @@ from specs.clean import DedupSpec
 from tasks.data.dedup import minhash
 from tasks.data.cleanup.normalize import (TRANSLATION_TABLE, confusable_letters, exact_key, format_chars, mixes_look_alikes,
                                   normalize_text, shingle_text, simple_chars)
-from tasks.data.cleanup.textbatch import exact_keys, normalize_encoded, normalize_texts
+from tasks.data.cleanup.textbatch import NOT_SIMPLE, Encoded, exact_keys, normalize_encoded, normalize_texts
 
 PIECES = ["the", "Word", "ÉTÉ", "été", "naïve", " ", "  ", "\t", "\n", "\n\n\n\n", "\r\n", "\r", "\x00",
           "\x1f", "\x7f", "\x85", "\xa0", "\u3000", "\u2028", "\u200b", "\u200d", "\u00ad", "\ufeff", "’", "“",
@@ -83,6 +83,24 @@ def test_simple_characters_survive_every_fold():
     text = "".join(simple)
     assert unicodedata.normalize("NFKC", text) == text == text.casefold() == text.lower()
     assert all((table[ord(c)] == 2) == bool(re.match(r"\w", c)) for c in simple)
+
+
+def test_text_of_simple_characters_is_normalized_whatever_precedes_them():
+    """What lets the batch functions skip the quick check for text whose non-ASCII characters are all simple:
+    no simple character is the second of a canonical composition pair, so after any character (ASCII or
+    simple) it stays as it is in NFC and NFKC."""
+    table = simple_chars()
+    simple = {chr(c) for c in range(0x80, 0x10000) if table[c]}
+    seconds = set()
+    for code in range(sys.maxunicode + 1):
+        parts = unicodedata.decomposition(chr(code)).split()
+        if len(parts) == 2 and not parts[0].startswith("<"):
+            seconds.add(chr(int(parts[1], 16)))
+    assert "\u0301" in seconds and not simple & seconds
+    text = "".join(f"e{c}A{c}{c}" for c in sorted(simple))
+    assert all(unicodedata.is_normalized(form, text) for form in ("NFC", "NFKC"))
+    flags = Encoded.of([text, "e\u0301’"]).flags           # (as read: a combining mark is not simple)
+    assert not flags[0] & NOT_SIMPLE and flags[1] & NOT_SIMPLE
 
 
 @settings(max_examples=150, deadline=None)

@@ -112,9 +112,12 @@ def _arrow(values: list, kind: pa.DataType) -> pa.Array:
 def write_work_table(table: pa.Table, path: Path) -> None:
     """A work table as Parquet: zstd, but no dictionary pages and no statistics for the columns that are long
     and unique (text, detail, meta, id: Parquet would build a dictionary of every text to give it up, and keep
-    min/max copies of texts no reader asks for). Only clean reads it back (`tasks.data.cleanup.clean_outputs`)."""
+    min/max copies of texts no reader asks for). The text column is stored uncompressed: zstd on it was ~10 % of
+    the shard phase's CPU (and its read back in the outputs phase), for a scratch file the stage deletes at the
+    end (the work folder then holds about the corpus's text size on disk). Only clean reads it back
+    (`tasks.data.cleanup.clean_outputs`)."""
     unique = ["id", "text", "meta", "detail", "exact_key"]
-    pq.write_table(table, path, compression="zstd",
+    pq.write_table(table, path, compression={n: "none" if n == "text" else "zstd" for n in table.schema.names},
                    use_dictionary=[n for n in table.schema.names if n not in unique],
                    write_statistics=[n for n in table.schema.names if n not in unique])
 

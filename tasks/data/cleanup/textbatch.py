@@ -61,8 +61,8 @@ class Encoded:
 
     def nfkc(self, k: int) -> bool:
         """Whether text k is in NFKC (asked by the exact keys and the shingles alike: checked once)."""
-        if k not in self._nfkc_known:
-            self._nfkc_known[k] = not self.flags[k] & NON_ASCII or unicodedata.is_normalized("NFKC", self.texts[k])
+        if k not in self._nfkc_known:       # ASCII and simple characters only: in NFKC (no quick check needed)
+            self._nfkc_known[k] = not self.flags[k] & NOT_SIMPLE or unicodedata.is_normalized("NFKC", self.texts[k])
         return self._nfkc_known[k]
 
     def chunk(self, start: int, stop: int) -> "Encoded":
@@ -79,9 +79,10 @@ def normalize_encoded(texts: Sequence[str], form: NormalForm = "NFC") -> Encoded
     batch = Encoded.of(texts)
     out, changed = list(texts), []
     for k, (text, flag) in enumerate(zip(texts, batch.flags)):
+        # text of ASCII and simple characters (no NOT_SIMPLE) holds no table character and is in NFC and NFKC
         if flag & (CONTROL | TRAILING | BLANK_RUN) or text[:1] == "\n" or text[-1:].isspace() or (
-                flag & NON_ASCII and ((flag & NOT_SIMPLE and table_chars_in(text)) or form != "none" and
-                                      not unicodedata.is_normalized(form, text))):
+                flag & NOT_SIMPLE and (table_chars_in(text) or form != "none" and
+                                       not unicodedata.is_normalized(form, text))):
             out[k] = normalize_text(text, form)
             changed += [k] if out[k] is not text else []
     if not changed:

@@ -40,7 +40,9 @@ def pairwise_jaccard(sets: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, np.zeros(0, dtype=np.float64)
     values = np.concatenate(sets).astype(np.uint64)                              # [N]
-    order = np.argsort(values, kind="stable")
+    # a value's column is the rank of its distinct value: the same whatever order equal values sort in, so the
+    # faster unstable (SIMD) sort serves
+    order = np.argsort(values)
     column = np.empty(len(values), dtype=np.int64)                               # [N] shingle → column id
     fresh = np.ones(len(values), dtype=bool)
     fresh[1:] = values[order][1:] != values[order][:-1]

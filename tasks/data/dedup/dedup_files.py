@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from tasks.core.files import atomic_path
+from tasks.data.dedup import hashloops
 from tasks.data.dedup.lsh import band_keys
 
 ENTRY = np.dtype([("key", "<u8"), ("row", "<i4")])
@@ -103,10 +104,7 @@ def shingle_runs(base: Path, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     (memory-mapped: only those rows are read)."""
     offsets = np.load(at(base, ".shingles.off.npy"), mmap_mode="r")
     starts, stops = np.asarray(offsets[rows]), np.asarray(offsets[rows + 1])
-    sizes = stops - starts
-    out = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    index = np.repeat(starts - out[:-1], sizes) + np.arange(out[-1])        # each value's place in the file
-    return np.asarray(np.load(at(base, ".shingles.npy"), mmap_mode="r")[index]), out
+    return hashloops.gather_runs(np.asarray(np.load(at(base, ".shingles.npy"), mmap_mode="r")), starts, stops)
 
 
 def row_columns(rows: list[dict]) -> tuple[list[str], dict[str, list]]:
@@ -132,7 +130,9 @@ def rank_runs(bases: Sequence[Path], offsets: np.ndarray, total: int) -> np.ndar
             q, ids, rows = b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2).to_numpy()
             yield from zip(q, ids, (rows + offsets[s]).tolist())
 
-    for r, (_, _, g) in enumerate(heapq.merge(*(run(s) for s in range(len(bases))), key=lambda t: (t[0], t[1]))):
+    # Tuples compare as (−quality, id, row): no key function per row. Equal (−quality, id) across shards fall to
+    # the row, which grows with the shard index: the order a stable merge on (−quality, id) gives.
+    for r, (_, _, g) in enumerate(heapq.merge(*(run(s) for s in range(len(bases))))):
         rank[g] = r
     return rank
 

@@ -91,17 +91,21 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     rest is folded; a folded text whose non-ASCII characters are then all simple (`É` cased, `…` NFKC'd, a page
     read as its text) goes the same way, and only the others are split by the regex."""
     todo = [k for k in range(len(batch.texts)) if _needs_fold(batch, k, spec)]
+    flags = batch.flags
     if todo:
         folded = textbatch.Encoded.of([_fold(batch.texts[k], spec) for k in todo])
-        parts = list(batch.parts)
+        parts, flags = list(batch.parts), list(batch.flags)
         for k, text, part, flag in zip(todo, folded.texts, folded.parts, folded.flags):
             parts[k] = " ".join(WORD.findall(text.lower())).encode("utf-8", "surrogatepass") \
                 if flag & textbatch.NOT_SIMPLE else part
+            flags[k] = flag
         ends = np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)) + 1) - 1
-        data = np.frombuffer(bytearray(b"\n").join([*parts, bytes(8)]), np.uint8)      # writable; 8 pad bytes
+        data = np.frombuffer(bytearray(b"\n").join([*parts, b""]), np.uint8)    # writable; a separator after each
     else:
-        data, ends = np.concatenate([batch.data, np.zeros(8, np.uint8)]), batch.ends    # a writable copy
-    hashloops.blank_non_words(data, textbatch.simple_table())
+        data, ends = batch.data.copy(), batch.ends                                 # a writable copy
+    # only text with non-ASCII bytes can hold a simple non-word character (ASCII text is not scanned)
+    hashloops.blank_non_words(data, ends, np.flatnonzero(np.array(flags) & textbatch.NON_ASCII),
+                              textbatch.simple_table())
     return hashloops.word_hashes(data, ends, POW)
 
 
