@@ -17,7 +17,7 @@
 #   tput-124m  125  P + engine (P + 12.1 + 15.4 + 0.7 for 10 timed steps = 34) + (b′) (P + 27.7 compile + 0.3
 #                   = 34) + (a) (P + 2 build + ≤ 26 compile + 0.7 = 35; on 12-04 it did not finish in the ~40 s
 #                   left to it, so its compile is bounded by the engine's cold 15.4 plus 70 %) = 110 → +14 %
-#   sft         47  measured 43, 0.4 s less at 10 timed steps → +10 %
+#   sft         47  measured 43 (its compile is its own: no cache hit), 0.4 s less at 10 timed steps → +10 %
 #   pretrain    40  measured 36 (gpt2-124m: its block graph is in the inductor cache from tput-124m) → +11 %
 #   ckpt-stall  50  P + two modes of P + ~15 (DeepSpeed start, 4 eager steps, 2 saves of ~4 s, final weights) =
 #                   ~48; on 12-04 sync alone took ~30 s of 56 with compile on and 6 steps → +4 %, plus the slack
@@ -32,7 +32,10 @@
 #   RESERVE     10  the table (report.py, no torch) and the tar: ~1 s
 # Levers: every part shares one inductor cache (<parts>/inductor-cache: FX graph and AOT autograd caches), so a
 # block graph compiled at one shape is loaded, not recompiled, by the next process of that shape ((a) after the
-# engine, sft and the smoke after tput-124m, ZeRO-3 after ZeRO-0); 2 warm-up steps, not 3 (the second step,
+# engine, the smoke after tput-124m, ZeRO-3 after ZeRO-0; not sft, whose packed rows make another graph). On CPU
+# (tiny shape, inductor's C++; pretrain_throughput.py --device cpu --shape tiny --runs engine,plain --set
+# train.speed.compile=on, TORCHINDUCTOR_CACHE_DIR shared): the engine's cold first step 58.7 s, (a) in the next
+# process 4.5 s, a rerun of the engine 4.7 s; sft after them 42.0 s. 2 warm-up steps, not 3 (the second step,
 # after the compile, was 0.1-0.4 s); 10 timed steps at 124m/350m (the timed steps are ~1-2 s, so this is for the
 # shape of the table, not the budget); the uncertain parts (ZeRO-3, (b′) at 350m, never finished on a GPU) last
 # so the others' slack reaches them; ckpt-stall eager (its subject is the save, not the step) and 4 steps.
