@@ -49,7 +49,8 @@ def job_spec(args: argparse.Namespace, asynchronous: bool, elastic: bool = True)
                   "keep_checkpoints": 1, "checkpoint_async": asynchronous, "cpu_threads": args.threads,
                   "checkpoint_elastic": elastic,
                   "precision": "fp32", "optim": {"warmup_steps": 1},
-                  "stability": {"max_rollbacks": 0}, "telemetry": {"wandb": "disabled", "nvml": False}},
+                  "stability": {"max_rollbacks": 0}, "telemetry": {"wandb": "disabled", "nvml": False},
+                  "speed": {"compile": args.compile}},
     })
 
 
@@ -131,6 +132,8 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=6)
     p.add_argument("--every", type=int, default=2, help="checkpoint_every (enough steps to hide one write)")
     p.add_argument("--threads", type=int, default=2, help="train.cpu_threads")
+    p.add_argument("--compile", choices=("auto", "on", "off"), default="auto", help="train.speed.compile (auto: "
+                   "the spec's default; off spares a GPU run the compile, which says nothing about a save's stall)")
     p.add_argument("--modes", default="sync,async")
     p.add_argument("--elastic", default="on", help="on, off or on,off: train.checkpoint_elastic of the runs")
     p.add_argument("--work", default=None, help="folder for the runs (default: a temp folder, removed)")
@@ -147,7 +150,8 @@ def main() -> None:
             print(f"{mode} run (layout-free copy {elastic}): {args.shape}, {args.steps} steps, a save every "
                   f"{args.every}", flush=True)
             cmd = [sys.executable, __file__, "--child", mode, "--work", args.work or tmp, f"--elastic={elastic}",
-                   *[f"--{k}={getattr(args, k)}" for k in ("shape", "seq", "batch", "steps", "every", "threads")]]
+                   *[f"--{k}={getattr(args, k)}"
+                     for k in ("shape", "seq", "batch", "steps", "every", "threads", "compile")]]
             proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
             line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
             if proc.returncode != 0 or line is None:

@@ -184,10 +184,10 @@ def test_table_from_parts(tmp_path):
     assert rows[2] == "| setup | ok | 12 / 25 | python 3.12.3, torch 2.11.0 (CUDA 13.0), 1 GPUs, deepspeed 0.19.8 |"
     assert rows[3] == ("| tput-124m | ok | 80 / 105 | gpt2-124m seq 1024 × 16, cuda: engine ZeRO-0 550,000 tok/s; "
                        "(b′) 500,000 tok/s; (a) 560,000 tok/s |")
-    assert rows[4].endswith("engine ZeRO-0 200,000 tok/s; failed: nanogpt-compiled: CUDA out of memory |")
-    assert rows[6] == "| sft | timed out (50 s) | 50 / 50 | still compiling / slowly |"
-    assert "checks 1/2 (failed: checkpoint)" in rows[7]
-    assert rows[8].endswith("async: 3.00 GiB, blocked 0.50, 0.20 s; later saves async/sync 5.0% (goal < 10 %) |")
+    assert rows[8].endswith("engine ZeRO-0 200,000 tok/s; failed: nanogpt-compiled: CUDA out of memory |")
+    assert rows[4] == "| sft | timed out (50 s) | 50 / 50 | still compiling / slowly |"
+    assert "checks 1/2 (failed: checkpoint)" in rows[5]
+    assert rows[6].endswith("async: 3.00 GiB, blocked 0.50, 0.20 s; later saves async/sync 5.0% (goal < 10 %) |")
     assert rows[9] == "| telemetry | not run | - |  |"
     text = "\n".join(rows)
     assert ("| tput-124m | gpt2-124m | engine (pretrain stage) | bf16 (bf16 section), ZeRO-0, compile on, fused AdamW "
@@ -199,7 +199,32 @@ def test_table_from_parts(tmp_path):
     assert "- engine MFU ≥ 50 % at 350M: 49.0% MISSED" in text
     assert "- ZeRO-3/ZeRO-0 ≥ 0.95 at 1B: 0.90× MISSED" in text
     assert "- every part ok: MISSED (sft, pretrain, telemetry)" in text
+    assert ("Rows not returned:\n- sft: sft at gpt2-124m — the part timed out at 50 s\n"
+            "- tput-350m: (b′) at 350m — CUDA out of memory\n\nTargets") in text
     assert rows[-1] == "whole script 450 s"
+
+
+def test_missing_rows_follow_what_each_part_was_asked_for(tmp_path):
+    """A part cut short names the rows it did not return: the runs its JSON's arguments asked for (ZeRO stages
+    apart), or the script's plan where it left no JSON, and the ckpt-stall modes that did not finish."""
+    (tmp_path / "tput-1b.status").write_text("124 82 82")
+    (tmp_path / "tput-1b.json").write_text(json.dumps({
+        "args": {"shape": "1b", "seq": 1024, "batch": 16, "device": "cuda", "runs": "engine", "zero": "0,3"},
+        "results": [{"run": "engine", "config": {"zero": 0}, "tokens_per_s": 1.0}], "errors": []}))
+    (tmp_path / "tput-124m.status").write_text("skipped 0 0")
+    (tmp_path / "ckpt-stall.status").write_text("137 50 50")
+    (tmp_path / "ckpt-stall.json").write_text(json.dumps([{"mode": "sync", "stalls": [4.0, 3.9]}]))
+    for name in ("sft", "tput-350m"):
+        (tmp_path / f"{name}.status").write_text("0 40 47")
+        (tmp_path / f"{name}.json").write_text(json.dumps({"args": {"shape": "x", "runs": "sft"}, "results": [
+            {"run": "sft", "config": {"zero": 0}}]}))
+    words = {p: report.status(tmp_path, p)[0] for p in report.PARTS}
+    assert report.missing_rows(tmp_path, words) == [
+        "- tput-124m: engine at gpt2-124m — the part was skipped (budget spent)",
+        "- tput-124m: (b′) at gpt2-124m — the part was skipped (budget spent)",
+        "- tput-124m: (a) at gpt2-124m — the part was skipped (budget spent)",
+        "- tput-1b: engine ZeRO-3 at 1b — the part timed out at 82 s",
+        "- ckpt-stall: async mode — the part timed out at 50 s"]
 
 
 @pytest.mark.slow

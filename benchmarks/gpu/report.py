@@ -1,6 +1,7 @@
 """The one table benchmarks/gpu/run.sh prints: a row per part (status from <parts>/<name>.status, "rc seconds
 limit" or "absent"/"skipped", and a one-line result from its JSON or the last line of its log), then every
-throughput run side by side with the ratios the issue's targets are stated in, then the targets themselves.
+throughput run side by side with the ratios the issue's targets are stated in, then the rows a part cut short
+did not return and why, then the targets themselves.
 
     python benchmarks/gpu/report.py <parts folder> [--total-s N] [--dry-run]
 """
@@ -11,8 +12,14 @@ import argparse
 import json
 from pathlib import Path
 
-PARTS = ("setup", "tput-124m", "tput-350m", "tput-1b", "sft", "pretrain", "ckpt-stall", "telemetry")
-TPUT_PARTS = ("tput-124m", "tput-350m", "tput-1b", "sft")
+PARTS = ("setup", "tput-124m", "sft", "pretrain", "ckpt-stall", "tput-1b", "tput-350m", "telemetry")
+TPUT_PARTS = ("tput-124m", "sft", "tput-1b", "tput-350m")
+# The runs each throughput part is asked for when its JSON does not say (it is written after the first run):
+# (run, ZeRO stage or None) as benchmarks/pretrain_throughput.py's --runs and --zero expand them.
+EXPECTED = {"tput-124m": [("engine", None), ("nanogpt-compiled", None), ("plain", None)], "sft": [("sft", None)],
+            "tput-1b": [("engine", "0"), ("engine", "3")], "tput-350m": [("engine", None), ("nanogpt-compiled", None)]}
+SHAPES = {"tput-124m": "gpt2-124m", "sft": "gpt2-124m", "tput-1b": "1b", "tput-350m": "350m"}
+STALL_MODES = ("sync", "async")  # checkpoint_stall.py's default --modes
 LABELS = {"engine": "engine (pretrain stage)", "sft": "sft stage (packed, assistant-only loss)",
           "plain": "(a) plain loop, same model", "nanogpt": "(b) nanoGPT eager",
           "nanogpt-compiled": "(b′) nanoGPT compiled"}
@@ -56,6 +63,48 @@ def tput_summary(data: dict) -> str:
     cells = [f"{key(r)} {r['tokens_per_s']:,.0f} tok/s" for r in data["results"]]
     errors = [f"failed: {e}" for e in data.get("errors", [])]
     return f"{a['shape']} seq {a['seq']} × {a['batch']}, {a['device']}: " + "; ".join(cells + errors)
+
+
+def expected_runs(part: str, data: dict | None) -> list[tuple[str, str | None]]:
+    """The (run, ZeRO) pairs a throughput part was asked for: from its JSON's arguments, else EXPECTED."""
+    if not data or "runs" not in data.get("args", {}):
+        return list(EXPECTED.get(part, []))
+    a = data["args"]
+    return [(run, z) for run in a["runs"].split(",")
+            for z in (str(a["zero"]).split(",") if run == "engine" and a.get("zero") is not None else [None])]
+
+
+def why(word: str) -> str:
+    """Why a part's row is absent, from the part's status word."""
+    if word.startswith("timed out"):
+        return "the part " + word.replace("(", "at ").rstrip(")")
+    if word.startswith("failed"):
+        return "the part " + word
+    return {"skipped": "the part was skipped (budget spent)", "not run": "the part did not run",
+            "absent": "the part's script is not in this tree"}.get(word, "not reported")
+
+
+def missing_rows(folder: Path, words: dict[str, str]) -> list[str]:
+    """One line per row a part was asked for and did not return, with the run's own error or the part's fate."""
+    out = []
+    for part in TPUT_PARTS:
+        data = load(folder, part)
+        results = list((data or {}).get("results") or [])
+        errors = {e.split(":")[0]: e.split(":", 1)[1].strip() for e in (data or {}).get("errors", []) if ":" in e}
+        shape = (data or {}).get("args", {}).get("shape") or SHAPES[part]
+        for run, zero in expected_runs(part, data):
+            hit = next((r for r in results if r["run"] == run and (zero is None or
+                                                                   str(r["config"].get("zero")) == zero)), None)
+            if hit is not None:
+                results.remove(hit)
+                continue
+            label = SHORT[run] + (f" ZeRO-{zero}" if zero is not None else "")
+            out.append(f"- {part}: {label} at {shape} — {errors.get(run) or why(words.get(part, 'not run'))}")
+    if words.get("ckpt-stall") != "absent":
+        done = {r.get("mode") for r in (load(folder, "ckpt-stall") or []) if isinstance(r, dict)}
+        out += [f"- ckpt-stall: {m} mode — {why(words.get('ckpt-stall', 'not run'))}" for m in STALL_MODES
+                if m not in done]
+    return out
 
 
 def pretrain(data: dict) -> str:
@@ -201,6 +250,9 @@ def table(folder: Path, total_s: int | None, dry_run: bool) -> str:
     rows, found = runs_table(folder)
     if rows:
         lines += ["", *rows]
+    missing = missing_rows(folder, words)
+    if missing:
+        lines += ["", "Rows not returned:", *missing]
     note = " (dry run: tiny shapes on CPU, not GPU figures)" if dry_run else ""
     lines += ["", f"Targets (issue #29){note}:", *targets(found, words, total_s)]
     if total_s is not None:

@@ -8,18 +8,46 @@
 #
 # Parts, in order, each with a share of the 480 s (seconds below). A part may use what earlier parts left unused,
 # never the shares of the parts after it, so one that hangs or overruns cannot starve the rest. On the GPU a part
-# costs mostly process start-up (~8 s per Python process importing torch and DeepSpeed) and torch.compile (the
-# first step of each compiled run); the timed steps themselves take seconds.
-#   setup       25  the carried wheels (pip --no-index --no-deps --target, first on PYTHONPATH; the box's torch)
-#   tput-124m  105  benchmarks/pretrain_throughput.py at gpt2-124m: the pretrain stage's loop (its own defaults
-#                   resolved for CUDA), (b′) nanoGPT compiled, (a) the same model in a plain loop
-#   tput-350m   95  the same at 350m, without (a) (the engine's overhead over a plain loop is read at 124m)
-#   tput-1b     90  the stage's loop at the 1b shape, ZeRO-0 then ZeRO-3, 6 timed steps
-#   sft         50  the sft stage's loop on packed conversations, assistant-only loss, gpt2-124m
-#   pretrain    45  benchmarks/gpu/pretrain_smoke.py: tasks.pretrain.run, 2 steps (checkpoint, weights, checks),
-#                   tput-124m's shape so its compiled blocks come from the inductor cache
-#   ckpt-stall  40  benchmarks/checkpoint_stall.py: sync vs async save stall, gpt2-124m
-#   telemetry   15  benchmarks/gpu/snapshot.py: NVML (forgeline's reader) and nvidia-smi, after the load
+# costs mostly process start-up and torch.compile (the first step of each compiled run); the timed steps
+# themselves take seconds. The shares come from the H200 run of 2026-12-04 (benchmarks/gpu/results/
+# h200-2026-12-04*, its JSONs' startup_s / first_step_s / warmup_s / seconds), cold inductor cache:
+#   P = 6 s per Python process (start, imports, exit): sft's part took 43 s of which its child measured 30.6
+#       (16.9 start-up + 12.5 warm-up + 1.2 timed), so parent + child cost 12.4; the smoke took 36 s for 28.7 wall
+#   setup       15  measured 12
+#   tput-124m  125  P + engine (P + 12.1 + 15.4 + 0.7 for 10 timed steps = 34) + (b′) (P + 27.7 compile + 0.3
+#                   = 34) + (a) (P + 2 build + ≤ 26 compile + 0.7 = 35; on 12-04 it did not finish in the ~40 s
+#                   left to it, so its compile is bounded by the engine's cold 15.4 plus 70 %) = 110 → +14 %
+#   sft         47  measured 43 (its compile is its own: no cache hit), 0.4 s less at 10 timed steps → +10 %
+#   pretrain    40  measured 36 (gpt2-124m: its block graph is in the inductor cache from tput-124m) → +11 %
+#   ckpt-stall  50  P + two modes of P + ~15 (DeepSpeed start, 4 eager steps, 2 saves of ~4 s, final weights) =
+#                   ~48; on 12-04 sync alone took ~30 s of 56 with compile on and 6 steps → +4 %, plus the slack
+#   tput-1b     82  P + ZeRO-0 (P + 12.9 + 10.7 + 1.2 = 31) + ZeRO-3 (P + ~20 partitioned start-up + ~11
+#                   compile: the ZeRO-0 block graph from the cache, hooks eager since 1f1fe99 + ~2 for 6 steps
+#                   = 39) = 76 → +8 %
+#   tput-350m  103  P + engine (P + 12.7 + 12.0 + 1.4 = 32) + (b′) (P + 2 + 2 × 27.7: the whole model compiled
+#                   at 24 layers, twice 124m's 12, an upper bound since identical blocks share kernels + 0.7 =
+#                   64) = 102 → +1 % of its own, but it runs last of the heavy parts: the ~34 s the estimates of
+#                   the parts before it leave (~325 of their 359) flow to it, 137 s for 102: +34 % in all
+#   telemetry    8  measured 4
+#   RESERVE     10  the table (report.py, no torch) and the tar: ~1 s
+# Levers: every part shares one inductor cache (<parts>/inductor-cache: FX graph and AOT autograd caches), so a
+# block graph compiled at one shape is loaded, not recompiled, by the next process of that shape ((a) after the
+# engine, the smoke after tput-124m, ZeRO-3 after ZeRO-0; not sft, whose packed rows make another graph). On CPU
+# (tiny shape, inductor's C++; pretrain_throughput.py --device cpu --shape tiny --runs engine,plain --set
+# train.speed.compile=on, TORCHINDUCTOR_CACHE_DIR shared): the engine's cold first step 58.7 s, (a) in the next
+# process 4.5 s, a rerun of the engine 4.7 s; sft after them 42.0 s. 2 warm-up steps, not 3 (the second step,
+# after the compile, was 0.1-0.4 s); 10 timed steps at 124m/350m (the timed steps are ~1-2 s, so this is for the
+# shape of the table, not the budget); the uncertain parts (ZeRO-3, (b′) at 350m, never finished on a GPU) last
+# so the others' slack reaches them; ckpt-stall eager (its subject is the save, not the step) and 4 steps.
+#   setup       the carried wheels (pip --no-index --no-deps --target, first on PYTHONPATH; the box's torch)
+#   tput-124m   benchmarks/pretrain_throughput.py at gpt2-124m: the pretrain stage's loop (its own defaults
+#               resolved for CUDA), (b′) nanoGPT compiled, (a) the same model in a plain loop
+#   sft         the sft stage's loop on packed conversations, assistant-only loss, gpt2-124m
+#   pretrain    benchmarks/gpu/pretrain_smoke.py: tasks.pretrain.run, 2 steps (checkpoint, weights, checks)
+#   ckpt-stall  benchmarks/checkpoint_stall.py: sync vs async save stall, gpt2-124m, 4 steps, a save every 2
+#   tput-1b     the stage's loop at the 1b shape, ZeRO-0 then ZeRO-3, 6 timed steps
+#   tput-350m   the same as tput-124m at 350m, without (a) (the engine's overhead over a plain loop is read at 124m)
+#   telemetry   benchmarks/gpu/snapshot.py: NVML (forgeline's reader) and nvidia-smi, after the load
 # then ONE markdown table (benchmarks/gpu/report.py) into <out>/table.md, and the parts folder (logs, JSON) as
 # <out>/parts.tar.gz: two files, what a device run can bring back.
 # Environment: OUT (results folder; default benchmarks/gpu/out), PYTHON (the box's python with CUDA torch;
@@ -37,11 +65,17 @@ PARTS="${GPU_PARTS:-${TMPDIR:-/tmp}/forgeline-gpu-parts}"
 WHEELS="${GPU_WHEELS:-$ROOT/benchmarks/gpu/wheels}"
 PY="${PYTHON:-python3}"
 BUDGET_S=480          # the whole script, setup included
-RESERVE_S=15          # kept back for the table and the tar
-PLAN=(setup:25 tput-124m:105 tput-350m:95 tput-1b:90 sft:50 pretrain:45 ckpt-stall:40 telemetry:15)
+RESERVE_S=10          # kept back for the table and the tar
+PLAN=(setup:15 tput-124m:125 sft:47 pretrain:40 ckpt-stall:50 tput-1b:82 tput-350m:103 telemetry:8)
 START=$SECONDS
 mkdir -p "$PARTS" "$OUT_DIR"
+rm -rf "$PARTS/inductor-cache"
 rm -f "$PARTS"/*
+# One inductor cache for every part (not the per-user default under /tmp, which a box may not keep or share):
+# the same block graph at the same shape is compiled once and loaded by later processes. Emptied first so every
+# run starts cold, the case the shares are sized for, and first-step figures compare run to run; kept out of
+# the tar.
+export TORCHINDUCTOR_CACHE_DIR="$PARTS/inductor-cache" TORCHINDUCTOR_FX_GRAPH_CACHE=1 TORCHINDUCTOR_AUTOGRAD_CACHE=1
 
 # The seconds the parts after NAME have reserved.
 later_shares() {
@@ -110,31 +144,35 @@ if (( DRY )); then
   # one torch thread per in-process rank (the stage's default of 2 oversubscribes a shared CI box)
   TPUT=(--device cpu --shape tiny --seq 64 --batch 2 --steps 2 --warmup 1 --compile-backend aot_eager
         --set train.cpu_threads=1)
+  STEPS_1B=2
   STALL=(--shape tiny --seq 64 --batch 2 --steps 4 --every 2)
   DEVICE=cpu
 else
-  TPUT=(--device cuda)  # seq 1024 × micro-batch 16, 15 timed steps after 3 warm-up: the script's defaults
-  STALL=(--shape gpt2-124m --seq 512 --batch 8 --steps 6 --every 3)  # the stage's real save path, sized to fit
+  TPUT=(--device cuda --steps 10 --warmup 2)  # seq 1024 × micro-batch 16 (the script's defaults)
+  STEPS_1B=6
+  # the stage's real save path at 124M (1.9 GiB a checkpoint with the layout-free copy), two saves a mode, eager:
+  # compiling cost each mode ~10-15 s that say nothing about a save's stall
+  STALL=(--shape gpt2-124m --seq 512 --batch 8 --steps 4 --every 2 --compile off)
   DEVICE=cuda
 fi
 # shellcheck disable=SC2206  # word-splitting the user's extra flags is the point
 EXTRA_TPUT=(${TPUT_ARGS:-})
 part tput-124m "$PY" benchmarks/pretrain_throughput.py --shape gpt2-124m "${TPUT[@]}" "${EXTRA_TPUT[@]}" \
   --json "$PARTS/tput-124m.json"
-part tput-350m "$PY" benchmarks/pretrain_throughput.py --shape 350m --runs engine,nanogpt-compiled "${TPUT[@]}" \
-  "${EXTRA_TPUT[@]}" --json "$PARTS/tput-350m.json"
-part tput-1b "$PY" benchmarks/pretrain_throughput.py --shape 1b --runs engine --zero 0,3 --steps 6 \
-  "${TPUT[@]}" "${EXTRA_TPUT[@]}" --json "$PARTS/tput-1b.json"
 part sft "$PY" benchmarks/pretrain_throughput.py --shape gpt2-124m --runs sft "${TPUT[@]}" "${EXTRA_TPUT[@]}" \
   --json "$PARTS/sft.json"
 part pretrain "$PY" benchmarks/gpu/pretrain_smoke.py --device "$DEVICE" --out "$PARTS/pretrain.json"
 # shellcheck disable=SC2206
 EXTRA_STALL=(${CKPT_STALL_ARGS:-})
 part ckpt-stall "$PY" benchmarks/checkpoint_stall.py "${STALL[@]}" "${EXTRA_STALL[@]}" --json "$PARTS/ckpt-stall.json"
+part tput-1b "$PY" benchmarks/pretrain_throughput.py --shape 1b --runs engine --zero 0,3 "${TPUT[@]}" \
+  --steps "$STEPS_1B" "${EXTRA_TPUT[@]}" --json "$PARTS/tput-1b.json"
+part tput-350m "$PY" benchmarks/pretrain_throughput.py --shape 350m --runs engine,nanogpt-compiled "${TPUT[@]}" \
+  "${EXTRA_TPUT[@]}" --json "$PARTS/tput-350m.json"
 part telemetry "$PY" benchmarks/gpu/snapshot.py --out "$PARTS/telemetry.json"
 
 DRY_FLAG=()
 (( DRY )) && DRY_FLAG=(--dry-run)
 "$PY" benchmarks/gpu/report.py "$PARTS" --total-s $(( SECONDS - START )) "${DRY_FLAG[@]}" > "$OUT_DIR/table.md"
-tar -czf "$OUT_DIR/parts.tar.gz" -C "$(dirname "$PARTS")" "$(basename "$PARTS")"
+tar -czf "$OUT_DIR/parts.tar.gz" --exclude=inductor-cache -C "$(dirname "$PARTS")" "$(basename "$PARTS")"
 cat "$OUT_DIR/table.md"
