@@ -97,6 +97,14 @@ def normalize_text(text: str, form: NormalForm = "NFC") -> str:
         text = _TABLE_CHARS.sub(_translated, text)
     if form != "none":
         text = unicodedata.normalize(form, text)
+    return normalize_layout(text)
+
+
+def normalize_layout(text: str) -> str:
+    """`normalize_text`'s line rules alone: trailing spaces/tabs of every line stripped, runs of blank lines
+    cut to two, leading blank lines and trailing whitespace of the document removed. On ASCII text without
+    control characters this is all `normalize_text` changes (no CR, no table character, NFC/NFKC the identity),
+    so the batch form calls it directly there and skips the table scan and the Unicode normalization."""
     if " \n" in text or "\t\n" in text or text.endswith((" ", "\t")):   # `$`: before a newline or at the end
         text = _TRAILING_SPACE.sub("", text)
     if "\n\n\n\n" in text:
@@ -164,7 +172,7 @@ def entity_in(text: str) -> bool:
 
 def has_markup(text: str) -> bool:
     """True when `text` holds at least MARKUP_MIN HTML element tags."""
-    if "<" not in text:
+    if "<" not in text or text.count("<") < MARKUP_MIN:   # each tag holds its own `<` (no regex below that)
         return False
     found = _HTML_TAG.finditer(text)
     return all(next(found, None) is not None for _ in range(MARKUP_MIN))
