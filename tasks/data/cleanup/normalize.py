@@ -35,6 +35,8 @@ import unicodedata
 from functools import lru_cache
 from typing import Literal
 
+import numpy as np
+
 NormalForm = Literal["NFC", "NFKC", "none"]
 
 
@@ -232,25 +234,29 @@ def confusable_letters() -> dict[int, str]:
     return table
 
 
-_NON_ASCII_RUN = re.compile(r"[^\x00-\x7f]+")
-_ASCII_LETTERS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
+@lru_cache(maxsize=1)
+def look_alike_mask() -> np.ndarray:
+    """`confusable_letters()` as a bool [0x110000] by code point (built once per process)."""
+    mask = np.zeros(0x110000, dtype=np.bool_)
+    mask[list(confusable_letters())] = True
+    return mask
 
 
 def mixes_look_alikes(text: str) -> bool:
     """True when an ASCII letter touches a look-alike letter (`pаypаl` with Cyrillic `а`).
 
-    Walks the runs of non-ASCII characters, where a regex class of the ~1,100 look-alikes could not be used:
-    with IGNORECASE it also matched ASCII `i`, `s`, `k` (as dotless `ı`, long `ſ`, the Kelvin sign), so every
-    non-ASCII text with "ri" in it counted as mixed and was translated whole; without it, the class holds
-    astral letters and `re` tests it as a list (~3 µs a character)."""
-    table = confusable_letters()
-    for run in _NON_ASCII_RUN.finditer(text):
-        start, end = run.span()
-        if start and text[start - 1] in _ASCII_LETTERS and ord(text[start]) in table:
-            return True
-        if text[end:end + 1] in _ASCII_LETTERS and ord(text[end - 1]) in table:
-            return True
-    return False
+    Look-alikes are never ASCII, so a look-alike beside an ASCII letter starts or ends a run of non-ASCII
+    characters: tested over the text's code points at once (numpy, ~5 ns a character). A regex class of the
+    ~1,100 look-alikes could not be used: with IGNORECASE it also matched ASCII `i`, `s`, `k` (as dotless `ı`,
+    long `ſ`, the Kelvin sign), and without it, the class holds astral letters and `re` tests it as a list
+    (~3 µs a character); walking the non-ASCII runs in Python cost ~2x this."""
+    points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    alike = look_alike_mask()[points]
+    if not alike.any():
+        return False
+    folded = points | 32                            # A-Z → a-z; nothing else lands in a-z
+    letter = (folded >= 97) & (folded <= 122)
+    return bool((alike[1:] & letter[:-1]).any() or (alike[:-1] & letter[1:]).any())
 
 
 def fold_confusables(text: str) -> str:
