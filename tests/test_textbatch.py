@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from specs.clean import DedupSpec
 from tasks.data.dedup import minhash
-from tasks.data.cleanup.normalize import (TRANSLATION_TABLE, confusable_letters, exact_key, format_chars, mixes_look_alikes,
-                                  normalize_text, shingle_text, simple_chars)
+from tasks.data.cleanup.normalize import (TRANSLATION_TABLE, confusable_letters, exact_key, format_chars, has_markup,
+                                          mixes_look_alikes, normalize_layout, normalize_text, shingle_text,
+                                          simple_chars)
 from tasks.data.cleanup.textbatch import NOT_SIMPLE, Encoded, exact_keys, normalize_encoded, normalize_texts
 
 PIECES = ["the", "Word", "ÉTÉ", "été", "naïve", " ", "  ", "\t", "\n", "\n\n\n\n", "\r\n", "\r", "\x00",
@@ -39,6 +40,24 @@ def test_exact_keys_equal_exact_key(batch):
     assert exact_keys(batch) == [exact_key(t) for t in batch]
     normalized = normalize_encoded(batch)
     assert exact_keys(normalized) == [exact_key(t) for t in normalized.texts]
+
+
+ASCII_LAYOUT = st.lists(st.sampled_from(["x", "Word", " ", "  ", "\t", "\n", "\n\n\n\n\n", " \n", "\t\n", "<", "&"]),
+                        max_size=14).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(ASCII_LAYOUT)
+def test_line_rules_are_all_normalize_text_changes_in_plain_ascii(text):
+    # the batch skips the table scan and the Unicode form for such text (`normalize_layout` alone)
+    for form in ("NFC", "NFKC", "none"):
+        assert normalize_layout(text) == normalize_text(text, form)
+
+
+def test_markup_needs_three_tags_not_three_angle_brackets():
+    assert has_markup("<p>a</p> <b>c")
+    assert not has_markup("if a < b and c < d: <p>x</p>")           # four `<`, two tags
+    assert not has_markup("<p>x</p>")
 
 
 @settings(max_examples=200, deadline=None)

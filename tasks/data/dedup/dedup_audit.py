@@ -39,17 +39,22 @@ def pairwise_jaccard(sets: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray
     if len(sets) < 2 or sizes.sum() == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, np.zeros(0, dtype=np.float64)
-    values = np.concatenate(sets).astype(np.uint64)                              # [N]
+    values = np.concatenate(sets)                                                # [N]
     # a value's column is the rank of its distinct value: the same whatever order equal values sort in, so the
     # faster unstable (SIMD) sort serves
     order = np.argsort(values)
-    column = np.empty(len(values), dtype=np.int64)                               # [N] shingle → column id
+    ordered = values[order]
     fresh = np.ones(len(values), dtype=bool)
-    fresh[1:] = values[order][1:] != values[order][:-1]
-    column[order] = np.cumsum(fresh) - 1
-    indptr = np.concatenate([[0], np.cumsum(sizes)])
-    incidence = sp.csr_matrix((np.ones(len(values), dtype=np.int32), column, indptr),
-                              shape=(len(sets), int(column.max()) + 1))          # [m, V] 0/1
+    fresh[1:] = ordered[1:] != ordered[:-1]
+    rank = np.cumsum(fresh) - 1                                                  # [N] in sorted order
+    # a shingle of one set alone adds to no intersection: only the shared ones enter the product (most are
+    # alone, so the incidence matrix and the product's work shrink; the intersection sizes stay)
+    column, kept = np.empty(len(values), dtype=np.int64), np.empty(len(values), dtype=bool)
+    column[order], kept[order] = rank, np.bincount(rank)[rank] > 1
+    owner = np.repeat(np.arange(len(sets), dtype=np.int64), sizes)               # [N] each value's set
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(owner[kept], minlength=len(sets)))])
+    incidence = sp.csr_matrix((np.ones(int(kept.sum()), dtype=np.int32), column[kept], indptr),
+                              shape=(len(sets), int(rank[-1]) + 1))              # [m, V] 0/1
     shared = sp.triu(incidence @ incidence.T, k=1).tocoo()                       # [m, m] intersection sizes
     i, j, inter = shared.row.astype(np.int64), shared.col.astype(np.int64), shared.data.astype(np.float64)
     keyed = np.lexsort((j, i))                                                   # deterministic order

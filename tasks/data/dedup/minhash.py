@@ -90,8 +90,11 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     no Python per word (what a text with one curly quote cost: ~370 µs of 3 KB, against ~15 for ASCII). The
     rest is folded; a folded text whose non-ASCII characters are then all simple (`É` cased, `…` NFKC'd, a page
     read as its text) goes the same way, and only the others are split by the regex."""
-    todo = [k for k in range(len(batch.texts)) if _needs_fold(batch, k, spec)]
     flags = batch.flags
+    # markup needs a `<`, an entity an `&`, and a text of simple characters is in NFKC: only the texts holding
+    # one of those (or a character outside the simple ones) are asked (a C scan each; ~1 µs a text otherwise)
+    todo = [k for k, (text, flag) in enumerate(zip(batch.texts, flags))
+            if (flag & textbatch.NOT_SIMPLE or "<" in text or "&" in text) and _needs_fold(batch, k, spec)]
     if todo:
         folded = textbatch.Encoded.of([_fold(batch.texts[k], spec) for k in todo])
         parts, flags = list(batch.parts), list(batch.flags)
