@@ -221,6 +221,5 @@ def test_compiled_blocks_leave_module_hooks_outside_the_graph():
     assert compile_blocks(model, Block) == 2
     compiled = model(x)
     assert seen == [False, False]  # hooks ran, and ran eagerly
-    assert all(not isinstance(v, nn.Module) and callable(v) for v in [b.forward for b in model])
     assert "forward" in vars(model[0])  # the instance's forward was replaced; the class's is untouched
     torch.testing.assert_close(compiled, eager)
