@@ -11,7 +11,7 @@ import pytest
 from specs.clean import CleanSpec
 from specs.run import ExecutorSpec
 from tasks.data.cleanup import cleaning, steps
-from tasks.data.dedup import dedup_files, dedup_global, minhash
+from tasks.data.dedup import dedup_files, dedup_global, hashloops, lsh, minhash
 from tasks.data.cleanup.normalize import exact_key
 from tasks.data.records import write_table
 from tests.helpers.synthetic_corpus import exact_jaccard, make_corpus
@@ -176,3 +176,25 @@ def test_bucket_count_follows_the_budget_and_the_concurrent_tasks():
     assert dedup_global.plan_buckets(4000, spec, ONE) == 6                            # ceil(5.72)
     assert dedup_global.plan_buckets(10**6, CleanSpec(), ExecutorSpec(workers=2)) == 2  # 1.536 GB / 1 GiB
     assert dedup_global.plan_buckets(1000, CleanSpec(), ONE) == 1
+
+
+def test_radix_orders_equal_numpys_stable_argsort():
+    rng = np.random.default_rng(7)
+    values = rng.integers(0, 2**32, 5000, dtype=np.uint64).astype(np.uint32)
+    values[::7] = values[3]                                            # ties keep their positions
+    assert np.array_equal(lsh.stable_order(values), np.argsort(values, kind="stable"))
+    # keys equal in their low 32 bits but not their high ones, interleaved, beside real repeats and singles
+    low = rng.integers(0, 2**32, 300, dtype=np.uint64)
+    keys = np.concatenate([low, low + (np.uint64(1) << np.uint64(40)), low[:50], rng.integers(0, 2**63, 900,
+                                                                                          dtype=np.uint64)])
+    keys = keys[rng.permutation(len(keys))]
+    order = np.argsort(keys, kind="stable")
+    repeated = np.concatenate([[False], keys[order][1:] == keys[order][:-1]])
+    repeated[:-1] |= repeated[1:]
+    assert np.array_equal(lsh.repeated_groups(keys), order[repeated])
+
+
+def test_distinct_runs_drops_repeats_per_run():
+    values = np.array([1, 1, 2, 5, 3, 3, 3, 7, 7, 7], dtype=np.uint32)
+    got, offsets = hashloops.distinct_runs(values, np.array([0, 4, 4, 6, 10]))
+    assert got.tolist() == [1, 2, 5, 3, 3, 7] and offsets.tolist() == [0, 3, 3, 4, 6]   # 3 stays in both runs

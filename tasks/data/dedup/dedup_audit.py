@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from specs.clean import DedupSpec
-from tasks.data.dedup.lsh import are_duplicates
+from tasks.data.dedup.lsh import are_duplicates, stable_order
 from tasks.data.dedup.minhash import DedupResult, shingle_sets
 
 
@@ -35,14 +35,24 @@ def pairwise_jaccard(sets: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray
 
     Pairs sharing nothing have Jaccard 0 and are not listed. Each set must hold distinct values.
     """
+    return pairwise_jaccard_runs(*runs_of(sets))
+
+
+def runs_of(sets: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Sets back to back: (values [N], offsets [m + 1]), set d being values[offsets[d]:offsets[d + 1]]."""
     sizes = np.fromiter(map(len, sets), dtype=np.int64, count=len(sets))         # [m]
-    if len(sets) < 2 or sizes.sum() == 0:
+    values = np.concatenate(sets) if len(sets) else np.zeros(0, np.uint32)
+    return values, np.concatenate([[0], np.cumsum(sizes)])
+
+
+def pairwise_jaccard_runs(values: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`pairwise_jaccard` of the sets given back to back (`runs_of`'s layout: no list of arrays to build)."""
+    sizes = np.diff(offsets)                                                     # [m]
+    if len(sizes) < 2 or sizes.sum() == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, np.zeros(0, dtype=np.float64)
-    values = np.concatenate(sets)                                                # [N]
-    # a value's column is the rank of its distinct value: the same whatever order equal values sort in, so the
-    # faster unstable (SIMD) sort serves
-    order = np.argsort(values)
+    # a value's column is the rank of its distinct value: the same whatever order equal values sort in
+    order = stable_order(values) if values.dtype == np.uint32 else np.argsort(values)
     ordered = values[order]
     fresh = np.ones(len(values), dtype=bool)
     fresh[1:] = ordered[1:] != ordered[:-1]
@@ -51,10 +61,10 @@ def pairwise_jaccard(sets: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray
     # alone, so the incidence matrix and the product's work shrink; the intersection sizes stay)
     column, kept = np.empty(len(values), dtype=np.int64), np.empty(len(values), dtype=bool)
     column[order], kept[order] = rank, np.bincount(rank)[rank] > 1
-    owner = np.repeat(np.arange(len(sets), dtype=np.int64), sizes)               # [N] each value's set
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(owner[kept], minlength=len(sets)))])
+    owner = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)              # [N] each value's set
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(owner[kept], minlength=len(sizes)))])
     incidence = sp.csr_matrix((np.ones(int(kept.sum()), dtype=np.int32), column[kept], indptr),
-                              shape=(len(sets), int(rank[-1]) + 1))              # [m, V] 0/1
+                              shape=(len(sizes), int(rank[-1]) + 1))             # [m, V] 0/1
     shared = sp.triu(incidence @ incidence.T, k=1).tocoo()                       # [m, m] intersection sizes
     i, j, inter = shared.row.astype(np.int64), shared.col.astype(np.int64), shared.data.astype(np.float64)
     keyed = np.lexsort((j, i))                                                   # deterministic order
@@ -84,14 +94,15 @@ def audit(
     group = [keeper_of.get(ids[d], ids[d]) for d in sample.tolist()]             # a keeper's group is its id
     removed = np.array([ids[d] in keeper_of for d in sample.tolist()], dtype=bool)
     sets = shingle_sets([text_of(ids[d]) for d in sample.tolist()], spec)
-    return audit_groups(sets, group, removed, spec, result.bands, result.rows)
+    return audit_groups(runs_of(sets), group, removed, spec, result.bands, result.rows)
 
 
-def audit_groups(sets: Sequence[np.ndarray], group: Sequence[Hashable], removed: np.ndarray, spec: DedupSpec,
-                 bands: int, rows: int) -> dict[str, Any]:
-    """The audit's figures for sampled documents: their shingle sets, the group each ended in (a keeper's
-    label) and whether it was removed; `bands` × `rows` is the banding the decision used."""
-    i, j, jac = pairwise_jaccard(sets)
+def audit_groups(sets: tuple[np.ndarray, np.ndarray], group: Sequence[Hashable], removed: np.ndarray,
+                 spec: DedupSpec, bands: int, rows: int) -> dict[str, Any]:
+    """The audit's figures for sampled documents: their shingle sets (back to back, as `runs_of` lays them
+    out), the group each ended in (a keeper's label) and whether it was removed; `bands` × `rows` is the
+    banding the decision used."""
+    i, j, jac = pairwise_jaccard_runs(*sets)
     true = are_duplicates(jac, spec.threshold)
     true_i, true_j = i[true], j[true]
     members: dict[Hashable, int] = {}
@@ -99,7 +110,7 @@ def audit_groups(sets: Sequence[np.ndarray], group: Sequence[Hashable], removed:
         members[g] = members.get(g, 0) + 1
     predicted = sum(k * (k - 1) // 2 for k in members.values())
     hits = sum(group[a] == group[b] for a, b in zip(true_i.tolist(), true_j.tolist()))
-    m = len(sets)
+    m = len(group)
     precision = hits / predicted if predicted else None
     recall = hits / len(true_i) if len(true_i) else None
     f1 = None

@@ -20,9 +20,9 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from specs.clean import DedupSpec
-from tasks.data.dedup import dedup_files
-from tasks.data.dedup.lsh import are_duplicates, head_links, sorted_unique, window_links
-from tasks.data.dedup.minhash import estimated_jaccard, exact_jaccard_pairs, sets_of
+from tasks.data.dedup import dedup_files, hashloops
+from tasks.data.dedup.lsh import are_duplicates, head_links, repeated_groups, sorted_unique, window_links
+from tasks.data.dedup.minhash import estimated_jaccard
 
 # code = worse rank · N + better rank (the sort key); rows are the two documents' row ids
 VERIFIED = np.dtype([("code", "<i8"), ("worse", "<i8"), ("better", "<i8"), ("sim", "<f8")])
@@ -60,15 +60,9 @@ def bucket_candidates(layout: Layout, bucket: int, out: Path) -> int:
         rows.append(g[live])
     key = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
     row = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-    # rows already ascend (shards in order, each slice in row order), so a stable sort by key alone gives
-    # groups with their members by ascending row
-    order = np.argsort(key, kind="stable")
-    key, row = key[order], row[order]
-    same = key[1:] == key[:-1]
-    in_group = np.zeros(len(key), dtype=bool)                            # members of groups with ≥ 2 rows
-    in_group[1:] |= same
-    in_group[:-1] |= same
-    key, row = key[in_group], row[in_group]
+    # rows already ascend (shards in order, each slice in row order): groups keep their members by ascending row
+    members = repeated_groups(key)                                       # members of groups with ≥ 2 rows
+    key, row = key[members], row[members]
     rank = np.load(layout.work / RANK, mmap_mode="r")
     found = window_links(row, key, layout.total)
     found.append(head_links(row, key, layout.total, lambda group: int(group[np.argmin(rank[group])])))
@@ -89,13 +83,20 @@ def read_rows(layout: Layout, rows: np.ndarray, column: str) -> list:
     return values
 
 
-def read_shingle_sets(layout: Layout, rows: np.ndarray) -> list[np.ndarray]:
-    """The shingle sets of the given (sorted) rows, from the shards' stored shingles (phase 1's)."""
-    sets: list[np.ndarray] = []
+def read_shingle_sets(layout: Layout, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The shingle sets of the given (sorted) rows, from the shards' stored shingles (phase 1's): their sorted
+    distinct uint32 values back to back and offsets [len(rows) + 1] (set k is values[offsets[k]:offsets[k + 1]])."""
+    values, offsets, size = [], [np.zeros(1, np.int64)], 0
     shard = layout.shard_of(rows)
     for s in sorted_unique(shard).tolist():
-        sets.extend(sets_of(*dedup_files.shingle_runs(layout.base(s), rows[shard == s] - layout.offsets[s])))
-    return sets
+        run, bounds = dedup_files.shingle_runs(layout.base(s), rows[shard == s] - layout.offsets[s])
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            run[lo:hi].sort()                     # numpy's SIMD sort of a view: ~10x numba's, per run
+        run, bounds = hashloops.distinct_runs(run, bounds)
+        values.append(run)
+        offsets.append(bounds[1:] + size)
+        size += len(run)
+    return (np.concatenate(values) if values else np.zeros(0, np.uint32)), np.concatenate(offsets)
 
 
 def read_signatures(layout: Layout, rows: np.ndarray) -> np.ndarray:
@@ -112,8 +113,11 @@ def verify_range(layout: Layout, lo: int, hi: int, spec: DedupSpec, out: Path) -
     i, j = codes // layout.total, codes % layout.total
     docs = sorted_unique(np.concatenate([i, j]))                         # rows needed, ascending
     if spec.verify:
-        sets = dict(zip(docs.tolist(), read_shingle_sets(layout, docs)))
-        sims = exact_jaccard_pairs(sets, i.tolist(), j.tolist())
+        values, offsets = read_shingle_sets(layout, docs)
+        pi, pj = np.searchsorted(docs, i), np.searchsorted(docs, j)           # each pair's two sets
+        sizes = np.diff(offsets)
+        inter = hashloops.intersection_sizes(values, offsets, pi, pj)
+        sims = inter / (sizes[pi] + sizes[pj] - inter)                         # as minhash.exact_jaccard_pairs
     else:
         sigs = read_signatures(layout, docs)
         sims = estimated_jaccard(sigs[np.searchsorted(docs, i)], sigs[np.searchsorted(docs, j)])

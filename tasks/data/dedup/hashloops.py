@@ -300,3 +300,25 @@ def collapse_lower(data, doc_ends, out):
         ends[d] = np.int64(t)
         lo = doc_ends[d] + 1
     return ends
+
+
+@njit(cache=True)
+def distinct_runs(values, offsets):
+    """Each sorted run values[offsets[d]:offsets[d + 1]] without its repeats, compacted in place: (the distinct
+    values back to back, a view of `values`, and their offsets int64 [d + 1]). One pass; numpy's way (a mask,
+    its cumsum, a boolean gather and a split) made four over the shingles of a verification task."""
+    out = np.zeros(len(offsets), np.int64)
+    t = 0
+    for d in range(len(offsets) - 1):
+        lo, hi = offsets[d], offsets[d + 1]
+        if lo < hi:
+            prev = values[lo]
+            values[t] = prev                       # t ≤ k: a write never reaches a value not yet read
+            t += 1
+            for k in range(lo + 1, hi):
+                if values[k] != prev:
+                    prev = values[k]
+                    values[t] = prev
+                    t += 1
+        out[d + 1] = t
+    return values[:t], out
