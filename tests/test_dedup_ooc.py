@@ -198,3 +198,25 @@ def test_distinct_runs_drops_repeats_per_run():
     values = np.array([1, 1, 2, 5, 3, 3, 3, 7, 7, 7], dtype=np.uint32)
     got, offsets = hashloops.distinct_runs(values, np.array([0, 4, 4, 6, 10]))
     assert got.tolist() == [1, 2, 5, 3, 3, 7] and offsets.tolist() == [0, 3, 3, 4, 6]   # 3 stays in both runs
+
+
+@pytest.mark.parametrize("batch", [1, 3, 4096])
+def test_rank_merge_equals_one_sort_of_the_tuples(tmp_path, batch):
+    # ties in quality (0.0 and -0.0 too) and in id across shards, runs of unequal length read `batch` rows at a time
+    rng, bases, offsets, every = np.random.default_rng(5), [], [0], []
+    for s, n in enumerate([0, 6, 40, 17]):
+        live = np.sort(rng.choice(n + 3, size=n, replace=False)).tolist()
+        neg = rng.choice([-1.0, -0.5, 0.0, -0.0, np.inf], size=n).tolist()
+        ids = rng.choice(["a", "b", "é", "z", "aa"], size=n).tolist()
+        rows = sorted(zip(neg, ids, live))
+        every += [(q, i, r + offsets[-1]) for q, i, r in rows]
+        bases.append(tmp_path / f"s{s}")
+        table = pa.table([pa.array([r[0] for r in rows], pa.float64()), pa.array([r[1] for r in rows], pa.string()),
+                          pa.array([r[2] for r in rows], pa.int32())], schema=dedup_files.ORDER_SCHEMA)
+        with pa.OSFile(str(dedup_files.at(bases[-1], ".order.arrow")), "wb") as sink:
+            with pa.ipc.new_file(sink, dedup_files.ORDER_SCHEMA) as writer:
+                writer.write_table(table, max_chunksize=batch)
+        offsets.append(offsets[-1] + n + 3)
+    expected = np.full(offsets[-1], -1)
+    expected[[g for _, _, g in sorted(every)]] = np.arange(len(every))
+    assert np.array_equal(dedup_files.rank_runs(bases, np.array(offsets), offsets[-1]), expected)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tasks.core.files import atomic_path
 from tasks.data.dedup import hashloops
@@ -120,19 +121,66 @@ def bucket_slice(base: Path, bucket: int) -> np.ndarray:
 
 def rank_runs(bases: Sequence[Path], offsets: np.ndarray, total: int) -> np.ndarray:
     """int64 [total]: each kept row's global rank in best-first order (−quality, then id), −1 for rows the
-    filters dropped. A heap merge of the shards' sorted runs, read a batch (ORDER_BATCH rows) at a time."""
+    filters dropped. A merge of the shards' sorted runs a batch (ORDER_BATCH rows) per run at a time, as
+    `merge_sorted` does: each round ranks, with one Arrow sort, the rows no unread row can precede."""
     rank = np.full(total, -1, dtype=np.int64)
+    readers = [pa.ipc.open_file(pa.memory_map(str(at(b, ".order.arrow")))) for b in bases]
+    if any(np.isnan(r.get_batch(k).column(0).to_numpy()).any() for r in readers for k in range(r.num_record_batches)):
+        return _heap_ranks(readers, offsets, rank)            # NaN has no order: keep the heap merge's own
+    read, heads, done = [0] * len(readers), [None] * len(readers), 0
+    while True:
+        for s, reader in enumerate(readers):                   # an exhausted head takes its run's next batch
+            if (heads[s] is None or not len(heads[s])) and read[s] < reader.num_record_batches:
+                heads[s] = _global_rows(reader.get_batch(read[s]), offsets[s])
+                read[s] += 1
+        live = [s for s in range(len(readers)) if heads[s] is not None and len(heads[s])]
+        if not live:
+            return rank
+        # rows ≤ the smallest last row of the heads whose run goes on are safe to rank (as Python tuples order)
+        ends = [_row_key(heads[s], len(heads[s]) - 1) for s in live if read[s] < readers[s].num_record_batches]
+        bound = min(ends) if ends else None
+        parts = []
+        for s in live:
+            take = len(heads[s]) if bound is None else _at_most(heads[s], bound)
+            parts.append(heads[s].slice(0, take))
+            heads[s] = heads[s].slice(take)
+        table = pa.Table.from_batches(parts)
+        order = pc.sort_indices(table, sort_keys=[(name, "ascending") for name in ORDER_SCHEMA.names])
+        rows = table.column("row").take(order).to_numpy()
+        rank[rows] = np.arange(done, done + len(rows))
+        done += len(rows)
 
+
+def _global_rows(batch: pa.RecordBatch, offset: int) -> pa.RecordBatch:
+    """An order batch with its rows as global row ids (int64)."""
+    rows = pa.array(batch.column(2).to_numpy().astype(np.int64) + int(offset))
+    return pa.RecordBatch.from_arrays([batch.column(0), batch.column(1), rows], names=ORDER_SCHEMA.names)
+
+
+def _row_key(batch: pa.RecordBatch, k: int) -> tuple[float, str, int]:
+    return batch.column(0)[k].as_py(), batch.column(1)[k].as_py(), batch.column(2)[k].as_py()
+
+
+def _at_most(batch: pa.RecordBatch, bound: tuple[float, str, int]) -> int:
+    """How many leading rows of a sorted batch are ≤ `bound` in (−quality, id, row) order."""
+    q, ids, rows = batch.column(0).to_numpy(), batch.column(1), batch.column(2).to_numpy()
+    same_q = q == bound[0]
+    id_lt = pc.less(ids, bound[1]).to_numpy(zero_copy_only=False)
+    id_eq = pc.equal(ids, bound[1]).to_numpy(zero_copy_only=False)
+    return int(np.sum((q < bound[0]) | (same_q & (id_lt | (id_eq & (rows <= bound[2]))))))
+
+
+def _heap_ranks(readers: list, offsets: np.ndarray, rank: np.ndarray) -> np.ndarray:
+    """`rank_runs` by a heap merge of Python tuples (−quality, id, row), whatever order NaN gets there."""
     def run(s: int) -> Iterator[tuple[float, str, int]]:
-        reader = pa.ipc.open_file(pa.memory_map(str(at(bases[s], ".order.arrow"))))
-        for k in range(reader.num_record_batches):
-            b = reader.get_batch(k)
+        for k in range(readers[s].num_record_batches):
+            b = readers[s].get_batch(k)
             q, ids, rows = b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2).to_numpy()
             yield from zip(q, ids, (rows + offsets[s]).tolist())
 
-    # Tuples compare as (−quality, id, row): no key function per row. Equal (−quality, id) across shards fall to
-    # the row, which grows with the shard index: the order a stable merge on (−quality, id) gives.
-    for r, (_, _, g) in enumerate(heapq.merge(*(run(s) for s in range(len(bases))))):
+    # Equal (−quality, id) across shards fall to the row, which grows with the shard index: the order a stable
+    # merge on (−quality, id) gives.
+    for r, (_, _, g) in enumerate(heapq.merge(*(run(s) for s in range(len(readers))))):
         rank[g] = r
     return rank
 
