@@ -26,7 +26,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from specs.clean import DedupSpec
-from tasks.data.dedup.lsh import are_duplicates, stable_order
+from tasks.data.dedup.lsh import are_duplicates, in_runs, stable_order
 from tasks.data.dedup.minhash import DedupResult, shingle_sets
 
 
@@ -51,20 +51,19 @@ def pairwise_jaccard_runs(values: np.ndarray, offsets: np.ndarray) -> tuple[np.n
     if len(sizes) < 2 or sizes.sum() == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, np.zeros(0, dtype=np.float64)
-    # a value's column is the rank of its distinct value: the same whatever order equal values sort in
-    order = stable_order(values) if values.dtype == np.uint32 else np.argsort(values)
+    # the incidence matrix by columns: one column per value held by ≥ 2 sets, its rows the sets holding it (a
+    # value of one set alone adds to no intersection; most are alone, so the product's work shrinks). A stable
+    # sort by value lists each value's sets in ascending order, as CSC wants them.
+    order = stable_order(values) if values.dtype == np.uint32 else np.argsort(values, kind="stable")
     ordered = values[order]
-    fresh = np.ones(len(values), dtype=bool)
-    fresh[1:] = ordered[1:] != ordered[:-1]
-    rank = np.cumsum(fresh) - 1                                                  # [N] in sorted order
-    # a shingle of one set alone adds to no intersection: only the shared ones enter the product (most are
-    # alone, so the incidence matrix and the product's work shrink; the intersection sizes stay)
-    column, kept = np.empty(len(values), dtype=np.int64), np.empty(len(values), dtype=bool)
-    column[order], kept[order] = rank, np.bincount(rank)[rank] > 1
-    owner = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)              # [N] each value's set
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(owner[kept], minlength=len(sizes)))])
-    incidence = sp.csr_matrix((np.ones(int(kept.sum()), dtype=np.int32), column[kept], indptr),
-                              shape=(len(sizes), int(rank[-1]) + 1))             # [m, V] 0/1
+    twice = in_runs(ordered)
+    held = ordered[twice]
+    owner = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)[order[twice]]      # each held value's set
+    first = np.ones(len(held), dtype=bool)
+    first[1:] = held[1:] != held[:-1]
+    indptr = np.append(np.flatnonzero(first), len(held))
+    incidence = sp.csc_matrix((np.ones(len(held), dtype=np.int32), owner, indptr),
+                              shape=(len(sizes), len(indptr) - 1))               # [m, V] 0/1
     shared = sp.triu(incidence @ incidence.T, k=1).tocoo()                       # [m, m] intersection sizes
     i, j, inter = shared.row.astype(np.int64), shared.col.astype(np.int64), shared.data.astype(np.float64)
     keyed = np.lexsort((j, i))                                                   # deterministic order

@@ -49,12 +49,12 @@ def repeated_groups(keys: np.ndarray) -> np.ndarray:
     first (`stable_order`) and the keys seen once there dropped, so the high bits sort only the few left."""
     low = keys.astype(np.uint32)                                              # astype keeps the low 32 bits
     order = stable_order(low)
-    order = order[_in_runs(low[order])]
+    order = order[in_runs(low[order])]
     order = order[stable_order((keys[order] >> np.uint64(32)).astype(np.uint32))]   # LSD: (high, low, position)
-    return order[_in_runs(keys[order])]
+    return order[in_runs(keys[order])]
 
 
-def _in_runs(ordered: np.ndarray) -> np.ndarray:
+def in_runs(ordered: np.ndarray) -> np.ndarray:
     """bool [n]: which values of a sorted array equal a neighbour."""
     same = ordered[1:] == ordered[:-1]
     out = np.zeros(len(ordered), dtype=bool)
