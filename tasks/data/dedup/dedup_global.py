@@ -33,7 +33,7 @@ from tasks.core.shardmap import map_shards
 from tasks.data.dedup import dedup_audit, dedup_files
 from tasks.data.dedup.dedup_tasks import (ALIVE, CANDIDATES, RANK, VERIFIED, Layout, bucket_candidates,
                                     read_shingle_sets, verify_range)
-from tasks.data.dedup.lsh import s_curve, sorted_unique, spec_banding
+from tasks.data.dedup.lsh import repeated_groups, s_curve, sorted_unique, spec_banding
 
 log = logging.getLogger("forgeline.clean")
 BUCKET_ENTRY_BYTES = 96     # a band entry in a bucket task: 12 B on disk, row id, sort keys and temporaries
@@ -95,6 +95,8 @@ def _exact(layout: Layout, rank: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     rows = np.flatnonzero(rank >= 0)
     digest = np.concatenate([np.load(dedup_files.at(layout.base(s), ".exact.npy"))
                              for s in range(len(layout.stems))])[rows]          # [A, 2]
+    maybe = repeated_groups(digest[:, 0])           # only rows whose first half repeats can have a duplicate
+    rows, digest = rows[maybe], digest[maybe]
     order = np.lexsort((rank[rows], digest[:, 1], digest[:, 0]))                 # groups, best first
     rows, digest = rows[order], digest[order]
     first = np.ones(len(rows), dtype=bool)
