@@ -1,7 +1,7 @@
 """Clean's corpus-wide dedup out of core: the decisions of `cleaning.deduplicate` (the in-memory reference,
 identical results) from the per-shard files of `tasks.data.dedup.dedup_files`, in memory bounded by `clean.memory_gb`.
 
-1. Ranks: a heap merge of the shards' best-first runs gives every kept row its global rank (−quality, then id).
+1. Ranks: a merge of the shards' best-first runs gives every kept row its global rank (−quality, then id).
 2. Exact dedup over 128-bit digests: in each group of equal digests the best-ranked row stays.
 3. Near dedup, as tasks on the executor (`tasks.data.dedup.dedup_tasks`): each band bucket's candidate pairs; one
    sorted, distinct candidate file (an external merge); verification over ranges of it; the links (pairs ≥

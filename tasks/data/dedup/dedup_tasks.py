@@ -91,7 +91,7 @@ def read_shingle_sets(layout: Layout, rows: np.ndarray) -> tuple[np.ndarray, np.
     for s in sorted_unique(shard).tolist():
         run, bounds = dedup_files.shingle_runs(layout.base(s), rows[shard == s] - layout.offsets[s])
         for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            run[lo:hi].sort()                     # numpy's SIMD sort of a view: ~10x numba's, per run
+            run[lo:hi].sort()      # numpy's SIMD sort of a view (numba's sort: ~7x slower; padded 2-D rows: no faster)
         run, bounds = hashloops.distinct_runs(run, bounds)
         values.append(run)
         offsets.append(bounds[1:] + size)
