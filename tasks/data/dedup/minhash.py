@@ -96,14 +96,13 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     todo = [k for k, (text, flag) in enumerate(zip(batch.texts, flags))
             if (flag & textbatch.NOT_SIMPLE or "<" in text or "&" in text) and _needs_fold(batch, k, spec)]
     if todo:
-        folded = textbatch.Encoded.of([_fold(batch.texts[k], spec) for k in todo])
-        parts, flags = list(batch.parts), list(batch.flags)
-        for k, text, part, flag in zip(todo, folded.texts, folded.parts, folded.flags):
-            parts[k] = " ".join(WORD.findall(text.lower())).encode("utf-8", "surrogatepass") \
-                if flag & textbatch.NOT_SIMPLE else part
-            flags[k] = flag
-        ends = np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)) + 1) - 1
-        data = np.frombuffer(bytearray(b"\n").join([*parts, b""]), np.uint8)    # writable; a separator after each
+        folded = [_fold(batch.texts[k], spec) for k in todo]
+        flags = np.array(flags, np.uint8)
+        flags[todo] = hashloops.text_flags(*textbatch.joined(folded), textbatch.simple_table())
+        # a folded text with characters outside the simple ones is re-spelled as its regex words
+        new_data, new_ends = textbatch.joined([" ".join(WORD.findall(text.lower())) if flag & textbatch.NOT_SIMPLE
+                                               else text for text, flag in zip(folded, flags[todo].tolist())])
+        data, ends = textbatch.splice(batch.data, batch.ends, todo, new_data, new_ends)
     else:
         data, ends = batch.data.copy(), batch.ends                                 # a writable copy
     # only text with non-ASCII bytes can hold a simple non-word character (ASCII text is not scanned)
