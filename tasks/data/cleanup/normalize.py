@@ -106,7 +106,7 @@ def normalize_layout(text: str) -> str:
     """`normalize_text`'s line rules alone: trailing spaces/tabs of every line stripped, runs of blank lines
     cut to two, leading blank lines and trailing whitespace of the document removed. On ASCII text without
     control characters this is all `normalize_text` changes (no CR, no table character, NFC/NFKC the identity);
-    the batch form compiles these rules with the table's (`hashloops.normalize_simple`)."""
+    the batch form compiles these rules with the table's (`textscan.normalize_simple`)."""
     if " \n" in text or "\t\n" in text or text.endswith((" ", "\t")):   # `$`: before a newline or at the end
         text = _TRAILING_SPACE.sub("", text)
     if "\n\n\n\n" in text:

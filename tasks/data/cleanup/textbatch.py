@@ -7,7 +7,7 @@ costs per document in those — a regex scan for the translation table's charact
 trailing spaces and blank-line runs, `str.split` + `join` making a string per word — is done for the whole
 batch by compiled scans over its UTF-8 bytes (`tasks.data.dedup.hashloops`): on realistic text ~20 and ~40 µs a
 2 KB document before, a few µs now. Normalization itself is compiled for text whose characters are ASCII or
-simple once the translation table is applied (`hashloops.normalize_simple`: the table and the line rules,
+simple once the translation table is applied (`textscan.normalize_simple`: the table and the line rules,
 NFC/NFKC being the identity there); other text (a few in a thousand) goes through `normalize_text` itself.
 """
 
@@ -22,11 +22,13 @@ from functools import lru_cache
 import numpy as np
 
 from tasks.data.dedup import hashloops
-from tasks.data.cleanup.normalize import (TRANSLATION_TABLE, NormalForm, exact_key, normalize_text, simple_chars,
-                                          table_chars_in)
+from tasks.data.cleanup import textscan
+from tasks.data.cleanup.normalize import (MARKUP_MIN, TRANSLATION_TABLE, NormalForm, exact_key, normalize_text,
+                                          simple_chars, table_chars_in)
 
 CONTROL, NON_ASCII, TRAILING, BLANK_RUN, NOT_SIMPLE = 1, 2, 4, 8, 16     # `hashloops.text_flags`' bits
-TRANSLATED = 32                 # `hashloops.normalize_simple`'s: the translation table changed a character
+TRANSLATED = 32                 # `textscan.normalize_simple`'s: the translation table changed a character
+MARKUP, ENTITY = 64, 128        # hints (`hashloops.text_flags`): a text without them has no markup, no entity
 
 
 def simple_table() -> np.ndarray:
@@ -38,7 +40,7 @@ def simple_table() -> np.ndarray:
 class Encoded:
     """A batch of texts as the compiled loops read it, made once and shared by the batch functions (normalize,
     exact keys, word shingles): UTF-8 back to back with a `\n` after each text, each separator's position, and
-    each text's `hashloops.text_flags`."""
+    each text's `hashloops.text_flags` (MARKUP and ENTITY, hints, may be set where they need not be)."""
 
     texts: Sequence[str]
     data: np.ndarray            # uint8 [B]
@@ -50,7 +52,7 @@ class Encoded:
     def of(cls, texts: Sequence[str]) -> "Encoded":
         """The batch encoded and scanned."""
         data, ends = joined(texts)
-        return cls(texts, data, ends, hashloops.text_flags(data, ends, simple_table()).tolist())
+        return cls(texts, data, ends, flags_of(data, ends).tolist())
 
     def byte_range(self, start: int, stop: int) -> tuple[int, int]:
         """Where texts [start, stop) are in `data` (their separators included)."""
@@ -70,6 +72,11 @@ class Encoded:
                        known)
 
 
+def flags_of(data: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """`hashloops.text_flags` of a batch (uint8 [n])."""
+    return hashloops.text_flags(data, ends, simple_table(), MARKUP_MIN)
+
+
 def joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """The texts' UTF-8 back to back with a `\n` after each (uint8 [B], read-only) and each `\n`'s position."""
     parts = [t.encode("utf-8", "surrogatepass") for t in texts]
@@ -80,13 +87,13 @@ def joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
 def normalize_encoded(texts: Sequence[str], form: NormalForm = "NFC") -> Encoded:
     """`[normalize_text(t, form) for t in texts]`, encoded; a text it would leave unchanged stays the same object.
 
-    One compiled pass (`hashloops.normalize_simple`) normalizes every text whose characters are ASCII or simple
+    One compiled pass (`textscan.normalize_simple`) normalizes every text whose characters are ASCII or simple
     once the translation table has been applied, and flags the others (a few in a thousand): those go through
     `normalize_text` itself where the table or NFC/NFKC could change them. A text the pass changed is decoded
     from its output."""
     data, ends = joined(texts)
     out = np.empty(len(data), np.uint8)
-    flags, out_ends = hashloops.normalize_simple(data, ends, simple_table(), translation_table(), out)
+    flags, out_ends = textscan.normalize_simple(data, ends, simple_table(), translation_table(), MARKUP_MIN, out)
     result = list(texts)
     redo = [k for k in np.flatnonzero(flags & NOT_SIMPLE).tolist()
             if flags[k] & TRANSLATED or form != "none" and not unicodedata.is_normalized(form, texts[k])]
@@ -95,7 +102,7 @@ def normalize_encoded(texts: Sequence[str], form: NormalForm = "NFC") -> Encoded
     raw, stops = memoryview(out), out_ends.tolist()
     for k in set(np.flatnonzero(changed).tolist()).difference(redo):
         result[k] = str(raw[stops[k - 1] + 1 if k else 0:stops[k]], "utf-8", "surrogatepass")
-    flags = (flags & (NON_ASCII | NOT_SIMPLE)).tolist()     # the flags of what was written
+    flags = (flags & (NON_ASCII | NOT_SIMPLE | MARKUP | ENTITY)).tolist()     # the flags of what was written
     data, ends = out[:stops[-1] + 1 if stops else 0], out_ends
     if redo:
         for k in redo:
@@ -124,7 +131,7 @@ def splice(data: np.ndarray, ends: np.ndarray, docs: list[int], new_data: np.nda
 
 @lru_cache(maxsize=1)
 def translation_table() -> np.ndarray:
-    """`normalize.TRANSLATION_TABLE` as the uint8 [65536] `hashloops.normalize_simple` reads: 0 not in it,
+    """`normalize.TRANSLATION_TABLE` as the uint8 [65536] `textscan.normalize_simple` reads: 0 not in it,
     1 removed, 2 a newline, 3 a space."""
     table = np.zeros(0x10000, np.uint8)
     for code, to in TRANSLATION_TABLE.items():

@@ -45,7 +45,7 @@ def kernel_cache_dir() -> str:
 numba.config.CACHE_DIR = kernel_cache_dir()
 
 _M32 = np.uint64(0xFFFFFFFF)
-_U0, _U1, _U2, _U3, _U4095 = np.uint64(0), np.uint64(1), np.uint64(2), np.uint64(3), np.uint64(4095)
+_U0, _U1, _U4095 = np.uint64(0), np.uint64(1), np.uint64(4095)
 _U16, _U13, _U33, _U32 = np.uint64(16), np.uint64(13), np.uint64(33), np.uint64(32)
 _F32A, _F32B = np.uint64(0x85EBCA6B), np.uint64(0xC2B2AE35)
 _F64A, _F64B = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
@@ -216,7 +216,7 @@ _COLLAPSED = np.array([32 if _SPACE_BYTE[c] else c + 32 if 65 <= c <= 90 else c 
 
 
 @njit(cache=True, inline="always")
-def _code_point(data, i):
+def code_point(data, i):
     """(code point, byte length) of the UTF-8 sequence at data[i] (a lead byte ≥ 0x80); -1 for a 4-byte one or a
     stray byte (none of them simple)."""
     c = np.int64(data[i])
@@ -227,22 +227,45 @@ def _code_point(data, i):
     return -1, 4 if c >= 0xF0 else 1
 
 
+# [256] 1 for printable ASCII but `<` and `&` (which the scans look at apart): the test their hot branch makes
+PLAIN = np.array([int(32 <= c < 127 and c not in (38, 60)) for c in range(256)], dtype=np.uint8)
+
+
+@njit(cache=True, inline="always")
+def markup_opens(data, i, end, c):
+    """(1, 0) for a `<` that may open an HTML tag, (0, 128) for an `&` that may start an entity: the next byte a
+    letter (or `/`, `#`), or one a fold could still remove or change (not printable ASCII); else (0, 0)."""
+    n = data[i + _U1] if i + _U1 < end else 10
+    if n < 32 or n >= 127 or 0x61 <= (n | 0x20) <= 0x7A:
+        return (1, 0) if c == 60 else (0, 128)
+    if c == 60:
+        return (1, 0) if n == 47 else (0, 0)
+    return (0, 128) if n == 35 else (0, 0)
+
+
 @njit(cache=True)
-def text_flags(data, doc_ends, simple):
+def text_flags(data, doc_ends, simple, tags_min):
     """What `normalize`'s folds could change in each document (bytes data[lo:doc_ends[d]], a separator between
     documents), one scan for a batch: 1 an ASCII control character other than tab and newline (CR included) or
     DEL, 2 a non-ASCII character, 4 a space or tab right before a newline, 8 four newlines in a row, 16 a
-    character outside `normalize.simple_chars` (`simple`: uint8 [65536]). The printable-ASCII test comes
-    first: that branch is nearly always taken (2x faster than testing each class in turn)."""
+    character outside `normalize.simple_chars` (`simple`: uint8 [65536]), 64 `tags_min` `<` that may open an
+    HTML tag and 128 an `&` that may start an entity (`markup_opens`: what `normalize.has_markup` and `entity_in`
+    need, so that only those texts are asked). The printable-ASCII test comes first: that branch is nearly
+    always taken (2x faster than testing each class in turn)."""
     out = np.zeros(len(doc_ends), np.uint8)
     lo = _U0                                           # unsigned positions: no negative-index check (~15 %)
     for d in range(len(doc_ends)):
-        f, run, prev, i = 0, 0, 10, lo
+        f, run, prev, i, tags = 0, 0, 10, lo, 0
         end = np.uint64(doc_ends[d])
         while i < end:
             c = data[i]
-            if 32 <= c < 127:
+            if PLAIN[c]:
                 run = 0
+            elif c == 60 or c == 38:
+                run = 0
+                tag, entity = markup_opens(data, i, end, c)
+                tags += tag
+                f |= entity
             elif c == 10:
                 run += 1
                 if run >= 4:
@@ -254,14 +277,14 @@ def text_flags(data, doc_ends, simple):
                 f |= 0 if c == 9 else 1
             else:
                 run = 0
-                code, size = _code_point(data, np.int64(i))
+                code, size = code_point(data, np.int64(i))
                 f |= 2 if code >= 0 and simple[code] else 18
                 prev = 0
                 i += np.uint64(size)
                 continue
             prev = c
             i += _U1
-        out[d] = f
+        out[d] = f | (64 if tags >= tags_min else 0)
         lo = end + _U1
     return out
 
@@ -278,7 +301,7 @@ def blank_non_words(data, doc_ends, docs, simple):
             if data[i] < 128:
                 i += 1
                 continue
-            code, size = _code_point(data, i)
+            code, size = code_point(data, i)
             if code >= 0 and simple[code] == 1:
                 for k in range(size):
                     data[i + k] = 32
@@ -312,90 +335,3 @@ def collapse_lower(data, doc_ends, out):
     return ends
 
 
-
-@njit(cache=True, inline="always")
-def _newline(out, t, keep, start):
-    """A newline written after out[start:keep] (what follows `keep`, trailing spaces and tabs, dropped), unless it
-    would lead the document or be the fourth in a row. Returns the new end."""
-    t = keep
-    if t != start and not (t - start >= _U3 and out[t - _U1] == 10 and out[t - _U2] == 10 and out[t - _U3] == 10):
-        out[t] = 10
-        t += _U1
-    return t
-
-
-@njit(cache=True)
-def normalize_simple(data, doc_ends, simple, table, out):
-    """`normalize.normalize_text` of each document whose non-ASCII characters are all simple once normalize's
-    translation table has been applied, written to `out` (uint8, ≥ len(data)) with a `\n` after each; one scan
-    for a batch. Returns (flags uint8 [m], the position of each output separator int64 [m]): per document, the
-    `text_flags` of what was written (2: a non-ASCII character; 16: one outside `simple`, `simple[code]` == 0:
-    only for such a document is the output not `normalize_text`'s, which the caller redoes where NFC/NFKC or
-    the table applied before it could change it) and 32 when the table changed a character (CR or another
-    control character, a non-ASCII space or line break, an invisible character).
-
-    The rules, in normalize_text's order: `\r\n` and a lone `\r` read as one newline; each table character
-    (`table[code]`: 0 none, 1 removed, 2 a newline, 3 a space) replaced; NFC/NFKC (the identity on ASCII and
-    simple characters); then the line rules of `normalize_layout`. Streamed: a space or tab is written at once
-    and taken back (`t = keep`) when a newline or the end follows it; a newline at the start or a fourth in a
-    row is not written. Once the table is applied every white space character is ASCII space, tab or newline
-    (the others are controls or in the table), so the line rules need no other."""
-    m = len(doc_ends)
-    flags = np.zeros(m, np.uint8)
-    out_ends = np.empty(m, np.int64)
-    t, lo = _U0, _U0                                   # unsigned positions: no negative-index check
-    for d in range(m):
-        f, start = 0, t
-        keep = t                                       # the output's end without its trailing spaces and tabs
-        end = np.uint64(doc_ends[d])
-        i = lo
-        while i < end:
-            c = data[i]
-            if 32 <= c < 127:                          # (nearly always taken: tested first)
-                out[t] = c
-                t += _U1
-                if c != 32:
-                    keep = t
-                i += _U1
-                continue
-            if c < 128:                                # tab, newline, control characters (DEL included)
-                i += _U1
-                if c == 9:
-                    out[t] = 9
-                    t += _U1
-                    continue
-                if c == 10:
-                    if i - _U1 > lo and data[i - _U2] == 13:    # the newline of a CRLF: read with the CR
-                        continue
-                    kind = 2
-                else:
-                    kind = table[c]
-                    f |= 32
-            else:
-                code, size = _code_point(data, np.int64(i))
-                kind = table[code] if code >= 0 else 0
-                if kind == 0:                          # kept: simple or not
-                    f |= 2 if code >= 0 and simple[code] else 18
-                    for _ in range(size):
-                        out[t] = data[i]
-                        t += _U1
-                        i += _U1
-                    keep = t
-                    continue
-                f |= 32
-                i += np.uint64(size)
-            if kind == 2:
-                t = _newline(out, t, keep, start)
-                keep = t
-            elif kind == 3:
-                out[t] = 32
-                t += _U1
-        t = keep
-        while t > start and out[t - _U1] == 10:
-            t -= _U1
-        out_ends[d] = np.int64(t)
-        out[t] = 10
-        t += _U1
-        flags[d] = f
-        lo = end + _U1
-    return flags, out_ends

@@ -90,15 +90,14 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     no Python per word (what a text with one curly quote cost: ~370 µs of 3 KB, against ~15 for ASCII). The
     rest is folded; a folded text whose non-ASCII characters are then all simple (`É` cased, `…` NFKC'd, a page
     read as its text) goes the same way, and only the others are split by the regex."""
-    flags = batch.flags
-    # markup needs a `<`, an entity an `&`, and a text of simple characters is in NFKC: only the texts holding
-    # one of those (or a character outside the simple ones) are asked (a C scan each; ~1 µs a text otherwise)
-    todo = [k for k, (text, flag) in enumerate(zip(batch.texts, flags))
-            if (flag & textbatch.NOT_SIMPLE or "<" in text or "&" in text) and _needs_fold(batch, k, spec)]
+    flags = np.array(batch.flags, np.uint8)
+    # markup needs tags, an entity an `&` before a letter or `#` (the scan's hints), and a text of simple
+    # characters is in NFKC: only the texts with a hint (or a character outside the simple ones) are asked
+    hints = textbatch.NOT_SIMPLE | textbatch.MARKUP | textbatch.ENTITY
+    todo = [k for k in np.flatnonzero(flags & hints).tolist() if _needs_fold(batch, k, spec)]
     if todo:
         folded = [_fold(batch.texts[k], spec) for k in todo]
-        flags = np.array(flags, np.uint8)
-        flags[todo] = hashloops.text_flags(*textbatch.joined(folded), textbatch.simple_table())
+        flags[todo] = textbatch.flags_of(*textbatch.joined(folded))
         # a folded text with characters outside the simple ones is re-spelled as its regex words
         new_data, new_ends = textbatch.joined([" ".join(WORD.findall(text.lower())) if flag & textbatch.NOT_SIMPLE
                                                else text for text, flag in zip(folded, flags[todo].tolist())])
@@ -106,7 +105,7 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     else:
         data, ends = batch.data.copy(), batch.ends                                 # a writable copy
     # only text with non-ASCII bytes can hold a simple non-word character (ASCII text is not scanned)
-    hashloops.blank_non_words(data, ends, np.flatnonzero(np.array(flags) & textbatch.NON_ASCII),
+    hashloops.blank_non_words(data, ends, np.flatnonzero(flags & textbatch.NON_ASCII),
                               textbatch.simple_table())
     return hashloops.word_hashes(data, ends, POW)
 
