@@ -47,6 +47,12 @@ def test_normalized_batch_is_its_texts_encoded(batch, form):
     assert all((a is b) == (a == b) for a, b in zip(normalized.texts, batch))  # unchanged: the same object
 
 
+def test_a_lone_surrogate_is_encoded_as_surrogatepass_writes_it():
+    batch = ["plain", "a\ud800b", "é"]
+    assert Encoded.of(batch).data.tobytes() == b"".join(t.encode("utf-8", "surrogatepass") + b"\n" for t in batch)
+    assert normalize_texts(batch) == [normalize_text(t) for t in batch]
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(texts, min_size=1, max_size=8))
 def test_exact_keys_equal_exact_key(batch):
