@@ -46,7 +46,7 @@ class Encoded:
     data: np.ndarray            # uint8 [B]
     ends: np.ndarray            # int64 [n]
     flags: list[int]
-    _nfkc_known: dict[int, bool] = field(default_factory=dict, repr=False)
+    _folds: dict[int, tuple[str, str]] = field(default_factory=dict, repr=False)     # (see `folds_of`)
 
     @classmethod
     def of(cls, texts: Sequence[str]) -> "Encoded":
@@ -59,17 +59,20 @@ class Encoded:
         return (int(self.ends[start - 1]) + 1 if start else 0), (int(self.ends[stop - 1]) + 1 if stop else 0)
 
     def nfkc(self, k: int) -> bool:
-        """Whether text k is in NFKC (asked by the exact keys and the shingles alike: checked once)."""
-        if k not in self._nfkc_known:       # ASCII and simple characters only: in NFKC (no quick check needed)
-            self._nfkc_known[k] = not self.flags[k] & NOT_SIMPLE or unicodedata.is_normalized("NFKC", self.texts[k])
-        return self._nfkc_known[k]
+        """Whether text k is in NFKC (ASCII and simple characters only: in NFKC, no quick check needed)."""
+        return not self.flags[k] & NOT_SIMPLE or unicodedata.is_normalized("NFKC", self.texts[k])
+
+    def folds_of(self, k: int) -> tuple[str, str] | None:
+        """(its NFKC, the NFKC of that casefolded) of text k when `exact_keys` made them (a text with non-simple
+        characters, no control or table character): the near-dup fold's steps for most such text."""
+        return self._folds.get(k)
 
     def chunk(self, start: int, stop: int) -> "Encoded":
         """Texts [start, stop) as a batch of their own (views of this one's bytes; what is known carried over)."""
         lo, hi = self.byte_range(start, stop)
-        known = {k - start: v for k, v in self._nfkc_known.items() if start <= k < stop}
+        folds = {k - start: v for k, v in self._folds.items() if start <= k < stop}
         return Encoded(self.texts[start:stop], self.data[lo:hi], self.ends[start:stop] - lo, self.flags[start:stop],
-                       known)
+                       folds)
 
 
 def flags_of(data: np.ndarray, ends: np.ndarray) -> np.ndarray:
@@ -167,7 +170,9 @@ def exact_keys(texts: Sequence[str] | Encoded) -> list[str]:
         if flags[k] & CONTROL or table_chars_in(text):     # normalize_text changes it before the collapse
             whole.append(k)
         else:
-            folded[k] = _nfkc(_nfkc(text).casefold())
+            nfkc = _nfkc(text)
+            folded[k] = _nfkc(nfkc.casefold())
+            batch._folds[k] = (nfkc, folded[k])          # (kept for the shingles' fold of the same text)
     keys = _digests(batch.data, batch.ends)                    # every text's bytes as they stand ...
     if folded:                                                  # ... then those whose fold differs
         more = Encoded.of(list(folded.values()))

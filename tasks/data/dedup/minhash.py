@@ -31,7 +31,7 @@ from specs.clean import DedupSpec
 from tasks.data.dedup import hashloops
 from tasks.data.cleanup import textbatch
 from tasks.data.dedup.lsh import are_duplicates, candidate_pairs, greedy_keepers, s_curve, sorted_unique, spec_banding
-from tasks.data.cleanup.normalize import entity_in, has_markup, shingle_text
+from tasks.data.cleanup.normalize import entity_in, format_chars, has_markup, mixes_look_alikes, shingle_text
 from tasks.data.dedup.wordhash import MUL, POW, WORD, fmix64
 
 __all__ = ["DedupResult", "estimated_jaccard", "exact_jaccard_pairs", "near_duplicates", "s_curve", "sets_of",
@@ -59,8 +59,16 @@ def _char_units(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     return fmix64(points.astype(np.uint64) + _CHAR_SALT), np.array([len(x) for x in norms], dtype=np.int64)
 
 
-def _fold(text: str, spec: DedupSpec) -> str:
+def _fold(text: str, spec: DedupSpec, folds: tuple[str, str] | None = None) -> str:
+    """`shingle_text` as the spec says; `folds`: (NFKC, NFKC of its casefold) of `text` (`Encoded.folds_of`), which
+    are its result for word shingles when no other fold applies (no markup, entity, format character or mixed
+    look-alike): the exact keys made them already (two NFKC checks and a casefold a text saved)."""
     quotes = spec.fold_unicode and spec.shingle == "char"     # only char shingles see punctuation
+    if folds is not None and spec.fold_unicode and not quotes and not (spec.fold_markup and has_markup(text)) \
+            and not (spec.fold_entities and "&" in text and entity_in(text)) \
+            and not (spec.fold_invisible and format_chars()[1].search(text)) \
+            and not (spec.fold_confusables and mixes_look_alikes(folds[0])):
+        return folds[1]
     return shingle_text(text, spec.fold_entities, spec.fold_invisible, spec.fold_unicode, quotes, spec.fold_markup,
                         spec.fold_confusables)
 
@@ -97,7 +105,7 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     hints = textbatch.NOT_SIMPLE | textbatch.MARKUP | textbatch.ENTITY
     todo = [k for k in np.flatnonzero(flags & hints).tolist() if _needs_fold(batch, k, spec)]
     if todo:
-        folded = [_fold(batch.texts[k], spec) for k in todo]
+        folded = [_fold(batch.texts[k], spec, batch.folds_of(k)) for k in todo]
         flags[todo] = textbatch.flags_of(*textbatch.joined(folded))
         # a folded text with characters outside the simple ones is re-spelled as its regex words
         new_data, new_ends = textbatch.joined([" ".join(WORD.findall(text.lower())) if flag & textbatch.NOT_SIMPLE
