@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specs.clean import DedupSpec
-from tasks.data.dedup import minhash
+from tasks.data.dedup import hashloops, minhash, wordhash
 from tasks.data.cleanup.normalize import (TRANSLATION_TABLE, confusable_letters, exact_key, format_chars, has_markup,
                                           mixes_look_alikes, normalize_layout, normalize_text, shingle_text,
                                           simple_chars)
@@ -154,6 +154,22 @@ def test_word_shingles_without_the_fold_equal_the_folded_ones(raw, variant):
     exact_keys(encoded)
     fast = minhash.signatures_and_shingles(batch, spec, 1, encoded)
     assert all(np.array_equal(a, b) for a, b in zip(fast, slow))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=10))
+def test_word_shingles_equal_the_regex_words_of_the_folded_texts(raw):
+    # the definition: `wordhash.word_hashes` of the folded texts (the regex split of every non-ASCII one)
+    spec, batch = DedupSpec(), [normalize_text(t) for t in raw]
+    encoded = normalize_encoded(raw)
+    exact_keys(encoded)
+    _, hashes, offsets = minhash.signatures_and_shingles(batch, spec, 1, encoded)
+    units, lengths = wordhash.word_hashes([shingle_text(t, spec.fold_entities, spec.fold_invisible, spec.fold_unicode,
+                                                        False, spec.fold_markup, spec.fold_confusables) for t in batch])
+    want, want_offsets = hashloops.ngram_hashes(units, lengths, spec.shingle_size, wordhash.MUL)
+    assert offsets.tolist() == want_offsets.tolist()
+    words = np.repeat(lengths > 0, np.diff(want_offsets))          # (a text without words: a hash of its text)
+    assert np.array_equal(hashes[words], want[words])
 
 
 def _folded_reference(batch: list[str], spec: DedupSpec):

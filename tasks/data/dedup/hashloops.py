@@ -290,11 +290,12 @@ def text_flags(data, doc_ends, simple, tags_min):
 
 
 @njit(cache=True)
-def blank_non_words(data, doc_ends, docs, simple):
-    """Every simple non-word character (`simple` == 1: typographic quotes, dashes, ...) of the documents `docs`
-    overwritten by spaces, in place: the word loop then splits there, as the regex `\\w+` split does, with no
-    Python per document. Only the documents holding non-ASCII text need it (the others are not read at all).
-    doc_ends[d]: the position of document d's separator, as for `word_hashes`; docs: int64 [k]."""
+def blank_non_words(data, doc_ends, docs, breaks):
+    """Every BMP character of the documents `docs` with `breaks[code]` == 1 (those that are no `\\w`: typographic
+    quotes, dashes, ...; `minhash.word_breaks`) overwritten by spaces, in place: the word loop then splits there,
+    as the regex `\\w+` split does, with no Python per document. Only the documents holding non-ASCII text need
+    it (the others are not read at all). doc_ends[d]: the position of document d's separator, as for
+    `word_hashes`; docs: int64 [k]."""
     for d in docs:
         i = doc_ends[d - 1] + 1 if d > 0 else 0
         while i < doc_ends[d]:
@@ -302,7 +303,7 @@ def blank_non_words(data, doc_ends, docs, simple):
                 i += 1
                 continue
             code, size = code_point(data, i)
-            if code >= 0 and simple[code] == 1:
+            if code >= 0 and breaks[code] == 1:
                 for k in range(size):
                     data[i + k] = 32
             i += size

@@ -20,8 +20,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from hashlib import blake2b
 
 import numpy as np
@@ -98,7 +100,9 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     compiled word loop as its own UTF-8, its simple non-word characters blanked there: no fold, no regex split,
     no Python per word (what a text with one curly quote cost: ~370 µs of 3 KB, against ~15 for ASCII). The
     rest is folded; a folded text whose non-ASCII characters are then all simple (`É` cased, `…` NFKC'd, a page
-    read as its text) goes the same way, and only the others are split by the regex."""
+    read as its text) goes the same way, and so do the others in lower case (`str.lower`, as the regex split
+    reads them), every BMP character that is no `\\w` blanked (`word_breaks`); only a text with an astral
+    character is split by the regex."""
     flags = np.array(batch.flags, np.uint8)
     # markup needs tags, an entity an `&` before a letter or `#` (the scan's hints), and a text of simple
     # characters is in NFKC: only the texts with a hint (or a character outside the simple ones) are asked
@@ -107,16 +111,36 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     if todo:
         folded = [_fold(batch.texts[k], spec, batch.folds_of(k)) for k in todo]
         flags[todo] = textbatch.flags_of(*textbatch.joined(folded))
-        # a folded text with characters outside the simple ones is re-spelled as its regex words
-        new_data, new_ends = textbatch.joined([" ".join(WORD.findall(text.lower())) if flag & textbatch.NOT_SIMPLE
-                                               else text for text, flag in zip(folded, flags[todo].tolist())])
+        new_data, new_ends = textbatch.joined([_lower_words(text) if flag & textbatch.NOT_SIMPLE else text
+                                               for text, flag in zip(folded, flags[todo].tolist())])
         data, ends = textbatch.splice(batch.data, batch.ends, todo, new_data, new_ends)
     else:
         data, ends = batch.data.copy(), batch.ends                                 # a writable copy
-    # only text with non-ASCII bytes can hold a simple non-word character (ASCII text is not scanned)
-    hashloops.blank_non_words(data, ends, np.flatnonzero(flags & textbatch.NON_ASCII),
-                              textbatch.simple_table())
+    # only text with non-ASCII bytes can hold a non-word character the loop would read as a word byte (ASCII text
+    # is not scanned; for simple characters, `word_breaks` says what `simple_chars` does)
+    hashloops.blank_non_words(data, ends, np.flatnonzero(flags & textbatch.NON_ASCII), word_breaks())
     return hashloops.word_hashes(data, ends, POW)
+
+
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
+def _lower_words(text: str) -> str:
+    """A folded text with non-simple characters as the word loop reads the regex's words in it: in lower case, its
+    non-word BMP characters then blanked by `blank_non_words`; one with an astral character (which that loop does
+    not decode) re-spelled as its regex words (~90 µs a 4 KB text; the lower case alone ~5)."""
+    low = text.lower()
+    return low if _ASTRAL.search(low) is None else " ".join(WORD.findall(low))
+
+
+@lru_cache(maxsize=1)
+def word_breaks() -> np.ndarray:
+    """uint8 [65536]: 1 for each BMP character that is not `\\w` (the regex's own answer, ~10 ms once per
+    process), which `hashloops.blank_non_words` overwrites with spaces; 0 for the others."""
+    table = np.ones(0x10000, np.uint8)
+    for m in WORD.finditer("".join(map(chr, range(0x10000)))):
+        table[m.start():m.end()] = 0
+    return table
 
 
 def _needs_fold(batch: textbatch.Encoded, k: int, spec: DedupSpec) -> bool:
@@ -155,10 +179,13 @@ def shingles(text: str, spec: DedupSpec) -> np.ndarray:
     return shingle_sets([text], spec)[0]
 
 
+@lru_cache(maxsize=8)
 def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """datasketch's affine32 permutation parameters (a odd, b), both uint32 [num_perm]."""
-    a, b = MinHash(num_perm=num_perm, seed=seed, scheme="affine32").permutations
-    return a.astype(np.uint32), b.astype(np.uint32)
+    """datasketch's affine32 permutation parameters (a odd, b), both uint32 [num_perm], read-only (made once per
+    process: datasketch draws them from its generator, ~0.3 ms a shard)."""
+    a, b = (p.astype(np.uint32) for p in MinHash(num_perm=num_perm, seed=seed, scheme="affine32").permutations)
+    a.flags.writeable = b.flags.writeable = False
+    return a, b
 
 
 def signatures(texts: Sequence[str], spec: DedupSpec, seed: int = 1) -> np.ndarray:
