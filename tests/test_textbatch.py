@@ -13,11 +13,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specs.clean import DedupSpec
-from tasks.data.dedup import minhash
+from tasks.data.dedup import hashloops, minhash, wordhash
 from tasks.data.cleanup.normalize import (TRANSLATION_TABLE, confusable_letters, exact_key, format_chars, has_markup,
                                           mixes_look_alikes, normalize_layout, normalize_text, shingle_text,
                                           simple_chars)
-from tasks.data.cleanup.textbatch import NOT_SIMPLE, Encoded, exact_keys, normalize_encoded, normalize_texts
+from tasks.data.cleanup.textbatch import ENTITY, MARKUP, NOT_SIMPLE, Encoded, exact_keys, normalize_encoded, normalize_texts
 
 PIECES = ["the", "Word", "ÉTÉ", "été", "naïve", " ", "  ", "\t", "\n", "\n\n\n\n", "\r\n", "\r", "\x00",
           "\x1f", "\x7f", "\x85", "\xa0", "\u3000", "\u2028", "\u200b", "\u200d", "\u00ad", "\ufeff", "’", "“",
@@ -35,6 +35,25 @@ def test_normalize_texts_equal_normalize_text(batch):
 
 
 @settings(max_examples=300, deadline=None)
+@given(st.lists(texts, min_size=0, max_size=8), st.sampled_from(["NFC", "NFKC", "none"]))
+def test_normalized_batch_is_its_texts_encoded(batch, form):
+    # the compiled pass writes the bytes and flags itself (the texts it cannot finish spliced in after)
+    normalized = normalize_encoded(batch, form)
+    again = Encoded.of(list(normalized.texts))
+    assert normalized.data.tobytes() == again.data.tobytes() and normalized.ends.tolist() == again.ends.tolist()
+    hints = MARKUP | ENTITY             # read before the table applied: set where text_flags sets them, or more
+    assert [f & ~hints for f in normalized.flags] == [f & ~hints for f in again.flags]
+    assert all(f & a & hints == a & hints for f, a in zip(normalized.flags, again.flags))
+    assert all((a is b) == (a == b) for a, b in zip(normalized.texts, batch))  # unchanged: the same object
+
+
+def test_a_lone_surrogate_is_encoded_as_surrogatepass_writes_it():
+    batch = ["plain", "a\ud800b", "é"]
+    assert Encoded.of(batch).data.tobytes() == b"".join(t.encode("utf-8", "surrogatepass") + b"\n" for t in batch)
+    assert normalize_texts(batch) == [normalize_text(t) for t in batch]
+
+
+@settings(max_examples=300, deadline=None)
 @given(st.lists(texts, min_size=1, max_size=8))
 def test_exact_keys_equal_exact_key(batch):
     assert exact_keys(batch) == [exact_key(t) for t in batch]
@@ -49,9 +68,9 @@ ASCII_LAYOUT = st.lists(st.sampled_from(["x", "Word", " ", "  ", "\t", "\n", "\n
 @settings(max_examples=300, deadline=None)
 @given(ASCII_LAYOUT)
 def test_line_rules_are_all_normalize_text_changes_in_plain_ascii(text):
-    # the batch skips the table scan and the Unicode form for such text (`normalize_layout` alone)
+    # what the batch's compiled pass does to such text (dense in the cases its streamed line rules treat apart)
     for form in ("NFC", "NFKC", "none"):
-        assert normalize_layout(text) == normalize_text(text, form)
+        assert normalize_layout(text) == normalize_text(text, form) == normalize_texts([text, text], form)[1]
 
 
 def test_markup_needs_three_tags_not_three_angle_brackets():
@@ -131,6 +150,26 @@ def test_word_shingles_without_the_fold_equal_the_folded_ones(raw, variant):
     fast = minhash.signatures_and_shingles(batch, spec, 1, normalize_encoded(raw))      # as clean encodes them
     slow = _folded_reference(batch, spec)
     assert all(np.array_equal(a, b) for a, b in zip(fast, slow))
+    encoded = normalize_encoded(raw)    # as clean runs them: the exact keys first, whose folds the shingles reuse
+    exact_keys(encoded)
+    fast = minhash.signatures_and_shingles(batch, spec, 1, encoded)
+    assert all(np.array_equal(a, b) for a, b in zip(fast, slow))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=10))
+def test_word_shingles_equal_the_regex_words_of_the_folded_texts(raw):
+    # the definition: `wordhash.word_hashes` of the folded texts (the regex split of every non-ASCII one)
+    spec, batch = DedupSpec(), [normalize_text(t) for t in raw]
+    encoded = normalize_encoded(raw)
+    exact_keys(encoded)
+    _, hashes, offsets = minhash.signatures_and_shingles(batch, spec, 1, encoded)
+    units, lengths = wordhash.word_hashes([shingle_text(t, spec.fold_entities, spec.fold_invisible, spec.fold_unicode,
+                                                        False, spec.fold_markup, spec.fold_confusables) for t in batch])
+    want, want_offsets = hashloops.ngram_hashes(units, lengths, spec.shingle_size, wordhash.MUL)
+    assert offsets.tolist() == want_offsets.tolist()
+    words = np.repeat(lengths > 0, np.diff(want_offsets))          # (a text without words: a hash of its text)
+    assert np.array_equal(hashes[words], want[words])
 
 
 def _folded_reference(batch: list[str], spec: DedupSpec):

@@ -105,8 +105,8 @@ def normalize_text(text: str, form: NormalForm = "NFC") -> str:
 def normalize_layout(text: str) -> str:
     """`normalize_text`'s line rules alone: trailing spaces/tabs of every line stripped, runs of blank lines
     cut to two, leading blank lines and trailing whitespace of the document removed. On ASCII text without
-    control characters this is all `normalize_text` changes (no CR, no table character, NFC/NFKC the identity),
-    so the batch form calls it directly there and skips the table scan and the Unicode normalization."""
+    control characters this is all `normalize_text` changes (no CR, no table character, NFC/NFKC the identity);
+    the batch form compiles these rules with the table's (`textscan.normalize_simple`)."""
     if " \n" in text or "\t\n" in text or text.endswith((" ", "\t")):   # `$`: before a newline or at the end
         text = _TRAILING_SPACE.sub("", text)
     if "\n\n\n\n" in text:

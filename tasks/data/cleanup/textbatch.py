@@ -5,10 +5,10 @@ per-shard pass.
 `[exact_key(t) for t in texts]` (tests compare them on generated text, control characters and all). What
 costs per document in those — a regex scan for the translation table's characters, substring scans for
 trailing spaces and blank-line runs, `str.split` + `join` making a string per word — is done for the whole
-batch by one compiled scan over its UTF-8 bytes (`tasks.data.dedup.hashloops`): on realistic text ~20 and ~40 µs a
-2 KB document before, a few µs now. A document the scan flags (a control character, CR, a trailing space, a
-run of blank lines, a leading newline, trailing whitespace; non-ASCII text holding a table character or not
-in normal form) goes through the per-document function itself, so the rules live in one place.
+batch by compiled scans over its UTF-8 bytes (`tasks.data.dedup.hashloops`): on realistic text ~20 and ~40 µs a
+2 KB document before, a few µs now. Normalization itself is compiled for text whose characters are ASCII or
+simple once the translation table is applied (`textscan.normalize_simple`: the table and the line rules,
+NFC/NFKC being the identity there); other text (a few in a thousand) goes through `normalize_text` itself.
 """
 
 from __future__ import annotations
@@ -17,14 +17,18 @@ import hashlib
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
 from tasks.data.dedup import hashloops
-from tasks.data.cleanup.normalize import (NormalForm, exact_key, normalize_layout, normalize_text, simple_chars,
-                                          table_chars_in)
+from tasks.data.cleanup import textscan
+from tasks.data.cleanup.normalize import (MARKUP_MIN, TRANSLATION_TABLE, NormalForm, exact_key, normalize_text,
+                                          simple_chars, table_chars_in)
 
 CONTROL, NON_ASCII, TRAILING, BLANK_RUN, NOT_SIMPLE = 1, 2, 4, 8, 16     # `hashloops.text_flags`' bits
+TRANSLATED = 32                 # `textscan.normalize_simple`'s: the translation table changed a character
+MARKUP, ENTITY = 64, 128        # hints (`hashloops.text_flags`): a text without them has no markup, no entity
 
 
 def simple_table() -> np.ndarray:
@@ -36,64 +40,112 @@ def simple_table() -> np.ndarray:
 class Encoded:
     """A batch of texts as the compiled loops read it, made once and shared by the batch functions (normalize,
     exact keys, word shingles): UTF-8 back to back with a `\n` after each text, each separator's position, and
-    each text's `hashloops.text_flags`."""
+    each text's `hashloops.text_flags` (MARKUP and ENTITY, hints, may be set where they need not be)."""
 
     texts: Sequence[str]
     data: np.ndarray            # uint8 [B]
     ends: np.ndarray            # int64 [n]
     flags: list[int]
-    parts: list[bytes] = field(default_factory=list, repr=False)        # each text's UTF-8
-    _nfkc_known: dict[int, bool] = field(default_factory=dict, repr=False)
+    _folds: dict[int, tuple[str, str]] = field(default_factory=dict, repr=False)     # (see `folds_of`)
 
     @classmethod
-    def of(cls, texts: Sequence[str], parts: list[bytes] | None = None, flags: list[int | None] | None = None
-           ) -> "Encoded":
-        """The batch encoded; `parts`/`flags`: what is known already (a text's bytes, its flags; None: unknown)."""
-        parts = parts if parts is not None else [t.encode("utf-8", "surrogatepass") for t in texts]
-        ends = np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)) + 1) - 1
-        data = np.frombuffer(b"\n".join([*parts, b""]), dtype=np.uint8)    # one copy: a separator after each
-        if flags is None or None in flags:
-            flags = hashloops.text_flags(data, ends, simple_table()).tolist()
-        return cls(texts, data, ends, flags, parts)
+    def of(cls, texts: Sequence[str]) -> "Encoded":
+        """The batch encoded and scanned."""
+        data, ends = joined(texts)
+        return cls(texts, data, ends, flags_of(data, ends).tolist())
 
     def byte_range(self, start: int, stop: int) -> tuple[int, int]:
         """Where texts [start, stop) are in `data` (their separators included)."""
         return (int(self.ends[start - 1]) + 1 if start else 0), (int(self.ends[stop - 1]) + 1 if stop else 0)
 
     def nfkc(self, k: int) -> bool:
-        """Whether text k is in NFKC (asked by the exact keys and the shingles alike: checked once)."""
-        if k not in self._nfkc_known:       # ASCII and simple characters only: in NFKC (no quick check needed)
-            self._nfkc_known[k] = not self.flags[k] & NOT_SIMPLE or unicodedata.is_normalized("NFKC", self.texts[k])
-        return self._nfkc_known[k]
+        """Whether text k is in NFKC (ASCII and simple characters only: in NFKC, no quick check needed)."""
+        return not self.flags[k] & NOT_SIMPLE or unicodedata.is_normalized("NFKC", self.texts[k])
+
+    def folds_of(self, k: int) -> tuple[str, str] | None:
+        """(its NFKC, the NFKC of that casefolded) of text k when `exact_keys` made them (a text with non-simple
+        characters, no control or table character): the near-dup fold's steps for most such text."""
+        return self._folds.get(k)
 
     def chunk(self, start: int, stop: int) -> "Encoded":
         """Texts [start, stop) as a batch of their own (views of this one's bytes; what is known carried over)."""
         lo, hi = self.byte_range(start, stop)
-        known = {k - start: v for k, v in self._nfkc_known.items() if start <= k < stop}
+        folds = {k - start: v for k, v in self._folds.items() if start <= k < stop}
         return Encoded(self.texts[start:stop], self.data[lo:hi], self.ends[start:stop] - lo, self.flags[start:stop],
-                       self.parts[start:stop], known)
+                       folds)
+
+
+def flags_of(data: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """`hashloops.text_flags` of a batch (uint8 [n])."""
+    return hashloops.text_flags(data, ends, simple_table(), MARKUP_MIN)
+
+
+def joined(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """The texts' UTF-8 back to back with a `\n` after each (uint8 [B], read-only) and each `\n`'s position."""
+    try:                        # (str.encode() without arguments takes CPython's fast path: ~20 % of the encode)
+        parts = [t.encode() for t in texts]
+    except UnicodeEncodeError:  # a lone surrogate somewhere
+        parts = [t.encode("utf-8", "surrogatepass") for t in texts]
+    ends = np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)) + 1) - 1
+    return np.frombuffer(b"\n".join([*parts, b""]), dtype=np.uint8), ends     # one copy: a separator after each
 
 
 def normalize_encoded(texts: Sequence[str], form: NormalForm = "NFC") -> Encoded:
-    """`[normalize_text(t, form) for t in texts]`, encoded; a text it would leave unchanged stays the same object
-    and keeps its bytes and flags (only the changed ones are encoded and scanned again)."""
-    batch = Encoded.of(texts)
-    out, changed = list(texts), []
-    for k, (text, flag) in enumerate(zip(texts, batch.flags)):
-        # text of ASCII and simple characters (no NOT_SIMPLE) holds no table character and is in NFC and NFKC
-        if flag & (CONTROL | TRAILING | BLANK_RUN) or text[:1] == "\n" or text[-1:].isspace() or (
-                flag & NOT_SIMPLE and (table_chars_in(text) or form != "none" and
-                                       not unicodedata.is_normalized(form, text))):
-            # ASCII without control characters: only the line rules can change it (`normalize_layout`)
-            out[k] = normalize_text(text, form) if flag & (CONTROL | NON_ASCII) else normalize_layout(text)
-            changed += [k] if out[k] is not text else []
-    if not changed:
-        return batch
-    fresh = Encoded.of([out[k] for k in changed])
-    parts, flags = list(batch.parts), list(batch.flags)
-    for k, part, flag in zip(changed, fresh.parts, fresh.flags):
-        parts[k], flags[k] = part, flag
-    return Encoded.of(out, parts, flags)
+    """`[normalize_text(t, form) for t in texts]`, encoded; a text it would leave unchanged stays the same object.
+
+    One compiled pass (`textscan.normalize_simple`) normalizes every text whose characters are ASCII or simple
+    once the translation table has been applied, and flags the others (a few in a thousand): those go through
+    `normalize_text` itself where the table or NFC/NFKC could change them. A text the pass changed is decoded
+    from its output."""
+    data, ends = joined(texts)
+    out = np.empty(len(data), np.uint8)
+    flags, out_ends = textscan.normalize_simple(data, ends, simple_table(), translation_table(), MARKUP_MIN, out)
+    result = list(texts)
+    redo = [k for k in np.flatnonzero(flags & NOT_SIMPLE).tolist()
+            if flags[k] & TRANSLATED or form != "none" and not unicodedata.is_normalized(form, texts[k])]
+    # the others changed where the table changed a character or the line rules removed some (fewer bytes)
+    changed = (flags & TRANSLATED) | (np.diff(out_ends, prepend=-1) != np.diff(ends, prepend=-1))
+    raw, stops = memoryview(out), out_ends.tolist()
+    for k in set(np.flatnonzero(changed).tolist()).difference(redo):
+        result[k] = str(raw[stops[k - 1] + 1 if k else 0:stops[k]], "utf-8", "surrogatepass")
+    flags = (flags & (NON_ASCII | NOT_SIMPLE | MARKUP | ENTITY)).tolist()     # the flags of what was written
+    data, ends = out[:stops[-1] + 1 if stops else 0], out_ends
+    if redo:
+        for k in redo:
+            result[k] = normalize_text(texts[k], form)
+        fresh = Encoded.of([result[k] for k in redo])
+        for k, flag in zip(redo, fresh.flags):
+            flags[k] = flag
+        data, ends = splice(data, ends, redo, fresh.data, fresh.ends)
+    return Encoded(result, data, ends, flags)
+
+
+def splice(data: np.ndarray, ends: np.ndarray, docs: list[int], new_data: np.ndarray, new_ends: np.ndarray
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """The batch (data, ends: a separator after each text) with texts `docs` (ascending) replaced by the texts
+    of (new_data, new_ends), in that order: (uint8 [B'], a new array; int64 [n]). The runs of texts kept are
+    copied whole (numpy's memcpy: a compiled loop copied a byte at a time, ~3 GB/s)."""
+    at = np.asarray(docs, np.int64)
+    starts = np.where(at > 0, ends[at - 1] + 1, 0).tolist()           # where each replaced text is ...
+    stops = (ends[at] + 1).tolist()
+    fresh = [0, *(new_ends + 1).tolist()]                               # ... and where its new one is
+    pieces, kept = [], 0
+    for j, (start, stop) in enumerate(zip(starts, stops)):
+        pieces += [data[kept:start], new_data[fresh[j]:fresh[j + 1]]]
+        kept = stop
+    sizes = np.diff(ends, prepend=-1)
+    sizes[at] = np.diff(new_ends, prepend=-1)
+    return np.concatenate([*pieces, data[kept:ends[-1] + 1 if len(ends) else 0]]), np.cumsum(sizes) - 1
+
+
+@lru_cache(maxsize=1)
+def translation_table() -> np.ndarray:
+    """`normalize.TRANSLATION_TABLE` as the uint8 [65536] `textscan.normalize_simple` reads: 0 not in it,
+    1 removed, 2 a newline, 3 a space."""
+    table = np.zeros(0x10000, np.uint8)
+    for code, to in TRANSLATION_TABLE.items():
+        table[code] = {None: 1, "\n": 2, " ": 3}[to]
+    return table
 
 
 def normalize_texts(texts: Sequence[str], form: NormalForm = "NFC") -> list[str]:
@@ -113,18 +165,17 @@ def exact_keys(texts: Sequence[str] | Encoded) -> list[str]:
     texts, flags = batch.texts, batch.flags
     # The fold of a simple NFKC text is its ASCII letters in lower case, which the collapse does: its bytes
     # stay. Other non-ASCII text is folded here, or (with a table character) left to `exact_key` itself. Only
-    # the texts with a control or a non-ASCII character are looked at (~11 % here; a Python step each).
+    # the texts with a control or a non-simple character are looked at (~2 % here; a Python step each).
     whole: list[int] = []
     folded: dict[int, str] = {}
-    for k in np.flatnonzero(np.array(flags, np.uint8) & (CONTROL | NON_ASCII)).tolist():
+    for k in np.flatnonzero(np.array(flags, np.uint8) & (CONTROL | NOT_SIMPLE)).tolist():
         text = texts[k]
-        if flags[k] & CONTROL:  # normalize_text removes it (or makes it a newline) before the collapse
+        if flags[k] & CONTROL or table_chars_in(text):     # normalize_text changes it before the collapse
             whole.append(k)
-        elif flags[k] & NOT_SIMPLE or not batch.nfkc(k):
-            if table_chars_in(text):
-                whole.append(k)
-            else:
-                folded[k] = _nfkc(_nfkc(text).casefold())
+        else:
+            nfkc = _nfkc(text)
+            folded[k] = _nfkc(nfkc.casefold())
+            batch._folds[k] = (nfkc, folded[k])          # (kept for the shingles' fold of the same text)
     keys = _digests(batch.data, batch.ends)                    # every text's bytes as they stand ...
     if folded:                                                  # ... then those whose fold differs
         more = Encoded.of(list(folded.values()))

@@ -71,10 +71,11 @@ def _fmix32(h):
 
 # [256] the term's factor of each byte of lowercased UTF-8: for a `\w` byte (ASCII letters, digits, "_", every byte of
 # a multi-byte character) the byte + 1, an ASCII capital read as its lower case; 0 for a byte that ends a word.
-# One table read gives the word test, the lower-casing and the factor (a quarter of the word loop's time).
+# One table read gives the lower-casing and the factor, and `_WORD_MASK` the word test (all ones in a word).
 _WORD_VALUE = np.array([((c | 0x20) if 0x41 <= c <= 0x5A else c) + 1
                         if c >= 0x80 or 0x61 <= (c | 0x20) <= 0x7A or 0x30 <= c <= 0x39 or c == 0x5F else 0
                         for c in range(256)], dtype=np.uint64)
+_WORD_MASK = np.where(_WORD_VALUE != 0, np.uint64(0xFFFFFFFFFFFFFFFF), np.uint64(0))
 
 
 @njit(cache=True)
@@ -87,22 +88,28 @@ def word_hashes(data, doc_ends, pow_):
     """
     out = np.empty(len(data) // 2 + 2, np.uint64)      # a word needs ≥ 1 byte and a non-word byte after it
     counts = np.zeros(len(doc_ends), np.int64)
-    t, lo = _U0, 0
+    t, lo = _U0, _U0
     for d in range(len(doc_ends)):
-        t0, acc, k = t, _U0, _U0
+        t0, acc, k, prev = t, _U0, _U0, _U0
         # Branch-free: a word ends at an unpredictable byte, so every byte stores the running sum and moves
-        # `t` on only where a word just ended, and masks (not multiplies: shorter dependency chain) reset the
-        # sum; measured ~1.5× faster than a loop that branches on each byte's class. The indices are unsigned
-        # (numba checks a signed one for a negative value at every access: ~12 % of the loop).
-        for i in range(lo, doc_ends[d] + 1):           # the separator ends the document's last word
-            value = _WORD_VALUE[data[i]]               # 0: not a word byte
-            mask = _U0 - np.uint64(value != _U0)       # all ones inside a word, else 0
+        # `t` on only where a word just ended (the previous byte's mask set, this one's clear), and masks (not
+        # multiplies: shorter dependency chain) reset the sum; measured ~1.5× faster than a loop that branches
+        # on each byte's class. The mask from a table and the end test from the previous mask (not from `k`)
+        # keep the chains to `t` short (~20 % of the loop); every index is unsigned (numba checks a signed one
+        # for a negative value at every access: ~30 % of the loop).
+        end = np.uint64(doc_ends[d]) + _U1                # the separator ends the document's last word
+        i = lo
+        while i < end:
+            c = data[i]
+            value, mask = _WORD_VALUE[c], _WORD_MASK[c]    # value 0 and mask 0: not a word byte
             out[t] = acc
-            t += np.uint64((k != _U0) & (value == _U0))
+            t += prev & ~mask & _U1
+            prev = mask
             acc = (acc + pow_[k & _U4095] * value) & mask
             k = (k + _U1) & mask
+            i += _U1
         counts[d] = np.int64(t - t0)
-        lo = doc_ends[d] + 1
+        lo = end
     n = np.int64(t)
     for s in range(n):
         out[s] = _fmix64(out[s])
@@ -209,7 +216,7 @@ _COLLAPSED = np.array([32 if _SPACE_BYTE[c] else c + 32 if 65 <= c <= 90 else c 
 
 
 @njit(cache=True, inline="always")
-def _code_point(data, i):
+def code_point(data, i):
     """(code point, byte length) of the UTF-8 sequence at data[i] (a lead byte ≥ 0x80); -1 for a 4-byte one or a
     stray byte (none of them simple)."""
     c = np.int64(data[i])
@@ -220,22 +227,45 @@ def _code_point(data, i):
     return -1, 4 if c >= 0xF0 else 1
 
 
+# [256] 1 for printable ASCII but `<` and `&` (which the scans look at apart): the test their hot branch makes
+PLAIN = np.array([int(32 <= c < 127 and c not in (38, 60)) for c in range(256)], dtype=np.uint8)
+
+
+@njit(cache=True, inline="always")
+def markup_opens(data, i, end, c):
+    """(1, 0) for a `<` that may open an HTML tag, (0, 128) for an `&` that may start an entity: the next byte a
+    letter (or `/`, `#`), or one a fold could still remove or change (not printable ASCII); else (0, 0)."""
+    n = data[i + _U1] if i + _U1 < end else 10
+    if n < 32 or n >= 127 or 0x61 <= (n | 0x20) <= 0x7A:
+        return (1, 0) if c == 60 else (0, 128)
+    if c == 60:
+        return (1, 0) if n == 47 else (0, 0)
+    return (0, 128) if n == 35 else (0, 0)
+
+
 @njit(cache=True)
-def text_flags(data, doc_ends, simple):
+def text_flags(data, doc_ends, simple, tags_min):
     """What `normalize`'s folds could change in each document (bytes data[lo:doc_ends[d]], a separator between
     documents), one scan for a batch: 1 an ASCII control character other than tab and newline (CR included) or
     DEL, 2 a non-ASCII character, 4 a space or tab right before a newline, 8 four newlines in a row, 16 a
-    character outside `normalize.simple_chars` (`simple`: uint8 [65536]). The printable-ASCII test comes
-    first: that branch is nearly always taken (2x faster than testing each class in turn)."""
+    character outside `normalize.simple_chars` (`simple`: uint8 [65536]), 64 `tags_min` `<` that may open an
+    HTML tag and 128 an `&` that may start an entity (`markup_opens`: what `normalize.has_markup` and `entity_in`
+    need, so that only those texts are asked). The printable-ASCII test comes first: that branch is nearly
+    always taken (2x faster than testing each class in turn)."""
     out = np.zeros(len(doc_ends), np.uint8)
     lo = _U0                                           # unsigned positions: no negative-index check (~15 %)
     for d in range(len(doc_ends)):
-        f, run, prev, i = 0, 0, 10, lo
+        f, run, prev, i, tags = 0, 0, 10, lo, 0
         end = np.uint64(doc_ends[d])
         while i < end:
             c = data[i]
-            if 32 <= c < 127:
+            if PLAIN[c]:
                 run = 0
+            elif c == 60 or c == 38:
+                run = 0
+                tag, entity = markup_opens(data, i, end, c)
+                tags += tag
+                f |= entity
             elif c == 10:
                 run += 1
                 if run >= 4:
@@ -247,32 +277,33 @@ def text_flags(data, doc_ends, simple):
                 f |= 0 if c == 9 else 1
             else:
                 run = 0
-                code, size = _code_point(data, np.int64(i))
+                code, size = code_point(data, np.int64(i))
                 f |= 2 if code >= 0 and simple[code] else 18
                 prev = 0
                 i += np.uint64(size)
                 continue
             prev = c
             i += _U1
-        out[d] = f
+        out[d] = f | (64 if tags >= tags_min else 0)
         lo = end + _U1
     return out
 
 
 @njit(cache=True)
-def blank_non_words(data, doc_ends, docs, simple):
-    """Every simple non-word character (`simple` == 1: typographic quotes, dashes, ...) of the documents `docs`
-    overwritten by spaces, in place: the word loop then splits there, as the regex `\\w+` split does, with no
-    Python per document. Only the documents holding non-ASCII text need it (the others are not read at all).
-    doc_ends[d]: the position of document d's separator, as for `word_hashes`; docs: int64 [k]."""
+def blank_non_words(data, doc_ends, docs, breaks):
+    """Every BMP character of the documents `docs` with `breaks[code]` == 1 (those that are no `\\w`: typographic
+    quotes, dashes, ...; `minhash.word_breaks`) overwritten by spaces, in place: the word loop then splits there,
+    as the regex `\\w+` split does, with no Python per document. Only the documents holding non-ASCII text need
+    it (the others are not read at all). doc_ends[d]: the position of document d's separator, as for
+    `word_hashes`; docs: int64 [k]."""
     for d in docs:
         i = doc_ends[d - 1] + 1 if d > 0 else 0
         while i < doc_ends[d]:
             if data[i] < 128:
                 i += 1
                 continue
-            code, size = _code_point(data, i)
-            if code >= 0 and simple[code] == 1:
+            code, size = code_point(data, i)
+            if code >= 0 and breaks[code] == 1:
                 for k in range(size):
                     data[i + k] = 32
             i += size
@@ -286,19 +317,22 @@ def collapse_lower(data, doc_ends, out):
     write position moves on for a non-space or for the first space after one (2x the branching loop: where a
     word ends is unpredictable)."""
     ends = np.empty(len(doc_ends), np.int64)
-    t, lo = _U0, 0                                     # unsigned: no negative-index check per write (~17 %)
+    t, lo = _U0, _U0                                   # unsigned: no negative-index check per access (~17 %)
     for d in range(len(doc_ends)):
         start, word = t, _U0
-        for i in range(lo, doc_ends[d]):
+        end = np.uint64(doc_ends[d])
+        i = lo
+        while i < end:
             c = data[i]
             space = _SPACE_BYTE[c]
             out[t] = _COLLAPSED[c]
             t += (_U1 - space) | word
             word = _U1 - space
+            i += _U1
         if word == _U0 and t > start:                  # a space written after the last word
             t -= _U1
         ends[d] = np.int64(t)
-        lo = doc_ends[d] + 1
+        lo = end + _U1
     return ends
 
 

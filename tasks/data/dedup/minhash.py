@@ -20,8 +20,10 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from hashlib import blake2b
 
 import numpy as np
@@ -31,16 +33,17 @@ from specs.clean import DedupSpec
 from tasks.data.dedup import hashloops
 from tasks.data.cleanup import textbatch
 from tasks.data.dedup.lsh import are_duplicates, candidate_pairs, greedy_keepers, s_curve, sorted_unique, spec_banding
-from tasks.data.cleanup.normalize import entity_in, has_markup, shingle_text
+from tasks.data.cleanup.normalize import entity_in, format_chars, has_markup, mixes_look_alikes, shingle_text
 from tasks.data.dedup.wordhash import MUL, POW, WORD, fmix64
 
 __all__ = ["DedupResult", "estimated_jaccard", "exact_jaccard_pairs", "near_duplicates", "s_curve", "sets_of",
            "shingle_sets", "shingles", "signatures", "signatures_and_shingles"]
 ShingleSetsFn = Callable[[Sequence[str]], Sequence[np.ndarray]]   # ids -> their shingle sets
 
-# Documents shingled at once: bounds the batch's bytes, words and shingle hashes (~2 MB at 128 docs of 2 KB).
-# With the compiled loops the size barely matters for speed (64 to 2,048 measured within 3 %).
-CHUNK_DOCS = 128
+# Documents shingled at once: bounds the batch's bytes, words and shingle hashes (~8 MB at 512 docs of 2 KB, most
+# of it the word loop's buffer). Each chunk costs ~20 Python steps: at 128 documents they were ~7 % of the
+# signatures once the loops were fast (512: 0.57 -> 0.53 CPU s for 50k documents; 1,024 gained 1 % more).
+CHUNK_DOCS = 512
 PAIR_BATCH = 4096            # candidate pairs verified per compiled call (bounds its copy of the sets)
 _KEY = b"forgeline-minhash-v1"
 _CHAR_SALT = np.uint64(0x2545F4914F6CDD1D)
@@ -58,8 +61,16 @@ def _char_units(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     return fmix64(points.astype(np.uint64) + _CHAR_SALT), np.array([len(x) for x in norms], dtype=np.int64)
 
 
-def _fold(text: str, spec: DedupSpec) -> str:
+def _fold(text: str, spec: DedupSpec, folds: tuple[str, str] | None = None) -> str:
+    """`shingle_text` as the spec says; `folds`: (NFKC, NFKC of its casefold) of `text` (`Encoded.folds_of`), which
+    are its result for word shingles when no other fold applies (no markup, entity, format character or mixed
+    look-alike): the exact keys made them already (two NFKC checks and a casefold a text saved)."""
     quotes = spec.fold_unicode and spec.shingle == "char"     # only char shingles see punctuation
+    if folds is not None and spec.fold_unicode and not quotes and not (spec.fold_markup and has_markup(text)) \
+            and not (spec.fold_entities and "&" in text and entity_in(text)) \
+            and not (spec.fold_invisible and format_chars()[1].search(text)) \
+            and not (spec.fold_confusables and mixes_look_alikes(folds[0])):
+        return folds[1]
     return shingle_text(text, spec.fold_entities, spec.fold_invisible, spec.fold_unicode, quotes, spec.fold_markup,
                         spec.fold_confusables)
 
@@ -89,27 +100,47 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     compiled word loop as its own UTF-8, its simple non-word characters blanked there: no fold, no regex split,
     no Python per word (what a text with one curly quote cost: ~370 µs of 3 KB, against ~15 for ASCII). The
     rest is folded; a folded text whose non-ASCII characters are then all simple (`É` cased, `…` NFKC'd, a page
-    read as its text) goes the same way, and only the others are split by the regex."""
-    flags = batch.flags
-    # markup needs a `<`, an entity an `&`, and a text of simple characters is in NFKC: only the texts holding
-    # one of those (or a character outside the simple ones) are asked (a C scan each; ~1 µs a text otherwise)
-    todo = [k for k, (text, flag) in enumerate(zip(batch.texts, flags))
-            if (flag & textbatch.NOT_SIMPLE or "<" in text or "&" in text) and _needs_fold(batch, k, spec)]
+    read as its text) goes the same way, and so do the others in lower case (`str.lower`, as the regex split
+    reads them), every BMP character that is no `\\w` blanked (`word_breaks`); only a text with an astral
+    character is split by the regex."""
+    flags = np.array(batch.flags, np.uint8)
+    # markup needs tags, an entity an `&` before a letter or `#` (the scan's hints), and a text of simple
+    # characters is in NFKC: only the texts with a hint (or a character outside the simple ones) are asked
+    hints = textbatch.NOT_SIMPLE | textbatch.MARKUP | textbatch.ENTITY
+    todo = [k for k in np.flatnonzero(flags & hints).tolist() if _needs_fold(batch, k, spec)]
     if todo:
-        folded = textbatch.Encoded.of([_fold(batch.texts[k], spec) for k in todo])
-        parts, flags = list(batch.parts), list(batch.flags)
-        for k, text, part, flag in zip(todo, folded.texts, folded.parts, folded.flags):
-            parts[k] = " ".join(WORD.findall(text.lower())).encode("utf-8", "surrogatepass") \
-                if flag & textbatch.NOT_SIMPLE else part
-            flags[k] = flag
-        ends = np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)) + 1) - 1
-        data = np.frombuffer(bytearray(b"\n").join([*parts, b""]), np.uint8)    # writable; a separator after each
+        folded = [_fold(batch.texts[k], spec, batch.folds_of(k)) for k in todo]
+        flags[todo] = textbatch.flags_of(*textbatch.joined(folded))
+        new_data, new_ends = textbatch.joined([_lower_words(text) if flag & textbatch.NOT_SIMPLE else text
+                                               for text, flag in zip(folded, flags[todo].tolist())])
+        data, ends = textbatch.splice(batch.data, batch.ends, todo, new_data, new_ends)
     else:
         data, ends = batch.data.copy(), batch.ends                                 # a writable copy
-    # only text with non-ASCII bytes can hold a simple non-word character (ASCII text is not scanned)
-    hashloops.blank_non_words(data, ends, np.flatnonzero(np.array(flags) & textbatch.NON_ASCII),
-                              textbatch.simple_table())
+    # only text with non-ASCII bytes can hold a non-word character the loop would read as a word byte (ASCII text
+    # is not scanned; for simple characters, `word_breaks` says what `simple_chars` does)
+    hashloops.blank_non_words(data, ends, np.flatnonzero(flags & textbatch.NON_ASCII), word_breaks())
     return hashloops.word_hashes(data, ends, POW)
+
+
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+
+
+def _lower_words(text: str) -> str:
+    """A folded text with non-simple characters as the word loop reads the regex's words in it: in lower case, its
+    non-word BMP characters then blanked by `blank_non_words`; one with an astral character (which that loop does
+    not decode) re-spelled as its regex words (~90 µs a 4 KB text; the lower case alone ~5)."""
+    low = text.lower()
+    return low if _ASTRAL.search(low) is None else " ".join(WORD.findall(low))
+
+
+@lru_cache(maxsize=1)
+def word_breaks() -> np.ndarray:
+    """uint8 [65536]: 1 for each BMP character that is not `\\w` (the regex's own answer, ~10 ms once per
+    process), which `hashloops.blank_non_words` overwrites with spaces; 0 for the others."""
+    table = np.ones(0x10000, np.uint8)
+    for m in WORD.finditer("".join(map(chr, range(0x10000)))):
+        table[m.start():m.end()] = 0
+    return table
 
 
 def _needs_fold(batch: textbatch.Encoded, k: int, spec: DedupSpec) -> bool:
@@ -148,10 +179,13 @@ def shingles(text: str, spec: DedupSpec) -> np.ndarray:
     return shingle_sets([text], spec)[0]
 
 
+@lru_cache(maxsize=8)
 def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """datasketch's affine32 permutation parameters (a odd, b), both uint32 [num_perm]."""
-    a, b = MinHash(num_perm=num_perm, seed=seed, scheme="affine32").permutations
-    return a.astype(np.uint32), b.astype(np.uint32)
+    """datasketch's affine32 permutation parameters (a odd, b), both uint32 [num_perm], read-only (made once per
+    process: datasketch draws them from its generator, ~0.3 ms a shard)."""
+    a, b = (p.astype(np.uint32) for p in MinHash(num_perm=num_perm, seed=seed, scheme="affine32").permutations)
+    a.flags.writeable = b.flags.writeable = False
+    return a, b
 
 
 def signatures(texts: Sequence[str], spec: DedupSpec, seed: int = 1) -> np.ndarray:
