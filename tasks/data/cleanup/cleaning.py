@@ -62,6 +62,7 @@ def clean_records(records: list[dict[str, Any]], spec: CleanSpec, root: Path,
     batch = Batch.of([r["text"] for r in records], [r["meta"] for r in records],
                      lambda rows: [records[i] for i in rows], spec)
     columns = run_steps(shard_steps(spec, built), batch).columns()
+    columns.update(zip(("pii_kinds", "pii_counts"), (array.to_pylist() for array in batch.pii_arrays())))
     return [{**r, **{name: values[i] for name, values in columns.items()}} for i, r in enumerate(records)]
 
 
@@ -89,9 +90,11 @@ def process_shard(shard: Path, target: Path, spec: CleanSpec, seed: int, root: P
              MinHashSignature(spec.dedup, seed, buckets, target.with_suffix(""))]
     batch = Batch.of(texts, metas, lambda rows: table.take(rows).to_pylist(), spec, table.column("id").to_pylist())
     columns = run_steps(steps, batch).columns()
+    made = dict(zip(("pii_kinds", "pii_counts"), batch.pii_arrays()))
     unchanged = {"text": texts, "meta": metas}      # columns clean left as they were: the input's Arrow arrays
-    work = pa.table([table.column(name) if name not in columns or _same(columns[name], unchanged.get(name))
-                     else _arrow(columns[name], field.type) for name, field in zip(WORK_SCHEMA.names, WORK_SCHEMA)],
+    made.update((name, table.column(name) if _same(values, unchanged.get(name)) else
+                 pa.array(values, WORK_SCHEMA.field(name).type)) for name, values in columns.items())
+    work = pa.table([made[name] if name in made else table.column(name) for name in WORK_SCHEMA.names],
                     schema=WORK_SCHEMA)
     with atomic_path(target) as tmp:
         write_work_table(work, tmp)
@@ -100,13 +103,6 @@ def process_shard(shard: Path, target: Path, spec: CleanSpec, seed: int, root: P
 
 def _same(values: list, before: list | None) -> bool:
     return before is not None and all(a is b for a, b in zip(values, before))
-
-
-def _arrow(values: list, kind: pa.DataType) -> pa.Array:
-    """`pa.array(values, kind)`; a column of empty lists (no PII anywhere) built from its offsets alone."""
-    if pa.types.is_list(kind) and not any(values):
-        return pa.ListArray.from_arrays(pa.array(np.zeros(len(values) + 1, np.int32)), pa.array([], kind.value_type))
-    return pa.array(values, kind)
 
 
 def write_work_table(table: pa.Table, path: Path) -> None:
