@@ -1,15 +1,19 @@
 """Clean's per-shard pass as a step list (tasks/data/cleanup/steps.py): the list follows `clean.filters`, a drop is
-final (later steps never see the row), and report.json's fields are exactly the steps' own plus the outcomes."""
+final (later steps never see the row), report.json's fields are exactly the steps' own plus the outcomes, and the
+dedup inputs hold the signatures only when the global phase reads them."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
-from specs.clean import CleanSpec
+from specs.clean import CleanSpec, DedupSpec
 from tasks.data.cleanup import clean_outputs, cleaning
-from tasks.data.cleanup.steps import ReportFacts, Step
+from tasks.data.cleanup.normalize import exact_key
+from tasks.data.cleanup.steps import ReportFacts, Step, write_dedup_inputs
+from tasks.data.dedup import minhash
 from tasks.data.filtering.filters import FunctionFilter, Verdict, clean_filters
 
 
@@ -54,3 +58,14 @@ def test_report_fields_are_the_steps_own(tmp_path, monkeypatch):
     monkeypatch.setattr(clean_outputs, "STEP_KINDS", (*cleaning.STEP_KINDS, Extra))
     with pytest.raises(AssertionError, match="report fields"):
         clean_outputs.write_report(tallies, facts)
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_signatures_are_kept_only_when_the_estimate_judges(tmp_path, verify):
+    spec = DedupSpec(verify=verify)
+    texts = ["the tide came in over the harbour wall at noon", "a ferry left the island before the storm broke"]
+    columns = {"text": texts, "reason": [None, None], "quality": [1.0, 0.5], "exact_key": list(map(exact_key, texts))}
+    write_dedup_inputs(tmp_path / "s", ["a", "b"], columns, spec, 1, 2)
+    assert (tmp_path / "s.shingles.npy").exists() and (tmp_path / "s.sig.npy").exists() is not verify
+    if not verify:
+        assert np.array_equal(np.load(tmp_path / "s.sig.npy"), minhash.signatures(texts, spec, 1))

@@ -213,8 +213,8 @@ class ExactKey(Step):
 
 @dataclass(frozen=True)
 class MinHashSignature(Step):
-    """The shard's dedup inputs (`write_dedup_inputs`) at `base`: MinHash signatures of the final texts, their
-    band keys in `buckets` buckets, the exact keys. Reports the corpus-wide dedup decided on them
+    """The shard's dedup inputs (`write_dedup_inputs`) at `base`: from the MinHash signatures of the final texts,
+    their band keys in `buckets` buckets; the shingles; the exact keys. Reports the corpus-wide dedup decided on them
     (`tasks.data.dedup.dedup_global`): `dedup` (its summary, counted) and `dedup_detail` (S-curve, audit)."""
 
     spec: DedupSpec
@@ -234,12 +234,16 @@ class MinHashSignature(Step):
 
 
 def write_dedup_inputs(base: Path, ids: list[str], columns: dict[str, list], spec: DedupSpec, seed: int,
-                       buckets: int, encoded: Encoded | None = None) -> None:
-    """One shard's dedup inputs: signatures, the shingles they were made of, band keys in `buckets` buckets,
+                       buckets: int, encoded: Encoded | None = None, signatures: bool | None = None) -> None:
+    """One shard's dedup inputs: the shingles its signatures were made of, band keys in `buckets` buckets,
     exact digests and the best-first run (`tasks.data.dedup.dedup_files`), from its rows' ids and work columns
-    (`text`, `reason`, `quality`, `exact_key`); `encoded`: the texts as `textbatch.Encoded`, when at hand."""
+    (`text`, `reason`, `quality`, `exact_key`); `encoded`: the texts as `textbatch.Encoded`, when at hand.
+    `signatures`: also the signatures themselves (`<stem>.sig.npy`); by default only when `spec.verify` is off,
+    the one case the global phase reads them (it judges candidates by their estimate; verification and the
+    audit read the shingles)."""
     sigs, hashes, offsets = minhash.signatures_and_shingles(columns["text"], spec, seed, encoded)  # [rows, P]
-    dedup_files.save_npy(dedup_files.at(base, ".sig.npy"), sigs)
+    if (not spec.verify) if signatures is None else signatures:
+        dedup_files.save_npy(dedup_files.at(base, ".sig.npy"), sigs)
     dedup_files.save_shingles(base, hashes, offsets)
     bands, band_rows = spec_banding(spec)
     dedup_files.write_shard_inputs(base, sigs, ids, columns, bands, band_rows, buckets)

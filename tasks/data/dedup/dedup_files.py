@@ -1,7 +1,7 @@
 """Clean's per-shard dedup inputs on disk, and the external merge of sorted numpy runs that the global phase uses.
 
-Phase 1 writes, beside each shard's work table and signatures (`<stem>.sig.npy`), everything the global phase
-needs so that it never holds the corpus:
+Phase 1 writes, beside each shard's work table, everything the global phase needs so that it never holds the
+corpus:
 
 - `<stem>.bands.npy` + `<stem>.bands.off.npy`: one entry (64-bit band key, row) per band of each document the
   filters kept, grouped by bucket (`key % buckets`) with offsets [buckets + 1], so bucket k's task reads one slice
@@ -11,6 +11,8 @@ needs so that it never holds the corpus:
 - `<stem>.exact.npy`: uint64 [n, 2], the 128-bit exact-dedup digest of each row (`normalize.exact_key`).
 - `<stem>.order.arrow` (Arrow IPC): the kept rows sorted best first (highest quality, ties by id): merged over all shards
   (`rank_runs`) they give every document its global rank, the visiting order of the greedy decision.
+- `<stem>.sig.npy`: uint32 [n, num_perm], the MinHash signatures, only when `dedup.verify` is off (candidates are
+  then judged by the signature estimate; with verification on nothing reads them, so they are not written).
 
 Row g of the corpus is the g-th row of the shards concatenated in shard order (`offsets`).
 """
