@@ -74,8 +74,8 @@ def write_shard_inputs(base: Path, sigs: np.ndarray, ids: list[str], columns: Ma
     entries["key"] = keys.ravel()
     entries["row"] = np.repeat(live, bands)
     bucket = entries["key"] % np.uint64(buckets)
-    if buckets > 1:
-        order = np.argsort(bucket, kind="stable")
+    if buckets > 1:     # (at most 65,536 buckets: as uint16, numpy's stable sort is a radix sort, ~10x faster)
+        order = np.argsort(bucket.astype(np.uint16) if buckets <= 1 << 16 else bucket, kind="stable")
         entries, bucket = entries[order], bucket[order]
     offsets = np.searchsorted(bucket, np.arange(buckets + 1, dtype=np.uint64))
     save_npy(at(base, ".bands.npy"), entries)
