@@ -84,7 +84,8 @@ def process_shard(shard: Path, target: Path, spec: CleanSpec, seed: int, root: P
     finished. `index_texts`: the (name, text) pairs decontamination drops overlaps with. Column by column: the
     record columns clean does not change go from the ingest table to the work table as Arrow arrays, never as
     Python objects."""
-    table = pq.read_table(shard)
+    with pq.ParquetFile(shard) as file:     # (`pq.read_table` would add a dataset's set-up, ~0.5 ms a shard)
+        table = file.read()
     texts, metas = table.column("text").to_pylist(), table.column("meta").to_pylist()
     steps = [*shard_steps(spec, filters_for(spec, root, index_texts)),
              MinHashSignature(spec.dedup, seed, buckets, target.with_suffix(""))]
