@@ -82,6 +82,10 @@ class Batch:
         """The work table's `pii_kinds` and `pii_counts`: each row's replaced PII kinds and their counts, as
         Arrow lists made from the counts flattened. No Python list per row: a shard's thousands of them, kept
         alive to the table's build, were enough to set off a full garbage collection (~0.1 s) every few shards."""
+        if not any(self.pii):                         # no PII anywhere (or scrubbing off): every list empty
+            offsets = pa.array(np.zeros(len(self.pii) + 1, np.int32))
+            return (pa.ListArray.from_arrays(offsets, pa.array([], pa.string())),
+                    pa.ListArray.from_arrays(offsets, pa.array([], pa.int64())))
         sizes = np.fromiter(map(len, self.pii), np.int32, len(self.pii))
         offsets = pa.array(np.concatenate([np.zeros(1, np.int32), np.cumsum(sizes, dtype=np.int32)]))
         kinds = pa.array([kind for counts in self.pii for kind in counts], pa.string())
@@ -164,7 +168,8 @@ class ScrubPii(Step):
             scrubbed = [scrub_pii(t, self.spec.kinds, self.spec.keep_addresses) for t in batch.texts]
             batch.texts, batch.pii = [t for t, _ in scrubbed], [counts for _, counts in scrubbed]
             batch.encoded = Encoded.of(batch.texts)
-        batch.metas = [_with_pii(meta, counts) for meta, counts in zip(batch.metas, batch.pii)]
+        if any(batch.pii):          # (else no meta changes: scrubbing off, or nothing found in the shard)
+            batch.metas = [_with_pii(meta, counts) for meta, counts in zip(batch.metas, batch.pii)]
 
     @classmethod
     def tally(cls, spec: CleanSpec, table: WorkTable) -> dict[str, int]:
