@@ -62,7 +62,8 @@ def build_work(folder: Path, docs: int, seed: int, buckets: int) -> list[str]:
                 for k in range(lo, min(lo + PER_SHARD, len(texts)))]
         base = folder / f"syn-{n:05d}"
         ids, columns = dedup_files.row_columns(rows)
-        write_dedup_inputs(base, ids, {**columns, "text": texts[lo:lo + len(rows)]}, spec.dedup, 1, buckets)
+        write_dedup_inputs(base, ids, {**columns, "text": texts[lo:lo + len(rows)]}, spec.dedup, 1, buckets,
+                           signatures=True)      # `in memory` and `repartition` read them
         write_table(rows, cleaning.WORK_SCHEMA, dedup_files.at(base, ".parquet"))
         stems.append(base.name)
     return stems

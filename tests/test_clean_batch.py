@@ -1,7 +1,8 @@
 """Clean's batched per-document work gives what the one-document-at-a-time computations give: language id equal
 to py3langid's `classify` to the last bit, quality signals of a batch equal to each document's alone (and to brute
 force), the shared tokenisation and the skip tests of toxicity, decontamination and normalisation equal to the
-plain computations on planted look-alikes, and `clean_records` equal to `clean_record` row by row."""
+plain computations on planted look-alikes, `clean_records` equal to `clean_record` row by row, and the work table's
+text column cut from the encoded bytes equal to the strings."""
 
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import random
 import re
 import unicodedata
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from specs.clean import CleanSpec, DecontaminationSpec, ToxicitySpec
 from tasks.data.cleanup import cleaning, normalize
+from tasks.data.cleanup.textbatch import Encoded
 from tasks.data.filtering import langid
 from tasks.data.filtering.decontaminate import EvalIndex, words
 from tasks.data.embedded import read_embedded
@@ -148,3 +151,11 @@ def test_clean_records_equal_clean_record_one_by_one(tmp_path):
     assert batch == [cleaning.clean_record(r, spec, tmp_path, built) for r in rows]
     reasons = {r["reason"] for r in batch}
     assert {None, "low_quality", "toxic", "empty", "contaminated"} <= reasons
+
+
+def test_text_column_cut_from_the_encoded_bytes_equals_the_strings():
+    texts = corpus_texts(5) + ["two\nlines\n", "\U0001d538 ☃ ½"]
+    encoded = Encoded.of(texts)
+    assert cleaning.text_array(texts, encoded).equals(pa.array(texts, pa.string()))
+    other = [*texts[:-1], "changed since"]          # not the encoded texts: made from the strings
+    assert cleaning.text_array(other, encoded).to_pylist() == other

@@ -1,15 +1,21 @@
 """Clean's per-shard pass as a step list (tasks/data/cleanup/steps.py): the list follows `clean.filters`, a drop is
-final (later steps never see the row), and report.json's fields are exactly the steps' own plus the outcomes."""
+final (later steps never see the row), report.json's fields are exactly the steps' own plus the outcomes, and the
+dedup inputs hold the signatures only when the global phase reads them, and their best-first run is the order of
+(−quality, id)."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
-from specs.clean import CleanSpec
+from specs.clean import CleanSpec, DedupSpec
 from tasks.data.cleanup import clean_outputs, cleaning
-from tasks.data.cleanup.steps import ReportFacts, Step
+from tasks.data.cleanup.normalize import exact_key
+from tasks.data.cleanup.steps import ReportFacts, Step, write_dedup_inputs
+from tasks.data.dedup import minhash
 from tasks.data.filtering.filters import FunctionFilter, Verdict, clean_filters
 
 
@@ -54,3 +60,30 @@ def test_report_fields_are_the_steps_own(tmp_path, monkeypatch):
     monkeypatch.setattr(clean_outputs, "STEP_KINDS", (*cleaning.STEP_KINDS, Extra))
     with pytest.raises(AssertionError, match="report fields"):
         clean_outputs.write_report(tallies, facts)
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_signatures_are_kept_only_when_the_estimate_judges(tmp_path, verify):
+    spec = DedupSpec(verify=verify)
+    texts = ["the tide came in over the harbour wall at noon", "a ferry left the island before the storm broke"]
+    columns = {"text": texts, "reason": [None, None], "quality": [1.0, 0.5], "exact_key": list(map(exact_key, texts))}
+    write_dedup_inputs(tmp_path / "s", ["a", "b"], columns, spec, 1, 2)
+    assert (tmp_path / "s.shingles.npy").exists() and (tmp_path / "s.sig.npy").exists() is not verify
+    if not verify:
+        assert np.array_equal(np.load(tmp_path / "s.sig.npy"), minhash.signatures(texts, spec, 1))
+
+
+@pytest.mark.parametrize("nan", [False, True])
+def test_the_best_first_run_is_the_order_of_minus_quality_then_id(tmp_path, nan):
+    quality = [0.5, None, 0.5, 0.0, -0.0, 0.9, 0.5, None, 0.9] + ([float("nan")] if nan else [])
+    ids = ["d", "b", "a", "z", "y", "c", "a", "a", "e", "n"][:len(quality)]      # a repeated id, too
+    reasons = [None] * len(ids)
+    reasons[5] = "low_quality"                                                   # dropped: not in the run
+    texts = [f"text number {k} of the run" for k in range(len(ids))]
+    columns = {"text": texts, "reason": reasons, "quality": quality, "exact_key": list(map(exact_key, texts))}
+    write_dedup_inputs(tmp_path / "s", ids, columns, DedupSpec(), 1, 1)
+    run = pa.ipc.open_file(pa.memory_map(str(tmp_path / "s.order.arrow"))).read_all().column("row").to_pylist()
+    neg = [-q if q is not None else float("inf") for q in quality]
+    assert run == sorted((k for k in range(len(ids)) if reasons[k] is None), key=lambda k: (neg[k], ids[k]))
+    if not nan:
+        assert run == [8, 2, 6, 0, 4, 3, 7, 1]      # 0.0 and −0.0 tie, and so do two None: by id

@@ -1,13 +1,16 @@
-"""Clean's kept records say what PII was scrubbed from them (`meta.pii`, by kind, only when nonzero), and the
-spot-check shows it for sampled kept documents (`pii_scrubbed: email 2`) without raising a flag."""
+"""Clean's kept records say what PII was scrubbed from them (`meta.pii`, by kind, only when nonzero), the work
+table's PII columns give the same counts, and the spot-check shows it for sampled kept documents
+(`pii_scrubbed: email 2`) without raising a flag."""
 
 from __future__ import annotations
 
 import json
 
+import pyarrow.parquet as pq
+
 from specs.clean import CleanSpec
 from specs.evaluate import FlagSpec, SpotcheckSpec
-from tasks.data.cleanup.cleaning import clean_record
+from tasks.data.cleanup.cleaning import WORK_SCHEMA, clean_record, process_shard
 from tasks.data.records import RECORD_SCHEMA, write_table
 from tasks.eval.spotcheck import Flagger, kept_items, pii_scrubbed
 from tests.helpers.clean import record
@@ -33,6 +36,21 @@ def test_kept_record_meta_counts_scrubbed_pii_by_kind(tmp_path):
     off = clean_record(dict(r), CleanSpec(filters=[], pii={"enabled": False}), tmp_path)
     assert json.loads(off["meta"]) == {"url": "u"} and "ana.lima@example.org" in off["text"]
 
+
+
+def test_work_table_pii_columns_are_the_counts_clean_record_gives(tmp_path):
+    spec = CleanSpec(filters=[])
+    texts = ["No addresses here, only a harbour and its tides.", MAILS, "Mail ana dot lima at example dot org.",
+             "Reach me at ana@example.org\r\n\n\n\n\nor not  ", " \u200b \n "]   # changed by normalize; blank
+    records = [record("wiki", str(k), t) for k, t in enumerate(texts)]
+    write_table(records, RECORD_SCHEMA, tmp_path / "in.parquet")
+    process_shard(tmp_path / "in.parquet", tmp_path / "work/in.parquet", spec, 1, tmp_path, 2)
+    work = pq.read_table(tmp_path / "work/in.parquet")
+    assert work.schema.equals(WORK_SCHEMA)
+    rows = work.to_pylist()
+    assert [dict(zip(r["pii_kinds"], r["pii_counts"])) for r in rows] == [{}, {"email": 2, "phone": 1}, {},
+                                                                         {"email": 1}, {}]
+    assert rows == [clean_record(r, spec, tmp_path) for r in records]
 
 def test_spotcheck_shows_pii_scrubbed_for_sampled_kept_documents(tmp_path):
     spec = CleanSpec(filters=[])

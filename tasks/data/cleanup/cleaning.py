@@ -10,6 +10,7 @@ is the same decision in memory, over a whole table (the reference the out-of-cor
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from specs.clean import CleanSpec
@@ -24,6 +26,7 @@ from tasks.core.files import atomic_path
 from tasks.data.cleanup.filter_steps import DecontaminationStep, FilterStep, LanguageStep, QualityStep, filter_step
 from tasks.data.cleanup.steps import (Batch, DropEmpty, ExactKey, MinHashSignature, Normalize, ScrubPii, Step,
                                       run_steps)
+from tasks.data.cleanup.textbatch import Encoded
 from tasks.data.dedup import dedup_audit, minhash
 from tasks.data.filtering import filters
 from tasks.data.records import RECORD_SCHEMA
@@ -62,6 +65,7 @@ def clean_records(records: list[dict[str, Any]], spec: CleanSpec, root: Path,
     batch = Batch.of([r["text"] for r in records], [r["meta"] for r in records],
                      lambda rows: [records[i] for i in rows], spec)
     columns = run_steps(shard_steps(spec, built), batch).columns()
+    columns.update(zip(("pii_kinds", "pii_counts"), (array.to_pylist() for array in batch.pii_arrays())))
     return [{**r, **{name: values[i] for name, values in columns.items()}} for i, r in enumerate(records)]
 
 
@@ -83,15 +87,19 @@ def process_shard(shard: Path, target: Path, spec: CleanSpec, seed: int, root: P
     finished. `index_texts`: the (name, text) pairs decontamination drops overlaps with. Column by column: the
     record columns clean does not change go from the ingest table to the work table as Arrow arrays, never as
     Python objects."""
-    table = pq.read_table(shard)
+    with pq.ParquetFile(shard) as file:     # (`pq.read_table` would add a dataset's set-up, ~0.5 ms a shard)
+        table = file.read()
     texts, metas = table.column("text").to_pylist(), table.column("meta").to_pylist()
     steps = [*shard_steps(spec, filters_for(spec, root, index_texts)),
              MinHashSignature(spec.dedup, seed, buckets, target.with_suffix(""))]
     batch = Batch.of(texts, metas, lambda rows: table.take(rows).to_pylist(), spec, table.column("id").to_pylist())
     columns = run_steps(steps, batch).columns()
+    made = dict(zip(("pii_kinds", "pii_counts"), batch.pii_arrays()))
     unchanged = {"text": texts, "meta": metas}      # columns clean left as they were: the input's Arrow arrays
-    work = pa.table([table.column(name) if name not in columns or _same(columns[name], unchanged.get(name))
-                     else _arrow(columns[name], field.type) for name, field in zip(WORK_SCHEMA.names, WORK_SCHEMA)],
+    made.update((name, table.column(name) if _same(values, unchanged.get(name)) else
+                 text_array(values, batch.encoded) if name == "text" else pa.array(values, WORK_SCHEMA.field(name).type))
+                for name, values in columns.items())
+    work = pa.table([made[name] if name in made else table.column(name) for name in WORK_SCHEMA.names],
                     schema=WORK_SCHEMA)
     with atomic_path(target) as tmp:
         write_work_table(work, tmp)
@@ -102,24 +110,29 @@ def _same(values: list, before: list | None) -> bool:
     return before is not None and all(a is b for a, b in zip(values, before))
 
 
-def _arrow(values: list, kind: pa.DataType) -> pa.Array:
-    """`pa.array(values, kind)`; a column of empty lists (no PII anywhere) built from its offsets alone."""
-    if pa.types.is_list(kind) and not any(values):
-        return pa.ListArray.from_arrays(pa.array(np.zeros(len(values) + 1, np.int32)), pa.array([], kind.value_type))
-    return pa.array(values, kind)
+def text_array(texts: list[str], encoded: Encoded | None) -> pa.Array:
+    """`pa.array(texts, pa.string())`, cut from `encoded`'s bytes when they are these texts' (`textbatch.Encoded`:
+    each text's UTF-8 followed by a `\n`): one exact-size copy of the shard's text, no string visited. Made from
+    the strings, the array cost ~2-4 ms a shard, mostly page faults of a buffer grown by doubling."""
+    if (encoded is None or len(encoded.texts) != len(texts) or encoded.data.size >= 1 << 31
+            or any(map(operator.is_not, encoded.texts, texts))):
+        return pa.array(texts, pa.string())
+    offsets = np.zeros(len(texts) + 1, np.int32)
+    offsets[1:] = encoded.ends + 1                                       # each text with its separator
+    joined = pa.Array.from_buffers(pa.string(), len(texts), [None, pa.py_buffer(offsets), pa.py_buffer(encoded.data)])
+    return pc.utf8_slice_codeunits(joined, 0, -1)                       # ... less the separator
 
 
 def write_work_table(table: pa.Table, path: Path) -> None:
-    """A work table as Parquet: zstd, but no dictionary pages and no statistics for the columns that are long
-    and unique (text, detail, meta, id: Parquet would build a dictionary of every text to give it up, and keep
-    min/max copies of texts no reader asks for). The text column is stored uncompressed: zstd on it was ~10 % of
-    the shard phase's CPU (and its read back in the outputs phase), for a scratch file the stage deletes at the
-    end (the work folder then holds about the corpus's text size on disk). Only clean reads it back
-    (`tasks.data.cleanup.clean_outputs`)."""
-    unique = ["id", "text", "meta", "detail", "exact_key"]
-    pq.write_table(table, path, compression={n: "none" if n == "text" else "zstd" for n in table.schema.names},
-                   use_dictionary=[n for n in table.schema.names if n not in unique],
-                   write_statistics=[n for n in table.schema.names if n not in unique])
+    """A work table as Parquet, written for the one reader it has (`tasks.data.cleanup.clean_outputs`, and the
+    global phase's few rows), before the stage deletes it: no dictionary pages (Parquet would build a dictionary of
+    every text, id and key to give it up), no statistics (no reader filters on them) and no compression but on
+    `detail`, the filters' JSON signals (a fifth of a table where the filters drop a third of the rows; zstd
+    makes it 6 % of that). zstd on the text was ~10 % of the shard phase's CPU (and its read back in the outputs
+    phase); on the other, short columns it cost ~25 % of the write (a compressor set up per column) to save ~4 %
+    of the file. The work folder holds about the corpus's text size on disk."""
+    pq.write_table(table, path, compression={n: "zstd" if n == "detail" else "none" for n in table.schema.names},
+                   use_dictionary=False, write_statistics=False)
 
 
 def deduplicate(rows: pa.Table, sigs: np.ndarray, spec: CleanSpec, seed: int) -> dict[str, Any]:

@@ -73,10 +73,24 @@ class Batch:
         return self.docs
 
     def columns(self) -> dict[str, list]:
-        """The work-table columns the steps made or changed (`cleaning.WORK_SCHEMA`)."""
+        """The work-table columns the steps made or changed (`cleaning.WORK_SCHEMA`), the PII counts excepted
+        (`pii_arrays`): the batch's own lists, nothing copied."""
         return {"text": self.texts, "meta": self.metas, "quality": self.quality, "reason": self.reason,
-                "detail": self.detail, "exact_key": self.exact_key, "pii_kinds": [list(c) for c in self.pii],
-                "pii_counts": [list(c.values()) for c in self.pii]}
+                "detail": self.detail, "exact_key": self.exact_key}
+
+    def pii_arrays(self) -> tuple[pa.Array, pa.Array]:
+        """The work table's `pii_kinds` and `pii_counts`: each row's replaced PII kinds and their counts, as
+        Arrow lists made from the counts flattened. No Python list per row: a shard's thousands of them, kept
+        alive to the table's build, were enough to set off a full garbage collection (~0.1 s) every few shards."""
+        if not any(self.pii):                         # no PII anywhere (or scrubbing off): every list empty
+            offsets = pa.array(np.zeros(len(self.pii) + 1, np.int32))
+            return (pa.ListArray.from_arrays(offsets, pa.array([], pa.string())),
+                    pa.ListArray.from_arrays(offsets, pa.array([], pa.int64())))
+        sizes = np.fromiter(map(len, self.pii), np.int32, len(self.pii))
+        offsets = pa.array(np.concatenate([np.zeros(1, np.int32), np.cumsum(sizes, dtype=np.int32)]))
+        kinds = pa.array([kind for counts in self.pii for kind in counts], pa.string())
+        counts = pa.array([n for counts in self.pii for n in counts.values()], pa.int64())
+        return pa.ListArray.from_arrays(offsets, kinds), pa.ListArray.from_arrays(offsets, counts)
 
 
 @dataclass(frozen=True)
@@ -154,7 +168,8 @@ class ScrubPii(Step):
             scrubbed = [scrub_pii(t, self.spec.kinds, self.spec.keep_addresses) for t in batch.texts]
             batch.texts, batch.pii = [t for t, _ in scrubbed], [counts for _, counts in scrubbed]
             batch.encoded = Encoded.of(batch.texts)
-        batch.metas = [_with_pii(meta, counts) for meta, counts in zip(batch.metas, batch.pii)]
+        if any(batch.pii):          # (else no meta changes: scrubbing off, or nothing found in the shard)
+            batch.metas = [_with_pii(meta, counts) for meta, counts in zip(batch.metas, batch.pii)]
 
     @classmethod
     def tally(cls, spec: CleanSpec, table: WorkTable) -> dict[str, int]:
@@ -203,8 +218,8 @@ class ExactKey(Step):
 
 @dataclass(frozen=True)
 class MinHashSignature(Step):
-    """The shard's dedup inputs (`write_dedup_inputs`) at `base`: MinHash signatures of the final texts, their
-    band keys in `buckets` buckets, the exact keys. Reports the corpus-wide dedup decided on them
+    """The shard's dedup inputs (`write_dedup_inputs`) at `base`: from the MinHash signatures of the final texts,
+    their band keys in `buckets` buckets; the shingles; the exact keys. Reports the corpus-wide dedup decided on them
     (`tasks.data.dedup.dedup_global`): `dedup` (its summary, counted) and `dedup_detail` (S-curve, audit)."""
 
     spec: DedupSpec
@@ -224,12 +239,16 @@ class MinHashSignature(Step):
 
 
 def write_dedup_inputs(base: Path, ids: list[str], columns: dict[str, list], spec: DedupSpec, seed: int,
-                       buckets: int, encoded: Encoded | None = None) -> None:
-    """One shard's dedup inputs: signatures, the shingles they were made of, band keys in `buckets` buckets,
+                       buckets: int, encoded: Encoded | None = None, signatures: bool | None = None) -> None:
+    """One shard's dedup inputs: the shingles its signatures were made of, band keys in `buckets` buckets,
     exact digests and the best-first run (`tasks.data.dedup.dedup_files`), from its rows' ids and work columns
-    (`text`, `reason`, `quality`, `exact_key`); `encoded`: the texts as `textbatch.Encoded`, when at hand."""
+    (`text`, `reason`, `quality`, `exact_key`); `encoded`: the texts as `textbatch.Encoded`, when at hand.
+    `signatures`: also the signatures themselves (`<stem>.sig.npy`); by default only when `spec.verify` is off,
+    the one case the global phase reads them (it judges candidates by their estimate; verification and the
+    audit read the shingles)."""
     sigs, hashes, offsets = minhash.signatures_and_shingles(columns["text"], spec, seed, encoded)  # [rows, P]
-    dedup_files.save_npy(dedup_files.at(base, ".sig.npy"), sigs)
+    if (not spec.verify) if signatures is None else signatures:
+        dedup_files.save_npy(dedup_files.at(base, ".sig.npy"), sigs)
     dedup_files.save_shingles(base, hashes, offsets)
     bands, band_rows = spec_banding(spec)
     dedup_files.write_shard_inputs(base, sigs, ids, columns, bands, band_rows, buckets)

@@ -1,7 +1,7 @@
 """Clean's per-shard dedup inputs on disk, and the external merge of sorted numpy runs that the global phase uses.
 
-Phase 1 writes, beside each shard's work table and signatures (`<stem>.sig.npy`), everything the global phase
-needs so that it never holds the corpus:
+Phase 1 writes, beside each shard's work table, everything the global phase needs so that it never holds the
+corpus:
 
 - `<stem>.bands.npy` + `<stem>.bands.off.npy`: one entry (64-bit band key, row) per band of each document the
   filters kept, grouped by bucket (`key % buckets`) with offsets [buckets + 1], so bucket k's task reads one slice
@@ -11,6 +11,8 @@ needs so that it never holds the corpus:
 - `<stem>.exact.npy`: uint64 [n, 2], the 128-bit exact-dedup digest of each row (`normalize.exact_key`).
 - `<stem>.order.arrow` (Arrow IPC): the kept rows sorted best first (highest quality, ties by id): merged over all shards
   (`rank_runs`) they give every document its global rank, the visiting order of the greedy decision.
+- `<stem>.sig.npy`: uint32 [n, num_perm], the MinHash signatures, only when `dedup.verify` is off (candidates are
+  then judged by the signature estimate; with verification on nothing reads them, so they are not written).
 
 Row g of the corpus is the g-th row of the shards concatenated in shard order (`offsets`).
 """
@@ -73,8 +75,8 @@ def write_shard_inputs(base: Path, sigs: np.ndarray, ids: list[str], columns: Ma
     entries["key"] = keys.ravel()
     entries["row"] = np.repeat(live, bands)
     bucket = entries["key"] % np.uint64(buckets)
-    if buckets > 1:
-        order = np.argsort(bucket, kind="stable")
+    if buckets > 1:     # (at most 65,536 buckets: as uint16, numpy's stable sort is a radix sort, ~10x faster)
+        order = np.argsort(bucket.astype(np.uint16) if buckets <= 1 << 16 else bucket, kind="stable")
         entries, bucket = entries[order], bucket[order]
     offsets = np.searchsorted(bucket, np.arange(buckets + 1, dtype=np.uint64))
     save_npy(at(base, ".bands.npy"), entries)
@@ -84,7 +86,10 @@ def write_shard_inputs(base: Path, sigs: np.ndarray, ids: list[str], columns: Ma
     save_npy(at(base, ".exact.npy"), exact)
     # Python floats: numpy scalars made the sort 10× slower
     neg = [-q if q is not None else np.inf for q in columns["quality"]]
-    order = sorted(live.tolist(), key=lambda k: (neg[k], ids[k]))                      # best first, stable
+    if any(q != q for q in neg):          # NaN has no order: the one sort on (−quality, id) tuples decides
+        order = sorted(live.tolist(), key=lambda k: (neg[k], ids[k]))                  # best first, stable
+    else:   # by id, then stably by −quality: the same order, without a tuple per row (~3× faster)
+        order = sorted(sorted(live.tolist(), key=ids.__getitem__), key=neg.__getitem__)
     table = pa.table([pa.array([neg[k] for k in order], pa.float64()), pa.array([ids[k] for k in order], pa.string()),
                       pa.array(np.asarray(order, dtype=np.int32))], schema=ORDER_SCHEMA)
     with atomic_path(at(base, ".order.arrow")) as tmp, pa.OSFile(str(tmp), "wb") as sink:
