@@ -3,6 +3,7 @@
     python benchmarks/dedup_real.py                        # 50,000 documents, seed 0
     python benchmarks/dedup_real.py --docs 20000 --methods real
     python benchmarks/dedup_real.py --profile real         # cProfile of the real path, top costs by phase
+    python benchmarks/dedup_real.py --methods real --phases  # CPU s of each step of the real path (no profiler)
     python benchmarks/dedup_real.py --median-chars 600     # shorter documents (median 600 characters)
 
 The corpus (`tests.helpers.dedup_corpus`: windows of the embedded plays, articles, code and help texts with a
@@ -50,6 +51,7 @@ from tests.helpers.synthetic_corpus import cluster_pairs, pair_scores  # noqa: E
 
 METHODS = ("real", "memory", "datasketch")
 PER_SHARD = 2000
+PHASES: dict[str, float] = {}   # CPU s by part of the real path (`time_phases`; the two phases always)
 SINGLE_THREAD = {**{k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
                                      "NUMEXPR_NUM_THREADS", "RAYON_NUM_THREADS", "NUMBA_NUM_THREADS")},
                  "TOKENIZERS_PARALLELISM": "false"}
@@ -105,11 +107,43 @@ def run_real(folder: Path, work: Path) -> list[list[int]]:
     shards = sorted((folder / "shards").glob("*.parquet"))
     docs = len(shards) * PER_SHARD
     buckets = dedup_global.plan_buckets(docs, spec, executor)
+    start = time.process_time()
     for s in shards:
         cleaning.process_shard(s, work / f"{s.stem}.parquet", spec, 1, ROOT, buckets)
+    middle = time.process_time()
     layout = dedup_global.layout_of(work, [s.stem for s in shards])
     d = dedup_global.deduplicate(layout, spec, 1, executor)["decisions"]
+    PHASES["shard phase (process_shard)"] = middle - start
+    PHASES["global phase (dedup_global.deduplicate)"] = time.process_time() - middle
     return groups_of(dict(zip(d.rows.tolist(), d.keeper.tolist())))
+
+
+def time_phases() -> None:
+    """Count CPU seconds into PHASES around the shard phase's parts: the ingest shard's read, each step of
+    `cleaning.STEP_KINDS`, the MinHash signatures inside their step, and the work table's write (the rest of
+    `process_shard` is the shard phase less these)."""
+    import pyarrow.parquet as pq
+
+    from tasks.data.cleanup import cleaning, steps
+    from tasks.data.dedup import minhash
+
+    def timed(owner: object, name: str, label: str) -> None:
+        inner = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            start = time.process_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                PHASES[label] = PHASES.get(label, 0.0) + time.process_time() - start
+        setattr(owner, name, wrapper)
+
+    timed(pq.ParquetFile, "read", "- read the ingest shard (Parquet)")
+    for kind in cleaning.STEP_KINDS:
+        timed(kind, "__call__", f"- step {kind.__name__}")
+    timed(minhash, "signatures_and_shingles", "  - of which signatures and shingles")
+    timed(cleaning, "write_work_table", "- write the work table (Parquet)")
+    assert steps.minhash is minhash     # the step calls it through this module: the timer above is seen
 
 
 def run_memory(folder: Path) -> list[list[int]]:
@@ -171,7 +205,8 @@ def groups_of(keeper: dict[int, int]) -> list[list[int]]:
     return list(groups.values())
 
 
-def worker(method: str, folder: str, result: str, profile: bool) -> None:
+def worker(method: str, folder: str, result: str, mode: str) -> None:
+    """One method's run in this process; `mode`: "cprofile" (profiled), "phases" (`time_phases`) or "plain"."""
     import pyarrow as pa
 
     pa.set_cpu_count(1)
@@ -179,7 +214,10 @@ def worker(method: str, folder: str, result: str, profile: bool) -> None:
     with tempfile.TemporaryDirectory(prefix="forgeline-dedup-real-") as tmp:
         if method != "datasketch":
             _warm_up(Path(tmp))
-        profiler = cProfile.Profile() if profile else None
+        if mode == "phases":
+            time_phases()
+        PHASES.clear()
+        profiler = cProfile.Profile() if mode == "cprofile" else None
         cpu, wall = time.process_time(), time.perf_counter()
         if profiler:
             profiler.enable()
@@ -192,7 +230,7 @@ def worker(method: str, folder: str, result: str, profile: bool) -> None:
         if profiler:
             profiler.disable()
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    out = {"cpu_s": cpu, "wall_s": wall, "clusters": clusters, "peak_mb": peak_rss_mb()}
+    out = {"cpu_s": cpu, "wall_s": wall, "clusters": clusters, "peak_mb": peak_rss_mb(), "phases": PHASES}
     if profiler:
         text = io.StringIO()
         pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(30)
@@ -249,6 +287,23 @@ def evaluate(clusters: list[list[int]], truth: dict[tuple[int, int], float], tex
     return pair_scores(predicted, true)
 
 
+def print_phases(phases: dict[str, float], docs: int, total: float) -> None:
+    """The real path's CPU s by part, as a table (µs per document beside each)."""
+    shard = phases.get("shard phase (process_shard)", 0.0)
+    parts = [k for k in phases if k.startswith("- ")]
+    rest = shard - sum(phases[k] for k in parts)
+    print("| part of the real path | CPU s | µs per document |\n|---|---:|---:|")
+    inner = [(k, phases[k]) for k in parts]
+    for at, (label, seconds) in enumerate(list(inner)):      # each "of which" row under the step it is part of
+        if label == "- step MinHashSignature" and "  - of which signatures and shingles" in phases:
+            inner.insert(at + 1, ("  - of which signatures and shingles", phases["  - of which signatures and shingles"]))
+    rows = [("whole run", total), *[(k, v) for k, v in phases.items() if not k.startswith(("-", " "))]]
+    rows[2:2] = [*inner, ("- rest of process_shard", rest)]
+    for label, seconds in rows:
+        print(f"| {label} | {seconds:.3f} | {seconds / docs * 1e6:.1f} |")
+    print()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--docs", type=int, default=50_000)
@@ -258,11 +313,13 @@ def main() -> None:
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--repeat", type=int, default=1, help="runs per method (each row printed)")
     parser.add_argument("--profile", default="", help="cProfile this method's run and print its top costs")
+    parser.add_argument("--phases", action="store_true", help="print the real path's CPU s by part (each step "
+                        "of the shard phase, the read and write, the global phase); timers only, no profiler")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "forgeline-dedup-real")
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        return worker(args.worker[0], args.worker[1], args.worker[2], args.worker[3] == "1")
+        return worker(*args.worker)
     folder = corpus_folder(args.cache, args.docs, args.seed, args.median_chars)
     truth_json = json.loads((folder / "truth.json").read_text())
     truth = {(i, j): s for i, j, s in truth_json["pairs"]}
@@ -278,8 +335,8 @@ def main() -> None:
     for _ in range(args.repeat):
         for method in methods:
             with tempfile.NamedTemporaryFile(suffix=".json") as result:
-                profile = "1" if method == args.profile else "0"
-                cmd = [sys.executable, __file__, "--worker", method, str(folder), result.name, profile]
+                mode = "cprofile" if method == args.profile else "phases" if args.phases else "plain"
+                cmd = [sys.executable, __file__, "--worker", method, str(folder), result.name, mode]
                 done = subprocess.run(cmd, env=env, capture_output=True, text=True)
                 if done.returncode:
                     print(f"{method} failed:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
@@ -289,6 +346,8 @@ def main() -> None:
             rows.append((method, len(texts) / res["cpu_s"], res["cpu_s"], res["wall_s"], res["peak_mb"], p, r, f1))
             if res.get("profile"):
                 print(res["profile"])
+            if args.phases and method == "real":
+                print_phases(res["phases"], len(texts), res["cpu_s"])
     print(f"{len(texts):,} documents (seed {args.seed}): {lengths.mean():,.0f} characters on average, median "
           f"{np.median(lengths):,.0f}, 5-95 % {np.percentile(lengths, 5):,.0f}-{np.percentile(lengths, 95):,.0f}, "
           f"max {lengths.max():,}; {len(true):,} true pairs (J ≥ 0.8) of {len(truth):,} computed; "

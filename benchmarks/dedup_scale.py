@@ -22,6 +22,7 @@ rows": only the ledger's bytes differ, its rows are equal: over 16,384 drops it 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
@@ -74,10 +75,11 @@ def repartition(src: Path, dst: Path, buckets: int) -> None:
     import pyarrow.parquet as pq
 
     from specs.clean import CleanSpec
-    from tasks.data.dedup import dedup_files, dedup_global
+    from tasks.data.dedup import dedup_files
+    from tasks.data.dedup.lsh import spec_banding
 
     shutil.copytree(src, dst)
-    bands, band_rows = dedup_global.banding(CleanSpec().dedup)
+    bands, band_rows = spec_banding(CleanSpec().dedup)
     for table in sorted(dst.glob("*.parquet")):
         base = table.parent / table.name[: -len(".parquet")]
         rows = pq.read_table(table, columns=["id", "quality", "reason", "exact_key"]).to_pylist()
@@ -95,30 +97,44 @@ def child(method: str, work: Path, out: Path, memory_gb: float, baseline: str, r
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from specs.clean import CleanSpec
-    from specs.run import ExecutorSpec
-    from tasks.data.cleanup import clean_outputs, cleaning
-    from tasks.data.dedup import dedup_global
-
     stems = sorted(p.name[: -len(".parquet")] for p in work.glob("*.parquet"))
-    spec = CleanSpec(memory_gb=memory_gb)
-    executor = ExecutorSpec(kind="dask", workers=2) if method == "dask" else ExecutorSpec(workers=1)
     start_mb, t0, c0 = peak_mb(), time.perf_counter(), time.process_time()
     if method == "in memory":
-        old = types.ModuleType("clean_baseline")
-        source = subprocess.run(["git", "-C", str(ROOT), "show", f"{baseline}:tasks/clean.py"], check=True,
-                                capture_output=True, text=True).stdout
-        exec(compile(source, f"{baseline}:tasks/clean.py", "exec"), old.__dict__)
+        # the baseline's whole tree (`baseline_tree`) first on the path: its specs, its tasks.clean and the
+        # cleaning module that imported, as they were (no module of this checkout is imported in this process)
+        sys.path.insert(0, os.environ["DEDUP_SCALE_BASELINE"])
+        from specs.clean import CleanSpec
+
+        old = importlib.import_module("tasks.clean")
         rows = pa.concat_tables([pq.read_table(work / f"{s}.parquet") for s in stems])
         sigs = np.concatenate([np.load(work / f"{s}.sig.npy") for s in stems])
-        report = cleaning.deduplicate(rows, sigs, spec, 1)
-        old._write_outputs(rows, spec, types.SimpleNamespace(out=out), report, {"enabled": False})
+        report = old.cleaning.deduplicate(rows, sigs, CleanSpec(), 1)
+        old._write_outputs(rows, CleanSpec(), types.SimpleNamespace(out=out), report, {"enabled": False})
     else:
+        from specs.clean import CleanSpec
+        from specs.run import ExecutorSpec
+        from tasks.data.cleanup import clean_outputs
+        from tasks.data.dedup import dedup_global
+
+        spec = CleanSpec(memory_gb=memory_gb)
+        executor = ExecutorSpec(kind="dask", workers=2) if method == "dask" else ExecutorSpec(workers=1)
         layout = dedup_global.layout_of(work, stems)
         report = dedup_global.deduplicate(layout, spec, 1, executor)
         clean_outputs.write_outputs(layout, spec, out, report, {"enabled": False})
     result.write_text(json.dumps({"start_mb": start_mb, "peak_mb": peak_mb(), "wall_s": time.perf_counter() - t0,
                                   "cpu_s": time.process_time() - c0}))
+
+
+def baseline_tree(tmp: Path, revision: str) -> Path:
+    """The checkout at `revision` (`git archive`), extracted once under `tmp`: the in-memory method runs that
+    code whole (its modules have since moved; mixing its clean.py with this checkout's modules broke)."""
+    tree = tmp / f"baseline-{revision}"
+    if not tree.exists():
+        tree.mkdir()
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "tasks", "specs"], check=True,
+                                 capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    return tree
 
 
 def outputs(folder: Path) -> dict[str, bytes]:
@@ -181,8 +197,11 @@ def main() -> None:
                       file=sys.stderr, flush=True)
                 out, result = Path(tmp) / "out", Path(tmp) / "result.json"
                 shutil.rmtree(out, ignore_errors=True)
+                code = {"DEDUP_SCALE_BASELINE": str(baseline_tree(Path(tmp), args.baseline))} \
+                    if method == "in memory" else {}
                 subprocess.run([sys.executable, __file__, "--child", method, str(work), str(out), str(gb),
-                                args.baseline, str(result)], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                                args.baseline, str(result)], check=True,
+                               env={**os.environ, "PYTHONPATH": str(ROOT), **code})
                 res = json.loads(result.read_text())
                 files = outputs(out)
                 first = first or files
