@@ -20,9 +20,9 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from specs.clean import DedupSpec
-from tasks.data.dedup import dedup_files, hashloops
+from tasks.data.dedup import dedup_files
 from tasks.data.dedup.lsh import are_duplicates, head_links, repeated_groups, sorted_unique, window_links
-from tasks.data.dedup.minhash import estimated_jaccard
+from tasks.data.dedup.minhash import distinct_runs, estimated_jaccard, jaccard_of_runs
 
 # code = worse rank · N + better rank (the sort key); rows are the two documents' row ids
 VERIFIED = np.dtype([("code", "<i8"), ("worse", "<i8"), ("better", "<i8"), ("sim", "<f8")])
@@ -89,10 +89,7 @@ def read_shingle_sets(layout: Layout, rows: np.ndarray) -> tuple[np.ndarray, np.
     values, offsets, size = [], [np.zeros(1, np.int64)], 0
     shard = layout.shard_of(rows)
     for s in sorted_unique(shard).tolist():
-        run, bounds = dedup_files.shingle_runs(layout.base(s), rows[shard == s] - layout.offsets[s])
-        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            run[lo:hi].sort()      # numpy's SIMD sort of a view (numba's sort: ~7x slower; padded 2-D rows: no faster)
-        run, bounds = hashloops.distinct_runs(run, bounds)
+        run, bounds = distinct_runs(*dedup_files.shingle_runs(layout.base(s), rows[shard == s] - layout.offsets[s]))
         values.append(run)
         offsets.append(bounds[1:] + size)
         size += len(run)
@@ -114,10 +111,7 @@ def verify_range(layout: Layout, lo: int, hi: int, spec: DedupSpec, out: Path) -
     docs = sorted_unique(np.concatenate([i, j]))                         # rows needed, ascending
     if spec.verify:
         values, offsets = read_shingle_sets(layout, docs)
-        pi, pj = np.searchsorted(docs, i), np.searchsorted(docs, j)           # each pair's two sets
-        sizes = np.diff(offsets)
-        inter = hashloops.intersection_sizes(values, offsets, pi, pj)
-        sims = inter / (sizes[pi] + sizes[pj] - inter)                         # as minhash.exact_jaccard_pairs
+        sims = jaccard_of_runs(values, offsets, np.searchsorted(docs, i), np.searchsorted(docs, j))
     else:
         sigs = read_signatures(layout, docs)
         sims = estimated_jaccard(sigs[np.searchsorted(docs, i)], sigs[np.searchsorted(docs, j)])
