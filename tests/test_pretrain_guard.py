@@ -175,14 +175,17 @@ def test_torch_autocast_bf16_trains_close_to_fp32_with_grad_norms(mixed, tmp_pat
 
 
 @pytest.mark.slow
-def test_compiled_blocks_train_exactly_like_eager(mixed, tmp_path):
+@pytest.mark.parametrize("scope", ["blocks", "model"])
+def test_compiled_blocks_train_exactly_like_eager(mixed, tmp_path, scope):
     """`speed.compile` through the real stage (DeepSpeed, ZeRO-0, one CPU rank): every block runs compiled
-    (dynamo captured graphs) and the losses and grad norms equal the eager run's. ~2 min on a cold inductor cache
-    (CPU code generation), ~30 s warm."""
+    (dynamo captured graphs), or with `compile_scope: model` the whole forward, loss included, as graphs without
+    a break; the losses and grad norms equal the eager run's. ~2 min on a cold inductor cache (CPU code
+    generation), ~30 s warm."""
     from torch._dynamo.utils import counters
 
     def rows(flag: bool) -> list[float]:
-        spec = {**SPEC, "train": {**SPEC["train"], "steps": 2, "eval_every": 100, "speed": {"compile": flag}}}
+        speed = {"compile": flag, "compile_scope": scope}
+        spec = {**SPEC, "train": {**SPEC["train"], "steps": 2, "eval_every": 100, "speed": speed}}
         root = fresh_root(mixed, tmp_path / str(flag))
         run_stage(root, spec)
         return [v for r in read(root, "metrics.jsonl") if r["kind"] == "train" for v in (r["loss"], r["grad_norm"])]
@@ -191,8 +194,29 @@ def test_compiled_blocks_train_exactly_like_eager(mixed, tmp_path):
     eager = rows(False)
     assert not counters["stats"]["unique_graphs"]
     compiled = rows(True)
-    assert counters["stats"]["unique_graphs"] >= 1  # the blocks did run compiled
+    assert counters["stats"]["unique_graphs"] >= 1  # the blocks (or the model) did run compiled
+    if scope == "model":  # one graph per mode (train, eval), the chunked loss traced inside it
+        assert not counters["graph_break"], dict(counters["graph_break"])
     assert compiled == pytest.approx(eager, rel=1e-4, abs=1e-6)
+
+
+def test_whole_model_compile_only_where_nothing_else_runs_in_the_forward(caplog):
+    """`compile_scope: model` compiles the whole forward at pp = 1, tp = 1, ZeRO 0-2 only; a pipeline, tensor
+    parallelism or ZeRO-3's hooks get per-block compilation, and the log says so."""
+    from types import SimpleNamespace
+
+    from specs.train import SpeedSpec
+    from tasks.train.parallel.parallelize import compile_scope
+
+    model, blocks = SpeedSpec(compile_scope="model"), SpeedSpec()
+    plain = SimpleNamespace(pp=1, tp=1)
+    assert [compile_scope(model, plain, z) for z in (0, 1, 2)] == ["model"] * 3
+    assert not caplog.records
+    assert compile_scope(model, plain, 3) == "blocks"
+    assert compile_scope(model, SimpleNamespace(pp=2, tp=1), 0) == "blocks"
+    assert compile_scope(model, SimpleNamespace(pp=1, tp=2), 1) == "blocks"
+    assert len([r for r in caplog.records if "compiling each block" in r.getMessage()]) == 3
+    assert compile_scope(blocks, SimpleNamespace(pp=2, tp=2), 3) == "blocks"
 
 
 def test_compiled_blocks_leave_module_hooks_outside_the_graph():

@@ -77,7 +77,9 @@ class LinearCrossEntropy(torch.autograd.Function):
             for s in range(0, x.size(0), chunk):
                 xc, yc, wc = x[s:s + chunk].to(dtype), labels[s:s + chunk], token_weights[s:s + chunk]
                 if compiled and (dx is not None or dw is not None):
-                    loss, g = compiled_chunk()(xc @ w.t(), yc, wc, z_loss)         # [], [c, V] in dtype
+                    # traced inside a whole-model graph, the plain function (dynamo inlines it either way)
+                    fn = chunk_loss_and_grad if torch.compiler.is_compiling() else compiled_chunk()
+                    loss, g = fn(xc @ w.t(), yc, wc, z_loss)                       # [], [c, V] in dtype
                     total += loss
                     if dx is not None:
                         dx[s:s + chunk] = (g @ w).to(x.dtype)                      # [c, d]

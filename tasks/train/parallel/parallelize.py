@@ -26,6 +26,7 @@ partitioned right after it is materialised.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from datetime import timedelta
@@ -38,6 +39,7 @@ from torch import nn
 from specs.architecture import ModelConfig
 from specs.pretrain import ParallelSpec
 from specs.ranks import JobSpec
+from specs.train import SpeedSpec
 from tasks.train.parallel.deepspeed_adapter import (count_once_per_stage, disable_shm_comm, forget_cached_groups, make_grid,
                                            pipeline_local_layers, pipeline_tied_layers, record_clip_norm,
                                            skip_lone_allreduce)
@@ -52,6 +54,8 @@ if TYPE_CHECKING:  # types for readers: specs/sft.py would widen pretrain's deps
     from deepspeed.pipe import LayerSpec
 
     from specs.train import AdapterSpec
+
+log = logging.getLogger("forgeline.pretrain")
 
 
 # --------------------------------------------------------------------------------------- process groups, layout
@@ -282,12 +286,28 @@ class DeepSpeedParts(NamedTuple):
     dp_group: dist.ProcessGroup | None  # this rank's data-parallel process group (None: the world, dp = world = 1)
 
 
-def compile_model(module: nn.Module) -> None:
-    """`speed.compile` on: every Block compiled in place (DeepSpeed's hooks, the pipeline cut and the loss's
-    chunk loop stay eager) and each LM head's chunked-loss math compiled (tasks/train/modeling/loss.py)."""
-    compile_blocks(module, Block)
+def compile_model(module: nn.Module, scope: str = "blocks") -> str:
+    """`speed.compile` on: each LM head's chunked-loss math compiled (tasks/train/modeling/loss.py), and either
+    every Block's forward compiled in place (`blocks`: DeepSpeed's hooks, the pipeline cut and the loss's chunk
+    loop stay eager) or, for a plain `Transformer`, its whole forward as one graph (`model`: the loss's chunk loop
+    is traced too, so the per-chunk math is inlined). Returns the scope applied."""
     for head in [m for m in module.modules() if isinstance(m, LMHead)]:
         head.compiled_loss = True
+    if scope == "model" and isinstance(module, Transformer):
+        # the forward, not nn.Module.compile(): hooks on the module stay eager, as compile_blocks explains
+        module.forward = torch.compile(module.forward)
+        return "model"
+    compile_blocks(module, Block)
+    return "blocks"
+
+
+def compile_scope(speed: SpeedSpec, layout: Layout, zero_stage: int) -> str:
+    """`speed.scope_at` this rank's layout; a whole-model request that falls back to blocks is said in the log."""
+    scope = speed.scope_at(layout.pp, layout.tp, zero_stage)
+    if scope != speed.compile_scope:
+        log.warning("speed.compile_scope 'model' needs pp = 1, tp = 1 and ZeRO 0-2 (here pp %d, tp %d, ZeRO %d): "
+                    "compiling each block instead", layout.pp, layout.tp, zero_stage)
+    return scope
 
 
 def build_engine(cfg: ModelConfig, job: JobSpec, layout: Layout, seed: int, ds_cfg: dict[str, Any],
@@ -303,7 +323,7 @@ def build_engine(cfg: ModelConfig, job: JobSpec, layout: Layout, seed: int, ds_c
     module = build_module(cfg, layout, seed, train.activation_checkpointing, init, z_loss,
                           getattr(train, "adapter", None), zero3)  # adapter: an SFT knob, PretrainSpec has none
     if train.speed.compiles(on_cuda(job.parallel)):  # `auto`: on CUDA ranks
-        compile_model(module)
+        compile_model(module, compile_scope(train.speed, layout, job.parallel.zero_stage))
     optimizer = make_optimizer(module, train.optim, train.speed.fused_adamw,
                                "cuda" if on_cuda(job.parallel) else "cpu")
     ds, optimizer, _, scheduler = deepspeed.initialize(
