@@ -95,6 +95,24 @@ def test_a_hanging_part_cannot_take_the_later_parts_shares(tmp_path):
     assert status["c"][0] == "0" and int(status["c"][2]) >= 11  # 18 s less what a and b used
 
 
+def test_only_runs_the_selected_parts_with_the_whole_budget(tmp_path):
+    """`run.sh --only b`: a and c are recorded as unselected (the table says "not selected", not a failure)
+    and b may use the whole budget, since no later part keeps a share."""
+    funcs = "\n".join(m.group(0) for m in re.finditer(r"^(keep_only|later_shares|part)\(\) \{.*?^\}", RUN_SH,
+                                                         re.M | re.S))
+    harness = (f'PARTS="{tmp_path}"; BUDGET_S=20; RESERVE_S=2; PLAN=(a:6 b:6 c:6); ONLY="setup,b"; START=$SECONDS\n'
+               f"{funcs}\nkeep_only\npart a sleep 30\npart b true\npart c sleep 30\n")
+    proc = subprocess.run(["bash", "-c", harness], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    status = {n: (tmp_path / f"{n}.status").read_text().split() for n in "abc"}
+    assert status["a"] == status["c"] == ["unselected", "0", "0"]
+    assert status["b"][0] == "0" and int(status["b"][2]) >= 17
+    assert report.status(tmp_path, "a") == ("not selected", "-")
+    unselected = {p: "not selected" for p in report.PARTS}
+    assert report.missing_rows(tmp_path, unselected) == []  # no row is owed by a part that was not asked
+    assert [m.split(":")[0] for m in report.missing_rows(tmp_path, {**unselected, "sft": "not run"})] == ["- sft"]
+
+
 def test_step_clock_times_after_the_warmup_and_stops_the_loop():
     clock = StepClock("pretrain", warmup=2, steps=3, cuda=False)
     assert clock.step_start(1) == 1.0

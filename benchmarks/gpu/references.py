@@ -155,14 +155,15 @@ def run_reference(kind: str, cfg: Any, spec: Any, batches: list, device: torch.d
         from tasks.train.parallel.parallelize import compile_model, fused_projections
 
         model = Transformer(cfg, seed, fused=fused_projections(None))  # the projections the stage builds
-        blocks = spec.train.speed.compiles(device.type == "cuda")
-        if blocks:
-            compile_model(model)  # as the stage does (the blocks in place, the loss chunk math)
+        scope = spec.train.speed.scope_at(1, 1, spec.parallel.zero_stage) \
+            if spec.train.speed.compiles(device.type == "cuda") else "no"
+        if scope != "no":
+            compile_model(model, scope)  # as the stage does (blocks in place or the whole forward; the loss math)
         z = {"z_loss": spec.train.z_loss} if getattr(spec.train, "z_loss", 0.0) else {}
         out = plain_loop(model, batches, device, bf16=bf16, compiled=None, warmup=warmup, steps=steps,
                          loss_kwargs=z)
         return {**out, "params": param_count(cfg), "flops_per_token": float(flops_per_token(cfg)),
-                "compiled": "blocks" if blocks else "no"}
+                "compiled": scope}
     model = MiniGPT(cfg.vocab_size, cfg.seq_len, cfg.n_layers, cfg.n_heads, cfg.d_model, seed)
     params, fpt = sum(p.numel() for p in model.parameters()), model.flops_per_token(cfg.seq_len)
     compiled = None

@@ -35,6 +35,8 @@ def status(folder: Path, name: str) -> tuple[str, str]:
     words = file.read_text().split()
     if words[0] in ("absent", "skipped"):
         return words[0], "-"
+    if words[0] == "unselected":  # run.sh --only left it out
+        return "not selected", "-"
     rc, seconds, limit = (int(w) for w in words[:3])
     word = "ok" if rc == 0 else f"timed out ({limit} s)" if rc in (124, 137) else f"failed (exit {rc})"
     return word, f"{seconds} / {limit}"
@@ -88,6 +90,8 @@ def missing_rows(folder: Path, words: dict[str, str]) -> list[str]:
     """One line per row a part was asked for and did not return, with the run's own error or the part's fate."""
     out = []
     for part in TPUT_PARTS:
+        if words.get(part) == "not selected":
+            continue
         data = load(folder, part)
         results = list((data or {}).get("results") or [])
         errors = {e.split(":")[0]: e.split(":", 1)[1].strip() for e in (data or {}).get("errors", []) if ":" in e}
@@ -100,7 +104,7 @@ def missing_rows(folder: Path, words: dict[str, str]) -> list[str]:
                 continue
             label = SHORT[run] + (f" ZeRO-{zero}" if zero is not None else "")
             out.append(f"- {part}: {label} at {shape} — {errors.get(run) or why(words.get(part, 'not run'))}")
-    if words.get("ckpt-stall") != "absent":
+    if words.get("ckpt-stall") not in ("absent", "not selected"):
         done = {r.get("mode") for r in (load(folder, "ckpt-stall") or []) if isinstance(r, dict)}
         out += [f"- ckpt-stall: {m} mode — {why(words.get('ckpt-stall', 'not run'))}" for m in STALL_MODES
                 if m not in done]
@@ -174,10 +178,15 @@ def result(folder: Path, name: str) -> str:
     return last_line(folder, name)
 
 
+def compile_words(value: object) -> str:
+    """A run's `compile`: False, the scope it compiled ("blocks"/"model"), or True from JSONs before scopes."""
+    return {False: "off", True: "on"}.get(value, f"on ({value})") if isinstance(value, bool) else f"on ({value})"
+
+
 def configured(r: dict) -> str:
     c = r["config"]
     if r["run"] in ("engine", "sft"):
-        return (f"{c['precision']} ({c['ds_mode']}), ZeRO-{c['zero']}, compile {'on' if c['compile'] else 'off'}, "
+        return (f"{c['precision']} ({c['ds_mode']}), ZeRO-{c['zero']}, compile {compile_words(c['compile'])}, "
                 f"fused AdamW {c['fused_adamw']}, guard {'on' if c['stability'] else 'off'}")
     return f"{c['precision']}, compile {c['compile']}"
 
@@ -229,7 +238,7 @@ def targets(found: dict[str, dict], words: dict[str, str], total_s: int | None) 
         return None if x is None or y is None else x / y
 
     mfu350 = found.get("350m engine", {}).get("mfu")
-    ok = [p for p in PARTS if words.get(p) != "ok"]
+    ok = [p for p in PARTS if words.get(p) not in ("ok", "not selected")]  # --only: the parts it ran
     return [f"- engine/(b′) ≥ 1.10× at 124M: {verdict(ratio('gpt2-124m engine', 'gpt2-124m (b′)'), 1.10, '{:.2f}×')}",
             f"- engine/(b′) ≥ 1.10× at 350M: {verdict(ratio('350m engine', '350m (b′)'), 1.10, '{:.2f}×')}",
             f"- engine MFU ≥ 50 % at 350M: {verdict(mfu350, 0.50, '{:.1%}')}",

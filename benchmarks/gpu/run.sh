@@ -5,6 +5,8 @@
 #   bash benchmarks/gpu/prepare_wheels.sh        # here, with a registry: wheels into benchmarks/gpu/wheels/
 #   bash benchmarks/gpu/run.sh                   # there, from the project root (the wheels folder carried along)
 #   bash benchmarks/gpu/run.sh --dry-run         # anywhere: the same parts, tiny shapes on CPU
+#   TPUT_ARGS="--set train.speed.compile_scope=model --runs engine,plain" \
+#     bash benchmarks/gpu/run.sh --only tput-124m,tput-350m   # a second, shorter call: some parts, other flags
 #
 # Parts, in order, each with a share of the 480 s (seconds below). A part may use what earlier parts left unused,
 # never the shares of the parts after it, so one that hangs or overruns cannot starve the rest. On the GPU a part
@@ -59,7 +61,15 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT" || exit 2
 DRY=0
-[[ "${1:-}" == "--dry-run" ]] && DRY=1
+ONLY=""  # --only NAME[,NAME...]: run these parts (and setup) alone, each with its share plus what the others left
+while (( $# )); do
+  case "$1" in
+    --dry-run) DRY=1 ;;
+    --only) ONLY="setup,${2:?--only takes a comma-separated list of parts}"; shift ;;
+    *) echo "unknown argument: $1" >&2; exit 2 ;;
+  esac
+  shift
+done
 OUT_DIR="${OUT:-$ROOT/benchmarks/gpu/out}"
 PARTS="${GPU_PARTS:-${TMPDIR:-/tmp}/forgeline-gpu-parts}"
 WHEELS="${GPU_WHEELS:-$ROOT/benchmarks/gpu/wheels}"
@@ -67,6 +77,16 @@ PY="${PYTHON:-python3}"
 BUDGET_S=480          # the whole script, setup included
 RESERVE_S=10          # kept back for the table and the tar
 PLAN=(setup:15 tput-124m:125 sft:47 pretrain:40 ckpt-stall:50 tput-1b:82 tput-350m:103 telemetry:8)
+# --only: the plan keeps the selected parts alone, so their shares and the budget are all theirs.
+keep_only() {
+  [[ -z "$ONLY" ]] && return
+  local kept=() entry
+  for entry in "${PLAN[@]}"; do
+    [[ ",$ONLY," == *",${entry%%:*},"* ]] && kept+=("$entry")
+  done
+  PLAN=("${kept[@]}")
+}
+keep_only
 START=$SECONDS
 mkdir -p "$PARTS" "$OUT_DIR"
 rm -rf "$PARTS/inductor-cache"
@@ -91,6 +111,9 @@ later_shares() {
 # log to <parts>/NAME.log, and record "rc seconds limit" in <parts>/NAME.status (rc 124: timed out).
 part() {
   local name="$1"; shift
+  if [[ -n "$ONLY" && ",$ONLY," != *",$name,"* ]]; then
+    echo "unselected 0 0" > "$PARTS/$name.status"; return
+  fi
   local limit=$(( BUDGET_S - RESERVE_S - (SECONDS - START) - $(later_shares "$name") ))
   if (( limit < 5 )); then
     echo "skipped 0 0" > "$PARTS/$name.status"; echo "== $name: skipped (budget spent)"; return

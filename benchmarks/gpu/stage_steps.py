@@ -137,13 +137,18 @@ def time_stage(job: Any, warmup: int, steps: int) -> dict[str, Any]:
             "config": configured(train, cuda, ds), "spec_speed": train.speed.model_dump(mode="json")}
 
 
+def compiled_scope(train: Any, cuda: bool, ds: dict[str, Any]) -> str | bool:
+    """What the run compiled: False, or the scope at its layout (one rank: pp = tp = 1)."""
+    return train.speed.compiles(cuda) and train.speed.scope_at(1, 1, ds["zero_optimization"]["stage"])
+
+
 def configured(train: Any, cuda: bool, ds: dict[str, Any]) -> dict[str, Any]:
     """What ran, in the table's words: precision and DeepSpeed's mode for it, ZeRO, compile, fused AdamW."""
     mode = ("torch_autocast" if ds.get("torch_autocast", {}).get("enabled") else
             "bf16 section" if ds.get("bf16", {}).get("enabled") else
             "fp16 section" if ds.get("fp16", {}).get("enabled") else "fp32")
     return {"precision": train.precision, "ds_mode": mode, "zero": ds["zero_optimization"]["stage"],
-            "compile": train.speed.compiles(cuda), "fused_adamw": train.speed.fused_adamw,
+            "compile": compiled_scope(train, cuda, ds), "fused_adamw": train.speed.fused_adamw,
             "micro_batch": train.micro_batch_size, "grad_accum": train.grad_accum,
             "stability": train.stability.enabled, "dropout": getattr(train, "dropout", None)}
 
