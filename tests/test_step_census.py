@@ -160,3 +160,42 @@ def test_the_compiled_chunk_math_equals_the_eager_path(z_loss):
         eager, fused = run(False, True, token_weights), run(True, True, token_weights)
         for a, b in zip(eager, fused):
             assert torch.allclose(a.float(), b.float(), rtol=2e-2, atol=2e-3), (a.float() - b.float()).abs().max()
+
+
+@pytest.mark.parametrize("feature", [*FEATURES.values(), {"packed": True}], ids=[*FEATURES.keys(), "packed_sft"])
+def test_the_whole_model_graph_equals_eager(feature, monkeypatch):
+    """`compile_scope: model` traces the whole forward, the chunked loss's autograd function and its loop
+    included, as one graph with no break, for every architecture feature and for SFT's packed rows (segment ids,
+    assistant-only weights); loss and gradients equal eager. Dynamo and AOT autograd only (`aot_eager`: the
+    tracing is what a feature can break; inductor's code generation is the slow stage test's)."""
+    from functools import partial
+
+    from torch._dynamo.utils import counters
+
+    from tasks.train.parallel.parallelize import compile_model
+
+    monkeypatch.setattr(torch, "compile", partial(torch.compile, backend="aot_eager"))
+    packed = feature.get("packed", False)
+    cfg = ModelConfig(**{"vocab_size": 97, "seq_len": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 4,
+                         "d_model": 32, "ffn_hidden": 64, **{k: v for k, v in feature.items() if k != "packed"}})
+    g = torch.Generator().manual_seed(5)
+    ids, labels = torch.randint(0, 97, (3, 32), generator=g), torch.randint(0, 97, (3, 32), generator=g)
+    extra = {}
+    if packed:
+        extra = {"segment_ids": torch.arange(32).div(11, rounding_mode="floor").expand(3, 32),
+                 "label_weights": (torch.rand(3, 32, generator=g) > 0.4).float()}
+
+    def run(scope: str | None):
+        model = Transformer(cfg, 3, fused=True)
+        if scope:
+            assert compile_model(model, scope) == scope
+        loss = model(ids, labels, z_loss=1e-3, **extra)
+        loss.backward()
+        return [loss.detach()] + [p.grad for p in model.parameters()]
+
+    torch._dynamo.reset()
+    counters.clear()
+    eager, whole = run(None), run("model")
+    assert counters["stats"]["unique_graphs"] == 1 and not counters["graph_break"], dict(counters["graph_break"])
+    for a, b in zip(eager, whole):
+        torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
