@@ -4,6 +4,8 @@
     python benchmarks/pretrain_throughput.py --shape gpt2-124m --json out.json      # + the figures as JSON
     python benchmarks/pretrain_throughput.py --shape 1b --runs engine --zero 0,3     # ZeRO-3 against ZeRO-0
     python benchmarks/pretrain_throughput.py --shape gpt2-124m --runs sft            # packed SFT rows
+    python benchmarks/pretrain_throughput.py --shape gpt2-124m --runs engine,plain --trace-steps 3 --json o.json
+                                                     # + torch.profiler tables of 3 more steps beside o.json
     python benchmarks/pretrain_throughput.py --device cpu --shape tiny --seq 64 --batch 2 --steps 2 --warmup 1 \
         --compile-backend aot_eager                                                  # a CPU check of the script
 
@@ -79,6 +81,19 @@ def stage_spec(args: argparse.Namespace):
                                                                                 **parse_sets(args.set)})))
 
 
+def trace_of(args: argparse.Namespace, zero: int | None):
+    """A StepTrace for this run's `--trace-steps` (None without): its table beside the JSON (so run.sh's tar
+    carries it), `<json stem>.<run>[-zero<N>].trace.txt`."""
+    if not args.trace_steps:
+        return None
+    from benchmarks.gpu.trace import StepTrace
+
+    folder = args.json.parent if args.json else Path(args.work or tempfile.gettempdir())
+    stem = args.json.stem if args.json else "tput"
+    name = f"{stem}.{args.child}" + (f"-zero{zero}" if zero is not None else "") + ".trace.txt"
+    return StepTrace(folder / name, args.device == "cuda")
+
+
 def child(args: argparse.Namespace) -> dict:
     """One run in this process; returns its measurements."""
     from benchmarks.gpu.stage_steps import parse_sets, pretrain_run, time_stage
@@ -89,8 +104,9 @@ def child(args: argparse.Namespace) -> dict:
         torch.cuda.set_device(0)
         torch.cuda.reset_peak_memory_stats(device)
     cfg = model_config(args)
-    total = args.warmup + args.steps + 1  # one step more than timed: the loop's last step would save and evaluate
+    total = args.warmup + args.steps + args.trace_steps + 1  # one more: the loop's last step saves and evaluates
     zero = int(args.zero) if args.child == "engine" and args.zero is not None else None
+    trace = trace_of(args, zero)
     if args.child in ("engine", "sft"):
         from specs.architecture import flops_per_token, param_count
 
@@ -102,7 +118,7 @@ def child(args: argparse.Namespace) -> dict:
                 from benchmarks.gpu.sft_inputs import sft_run
 
                 job = sft_run(Path(tmp), cfg, args.batch, args.device, total, parse_sets(args.set), args.seed)
-            out = time_stage(job, args.warmup, args.steps)
+            out = time_stage(job, args.warmup, args.steps, trace, args.trace_steps)
         out.update(params=param_count(cfg), flops_per_token=float(flops_per_token(cfg)))
         rows_per_step = out["config"]["micro_batch"] * out["config"]["grad_accum"]
     else:
@@ -111,7 +127,8 @@ def child(args: argparse.Namespace) -> dict:
         spec = stage_spec(args)
         batches = make_batches(args.batch, args.seq, cfg.vocab_size, args.seed)
         out = run_reference(args.child, cfg, spec, batches, device, warmup=args.warmup, steps=args.steps,
-                            seed=args.seed, backend=args.compile_backend)
+                            seed=args.seed, backend=args.compile_backend, trace=trace,
+                            trace_steps=args.trace_steps)
         out["config"] = {"precision": spec.train.precision, "compile": out.pop("compiled")}
         rows_per_step = args.batch
     return {"run": args.child, **out, "tokens_per_s": args.steps * rows_per_step * args.seq / out["seconds"],
@@ -158,7 +175,15 @@ def line_of(r: dict) -> str:
     zero = f" ZeRO-{r['config']['zero']}" if "zero" in r["config"] else ""
     return (f"{LABELS[r['run']]}{zero}: {r['tokens_per_s']:,.0f} tok/s, MFU {'unknown' if m is None else f'{m:.1%}'}, "
             f"peak {r['peak_bytes'] / 2**30:.2f} GiB, first step {r['first_step_s']:.1f} s, warm-up "
-            f"{r['warmup_s']:.1f} s, {r['params'] / 1e6:.1f}M params")
+            f"{r['warmup_s']:.1f} s, {r['params'] / 1e6:.1f}M params" + trace_words(r))
+
+
+def trace_words(r: dict) -> str:
+    t = r.get("trace")
+    if not t:
+        return ""
+    idle = "" if t["device_idle_share"] is None else f", device idle {t['device_idle_share']:.1%}"
+    return f"; {t['steps']} traced steps{idle} ({t['file']})"
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -174,6 +199,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="override the stage's job (dotted path, e.g. train.speed.mixed_precision=torch_autocast)")
     p.add_argument("--compile-backend", default="inductor", help="torch.compile backend of (b′) (aot_eager: a "
                    "CPU check without C++ compilation)")
+    p.add_argument("--trace-steps", type=int, default=0, help="after the timed steps, this many more under "
+                   "torch.profiler: each run's top ops and the device's idle share, beside --json "
+                   "(benchmarks/gpu/trace.py); 0: none")
     p.add_argument("--vocab", type=int, default=None, help="vocab size (default: 8192 for tiny, else 50304)")
     p.add_argument("--runs", default=DEFAULT_RUNS, help=f"comma-separated subset of {','.join(RUNS)}")
     p.add_argument("--seed", type=int, default=0)
@@ -195,7 +223,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def write_json(args: argparse.Namespace, results: list[dict], errors: list[str]) -> None:
     if args.json is None:
         return
-    keep = ("shape", "seq", "batch", "steps", "warmup", "device", "zero", "runs", "set", "compile_backend")
+    keep = ("shape", "seq", "batch", "steps", "warmup", "device", "zero", "runs", "set", "compile_backend",
+            "trace_steps")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.json.with_suffix(".tmp")
     tmp.write_text(json.dumps({"args": {k: getattr(args, k) for k in keep},

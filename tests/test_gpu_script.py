@@ -14,6 +14,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 GPU = REPO / "benchmarks" / "gpu"
@@ -111,6 +112,57 @@ def test_only_runs_the_selected_parts_with_the_whole_budget(tmp_path):
     unselected = {p: "not selected" for p in report.PARTS}
     assert report.missing_rows(tmp_path, unselected) == []  # no row is owed by a part that was not asked
     assert [m.split(":")[0] for m in report.missing_rows(tmp_path, {**unselected, "sft": "not run"})] == ["- sft"]
+
+
+def test_traced_steps_follow_the_timed_ones_and_stay_out_of_the_timing():
+    """StepClock with a trace: the timed span ends at the last timed step, the profiler starts there and stops
+    after `trace_steps` more, then the loop is stopped; the report lists the trace with its idle share."""
+    class FakeTrace:
+        def __init__(self):
+            self.calls = []
+
+        def start(self):
+            self.calls.append(("start", len(clock.ends)))
+
+        def stop(self, steps):
+            self.calls.append(("stop", len(clock.ends), steps))
+            return {"file": "t.txt", "steps": steps, "wall_s": 0.5, "device_busy_s": 0.4, "device_idle_share": 0.2}
+
+    trace = FakeTrace()
+    clock = StepClock("pretrain", warmup=1, steps=2, cuda=False, trace=trace, trace_steps=3)
+    clock.step_start(0)
+    for _ in range(5):
+        clock.point("pretrain.step_done")
+    assert trace.calls == [("start", 3)]  # after the third end: warm-up 1 + timed 2
+    with pytest.raises(StopTiming):
+        clock.point("pretrain.step_done")
+    assert trace.calls[-1] == ("stop", 6, 3)
+    r = clock.result()
+    assert r["seconds"] == clock.ends[2] - clock.ends[0] and r["trace"]["device_idle_share"] == 0.2
+
+
+def test_step_trace_writes_the_top_ops(tmp_path):
+    """benchmarks/gpu/trace.py on CPU: the table of what ran between start and stop, no device figures."""
+    from benchmarks.gpu.trace import StepTrace
+
+    trace = StepTrace(tmp_path / "t.trace.txt", cuda=False)
+    trace.start()
+    a = torch.randn(64, 64)
+    for _ in range(3):
+        a = torch.tanh(a @ a)
+    out = trace.stop(3)
+    text = (tmp_path / "t.trace.txt").read_text()
+    assert out["steps"] == 3 and out["device_busy_s"] is None and out["wall_s"] > 0
+    assert "aten::mm" in text and "aten::tanh" in text and text.startswith("3 profiled steps")
+
+
+def test_the_report_lists_traced_runs(tmp_path):
+    engine = {"run": "engine", "tokens_per_s": 1.0, "first_step_s": 1.0, "warmup_s": 1.0, "peak_bytes": 1,
+              "config": {"zero": 0}, "trace": {"file": "tput-124m.engine.trace.txt", "steps": 3, "wall_s": 0.25,
+                                                "device_busy_s": 0.2, "device_idle_share": 0.2}}
+    (tmp_path / "tput-124m.json").write_text(json.dumps({"args": {"shape": "gpt2-124m"}, "results": [engine]}))
+    assert report.traces(tmp_path) == ["- tput-124m: engine (pretrain stage) ZeRO-0 — 3 steps, 0.250 s, device idle "
+                                       "20.0%: `tput-124m.engine.trace.txt`"]
 
 
 def test_step_clock_times_after_the_warmup_and_stops_the_loop():

@@ -95,9 +95,11 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def timed(step_fn: Callable[[int], None], warmup: int, steps: int, device: torch.device) -> dict[str, float]:
+def timed(step_fn: Callable[[int], None], warmup: int, steps: int, device: torch.device, trace: Any = None,
+          trace_steps: int = 0) -> dict[str, Any]:
     """`step_fn(i)` for `warmup` untimed then `steps` timed steps: the first step's seconds (compilation lands
-    there), the whole warm-up's, and the timed steps' (device synchronised at both ends of each span)."""
+    there), the whole warm-up's, and the timed steps' (device synchronised at both ends of each span); with a
+    `trace` (benchmarks/gpu/trace.py), `trace_steps` more steps under torch.profiler, outside the timing."""
     t0 = time.perf_counter()
     first = None
     for i in range(warmup):
@@ -110,12 +112,20 @@ def timed(step_fn: Callable[[int], None], warmup: int, steps: int, device: torch
     for i in range(warmup, warmup + steps):
         step_fn(i)
     sync(device)
-    return {"first_step_s": first if first is not None else 0.0, "warmup_s": t1 - t0,
-            "seconds": time.perf_counter() - t1}
+    out: dict[str, Any] = {"first_step_s": first if first is not None else 0.0, "warmup_s": t1 - t0,
+                           "seconds": time.perf_counter() - t1}
+    if trace is not None and trace_steps:
+        trace.start()
+        for i in range(warmup + steps, warmup + steps + trace_steps):
+            step_fn(i)
+        sync(device)
+        out["trace"] = trace.stop(trace_steps)
+    return out
 
 
 def plain_loop(model: nn.Module, batches: list, device: torch.device, *, bf16: bool, compiled: Callable | None,
-               warmup: int, steps: int, loss_kwargs: dict[str, Any] | None = None) -> dict[str, float]:
+               warmup: int, steps: int, loss_kwargs: dict[str, Any] | None = None, trace: Any = None,
+               trace_steps: int = 0) -> dict[str, Any]:
     """A plain training step: autocast forward, backward, clip 1.0, (fused) AdamW, the loss read every
     READ_EVERY steps. `compiled`: how the forward is compiled (None: eager)."""
     from tasks.train.parallel.dsconfig import param_groups
@@ -139,11 +149,11 @@ def plain_loop(model: nn.Module, batches: list, device: torch.device, *, bf16: b
         if i % READ_EVERY == 0:
             float(loss.detach())
 
-    return timed(step, warmup, steps, device)
+    return timed(step, warmup, steps, device, trace, trace_steps)
 
 
 def run_reference(kind: str, cfg: Any, spec: Any, batches: list, device: torch.device, *, warmup: int, steps: int,
-                  seed: int, backend: str) -> dict[str, Any]:
+                  seed: int, backend: str, trace: Any = None, trace_steps: int = 0) -> dict[str, Any]:
     """Reference `kind` (plain, nanogpt, nanogpt-compiled) on `cfg`'s shape: timings, parameters, FLOPs/token.
     `spec`: the stage's resolved PretrainJob ((a) follows its precision and compile setting); `backend`: the
     torch.compile backend (inductor on a GPU; aot_eager keeps a CPU dry run from compiling C++)."""
@@ -161,7 +171,7 @@ def run_reference(kind: str, cfg: Any, spec: Any, batches: list, device: torch.d
             compile_model(model, scope)  # as the stage does (blocks in place or the whole forward; the loss math)
         z = {"z_loss": spec.train.z_loss} if getattr(spec.train, "z_loss", 0.0) else {}
         out = plain_loop(model, batches, device, bf16=bf16, compiled=None, warmup=warmup, steps=steps,
-                         loss_kwargs=z)
+                         loss_kwargs=z, trace=trace, trace_steps=trace_steps)
         return {**out, "params": param_count(cfg), "flops_per_token": float(flops_per_token(cfg)),
                 "compiled": scope}
     model = MiniGPT(cfg.vocab_size, cfg.seq_len, cfg.n_layers, cfg.n_heads, cfg.d_model, seed)
@@ -171,6 +181,7 @@ def run_reference(kind: str, cfg: Any, spec: Any, batches: list, device: torch.d
         torch.backends.cuda.matmul.allow_tf32 = True  # nanoGPT's train.py sets both
         torch.backends.cudnn.allow_tf32 = True
         compiled = lambda m: torch.compile(m, backend=backend)  # noqa: E731
-    out = plain_loop(model, batches, device, bf16=bf16, compiled=compiled, warmup=warmup, steps=steps)
+    out = plain_loop(model, batches, device, bf16=bf16, compiled=compiled, warmup=warmup, steps=steps,
+                     trace=trace, trace_steps=trace_steps)
     return {**out, "params": params, "flops_per_token": fpt,
             "compiled": f"whole model ({backend})" if compiled else "no"}

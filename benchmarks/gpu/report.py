@@ -225,6 +225,21 @@ def runs_table(folder: Path) -> tuple[list[str], dict[str, dict]]:
     return (lines if len(lines) > 2 else []), found
 
 
+def traces(folder: Path) -> list[str]:
+    """One line per run that traced steps after its timed ones (pretrain_throughput.py --trace-steps): the
+    device's idle share in them and the file with the top ops (in parts.tar.gz)."""
+    out = []
+    for part in TPUT_PARTS:
+        for r in (load(folder, part) or {}).get("results") or []:
+            t = r.get("trace")
+            if t:
+                idle = "n/a (CPU)" if t["device_idle_share"] is None else f"{t['device_idle_share']:.1%}"
+                zero = f" ZeRO-{r['config']['zero']}" if "zero" in r["config"] else ""
+                out.append(f"- {part}: {LABELS[r['run']]}{zero} — {t['steps']} steps, {t['wall_s']:.3f} s, "
+                           f"device idle {idle}: `{t['file']}`")
+    return out
+
+
 def targets(found: dict[str, dict], words: dict[str, str], total_s: int | None) -> list[str]:
     """Issue #29's bar, each met, missed or unmeasured."""
     def tps(k: str) -> float | None:
@@ -259,6 +274,9 @@ def table(folder: Path, total_s: int | None, dry_run: bool) -> str:
     rows, found = runs_table(folder)
     if rows:
         lines += ["", *rows]
+    traced = traces(folder)
+    if traced:
+        lines += ["", "Traced steps (torch.profiler, after the timed ones; top ops in each file):", *traced]
     missing = missing_rows(folder, words)
     if missing:
         lines += ["", "Rows not returned:", *missing]

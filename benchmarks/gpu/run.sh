@@ -7,6 +7,7 @@
 #   bash benchmarks/gpu/run.sh --dry-run         # anywhere: the same parts, tiny shapes on CPU
 #   TPUT_ARGS="--set train.speed.compile_scope=model --runs engine,plain" \
 #     bash benchmarks/gpu/run.sh --only tput-124m,tput-350m   # a second, shorter call: some parts, other flags
+#   TPUT_ARGS="--runs engine,plain --trace-steps 3" bash benchmarks/gpu/run.sh --only tput-124m   # + profiles
 #
 # Parts, in order, each with a share of the 480 s (seconds below). A part may use what earlier parts left unused,
 # never the shares of the parts after it, so one that hangs or overruns cannot starve the rest. On the GPU a part

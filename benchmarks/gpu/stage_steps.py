@@ -34,12 +34,16 @@ class StopTiming(Exception):
 class StepClock:
     """The trainer's `Hooks` as a stopwatch: `loss_factor` is called as each step starts (it returns 1.0, which
     changes nothing), `point("<objective>.step_done")` as each ends. The device is synchronised only at the
-    ends of the warm-up and of the timed steps, so the loop runs as it would untimed."""
+    ends of the warm-up and of the timed steps, so the loop runs as it would untimed. With a `trace`, the
+    `trace_steps` steps after the timed ones run under torch.profiler (benchmarks/gpu/trace.py), outside the
+    timing."""
 
-    def __init__(self, objective: str, warmup: int, steps: int, cuda: bool):
+    def __init__(self, objective: str, warmup: int, steps: int, cuda: bool, trace: Any = None, trace_steps: int = 0):
         self.done_point, self.warmup, self.steps, self.cuda = f"{objective}.step_done", warmup, steps, cuda
+        self.trace, self.trace_steps = trace, trace_steps if trace is not None else 0
         self.loop_start: float | None = None
         self.ends: list[float] = []
+        self.traced: dict[str, Any] | None = None
 
     def step_start(self, batch: int) -> float:
         if self.loop_start is None:
@@ -51,22 +55,31 @@ class StepClock:
         if name != self.done_point:
             return
         n = len(self.ends) + 1
-        if n in (1, self.warmup, self.warmup + self.steps):
+        timed_end = self.warmup + self.steps
+        if n in (1, self.warmup, timed_end, timed_end + self.trace_steps):
             self._sync()
         self.ends.append(time.perf_counter())
-        if n == self.warmup + self.steps:
+        if n == timed_end and self.trace_steps:
+            self.trace.start()
+        if n == timed_end + self.trace_steps:
+            if self.trace_steps:
+                self.traced = self.trace.stop(self.trace_steps)
             raise StopTiming
 
     def _sync(self) -> None:
         if self.cuda:
             torch.cuda.synchronize()
 
-    def result(self) -> dict[str, float]:
-        if len(self.ends) < self.warmup + self.steps or self.loop_start is None:
-            raise RuntimeError(f"the loop stopped after {len(self.ends)} of {self.warmup + self.steps} steps")
+    def result(self) -> dict[str, Any]:
+        timed_end = self.warmup + self.steps
+        if len(self.ends) < timed_end or self.loop_start is None:
+            raise RuntimeError(f"the loop stopped after {len(self.ends)} of {timed_end} steps")
         start = self.ends[self.warmup - 1] if self.warmup else self.loop_start
-        return {"first_step_s": self.ends[0] - self.loop_start, "warmup_s": start - self.loop_start,
-                "seconds": self.ends[-1] - start}
+        out: dict[str, Any] = {"first_step_s": self.ends[0] - self.loop_start, "warmup_s": start - self.loop_start,
+                               "seconds": self.ends[timed_end - 1] - start}
+        if self.traced is not None:
+            out["trace"] = self.traced
+        return out
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -109,18 +122,20 @@ def pretrain_run(work: Path, shape: str, seq: int, batch: int, vocab: int, zero:
     return make_job(work, mix, PretrainJob.model_validate(data), seed)
 
 
-def time_stage(job: Any, warmup: int, steps: int) -> dict[str, Any]:
-    """Run `job` (a PretrainRun or SFTRun whose `train.steps` exceeds warmup + steps) on one in-process rank as
-    `launch` does for a world of one, stop it after the timed steps; timings and what the stage configured."""
+def time_stage(job: Any, warmup: int, steps: int, trace: Any = None, trace_steps: int = 0) -> dict[str, Any]:
+    """Run `job` (a PretrainRun or SFTRun whose `train.steps` exceeds warmup + steps + trace_steps) on one
+    in-process rank as `launch` does for a world of one, stop it after the timed (and traced) steps; timings and
+    what the stage configured. `trace`: a benchmarks/gpu/trace.py StepTrace for `trace_steps` steps."""
     from tasks.train.launch import environ, free_port, rank_env, resolved_precision
     from tasks.train.loop.trainer import Hooks, run_rank
 
     job = job.model_copy(update={"spec": resolved_precision(job.spec)})
     par, train = job.spec.parallel, job.spec.train
-    if train.steps <= warmup + steps:
-        raise ValueError(f"train.steps {train.steps} must exceed warm-up + timed steps ({warmup + steps})")
+    if train.steps <= warmup + steps + trace_steps:
+        raise ValueError(f"train.steps {train.steps} must exceed warm-up + timed + traced steps "
+                         f"({warmup + steps + trace_steps})")
     cuda = par.accelerator != "cpu" and torch.cuda.is_available()
-    clock = StepClock(job.objective, warmup, steps, cuda)
+    clock = StepClock(job.objective, warmup, steps, cuda, trace, trace_steps)
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0", "LOCAL_RANK": "0",
