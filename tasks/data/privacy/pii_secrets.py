@@ -33,7 +33,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from tasks.data.privacy.pii_keyed import CREDENTIAL_NAME, KeyedValues
+from tasks.data.privacy.pii_headers import HEADER_DIRECTIVES, CookieValues, directive_credential, directive_span
+from tasks.data.privacy.pii_keyed import CREDENTIAL_NAME, KeyedValues, names_no_credential
 from tasks.data.privacy.pii_values import is_placeholder, looks_random, shannon_entropy, trim_end, value_ok
 
 Validator = Callable[[re.Match[str]], bool]
@@ -219,6 +220,7 @@ _KEY_BEFORE = re.compile(
     r"|(?<=[a-z0-9])(?:Key|Token|Secret|Password|Passwd|Pwd|Passphrase|Credentials?|Auth))"
     r"(?:[_-][A-Za-z0-9]+)*[\"']?[ \t]*$")
 _CODE_CHAIN = re.compile(r"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_]*)*\.[A-Za-z_][A-Za-z_]*\d*")
+_NAME_BEFORE = re.compile(r"([A-Za-z0-9_.-]+)[\"']?\]?[ \t]*$")
 
 
 def _token_shape(m: re.Match[str]) -> bool:
@@ -252,7 +254,10 @@ def _auth_span(m: re.Match[str]) -> tuple[int, int]:
 
 
 def _keyed(m: re.Match[str]) -> bool:
-    return looks_random(m.group(1)) and _KEY_BEFORE.search(m.string, max(0, m.start() - 64), m.start()) is not None
+    if not looks_random(m.group(1)) or _KEY_BEFORE.search(m.string, max(0, m.start() - 64), m.start()) is None:
+        return False
+    name = _NAME_BEFORE.search(m.string, max(0, m.start() - 64), m.start())
+    return name is None or not names_no_credential(name.group(1))     # `X-CSRF-Token`, `Sec-WebSocket-Key`
 
 
 def _hint(*needles: str) -> Callable[[str], bool]:
@@ -277,5 +282,7 @@ SECRET_PASSES: tuple[tuple[re.Pattern[str], Validator | None,
     (_XML_ELEMENT, _xml_element, _value_group, _always),
     (_PROSE_PASSWORD, _prose_password, _value_group, _always),
     (KeyedValues(), None, 0, _always),
+    (HEADER_DIRECTIVES, directive_credential, directive_span, _always),
+    (CookieValues(), None, 0, _always),
     (_KEYED, _keyed, 1, _hint(":", "=")),
 )
