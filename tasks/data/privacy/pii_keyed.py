@@ -136,8 +136,8 @@ def header_field(m: re.Match[str], start: int) -> str | None:
         return None
     if sep == ",":
         return "quoted" if opening and text[word_end] == opening else None
-    if sep != ":" or text[word_end:m.start("sep")].strip(" \t"):
-        return None
+    if sep not in (":", ":=") or text[word_end:m.start("sep")].strip(" \t"):
+        return None                     # (`:=` after a header's name is its colon and a value's first `=`)
     return "in string" if opening else "bare"
 
 
@@ -164,6 +164,8 @@ def read_value(m: re.Match[str]) -> tuple[int, int, bool] | None:
     if start is None or at >= len(text) or text[at] in "\n\r":
         return None
     header = header_field(m, start)
+    if header and sep == ":=":
+        at, sep = m.start("sep") + 1, ":"
     if sep == "," and not (header == "quoted" and text[at] in QUOTES) or \
             sep == "," and _HEADER_NAME.match(text, at + 1):
         return None     # `f("X-Api-Key", key)`, `d.get("api_key", None)`: code; `["X-Api-Key", "X-Auth-Token"]`
