@@ -48,6 +48,9 @@ ELEMENTS = ("password", "apiKey", "secret", "clientSecret", "accessToken", "dbPa
 HEADER_NAMES = ("X-Api-Key", "x-api-key", "Api-Key", "Private-Token", "PRIVATE-TOKEN", "X-Auth-Token", "X-Access-Token",
                 "X-Vault-Token", "X-Goog-Api-Key", "Ocp-Apim-Subscription-Key", "X-Amz-Security-Token", "X-Figma-Token",
                 "X-Shopify-Access-Token", "Circle-Token", "DD-API-KEY")
+COOKIE_NAMES = ("sessionid", "PHPSESSID", "JSESSIONID", "connect.sid", "_gitlab_session", "auth_token",
+                "remember_user_token", "__Secure-next-auth.session-token", "SID")
+COOKIE_OCTETS = _minus(PRINTABLE, "\",;\\'")
 YAML_INDICATORS = "-?:,[]{}#&*!|>'\"%@`"
 QUERY = string.ascii_letters + string.digits + "-._~!$*+,;=:@/?%()"
 
@@ -85,6 +88,11 @@ SYNTAXES = (
            ('xhr.setRequestHeader("{name}", {value});', 'req.Header.Set("{name}", {value})',
             "proxy_set_header {name} {value};", "RequestHeader set {name} {value}",
             "http-request set-header {name} {value} if api"), HEADER_NAMES, json.dumps),
+    # A cookie's value: RFC 6265's cookie-octets (no space, `"`, `,`, `;` or `\\`), no `'` in a shell's quotes.
+    Syntax("login cookie", COOKIE_OCTETS, COOKIE_OCTETS, False,
+           ("Cookie: {name}={value}; theme=dark", "Cookie: _ga=GA1.2.3.4; {name}={value}",
+            "Set-Cookie: {name}={value}; Path=/; HttpOnly", "curl -b '{name}={value}' https://example.com/app",
+            'document.cookie = "{name}={value}; path=/";'), COOKIE_NAMES),
 )
 
 

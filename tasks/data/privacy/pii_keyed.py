@@ -116,11 +116,16 @@ def name_start(m: re.Match[str]) -> int | None:
         start -= 1
     while text[start] in "-.":                          # `--password=...`: a flag's dashes are no part of the name
         start += 1
-    word_end = m.start() + len(re.match(r"[A-Za-z]+", m.group()).group())
+    word_end = _word_end(m)
     if CREDENTIAL_NAME.fullmatch(text, start, word_end):
         return start
     bare_token = text[start:word_end].lower() in ("token", "auth-token", "auth_token")
     return start if bare_token and (text[start - 1:start] in ("?", "&") or text[start - 2:start] == "--") else None
+
+
+def _word_end(m: re.Match[str]) -> int:
+    """Where the anchor's credential word ends."""
+    return m.start() + len(re.match(r"[A-Za-z]+", m.group()).group())
 
 
 def header_field(m: re.Match[str], start: int) -> str | None:
@@ -129,8 +134,7 @@ def header_field(m: re.Match[str], start: int) -> str | None:
     PHP's `['X-Api-Key: ...']`), "bare" when a colon follows it elsewhere (a raw request's line, HTTPie's
     `X-Api-Key:...`), "quoted" when a comma after its closing quote leads a call's next argument; None otherwise
     (a quoted key of a dict or a JSON object, `'X-Api-Key': value`, holds code or a string like any other)."""
-    text, sep = m.string, m.group("sep")
-    word_end = m.start() + len(re.match(r"[A-Za-z]+", m.group()).group())
+    text, sep, word_end = m.string, m.group("sep"), _word_end(m)
     opening = text[start - 1:start] if start and text[start - 1] in QUOTES else None
     if "-" not in text[start:word_end]:
         return None
@@ -194,6 +198,8 @@ def read_value(m: re.Match[str]) -> tuple[int, int, bool] | None:
     elif _LINE_START.fullmatch(text, line_start, start):            # an env/INI/YAML line: the rest of it
         if double and text[at + 1:at + 2] in (" ", "\t", ""):
             return None
+        if sep == "=>" and m.start("sep") == _word_end(m):
+            at = m.start("sep") + 1                                 # `PW=>x1` in a .env file: the value is `>x1`
         return _line_value(text, at, yaml, literal)
     elif double:
         return None

@@ -281,8 +281,8 @@ SECRET_PASSES: tuple[tuple[re.Pattern[str], Validator | None,
     (_COMMAND_PASSWORD, _command_password, _value_group, _always),
     (_XML_ELEMENT, _xml_element, _value_group, _always),
     (_PROSE_PASSWORD, _prose_password, _value_group, _always),
+    (CookieValues(), None, 0, _always),     # before `KeyedValues`: `auth_token=a&b=1` in a cookie is one value
     (KeyedValues(), None, 0, _always),
     (HEADER_DIRECTIVES, directive_credential, directive_span, _always),
-    (CookieValues(), None, 0, _always),
     (_KEYED, _keyed, 1, _hint(":", "=")),
 )
