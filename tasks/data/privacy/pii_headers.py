@@ -28,11 +28,15 @@ from tasks.data.privacy.pii_values import is_placeholder, run_end, value_ok
 _VALUE = r"""(?:"(?P<dq>(?:[^"\\\n]|\\.){1,200})"|'(?P<sq>[^'\n]{1,200})'|(?P<bare>[^\s"'`;{}]{1,200})(?=[\s;]|$))"""
 _NAME = r"[ \t]+(?P<name>[A-Za-z0-9][A-Za-z0-9_-]{1,60})[ \t]+"
 _APACHE_ACTION = r"[ \t]+(?:always[ \t]+|onsuccess[ \t]+)?(?:set|append|add|merge|setifempty)"
-_DIRECTIVE_PATTERNS = tuple((literal, re.escape(literal) + rf"(?<![\w-]{re.escape(literal)}){action}" + _NAME + _VALUE)
-                            for literals, action in (("proxy_set_header grpc_set_header add_header", ""),
-                                                     ("RequestHeader Header", _APACHE_ACTION),
-                                                     ("set-header add-header", ""))
-                            for literal in literals.split())
+# One pattern per shared literal (three scans, not seven): nginx's `proxy_set_header`, `grpc_set_header` and
+# `add_header`; Apache's `RequestHeader` and `Header`; HAProxy's `set-header` and `add-header`.
+_DIRECTIVE_PATTERNS = (
+    ("_header", r"_header(?:(?<=proxy_set_header)(?<![\w-]proxy_set_header)|(?<=grpc_set_header)"
+                r"(?<![\w-]grpc_set_header)|(?<=add_header)(?<![\w-]add_header))" + _NAME + _VALUE),
+    ("Header", r"Header(?:(?<=RequestHeader)(?<![\w-]RequestHeader)|(?<![\w-]Header))" + _APACHE_ACTION
+               + _NAME + _VALUE),
+    ("-header", r"-header(?<=(?:set|add)-header)(?<![\w-]...-header)" + _NAME + _VALUE),
+)
 _APACHE_VARIABLE = re.compile(r"%\{[\w:-]+\}[es]?")
 
 
