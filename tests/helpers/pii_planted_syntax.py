@@ -4,7 +4,8 @@ property tests (`tests/test_pii_extent.py`).
 A secret is replaced whole or not touched: where it ends is the syntax's business. Each `Syntax` names the
 characters a value may hold there — an env/INI line's value runs to the end of its line, a YAML plain scalar
 may not start with an indicator, a quoted string holds anything but its (unescaped) quote, a URL query value
-ends at `&` or `#`, a shell word at a space or a metacharacter, an XML element's text at `<` — and the lines
+ends at `&` or `#`, a shell word at a space or a metacharacter, an XML element's text at `<`, a header's value
+at its line's end or its string's closing quote, a cookie's at `;` — and the lines
 that carry one after a credential name. `credential_like` is what a generated credential looks like (what the
 scrubber promises to find: letters plus digits, not a template); values with spaces must not read as prose.
 Phone numbers come in every international prefix form (`+CC`, `00CC`, `00 CC`, `011 CC`, `(+CC)`, a `(0)`

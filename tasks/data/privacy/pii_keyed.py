@@ -8,6 +8,15 @@ each credential word followed by `=`, `:`, `:=` or `=>` (a fast literal search p
 syntax says — a quoted string, an env/INI/YAML line, a URL query parameter, a command-line flag, or a token of
 a log line, prose or code — and hands `repl` a match of exactly that value. The value need not end where a
 regex would have stopped: a password holding `&`, `(` or `"` is replaced whole.
+
+HTTP headers (`is_credential_name`: a credential name such as `X-Api-Key` or `Private-Token`, or an `X-` header
+ending in Token/Key whose qualifier is none of `NOT_CREDENTIAL_QUALIFIERS`, such as csrf, websocket or
+idempotency): a dashed name right before its colon is a header's, whose value is a literal, never code
+(`Private-Token: ri.YPZq` is no attribute chain), running to its line's end, to the closing quote of the string
+the header sits in (`curl -H "Private-Token: ..."`) or as one word elsewhere (HTTPie's `X-Api-Key:...`); a
+quoted header name, a comma and a quoted string are a call's two arguments (`setRequestHeader("X-Api-Key",
+"...")`), unless that string is another header's name (a list of names). A quoted name followed by code
+(`{"X-Api-Key": key}`, `f"{key}"`) is code, as for any name.
 """
 
 from __future__ import annotations

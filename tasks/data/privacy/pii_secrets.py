@@ -11,11 +11,16 @@ Each pass is `(pattern, validator or None, group to replace (0 = whole match), c
   chars/s on the standard library's code where the whole of `scrub_pii` runs at ~3.5 M chars/s;
 - credentials inside URLs (`postgres://user:PASS@host`, `https://user:TOKEN@github.com`);
 - HTTP `Authorization:` header values (`Basic`, `Bearer`, `token` and raw);
+- login cookies (`Cookie: sessionid=...`, `Set-Cookie:`, `curl -b`) and header directives of web servers and
+  proxies (`proxy_set_header X-Api-Key ...;`, `RequestHeader set ...`): `tasks.data.privacy.pii_headers`;
 - command-line flags and the tools that take a password (`--password X`, `mysql -pX`, `curl -u user:X`), XML
   elements and plist entries naming a credential, a password named in prose (`the password is X`);
-- a value after a *credential name* (`password`, `secret`, `api_key`, `X-Api-Key`, `GITHUB_TOKEN`, ...):
-  `tasks.data.privacy.pii_keyed`, its extent read from the syntax it sits in (`tasks.data.privacy.pii_values`);
-- a random-looking value (entropy, length ≥ 16) after any name containing key/token/secret/password/auth.
+- a value after a *credential name* (`password`, `secret`, `api_key`, `X-Api-Key`, `GITHUB_TOKEN`, ...) or a
+  header that carries one by convention (`Private-Token`, `X-Vault-Token`; not `X-CSRF-Token`), also as a
+  call's two arguments (`setRequestHeader("X-Api-Key", "...")`): `tasks.data.privacy.pii_keyed`, its extent
+  read from the syntax it sits in (`tasks.data.privacy.pii_values`);
+- a random-looking value (entropy, length ≥ 16) after any name containing key/token/secret/password/auth, unless
+  the name says it holds no credential (`X-CSRF-Token`, `csrftoken`, `Sec-WebSocket-Key`, `X-Idempotency-Key`).
 
 A secret is replaced whole or not touched, never cut: each pass's value runs as far as its syntax lets it (a
 quoted string with its escapes, a shell word, an XML element's text, a header's value without the bracket that
