@@ -178,6 +178,8 @@ def test_degenerate_runs_are_left_alone(text: str) -> None:
     ("X-Vault-Token: s.Kx7fQ2pLm9abcdEF", "X-Vault-Token: <SECRET>"),           # X-...-Token by convention
     ("x-figma-token: 12345-abcd-ef01", "x-figma-token: <SECRET>"),
     ('{"headers": {"X-Vault-Token": "s.Kx7fQ2pLm9abcdEF"}}', '{"headers": {"X-Vault-Token": "<SECRET>"}}'),
+    ("curl -H 'X-Api-Key:=Kx7f;Q2pLm9' u", "curl -H 'X-Api-Key:<SECRET>' u"),     # kept: `=` is the value's
+    ("set X-Api-Key := 'Kx7f Q2pLm9'", "set X-Api-Key := '<SECRET>'"),               # kept: an assignment
     ("Circle-Token: Kx7fQ2pLm9", "Circle-Token: <SECRET>"), ("DD-APPLICATION-KEY: 9f3a2b1c7d", "DD-APPLICATION-KEY: <SECRET>"),
     # a call's two arguments
     ('req.setRequestHeader("X-Api-Key", "Kx7fQ2pLm9");', 'req.setRequestHeader("X-Api-Key", "<SECRET>");'),

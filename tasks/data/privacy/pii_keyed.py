@@ -177,7 +177,7 @@ def read_value(m: re.Match[str]) -> tuple[int, int, bool] | None:
     if start is None or at >= len(text) or text[at] in "\n\r":
         return None
     header = header_field(m, start)
-    if header and sep == ":=":
+    if header and sep == ":=" and m.start("sep") == _word_end(m):     # `X-Api-Key:=x1` (not `set X-Api-Key := 'x'`)
         at, sep = m.start("sep") + 1, ":"
     if sep == "," and not (header == "quoted" and text[at] in QUOTES) or \
             sep == "," and _HEADER_NAME.match(text, at + 1):
