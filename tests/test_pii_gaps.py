@@ -166,3 +166,64 @@ def test_kept_classes_behave_as_before() -> None:
 def test_degenerate_runs_are_left_alone(text: str) -> None:
     # Long runs of one shape (a catastrophic-backtracking probe; their timing is in the README): no PII in them.
     assert scrub_pii(text) == (text, {})
+
+
+# Credentials in HTTP headers other than `Authorization:` (the benchmark's `> Private-Token: ri.YPZq...` read as
+# an attribute chain), in the syntaxes headers are written in; cookies that hold a login.
+@pytest.mark.parametrize("text, expected", [
+    ("> Private-Token: ri.YPZqVYsEPIsETgMbU32", "> Private-Token: <SECRET>"),
+    ("Private-Token: ri.YPZqVYsEPIsETgMbU32", "Private-Token: <SECRET>"),
+    ('curl -H "PRIVATE-TOKEN: ri.YPZqVYsEPIsETgMbU32" https://gitlab.example.com/api/v4/projects',
+     'curl -H "PRIVATE-TOKEN: <SECRET>" https://gitlab.example.com/api/v4/projects'),
+    ("X-Vault-Token: s.Kx7fQ2pLm9abcdEF", "X-Vault-Token: <SECRET>"),           # X-...-Token by convention
+    ("x-figma-token: 12345-abcd-ef01", "x-figma-token: <SECRET>"),
+    ('{"headers": {"X-Vault-Token": "s.Kx7fQ2pLm9abcdEF"}}', '{"headers": {"X-Vault-Token": "<SECRET>"}}'),
+    ("curl -H 'X-Api-Key:=Kx7f;Q2pLm9' u", "curl -H 'X-Api-Key:<SECRET>' u"),     # kept: `=` is the value's
+    ("set X-Api-Key := 'Kx7f Q2pLm9'", "set X-Api-Key := '<SECRET>'"),               # kept: an assignment
+    ("Circle-Token: Kx7fQ2pLm9", "Circle-Token: <SECRET>"), ("DD-APPLICATION-KEY: 9f3a2b1c7d", "DD-APPLICATION-KEY: <SECRET>"),
+    # a call's two arguments
+    ('req.setRequestHeader("X-Api-Key", "Kx7fQ2pLm9");', 'req.setRequestHeader("X-Api-Key", "<SECRET>");'),
+    ("req.Header.Set('X-Auth-Token', 'Kx7fQ2pLm9 x1')", "req.Header.Set('X-Auth-Token', '<SECRET>')"),
+    # web server and proxy directives
+    ("proxy_set_header X-Api-Key Kx7fQ2pLm9;", "proxy_set_header X-Api-Key <SECRET>;"),
+    ('proxy_set_header Private-Token "Kx7f Q2pLm9";', 'proxy_set_header Private-Token "<SECRET>";'),
+    ('RequestHeader set X-Api-Key "Kx7fQ2pLm9"', 'RequestHeader set X-Api-Key "<SECRET>"'),
+    ("Header always set X-Auth-Token 'Kx7fQ2pLm9'", "Header always set X-Auth-Token '<SECRET>'"),
+    ("http-request set-header X-Auth-Token abc123def456 if api",
+     "http-request set-header X-Auth-Token <SECRET> if api"),
+    # login cookies; the others stay
+    ('curl -H "Cookie: session=Kx7fQ2pLm9abcd; theme=dark" url', 'curl -H "Cookie: session=<SECRET>; theme=dark" url'),
+    ("Cookie: _ga=GA1.2.1234567.1600000000; PHPSESSID=9f8e7d6c5b4a3210fedcba98; csrftoken=Kx7fQ2pLm9",
+     "Cookie: _ga=GA1.2.1234567.1600000000; PHPSESSID=<SECRET>; csrftoken=Kx7fQ2pLm9"),
+    ("Set-Cookie: JSESSIONID=1A2B3C4D5E6F7A8B; Path=/; Expires=Wed, 21 Oct 2026 07:28:00 GMT; HttpOnly",
+     "Set-Cookie: JSESSIONID=<SECRET>; Path=/; Expires=Wed, 21 Oct 2026 07:28:00 GMT; HttpOnly"),
+    ("curl -b 'connect.sid=s%3AKx7fQ2pLm9.abc' -b sid=Kx7fQ2pLm9 url",
+     "curl -b 'connect.sid=<SECRET>' -b sid=<SECRET> url"),
+    ('document.cookie = "remember_token=Kx7fQ2pLm9ab; path=/";', 'document.cookie = "remember_token=<SECRET>; path=/";'),
+])
+def test_credentials_in_headers(text: str, expected: str) -> None:
+    _case(text, expected)
+
+
+@pytest.mark.parametrize("text", [
+    # code and documentation that only name the header
+    'key = headers.get("X-Api-Key")', 'headers = {"Private-Token": token}', 'headers = {"X-Api-Key": os.environ["KEY"]}',
+    '"X-Api-Key: <your key>"', "Send your key in the X-Api-Key header.", "X-Api-Key: YOUR_API_KEY",
+    'curl -H "PRIVATE-TOKEN: $GITLAB_TOKEN" url', "headers: { 'X-Api-Key': config.apiKey },",
+    "request.headers['X-Auth-Token'] = token", "X-Vault-Token: {{ vault_token }}", "header('X-Api-Key: ' . $key);",
+    '"X-Api-Key": f"{api_key}",', 'req.setRequestHeader("X-Api-Key", apiKey);', "Private-Token: required",
+    'value = request.headers.get("X-Api-Key", "")', 'allowedHeaders: ["Content-Type", "X-Api-Key", "X-Auth-Token"],',
+    'parser.add_argument("--client-secret", "--secret")',
+    # variables in directives, headers that carry no credential
+    "proxy_set_header X-Api-Key $http_x_api_key;", 'RequestHeader set X-Api-Key "%{API_KEY}e"',
+    "add_header X-Request-Id $request_id always;", "http-request set-header X-Forwarded-Proto https",
+    "X-CSRF-Token: Kx7fQ2pLm9abcdEFgh12Zz", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
+    "X-Idempotency-Key: 8e03978e-40d5-43e8-bc93-6894a57f9324", "X-Page-Token: Kx7fQ2pLm9abcdEFgh12Zz",
+    # cookies: no login, no value, a variable, a file
+    "Cookie: csrftoken=Kx7fQ2pLm9abcdEFgh12; XSRF-TOKEN=Kx7fQ2pLm9abcdEFgh13; theme=dark",
+    "Set-Cookie: sessionid=deleted; expires=Thu, 01 Jan 1970 00:00:00 GMT", "Cookie: session=${SESSION}",
+    'document.cookie = "session=" + value + "; path=/";', '"Cookie": f"sessionid={sid}"', "curl -b cookies.txt url",
+    "Set-Cookie: id=a3fWa; Expires=Thu, 21 Oct 2021 07:28:00 GMT; Secure; HttpOnly",
+])
+def test_header_look_alikes_are_kept(text: str) -> None:
+    assert scrub_pii(text) == (text, {})

@@ -4,7 +4,8 @@ property tests (`tests/test_pii_extent.py`).
 A secret is replaced whole or not touched: where it ends is the syntax's business. Each `Syntax` names the
 characters a value may hold there — an env/INI line's value runs to the end of its line, a YAML plain scalar
 may not start with an indicator, a quoted string holds anything but its (unescaped) quote, a URL query value
-ends at `&` or `#`, a shell word at a space or a metacharacter, an XML element's text at `<` — and the lines
+ends at `&` or `#`, a shell word at a space or a metacharacter, an XML element's text at `<`, a header's value
+at its line's end or its string's closing quote, a cookie's at `;` — and the lines
 that carry one after a credential name. `credential_like` is what a generated credential looks like (what the
 scrubber promises to find: letters plus digits, not a template); values with spaces must not read as prose.
 Phone numbers come in every international prefix form (`+CC`, `00CC`, `00 CC`, `011 CC`, `(+CC)`, a `(0)`
@@ -44,6 +45,13 @@ NAMES = ("password", "PASSWORD", "passwd", "db_password", "DB_PASSWORD", "secret
          "AccountKey", "mysql_root_password", "X-Api-Key")
 FLAGS = ("password", "db-password", "api-key", "token", "secret", "client-secret", "access-token", "auth-token")
 ELEMENTS = ("password", "apiKey", "secret", "clientSecret", "accessToken", "dbPassword", "api_key")
+# HTTP headers that carry a credential by convention (`tasks.data.privacy.pii_keyed.is_credential_name`)
+HEADER_NAMES = ("X-Api-Key", "x-api-key", "Api-Key", "Private-Token", "PRIVATE-TOKEN", "X-Auth-Token", "X-Access-Token",
+                "X-Vault-Token", "X-Goog-Api-Key", "Ocp-Apim-Subscription-Key", "X-Amz-Security-Token", "X-Figma-Token",
+                "X-Shopify-Access-Token", "Circle-Token", "DD-API-KEY")
+COOKIE_NAMES = ("sessionid", "PHPSESSID", "JSESSIONID", "connect.sid", "_gitlab_session", "auth_token",
+                "remember_user_token", "__Secure-next-auth.session-token", "SID")
+COOKIE_OCTETS = _minus(PRINTABLE, "\",;\\'")
 YAML_INDICATORS = "-?:,[]{}#&*!|>'\"%@`"
 QUERY = string.ascii_letters + string.digits + "-._~!$*+,;=:@/?%()"
 
@@ -68,6 +76,24 @@ SYNTAXES = (
     Syntax("XML/plist element", _minus(PRINTABLE, "<&"), _minus(PRINTABLE, "<&"), True,
            ("<{name}>{value}</{name}>", "<config><{name} type=\"string\">{value}</{name}></config>",
             "  <{name}>{value}</{name}>"), ELEMENTS),
+    # A header's line of a raw request runs to its end (a YAML indicator or a quote does not open it: the
+    # line reads as YAML too); inside a shell's single quotes (`curl -H`, HTTPie) it runs to the closing quote;
+    # a call's second argument and a server directive's value are double-quoted strings.
+    Syntax("HTTP header line", _minus(PRINTABLE, YAML_INDICATORS), PRINTABLE, False,
+           ("{name}: {value}", "GET /v1/items HTTP/1.1\nHost: api.example.com\n{name}: {value}\nAccept: */*",
+            "POST /v1/items HTTP/1.1\r\n{name}: {value}\r\nContent-Length: 0\r\n"), HEADER_NAMES),
+    Syntax("header in a shell word", _minus(PRINTABLE, "'"), _minus(PRINTABLE, "'"), True,
+           ("curl -H '{name}: {value}' https://api.example.com/v1/items", "curl -sS --header '{name}:{value}' -X POST",
+            "http GET api.example.com/v1 '{name}:{value}'"), HEADER_NAMES),
+    Syntax("header call or directive", PRINTABLE, PRINTABLE, True,
+           ('xhr.setRequestHeader("{name}", {value});', 'req.Header.Set("{name}", {value})',
+            "proxy_set_header {name} {value};", "RequestHeader set {name} {value}",
+            "http-request set-header {name} {value} if api"), HEADER_NAMES, json.dumps),
+    # A cookie's value: RFC 6265's cookie-octets (no space, `"`, `,`, `;` or `\\`), no `'` in a shell's quotes.
+    Syntax("login cookie", COOKIE_OCTETS, COOKIE_OCTETS, False,
+           ("Cookie: {name}={value}; theme=dark", "Cookie: _ga=GA1.2.3.4; {name}={value}",
+            "Set-Cookie: {name}={value}; Path=/; HttpOnly", "curl -b '{name}={value}' https://example.com/app",
+            'document.cookie = "{name}={value}; path=/";'), COOKIE_NAMES),
 )
 
 

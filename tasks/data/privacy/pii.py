@@ -26,7 +26,8 @@ What is deliberately not PII, to keep code and ordinary prose intact:
 - IBANs, SSNs and obfuscated emails: see `tasks.data.privacy.pii_ids` (registry length and mod-97; SSA rules; the `at`
   bracketed or an upper-case `AT` word, never lower-case prose such as `ann at example dot com`);
 - secrets: see `tasks.data.privacy.pii_secrets` (placeholders such as `${TOKEN}` or `changeme` and code such as
-  `key=lambda x: x` are left alone).
+  `key=lambda x: x` are left alone; so are headers that only name a credential header, `headers.get("X-Api-Key")`,
+  and cookies that hold no login, `_ga`, `csrftoken`: `tasks.data.privacy.pii_headers`).
 Every syntactically valid email is PII, in any script (`jörg@müller.de`, `用户@例子.广告`), including author
 addresses in source comments.
 """

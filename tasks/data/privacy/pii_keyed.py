@@ -8,6 +8,15 @@ each credential word followed by `=`, `:`, `:=` or `=>` (a fast literal search p
 syntax says — a quoted string, an env/INI/YAML line, a URL query parameter, a command-line flag, or a token of
 a log line, prose or code — and hands `repl` a match of exactly that value. The value need not end where a
 regex would have stopped: a password holding `&`, `(` or `"` is replaced whole.
+
+HTTP headers (`is_credential_name`: a credential name such as `X-Api-Key` or `Private-Token`, or an `X-` header
+ending in Token/Key whose qualifier is none of `NOT_CREDENTIAL_QUALIFIERS`, such as csrf, websocket or
+idempotency): a dashed name right before its colon is a header's, whose value is a literal, never code
+(`Private-Token: ri.YPZq` is no attribute chain), running to its line's end, to the closing quote of the string
+the header sits in (`curl -H "Private-Token: ..."`) or as one word elsewhere (HTTPie's `X-Api-Key:...`); a
+quoted header name, a comma and a quoted string are a call's two arguments (`setRequestHeader("X-Api-Key",
+"...")`), unless that string is another header's name (a list of names). A quoted name followed by code
+(`{"X-Api-Key": key}`, `f"{key}"`) is code, as for any name.
 """
 
 from __future__ import annotations
@@ -27,16 +36,51 @@ CREDENTIAL_NAME = re.compile(
     r"(?:(?i:[a-z0-9]*pass(?:word|wd|phrase|wort)|pass|pwd|secret|kennwort|wachtwoord|senha)"
     r"|(?i:api|access|secret|private|auth|client|master|signing|encryption|license|account|app|consumer|"
     r"session|refresh|bearer|bot|service|admin|deploy|personal|webhook|hmac|jwt|oauth|storage|subscription|"
-    r"github|gitlab|hf|npm|slack|discord|telegram)[_-]?(?i:key|token)"
+    r"security|application|github|gitlab|hf|npm|slack|discord|telegram|vault|consul|nomad|circle|figma)"
+    r"[_-]?(?i:key|token)"
     r"|(?i:apikey|api-key)|[A-Z][A-Z0-9]*_TOKEN)"
 )
+# HTTP headers that carry a credential by convention: an `X-` header whose last word is Token or Key
+# (`X-Vault-Token`, `X-Plex-Token`, `x-amz-server-side-encryption-customer-key`) unless the word before says it
+# is no credential: an anti-forgery token bound to a session, a WebSocket nonce, an idempotency or cache key, a
+# page or sync cursor, a public key, a captcha's one-time answer.
+NOT_CREDENTIAL_QUALIFIERS = frozenset({
+    "csrf", "xsrf", "websocket", "idempotency", "idempotence", "request", "cache", "page", "pagination", "next",
+    "continuation", "sync", "routing", "sort", "partition", "public", "correlation", "dedup", "deduplication",
+    "captcha", "recaptcha", "hcaptcha", "turnstile", "cancel", "event", "trace", "lock", "sequence", "socket"})
+
+
+_NAME_PARTS = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z0-9]+(?![a-z])")
+
+
+def is_credential_name(name: str) -> bool:
+    """A name that holds a credential: `CREDENTIAL_NAME`, or an `X-` header named by convention (see
+    `NOT_CREDENTIAL_QUALIFIERS` for the `X-...-Token`/`-Key` headers that are not)."""
+    if CREDENTIAL_NAME.fullmatch(name):
+        return True
+    parts = name.lower().split("-")
+    return len(parts) >= 2 and parts[0] == "x" and parts[-1] in ("token", "key") and \
+        all(p.isalnum() for p in parts) and not names_no_credential(name)
+
+
+def names_no_credential(name: str) -> bool:
+    """A `...token`/`...key` name that says it holds no credential (`X-CSRF-Token`, `csrftoken`,
+    `Sec-WebSocket-Key`, `X-Idempotency-Key`): its word before token/key is a `NOT_CREDENTIAL_QUALIFIERS`'."""
+    parts = [p.lower() for p in _NAME_PARTS.findall(name)]
+    if parts and parts[-1] not in ("token", "key"):
+        for suffix in ("token", "key"):         # one word, `csrftoken`, `xsrfkey`
+            if parts[-1].endswith(suffix) and len(parts[-1]) > len(suffix):
+                parts[-1:] = [parts[-1][:-len(suffix)], suffix]
+                break
+    return len(parts) >= 2 and parts[-1] in ("token", "key") and parts[-2] in NOT_CREDENTIAL_QUALIFIERS
 _NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
 WORDS = tuple(word for base in ("password", "passwd", "passphrase", "pass", "pwd", "secret", "key", "token",
                                 "passwort", "kennwort", "wachtwoord", "senha")
               for word in (base, base.capitalize(), base.upper()))
 # The last word of a credential name, an optional closing quote or bracket (`"password":`, `['password']=`) and
-# markdown bold (`**Password:**`), then `=>`, `:=`, `:` or `=` (not `==`), then spaces: the value starts there.
-_ANCHORS = [(word, re.compile(re.escape(word) + r"[\"']?\]?(?:\*\*?|__?)?[ \t]*(?P<sep>=>|:=|[:=])"
+# markdown bold (`**Password:**`), then `=>`, `:=`, `:` or `=` (not `==`), or the comma between a call's two
+# string arguments (`setRequestHeader("X-Api-Key", "...")`, a header's only), then spaces: the value starts there.
+_ANCHORS = [(word, re.compile(re.escape(word) + r"[\"']?\]?(?:\*\*?|__?)?[ \t]*(?P<sep>=>|:=|[:=]|(?<=[\"']),)"
                               r"(?:(?<=:)(?:\*\*?|__?))?[ \t]*")) for word in WORDS]   # (markdown after `:` only)
 _YAML_TAG = re.compile(r"!!?[\w/.-]*[ \t]+(?=\S)")        # `password: !!str s3cr3t`: the value follows the tag
 _LINE_START = re.compile(r"[ \t]*(?:export[ \t]+|set[ \t]+|-[ \t]+)?")
@@ -44,6 +88,7 @@ _LIST_AFTER = re.compile(r"\s[\w.-]+=")                  # `password=a1b2c3 user
 _ANY = re.compile(r"(?s).+")
 _COMMENT = re.compile(r"[ \t]#")
 SHELL_STOPS = "\"'`;&|<>()"
+_HEADER_NAME = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)+[\"']")     # `"X-Auth-Token"`: a list of names goes on
 
 
 class KeyedValues:
@@ -80,27 +125,77 @@ def name_start(m: re.Match[str]) -> int | None:
         start -= 1
     while text[start] in "-.":                          # `--password=...`: a flag's dashes are no part of the name
         start += 1
-    word_end = m.start() + len(re.match(r"[A-Za-z]+", m.group()).group())
+    word_end = _word_end(m)
     if CREDENTIAL_NAME.fullmatch(text, start, word_end):
         return start
     bare_token = text[start:word_end].lower() in ("token", "auth-token", "auth_token")
     return start if bare_token and (text[start - 1:start] in ("?", "&") or text[start - 2:start] == "--") else None
 
 
+def _word_end(m: re.Match[str]) -> int:
+    """Where the anchor's credential word ends."""
+    return m.start() + len(re.match(r"[A-Za-z]+", m.group()).group())
+
+
+def header_field(m: re.Match[str], start: int) -> str | None:
+    """How an anchor's credential name reads as an HTTP header's (a name with a dash, `X-Api-Key`,
+    `Private-Token`): "in string" when it opens a string and a colon follows it (`curl -H "Private-Token: ..."`,
+    PHP's `['X-Api-Key: ...']`), "bare" when a colon follows it elsewhere (a raw request's line, HTTPie's
+    `X-Api-Key:...`), "quoted" when a comma after its closing quote leads a call's next argument; None otherwise
+    (a quoted key of a dict or a JSON object, `'X-Api-Key': value`, holds code or a string like any other)."""
+    text, sep, word_end = m.string, m.group("sep"), _word_end(m)
+    opening = text[start - 1:start] if start and text[start - 1] in QUOTES else None
+    if "-" not in text[start:word_end]:
+        return None
+    if sep == ",":
+        return "quoted" if opening and text[word_end] == opening else None
+    if sep not in (":", ":=") or text[word_end:m.start("sep")].strip(" \t"):
+        return None                     # (`:=` after a header's name is its colon and a value's first `=`)
+    return "in string" if opening else "bare"
+
+
+def _string_rest(text: str, at: int, quote: str) -> tuple[int, int] | None:
+    """The rest of the string a header sits in, from `at` to its closing `quote` (spaces before it are not the
+    value's); None when it does not close on the line or holds nothing."""
+    k, end = at, text.find("\n", at)
+    end = len(text) if end < 0 else end
+    while k < end and text[k] != quote:
+        k += 2 if text[k] == "\\" and quote == '"' else 1
+    if k >= end:
+        return None
+    stop = k
+    while stop > at and text[stop - 1] in " \t":
+        stop -= 1
+    return (at, stop) if stop > at else None
+
+
 def read_value(m: re.Match[str]) -> tuple[int, int, bool] | None:
     """The value after a credential name's anchor, as the syntax around it bounds it, and whether it is a
     credential; None when the name is no credential's or nothing follows."""
     start = name_start(m)
-    text, at = m.string, m.end()
+    text, at, sep = m.string, m.end(), m.group("sep")
     if start is None or at >= len(text) or text[at] in "\n\r":
         return None
-    yaml = ":" in m.group("sep") and m.group("sep") != ":="
+    header = header_field(m, start)
+    if header and sep == ":=" and m.start("sep") == _word_end(m):     # `X-Api-Key:=x1` (not `set X-Api-Key := 'x'`)
+        at, sep = m.start("sep") + 1, ":"
+    if sep == "," and not (header == "quoted" and text[at] in QUOTES) or \
+            sep == "," and _HEADER_NAME.match(text, at + 1):
+        return None     # `f("X-Api-Key", key)`, `d.get("api_key", None)`: code; `["X-Api-Key", "X-Auth-Token"]`
+    if header == "in string" and (found := _string_rest(text, at, text[start - 1])) is not None:
+        return (*found, value_ok(text[found[0]:found[1]], literal=True))
+    yaml = ":" in sep and sep != ":="
     if yaml and (tag := _YAML_TAG.match(text, at)):
         at = tag.end()
+    if text[at] in "fF" and text[at + 1:at + 2] in ("'", '"'):       # a Python f-string that interpolates
+        inside = quoted_value(text, at + 1)                              # (`f"{key}"`): code, no value
+        if inside is not None and re.search(r"\{[^{}]+\}", text[inside[0]:inside[1]]):
+            return at, inside[1] + 1, False
     if text[at] in QUOTES:
         inside = quoted_value(text, at)
         return None if inside is None else (*inside, value_ok(text[inside[0]:inside[1]], quoted=True))
-    before, literal = text[start - 1:start], False         # literal: a query's or a flag's value, no variable
+    # literal: a query's, a flag's or a header's value, no variable (a header's name is no identifier)
+    before, literal = text[start - 1:start], header is not None
     line_start = text.rfind("\n", 0, start) + 1
     # `==` is a comparison in code (`password==x`, `password == x`); a query's, a flag's or an env line's value
     # may start with `=` (`PW==x1`, `PW = =x1`)
@@ -112,7 +207,9 @@ def read_value(m: re.Match[str]) -> tuple[int, int, bool] | None:
     elif _LINE_START.fullmatch(text, line_start, start):            # an env/INI/YAML line: the rest of it
         if double and text[at + 1:at + 2] in (" ", "\t", ""):
             return None
-        return _line_value(text, at, yaml)
+        if sep == "=>" and m.start("sep") == _word_end(m):
+            at = m.start("sep") + 1                                 # `PW=>x1` in a .env file: the value is `>x1`
+        return _line_value(text, at, yaml, literal)
     elif double:
         return None
     else:                                                           # logs, prose, code, connection strings
@@ -122,9 +219,10 @@ def read_value(m: re.Match[str]) -> tuple[int, int, bool] | None:
     return at, end, value_ok(value, yaml=yaml, literal=literal) and (literal or not identifier_only(value))
 
 
-def _line_value(text: str, at: int, yaml: bool) -> tuple[int, int, bool]:
+def _line_value(text: str, at: int, yaml: bool, literal: bool = False) -> tuple[int, int, bool]:
     """The value of a line opened by the credential's name: to the end of the line (before a ` #` comment), with
-    its spaces — unless more `key=` pairs follow (a log line), where it ends at the first space."""
+    its spaces — unless more `key=` pairs follow (a log line), where it ends at the first space. `literal`: a
+    header's line (`Private-Token: ri.Ab3`), whose value is never code."""
     end = text.find("\n", at)
     end = len(text) if end < 0 else end
     comment = _COMMENT.search(text, at, end)
@@ -133,4 +231,4 @@ def _line_value(text: str, at: int, yaml: bool) -> tuple[int, int, bool]:
         end -= 1
     if _LIST_AFTER.search(text, at, end):
         end = trim_end(text, at, run_end(text, at))
-    return at, end, value_ok(text[at:end], yaml=yaml)
+    return at, end, value_ok(text[at:end], yaml=yaml, literal=literal)

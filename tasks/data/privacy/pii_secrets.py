@@ -11,11 +11,16 @@ Each pass is `(pattern, validator or None, group to replace (0 = whole match), c
   chars/s on the standard library's code where the whole of `scrub_pii` runs at ~3.5 M chars/s;
 - credentials inside URLs (`postgres://user:PASS@host`, `https://user:TOKEN@github.com`);
 - HTTP `Authorization:` header values (`Basic`, `Bearer`, `token` and raw);
+- login cookies (`Cookie: sessionid=...`, `Set-Cookie:`, `curl -b`) and header directives of web servers and
+  proxies (`proxy_set_header X-Api-Key ...;`, `RequestHeader set ...`): `tasks.data.privacy.pii_headers`;
 - command-line flags and the tools that take a password (`--password X`, `mysql -pX`, `curl -u user:X`), XML
   elements and plist entries naming a credential, a password named in prose (`the password is X`);
-- a value after a *credential name* (`password`, `secret`, `api_key`, `X-Api-Key`, `GITHUB_TOKEN`, ...):
-  `tasks.data.privacy.pii_keyed`, its extent read from the syntax it sits in (`tasks.data.privacy.pii_values`);
-- a random-looking value (entropy, length ≥ 16) after any name containing key/token/secret/password/auth.
+- a value after a *credential name* (`password`, `secret`, `api_key`, `X-Api-Key`, `GITHUB_TOKEN`, ...) or a
+  header that carries one by convention (`Private-Token`, `X-Vault-Token`; not `X-CSRF-Token`), also as a
+  call's two arguments (`setRequestHeader("X-Api-Key", "...")`): `tasks.data.privacy.pii_keyed`, its extent
+  read from the syntax it sits in (`tasks.data.privacy.pii_values`);
+- a random-looking value (entropy, length ≥ 16) after any name containing key/token/secret/password/auth, unless
+  the name says it holds no credential (`X-CSRF-Token`, `csrftoken`, `Sec-WebSocket-Key`, `X-Idempotency-Key`).
 
 A secret is replaced whole or not touched, never cut: each pass's value runs as far as its syntax lets it (a
 quoted string with its escapes, a shell word, an XML element's text, a header's value without the bracket that
@@ -33,7 +38,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from tasks.data.privacy.pii_keyed import CREDENTIAL_NAME, KeyedValues
+from tasks.data.privacy.pii_headers import HEADER_DIRECTIVES, CookieValues, directive_credential, directive_span
+from tasks.data.privacy.pii_keyed import CREDENTIAL_NAME, KeyedValues, names_no_credential
 from tasks.data.privacy.pii_values import is_placeholder, looks_random, shannon_entropy, trim_end, value_ok
 
 Validator = Callable[[re.Match[str]], bool]
@@ -219,6 +225,7 @@ _KEY_BEFORE = re.compile(
     r"|(?<=[a-z0-9])(?:Key|Token|Secret|Password|Passwd|Pwd|Passphrase|Credentials?|Auth))"
     r"(?:[_-][A-Za-z0-9]+)*[\"']?[ \t]*$")
 _CODE_CHAIN = re.compile(r"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_]*)*\.[A-Za-z_][A-Za-z_]*\d*")
+_NAME_BEFORE = re.compile(r"([A-Za-z0-9_.-]+)[\"']?\]?[ \t]*$")
 
 
 def _token_shape(m: re.Match[str]) -> bool:
@@ -252,7 +259,10 @@ def _auth_span(m: re.Match[str]) -> tuple[int, int]:
 
 
 def _keyed(m: re.Match[str]) -> bool:
-    return looks_random(m.group(1)) and _KEY_BEFORE.search(m.string, max(0, m.start() - 64), m.start()) is not None
+    if not looks_random(m.group(1)) or _KEY_BEFORE.search(m.string, max(0, m.start() - 64), m.start()) is None:
+        return False
+    name = _NAME_BEFORE.search(m.string, max(0, m.start() - 64), m.start())
+    return name is None or not names_no_credential(name.group(1))     # `X-CSRF-Token`, `Sec-WebSocket-Key`
 
 
 def _hint(*needles: str) -> Callable[[str], bool]:
@@ -276,6 +286,8 @@ SECRET_PASSES: tuple[tuple[re.Pattern[str], Validator | None,
     (_COMMAND_PASSWORD, _command_password, _value_group, _always),
     (_XML_ELEMENT, _xml_element, _value_group, _always),
     (_PROSE_PASSWORD, _prose_password, _value_group, _always),
+    (CookieValues(), None, 0, _always),     # before `KeyedValues`: `auth_token=a&b=1` in a cookie is one value
     (KeyedValues(), None, 0, _always),
+    (HEADER_DIRECTIVES, directive_credential, directive_span, _always),
     (_KEYED, _keyed, 1, _hint(":", "=")),
 )
