@@ -71,6 +71,7 @@ def test_international_numbers_after_every_cue(cue: str, data: st.DataObject) ->
     ("https://x.io/cb?u=u&passwd=ab1x9z&c2&next=1", "passwd="),  # a query value ends at `&`: `ab1x9z`
     ("tool --api-key !Qx9z.w run", "--api-key "),              # a flag's shell word
     ("<password>a>b 12&amp;c</password>", "<password>"),       # XML text with `>` and an entity
+    ("client_secret=>'ab12cd'xyzw", "client_secret="),         # .env `=>`: `>'ab12cd'xyzw`, not a quoted 'ab12cd'
 ])
 def test_values_issue_31_names(text: str, kept: str) -> None:
     scrubbed, counts = scrub_pii(text)

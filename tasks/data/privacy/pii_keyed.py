@@ -184,6 +184,11 @@ def read_value(m: re.Match[str]) -> tuple[int, int, bool] | None:
         return None     # `f("X-Api-Key", key)`, `d.get("api_key", None)`: code; `["X-Api-Key", "X-Auth-Token"]`
     if header == "in string" and (found := _string_rest(text, at, text[start - 1])) is not None:
         return (*found, value_ok(text[found[0]:found[1]], literal=True))
+    line_start = text.rfind("\n", 0, start) + 1
+    if sep == "=>" and m.start("sep") == _word_end(m) and _LINE_START.fullmatch(text, line_start, start):
+        # `PW=>x1` in a .env file: the value is `>x1`, the rest of the line, quotes inside it included
+        # (`PW=>'ab1'cd` is not a quoted 'ab1')
+        return _line_value(text, m.start("sep") + 1, False, header is not None)
     yaml = ":" in sep and sep != ":="
     if yaml and (tag := _YAML_TAG.match(text, at)):
         at = tag.end()
@@ -196,7 +201,6 @@ def read_value(m: re.Match[str]) -> tuple[int, int, bool] | None:
         return None if inside is None else (*inside, value_ok(text[inside[0]:inside[1]], quoted=True))
     # literal: a query's, a flag's or a header's value, no variable (a header's name is no identifier)
     before, literal = text[start - 1:start], header is not None
-    line_start = text.rfind("\n", 0, start) + 1
     # `==` is a comparison in code (`password==x`, `password == x`); a query's, a flag's or an env line's value
     # may start with `=` (`PW==x1`, `PW = =x1`)
     double = m.group("sep") == "=" and text[at] == "="
@@ -207,8 +211,6 @@ def read_value(m: re.Match[str]) -> tuple[int, int, bool] | None:
     elif _LINE_START.fullmatch(text, line_start, start):            # an env/INI/YAML line: the rest of it
         if double and text[at + 1:at + 2] in (" ", "\t", ""):
             return None
-        if sep == "=>" and m.start("sep") == _word_end(m):
-            at = m.start("sep") + 1                                 # `PW=>x1` in a .env file: the value is `>x1`
         return _line_value(text, at, yaml, literal)
     elif double:
         return None
