@@ -162,12 +162,14 @@ def test_the_compiled_chunk_math_equals_the_eager_path(z_loss):
             assert torch.allclose(a.float(), b.float(), rtol=2e-2, atol=2e-3), (a.float() - b.float()).abs().max()
 
 
-@pytest.mark.parametrize("feature", [*FEATURES.values(), {"packed": True}, {"checkpointing": True}],
-                         ids=[*FEATURES.keys(), "packed_sft", "activation_checkpointing"])
+@pytest.mark.parametrize("feature", [*FEATURES.values(), {"packed": True}, {"checkpointing": True},
+                                     {"per_token": True}],
+                         ids=[*FEATURES.keys(), "packed_sft", "activation_checkpointing", "dpo_logprobs"])
 def test_the_whole_model_graph_equals_eager(feature, monkeypatch):
     """`compile_scope: model` traces the whole forward, the chunked loss's autograd function and its loop
     included, as one graph with no break, for every architecture feature, for SFT's packed rows (segment ids,
-    assistant-only weights) and with activation checkpointing; loss and gradients equal eager. Dynamo and AOT autograd only (`aot_eager`: the
+    assistant-only weights), with activation checkpointing and for preference tuning's per-token log-probs; loss
+    and gradients equal eager. Dynamo and AOT autograd only (`aot_eager`: the
     tracing is what a feature can break; inductor's code generation is the slow stage test's)."""
     from functools import partial
 
@@ -177,9 +179,10 @@ def test_the_whole_model_graph_equals_eager(feature, monkeypatch):
 
     monkeypatch.setattr(torch, "compile", partial(torch.compile, backend="aot_eager"))
     packed, checkpointing = feature.get("packed", False), feature.get("checkpointing", False)
+    per_token = feature.get("per_token", False)
     cfg = ModelConfig(**{"vocab_size": 97, "seq_len": 32, "n_layers": 2, "n_heads": 4, "n_kv_heads": 4,
                          "d_model": 32, "ffn_hidden": 64,
-                         **{k: v for k, v in feature.items() if k not in ("packed", "checkpointing")}})
+                         **{k: v for k, v in feature.items() if k not in ("packed", "checkpointing", "per_token")}})
     g = torch.Generator().manual_seed(5)
     ids, labels = torch.randint(0, 97, (3, 32), generator=g), torch.randint(0, 97, (3, 32), generator=g)
     extra = {}
@@ -191,7 +194,10 @@ def test_the_whole_model_graph_equals_eager(feature, monkeypatch):
         model = Transformer(cfg, 3, checkpointing, fused=True)
         if scope:
             assert compile_model(model, scope) == scope
-        loss = model(ids, labels, z_loss=1e-3, **extra)
+        if per_token:  # what DPO sums per sequence
+            loss = model(ids, labels, per_token=True).sum()
+        else:
+            loss = model(ids, labels, z_loss=1e-3, **extra)
         loss.backward()
         return [loss.detach()] + [p.grad for p in model.parameters()]
 
