@@ -130,6 +130,14 @@ class SpeedSpec(StrictModel):
         None, ge=0, description="ZeRO-3: parameters with fewer elements stay unpartitioned (no gather per use). "
         "None (auto): 100000 on GPUs (DeepSpeed's default), 0 on CPU ranks (every parameter partitioned: the "
         "layout the CPU tests check).")
+    stage3_fetch: Literal["block", "module"] = Field(
+        "block", description="ZeRO-3: what one parameter gather covers. block = a whole transformer block "
+        "(DeepSpeed's z3 leaf modules: one gather/release hook pair per block instead of one per submodule with "
+        "parameters, fewer host steps per layer, and no hook inside a compiled block, where each was a graph "
+        "break); module = every submodule with parameters on its own (DeepSpeed's default: a smaller peak of "
+        "gathered parameters, for blocks too large to hold whole on one device; also what LoRA runs get, whose "
+        "adapters' backward found their parameters released under whole-block gathers in DeepSpeed 0.19.8). Same "
+        "values either way, within fp32 rounding.")
     stage3_sub_group_size: int = Field(
         1_000_000_000, ge=1, description="ZeRO-3: elements per flat fp32 sub-group of a rank's partition "
         "(DeepSpeed's `sub_group_size`, its default 1e9). Start-up converts each sub-group to an fp32 master with "

@@ -286,6 +286,16 @@ class DeepSpeedParts(NamedTuple):
     dp_group: dist.ProcessGroup | None  # this rank's data-parallel process group (None: the world, dp = world = 1)
 
 
+def fetch_blocks_whole(module: nn.Module) -> int:
+    """ZeRO-3 (`speed.stage3_fetch: block`): each Block's parameters are gathered and released as one unit, by
+    hooks on the Block alone (DeepSpeed's public `set_z3_leaf_modules`; before `deepspeed.initialize`, which
+    registers the hooks). Without it every submodule with parameters has its own pair: more host work per layer,
+    and each of those hooks, disabled for torch.compile, splits a compiled block into pieces. Returns how many."""
+    from deepspeed.utils import set_z3_leaf_modules
+
+    return len(set_z3_leaf_modules(module, [Block], raise_if_not_found=False))
+
+
 def compile_model(module: nn.Module, scope: str = "blocks") -> str:
     """`speed.compile` on: each LM head's chunked-loss math compiled (tasks/train/modeling/loss.py), and either
     every Block's forward compiled in place (`blocks`: DeepSpeed's hooks, the pipeline cut and the loss's chunk
@@ -320,8 +330,10 @@ def build_engine(cfg: ModelConfig, job: JobSpec, layout: Layout, seed: int, ds_c
     train = job.train
     z_loss = getattr(train, "z_loss", 0.0)  # a pretraining knob: SFTSpec has none
     zero3 = ds_cfg if ds_cfg.get("zero_optimization", {}).get("stage") == 3 else None
-    module = build_module(cfg, layout, seed, train.activation_checkpointing, init, z_loss,
-                          getattr(train, "adapter", None), zero3)  # adapter: an SFT knob, PretrainSpec has none
+    adapter = getattr(train, "adapter", None)  # an SFT knob, PretrainSpec has none
+    module = build_module(cfg, layout, seed, train.activation_checkpointing, init, z_loss, adapter, zero3)
+    if zero3 is not None and train.speed.stage3_fetch == "block" and not (adapter and adapter.kind == "lora"):
+        fetch_blocks_whole(module)  # not under LoRA: its adapters' backward found them released (DeepSpeed 0.19.8)
     if train.speed.compiles(on_cuda(job.parallel)):  # `auto`: on CUDA ranks
         compile_model(module, compile_scope(train.speed, layout, job.parallel.zero_stage))
     optimizer = make_optimizer(module, train.optim, train.speed.fused_adamw,
