@@ -227,3 +227,72 @@ def test_credentials_in_headers(text: str, expected: str) -> None:
 ])
 def test_header_look_alikes_are_kept(text: str) -> None:
     assert scrub_pii(text) == (text, {})
+
+
+# A credential named by a sibling field (`name`/`key`/`header` beside `value`): Kubernetes/Compose env lists,
+# Postman collections, HAR files, CloudFormation, .NET/Spring XML attributes; a Go header map's value list;
+# positional passwords of calls known to take one; an ADO.NET/ODBC connection string's `;`-bounded value.
+@pytest.mark.parametrize("text, expected", [
+    ('env:\n  - name: DB_PASSWORD\n    value: "s3cr3tPass9"\n', 'env:\n  - name: DB_PASSWORD\n    value: "<SECRET>"\n'),
+    ("- name: API_KEY\n  value: ab12cd34ef56gh78\n", "- name: API_KEY\n  value: <SECRET>\n"),
+    ("- name: API_KEY  # rotated\n  description: the key\n  value: ab12cd34ef56gh78  # 2026\n",
+     "- name: API_KEY  # rotated\n  description: the key\n  value: <SECRET>  # 2026\n"),
+    ("env:\n- name: LOG_LEVEL\n  value: debug\n- value: s3cr3tPass9\n  name: DB_PASSWORD\n",       # value first
+     "env:\n- name: LOG_LEVEL\n  value: debug\n- value: <SECRET>\n  name: DB_PASSWORD\n"),
+    ("env: [{name: DB_PASSWORD, value: s3cr3tPass9}]", "env: [{name: DB_PASSWORD, value: <SECRET>}]"),
+    ("  - ParameterKey: DbPassword\n    ParameterValue: s3cr3tPass9", "  - ParameterKey: DbPassword\n    ParameterValue: <SECRET>"),
+    ('{"key": "X-Api-Key", "value": "ab12cd34ef56gh78", "type": "text"}',
+     '{"key": "X-Api-Key", "value": "<SECRET>", "type": "text"}'),
+    ('{\n  "value": "ab12cd34ef56gh78",\n  "disabled": false,\n  "key": "apiKey"\n}',
+     '{\n  "value": "<SECRET>",\n  "disabled": false,\n  "key": "apiKey"\n}'),
+    ('{"name": "Authorization", "value": "Bearer ab12cd34ef56gh78ij"}', '{"name": "Authorization", "value": "Bearer <SECRET>"}'),
+    ('environment = [{ name = "DB_PASSWORD", value = "s3cr3tPass9" }]', 'environment = [{ name = "DB_PASSWORD", value = "<SECRET>" }]'),
+    ('<add key="ApiKey" value="ab12cd34ef56gh78" />', '<add key="ApiKey" value="<SECRET>" />'),
+    ('<add name="DbPassword" value="s3cr3tPass9" />', '<add name="DbPassword" value="<SECRET>" />'),
+    ("<property value='s3cr3tPass9' name='password'/>", "<property value='<SECRET>' name='password'/>"),
+    ('req.Header = http.Header{"X-Api-Key": {"ab12cd34ef56gh78"}}', 'req.Header = http.Header{"X-Api-Key": {"<SECRET>"}}'),
+    ('h := http.Header{\n\t"Accept": {"*/*"},\n\t"Authorization": []string{"Bearer ab12cd34ef56gh78ij"},\n}',
+     'h := http.Header{\n\t"Accept": {"*/*"},\n\t"Authorization": []string{"Bearer <SECRET>"},\n}'),
+    ('new NetworkCredential("admin", "s3cr3tPass9")', 'new NetworkCredential("admin", "<SECRET>")'),
+    ('new NetworkCredential(user, "s3cr3tPass9", "CORP")', 'new NetworkCredential(user, "<SECRET>", "CORP")'),
+    ('requests.get(url, auth=("admin", "s3cr3tPass9"))', 'requests.get(url, auth=("admin", "<SECRET>"))'),
+    ("r = requests.get(url, auth=HTTPBasicAuth('u', 's3cr3tPass9'))", "r = requests.get(url, auth=HTTPBasicAuth('u', '<SECRET>'))"),
+    ('aiohttp.BasicAuth("u", "s3cr3tPass9")', 'aiohttp.BasicAuth("u", "<SECRET>")'),
+    ('new PasswordAuthentication("u", "s3cr3tPass9".toCharArray())',
+     'new PasswordAuthentication("u", "<SECRET>".toCharArray())'),
+    ('DriverManager.getConnection(url, "sa", "s3cr3tPass9")', 'DriverManager.getConnection(url, "sa", "<SECRET>")'),
+    ('ConvertTo-SecureString "s3cr3tPass9" -AsPlainText', 'ConvertTo-SecureString "<SECRET>" -AsPlainText'),
+    ("'s3cr3tPass9' | convertto-securestring -asplaintext -force", "'<SECRET>' | convertto-securestring -asplaintext -force"),
+    ("Password=s3cr3tPass9;User ID=sa;Server=db", "Password=<SECRET>;User ID=sa;Server=db"),
+    ('"Server=db;User ID=sa;Password=s3cr3tPass9 x;Initial Catalog=shop"',
+     '"Server=db;User ID=sa;Password=<SECRET>;Initial Catalog=shop"'),
+    ("Driver={ODBC Driver 18};Server=db;Pwd={s3cr;t}}Pass9};UID=sa", "Driver={ODBC Driver 18};Server=db;Pwd={<SECRET>};UID=sa"),
+    ('Password="a;b9xyz";User ID=sa', 'Password="<SECRET>";User ID=sa'),                          # kept
+    ("AccountKey=ab12cd+/34==;EndpointSuffix=core.windows.net", "AccountKey=<SECRET>;EndpointSuffix=core.windows.net"),
+])
+def test_credentials_named_apart_from_their_value(text: str, expected: str) -> None:
+    _case(text, expected)
+
+
+@pytest.mark.parametrize("text", [
+    "- name: DB_PASSWORD\n  valueFrom:\n    secretKeyRef:\n      name: db\n      key: password\n",
+    "- name: DB_PASSWORD\n  value: ${DB_PASSWORD}\n", '- name: API_KEY\n  value: "<your key>"\n',
+    "- name: DB_PASSWORD\n  value: changeme\n", "- name: API_KEY\n  value: |\n    ab12cd34ef56gh78\n",
+    "- name: PASSWORD_FILE\n  value: /run/secrets/db\n", "- name: LOG_LEVEL\n  value: debug9x\n",
+    "- name: API_KEY\n- value: ab12cd34ef56gh78\n",                   # two items, not one mapping
+    '{"key": "Content-Type", "value": "application/json"}', '{"name": "page_token", "value": "ab12cd34ef56gh78"}',
+    '{"name": "X-CSRF-Token", "value": "ab12cd34ef56gh78"}', '{"key": "token", "value": "ab12cd34ef56gh78"}',
+    '{"name": "Authorization", "value": "Bearer {{token}}"}', '{"name": "password", "type": "string", "value": ""}',
+    "{name: 'API_KEY', value: apiKey}", '<property name="password" value="${db.password}"/>',
+    "<property name=\"password\" value=\"#{systemProperties['db.pw']}\"/>", '<input name="password" value="">',
+    '<add key="ClientValidationEnabled" value="true" />', 'def f(value: int, name: str = "API_KEY"): ...',
+    'http.Header{"Content-Type": {"application/json"}}', 'http.Header{"X-Api-Key": {key}}',
+    "requests.get(url, auth=(user, password))", "NetworkCredential(user, pw)", 'auth=("user", "password")',
+    'NetworkCredential("admin", "<password>")', "server.login(user, password)",
+    "ConvertTo-SecureString $pw -AsPlainText -Force", 'ConvertTo-SecureString "$pw" -AsPlainText -Force',
+    'ConvertTo-SecureString "01000000d08c9ddf0115d1118c7a" -Key $key',        # encrypted: no -AsPlainText
+    'x = f"Server=db;Password={pw};User ID=sa"', 'conn = $"Server=db;Password={config.DbPassword};"',
+    "Server=db;Password={your_password};User ID=sa", 'conn = "Server=db;Password=" + pw + ";User ID=sa"',
+])
+def test_named_apart_look_alikes_are_kept(text: str) -> None:
+    assert scrub_pii(text) == (text, {})

@@ -5,7 +5,8 @@ A secret is replaced whole or not touched: where it ends is the syntax's busines
 characters a value may hold there — an env/INI line's value runs to the end of its line, a YAML plain scalar
 may not start with an indicator, a quoted string holds anything but its (unescaped) quote, a URL query value
 ends at `&` or `#`, a shell word at a space or a metacharacter, an XML element's text at `<`, a header's value
-at its line's end or its string's closing quote, a cookie's at `;` — and the lines
+at its line's end or its string's closing quote, a cookie's at `;`, a name/value pair's as a JSON string, a
+YAML plain scalar or an XML attribute does — and the lines
 that carry one after a credential name. `credential_like` is what a generated credential looks like (what the
 scrubber promises to find: letters plus digits, not a template); values with spaces must not read as prose.
 Phone numbers come in every international prefix form (`+CC`, `00CC`, `00 CC`, `011 CC`, `(+CC)`, a `(0)`
@@ -89,6 +90,19 @@ SYNTAXES = (
            ('xhr.setRequestHeader("{name}", {value});', 'req.Header.Set("{name}", {value})',
             "proxy_set_header {name} {value};", "RequestHeader set {name} {value}",
             "http-request set-header {name} {value} if api"), HEADER_NAMES, json.dumps),
+    # A credential's name in a `name`/`key` field, its value in the sibling `value` field (either order): a JSON
+    # object (HAR, Postman, ECS) or an HCL one, a YAML block mapping (a Kubernetes env list), XML attributes.
+    Syntax("name/value pair (JSON)", PRINTABLE, PRINTABLE, True,
+           ('{{"name": "{name}", "value": {value}}}', '{{"key": "{name}", "value": {value}, "type": "text"}}',
+            '{{"value": {value}, "disabled": false, "key": "{name}"}}',
+            '"environment": [\n  {{\n    "name": "{name}",\n    "value": {value}\n  }}\n]',
+            '{{ name = "{name}", value = {value} }}'), NAMES, json.dumps),
+    Syntax("name/value pair (YAML)", _minus(PRINTABLE, YAML_INDICATORS), PRINTABLE, False,
+           ("- name: {name}\n  value: {value}", "env:\n  - name: {name}\n    value: {value}\n  - name: PORT\n    value: '80'",
+            "- value: {value}\n  name: {name}", "- key: {name}\n  value: {value}  # rotated\n  type: text"), NAMES),
+    Syntax("name/value pair (XML)", _minus(PRINTABLE, "\"<&"), _minus(PRINTABLE, "\"<&"), True,
+           ('<add key="{name}" value="{value}" />', '  <property name="{name}" value="{value}"/>',
+            '<add value="{value}"\n     key="{name}" />'), NAMES),
     # A cookie's value: RFC 6265's cookie-octets (no space, `"`, `,`, `;` or `\\`), no `'` in a shell's quotes.
     Syntax("login cookie", COOKIE_OCTETS, COOKIE_OCTETS, False,
            ("Cookie: {name}={value}; theme=dark", "Cookie: _ga=GA1.2.3.4; {name}={value}",

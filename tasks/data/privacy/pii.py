@@ -27,7 +27,9 @@ What is deliberately not PII, to keep code and ordinary prose intact:
   bracketed or an upper-case `AT` word, never lower-case prose such as `ann at example dot com`);
 - secrets: see `tasks.data.privacy.pii_secrets` (placeholders such as `${TOKEN}` or `changeme` and code such as
   `key=lambda x: x` are left alone; so are headers that only name a credential header, `headers.get("X-Api-Key")`,
-  and cookies that hold no login, `_ga`, `csrftoken`: `tasks.data.privacy.pii_headers`).
+  and cookies that hold no login, `_ga`, `csrftoken`: `tasks.data.privacy.pii_headers`; a name/value pair whose
+  `value` is a reference, `valueFrom:`, or whose name is none, `Content-Type`, and a call's password given as a
+  variable, `auth=(user, password)`: `tasks.data.privacy.pii_pairs`).
 Every syntactically valid email is PII, in any script (`jörg@müller.de`, `用户@例子.广告`), including author
 addresses in source comments.
 """

@@ -25,8 +25,8 @@ import re
 import string
 from typing import Callable
 
-from tasks.data.privacy.pii_values import (QUOTES, identifier_only, list_end, quoted_value, run_end, trim_end,
-                                   value_ok)
+from tasks.data.privacy.pii_values import (QUOTES, connection_value, identifier_only, in_connection_string, list_end,
+                                   quoted_value, run_end, trim_end, value_ok)
 
 # A name that holds a credential: it ends with password/secret/passphrase (or German, Dutch, Portuguese
 # password words), or with key/token qualified by what
@@ -199,6 +199,8 @@ def read_value(m: re.Match[str]) -> tuple[int, int, bool] | None:
     if text[at] in QUOTES:
         inside = quoted_value(text, at)
         return None if inside is None else (*inside, value_ok(text[inside[0]:inside[1]], quoted=True))
+    if sep == "=" and text[at] != "=" and in_connection_string(text, start, at):
+        return connection_value(text, start, at)        # `Password=x1;User ID=sa`: the value ends at its `;`
     # literal: a query's, a flag's or a header's value, no variable (a header's name is no identifier)
     before, literal = text[start - 1:start], header is not None
     # `==` is a comparison in code (`password==x`, `password == x`); a query's, a flag's or an env line's value

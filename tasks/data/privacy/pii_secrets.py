@@ -19,6 +19,10 @@ Each pass is `(pattern, validator or None, group to replace (0 = whole match), c
   header that carries one by convention (`Private-Token`, `X-Vault-Token`; not `X-CSRF-Token`), also as a
   call's two arguments (`setRequestHeader("X-Api-Key", "...")`): `tasks.data.privacy.pii_keyed`, its extent
   read from the syntax it sits in (`tasks.data.privacy.pii_values`);
+- a credential named apart from its value (`tasks.data.privacy.pii_pairs`): a `name`/`key` field naming one and
+  its sibling `value` field (Kubernetes env lists, Postman, HAR, `<add key="ApiKey" value="..."/>`), a Go header
+  map's value list, a call's positional password (`NetworkCredential("u", "...")`, `auth=("u", "...")`) and
+  `ConvertTo-SecureString "..." -AsPlainText`;
 - a random-looking value (entropy, length ≥ 16) after any name containing key/token/secret/password/auth, unless
   the name says it holds no credential (`X-CSRF-Token`, `csrftoken`, `Sec-WebSocket-Key`, `X-Idempotency-Key`).
 
@@ -40,6 +44,7 @@ from typing import Callable
 
 from tasks.data.privacy.pii_headers import HEADER_DIRECTIVES, CookieValues, directive_credential, directive_span
 from tasks.data.privacy.pii_keyed import CREDENTIAL_NAME, KeyedValues, names_no_credential
+from tasks.data.privacy.pii_pairs import NAME_VALUE_PAIRS, POSITIONAL, positional_credential, positional_span
 from tasks.data.privacy.pii_values import is_placeholder, looks_random, shannon_entropy, trim_end, value_ok
 
 Validator = Callable[[re.Match[str]], bool]
@@ -288,6 +293,8 @@ SECRET_PASSES: tuple[tuple[re.Pattern[str], Validator | None,
     (_PROSE_PASSWORD, _prose_password, _value_group, _always),
     (CookieValues(), None, 0, _always),     # before `KeyedValues`: `auth_token=a&b=1` in a cookie is one value
     (KeyedValues(), None, 0, _always),
+    (NAME_VALUE_PAIRS, None, 0, _always),     # `- name: DB_PASSWORD` / `value: ...`, `<add key=... value=.../>`
+    (POSITIONAL, positional_credential, positional_span, _always),      # `NetworkCredential("u", "...")`
     (HEADER_DIRECTIVES, directive_credential, directive_span, _always),
     (_KEYED, _keyed, 1, _hint(":", "=")),
 )

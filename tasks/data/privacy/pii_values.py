@@ -8,7 +8,10 @@ for any character that syntax allows in it —
   up to a ` #` comment (unless the line goes on as a list of `key=value` pairs);
 - a URL query parameter (`?password=...`, `&token=...`): up to `&`, `#`, a space or a quote;
 - a command-line flag (`--password=...`): a shell word, up to a space or a metacharacter (`;&|<>()`);
-- anywhere else (logs, prose, code, connection strings): up to a space or the next `,key=`/`;key=`/`&key=` of
+- a connection string's pair (`Server=db;User ID=sa;Password=...`: a `;keyword=` of ADO.NET/ODBC/Azure after it,
+  or one before it and a `;` right before the name): up to its `;`, the line's end or the quote closing the
+  string it sits in, spaces included; `{...}` braces (ODBC's quoting, `Pwd={a;b}`) to the closing brace;
+- anywhere else (logs, prose, code): up to a space or the next `,key=`/`;key=`/`&key=` of
   a list, without a closing bracket or quote it does not open and a sentence's last `.`, `,`, `;` or `:` (at
   most 3 characters: a value that ends in them loses no run of 4).
 `is_placeholder` tells templates and masks (whole-value forms: `${X}`, `$(cmd)`, `%s`, `%(pw)s`, `<key>`,
@@ -52,6 +55,16 @@ _OPENS_CODE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*[(\[]|[(\[{`]")
 _PATH = re.compile(r"(?:~|\.{1,2})?(?:/[\w.-]+)+/?|[A-Za-z]:\\[\w.\\ -]*")
 _RANDOM_PART = re.compile(r"^(?=.*\d)(?=.*[A-Z])")
 LIST_KEY = re.compile(r"[,;&][A-Za-z_][\w.-]{0,40}=")      # the next pair of a `k=v,k=v` / `k=v;k=v` list
+# The keywords of ADO.NET, ODBC, JDBC-style and Azure connection strings (case-insensitive; `User ID` with its
+# space): after a `;`, one of them opens the next pair, so a value before it ends at that `;`.
+_CONNECTION_KEYWORDS = (r"(?i:server|data[ ]?source|address|addr|network[ ]address|host(?:name)?|port|database|"
+                        r"initial[ ]catalog|user(?:[ ]?id|[ ]?name)?|uid|integrated[ ]security|trusted_connection|"
+                        r"persist[ ]security[ ]info|encrypt|trust[ ]?server[ ]?certificate|driver|dsn|provider|"
+                        r"connect(?:ion)?[ ]?timeout|timeout|pooling|m(?:in|ax)[ ]pool[ ]size|application[ ]?name|"
+                        r"multipleactiveresultsets|ssl[ ]?mode|charset|account(?:name|key)|"
+                        r"defaultendpointsprotocol|endpointsuffix|endpoint|sharedaccesskey(?:name)?|entitypath)")
+CONNECTION_KEY = re.compile(r";[ \t]*" + _CONNECTION_KEYWORDS + r"[ \t]*=(?!=)")
+_CONNECTION_FIRST = re.compile(r"(?<![\w.-])" + _CONNECTION_KEYWORDS + r"[ \t]*=(?!=)")
 
 
 def quoted_value(text: str, at: int) -> tuple[int, int] | None:
@@ -77,6 +90,11 @@ def quoted_value(text: str, at: int) -> tuple[int, int] | None:
 def run_end(text: str, at: int, stops: str = "", limit: int = 400) -> int:
     """The end of the run of non-space characters (none of `stops`) starting at text[at], at most `limit` long."""
     return _run_of(stops).match(text, at, min(len(text), at + limit)).end()
+
+
+@lru_cache(maxsize=4)
+def _connection_run(quote: str) -> re.Pattern[str]:
+    return re.compile(f"[^;\\n{quote}]*")
 
 
 @lru_cache(maxsize=16)
@@ -105,6 +123,43 @@ def list_end(text: str, start: int, end: int) -> int:
     """`end`, or where the next `key=` of a list begins inside [start, end)."""
     found = LIST_KEY.search(text, start, end)
     return found.start() if found else end
+
+
+def in_connection_string(text: str, name_start: int, at: int) -> bool:
+    """Whether the pair whose name starts at `name_start` (its value at `at`) is one of a connection string's
+    (`Server=db;User ID=sa;Password=...`): a `;keyword=` follows on its line, or a `;` leads the name and a
+    keyword's pair comes before it on the line."""
+    line_start, line_end = text.rfind("\n", 0, name_start) + 1, text.find("\n", at)
+    line_end = len(text) if line_end < 0 else line_end
+    if CONNECTION_KEY.search(text, at, line_end):
+        return True
+    before = text[line_start:name_start].rstrip(" \t")
+    return before.endswith(";") and _CONNECTION_FIRST.search(before) is not None
+
+
+def connection_value(text: str, name_start: int, at: int) -> tuple[int, int, bool]:
+    """A connection string's value at `at` (`;`-separated pairs): a `{...}`-braced one (ODBC's quoting, `}}`
+    inside) to its closing brace, else up to its `;`, the line's end or the quote that closes the string the
+    connection string sits in (one left open before the name). A braced identifier or expression is an
+    interpolation (`$"...Password={pw};"`), no value."""
+    if text[at] == "{":
+        k = at + 1
+        while k < len(text) and text[k] != "\n":
+            if text[k] == "}":
+                if text[k + 1:k + 2] != "}":
+                    inside = text[at + 1:k]
+                    return at + 1, k, value_ok(inside, quoted=True) and not identifier_only(inside) and \
+                        not code_like(inside)
+                k += 1
+            k += 1
+    before = text[text.rfind("\n", 0, name_start) + 1:name_start]
+    quote = next((q for q in QUOTES if before.count(q) % 2), "")
+    end = _connection_run(quote).match(text, at, min(len(text), at + 200)).end()
+    while end > at and text[end - 1] in " \t\r":
+        end -= 1
+    value = text[at:end]
+    # inside a string or opening its line (`Password=ab12;Server=x`) it is no variable's name
+    return at, end, value_ok(value) and (quote != "" or not before.strip() or not identifier_only(value))
 
 
 def shannon_entropy(value: str) -> float:
