@@ -113,7 +113,7 @@ SYNTAXES = (
 
 def credential_like(value: str) -> bool:
     """A generated credential the scrubber promises to find: 8+ characters, a letter and a digit, not a template
-    (`$VAR`, `$(cmd)`, `${VAR}`, `%s`, `{x}`, `<x>`), not opening like code (`name(`, `name[`, a bracket), no
+    (`$VAR`, `$(cmd)`, `${VAR}`, `#{var}`, `%s`, `{x}`, `<x>`), not opening like code (`name(`, `name[`, a bracket), no
     mask or example word, and with spaces not prose (no two neighbouring pieces with 2+ letters and no digit)."""
     if len(value) < 8 or not any(c.isalpha() for c in value) or not any(c.isdigit() for c in value):
         return False
@@ -121,7 +121,9 @@ def credential_like(value: str) -> bool:
     if any(w in low for w in ("your", "example", "changeme", "placeholder", "redacted", "dummy", "xxxx", "****",
                               "....", "getenv", "environ")):
         return False
-    if re.match(r"\$(?:[({]|[A-Za-z_]\w*$)", value) or re.search(r"\$\{[\w.]*\}|\{\{.*\}\}|%\(\w*\)[sd]", value):
+    # the interpolations pii_values reads as a template (Ruby's `#{name}` too)
+    if re.match(r"\$(?:[({]|[A-Za-z_]\w*$)", value) or \
+            re.search(r"\$\{[\w.]*\}|\{\{.*\}\}|%\(\w*\)[sd]|#\{[A-Za-z_]\w{2,}\}", value):
         return False
     if re.fullmatch(r"%\w?|<[^<>]*>|\{[^{}]*\}|\[[^\[\]]*\]|\([^()]*\)", value) or value.strip() != value:
         return False
