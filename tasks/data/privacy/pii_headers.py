@@ -18,10 +18,10 @@ A value is replaced whole, to the end its syntax gives it (a quote, a `;`, a spa
 from __future__ import annotations
 
 import re
-from typing import Callable
+from typing import Callable, Iterator
 
 from tasks.data.privacy.pii_keyed import is_credential_name
-from tasks.data.privacy.pii_values import is_placeholder, run_end, value_ok
+from tasks.data.privacy.pii_values import is_placeholder, replace_spans, run_end, value_ok
 
 # Led by the directive's literal (a fast scan), then the header's name and its value: a quoted string or a bare
 # word that ends at a space or `;` (nginx's end of statement), never before another character.
@@ -109,14 +109,18 @@ class CookieValues:
         return text
 
     def _sub_strings(self, pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str], text: str) -> str:
-        out, last = [], 0
+        return replace_spans(text, self._spans(pattern, text), repl)
+
+    def _spans(self, pattern: re.Pattern[str], text: str) -> Iterator[tuple[int, int]]:
+        """The login cookies' values of every cookie string `pattern` opens (one opened inside a value read
+        already is not a cookie string)."""
+        last = 0
         for start in pattern.finditer(text):
             if start.start() < last:
                 continue
             for begin, end in self._values(text, start):
-                out += (text[last:begin], repl(_ANY.fullmatch(text, begin, end)))
+                yield begin, end
                 last = end
-        return "".join(out) + text[last:] if out else text
 
     @staticmethod
     def _values(text: str, start: re.Match[str]) -> list[tuple[int, int]]:
@@ -145,4 +149,3 @@ class CookieValues:
         return spans
 
 
-_ANY = re.compile(r"(?s).+")

@@ -26,7 +26,7 @@ import string
 from typing import Callable
 
 from tasks.data.privacy.pii_values import (QUOTES, connection_value, identifier_only, in_connection_string, list_end,
-                                   quoted_value, run_end, trim_end, value_ok)
+                                   quoted_value, run_end, span_match, trim_end, value_ok)
 
 # A name that holds a credential: it ends with password/secret/passphrase (or German, Dutch, Portuguese
 # password words), or with key/token qualified by what
@@ -85,7 +85,6 @@ _ANCHORS = [(word, re.compile(re.escape(word) + r"[\"']?\]?(?:\*\*?|__?)?[ \t]*(
 _YAML_TAG = re.compile(r"!!?[\w/.-]*[ \t]+(?=\S)")        # `password: !!str s3cr3t`: the value follows the tag
 _LINE_START = re.compile(r"[ \t]*(?:export[ \t]+|set[ \t]+|-[ \t]+)?")
 _LIST_AFTER = re.compile(r"\s[\w.-]+=")                  # `password=a1b2c3 user=bob`: a log line's pairs
-_ANY = re.compile(r"(?s).+")
 _COMMENT = re.compile(r"[ \t]#")
 SHELL_STOPS = "\"'`;&|<>()"
 _HEADER_NAME = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)+[\"']")     # `"X-Auth-Token"`: a list of names goes on
@@ -111,7 +110,7 @@ class KeyedValues:
                 continue
             start, read, credential = found
             if credential:
-                out += (text[last:start], repl(_ANY.fullmatch(text, start, read)))
+                out += (text[last:start], repl(span_match(text, start, read)))
                 last = read
         return "".join(out) + text[last:] if out else text
 

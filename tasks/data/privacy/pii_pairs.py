@@ -26,9 +26,8 @@ import re
 from typing import Callable, Iterator
 
 from tasks.data.privacy.pii_keyed import is_credential_name
-from tasks.data.privacy.pii_values import identifier_only, is_placeholder, quoted_value, value_ok
+from tasks.data.privacy.pii_values import identifier_only, is_placeholder, quoted_value, replace_spans, value_ok
 
-_ANY = re.compile(r"(?s).+")
 _NAME_FIELD = r"(?:name|key|header|Name|Key|Header|ParameterKey|OptionName)"
 _SCALAR = r"""(?:"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|[\w.+-]+)"""
 # Other scalar fields of the object between the two (`"type": "text"`, `"disabled": false`), at most three.
@@ -70,12 +69,7 @@ class NameValuePairs:
     def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
         if "alue" not in text:
             return text
-        out, last = [], 0
-        for start, end in self._spans(text):
-            if start >= last:
-                out += (text[last:start], repl(_ANY.fullmatch(text, start, end)))
-                last = end
-        return "".join(out) + text[last:] if out else text
+        return replace_spans(text, self._spans(text), repl)
 
     def _spans(self, text: str) -> Iterator[tuple[int, int]]:
         for m in _VALUE_FIELD.finditer(text):

@@ -27,8 +27,10 @@ import math
 import re
 from collections import Counter
 from functools import lru_cache
+from typing import Callable, Iterable
 
 QUOTES = "\"'"
+_WHOLE = re.compile(r"(?s).+")  # a match of exactly a span: what the passes' `repl` callbacks take
 _CLOSERS = {")": "(", "]": "[", "}": "{", ">": "<"}
 # How code names things: snake_case, camelCase or UPPER_CASE words, digits only at the end (`api_key2`).
 IDENTIFIER = r"[A-Za-z_][a-z_]*(?:[A-Z]+[a-z_]*)*\d*"
@@ -243,3 +245,22 @@ def path_like(value: str) -> bool:
 def identifier_only(value: str) -> bool:
     """Named the way code names variables (`pw2`, `db_password`): a value only where it opens a line (.env)."""
     return _CODE_IDENTIFIER.fullmatch(value) is not None
+
+
+def span_match(text: str, start: int, end: int) -> re.Match[str]:
+    """A match object of exactly text[start:end] (non-empty), the argument a pass's `repl` callback takes."""
+    match = _WHOLE.fullmatch(text, start, end)
+    if match is None:
+        raise ValueError(f"an empty span at {start}")
+    return match
+
+
+def replace_spans(text: str, spans: Iterable[tuple[int, int]], repl: Callable[[re.Match[str]], str]) -> str:
+    """`text` with each (start, end) span, in ascending order, replaced by `repl(span_match(...))`; a span that
+    starts inside one already replaced is left out."""
+    out, last = [], 0
+    for start, end in spans:
+        if start >= last:
+            out += (text[last:start], repl(span_match(text, start, end)))
+            last = end
+    return "".join(out) + text[last:] if out else text
