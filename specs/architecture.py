@@ -25,7 +25,7 @@ EXTENSIONS: dict[str, Any] = {
     "rope_type": "default", "rope_factor": 1.0, "rope_low_freq_factor": 1.0, "rope_high_freq_factor": 4.0,
     "rope_original_max_len": 8192, "hf_model_type": None, "max_positions": None,
 }
-ROPE_TYPES = ("default", "llama3")
+ROPE_TYPES = ("default", "linear", "dynamic", "llama3")  # as Hugging Face names them
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,9 @@ class ModelConfig:
     attn_bias: bool = False               # biases on q, k, v (Qwen2)
     qk_norm: bool = False                 # RMSNorm over each head of q and k before RoPE (Qwen3)
     sliding_window: int | None = None     # a token sees at most this many positions back, itself included (Mistral)
-    rope_type: str = "default"            # "llama3": Llama 3.1's frequency-dependent scaling of RoPE
-    rope_factor: float = 1.0              # llama3: long wavelengths are divided by this
+    rope_type: str = "default"            # "llama3": Llama 3.1's frequency-dependent scaling of RoPE; "linear":
+                                          # positions / factor; "dynamic": NTK scaling past the checkpoint's length
+    rope_factor: float = 1.0              # llama3: long wavelengths are divided by this; linear: all of them
     rope_low_freq_factor: float = 1.0     # llama3: wavelengths above original_len / low are scaled fully
     rope_high_freq_factor: float = 4.0    # llama3: wavelengths below original_len / high are kept
     rope_original_max_len: int = 8192     # llama3: the context the base model was trained for

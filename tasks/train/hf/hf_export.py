@@ -122,17 +122,19 @@ FAMILIES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2
 def family(cfg: ModelConfig) -> str:
     """The HF model_type that expresses `cfg`: the imported checkpoint's own, else the one its options need
     (q/k norms: qwen3, q/k/v biases: qwen2, a sliding window: mistral, otherwise llama). A combination no family
-    has is refused, not dropped."""
+    has is refused, not dropped; an imported checkpoint's RoPE scaling goes back to its own family (transformers
+    applies `rope_parameters` alike in all four), a from-scratch one only to llama."""
     kind = cfg.hf_model_type or ("qwen3" if cfg.qk_norm else "qwen2" if cfg.attn_bias else
                                  "mistral" if cfg.sliding_window else "llama")
-    allowed = {"llama": set(), "mistral": {"sliding_window"}, "qwen2": {"attn_bias"}, "qwen3": {"qk_norm"}}
+    allowed = {"llama": set(), "mistral": {"sliding_window"}, "qwen2": {"attn_bias", "sliding_window"},
+               "qwen3": {"qk_norm", "sliding_window"}}
     if kind not in allowed:
         raise ValueError(f"export: model_type {kind!r} is not one of {', '.join(FAMILIES)}")
     used = {name for name, on in (("attn_bias", cfg.attn_bias), ("qk_norm", cfg.qk_norm),
                                   ("sliding_window", cfg.sliding_window)) if on}
     if used - allowed[kind]:
         raise ValueError(f"export: {FAMILIES[kind]} cannot express {', '.join(sorted(used - allowed[kind]))}")
-    if cfg.rope_type != "default" and kind != "llama":
+    if cfg.rope_type != "default" and kind != "llama" and not cfg.hf_model_type:
         raise ValueError(f"export: {cfg.rope_type} RoPE scaling is exported for llama models only")
     return kind
 
@@ -145,9 +147,10 @@ def hf_config(cfg: ModelConfig, *, bos_token_id: int | None = None, eos_token_id
     for. Each family's own fields (Mistral's window, Qwen's sliding-window switches) are written explicitly."""
     kind = family(cfg)
     rope: dict[str, Any] = {"rope_type": "default", "rope_theta": cfg.rope_theta}
+    if cfg.rope_type != "default":
+        rope.update(rope_type=cfg.rope_type, factor=cfg.rope_factor)
     if cfg.rope_type == "llama3":
-        rope.update(rope_type="llama3", factor=cfg.rope_factor, low_freq_factor=cfg.rope_low_freq_factor,
-                    high_freq_factor=cfg.rope_high_freq_factor,
+        rope.update(low_freq_factor=cfg.rope_low_freq_factor, high_freq_factor=cfg.rope_high_freq_factor,
                     original_max_position_embeddings=cfg.rope_original_max_len)
     conf: dict[str, Any] = {
         "architectures": [FAMILIES[kind]], "model_type": kind, "vocab_size": cfg.vocab_size,
@@ -163,8 +166,10 @@ def hf_config(cfg: ModelConfig, *, bos_token_id: int | None = None, eos_token_id
     elif kind == "mistral":
         conf.update(sliding_window=cfg.sliding_window)
     else:  # qwen2 has q/k/v biases by construction; qwen3's attention_bias would add one to o_proj as well
-        conf.update(use_sliding_window=False, sliding_window=None, max_window_layers=cfg.n_layers,
-                    layer_types=["full_attention"] * cfg.n_layers)
+        sliding = cfg.sliding_window is not None  # a window on every layer: from layer 0 on
+        conf.update(use_sliding_window=sliding, sliding_window=cfg.sliding_window,
+                    max_window_layers=0 if sliding else cfg.n_layers,
+                    layer_types=["sliding_attention" if sliding else "full_attention"] * cfg.n_layers)
         if kind == "qwen3":
             conf.update(attention_bias=False)
     return conf

@@ -1,10 +1,12 @@
 """Hugging Face checkpoints in: `config.json` -> `ModelConfig`, safetensors weights -> the plain model's state dict.
 
-Supported `model_type`s: `llama` (RoPE scaling `llama3`, GQA, tied or untied head), `mistral` (sliding window),
-`qwen2` (q/k/v biases), `qwen3` (q/k RMSNorm, explicit `head_dim`). Everything else — another model_type, an
-unknown RoPE scaling, an activation other than SiLU, MLP biases, per-layer sliding windows, a pickle checkpoint
-(`pytorch_model.bin`, refused and never unpickled), a missing or misshapen weight — fails before any training
-with a message naming the file and the field or tensor.
+Supported `model_type`s: `llama` (RoPE scaling `linear`, `dynamic`, `llama3`, GQA, tied or untied head),
+`mistral` (sliding window), `qwen2` (q/k/v biases), `qwen3` (q/k RMSNorm, explicit `head_dim`); each key read as
+transformers reads that family's file (`hf_families`: class defaults, ignored keys, window and RoPE rules).
+Everything else — another model_type, another RoPE scaling, an activation other than SiLU, llama's MLP or
+attention biases, per-layer sliding windows, a pickle checkpoint (`pytorch_model.bin`, refused and never
+unpickled), a missing or misshapen weight — fails before any training with a message naming the file and the
+field or tensor.
 
 Weights are read tensor by tensor with `safetensors.safe_open` (one file of a sharded checkpoint open at a
 time, only the tensors asked for), in the checkpoint's own dtype; `read_slice` reads a row or column range of
@@ -21,59 +23,23 @@ import torch
 
 from specs.architecture import ModelConfig
 from tasks.train.hf.hf_export import key_map
+from tasks.train.hf.hf_families import (SUPPORTED, HFImportError, family_value, refuse_unsupported,
+                                           rope_fields, sliding_window)
 
-SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
 PICKLES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.bin")
 
 
-class HFImportError(ValueError):
-    """A checkpoint forgeline cannot start from; the message names the file and the field or tensor."""
-
-
-def _field(cfg: dict[str, Any], key: str, where: Path, default: Any = ...) -> Any:
-    if key in cfg and cfg[key] is not None:
-        return cfg[key]
-    if default is ...:
+def _field(cfg: dict[str, Any], key: str, where: Path) -> Any:
+    if cfg.get(key) is None:
         raise HFImportError(f"{where}: required field `{key}` is missing")
-    return default
-
-
-def _rope(cfg: dict[str, Any], where: Path) -> dict[str, Any]:
-    """RoPE fields of ModelConfig from `rope_parameters` (transformers 5) or `rope_theta` + `rope_scaling`."""
-    params = dict(cfg.get("rope_parameters") or cfg.get("rope_scaling") or {})
-    theta = params.get("rope_theta", cfg.get("rope_theta", 10_000.0))
-    kind = params.get("rope_type", params.get("type", "default"))
-    if kind == "default":
-        return {"rope_theta": float(theta)}
-    if kind != "llama3":
-        raise HFImportError(f"{where}: rope scaling type `{kind}` is not supported (supported: default, llama3)")
-    try:
-        return {"rope_theta": float(theta), "rope_type": "llama3", "rope_factor": float(params["factor"]),
-                "rope_low_freq_factor": float(params["low_freq_factor"]),
-                "rope_high_freq_factor": float(params["high_freq_factor"]),
-                "rope_original_max_len": int(params["original_max_position_embeddings"])}
-    except KeyError as exc:
-        raise HFImportError(f"{where}: llama3 rope scaling lacks `{exc.args[0]}`") from None
-
-
-def _refuse_unsupported(cfg: dict[str, Any], kind: str, where: Path) -> None:
-    if cfg.get("hidden_act", "silu") != "silu":
-        raise HFImportError(f"{where}: hidden_act `{cfg['hidden_act']}` is not supported (SwiGLU uses silu)")
-    if cfg.get("mlp_bias"):
-        raise HFImportError(f"{where}: mlp_bias true is not supported")
-    if kind == "llama" and cfg.get("attention_bias"):
-        raise HFImportError(f"{where}: attention_bias true (a bias on o_proj too) is not supported for llama")
-    layer_types = cfg.get("layer_types") or []
-    if cfg.get("use_sliding_window") or any(t != "full_attention" for t in layer_types if kind != "mistral"):
-        raise HFImportError(f"{where}: per-layer sliding windows (use_sliding_window / layer_types) are not "
-                            "supported")
+    return cfg[key]
 
 
 def hf_model_config(folder: Path, seq_len: int | None = None) -> ModelConfig:
     """The ModelConfig of the checkpoint in `folder` (seq_len: the training length; default its
-    `max_position_embeddings`)."""
+    `max_position_embeddings`), each field as transformers' class of its model_type reads it (`hf_families`)."""
     where = Path(folder) / "config.json"
     if not where.exists():
         raise HFImportError(f"{where} not found: not a Hugging Face model folder")
@@ -81,23 +47,23 @@ def hf_model_config(folder: Path, seq_len: int | None = None) -> ModelConfig:
     kind = cfg.get("model_type")
     if kind not in SUPPORTED:
         raise HFImportError(f"{where}: model_type `{kind}` is not supported (supported: {', '.join(SUPPORTED)})")
-    _refuse_unsupported(cfg, kind, where)
+    refuse_unsupported(cfg, kind, where)
     d, heads = int(_field(cfg, "hidden_size", where)), int(_field(cfg, "num_attention_heads", where))
-    head_dim = int(_field(cfg, "head_dim", where, d // heads))
-    window = cfg.get("sliding_window") if kind == "mistral" else None
+    head_dim = int(family_value(cfg, kind, "head_dim") or d // heads)
+    positions = int(family_value(cfg, kind, "max_position_embeddings"))
+    rope = rope_fields(cfg, where, positions)
+    if rope.get("rope_type") == "dynamic" and (seq_len or positions) > positions:
+        raise HFImportError(f"{where}: dynamic RoPE scaling changes the frequencies past max_position_embeddings "
+                            f"{positions}; training at {seq_len} positions is not supported")
     return ModelConfig(
-        vocab_size=int(_field(cfg, "vocab_size", where)),
-        seq_len=int(seq_len or _field(cfg, "max_position_embeddings", where)),
+        vocab_size=int(_field(cfg, "vocab_size", where)), seq_len=int(seq_len or positions),
         n_layers=int(_field(cfg, "num_hidden_layers", where)), n_heads=heads,
-        n_kv_heads=int(_field(cfg, "num_key_value_heads", where, heads)), d_model=d,
+        n_kv_heads=int(family_value(cfg, kind, "num_key_value_heads") or heads), d_model=d,
         ffn_hidden=int(_field(cfg, "intermediate_size", where)),
         tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        norm_eps=float(_field(cfg, "rms_norm_eps", where, 1e-6)),
-        init_std=float(cfg.get("initializer_range", 0.02)),
-        explicit_head_dim=head_dim if head_dim != d // heads else None,
-        attn_bias=kind == "qwen2" or bool(cfg.get("attention_bias", False)) and kind != "llama",
-        qk_norm=kind == "qwen3", sliding_window=int(window) if window else None, hf_model_type=kind,
-        **_rope(cfg, where))
+        norm_eps=float(cfg.get("rms_norm_eps") or 1e-6), init_std=float(cfg.get("initializer_range", 0.02)),
+        explicit_head_dim=head_dim if head_dim != d // heads else None, attn_bias=kind == "qwen2",
+        qk_norm=kind == "qwen3", sliding_window=sliding_window(cfg, kind, where), hf_model_type=kind, **rope)
 
 
 def weight_files(folder: Path) -> dict[str, Path]:

@@ -1,5 +1,6 @@
 """Rotary position embeddings (RoPE, Su et al. 2021) in Hugging Face Llama's rotate-half convention: dims i and
-i + hd/2 of a head form a pair rotated by position · inverse frequency; Llama 3.1's frequency scaling optional.
+i + hd/2 of a head form a pair rotated by position · inverse frequency; linear or Llama 3.1's frequency scaling
+optional.
 
 The cos/sin tables are float64 angles cast to the activations' dtype. Eager code reads them from a cache per
 (length, device, dtype); code under torch.compile computes them in the graph in float32, as Hugging Face's
@@ -22,13 +23,18 @@ IN_GRAPH = torch.float32
 
 def rope_frequencies(head_dim: int, theta: float, scaling: tuple | None = None,
                      device: torch.device | None = None, dtype: torch.dtype = torch.float64) -> torch.Tensor:
-    """Inverse frequencies [hd/2] (`dtype`, float64 by default); `scaling` = ("llama3", factor, low, high, original_len) applies
-    Llama 3.1's rule: wavelengths longer than original_len / low are divided by `factor`, shorter than
+    """Inverse frequencies [hd/2] (`dtype`, float64 by default); `scaling` = (kind, factor, low, high, original_len):
+    "linear" divides every frequency by `factor`; "dynamic" keeps them (Hugging Face's dynamic NTK rescales only
+    past max_position_embeddings, which `hf_model_config` keeps training within); "llama3" applies Llama 3.1's
+    rule: wavelengths longer than original_len / low are divided by `factor`, shorter than
     original_len / high kept, and those between blended linearly in original_len / wavelength."""
     inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=dtype, device=device) / head_dim)      # [hd/2]
-    if scaling is None:
+    # dynamic (NTK) scaling only changes the frequencies past the checkpoint's positions, where nothing here runs
+    if scaling is None or scaling[0] == "dynamic":
         return inv
-    _, factor, low, high, original = scaling
+    kind, factor, low, high, original = scaling
+    if kind == "linear":  # positions divided by `factor`: the same angles as frequencies divided by it
+        return inv / factor
     wavelen = 2 * math.pi / inv
     smooth = ((original / wavelen - low) / (high - low)).clamp(0.0, 1.0)                    # 0: long, 1: short
     return (1 - smooth) * inv / factor + smooth * inv

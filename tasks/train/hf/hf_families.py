@@ -1,0 +1,119 @@
+"""What a `config.json` of each supported family means, read the way the installed transformers reads it.
+
+transformers fills an absent key from the family's config class, not from a common default, and each family's
+modeling code ignores some keys the others honour. Reading a published checkpoint exactly therefore needs the
+per-family rules this module owns:
+
+- **absent keys** take the class default (`DEFAULTS`): Qwen3's `head_dim` is 128 whatever hidden_size / heads
+  is; Mistral's `sliding_window` is 4096 and its kv heads 8; Qwen2/3 have 32 kv heads; `max_position_embeddings`
+  differs per family. A key present as `null` means "derived" (kv heads = heads, head_dim = hidden / heads).
+- **ignored keys**: Mistral builds no biases whatever `attention_bias`/`mlp_bias` say and ignores
+  `layer_types`/`use_sliding_window`; Qwen2 always has q/k/v biases (never o_proj's) and no MLP bias; Llama has no
+  sliding window; `pretraining_tp` changes nothing in transformers' math (it only split matmuls once).
+- **sliding windows** of Qwen2/Qwen3: only when `use_sliding_window` is true, then only on the layers
+  `layer_types` marks (by default layers ≥ `max_window_layers`); forgeline takes "no layer" and "every layer".
+- **RoPE**: `rope_scaling` (the 4.x key) wins over `rope_parameters`; `type` is the old name of `rope_type`;
+  `rope_theta` inside the dict wins over the top-level one; llama3's original context defaults to
+  `max_position_embeddings`. default, linear, llama3 and dynamic are taken (dynamic NTK equals plain RoPE at
+  positions below `max_position_embeddings`, the only ones forgeline trains at); yarn, longrope and others are
+  refused.
+
+Every refusal is an `HFImportError` naming the file and the field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
+DERIVED = None  # the value a key takes when it is derived from others (kv heads = heads, head_dim = hidden/heads)
+# transformers 5's class defaults for the keys a published file may leave out (tests/test_hf_published.py checks
+# them against the installed config classes)
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "llama": {"num_key_value_heads": DERIVED, "head_dim": DERIVED, "max_position_embeddings": 2048},
+    "mistral": {"num_key_value_heads": 8, "head_dim": DERIVED, "max_position_embeddings": 4096 * 32,
+                "sliding_window": 4096},
+    "qwen2": {"num_key_value_heads": 32, "head_dim": DERIVED, "max_position_embeddings": 32768,
+              "sliding_window": 4096, "max_window_layers": 28},
+    "qwen3": {"num_key_value_heads": 32, "head_dim": 128, "max_position_embeddings": 32768,
+              "sliding_window": 4096, "max_window_layers": 28},
+}
+ROPE_SUPPORTED = ("default", "linear", "dynamic", "llama3")
+SILU = ("silu", "swish")  # transformers' ACT2FN maps both to SiLU
+
+
+class HFImportError(ValueError):
+    """A checkpoint forgeline cannot start from; the message names the file and the field or tensor."""
+
+
+def family_value(cfg: dict[str, Any], kind: str, key: str) -> Any:
+    """`key` as transformers' config class of `kind` sees it: the file's value, else the class default."""
+    return cfg[key] if key in cfg else DEFAULTS[kind].get(key)
+
+
+def refuse_unsupported(cfg: dict[str, Any], kind: str, where: Path) -> None:
+    """Refuse what this family's transformers model would compute and forgeline's decoder cannot."""
+    if cfg.get("hidden_act", "silu") not in SILU:
+        raise HFImportError(f"{where}: hidden_act `{cfg['hidden_act']}` is not supported (SwiGLU uses silu)")
+    if kind == "llama" and cfg.get("mlp_bias"):
+        raise HFImportError(f"{where}: mlp_bias true is not supported (forgeline's MLP has no biases)")
+    if kind in ("llama", "qwen3") and cfg.get("attention_bias"):
+        raise HFImportError(f"{where}: attention_bias true is not supported for {kind} (it puts a bias on o_proj "
+                            "too; forgeline's attention has q/k/v biases only, as qwen2's)")
+
+
+def sliding_window(cfg: dict[str, Any], kind: str, where: Path) -> int | None:
+    """The window every layer uses (None: full attention), as transformers' model of `kind` applies it."""
+    if kind == "mistral":
+        window = family_value(cfg, kind, "sliding_window")
+        return int(window) if window else None
+    if kind == "llama":
+        return None
+    window = family_value(cfg, kind, "sliding_window") if cfg.get("use_sliding_window") else None
+    n_layers = int(cfg["num_hidden_layers"])
+    first = int(family_value(cfg, kind, "max_window_layers"))
+    types = cfg.get("layer_types") or ["sliding_attention" if window is not None and i >= first else
+                                       "full_attention" for i in range(n_layers)]
+    unknown = sorted(set(types) - {"full_attention", "sliding_attention"})
+    if unknown:
+        raise HFImportError(f"{where}: layer_types `{unknown[0]}` is not supported (full_attention, "
+                            "sliding_attention)")
+    sliding = [i for i, t in enumerate(types) if t == "sliding_attention"]
+    if not sliding:
+        return None
+    if window is None:
+        raise HFImportError(f"{where}: layer_types marks layers {sliding} sliding_attention but use_sliding_window "
+                            "is false (no window): not supported")
+    if len(sliding) != len(types):
+        raise HFImportError(f"{where}: use_sliding_window true with max_window_layers {first} / layer_types gives "
+                            f"a window on layers {sliding} only; per-layer windows are not supported (only every "
+                            "layer or none)")
+    return int(window)
+
+
+def rope_fields(cfg: dict[str, Any], where: Path, max_positions: int) -> dict[str, Any]:
+    """ModelConfig's RoPE fields from `rope_scaling` (4.x) or `rope_parameters` (5.x) and `rope_theta`
+    (`max_positions`: the file's max_position_embeddings, llama3's original context when it names none)."""
+    params = dict(cfg.get("rope_scaling") or cfg.get("rope_parameters") or {})
+    if any(isinstance(v, dict) for v in params.values()):
+        raise HFImportError(f"{where}: per-layer-type RoPE parameters are not supported")
+    theta = float(params.get("rope_theta", cfg.get("rope_theta", 10_000.0)))
+    kind = params.get("rope_type", params.get("type", "default"))
+    partial = params.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 1.0))
+    if partial not in (None, 1, 1.0):
+        raise HFImportError(f"{where}: partial_rotary_factor {partial} is not supported (RoPE on every dim only)")
+    if kind not in ROPE_SUPPORTED:
+        raise HFImportError(f"{where}: rope scaling type `{kind}` is not supported (supported: "
+                            f"{', '.join(ROPE_SUPPORTED)})")
+    if kind == "default":
+        return {"rope_theta": theta}
+    try:
+        out = {"rope_theta": theta, "rope_type": kind, "rope_factor": float(params["factor"])}
+        if kind == "llama3":
+            out.update(rope_low_freq_factor=float(params["low_freq_factor"]),
+                       rope_high_freq_factor=float(params["high_freq_factor"]),
+                       rope_original_max_len=int(params.get("original_max_position_embeddings") or max_positions))
+    except KeyError as exc:
+        raise HFImportError(f"{where}: {kind} rope scaling lacks `{exc.args[0]}`") from None
+    return out
