@@ -193,3 +193,37 @@ def test_linear_rope_and_a_qwen_window_matter(tmp_path):
         ids = torch.randint(0, VOCAB, (1, T), generator=torch.Generator().manual_seed(2))
         with torch.no_grad():
             assert float((model(ids) - hf(ids).logits).abs().max()) > 1e-3, name
+
+
+@pytest.mark.parametrize("files, eos", [
+    # Llama 3.1 Instruct's config.json lists three stop ids; its tokenizer_config.json names <|eot_id|>
+    ({"config.json": {"eos_token_id": [1, 2, 3]}, "tokenizer_config.json": {"eos_token": "<|eot_id|>"}},
+     "<|eot_id|>"),
+    ({"config.json": {"eos_token_id": [1, 2, 3]}, "tokenizer_config.json": {}}, "<|end_of_text|>"),
+    # older folders keep their special tokens in special_tokens_map.json, which transformers reads
+    ({"config.json": {"eos_token_id": 1}, "tokenizer_config.json": {},
+      "special_tokens_map.json": {"eos_token": {"content": "<|eot_id|>", "special": True}}}, "<|eot_id|>"),
+])
+def test_the_end_token_of_a_published_tokenizer_layout(files, eos, tmp_path):
+    from tokenizers import Tokenizer, models
+
+    from tasks.data.mixing.tokenizer import checkpoint_tokenizer
+
+    tok = Tokenizer(models.WordLevel({"a": 0, "<|end_of_text|>": 1, "<|eom_id|>": 2, "<|eot_id|>": 3},
+                                     unk_token="a"))
+    tok.save(str(tmp_path / "tokenizer.json"))
+    for name, content in files.items():
+        (tmp_path / name).write_text(json.dumps(content))
+    _, specials, end = checkpoint_tokenizer(tmp_path)
+    assert end == eos and specials[eos] == tok.token_to_id(eos)
+
+
+def test_an_end_id_outside_the_tokenizer_is_refused(tmp_path):
+    from tokenizers import Tokenizer, models
+
+    from tasks.data.mixing.tokenizer import CheckpointTokenizerError, checkpoint_tokenizer
+
+    Tokenizer(models.WordLevel({"a": 0}, unk_token="a")).save(str(tmp_path / "tokenizer.json"))
+    (tmp_path / "config.json").write_text(json.dumps({"eos_token_id": [7, 0]}))
+    with pytest.raises(CheckpointTokenizerError, match="config.json: eos_token_id 7 is not a token"):
+        checkpoint_tokenizer(tmp_path)

@@ -145,8 +145,9 @@ def _token_text(value: object) -> str | None:
 
 def checkpoint_tokenizer(folder: Path) -> tuple[Tokenizer, dict[str, int], str]:
     """A Hugging Face checkpoint's own tokenizer: (`tokenizer.json`, its special tokens by name → id, the end
-    token). The end-of-document token is tokenizer_config.json's `eos_token`, else config.json's
-    `eos_token_id`; a tokenizer without one cannot separate packed documents and is refused."""
+    token). The end-of-document token is tokenizer_config.json's `eos_token`, else special_tokens_map.json's
+    (older checkpoints keep it there, and transformers reads it), else config.json's `eos_token_id` (the first of a
+    list); a tokenizer without one cannot separate packed documents and is refused."""
     import json
 
     tok_file, cfg_file = folder / "tokenizer.json", folder / "tokenizer_config.json"
@@ -168,7 +169,14 @@ def checkpoint_tokenizer(folder: Path) -> tuple[Tokenizer, dict[str, int], str]:
             raise CheckpointTokenizerError(f"{cfg_file}: {field} {text!r} is not a token of {tok_file.name}")
         specials[text] = tid
     eos = _token_text(config.get("eos_token"))
-    if eos is None:
+    legacy = folder / "special_tokens_map.json"  # transformers' fallback for tokenizer_config's special tokens
+    if eos is None and legacy.is_file():
+        eos = _token_text(json.loads(legacy.read_text(encoding="utf-8")).get("eos_token"))
+        if eos is not None and tok.token_to_id(eos) is None:
+            raise CheckpointTokenizerError(f"{legacy}: eos_token {eos!r} is not a token of {tok_file.name}")
+        if eos is not None:
+            specials[eos] = tok.token_to_id(eos)
+    if eos is None:  # config.json's id; of a list (Llama 3.1 Instruct: end_of_text, eom, eot) the first
         model_cfg = folder / "config.json"
         eos_id = json.loads(model_cfg.read_text()).get("eos_token_id") if model_cfg.is_file() else None
         eos_id = eos_id[0] if isinstance(eos_id, list) and eos_id else eos_id
@@ -176,6 +184,8 @@ def checkpoint_tokenizer(folder: Path) -> tuple[Tokenizer, dict[str, int], str]:
             raise CheckpointTokenizerError(f"{cfg_file}: no eos_token (nor eos_token_id in config.json): packed "
                                            "documents need an end token")
         eos = tok.id_to_token(eos_id)
+        if eos is None:
+            raise CheckpointTokenizerError(f"{model_cfg}: eos_token_id {eos_id} is not a token of {tok_file.name}")
         specials[eos] = eos_id
     return tok, specials, eos
 
