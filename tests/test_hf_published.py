@@ -227,3 +227,27 @@ def test_an_end_id_outside_the_tokenizer_is_refused(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({"eos_token_id": [7, 0]}))
     with pytest.raises(CheckpointTokenizerError, match="config.json: eos_token_id 7 is not a token"):
         checkpoint_tokenizer(tmp_path)
+
+
+@pytest.mark.parametrize("name", ["Llama-3.1-8B-Instruct", "vicuna-7b-v1.5-16k", "Mistral-7B-v0.1",
+                                  "Qwen3-0.6B", "llama dynamic rope", "qwen2 window on every layer"])
+def test_the_export_stage_writes_a_folder_transformers_loads_with_the_same_logits(name, tmp_path):
+    """`export_hf` + `check_hf` (what tasks/export.py runs) on the imported model, at the checkpoint's context."""
+    from dataclasses import replace
+
+    from tokenizers import Tokenizer, models
+
+    from tasks.train.hf.hf_export import check_hf, export_hf
+
+    raw = READ_AS_TRANSFORMERS.get(name) or scale_down(PUBLISHED[name])
+    save_raw(raw, tmp_path / "in")
+    cfg = hf_model_config(tmp_path / "in", seq_len=32)  # trained shorter than the checkpoint's 64 positions
+    cfg = replace(cfg, seq_len=64)  # export's `context_of`: the checkpoint's own max_position_embeddings
+    Tokenizer(models.WordLevel({"a": 0, "<|endoftext|>": 1}, unk_token="a")).save(str(tmp_path / "tokenizer.json"))
+    state = load_hf_state(tmp_path / "in", cfg)
+    summary = export_hf(state, cfg, tmp_path / "tokenizer.json", tmp_path / "out", card={},
+                        special_tokens={"eos_token": "<|endoftext|>"})
+    written = summary["config"]
+    assert written["model_type"] == raw["model_type"] and written["max_position_embeddings"] == 64
+    assert written["rope_parameters"]["rope_type"] == cfg.rope_type
+    assert check_hf(tmp_path / "out", state, cfg, seq=T, tol=2e-5) < 2e-5
