@@ -23,9 +23,10 @@ def ffn_hidden_size(d_model: int, multiple_of: int) -> int:
 EXTENSIONS: dict[str, Any] = {
     "explicit_head_dim": None, "attn_bias": False, "qk_norm": False, "sliding_window": None,
     "rope_type": "default", "rope_factor": 1.0, "rope_low_freq_factor": 1.0, "rope_high_freq_factor": 4.0,
-    "rope_original_max_len": 8192, "hf_model_type": None, "max_positions": None,
+    "rope_original_max_len": 8192, "hf_model_type": None, "max_positions": None, "rope_beta_fast": 32.0,
+    "rope_beta_slow": 1.0, "rope_truncate": True, "rope_attention_factor": 1.0,
 }
-ROPE_TYPES = ("default", "linear", "dynamic", "llama3")  # as Hugging Face names them
+ROPE_TYPES = ("default", "linear", "dynamic", "llama3", "yarn")  # as Hugging Face names them
 
 
 @dataclass(frozen=True)
@@ -47,14 +48,19 @@ class ModelConfig:
     qk_norm: bool = False                 # RMSNorm over each head of q and k before RoPE (Qwen3)
     sliding_window: int | None = None     # a token sees at most this many positions back, itself included (Mistral)
     rope_type: str = "default"            # "llama3": Llama 3.1's frequency-dependent scaling of RoPE; "linear":
-                                          # positions / factor; "dynamic": NTK scaling past the checkpoint's length
+                                          # positions / factor; "dynamic": NTK scaling past the checkpoint's length;
+                                          # "yarn": YaRN's per-dim blend and attention factor
     rope_factor: float = 1.0              # llama3: long wavelengths are divided by this; linear: all of them
     rope_low_freq_factor: float = 1.0     # llama3: wavelengths above original_len / low are scaled fully
     rope_high_freq_factor: float = 4.0    # llama3: wavelengths below original_len / high are kept
-    rope_original_max_len: int = 8192     # llama3: the context the base model was trained for
+    rope_original_max_len: int = 8192     # llama3, yarn: the context the base model was trained for
     hf_model_type: str | None = None      # the imported checkpoint's model_type: export writes that family back
     max_positions: int | None = None      # the imported checkpoint's max_position_embeddings (≥ seq_len): export
                                           # writes it back, not the (shorter) length trained at here
+    rope_beta_fast: float = 32.0          # yarn: dims rotating more than this often over the original context keep
+    rope_beta_slow: float = 1.0           # their frequency, less than beta_slow times are divided by the factor
+    rope_truncate: bool = True            # yarn: round that dim range outward to whole dims (Hugging Face's default)
+    rope_attention_factor: float = 1.0    # yarn: cos and sin multiplied by this (YaRN's mscale, 0.1·ln(factor) + 1)
 
     def __post_init__(self) -> None:
         if self.rope_type not in ROPE_TYPES:

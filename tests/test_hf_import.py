@@ -147,7 +147,7 @@ def edit_config(folder: Path, **changes) -> None:
 
 @pytest.mark.parametrize("changes, message", [
     ({"model_type": "gpt2"}, "model_type `gpt2` is not supported"),
-    ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0}}, "rope scaling type `yarn` is not supported"),
+    ({"rope_parameters": {"rope_type": "longrope", "factor": 4.0}}, "rope scaling type `longrope` is not supported"),
     ({"hidden_act": "gelu"}, "hidden_act `gelu` is not supported"),
     ({"mlp_bias": True}, "mlp_bias true is not supported"),
     ({"attention_bias": True}, "attention_bias true"),

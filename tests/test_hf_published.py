@@ -122,6 +122,18 @@ READ_AS_TRANSFORMERS = {
     "qwen3 window on every layer": variant("Qwen3-0.6B", use_sliding_window=True, sliding_window=8,
                                            max_window_layers=0),
     "qwen2 linear rope": variant("Qwen2.5-0.5B", rope_scaling={"rope_type": "linear", "factor": 2.0}),
+    # the long-context switch Qwen2.5's and Qwen3's model cards tell users to add (original context scaled down)
+    "qwen2.5 yarn as its card adds it": variant("Qwen2.5-7B", rope_scaling={
+        "factor": 4.0, "original_max_position_embeddings": 16, "type": "yarn"}),
+    "qwen3 yarn without original context": variant("Qwen3-0.6B", rope_scaling={"rope_type": "yarn", "factor": 2.0}),
+    "llama yarn betas, no truncation": variant("Llama-2-7b-hf", rope_scaling={
+        "rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 48, "beta_fast": 16, "beta_slow": 2,
+        "truncate": False}),  # 48: the ramp then starts at dim 1.16, which truncation would round to 2
+    "llama yarn mscale ratio": variant("Llama-2-7b-hf", rope_scaling={
+        "rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 16, "mscale": 0.7,
+        "mscale_all_dim": 1.0}),
+    "mistral yarn attention_factor": variant("Mistral-7B-v0.3", rope_scaling={
+        "rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 16, "attention_factor": 1.3}),
 }
 
 
@@ -138,9 +150,6 @@ REFUSED = {
     "qwen3 attention_bias": (variant("Qwen3-0.6B", attention_bias=True), "attention_bias true is not supported"),
     "llama mlp_bias": (variant("Llama-3.1-8B", mlp_bias=True), "mlp_bias true is not supported"),
     "gelu": (variant("Llama-2-7b-hf", hidden_act="gelu"), "hidden_act `gelu` is not supported"),
-    "yarn": (variant("Qwen3-0.6B", rope_scaling={"rope_type": "yarn", "factor": 4.0,
-                                                  "original_max_position_embeddings": 16}),
-             "rope scaling type `yarn` is not supported"),
     "longrope": (variant("Llama-2-7b-hf", rope_scaling={"rope_type": "longrope", "short_factor": [1.0] * 8,
                                                         "long_factor": [2.0] * 8}),
                  "rope scaling type `longrope` is not supported"),
@@ -181,18 +190,21 @@ def test_the_defaults_are_the_installed_transformers_class_defaults():
         assert fields["hidden_act"].default == "silu"
 
 
-def test_linear_rope_and_a_qwen_window_matter(tmp_path):
+def test_linear_and_yarn_rope_and_a_qwen_window_matter(tmp_path):
     """Switching the feature off changes the logits: their parity above is not vacuous."""
     for name, off in (("llama linear rope (type key)", {"rope_type": "default"}),
-                      ("qwen2 window on every layer", {"sliding_window": None})):
-        folder = tmp_path / name.replace(" ", "_")
+                      ("qwen2 window on every layer", {"sliding_window": None}),
+                      ("qwen2.5 yarn as its card adds it", {"rope_type": "linear"}),  # the per-dim blend
+                      ("qwen2.5 yarn as its card adds it", {"rope_attention_factor": 1.0}),
+                      ("llama yarn betas, no truncation", {"rope_truncate": True})):
+        folder = tmp_path / f"{name}-{sorted(off)[0]}".replace(" ", "_")
         hf = save_raw(READ_AS_TRANSFORMERS[name], folder)
         cfg = hf_model_config(folder)
         model = Transformer(ModelConfig.from_dict({**cfg.to_dict(), **off}), 0).eval()
         model.load_state_dict(load_hf_state(folder, cfg))
         ids = torch.randint(0, VOCAB, (1, T), generator=torch.Generator().manual_seed(2))
         with torch.no_grad():
-            assert float((model(ids) - hf(ids).logits).abs().max()) > 1e-3, name
+            assert float((model(ids) - hf(ids).logits).abs().max()) > 1e-4, (name, off)  # 5 × the tolerance
 
 
 @pytest.mark.parametrize("files, eos", [
@@ -230,7 +242,8 @@ def test_an_end_id_outside_the_tokenizer_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["Llama-3.1-8B-Instruct", "vicuna-7b-v1.5-16k", "Mistral-7B-v0.1",
-                                  "Qwen3-0.6B", "llama dynamic rope", "qwen2 window on every layer"])
+                                  "Qwen3-0.6B", "llama dynamic rope", "qwen2 window on every layer",
+                                  "qwen2.5 yarn as its card adds it"])
 def test_the_export_stage_writes_a_folder_transformers_loads_with_the_same_logits(name, tmp_path):
     """`export_hf` + `check_hf` (what tasks/export.py runs) on the imported model, at the checkpoint's context."""
     from dataclasses import replace

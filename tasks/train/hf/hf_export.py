@@ -152,6 +152,10 @@ def hf_config(cfg: ModelConfig, *, bos_token_id: int | None = None, eos_token_id
     if cfg.rope_type == "llama3":
         rope.update(low_freq_factor=cfg.rope_low_freq_factor, high_freq_factor=cfg.rope_high_freq_factor,
                     original_max_position_embeddings=cfg.rope_original_max_len)
+    if cfg.rope_type == "yarn":  # the attention factor written out, not re-derived from mscale keys
+        rope.update(original_max_position_embeddings=cfg.rope_original_max_len, beta_fast=cfg.rope_beta_fast,
+                    beta_slow=cfg.rope_beta_slow, truncate=cfg.rope_truncate,
+                    attention_factor=cfg.rope_attention_factor)
     conf: dict[str, Any] = {
         "architectures": [FAMILIES[kind]], "model_type": kind, "vocab_size": cfg.vocab_size,
         "hidden_size": cfg.d_model, "intermediate_size": cfg.ffn_hidden, "num_hidden_layers": cfg.n_layers,

@@ -14,8 +14,8 @@ per-family rules this module owns:
   `layer_types` marks (by default layers ≥ `max_window_layers`); forgeline takes "no layer" and "every layer".
 - **RoPE**: `rope_scaling` (the 4.x key) wins over `rope_parameters`; `type` is the old name of `rope_type`;
   `rope_theta` inside the dict wins over the top-level one; llama3's original context defaults to
-  `max_position_embeddings`. default, linear, llama3 and dynamic are taken (dynamic NTK equals plain RoPE at
-  positions below `max_position_embeddings`, the only ones forgeline trains at); yarn, longrope and others are
+  `max_position_embeddings`. default, linear, llama3, yarn and dynamic are taken (dynamic NTK equals plain RoPE
+  at positions below `max_position_embeddings`, the only ones forgeline trains at); longrope and others are
   refused.
 
 Every refusal is an `HFImportError` naming the file and the field.
@@ -23,6 +23,7 @@ Every refusal is an `HFImportError` naming the file and the field.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "qwen3": {"num_key_value_heads": 32, "head_dim": 128, "max_position_embeddings": 32768,
               "sliding_window": 4096, "max_window_layers": 28},
 }
-ROPE_SUPPORTED = ("default", "linear", "dynamic", "llama3")
+ROPE_SUPPORTED = ("default", "linear", "dynamic", "llama3", "yarn")
 SILU = ("silu", "swish")  # transformers' ACT2FN maps both to SiLU
 
 
@@ -108,12 +109,36 @@ def rope_fields(cfg: dict[str, Any], where: Path, max_positions: int) -> dict[st
                             f"{', '.join(ROPE_SUPPORTED)})")
     if kind == "default":
         return {"rope_theta": theta}
+    original = int(params.get("original_max_position_embeddings") or max_positions)
     try:
+        if kind == "yarn":
+            return {"rope_theta": theta, **yarn_fields(params, original, max_positions)}
         out = {"rope_theta": theta, "rope_type": kind, "rope_factor": float(params["factor"])}
         if kind == "llama3":
             out.update(rope_low_freq_factor=float(params["low_freq_factor"]),
-                       rope_high_freq_factor=float(params["high_freq_factor"]),
-                       rope_original_max_len=int(params.get("original_max_position_embeddings") or max_positions))
+                       rope_high_freq_factor=float(params["high_freq_factor"]), rope_original_max_len=original)
     except KeyError as exc:
         raise HFImportError(f"{where}: {kind} rope scaling lacks `{exc.args[0]}`") from None
     return out
+
+
+def yarn_mscale(factor: float, mscale: float = 1.0) -> float:
+    """YaRN's attention scale for a context `factor` times longer (Eq. 21 of the paper: 0.1·mscale·ln(factor) + 1)."""
+    return 1.0 if factor <= 1 else 0.1 * mscale * math.log(factor) + 1.0
+
+
+def yarn_fields(params: dict[str, Any], original: int, max_positions: int) -> dict[str, Any]:
+    """YaRN's ModelConfig fields as transformers derives them: a missing factor is max / original positions; the
+    attention factor is the file's, else mscale/mscale_all_dim's ratio, else `yarn_mscale(factor)`; beta_fast,
+    beta_slow default to 32 and 1 (also when null), truncate to true; the original context defaults (as
+    transformers standardises it) to max_position_embeddings. These four families never rescale the softmax by
+    mscale_all_dim (only DeepSeek's models do)."""
+    factor = params.get("factor") or max_positions / original
+    attention = params.get("attention_factor")
+    if attention is None:
+        mscale, all_dims = params.get("mscale"), params.get("mscale_all_dim")
+        attention = (yarn_mscale(factor, mscale) / yarn_mscale(factor, all_dims) if mscale and all_dims
+                     else yarn_mscale(factor))
+    return {"rope_type": "yarn", "rope_factor": float(factor), "rope_original_max_len": original,
+            "rope_beta_fast": float(params.get("beta_fast") or 32), "rope_beta_slow": float(params.get("beta_slow") or 1),
+            "rope_truncate": bool(params.get("truncate", True)), "rope_attention_factor": float(attention)}

@@ -1,8 +1,9 @@
 """Hugging Face checkpoints in: `config.json` -> `ModelConfig`, safetensors weights -> the plain model's state dict.
 
-Supported `model_type`s: `llama` (RoPE scaling `linear`, `dynamic`, `llama3`, GQA, tied or untied head),
-`mistral` (sliding window), `qwen2` (q/k/v biases), `qwen3` (q/k RMSNorm, explicit `head_dim`); each key read as
-transformers reads that family's file (`hf_families`: class defaults, ignored keys, window and RoPE rules).
+Supported `model_type`s: `llama` (GQA, tied or untied head), `mistral` (sliding window), `qwen2` (q/k/v biases),
+`qwen3` (q/k RMSNorm, explicit `head_dim`), each with RoPE scaling `linear`, `dynamic`, `llama3` or `yarn`; each
+key read as transformers reads that family's file (`hf_families`: class defaults, ignored keys, window and RoPE
+rules).
 Everything else — another model_type, another RoPE scaling, an activation other than SiLU, llama's MLP or
 attention biases, per-layer sliding windows, a pickle checkpoint (`pytorch_model.bin`, refused and never
 unpickled), a missing or misshapen weight — fails before any training with a message naming the file and the
