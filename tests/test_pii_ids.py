@@ -143,9 +143,9 @@ def test_counts_by_kind_and_order() -> None:
 
 
 def test_scrubbing_is_idempotent_on_the_new_kinds() -> None:
-    # IBANs, SSNs, obfuscated emails, secrets in every syntax, phones in every international form
+    # IBANs, SSNs, obfuscated emails, secrets in every syntax and in config shapes, phones in every international form
     plants = [p for p in planted(seed=11, per_kind=60) if p.kind in ("iban", "ssn") or p.form]
-    assert len(plants) == 300
+    assert len(plants) == 360
     for plant in plants:
         once = scrub_pii(plant.text)
         assert scrub_pii(once[0]) == (once[0], {}) and sum(once[1].values()) == 1, plant

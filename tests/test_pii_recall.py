@@ -28,10 +28,11 @@ PLANTS = planted(seed=2024, per_kind=PER_KIND)
 
 def test_planted_set_is_broad() -> None:
     by_kind = Counter(p.kind for p in PLANTS)
-    # + obfuscated emails, secrets in every syntax, phones in every international form
-    assert by_kind == {kind: PER_KIND * (2 if kind in ("email", "secret", "phone") else 1) for kind in PLACEHOLDERS}
+    # + obfuscated emails, secrets in every syntax and in config shapes, phones in every international form
+    extra = {"email": 2, "secret": 3, "phone": 2}
+    assert by_kind == {kind: PER_KIND * extra.get(kind, 1) for kind in PLACEHOLDERS}
     forms = Counter(p.form for p in PLANTS)
-    assert forms["obfuscated"] == forms["syntax"] == forms["international"] == PER_KIND
+    assert forms["obfuscated"] == forms["syntax"] == forms["international"] == forms["config"] == PER_KIND
     texts = {kind: "\n".join(p.text for p in PLANTS if p.kind == kind) for kind in by_kind}
     for needle in ("(+44)", "+49 (0)30", "(+33) 1", "+91 98", "+81-3-", "+1 (", "+4420"):
         assert needle in texts["phone"], needle
@@ -62,7 +63,7 @@ def test_recall_per_kind() -> None:
         else:
             missed.append((plant.kind, plant.text, scrubbed))
     recall = {kind: found[kind] / PER_KIND
-              for kind in [*PLACEHOLDERS, "emailobfuscated", "secretsyntax", "phoneinternational"]}
+              for kind in [*PLACEHOLDERS, "emailobfuscated", "secretsyntax", "phoneinternational", "secretconfig"]}
     assert all(r >= 0.99 for r in recall.values()), (recall, missed[:10])   # measured: 1.0 for each kind
 
 

@@ -19,6 +19,7 @@ import random
 import string
 from dataclasses import dataclass
 
+from tests.helpers import pii_planted_config as config
 from tests.helpers import pii_planted_ids as ids
 from tests.helpers import pii_planted_syntax as syntax
 from tests.helpers.pii_planted_secrets import SECRET_GENERATORS
@@ -221,6 +222,11 @@ def syntax_secrets(rng: random.Random, n: int) -> list[Plant]:
     return [Plant("secret", text, parts, "syntax") for text, parts in syntax.syntax_secrets(rng, n)]
 
 
+def config_secrets(rng: random.Random, n: int) -> list[Plant]:
+    """Credentials in the shapes of tool and config files (`pii_planted_config`)."""
+    return [Plant("secret", text, parts, "config") for text, parts in config.config_secrets(rng, n)]
+
+
 def international_phones(rng: random.Random, n: int) -> list[Plant]:
     """Phone numbers in every international prefix form after every phone cue (`pii_planted_syntax`)."""
     return [Plant("phone", text, parts, "international") for text, parts in syntax.international_phones(rng, n)]
@@ -229,7 +235,8 @@ def international_phones(rng: random.Random, n: int) -> list[Plant]:
 # Measured groups (a kind, or a kind's variant); new ones go last, so that a seed's earlier plants stay the same.
 GENERATORS = {"email": emails, "phone": phones, "ipv4": ipv4s, "ipv6": ipv6s, "credit_card": cards,
               "secret": secrets, "email_obfuscated": obfuscated_emails, "iban": ibans, "ssn": ssns,
-              "secret_syntax": syntax_secrets, "phone_international": international_phones}
+              "secret_syntax": syntax_secrets, "phone_international": international_phones,
+              "secret_config": config_secrets}
 
 
 def planted(seed: int = 1234, per_kind: int = 500) -> list[Plant]:
@@ -318,7 +325,7 @@ def look_alikes(seed: int = 1234, variants: int = 200) -> list[str]:
         else:
             out.append(f"host 10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)} and "
                        f"192.168.{rng.randint(0, 255)}.{rng.randint(1, 254)}")
-    return out + ids.look_alike_lines(rng, variants)
+    return out + ids.look_alike_lines(rng, variants) + config.CONFIG_LOOK_ALIKES
 
 
 def uuid_like(rng: random.Random) -> str:

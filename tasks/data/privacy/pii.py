@@ -48,6 +48,7 @@ from tasks.data.privacy.pii_ids import ID_PASSES, Anchored, in_iban_shaped_run
 from tasks.data.privacy.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
 from tasks.data.privacy.pii_phones import PHONE_PASSES
 from tasks.data.privacy.pii_secrets import SECRET_PASSES
+from tasks.data.privacy.pii_values import remembered_absence
 
 PLACEHOLDERS = {"email": "<EMAIL>", "phone": "<PHONE>", "ipv4": "<IP_ADDRESS>", "ipv6": "<IP_ADDRESS>",
                 "credit_card": "<CREDIT_CARD>", **ID_PLACEHOLDERS, "secret": "<SECRET>"}
@@ -269,11 +270,12 @@ def scrub_pii(text: str, kinds: Iterable[str] = PII_KINDS,
         raise ValueError(f"unknown address classes {sorted(keep - set(ADDRESS_CLASSES))}; "
                          f"expected some of {', '.join(ADDRESS_CLASSES)}")
     counts: Counter[str] = Counter()
-    for _ in range(MAX_ROUNDS):
-        before = sum(counts.values())
-        text = _round(text, wanted, keep, counts)
-        if sum(counts.values()) == before:
-            break
+    with remembered_absence(PLACEHOLDERS.values()):     # a literal absent in round 1 is absent in round 2
+        for _ in range(MAX_ROUNDS):
+            before = sum(counts.values())
+            text = _round(text, wanted, keep, counts)
+            if sum(counts.values()) == before:
+                break
     return text, dict(sorted(counts.items()))
 
 

@@ -6,7 +6,8 @@ Two of `tasks.data.privacy.pii_secrets`' passes (a header written `Name: value`,
   value apart (nginx `proxy_set_header X-Api-Key "...";`/`add_header`, Apache `RequestHeader set Private-Token
   ...`/`Header set`, HAProxy `http-request set-header X-Auth-Token ...`); a variable (`$http_x_api_key`,
   Apache's `%{KEY}e`) is none.
-- `CookieValues`: in a `Cookie:`/`Set-Cookie:` header (curl's `-b`/`--cookie`, `document.cookie = "..."`), the
+- `CookieValues`: in a `Cookie:`/`Set-Cookie:` header (curl's `-b`/`--cookie`, `document.cookie = "..."`, a HAR
+  header's `{"name": "Cookie", "value": "..."}`) or a cookie jar written as a dict (`cookies={"sessionid": ...}`), the
   values of the cookies that hold a login: a session id (`sessionid`, `PHPSESSID`, `JSESSIONID`, `connect.sid`,
   `_app_session`, Google's `SID`/`__Secure-1PSID`), an auth or access token, a JWT, a remember-me or logged-in
   cookie. A cookie is a bearer credential: whoever holds the value is logged in. Every other cookie stays:
@@ -70,11 +71,11 @@ HEADER_DIRECTIVES = Directives()
 
 # --- cookies -------------------------------------------------------------------------------------------------
 # Where a cookie string starts: after a `Cookie`/`Set-Cookie` header or key (`Cookie: `, `"Cookie": "`,
-# `headers['Cookie'] = '`, `document.cookie = "`) or curl's `--cookie`, led by a literal (a fast scan); or after
-# curl's `-b`.
+# `headers['Cookie'] = '`, `document.cookie = "`, a HAR header's `{"name": "Cookie", "value": "`) or curl's
+# `--cookie`, led by a literal (a fast scan); or after curl's `-b`.
 _COOKIE_STARTS = (
-    ("ookie", re.compile(r"ookie(?<=[Cc]ookie)(?<!\w[Cc]ookie)(?:[\"']?\]?[ \t]*[:=][ \t]*|(?<=--cookie)[ \t]+)"
-                         r"(?P<quote>[\"']?)(?=[^\s\"'])")),
+    ("ookie", re.compile(r"ookie(?<=[Cc]ookie)(?<!\w[Cc]ookie)(?:[\"']?\]?[ \t]*[:=][ \t]*|(?<=--cookie)[ \t]+"
+                         r"|[\"'][ \t]*,[ \t]*[\"']?value[\"']?[ \t]*:[ \t]*)(?P<quote>[\"']?)(?=[^\s\"'])")),
     ("OOKIE", re.compile(r"OOKIE(?<=COOKIE)(?<!\wCOOKIE)[\"']?\]?[ \t]*[:=][ \t]*(?P<quote>[\"']?)(?=[^\s\"'])")),
     ("-b", re.compile(r"-b(?<![\w-]-b)[ \t]+(?P<quote>[\"']?)(?=[^\s\"'])")),
 )
@@ -82,6 +83,11 @@ _COOKIE_STARTS = (
 # space or a double quote (none may be inside it), or at the single quote that opened the string.
 _PAIR = re.compile(r"[ \t]*(?P<name>[^=;\s\"']{1,80})=(?P<value>[^;\s\"]*)")
 # A cookie that holds a login; `csrf`/`xsrf` in the name rules it out first.
+# A cookie jar written as a dict or an object (`cookies={"sessionid": "..."}`, `"cookies": {...}`, `cookies: {sid:
+# '...'}`): its `name: value` pairs with string values, up to the brace that closes it.
+_JAR_START = re.compile(r"ookies(?<=[Cc]ookies)(?<!\w[Cc]ookies)[\"']?[ \t]*[:=][ \t]*\{")
+_JAR_PAIR = re.compile(r"""\s*(?P<q>["']?)(?P<name>[^"'\s:,{}=]{1,80})(?P=q)[ \t]*:[ \t]*"""
+                       r"""(?P<vq>["'])(?P<value>[^"'\n]{0,400})(?P=vq)\s*,?""")
 _LOGIN_COOKIE = re.compile(r"(?i)(?<![a-z])(?:[a-z]*sess(?:ion)?|o?auth|[a-z]*token|jwt|remember|logged[_-]?in)"
                            r"|sid(?![a-z])|aspxauth")
 _NOT_LOGIN_COOKIE = re.compile(r"(?i)csrf|xsrf")
@@ -92,7 +98,7 @@ def login_cookie(name: str) -> bool:
     return _LOGIN_COOKIE.search(name) is not None and _NOT_LOGIN_COOKIE.search(name) is None
 
 
-def _cookie_value_ok(value: str) -> bool:
+def cookie_value_ok(value: str) -> bool:
     """A session id or token as servers make them: 8+ characters with a letter and a digit, no placeholder."""
     return len(value) >= 8 and any(c.isalpha() for c in value) and any(c.isdigit() for c in value) and \
         not is_placeholder(value, quoted=True)
@@ -106,7 +112,19 @@ class CookieValues:
         for gate, pattern in _COOKIE_STARTS:
             if gate in text:
                 text = self._sub_strings(pattern, repl, text)
+        if "ookies" in text:
+            text = replace_spans(text, self._jar_values(text), repl)
         return text
+
+    @staticmethod
+    def _jar_values(text: str) -> Iterator[tuple[int, int]]:
+        """The login cookies' values of every cookie jar written as a dict or an object."""
+        for start in _JAR_START.finditer(text):
+            at = start.end()
+            while (pair := _JAR_PAIR.match(text, at)) is not None:
+                if login_cookie(pair.group("name")) and cookie_value_ok(pair.group("value")):
+                    yield pair.span("value")
+                at = pair.end()
 
     def _sub_strings(self, pattern: re.Pattern[str], repl: Callable[[re.Match[str]], str], text: str) -> str:
         return replace_spans(text, self._spans(pattern, text), repl)
@@ -140,7 +158,7 @@ class CookieValues:
             pair = _PAIR.match(text, at, end)
             if pair is not None:
                 value = pair.group("value").split("'")[0] if quote == "'" else pair.group("value")
-                if login_cookie(pair.group("name")) and _cookie_value_ok(value):
+                if login_cookie(pair.group("name")) and cookie_value_ok(value):
                     spans.append((pair.start("value"), pair.start("value") + len(value)))
             semicolon = text.find(";", at, end)
             if semicolon < 0 or (pair is None and " " in text[at:semicolon].strip()):

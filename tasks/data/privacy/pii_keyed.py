@@ -15,7 +15,8 @@ idempotency): a dashed name right before its colon is a header's, whose value is
 (`Private-Token: ri.YPZq` is no attribute chain), running to its line's end, to the closing quote of the string
 the header sits in (`curl -H "Private-Token: ..."`) or as one word elsewhere (HTTPie's `X-Api-Key:...`); a
 quoted header name, a comma and a quoted string are a call's two arguments (`setRequestHeader("X-Api-Key",
-"...")`), unless that string is another header's name (a list of names). A quoted name followed by code
+"...")`), unless that string is another header's name (a list of names); so are a setter's (`define('DB_PASSWORD',
+'...')`, `System.setProperty`, `os.Setenv`: `_SETTER`) for any credential name. A quoted name followed by code
 (`{"X-Api-Key": key}`, `f"{key}"`) is code, as for any name.
 """
 
@@ -25,20 +26,23 @@ import re
 import string
 from typing import Callable
 
-from tasks.data.privacy.pii_values import (QUOTES, connection_value, identifier_only, in_connection_string, list_end,
-                                   quoted_value, run_end, span_match, trim_end, value_ok)
+from tasks.data.privacy.pii_values import (QUOTES, connection_value, enclosing_labels, identifier_only,
+                                           in_connection_string, list_end, literal_in, quoted_value, run_end,
+                                           span_match, trim_end, value_ok)
 
 # A name that holds a credential: it ends with password/secret/passphrase (or German, Dutch, Portuguese
 # password words), or with key/token qualified by what
-# kind (`api_key`, `accessToken`, `X-Api-Key`; not `sort_key`, `next_token`), or is an all-caps `..._TOKEN`.
+# kind (`api_key`, `accessToken`, `X-Api-Key`, a property's `fs.s3a.secret.key`; not `sort_key`, `next_token`), or
+# is an all-caps `..._TOKEN` or `..._SALT` (WordPress's `AUTH_SALT`, Flask-Security's `SECURITY_PASSWORD_SALT`;
+# with them WordPress's `LOGGED_IN_KEY` and `NONCE_KEY`).
 CREDENTIAL_NAME = re.compile(
     r"(?:[A-Za-z0-9]+[_.-]|[A-Za-z][a-z0-9]*(?=[A-Z]))*?"
-    r"(?:(?i:[a-z0-9]*pass(?:word|wd|phrase|wort)|pass|pwd|secret|kennwort|wachtwoord|senha)"
+    r"(?:(?i:[a-z0-9]*pass(?:word|wd|phrase|wort)|pass|pwd|pw|secret|kennwort|wachtwoord|senha)"
     r"|(?i:api|access|secret|private|auth|client|master|signing|encryption|license|account|app|consumer|"
     r"session|refresh|bearer|bot|service|admin|deploy|personal|webhook|hmac|jwt|oauth|storage|subscription|"
     r"security|application|github|gitlab|hf|npm|slack|discord|telegram|vault|consul|nomad|circle|figma)"
-    r"[_-]?(?i:key|token)"
-    r"|(?i:apikey|api-key)|[A-Z][A-Z0-9]*_TOKEN)"
+    r"[_.-]?(?i:key|token)"
+    r"|(?i:apikey|api-key)|[A-Z][A-Z0-9]*_TOKEN|[A-Z][A-Z0-9]*_SALT|(?:LOGGED_IN|NONCE)_KEY)"
 )
 # HTTP headers that carry a credential by convention: an `X-` header whose last word is Token or Key
 # (`X-Vault-Token`, `X-Plex-Token`, `x-amz-server-side-encryption-customer-key`) unless the word before says it
@@ -74,9 +78,9 @@ def names_no_credential(name: str) -> bool:
                 break
     return len(parts) >= 2 and parts[-1] in ("token", "key") and parts[-2] in NOT_CREDENTIAL_QUALIFIERS
 _NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
-WORDS = tuple(word for base in ("password", "passwd", "passphrase", "pass", "pwd", "secret", "key", "token",
+WORDS = tuple(word for base in ("password", "passwd", "passphrase", "pass", "pwd", "pw", "secret", "key", "token",
                                 "passwort", "kennwort", "wachtwoord", "senha")
-              for word in (base, base.capitalize(), base.upper()))
+              for word in (base, base.capitalize(), base.upper())) + ("SALT",)
 # The last word of a credential name, an optional closing quote or bracket (`"password":`, `['password']=`) and
 # markdown bold (`**Password:**`), then `=>`, `:=`, `:` or `=` (not `==`), or the comma between a call's two
 # string arguments (`setRequestHeader("X-Api-Key", "...")`, a header's only), then spaces: the value starts there.
@@ -87,6 +91,12 @@ _LINE_START = re.compile(r"[ \t]*(?:export[ \t]+|set[ \t]+|-[ \t]+)?")
 _LIST_AFTER = re.compile(r"\s[\w.-]+=")                  # `password=a1b2c3 user=bob`: a log line's pairs
 _COMMENT = re.compile(r"[ \t]#")
 SHELL_STOPS = "\"'`;&|<>()"
+# A command after a shell word (`PGPASSWORD=x1 psql ...`, `MYSQL_PWD=x1 mysqldump ...`): the clients that read
+# their password from the environment, and commands that are run so in documentation.
+_COMMAND_AFTER = re.compile(r"[ \t]+(?:sudo[ \t]+)?(?:psql|pg_dump|pg_dumpall|pg_restore|createdb|dropdb|mysql|"
+                            r"mysqldump|mysqladmin|aws|curl|wget|python3?|node|npm|npx|yarn|docker|git|gh|"
+                            r"terraform|bash|sh|make|java|go|cargo|heroku|vault|kubectl|helm|az|gcloud|"
+                            r"ansible-playbook|redis-cli|mongosh|\./[\w.-]+)(?=[ \t]|$)")
 _HEADER_NAME = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)+[\"']")     # `"X-Auth-Token"`: a list of names goes on
 
 
@@ -95,7 +105,7 @@ class KeyedValues:
 
     def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
         for word, anchor in _ANCHORS:
-            if word in text:
+            if literal_in(word, text):
                 text = self._sub_word(anchor, repl, text)
         return text
 
@@ -122,13 +132,49 @@ def name_start(m: re.Match[str]) -> int | None:
     text, start = m.string, m.start()
     while start > 0 and m.start() - start < 64 and text[start - 1] in _NAME_CHARS:
         start -= 1
-    while text[start] in "-.":                          # `--password=...`: a flag's dashes are no part of the name
+    # `--password=...`: a flag's dashes are no part of the name, nor is the underscore that leads .npmrc's
+    # `//registry.npmjs.org/:_authToken=...` (elsewhere a leading `_` is code's: `_LAST_WRITE_TOKEN = b"..."`)
+    while text[start] in "-.":
+        start += 1
+    if text[start] == "_" and text[start - 1:start] == ":":
         start += 1
     word_end = _word_end(m)
+    if text[start - 3:start] == "://":              # a URL's user (`https://x-access-token:...@`): the URL pass's
+        return None
     if CREDENTIAL_NAME.fullmatch(text, start, word_end):
-        return start
+        # a bare `pw` names a password only quoted (`"pw": ...`) or opening its line (`PW=...`): elsewhere it is
+        # code's short name (`var Pw=e=>{...}`) or a namespace (`DEBUG=pw:api`)
+        bare_pw = word_end - start == 2 and text[start - 1:start] not in QUOTES and \
+            not _LINE_START.fullmatch(text, text.rfind("\n", 0, start) + 1, start)
+        return None if bare_pw else start
     bare_token = text[start:word_end].lower() in ("token", "auth-token", "auth_token")
-    return start if bare_token and (text[start - 1:start] in ("?", "&") or text[start - 2:start] == "--") else None
+    if bare_token and (text[start - 1:start] in ("?", "&") or text[start - 2:start] == "--"):
+        return start
+    return start if bare_token and text[start - 1:start] in QUOTES and _bearer_block(text, start) else None
+
+
+# Calls whose two string arguments are a name and the value it is set to: PHP's `define('DB_PASSWORD', '...')`,
+# `System.setProperty`/`props.put`/`conf.set` (Java, Spark, Hadoop), `os.environ.setdefault`, Go's `os.Setenv`,
+# `setenv`, .NET's `SetEnvironmentVariable`, Android's `putString`, `localStorage.setItem`.
+_SETTER = re.compile(r"(?:define|setProperty|put|set|setenv|Setenv|setdefault|SetEnvironmentVariable|putString|"
+                     r"setItem)(?<![\w$]define)(?<![\w$]put)(?<![\w$]set)\([ \t]*$")
+
+
+def _setter_call(m: re.Match[str], start: int) -> bool:
+    """The anchor's name is a setter call's quoted first argument (see `_SETTER`)."""
+    opening = m.string[start - 1:start]
+    return bool(opening) and opening in QUOTES and m.string[_word_end(m):_word_end(m) + 1] == opening and \
+        _SETTER.search(m.string, max(0, start - 40), start - 1) is not None
+
+
+_BEARER_TYPE = re.compile(r"""["']type["'][ \t]*:[ \t]*["']bearer["'][^{}\[\]]{0,200}$""")
+
+
+def _bearer_block(text: str, at: int) -> bool:
+    """A `"token"` key at `at` in a bearer auth block: Postman's `"bearer": {"token": ...}`, Insomnia's
+    `"authentication": {"type": "bearer", "token": ...}`."""
+    return enclosing_labels(text, at, levels=1) == ["bearer"] or \
+        _BEARER_TYPE.search(text, max(0, at - 240), at) is not None
 
 
 def _word_end(m: re.Match[str]) -> int:
@@ -178,7 +224,7 @@ def read_value(m: re.Match[str]) -> tuple[int, int, bool] | None:
     header = header_field(m, start)
     if header and sep == ":=" and m.start("sep") == _word_end(m):     # `X-Api-Key:=x1` (not `set X-Api-Key := 'x'`)
         at, sep = m.start("sep") + 1, ":"
-    if sep == "," and not (header == "quoted" and text[at] in QUOTES) or \
+    if sep == "," and not ((header == "quoted" or _setter_call(m, start)) and text[at] in QUOTES) or \
             sep == "," and _HEADER_NAME.match(text, at + 1):
         return None     # `f("X-Api-Key", key)`, `d.get("api_key", None)`: code; `["X-Api-Key", "X-Auth-Token"]`
     if header == "in string" and (found := _string_rest(text, at, text[start - 1])) is not None:
@@ -208,6 +254,8 @@ def read_value(m: re.Match[str]) -> tuple[int, int, bool] | None:
     if before and before in "?&":                                   # a URL query parameter
         end, literal = trim_end(text, at, run_end(text, at, "&#\"'`<>")), True
     elif text[start - 2:start] == "--" or before == "-" and text[start - 2:start - 1].isspace():   # a flag
+        if at > m.end("sep") and text[at] == "-":
+            return None                 # `--NotebookApp.token= --notebook-dir`: an empty value, then a flag
         end, literal = run_end(text, at, SHELL_STOPS), True
     elif _LINE_START.fullmatch(text, line_start, start):            # an env/INI/YAML line: the rest of it
         if double and text[at + 1:at + 2] in (" ", "\t", ""):
@@ -234,4 +282,6 @@ def _line_value(text: str, at: int, yaml: bool, literal: bool = False) -> tuple[
         end -= 1
     if _LIST_AFTER.search(text, at, end):
         end = trim_end(text, at, run_end(text, at))
+    elif not yaml and text[at - 1:at] == "=" and _COMMAND_AFTER.match(text, word := run_end(text, at, SHELL_STOPS)):
+        end, literal = word, True           # `PGPASSWORD=x1 psql -h db`: the variable set for one command
     return at, end, value_ok(text[at:end], yaml=yaml, literal=literal)

@@ -10,7 +10,11 @@ Three of `tasks.data.privacy.pii_secrets`' passes, each tried only where its lit
   between them. The name is judged by `is_credential_name` (`DB_PASSWORD`, `X-Api-Key`; not `page_token`,
   `Content-Type`); an `Authorization` pair's value loses only its credential, not its scheme (`Bearer ...`).
   `valueFrom:`/`secretKeyRef` is a reference, no value; templates (`${DB_PASSWORD}`, `<your key>`,
-  `{{token}}`, Spring's `#{...}`) and masks are placeholders.
+  `{{token}}`, Spring's `#{...}`) and masks are placeholders. Two names hold a credential only where they sit
+  (read from the containers around the pair, `pii_values.enclosing_labels`): a login cookie's name
+  (`pii_headers.login_cookie`: `sessionid`, not `_ga` or `csrftoken`) in a cookie list or call (HAR's
+  `"cookies": [...]`, Selenium's `add_cookie`, Playwright's `add_cookies`, Puppeteer's `setCookie`), and a
+  Postman auth block's `token` (`"bearer": [...]`) or `value` (`"apikey": [...]`).
 - `HEADER_MAPS`: a Go `http.Header{"X-Api-Key": {"..."}}` (or `[]string{"..."}`) map's literal value list.
 - `POSITIONAL`: a string literal in the password's position of a call known to take one:
   `NetworkCredential("u", "...")`, `auth=("u", "...")`, `HTTPBasicAuth`/`HTTPDigestAuth`/`BasicAuth`/
@@ -25,8 +29,10 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterator
 
+from tasks.data.privacy.pii_headers import cookie_value_ok, login_cookie
 from tasks.data.privacy.pii_keyed import is_credential_name
-from tasks.data.privacy.pii_values import identifier_only, is_placeholder, quoted_value, replace_spans, value_ok
+from tasks.data.privacy.pii_values import (enclosing_labels, identifier_only, is_placeholder, quoted_value,
+                                           replace_spans, value_ok)
 
 _NAME_FIELD = r"(?:name|key|header|Name|Key|Header|ParameterKey|OptionName)"
 _SCALAR = r"""(?:"(?:[^"\\\n]|\\.)*"|'[^'\n]*'|[\w.+-]+)"""
@@ -47,9 +53,34 @@ _FLOW_SCALAR, _LINE = re.compile(r"[^,\]}\n]*"), re.compile(r"[^\n]*")
 _SPEL = re.compile(r"#\{.*\}")                  # Spring's `#{systemProperties['db.pw']}`: an expression
 
 
-def _secret_span(name: str, text: str, start: int, end: int, quoted: bool, yaml: bool) -> tuple[int, int] | None:
-    """The span of the credential in the value text[start:end] of a pair named `name`, or None."""
+# Fields that hold a credential only in the block they sit in (Postman's auth blocks, `"bearer": [{"key": "token",
+# "value": "..."}]`; an `apikey` block's `{"key": "value", "value": "..."}`, its `key` entry the header's name).
+_AUTH_BLOCK_FIELDS = {"token": "bearer", "value": "apikey"}
+
+
+def _in_context(name: str, text: str, at: int) -> str | None:
+    """How a pair whose name is no credential's holds one where it sits (`at`: its value field): "cookie" for a
+    login cookie's object in a cookie list or call (HAR's `"cookies": [...]`, Selenium's `add_cookie({...})`,
+    Playwright's `add_cookies([...])`, Puppeteer's `setCookie({...})`: the classification of `Cookie:` headers,
+    `pii_headers.login_cookie`), "credential" for a Postman auth block's secret field; None otherwise."""
+    block = _AUTH_BLOCK_FIELDS.get(name)
+    if block is None and not login_cookie(name):
+        return None
+    labels = [label.lower() for label in enclosing_labels(text, at)]
+    if block is not None:
+        return "credential" if block in labels else None
+    return "cookie" if any("cookie" in label for label in labels) else None
+
+
+def _secret_span(name: str, text: str, start: int, end: int, quoted: bool, yaml: bool,
+                 context: str | None = None) -> tuple[int, int] | None:
+    """The span of the credential in the value text[start:end] of a pair named `name`, or None; `context`: what
+    `_in_context` made of a name that is no credential's."""
     value = text[start:end]
+    if context == "cookie":
+        return (start, end) if cookie_value_ok(value) else None
+    if context == "credential":
+        return (start, end) if value_ok(value, quoted=quoted) else None
     if name.lower() in ("authorization", "proxy-authorization"):       # a header's: the scheme stays
         scheme = _AUTH_SCHEME.match(value)
         credential = value[scheme.end():] if scheme else value
@@ -117,7 +148,9 @@ class NameValuePairs:
         named = before or after
         if named is None:
             return None
-        return _secret_span(named.group("name"), text, start, end, quoted, yaml=False)
+        name = named.group("name")
+        context = None if is_credential_name(name) else _in_context(name, text, opening)
+        return _secret_span(name, text, start, end, quoted, yaml=False, context=context)
 
     @staticmethod
     def _xml(text: str, m: re.Match[str], field_start: int) -> tuple[int, int] | None:

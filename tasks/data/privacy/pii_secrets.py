@@ -9,12 +9,15 @@ Each pass is `(pattern, validator or None, group to replace (0 = whole match), c
   detect-secrets' plugins know, each led by its literal prefix. detect-secrets itself is not used: it scans
   line by line with every plugin, returns values without positions, and its default plugins ran at 0.09 M
   chars/s on the standard library's code where the whole of `scrub_pii` runs at ~3.5 M chars/s;
-- credentials inside URLs (`postgres://user:PASS@host`, `https://user:TOKEN@github.com`);
+- credentials inside URLs (`postgres://user:PASS@host`, `https://user:TOKEN@github.com`; not a SQL Server URL's
+  port and pairs, `jdbc:sqlserver://h:1433;user=sa;password=...`), an Azure SAS URL's `sig=`, and Oracle's
+  `user/PASS@db` logins (`jdbc:oracle:thin:`, `sqlplus`);
 - HTTP `Authorization:` header values (`Basic`, `Bearer`, `token` and raw);
 - login cookies (`Cookie: sessionid=...`, `Set-Cookie:`, `curl -b`) and header directives of web servers and
   proxies (`proxy_set_header X-Api-Key ...;`, `RequestHeader set ...`): `tasks.data.privacy.pii_headers`;
-- command-line flags and the tools that take a password (`--password X`, `mysql -pX`, `curl -u user:X`), XML
-  elements and plist entries naming a credential, a password named in prose (`the password is X`);
+- command-line flags and the tools that take a password (`--password X`, `mysql -pX`, `curl -u user:X`,
+  `docker login -p X`, `redis-cli -a X`, `ldapsearch -w X`, `-storepass X`, `htpasswd -b`, `smbclient -U u%X`),
+  XML elements and plist entries naming a credential, a password named in prose (`the password is X`);
 - a value after a *credential name* (`password`, `secret`, `api_key`, `X-Api-Key`, `GITHUB_TOKEN`, ...) or a
   header that carries one by convention (`Private-Token`, `X-Vault-Token`; not `X-CSRF-Token`), also as a
   call's two arguments (`setRequestHeader("X-Api-Key", "...")`): `tasks.data.privacy.pii_keyed`, its extent
@@ -45,7 +48,8 @@ from typing import Callable
 from tasks.data.privacy.pii_headers import HEADER_DIRECTIVES, CookieValues, directive_credential, directive_span
 from tasks.data.privacy.pii_keyed import CREDENTIAL_NAME, KeyedValues, names_no_credential
 from tasks.data.privacy.pii_pairs import NAME_VALUE_PAIRS, POSITIONAL, positional_credential, positional_span
-from tasks.data.privacy.pii_values import is_placeholder, looks_random, shannon_entropy, trim_end, value_ok
+from tasks.data.privacy.pii_values import (is_placeholder, literal_in, looks_random, shannon_entropy, trim_end,
+                                           value_ok)
 
 Validator = Callable[[re.Match[str]], bool]
 
@@ -72,7 +76,7 @@ class Gated:
 
     def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
         for gate, pattern in self.entries:
-            if (gate in text) if isinstance(gate, str) else gate.search(text):
+            if literal_in(gate, text) if isinstance(gate, str) else gate.search(text):
                 text = pattern.sub(repl, text)
         return text
 
@@ -91,7 +95,7 @@ _TOKEN_SHAPES = Gated([
     *_led_by("github_pat_", r"[A-Za-z0-9_]{22,255}"),
     *_led_by("glpat- gldt- glft- glsoat- glrt- glcbt- glimt- glptt- glagent- gloas-", r"[A-Za-z0-9_-]{20,1024}", "gl"),
     *_led_by("GR1348941", r"[A-Za-z0-9_-]{20,50}"),                                              # GitLab runner
-    *_led_by("xoxa- xoxb- xoxp- xoxo- xoxs- xoxr-", r"[A-Za-z0-9-]{10,}", "xox"),                         # Slack
+    *_led_by("xoxa- xoxb- xoxp- xoxo- xoxs- xoxr- xoxe-", r"[A-Za-z0-9-]{10,}", "xox"),                         # Slack
     *_led_by("xapp-", r"\d-[A-Za-z0-9-]{10,}"),
     *_led_by("https://hooks.slack.com/services/", r"T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+"),
     *_led_by("sk_live_ sk_test_ pk_live_ pk_test_ rk_live_ rk_test_", r"[A-Za-z0-9]{16,}", "k_"),       # Stripe
@@ -105,7 +109,9 @@ _TOKEN_SHAPES = Gated([
     *_led_by("pypi-AgE", r"[A-Za-z0-9_-]{50,}"),                                                  # PyPI macaroon
     *_led_by("shpat_ shpss_ shpca_ shppa_", r"[a-fA-F0-9]{32}", "shp"),                                  # Shopify
     *_led_by("dop_v1_ doo_v1_ dor_v1_", r"[a-f0-9]{64}", "_v1_"),                                         # DigitalOcean
-    *_led_by("eyJ", r"[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{8,}"),               # JWT
+    ("eyJ", Gated([      # JWT; Mapbox's secret token and a 1Password service account's, which hold one
+        *_led_by("eyJ", r"[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{8,}"),
+        *_led_by("sk.eyJ", r"[A-Za-z0-9_-]{50,}\.[A-Za-z0-9_-]{20,}"), *_led_by("ops_eyJ", r"[A-Za-z0-9+/=]{250,}")])),
     # Shapes whose distinctive part is inside: tried only when that part occurs.
     ("Q~", r"(?<![\w~.-])[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![\w~-])"),               # Azure AD secret
     (":AA", r"(?<![\w-])\d{8,10}:AA[A-Za-z0-9_-]{33}(?![\w-])"),                                 # Telegram bot
@@ -128,6 +134,12 @@ _TOKEN_SHAPES = Gated([
     *_led_by("AGE-SECRET-KEY-1", r"[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),                    # age
     *_led_by("AAAAAAAAAAAAAAAAAAAAA", r"[A-Za-z0-9%]{30,}"),                                   # Twitter bearer
     (".atlasv1.", r"(?<![\w-])[a-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}(?![\w-])"),           # Terraform
+    # Shapes added with a literal of their own only where common in code and configs: a literal's absence costs
+    # a scan of the text (~0.6 ms per MB per round).
+    *_led_by("dckr_pat_", r"[A-Za-z0-9_-]{27,}"), *_led_by("gsk_", r"[A-Za-z0-9]{52}"),    # Docker Hub, Groq
+    *_led_by("HRKU-AA", r"[A-Za-z0-9_-]{58}"), *_led_by("LTAI", r"[A-Za-z0-9]{20}"),        # Heroku, Alibaba
+    *_led_by("https://discord.com/api/webhooks/ https://discordapp.com/api/webhooks/",      # Discord webhook
+             r"\d{17,20}/[A-Za-z0-9_-]{60,68}", "/api/webhooks/"),
 ])
 
 # An AWS secret access key: 40 base64 characters after its name. Its own pass because AWS's documentation key
@@ -135,6 +147,26 @@ _TOKEN_SHAPES = Gated([
 # copied config or a planted test carries; the name and the exact length keep it from matching anything else.
 _AWS_SECRET = re.compile(r"(?i:aws[_.-]?secret[_.-]?(?:access[_.-]?)?key|secret[_.-]?access[_.-]?key)[\"']?[ \t]*"
                          r"(?:=>|:=|[:=])[ \t]*[\"']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])")
+
+# A shared access signature's `sig=` (Azure's, with an `sv=` version before it in the same URL or connection
+# string): whoever holds the URL has the access it grants.
+_SIGNATURE = Gated([
+    ("sig=", r"sig=(?<=[?&;]sig=)([A-Za-z0-9%+/=]{20,200})(?=[&;\"'\s<>)]|$)"),
+])
+_SAS_VERSION = re.compile(r"[?&;=]sv=\d{4}-\d\d-\d\d")
+
+
+def _signature(m: re.Match[str]) -> bool:
+    return _SAS_VERSION.search(m.string, max(0, m.start() - 400), m.start()) is not None
+
+
+# An Oracle login `user/PASSWORD` (JDBC's thin URL `jdbc:oracle:thin:scott/tiger@//host`, `sqlplus scott/tiger@db`):
+# only the password is replaced.
+_ORACLE_LOGIN = Gated([
+    ("thin:", r"thin:(?<=:oracle:thin:)[A-Za-z][\w$#]{0,30}/(?P<bare>[^\s@/'\"]{1,128})@"),
+    ("sqlplus", r"sqlplus(?<![\w]sqlplus)(?:[ \t]+-[A-Za-z]+)*[ \t]+[\"']?[A-Za-z][\w$#]{0,30}/"
+                r"(?P<bare>[^\s@/'\"]{1,128})(?=[@\s\"']|$)"),
+])
 
 # `scheme://user:PASSWORD@host` (or `redis://:PASSWORD@host`, no user): only the password is replaced.
 _URL_CREDENTIALS = Gated([("://", r"://(?<=[A-Za-z0-9+.-]://)[^\s:/@'\"<>]{0,64}:([^\s@/'\"<>]{1,128})@(?=[\w\[])")])
@@ -150,8 +182,9 @@ _BEARER = re.compile(r"Bearer[ \t]+([A-Za-z0-9+/_.~-]{16,}=*)(?![\w.~+/=-])")
 
 # A command-line flag naming a credential and its value after a space (`--password hunter2x`, `--api-key ...`,
 # `--token ...`; the `=` form is `KeyedValues`'), and the tools whose short flag takes a password: `mysql
-# -pSECRET` (glued: with a space mysql prompts and reads the next word as a database), `sshpass -p SECRET`, and
-# `curl -u user:SECRET`.
+# -pSECRET` (glued: with a space mysql prompts and reads the next word as a database), `sshpass -p SECRET`,
+# `curl -u user:SECRET`, `docker login -p SECRET` (any tool's `login`), `redis-cli -a SECRET`, `ldapsearch -w
+# SECRET`, keytool's `-storepass`/`-keypass SECRET`, `htpasswd -b file user SECRET`, `smbclient -U user%SECRET`.
 _VALUE = r"""(?:"(?P<dq>(?:[^"\\\n]|\\.){1,200})"|'(?P<sq>[^'\n]{1,200})'|(?P<bare>[^\s"'`;&|<>()]{1,200}))"""
 _CLI_FLAG = Gated([("--", r"--(?<![\w-]--)(?P<name>[A-Za-z][A-Za-z0-9_-]{1,40})[ \t]+" + _VALUE)])
 _COMMAND_PASSWORD = Gated([
@@ -159,6 +192,24 @@ _COMMAND_PASSWORD = Gated([
     ("sshpass", r"sshpass(?<![\w]sshpass)\b[^\n|;&]{0,200}?[ \t]-p[ \t]*" + _VALUE),
     ("curl", r"curl(?<![\w]curl)\b[^\n|;&]{0,200}?[ \t](?:-u|--user)[ \t=]*['\"]?[^\s:'\"]{1,64}:"
              r"(?P<bare>[^\s'\"@]{1,200})"),
+    # the `login` subcommand of registry and cloud clients (`docker login -u bob -p ...`, `az login`, `oc login`,
+    # `cf login`); the value needs a letter
+    ("login", r"login(?:" + "|".join(f"(?<={tool} login)" for tool in ("docker", "podman", "buildah", "nerdctl",
+                                                                        "registry", "oras", "skopeo", "az", "oc",
+                                                                        "cf", "crane"))
+              + r")\b[^\n|;&]{0,200}?[ \t]-p[ \t]+(?=[\"']?[^\s\"']*[A-Za-z])" + _VALUE),
+    ("redis-cli", r"redis-cli(?<![\w-]redis-cli)\b[^\n|;&]{0,200}?[ \t]-a[ \t]+" + _VALUE),
+    ("ldap", r"ldap(?<![\w-]ldap)(?:search|modify|add|delete|whoami|passwd|compare|modrdn)\b[^\n|;&]{0,200}?"
+             r"[ \t]-w[ \t]+" + _VALUE),
+    *((f"{kind}pass", rf"{kind}pass(?:" + "|".join(f"(?<=[ \t]-{prefix}{kind}pass)"
+                                                   for prefix in ("", "src", "dest", "new")) + r")[ \t]+" + _VALUE)
+      for kind in ("store", "key")),
+    # `htpasswd -b[c] FILE USER PASSWORD`, `htpasswd -nb USER PASSWORD` (`-b`: the password on the command line)
+    ("htpasswd", r"htpasswd(?<![\w-]htpasswd)[ \t]+(?=(?:-[A-Za-z]+[ \t]+)*-[A-Za-z]*b)"
+                 r"(?:(?=(?:-[A-Za-z]+[ \t]+)*-[A-Za-z]*n)(?:-[A-Za-z]+[ \t]+)+"
+                 r"|(?:-[A-Za-z]+[ \t]+)+[^\s-]\S*[ \t]+)[^\s-]\S*[ \t]+" + _VALUE),
+    ("smbclient", r"smbclient(?<![\w-]smbclient)\b[^\n|;&]{0,200}?[ \t](?:-U|--user)[ \t=]*['\"]?[^\s%'\"]{1,64}%"
+                  r"(?P<bare>[^\s'\"]{1,200})"),
 ])
 # An XML/HTML element or a property-list entry naming a credential: `<password>...</password>`, `<apiKey>`,
 # `<ns:secret>`; `<key>Password</key><string>...</string>`.
@@ -245,8 +296,14 @@ def _token_shape(m: re.Match[str]) -> bool:
     return True
 
 
+# `jdbc:sqlserver://host:1433;user=sa;password=...@x;` is a port and a connection string's pairs, not a user and
+# a password: its `password=` pair is `KeyedValues`'.
+_PAIRS_INSIDE = re.compile(r";[A-Za-z][\w ]{0,40}=")
+
+
 def _url_credentials(m: re.Match[str]) -> bool:
-    return not is_placeholder(m.group(1), quoted=True)    # `:<password>@`, `:${DB_PASS}@`, `:****@`
+    # `:<password>@`, `:${DB_PASS}@`, `:****@` are placeholders
+    return not is_placeholder(m.group(1), quoted=True) and _PAIRS_INSIDE.search(m.group(1)) is None
 
 
 def _authorization(m: re.Match[str]) -> bool:
@@ -285,6 +342,8 @@ SECRET_PASSES: tuple[tuple[re.Pattern[str], Validator | None,
     (_TOKEN_SHAPES, _token_shape, 0, _always),
     (_AWS_SECRET, lambda m: shannon_entropy(m.group(1)) >= 3.5, 1, _hint("ecret", "ECRET")),
     (_URL_CREDENTIALS, _url_credentials, 1, _always),
+    (_SIGNATURE, _signature, 1, _always),
+    (_ORACLE_LOGIN, _command_password, _value_group, _always),
     (_AUTHORIZATION, _authorization, _auth_span, _always),
     (_BEARER, lambda m: looks_random(m.group(1)), 1, _hint("Bearer")),
     (_CLI_FLAG, _cli_flag, _value_group, _always),
