@@ -17,7 +17,7 @@ from specs.ingest import EmbeddedSource, IngestSpec
 from specs.results import StageResult
 from tasks.core.files import atomic_path, write_json_atomic
 from tasks.core.runner import StagePaths
-from tasks.data.cleanup.normalize import strip_control_chars
+from tasks.data.cleanup.normalize import invisible_only, strip_control_chars
 from tasks.data.records import (META_DROPPED, QUARANTINE_SCHEMA, RECORD_SCHEMA, Bad, Doc, RowWriter, meta_json,
                                 unicode_error, write_table)
 
@@ -125,8 +125,10 @@ def _to_row(doc: Doc, src, spec: IngestSpec, root: Path) -> tuple[dict[str, Any]
     text, removed = strip_control_chars(text)
     key, removed_from_key = strip_control_chars(doc.key)
     text = text.strip()
-    if not text:
-        what = "control characters and whitespace only" if removed else "empty or whitespace only"
+    if not text or invisible_only(text):  # zero-width and bidi characters alone draw nothing: no document
+        what = ("control characters and whitespace only" if removed and not text else "empty or whitespace only"
+                if not text else "invisible characters only (format characters such as zero-width spaces, "
+                "joiners and bidi controls, variation selectors, fillers)")
         return Bad(doc.origin, where, "empty_text", f"text is {what}", preview), 0
     if len(text) > spec.max_doc_chars:
         return Bad(doc.origin, where, "oversized", f"{len(text)} characters > ingest.max_doc_chars "
