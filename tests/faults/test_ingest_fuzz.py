@@ -321,3 +321,27 @@ def test_hostile_ingest_is_byte_identical_on_rerun(tmp_path):
         out = tmp_path / name / "data" / "ingest"
         outputs.append({p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()})
     assert outputs[0] == outputs[1] and len(outputs[0]) > 3
+
+
+def test_media_outside_the_source_folder_is_refused(tmp_path):
+    # A record's media path is a file the multimodal data will read: "../" or an absolute path (or a link) out of
+    # the source's folder would carry the project's or the system's files in, as a symbolic link would.
+    png = b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "secret.png").write_bytes(png)
+    (tmp_path / "in" / "img").mkdir(parents=True)
+    os.symlink(tmp_path / "secret.png", tmp_path / "in" / "img" / "link.png")
+    rows = [{"text": "inside", "media": "img/ok.png"}, {"text": "up", "media": "../secret.png"},
+            {"text": "abs", "media": str(tmp_path / "secret.png")}, {"text": "link", "media": "img/link.png"},
+            {"text": "mixed", "media": ["img/ok.png", "../secret.png"]}]
+    out = run_ingest(tmp_path, {"img/ok.png": png, "m.jsonl": lines(*map(json.dumps, rows))},
+                     fields={"media": "media"})
+    assert [r["text"] for r in out["records"]] == ["inside"]
+    bad = {r["location"]: r for r in out["quarantine"] if r["reason"] == "bad_media"}
+    assert sorted(bad) == ["line 2", "line 3", "line 4", "line 5"]
+    assert "outside the source's folder (in): secret.png" in bad["line 2"]["detail"]
+    assert_accounted(out, {"a": 5 + 2})  # the two image files are unsupported_format entries of the folder
+    # `symlinks: follow` trusts the corpus: everything that exists is kept
+    spec = IngestSpec.model_validate({"sources": [{"name": "a", "kind": "files", "paths": ["in"],
+                                                   "fields": {"media": "media"}, "symlinks": "follow"}]})
+    result = ingest.run(spec, StagePaths(root=tmp_path, stage="ingest"))
+    assert result.counts["by_source"]["a"]["kept"] == 5
