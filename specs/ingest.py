@@ -95,7 +95,8 @@ class FilesSource(_SourceBase):
         "`blobs/`); any other link is quarantined as `link_outside` without being opened, so a downloaded "
         "corpus cannot pull `/etc/...`, `~/.ssh/...` or `/proc/self/environ` into the training data. `follow`: "
         "every link is read (a corpus assembled from links on purpose). A file named directly in `paths` is "
-        "always read.",
+        "always read. With `inside`, a record's media references (`fields.media`) must resolve into the same "
+        "folders (a named file's: its own folder), else the record is `bad_media`.",
     )
 
 

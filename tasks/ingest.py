@@ -17,7 +17,8 @@ from specs.ingest import EmbeddedSource, IngestSpec
 from specs.results import StageResult
 from tasks.core.files import atomic_path, write_json_atomic
 from tasks.core.runner import StagePaths
-from tasks.data.cleanup.normalize import strip_control_chars
+from tasks.data.cleanup.normalize import invisible_only, strip_control_chars
+from tasks.data.formats.paths import display_path, link_roots
 from tasks.data.records import (META_DROPPED, QUARANTINE_SCHEMA, RECORD_SCHEMA, Bad, Doc, RowWriter, meta_json,
                                 unicode_error, write_table)
 
@@ -61,9 +62,10 @@ def _ingest_source(src, spec: IngestSpec, paths: StagePaths, shard_dir: Path, qu
             write_table(pending, RECORD_SCHEMA, tmp)
         shard_no, pending, pending_chars = shard_no + 1, [], 0
 
+    folders = media_folders(src, paths.root)
     for item in _items(src, spec, paths.root):
         read += 1
-        outcome, removed = _to_row(item, src, spec, paths.root) if isinstance(item, Doc) else (item, 0)
+        outcome, removed = _to_row(item, src, spec, paths.root, folders) if isinstance(item, Doc) else (item, 0)
         if not isinstance(outcome, Bad) and outcome["id"] in first_origin:
             # Two records under one id would make every later join by id ambiguous; the first one wins.
             outcome = Bad(item.origin, item.location, "duplicate_id", f"id {outcome['id']!r} was already given to "
@@ -105,7 +107,23 @@ def _items(src, spec: IngestSpec, root: Path) -> Iterator[Doc | Bad]:
     return read_files(src, root, spec.max_record_bytes)
 
 
-def _to_row(doc: Doc, src, spec: IngestSpec, root: Path) -> tuple[dict[str, Any] | Bad, int]:
+def media_folders(src, root: Path) -> list[Path] | None:
+    """The folders a files source's media references must resolve into (None: anywhere). With `symlinks:
+    inside` a downloaded corpus is untrusted, and a record's `"image": "../../home/me/id.png"` or `"/etc/passwd"`
+    would carry a file from outside it into the multimodal data, as a link would: the folders are those its
+    links may point into (`link_roots`), or a named file's own folder."""
+    if isinstance(src, EmbeddedSource) or src.symlinks == "follow" or src.fields.media is None:
+        return None
+
+    folders: list[Path] = []
+    for pattern in src.paths:
+        base = Path(pattern) if Path(pattern).is_absolute() else root / pattern
+        folders += [base.parent.resolve()] if base.is_file() else link_roots(base)
+    return folders
+
+
+def _to_row(doc: Doc, src, spec: IngestSpec, root: Path, folders: list[Path] | None = None
+            ) -> tuple[dict[str, Any] | Bad, int]:
     """Normalize one candidate record, or say why it must be quarantined; also how many controls it lost."""
     preview = doc.text if isinstance(doc.text, str) else repr(doc.text)
     where = doc.location
@@ -125,8 +143,10 @@ def _to_row(doc: Doc, src, spec: IngestSpec, root: Path) -> tuple[dict[str, Any]
     text, removed = strip_control_chars(text)
     key, removed_from_key = strip_control_chars(doc.key)
     text = text.strip()
-    if not text:
-        what = "control characters and whitespace only" if removed else "empty or whitespace only"
+    if not text or invisible_only(text):  # zero-width and bidi characters alone draw nothing: no document
+        what = ("control characters and whitespace only" if removed and not text else "empty or whitespace only"
+                if not text else "invisible characters only (format characters such as zero-width spaces, "
+                "joiners and bidi controls, variation selectors, fillers)")
         return Bad(doc.origin, where, "empty_text", f"text is {what}", preview), 0
     if len(text) > spec.max_doc_chars:
         return Bad(doc.origin, where, "oversized", f"{len(text)} characters > ingest.max_doc_chars "
@@ -135,6 +155,12 @@ def _to_row(doc: Doc, src, spec: IngestSpec, root: Path) -> tuple[dict[str, Any]
     if missing:
         return Bad(doc.origin, where, "missing_media", f"referenced file(s) not found: {', '.join(missing)}",
                    preview), 0
+    outside = [m["path"] for m in doc.media if folders is not None and not any(
+        _resolve(m["path"], root).resolve().is_relative_to(f) for f in folders)]
+    if outside:
+        shown = ", ".join(display_path(f, root) for f in folders or [])
+        return Bad(doc.origin, where, "bad_media", f"media path(s) outside the source's folder ({shown}): "
+                   f"{', '.join(outside)}; not read (a source's `symlinks: follow` allows them)", preview), 0
     meta = meta_json(doc.meta)  # JSON escapes control characters in meta values, so meta needs no stripping
     # The text passed the check above, but a lone surrogate in the id or in another field ("\ud800" in JSON)
     # would still make the shard unwritable: quarantine the record rather than lose the whole source.

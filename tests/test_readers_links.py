@@ -8,13 +8,16 @@ cache layout here is checked with `huggingface_hub`'s own cache scanner, so it i
 
 from __future__ import annotations
 
+import glob
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 import tasks.data.formats as formats
+from tasks.data.formats.paths import glob_once
 from tests.helpers.readers import bads, docs, read
 
 SECRET = "AKIA-not-for-training-0451"
@@ -118,3 +121,35 @@ def test_a_hugging_face_hub_cache_snapshot_reads_through_its_blob_links(tmp_path
         assert bads(items) == []  # before: the jsonl was read as `blobs/<sha>`, a file with no format
         assert [(d.origin, d.text) for d in docs(items)] == [
             (str((snapshot / "data" / "train.jsonl").relative_to(tmp_path)), f"row {i}") for i in range(3)]
+
+
+def test_a_glob_through_looping_folder_links_lists_each_file_once(tmp_path):
+    # Two links back to the folder and one to its parent: glob's `**` followed them without noticing the cycle,
+    # 2^40 paths down to the kernel's link limit (it never finished). Now each real folder is walked once.
+    src = corpus(tmp_path)
+    for name, target in (("a", "."), ("b", "."), ("up", "..")):
+        os.symlink(target, src / "sub" / name)
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("listing a glob through looping links did not finish"))
+    signal.alarm(20)
+    try:
+        items = read(tmp_path, ["corpus/**/*.txt"])
+    finally:
+        signal.alarm(0)
+    assert [d.text for d in docs(items)] == ["a page of the corpus\n"]
+    # what lies outside (the linked folder, the key) is refused once each, as without the loops
+    refused = [i.origin for i in items if not isinstance(i, formats.Doc)]
+    assert len(refused) == len(set(refused)) and "corpus/linked/page.txt" in refused
+    assert items == read(tmp_path, ["corpus/**/*.txt"])  # and the same on a rerun
+
+
+def test_glob_once_lists_what_glob_lists_without_loops(tmp_path):
+    (tmp_path / "c" / "sub" / ".hidden").mkdir(parents=True)
+    (tmp_path / "c" / "[x]").mkdir()
+    for name in ("top.jsonl", "sub/a.jsonl", "sub/.h.jsonl", "sub/.hidden/z.jsonl", "[x]/q.jsonl", "sub/b.txt"):
+        (tmp_path / "c" / name).write_text("{}\n")
+    os.symlink("sub", tmp_path / "c" / "alias")  # a link to a folder, no cycle: glob follows it
+    for pattern in ("c/**/*.jsonl", "c/**", "c/**/sub/**/*.jsonl", "c/*/**/*.jsonl", "c/**/[[]x]/*", "c/*.jsonl"):
+        full = str(tmp_path / pattern)
+        # the same files (by their real path: `alias/a.jsonl` and `sub/a.jsonl` are one, read once either way)
+        want = {Path(p).resolve() for p in glob.glob(full, recursive=True) if os.path.isfile(p)}
+        assert {p.resolve() for p in glob_once(full) if p.is_file()} == want, pattern

@@ -251,3 +251,31 @@ def test_batch_suite_keeps_no_result_per_batch() -> None:
         assert (nulls["unexpected_count"], nulls["missing_count"], nulls["failing_ids"]) == (1, None, ["b"])
         assert (short["unexpected_count"], short["missing_count"], short["failing_ids"]) == (1, 1, ["c"])
     assert context.validation_results_store.list_keys() == []
+
+
+def test_big_documents_cut_batches_by_bytes_with_the_same_results(tmp_path: Path, monkeypatch) -> None:
+    """`batch_rows` rows of multi-megabyte documents were held at once (20,000 x 5 MB = 100 GB): a batch is now
+    also cut at `records.BATCH_BYTES`; the results do not depend on where batches are cut."""
+    from tasks.data import records as rec
+    from tasks.data.records import RECORD_SCHEMA, write_table
+
+    rows = [record("literature", i, text=("w%d " % i) * (1000 * (i % 5 + 1))) for i in range(12)]
+    rows[3]["id"] = rows[9]["id"]  # a repeat across batches
+    paths = project(tmp_path, rows[:2])
+    for k in range(1, 6):  # six shards of two rows: batches used to gather 20,000 rows across them
+        write_table(rows[2 * k: 2 * k + 2], RECORD_SCHEMA, paths.input("ingest") / "shards" / f"more-{k:05d}.parquet")
+    run(spec(data_docs=False), paths)
+    whole = (paths.out / "results.json").read_bytes()
+    held: list[int] = []
+    real = rec.iter_record_batches
+
+    def spy(*args, **kw):
+        for table in real(*args, max_bytes=20_000, **kw):
+            held.append(table.nbytes)
+            yield table
+
+    monkeypatch.setattr("tasks.validate.iter_record_batches", spy)
+    run(spec(data_docs=False), paths)
+    assert (paths.out / "results.json").read_bytes() == whole
+    biggest_row = max(len(r["text"].encode()) for r in rows) + 200
+    assert len(held) > 2 and max(held) < 20_000 + biggest_row

@@ -175,21 +175,28 @@ def read_all_records(folder: Path) -> pa.Table:
     return pa.concat_tables(tables) if tables else RECORD_SCHEMA.empty_table()
 
 
-def iter_record_batches(folder: Path, columns: list[str], batch_rows: int) -> Iterator[pa.Table]:
-    """The records of `folder/shards/*.parquet` (in shard order) as tables of exactly `batch_rows` rows (the
-    last may be shorter), holding only `columns`: memory is bounded by a batch and one shard's row group,
-    whatever the size of the corpus. Batches span shard boundaries, so small shards still make full batches."""
+# A batch is also cut once it holds this many bytes: `batch_rows` rows of multi-megabyte documents (books, whole
+# web dumps under a raised ingest.max_doc_chars) would otherwise be held at once (20,000 x 5 MB = 100 GB).
+BATCH_BYTES = 128 << 20
+
+
+def iter_record_batches(folder: Path, columns: list[str], batch_rows: int,
+                        max_bytes: int = BATCH_BYTES) -> Iterator[pa.Table]:
+    """The records of `folder/shards/*.parquet` (in shard order) as tables of `batch_rows` rows, or fewer where
+    `max_bytes` of them are held (and the last), holding only `columns`: memory is bounded by a batch and one
+    shard's row group, whatever the size of the corpus or its documents. Batches span shard boundaries, so small
+    shards still make full batches."""
     pending: list[pa.RecordBatch] = []
-    held = 0
+    held = held_bytes = 0
     for shard in sorted((folder / "shards").glob("*.parquet")):
         for batch in pq.ParquetFile(shard).iter_batches(batch_size=batch_rows, columns=columns):
             while batch.num_rows:
                 take = batch.slice(0, batch_rows - held)
                 batch = batch.slice(take.num_rows)
                 pending.append(take)
-                held += take.num_rows
-                if held == batch_rows:
+                held, held_bytes = held + take.num_rows, held_bytes + take.nbytes
+                if held == batch_rows or held_bytes >= max_bytes:
                     yield pa.Table.from_batches(pending)
-                    pending, held = [], 0
+                    pending, held, held_bytes = [], 0, 0
     if pending:
         yield pa.Table.from_batches(pending)

@@ -226,6 +226,19 @@ HOSTILE: dict[str, tuple[dict[str | bytes, bytes], dict[str, int], int]] = {
     "enormous": ({"big.jsonl": lines(json.dumps({"text": "y" * 4_000_000}), "z" * 4_000_000),
                   "big.txt": b"w" * 4_000_000},
                  {"oversized": 2, "invalid_json": 1}, 0),
+    # nothing visible: zero-width characters, bidi controls, tag characters, variation selectors, Hangul fillers
+    # and a BOM were kept as documents (before); text with one visible letter among them is kept as it is
+    "invisible_only": ({"i.jsonl": lines(*(json.dumps({"text": t}) for t in [
+        "\u200b\u200c\u200d\u2060", "\u202e\u202d\u202c \u2066\u2069", "\U000e0001\U000e0041", "\ufe0f\u034f",
+        "\u115f\u3164\uffa0", " \ufeff ", "\u200bx\u200b", "\u202eevil\u202c"]))},
+                       {"empty_text": 6}, 2),
+    # two values for a mapped field: json keeps the last, the first document vanished (before); another field
+    # twice, or "text" twice inside a nested object, is no question of which document the record is
+    "duplicate_keys": ({"k.jsonl": lines('{"id": 0, "text": "first", "text": "second"}', '{"id": 1, "text": "a", "id": 2}',
+                                         '{"id": 3, "text": "ok", "n": 1, "n": 2}',
+                                         '{"id": 4, "text": "ok2", "m": {"text": 1, "text": 2}}',
+                                         '{"id": 5, "text": "says \\"text\\" twice: \\"text\\""}')},
+                       {"invalid_json": 2}, 3),
     "byte_order_mark": ({"bom.jsonl": BOM + lines(json.dumps({"text": GOOD})), "bom.txt": BOM + b"Hello.",
                          "bom_bad.txt": BOM + b"caf\xe9"},
                         {"invalid_utf8": 1}, 2),
@@ -236,7 +249,7 @@ HOSTILE: dict[str, tuple[dict[str | bytes, bytes], dict[str, int], int]] = {
 def test_each_hostile_kind_is_quarantined_with_its_reason(tmp_path, kind):
     files, by_reason, kept = HOSTILE[kind]
     # Only these kinds carry ids; elsewhere a mapped id field would make every record a wrong_type.
-    fields = {"id": "id", "media": "media"} if kind in ("wrong_types", "duplicate_ids") else {"media": "media"}
+    fields = {"id": "id", "media": "media"} if kind in ("wrong_types", "duplicate_ids", "duplicate_keys") else {"media": "media"}
     out = run_ingest(tmp_path, files, fields=fields)
     stats = out["counts"]["by_source"]["a"]
     assert stats["by_reason"] == {r: n for r, n in by_reason.items() if n}
@@ -308,3 +321,27 @@ def test_hostile_ingest_is_byte_identical_on_rerun(tmp_path):
         out = tmp_path / name / "data" / "ingest"
         outputs.append({p.relative_to(out): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()})
     assert outputs[0] == outputs[1] and len(outputs[0]) > 3
+
+
+def test_media_outside_the_source_folder_is_refused(tmp_path):
+    # A record's media path is a file the multimodal data will read: "../" or an absolute path (or a link) out of
+    # the source's folder would carry the project's or the system's files in, as a symbolic link would.
+    png = b"\x89PNG\r\n\x1a\n"
+    (tmp_path / "secret.png").write_bytes(png)
+    (tmp_path / "in" / "img").mkdir(parents=True)
+    os.symlink(tmp_path / "secret.png", tmp_path / "in" / "img" / "link.png")
+    rows = [{"text": "inside", "media": "img/ok.png"}, {"text": "up", "media": "../secret.png"},
+            {"text": "abs", "media": str(tmp_path / "secret.png")}, {"text": "link", "media": "img/link.png"},
+            {"text": "mixed", "media": ["img/ok.png", "../secret.png"]}]
+    out = run_ingest(tmp_path, {"img/ok.png": png, "m.jsonl": lines(*map(json.dumps, rows))},
+                     fields={"media": "media"})
+    assert [r["text"] for r in out["records"]] == ["inside"]
+    bad = {r["location"]: r for r in out["quarantine"] if r["reason"] == "bad_media"}
+    assert sorted(bad) == ["line 2", "line 3", "line 4", "line 5"]
+    assert "outside the source's folder (in): secret.png" in bad["line 2"]["detail"]
+    assert_accounted(out, {"a": 5 + 2})  # the two image files are unsupported_format entries of the folder
+    # `symlinks: follow` trusts the corpus: everything that exists is kept
+    spec = IngestSpec.model_validate({"sources": [{"name": "a", "kind": "files", "paths": ["in"],
+                                                   "fields": {"media": "media"}, "symlinks": "follow"}]})
+    result = ingest.run(spec, StagePaths(root=tmp_path, stage="ingest"))
+    assert result.counts["by_source"]["a"]["kept"] == 5

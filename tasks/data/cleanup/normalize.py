@@ -64,6 +64,18 @@ def strip_control_chars(text: str) -> tuple[str, int]:
     return text.translate(CONTROL_CHARS), sum(1 for _ in _CONTROL_RE.finditer(text))
 
 
+# Characters that draw nothing and are neither whitespace nor category Cf (format: zero-width spaces and joiners,
+# bidi controls, BOM, tag characters): the combining grapheme joiner, variation selectors, the Hangul fillers.
+_BLANK_MARKS = frozenset([0x034F, 0x115F, 0x1160, 0x3164, 0xFFA0, *range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0)])
+
+
+def invisible_only(text: str) -> bool:
+    """True when `text` holds nothing visible: only whitespace, format characters (Cf) and `_BLANK_MARKS`. Such
+    a "document" (`\u200b\u200d`, a run of bidi overrides) would train on nothing. Stops at the first visible
+    character, so a real document costs a few character tests."""
+    return all(c.isspace() or ord(c) in _BLANK_MARKS or unicodedata.category(c) == "Cf" for c in text)
+
+
 def _translation_table() -> dict[int, str | None]:
     table = dict(CONTROL_CHARS)
     for code in (0x2028, 0x2029):                                      # the other breaks splitlines() knows

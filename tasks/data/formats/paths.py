@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,7 +41,7 @@ def expand_paths(patterns: list[str], root: Path, source: str, symlinks: str = "
         base = Path(pattern) if Path(pattern).is_absolute() else root / pattern
         named = not glob.has_magic(pattern) and not base.is_dir()  # one file the user named: always read
         if glob.has_magic(pattern):
-            matches = [Path(m) for m in glob.glob(str(base), recursive=True)]
+            matches = glob_once(str(base))
         elif base.is_dir():
             matches = [p for p in base.rglob("*")]
         else:
@@ -60,6 +61,57 @@ def expand_paths(patterns: list[str], root: Path, source: str, symlinks: str = "
         log.info("ingest source '%s': %d Hugging Face dataset metadata file(s) are not records: %s", source,
                  len(metadata), ", ".join(sorted(item.path.name for item in metadata)))
     return [item for item in chosen if item not in metadata]
+
+
+def glob_once(pattern: str) -> list[Path]:
+    """`glob.glob(pattern, recursive=True)`, except that a `**` walks each real folder once.
+
+    glob's `**` follows links to folders without noticing a cycle: in a folder holding `a -> .` and `b -> .`,
+    `corpus/**/*.jsonl` listed `corpus/a/b/a/.../x.jsonl` down to the kernel's 40-link limit, 2^40 paths (it
+    never finished). What is below a `**` is matched inside each folder it reaches, so a folder already walked
+    (same device and inode) adds no file: the folders are walked in sorted order and each real one once.
+    """
+    parts = Path(pattern).parts
+    if "**" not in parts:
+        return [Path(m) for m in glob.glob(pattern)]
+    cut = parts.index("**")
+    head, rest = os.path.join(*parts[:cut]), parts[cut + 1:]
+    found: list[Path] = []
+    for top in sorted(glob.glob(head)) if glob.has_magic(head) else [head]:
+        for folder in _folders_once(top):
+            if rest:  # the rest (another `**` included) is matched inside this folder
+                found += glob_once(os.path.join(glob.escape(folder), *rest))
+            else:     # a trailing `**`: every file (and dangling link) in the folder; folders come in their turn
+                found += [Path(folder, e) for e in _entries(folder)
+                          if not e.startswith(".") and not os.path.isdir(os.path.join(folder, e))]
+    return found
+
+
+def _folders_once(top: str) -> list[str]:
+    """`top` and the folders below it that glob's `**` would visit (links to folders followed, hidden names
+    skipped), depth first in sorted order, each real folder (device, inode) once."""
+    seen: set[tuple[int, int]] = set()
+    stack, out = [top], []
+    while stack:
+        folder = stack.pop()
+        try:
+            st = os.stat(folder)
+        except OSError:  # gone, a dangling or looping link
+            continue
+        if (st.st_dev, st.st_ino) in seen or not os.path.isdir(folder):
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        out.append(folder)
+        subs = [os.path.join(folder, e) for e in _entries(folder) if not e.startswith(".")]
+        stack += reversed([s for s in subs if os.path.isdir(s)])
+    return out
+
+
+def _entries(folder: str) -> list[str]:
+    try:
+        return sorted(os.listdir(folder))
+    except OSError:
+        return []
 
 
 def link_roots(base: Path) -> list[Path]:

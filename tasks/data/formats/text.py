@@ -49,7 +49,24 @@ def read_jsonl(stream: Stream, path: Path, shown: str, src: FilesSource, root: P
             detail = "nesting too deep to parse" if isinstance(exc, RecursionError) else str(exc)
             yield Bad(shown, where, "invalid_json", detail, text)
             continue
+        if isinstance(obj, dict) and (twice := _mapped_twice(text, src)):
+            # json keeps the last of two equal keys; which one a writer meant is undefined (RFC 8259), and the
+            # other value (a whole document) would vanish without a trace
+            yield Bad(shown, where, "invalid_json", f"key {twice!r} appears more than once in the object", text)
+            continue
         yield from_object(obj, path, shown, where, src, root, text)
+
+
+def _mapped_twice(text: str, src: FilesSource) -> str | None:
+    """A field the source maps (text, id, media) that the line's top-level object holds more than once, else None.
+    Only a line naming one of them twice in quotes (rare) is parsed again, keeping every pair."""
+    names = [n for n in (src.fields.text, src.fields.id, src.fields.media) if n is not None]
+    if not any(text.count(json.dumps(n)) > 1 for n in names):
+        return None
+    pairs: list[list[tuple[str, object]]] = []
+    json.JSONDecoder(strict=False, object_pairs_hook=lambda p: pairs.append(p) or dict(p)).decode(text)
+    keys = [k for k, _ in pairs[-1]]  # the outermost object is built last
+    return next((n for n in names if keys.count(n) > 1), None)
 
 
 def read_text_file(stream: Stream, shown: str, fmt: str, cap: int) -> Iterator[Doc | Bad]:

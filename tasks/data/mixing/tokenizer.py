@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
 import time
 from contextlib import contextmanager
@@ -28,6 +29,12 @@ from tasks.core.files import write_text_atomic
 log = logging.getLogger("forgeline.mix")
 ENCODE_BATCH = 256  # documents per encode_batch call: big enough for threads, small enough for steady progress
 PROGRESS_EVERY_S = 5.0
+# BPE training costs (merges) x (length of every pre-token holding the merged pair): one 200,000-character
+# "word" (a DNA sequence, a line of '=', unpunctuated Chinese) took 20-90 s at a 1,024 vocabulary, and 4x that
+# length 16x the time. Training sees such a pre-token in pieces of this many characters; encoding is unchanged
+# (byte-level BPE encodes any length). The embedded corpus's longest pre-token is 93 characters.
+MAX_TRAIN_PIECE = 256
+_MAYBE_LONG = re.compile(r"\S{%d,}|\s{%d,}" % (MAX_TRAIN_PIECE, MAX_TRAIN_PIECE))  # where one may be (a superset)
 PARALLELISM = "TOKENIZERS_PARALLELISM"  # read by tokenizers on every batch call, not once at import
 _serial = {"depth": 0, "saved": None}
 _serial_lock = threading.Lock()
@@ -83,10 +90,35 @@ def train_tokenizer(texts: Sequence[str], vocab_size: int, min_frequency: int,
     log.info("tokenizer: training a %d-token byte-level BPE on %d texts (one call, no progress until done)",
              vocab_size, len(texts))
     t0 = time.perf_counter()
-    tok.train_from_iterator(texts, trainer=trainer, length=len(texts))
+    pieces, cut = training_pieces(tok, texts)
+    if cut:
+        log.info("tokenizer: %d pre-token(s) over %d characters were seen in pieces of that length", cut,
+                 MAX_TRAIN_PIECE)
+    tok.train_from_iterator(pieces, trainer=trainer, length=len(pieces))
     log.info("tokenizer: trained on %d texts (%s chars) in %.1fs, vocab %d", len(texts),
              f"{sum(map(len, texts)):,}", time.perf_counter() - t0, tok.get_vocab_size())
     return tok
+
+
+def training_pieces(tok: Tokenizer, texts: Sequence[str], limit: int = MAX_TRAIN_PIECE) -> tuple[list[str], int]:
+    """`texts` as BPE training sees them, and how many pre-tokens were cut: a pre-token (`tok`'s pre-tokenizer)
+    longer than `limit` characters becomes pieces of `limit`, each its own text; the text around it is split off
+    there, so every other pre-token and its count stay what they were (word counts are all BPE trains on). A
+    text with no such pre-token is passed as it is: texts without one train the same tokenizer, byte for byte."""
+    out: list[str] = []
+    cut = 0
+    for text in texts:
+        if _MAYBE_LONG.search(text) is None:
+            out.append(text)
+            continue
+        start = 0
+        for _, (a, b) in tok.pre_tokenizer.pre_tokenize_str(text):   # character offsets
+            if b - a > limit:
+                out += [text[start:a]] if a > start else []
+                out += [text[i:min(b, i + limit)] for i in range(a, b, limit)]
+                start, cut = b, cut + 1
+        out += [text[start:]] if start < len(text) else []
+    return out, cut
 
 
 def save_tokenizer(tok: Tokenizer, path: Path) -> None:
