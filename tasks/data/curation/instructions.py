@@ -36,7 +36,7 @@ import yaml
 from specs.instruct import EmbeddedInstructSource, FilesInstructSource, FilterSpec, InstructFieldMap
 from tasks.data.embedded import read_embedded
 from tasks.data.cleanup.normalize import normalize_text
-from tasks.data.records import Doc
+from tasks.data.records import Doc, unicode_error, valid_unicode
 
 ROLES = ("system", "user", "assistant")
 ANSWER_CHARS = 1_200        # embedded answers keep whole leading paragraphs up to about this many characters
@@ -63,7 +63,7 @@ class Conversation:
                               for m in self.messages)
         else:
             text = repr(self.messages)
-        return text[:EXCERPT_CHARS]
+        return valid_unicode(text[:EXCERPT_CHARS])   # the ledger is Parquet: a lone surrogate is shown escaped
 
 
 @dataclass
@@ -323,7 +323,8 @@ def _messages_of(obj: Any, fields: InstructFieldMap) -> list | str:
 
 def check_format(messages: Any, spec: FilterSpec) -> Turns | str:
     """Valid roles and turn order (optional leading system turn, then user/assistant alternating, ending on
-    assistant), non-empty text content; returns normalized turns, or the reason they are invalid."""
+    assistant), non-empty text content that UTF-8 can store; returns normalized turns, or the reason they are
+    invalid."""
     if not isinstance(messages, list) or not messages:
         return "no turns"
     turns: list[dict[str, str]] = []
@@ -334,6 +335,8 @@ def check_format(messages: Any, spec: FilterSpec) -> Turns | str:
             return f"turn {i} has role {m['role']!r}; expected one of {', '.join(ROLES)}"
         if not isinstance(m["content"], str):
             return f"turn {i} content is {type(m['content']).__name__}, not text"
+        if (why := unicode_error(m["content"])) is not None:   # a JSON "\ud800" escape: no UTF-8 holds it
+            return f"turn {i} content is {why}"
         content = normalize_text(m["content"], "NFC")
         if not content.strip():
             return f"turn {i} ({m['role']}) is empty"
