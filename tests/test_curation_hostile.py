@@ -77,3 +77,25 @@ def test_prefer_data_drops_prompts_sft_cannot_render_and_invalid_text(tmp_path):
     assert "not valid Unicode" in dropped["f/d/pairs.jsonl:7"]["reason"]
     assert dropped["f/d/pairs.jsonl:8"]["reason"].endswith("expected an object, got str")
     assert result.counts["train"] == 1
+
+
+def test_prefer_data_ledgers_a_parquet_file_cut_short(tmp_path):
+    import pyarrow as pa
+
+    import tasks.prefer_data as prefer_data
+
+    (tmp_path / "data" / "review_sft").mkdir(parents=True)
+    (tmp_path / "data" / "review_sft" / "decision.json").write_text(json.dumps(
+        {"decision": "approve", "reviewer": "auto", "mode": "auto", "sample_sha256": "0" * 64, "items": []}))
+    (tmp_path / "d").mkdir()
+    pq.write_table(pa.Table.from_pylist([{"prompt": f"How do I bake bread {i}?", "chosen": "Knead it well.",
+                                          "rejected": "No."} for i in range(20)]), tmp_path / "d" / "a.parquet")
+    whole = (tmp_path / "d" / "a.parquet").read_bytes()
+    (tmp_path / "d" / "b.parquet").write_bytes(whole[: len(whole) // 2])
+    job = PreferDataJob(data=PreferDataSpec(sources=[FilesPreferenceSource(name="f", paths=["d"])],
+                                            heldout_fraction=0), eval_prompts=["zzz"])
+    result = prefer_data.run(job, StagePaths(root=tmp_path, stage="prefer_data", seed=7))
+    dropped = pq.read_table(tmp_path / "data" / "prefer_data" / "dropped.parquet").to_pylist()
+    assert [(r["id"], r["filter"]) for r in dropped] == [("f/d/b.parquet", "parse")]
+    assert "unreadable file" in dropped[0]["reason"] and str(tmp_path) not in dropped[0]["reason"]
+    assert result.counts["train"] == 20

@@ -149,14 +149,24 @@ class ReadError(str):
 
 
 def _records(path: Path, shown: str) -> Iterator[tuple[str, Any, str]]:
-    """(where, parsed object or an error string, raw excerpt) per jsonl line / parquet row."""
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
+    """(where, parsed object or a ReadError, raw excerpt) per jsonl line / parquet row; a file that cannot be
+    read or parsed (a Parquet file cut short has no footer, so none of its rows can be) is one ReadError."""
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
 
-        for i, row in enumerate(pq.read_table(path).to_pylist(), start=1):
+            rows = pq.read_table(path).to_pylist()
+        else:
+            data = path.read_bytes()
+    except (OSError, ValueError) as exc:   # pyarrow's ArrowInvalid is a ValueError
+        message = str(exc).replace(str(path), shown)[:200]   # the root's location is not part of the output
+        yield shown, ReadError(f"unreadable file ({type(exc).__name__}: {message})"), ""
+        return
+    if path.suffix == ".parquet":
+        for i, row in enumerate(rows, start=1):
             yield f"{shown}:row{i}", row, json.dumps(row, default=str)[:EXCERPT_CHARS]
         return
-    for lineno, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
         text = raw.decode("utf-8", "backslashreplace")
