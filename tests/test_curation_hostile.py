@@ -99,3 +99,20 @@ def test_prefer_data_ledgers_a_parquet_file_cut_short(tmp_path):
     assert [(r["id"], r["filter"]) for r in dropped] == [("f/d/b.parquet", "parse")]
     assert "unreadable file" in dropped[0]["reason"] and str(tmp_path) not in dropped[0]["reason"]
     assert result.counts["train"] == 20
+
+
+def test_instruct_does_not_read_a_link_out_of_its_folder(tmp_path):
+    import os
+
+    import tasks.instruct as instruct
+
+    (tmp_path / "secret.txt").write_text("API_KEY=hunter2\n")
+    lines(tmp_path / "inputs" / "chat.jsonl",
+          [{"messages": [user("What is the capital of France today?"), assistant(ANSWER)]}])
+    os.symlink(tmp_path / "secret.txt", tmp_path / "inputs" / "notes.jsonl")
+    spec = InstructSpec.model_validate({"sources": [{"name": "chats", "kind": "files", "paths": ["inputs"]}],
+                                        "heldout_count": 0, "max_train_pairs": None})
+    instruct.run(InstructJob(instruct=spec, eval_prompts=["zzz"]), StagePaths(root=tmp_path, stage="instruct", seed=7))
+    ledger = pq.read_table(tmp_path / "data" / "instruct" / "dropped.parquet").to_pylist()
+    assert [(r["id"], r["filter"]) for r in ledger] == [("chats/inputs/notes.jsonl", "parse")]
+    assert "outside" in ledger[0]["reason"] and "hunter2" not in json.dumps(ledger)

@@ -21,7 +21,6 @@ follow it are Filters in `tasks/data/curation/instruct_filters.py`.
 from __future__ import annotations
 
 import ast
-import glob
 import importlib.util
 import json
 import re
@@ -35,6 +34,7 @@ import yaml
 
 from specs.instruct import EmbeddedInstructSource, FilesInstructSource, FilterSpec, InstructFieldMap
 from tasks.data.embedded import read_embedded
+from tasks.data.formats.paths import expand_paths
 from tasks.data.cleanup.normalize import normalize_text
 from tasks.data.records import Doc, unicode_error, valid_unicode
 
@@ -242,26 +242,19 @@ def _pydoc_topics(source: str) -> Iterator[Conversation]:
             yield _pair(source, f"{topic}#{n}", prompt, _lead(body), f"stdlib:pydoc_data/topics.py#{topic}")
 
 
-def _expand(patterns: list[str], root: Path, source: str) -> list[Path]:
-    found: set[Path] = set()
-    for pattern in patterns:
-        base = Path(pattern) if Path(pattern).is_absolute() else root / pattern
-        matches = ([Path(m) for m in glob.glob(str(base), recursive=True)] if glob.has_magic(pattern)
-                   else list(base.rglob("*")) if base.is_dir() else [base])
-        files = [m.resolve() for m in matches if m.is_file()]
-        if not files:
-            raise FileNotFoundError(f"instruct source '{source}': path {pattern!r} matched no files under {root}")
-        found.update(files)
-    return sorted(found)
-
-
 def _files(src: FilesInstructSource, root: Path) -> Iterator[Conversation | Rejected]:
+    """Lines of the source's files, listed by ingest's path rules: a link found in a folder or glob that leads
+    out of it is ledgered and never opened (its lines would reach the ledger's excerpts)."""
     seen: dict[str, str] = {}           # id -> where it was first seen (ids must be unique)
-    for path in _expand(src.paths, root, src.name):
+    for listed in expand_paths(src.paths, root, src.name):
+        path = listed.path
         try:
             shown = path.relative_to(root.resolve()).as_posix()
         except ValueError:
             shown = path.as_posix()
+        if listed.refused:
+            yield Rejected(f"{src.name}/{shown}", src.name, f"{shown}: {listed.refused}")
+            continue
         try:
             data = path.read_bytes()
         except OSError as exc:
