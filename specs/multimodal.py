@@ -53,6 +53,11 @@ class FilesMMSource(_MMSourceBase):
     segments_field: str = Field("segments", description="jsonl/parquet: optional field with [{start, end, text}].")
     kind_field: str = Field("kind", description="jsonl/parquet: optional field naming the media kind; default "
                             "from the file extension, else image.")
+    media_roots: list[str] = Field(default_factory=list, description="Folders (relative to the project root, or "
+                                   "absolute) that media paths and transcripts may also point into; by default only "
+                                   "the folders `paths` name (a directory, a glob's part before its first wildcard, "
+                                   "a named file's folder) — a path that leaves them, links resolved, is "
+                                   "quarantined as `media_outside` and never opened.")
     caption_keys: list[str] = Field(default_factory=lambda: ["txt", "caption", "text"], min_length=1,
                                     description="WebDataset: extensions of the member holding the caption, first "
                                     "found wins (a `json` member may also hold `caption`/`text` and `segments`).")

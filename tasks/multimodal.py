@@ -52,7 +52,7 @@ def _items(spec: MultimodalSpec, paths: StagePaths, notes: list[str]) -> Iterato
             notes += [f"{src.name}: {note}"] if note else []
         else:
             files = src
-        items = read_source(files, root)
+        items = read_source(files, root, max(spec.image.max_bytes, spec.audio.max_bytes))
         for item in islice(items, src.max_records) if src.max_records else items:
             if isinstance(item, MMRecord) and planted and (kind := _planted_key(item, planted)):
                 item.meta["planted"] = kind
@@ -61,16 +61,30 @@ def _items(spec: MultimodalSpec, paths: StagePaths, notes: list[str]) -> Iterato
         yield from read_ingest_media(paths.input("ingest"))
 
 
+def _unique(items: Iterator[MMRecord | MMBad]) -> Iterator[MMRecord | MMBad]:
+    """A record whose id was already read (an `id_field` value repeated, a WebDataset key met twice) is
+    `duplicate_id`: ids name the output's samples and rows, so two records under one id would overwrite."""
+    seen: dict[str, str] = {}
+    for item in items:
+        if isinstance(item, MMRecord):
+            if item.id in seen:
+                item = MMBad(item.source, item.origin, "duplicate_id", f"id {item.id!r} already read at "
+                             f"{seen[item.id]}")
+            else:
+                seen[item.id] = item.origin
+        yield item
+
+
 def run(spec: MultimodalSpec, paths: StagePaths) -> StageResult:
     notes: list[str] = []
-    result = curate(_items(spec, paths, notes), spec, paths.root)
+    result = curate(_unique(_items(spec, paths, notes)), spec, paths.root)
     out = paths.out
     shards.clear(out)
     kept = [o for o in result.outcomes if o.kept]
     placed = shards.write_shards(kept, out, paths.root, spec.shard_records)
     shards.write_tables(result.outcomes, placed, result.semantic_status, out)
     spot = shards.spotcheck(result.outcomes, out, paths.root, spec.spotcheck_per_stratum, paths.seed,
-                            spec.thumbnail_px)
+                            spec.thumbnail_px, max(spec.image.max_bytes, spec.audio.max_bytes))
     report = _report(result, notes, len(spot))
     write_json_atomic(out / "report.json", report)
     counts = {"read": len(result.outcomes), "kept": len(kept), "quarantined": len(result.outcomes) - len(kept),

@@ -21,7 +21,6 @@ follow it are Filters in `tasks/data/curation/instruct_filters.py`.
 from __future__ import annotations
 
 import ast
-import glob
 import importlib.util
 import json
 import re
@@ -35,8 +34,9 @@ import yaml
 
 from specs.instruct import EmbeddedInstructSource, FilesInstructSource, FilterSpec, InstructFieldMap
 from tasks.data.embedded import read_embedded
+from tasks.data.formats.paths import expand_paths
 from tasks.data.cleanup.normalize import normalize_text
-from tasks.data.records import Doc
+from tasks.data.records import Doc, unicode_error, valid_unicode
 
 ROLES = ("system", "user", "assistant")
 ANSWER_CHARS = 1_200        # embedded answers keep whole leading paragraphs up to about this many characters
@@ -63,7 +63,7 @@ class Conversation:
                               for m in self.messages)
         else:
             text = repr(self.messages)
-        return text[:EXCERPT_CHARS]
+        return valid_unicode(text[:EXCERPT_CHARS])   # the ledger is Parquet: a lone surrogate is shown escaped
 
 
 @dataclass
@@ -242,26 +242,19 @@ def _pydoc_topics(source: str) -> Iterator[Conversation]:
             yield _pair(source, f"{topic}#{n}", prompt, _lead(body), f"stdlib:pydoc_data/topics.py#{topic}")
 
 
-def _expand(patterns: list[str], root: Path, source: str) -> list[Path]:
-    found: set[Path] = set()
-    for pattern in patterns:
-        base = Path(pattern) if Path(pattern).is_absolute() else root / pattern
-        matches = ([Path(m) for m in glob.glob(str(base), recursive=True)] if glob.has_magic(pattern)
-                   else list(base.rglob("*")) if base.is_dir() else [base])
-        files = [m.resolve() for m in matches if m.is_file()]
-        if not files:
-            raise FileNotFoundError(f"instruct source '{source}': path {pattern!r} matched no files under {root}")
-        found.update(files)
-    return sorted(found)
-
-
 def _files(src: FilesInstructSource, root: Path) -> Iterator[Conversation | Rejected]:
+    """Lines of the source's files, listed by ingest's path rules: a link found in a folder or glob that leads
+    out of it is ledgered and never opened (its lines would reach the ledger's excerpts)."""
     seen: dict[str, str] = {}           # id -> where it was first seen (ids must be unique)
-    for path in _expand(src.paths, root, src.name):
+    for listed in expand_paths(src.paths, root, src.name):
+        path = listed.path
         try:
             shown = path.relative_to(root.resolve()).as_posix()
         except ValueError:
             shown = path.as_posix()
+        if listed.refused:
+            yield Rejected(f"{src.name}/{shown}", src.name, f"{shown}: {listed.refused}")
+            continue
         try:
             data = path.read_bytes()
         except OSError as exc:
@@ -323,7 +316,8 @@ def _messages_of(obj: Any, fields: InstructFieldMap) -> list | str:
 
 def check_format(messages: Any, spec: FilterSpec) -> Turns | str:
     """Valid roles and turn order (optional leading system turn, then user/assistant alternating, ending on
-    assistant), non-empty text content; returns normalized turns, or the reason they are invalid."""
+    assistant), non-empty text content that UTF-8 can store; returns normalized turns, or the reason they are
+    invalid."""
     if not isinstance(messages, list) or not messages:
         return "no turns"
     turns: list[dict[str, str]] = []
@@ -334,6 +328,8 @@ def check_format(messages: Any, spec: FilterSpec) -> Turns | str:
             return f"turn {i} has role {m['role']!r}; expected one of {', '.join(ROLES)}"
         if not isinstance(m["content"], str):
             return f"turn {i} content is {type(m['content']).__name__}, not text"
+        if (why := unicode_error(m["content"])) is not None:   # a JSON "\ud800" escape: no UTF-8 holds it
+            return f"turn {i} content is {why}"
         content = normalize_text(m["content"], "NFC")
         if not content.strip():
             return f"turn {i} ({m['role']}) is empty"

@@ -9,7 +9,10 @@ Shapes read (the field names are `PreferenceFieldMap`'s), in jsonl lines or parq
 - open-instruct's implicit prompt: `{"chosen": [whole conversation], "rejected": [whole conversation]}` — the
   prompt is the turns both share before the last assistant turn;
 - UltraFeedback-binarized's: a `prompt` string beside whole conversations (`chosen`, `rejected`) that repeat it.
-An answer must be one assistant turn (a multi-turn continuation is refused with its reason).
+An answer must be one assistant turn (a multi-turn continuation is refused with its reason). The prompt must be a
+conversation SFT's template can render: roles system/user/assistant, a system turn only first, user and assistant
+alternating, ending on the user; every text must be storable as UTF-8 (a JSON "\ud800" escape is refused here,
+not a crash of the stage's hashing or of prefer_ref's rendering downstream).
 
 The embedded default (`embedded_pairs`): the prompt and the chosen answer are one of instruct's curated
 conversations (up to its first assistant turn); the rejected answer is, by a seeded hash per pair, one of the
@@ -29,6 +32,7 @@ from typing import Any
 
 from specs.prefer import EmbeddedPreferenceSource, FilesPreferenceSource, PreferenceFieldMap
 from tasks.data.formats.paths import expand_paths
+from tasks.data.records import unicode_error
 
 EXCERPT_CHARS = 300
 Messages = list[dict[str, str]]
@@ -93,6 +97,23 @@ def _final_answer(answer: str | Messages, prompt: Messages) -> str | Messages:
     return answer
 
 
+def conversation_problem(prompt: Messages, chosen: str, rejected: str) -> str | None:
+    """Why a parsed pair cannot be rendered and trained on (roles, turn order, text that is not valid Unicode),
+    or None."""
+    roles = [m["role"] for m in prompt]
+    if bad := [r for r in roles if r not in ("system", "user", "assistant")]:
+        return f"the prompt has role {bad[0]!r}; expected system, user or assistant"
+    body = roles[1:] if roles[0] == "system" else roles
+    if body != [("user", "assistant")[i % 2] for i in range(len(body))]:
+        return (f"prompt turns must alternate user → assistant after an optional system turn, got "
+                f"{' → '.join(roles)}"[:300])
+    for what, text in [*((f"prompt turn {i + 1}", m["content"]) for i, m in enumerate(prompt)),
+                       ("chosen", chosen), ("rejected", rejected)]:
+        if (why := unicode_error(text)) is not None:
+            return f"{what}: {why}"
+    return None
+
+
 def pair_fields(obj: Any, fields: PreferenceFieldMap) -> tuple[Messages, str, str] | str:
     """(prompt messages, chosen, rejected) of one record in any shape above, or why it has none."""
     if not isinstance(obj, dict):
@@ -119,26 +140,41 @@ def pair_fields(obj: Any, fields: PreferenceFieldMap) -> tuple[Messages, str, st
             return f"{what}: the answer must be one assistant turn, got {len(value)} messages"
     if not prompt or prompt[-1]["role"] != "user":
         return "the prompt must end with a user turn"
-    return prompt, chosen, rejected
+    return conversation_problem(prompt, chosen, rejected) or (prompt, chosen, rejected)
 
 
 # ------------------------------------------------------------------------------------------------ files
-def _records(path: Path, shown: str) -> Iterator[tuple[str, Any, str]]:
-    """(where, parsed object or an error string, raw excerpt) per jsonl line / parquet row."""
-    if path.suffix == ".parquet":
-        import pyarrow.parquet as pq
+class ReadError(str):
+    """Why a line is not a record (a JSON line holding a bare string is a record of the wrong shape, not this)."""
 
-        for i, row in enumerate(pq.read_table(path).to_pylist(), start=1):
+
+def _records(path: Path, shown: str) -> Iterator[tuple[str, Any, str]]:
+    """(where, parsed object or a ReadError, raw excerpt) per jsonl line / parquet row; a file that cannot be
+    read or parsed (a Parquet file cut short has no footer, so none of its rows can be) is one ReadError."""
+    try:
+        if path.suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            rows = pq.read_table(path).to_pylist()
+        else:
+            data = path.read_bytes()
+    except (OSError, ValueError) as exc:   # pyarrow's ArrowInvalid is a ValueError
+        message = str(exc).replace(str(path), shown)[:200]   # the root's location is not part of the output
+        yield shown, ReadError(f"unreadable file ({type(exc).__name__}: {message})"), ""
+        return
+    if path.suffix == ".parquet":
+        for i, row in enumerate(rows, start=1):
             yield f"{shown}:row{i}", row, json.dumps(row, default=str)[:EXCERPT_CHARS]
         return
-    for lineno, raw in enumerate(path.read_bytes().split(b"\n"), start=1):
+    for lineno, raw in enumerate(data.split(b"\n"), start=1):
         if not raw.strip():
             continue
         text = raw.decode("utf-8", "backslashreplace")
         try:
             yield f"{shown}:{lineno}", json.loads(raw.decode("utf-8")), text[:EXCERPT_CHARS]
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            yield f"{shown}:{lineno}", f"invalid JSON or UTF-8 ({type(exc).__name__})", text[:EXCERPT_CHARS]
+            yield f"{shown}:{lineno}", ReadError(f"invalid JSON or UTF-8 ({type(exc).__name__})"), \
+                text[:EXCERPT_CHARS]
 
 
 def file_pairs(src: FilesPreferenceSource, root: Path) -> Iterator[Pair | Unread]:
@@ -157,7 +193,7 @@ def file_pairs(src: FilesPreferenceSource, root: Path) -> Iterator[Pair | Unread
             yield Unread(f"{src.name}/{shown}", src.name, f"{shown}: {why}")
             continue
         for where, obj, excerpt in _records(path, shown):
-            parsed = obj if isinstance(obj, str) else pair_fields(obj, src.fields)
+            parsed = obj if isinstance(obj, ReadError) else pair_fields(obj, src.fields)
             key = where
             if not isinstance(parsed, str) and src.fields.id is not None:
                 value = obj.get(src.fields.id)

@@ -15,7 +15,7 @@ from pathlib import Path
 from specs.multimodal import AudioBounds, CaptionSpec, ImageBounds, MultimodalSpec, SegmentSpec, SpeechRateSpec
 from tasks.data.filtering import langid
 from tasks.data.filtering.filters import Filter, Verdict
-from tasks.data.multimodal.decode import MediaError, decode
+from tasks.data.multimodal.decode import Limits, MediaError, decode
 from tasks.data.multimodal.records import IMAGE_SUFFIXES, AUDIO_SUFFIXES, MMRecord, VIDEO_SUFFIXES
 
 
@@ -34,14 +34,15 @@ def drop(reason: str, detail: str, **signals: float) -> MediaVerdict:
 
 @dataclass(frozen=True)
 class DecodeCheck:
-    """The media decodes completely; sets `record.decoded` for the checks after it."""
+    """The media decodes completely, within `limits`; sets `record.decoded` for the checks after it."""
 
     root: Path
+    limits: Limits = Limits()
     name: str = "decode"
 
     def __call__(self, rec: MMRecord) -> MediaVerdict:
         try:
-            rec.decoded = decode(rec, self.root)
+            rec.decoded = decode(rec, self.root, self.limits)
         except MediaError as exc:
             return drop(exc.reason, exc.detail)
         return keep(bytes=float(rec.decoded.size_bytes))
@@ -192,7 +193,8 @@ class CaptionCheck:
 
 def mm_filters(spec: MultimodalSpec, root: Path) -> list[Filter]:
     """The per-record checks in funnel order (decode is always on: the others read what it decoded)."""
-    checks: list[Filter] = [DecodeCheck(root), BoundsCheck(spec.image, spec.audio)]
+    limits = Limits(spec.image.max_bytes, spec.audio.max_bytes, spec.audio.max_duration_s)
+    checks: list[Filter] = [DecodeCheck(root, limits), BoundsCheck(spec.image, spec.audio)]
     if spec.segments.enabled:
         checks.append(SegmentsCheck(spec.segments))
     if spec.speech_rate.enabled:

@@ -4,20 +4,32 @@
 libsndfile reads a WAV whose data chunk breaks off as a shorter clip without complaint (a file cut in half
 decodes as half the audio), so the RIFF chunk sizes are checked against the bytes present; a FLAC/OGG stream
 that ends early either fails to decode or yields fewer frames than its header declares, and both are caught.
+
+Resources are bounded before they are spent (`Limits`, from the bounds): a file over `max_bytes` is not read
+(`file_too_large`), only a regular file is opened (a FIFO or a device would block or never end), an image over
+Pillow's pixel limit is not decoded (`media_too_large`: a few-KB PNG can declare 30000×30000 pixels of one
+colour), and audio is decoded in blocks and stopped once it passes `max_duration_s` (`audio_too_long`: a FLAC of
+hours of silence is a few KB on disk and gigabytes of samples).
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
+import os
+import re
+import stat
 import struct
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 from tasks.data.multimodal.records import Decoded, MMRecord
 
 THUMB_PX = 256                 # thumbnails for the hash, the similarity model and the spot-check
 MAX_DECODE_PIXELS = 1 << 28    # larger images are not decoded at all (decompression bombs)
+MAX_DECODE_SAMPLES = 1 << 27   # decoded audio samples (all channels) held at most: 512 MiB of float32
+AUDIO_BLOCK_SAMPLES = 1 << 20  # samples (all channels) decoded per block
 IMAGE_EXT = {"JPEG": "jpg", "PNG": "png", "GIF": "gif", "WEBP": "webp", "BMP": "bmp", "TIFF": "tiff"}
 AUDIO_EXT = {"WAV": "wav", "WAVEX": "wav", "FLAC": "flac", "OGG": "ogg", "MP3": "mp3"}
 
@@ -30,17 +42,47 @@ class MediaError(Exception):
         self.reason, self.detail = reason, detail
 
 
-def decode(rec: MMRecord, root: Path) -> Decoded:
-    try:
-        data = rec.media.read(root)
-    except OSError as exc:
-        raise MediaError("media_unreadable", f"{type(exc).__name__}: {exc.strerror or exc}") from None
+@dataclass(frozen=True)
+class Limits:
+    """What decoding may spend on one record: encoded bytes per kind (the bounds' `max_bytes`) and seconds of
+    audio (the bounds' `max_duration_s`); past them the record is refused before the work is done."""
+
+    image_bytes: int = 32 * 1024 * 1024
+    audio_bytes: int = 256 * 1024 * 1024
+    audio_seconds: float = 600.0
+
+
+def read_media(rec: MMRecord, root: Path, max_bytes: int) -> bytes:
+    """The record's encoded bytes, reading at most `max_bytes`; only a regular file is opened (non-blocking, so
+    a FIFO named as media cannot hang the stage)."""
+    if rec.media.data is not None:
+        data = rec.media.data
+    else:
+        p = Path(rec.media.path)
+        try:
+            fd = os.open(p if p.is_absolute() else root / p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
+            raise MediaError("media_unreadable", f"{type(exc).__name__}: {getattr(exc, 'strerror', None) or exc}") \
+                from None
+        with os.fdopen(fd, "rb") as fh:
+            mode = os.fstat(fd).st_mode
+            if not stat.S_ISREG(mode):
+                raise MediaError("media_unreadable", "not a regular file (a device, FIFO or folder is not read)")
+            data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise MediaError("file_too_large", f"over {max_bytes} bytes: not read further")
+    return data
+
+
+def decode(rec: MMRecord, root: Path, limits: Limits = Limits()) -> Decoded:
+    max_bytes = limits.audio_bytes if rec.media.kind == "audio" else limits.image_bytes
+    data = read_media(rec, root, max_bytes)
     if not data:
         raise MediaError("media_empty", "0 bytes")
     if rec.media.kind == "image":
         return decode_image(data)
     if rec.media.kind == "audio":
-        return decode_audio(data)
+        return decode_audio(data, limits.audio_seconds)
     raise MediaError("media_unsupported", f"no decoder for {rec.media.kind} (images and audio are checked)")
 
 
@@ -62,8 +104,9 @@ def decode_image(data: bytes) -> Decoded:
         raise
     except UnidentifiedImageError:
         raise MediaError("media_undecodable", "not an image format Pillow knows") from None
-    except (OSError, SyntaxError, ValueError, struct.error, Image.DecompressionBombWarning,
-            Image.DecompressionBombError) as exc:
+    except (Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:
+        raise MediaError("media_too_large", f"not decoded (bomb guard): {exc}") from None
+    except (OSError, SyntaxError, ValueError, struct.error, EOFError, ZeroDivisionError) as exc:
         reason = "media_truncated" if "truncated" in str(exc).lower() else "media_undecodable"
         raise MediaError(reason, f"{type(exc).__name__}: {exc}") from None
     thumb.thumbnail((THUMB_PX, THUMB_PX))
@@ -86,24 +129,47 @@ def wav_truncation(data: bytes) -> str | None:
     return None
 
 
-def decode_audio(data: bytes) -> Decoded:
+def _audio_error(exc: Exception) -> MediaError:
+    # libsndfile names the stream by its repr, whose memory address differs per run: the detail must not
+    message = re.sub(r"<_io\.BytesIO object at 0x[0-9a-fA-F]+>", "the audio bytes", str(exc))
+    reason = "media_truncated" if any(w in message.lower() for w in ("lost sync", "truncat", "end of file",
+                                                                      "unexpected end")) else "media_undecodable"
+    return MediaError(reason, f"{type(exc).__name__}: {message}")
+
+
+def decode_audio(data: bytes, max_seconds: float = 600.0) -> Decoded:
+    """Mono float32 samples, decoded block by block: a clip longer than `max_seconds` (or past
+    MAX_DECODE_SAMPLES) stops at the first block over it, whatever its header says."""
     import numpy as np
     import soundfile as sf
 
     cut = wav_truncation(data)
     if cut is not None:
         raise MediaError("media_truncated", cut)
+    blocks: list = []
     try:
-        info = sf.info(io.BytesIO(data))
-        samples, rate = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
-    except (sf.LibsndfileError, RuntimeError, TypeError, ValueError) as exc:
-        message = str(exc)
-        reason = "media_truncated" if any(w in message.lower() for w in ("lost sync", "truncat", "end of file",
-                                                                          "unexpected end")) else "media_undecodable"
-        raise MediaError(reason, f"{type(exc).__name__}: {message}") from None
-    if 0 < len(samples) < info.frames:
-        raise MediaError("media_truncated", f"{len(samples)} of the {info.frames} frames its header declares")
-    mono = samples.mean(axis=1, dtype=np.float32) if samples.shape[1] > 1 else samples[:, 0]
-    return Decoded(format=AUDIO_EXT.get(info.format, info.format.lower()), size_bytes=len(data),
-                   sha256=hashlib.sha256(data).hexdigest(), duration_s=len(samples) / rate if rate else 0.0,
-                   sample_rate=int(rate), channels=int(info.channels), samples=mono)
+        with sf.SoundFile(io.BytesIO(data)) as f:
+            fmt, declared, rate, channels = f.format, f.frames, f.samplerate, f.channels
+            if rate <= 0 or channels <= 0:
+                raise MediaError("media_undecodable", f"{rate} Hz, {channels} channel(s) in the header")
+            by_time, by_memory = int(max_seconds * rate) + 1, MAX_DECODE_SAMPLES // channels
+            limit = min(by_time, by_memory)
+            frames = 0
+            for block in f.blocks(blocksize=max(1, AUDIO_BLOCK_SAMPLES // channels), dtype="float32",
+                                  always_2d=True):
+                frames += len(block)
+                if frames > limit:
+                    reason = "audio_too_long" if by_time <= by_memory else "media_too_large"
+                    raise MediaError(reason, f"over {limit - 1} frames ({max_seconds} s at {rate} Hz, "
+                                     f"{channels} channel(s)): not decoded further")
+                blocks.append(block.mean(axis=1, dtype=np.float32) if channels > 1 else block[:, 0].copy())
+    except MediaError:
+        raise
+    except (sf.LibsndfileError, RuntimeError, TypeError, ValueError, EOFError, OverflowError) as exc:
+        raise _audio_error(exc) from None
+    if 0 < frames < declared:
+        raise MediaError("media_truncated", f"{frames} of the {declared} frames its header declares")
+    mono = np.concatenate(blocks) if blocks else np.zeros(0, dtype=np.float32)
+    return Decoded(format=AUDIO_EXT.get(fmt, fmt.lower()), size_bytes=len(data),
+                   sha256=hashlib.sha256(data).hexdigest(), duration_s=frames / rate,
+                   sample_rate=int(rate), channels=int(channels), samples=mono)

@@ -1,32 +1,70 @@
 """Multimodal readers: image/audio–text rows in jsonl or parquet, WebDataset tar shards (streamed with tarfile:
 members grouped by key, as the `webdataset` package groups them), and audio files with transcripts beside them
 (.srt, .vtt, .json {text, segments} or .txt). Each yields `MMRecord`s, or `MMBad` for what cannot become one;
-a caption that is missing is not a read error (the `caption` check reports it) and neither is odd timing."""
+a caption that is missing is not a read error (the `caption` check reports it) and neither is odd timing.
+
+A downloaded set is untrusted: a media path (or a transcript beside a clip) must lie, links resolved, inside the
+folders the source names (`Scope.folders`, plus its `media_roots`) — `../../etc/passwd`, `/etc/hostname` or a
+link out is `media_outside` and never opened; a URL is `media_url` (nothing is fetched); a tar member over the
+bounds' `max_bytes` is not read (`file_too_large`), and two members of one sample with the same extension are
+`duplicate_member`, as the `webdataset` package refuses them."""
 
 from __future__ import annotations
 
 import base64
 import binascii
+import glob
 import json
 import logging
+import re
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
 import pyarrow.parquet as pq
 
 from specs.multimodal import FilesMMSource
-from tasks.data.formats.paths import display_path, expand_paths
+from tasks.data.formats.paths import display_path, expand_paths, link_roots
 from tasks.data.multimodal.records import AUDIO_SUFFIXES, MMBad, MMRecord, MediaRef, Segment, kind_of_suffix
 from tasks.data.multimodal.subtitles import parse_cues
 
 SIDECARS = (".srt", ".vtt", ".json", ".txt")
 log = logging.getLogger("forgeline.multimodal")
 META_SCALARS = (str, int, float, bool, type(None))
+SIDECAR_MAX_BYTES = 16 * 1024 * 1024
+_URL = re.compile(r"^(https?|ftps?|s3|gs|gcs|az|abfs|hf|file|data|blob):", re.I)   # fetched by nobody here
 
 
-def read_source(src: FilesMMSource, root: Path) -> Iterator[MMRecord | MMBad]:
-    """Every record of a files source, file by file in sorted order."""
+@dataclass(frozen=True)
+class Scope:
+    """Where a source's media may come from and how much of a tar member is read."""
+
+    root: Path
+    folders: tuple[Path, ...]
+    max_bytes: int
+
+    def inside(self, target: Path) -> bool:
+        """True when `target`, links resolved, lies in one of the folders."""
+        real = target.resolve()
+        return any(real.is_relative_to(f) for f in self.folders)
+
+
+def source_scope(src: FilesMMSource, root: Path, max_bytes: int) -> Scope:
+    """The folders `src.paths` name (a directory, a glob's part before its first wildcard, a named file's
+    folder) and its `media_roots`, resolved."""
+    folders: list[Path] = []
+    for pattern in src.paths:
+        base = Path(pattern) if Path(pattern).is_absolute() else root / pattern
+        folders += link_roots(base) if glob.has_magic(pattern) or base.is_dir() else [base.resolve().parent]
+    folders += [(root / m).resolve() for m in src.media_roots]
+    return Scope(root, tuple(dict.fromkeys(folders)), max_bytes)
+
+
+def read_source(src: FilesMMSource, root: Path, max_bytes: int = 256 * 1024 * 1024) -> Iterator[MMRecord | MMBad]:
+    """Every record of a files source, file by file in sorted order; a tar member over `max_bytes` is not
+    read."""
+    scope = source_scope(src, root, max_bytes)
     listed = expand_paths(src.paths, root, src.name)
     audio_stems = {item.path.with_suffix("") for item in listed if item.path.suffix.lower() in AUDIO_SUFFIXES}
     skipped = 0
@@ -40,9 +78,9 @@ def read_source(src: FilesMMSource, root: Path) -> Iterator[MMRecord | MMBad]:
             skipped += 1  # a media file or a transcript sidecar: read through the rows or audio that name it
             continue
         try:
-            yield from READERS[fmt](path, shown, src, root)
-        except (OSError, ValueError, tarfile.TarError) as exc:
-            yield MMBad(src.name, shown, "unreadable_file", f"{type(exc).__name__}: {exc}")
+            yield from READERS[fmt](path, shown, src, scope)
+        except (OSError, ValueError, tarfile.TarError, RecursionError) as exc:
+            yield MMBad(src.name, shown, "unreadable_file", f"{type(exc).__name__}: {str(exc)[:300]}")
     if skipped:
         log.info("multimodal source '%s': %d media/transcript file(s) read only through the records naming them",
                  src.name, skipped)
@@ -73,8 +111,17 @@ def _segments(value: Any) -> tuple[Segment, ...]:
     return tuple(Segment.parse(s) for s in value)
 
 
-def _media_of(value: Any, kind: Any, base: Path, root: Path, segments: tuple[Segment, ...]) -> MediaRef:
-    """A path (relative to the row's file), raw bytes, base64 text in {bytes: ...}, or {path: ...}."""
+class Refused(ValueError):
+    """A media reference that is not followed: `reason` is the quarantine reason."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(detail)
+        self.reason = reason
+
+
+def _media_of(value: Any, kind: Any, base: Path, scope: Scope, segments: tuple[Segment, ...]) -> MediaRef:
+    """A path (relative to the row's file, inside the scope), raw bytes, base64 text in {bytes: ...}, or
+    {path: ...}."""
     encoded = False   # a string under `bytes` (as Hugging Face datasets write images to JSON) is base64
     if isinstance(value, dict):
         encoded = value.get("bytes") is not None
@@ -89,53 +136,69 @@ def _media_of(value: Any, kind: Any, base: Path, root: Path, segments: tuple[Seg
                             segments=segments)
         except (binascii.Error, ValueError):
             raise ValueError("media is neither a file path nor base64 bytes") from None
+    if _URL.match(value):
+        raise Refused("media_url", f"{value[:200]!r} is a URL: nothing is fetched (download it and name the file)")
+    if "\x00" in value or any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+        raise ValueError("media path holds a NUL or a lone surrogate")
     target = Path(value) if Path(value).is_absolute() else base / value
+    if not scope.inside(target):
+        raise Refused("media_outside", f"{value[:200]!r} resolves to {target.resolve()}, outside the source's "
+                      f"folders ({', '.join(map(str, scope.folders))}; add one to `media_roots`): not read")
     kind = kind if isinstance(kind, str) else (kind_of_suffix(target.suffix) or "image")
-    return MediaRef(kind, path=display_path(target, root), segments=segments)
+    return MediaRef(kind, path=display_path(target, scope.root), segments=segments)
 
 
-def _from_row(obj: Any, path: Path, shown: str, where: str, src: FilesMMSource, root: Path) -> MMRecord | MMBad:
+def _from_row(obj: Any, path: Path, shown: str, where: str, src: FilesMMSource, scope: Scope) -> MMRecord | MMBad:
     if not isinstance(obj, dict):
         return MMBad(src.name, f"{shown}:{where}", "not_an_object", f"expected an object, got {type(obj).__name__}")
     try:
         segments = _segments(obj.get(src.segments_field))
-        media = _media_of(obj.get(src.media_field), obj.get(src.kind_field), path.parent, root, segments)
+        media = _media_of(obj.get(src.media_field), obj.get(src.kind_field), path.parent, scope, segments)
     except ValueError as exc:
-        return MMBad(src.name, f"{shown}:{where}", "bad_media", str(exc))
+        return MMBad(src.name, f"{shown}:{where}", getattr(exc, "reason", "bad_media"), str(exc))
     key = str(obj[src.id_field]) if src.id_field and obj.get(src.id_field) is not None else f"{shown}:{where}"
     mapped = {src.media_field, src.text_field, src.segments_field, src.kind_field, src.id_field}
     meta = {k: v for k, v in obj.items() if k not in mapped and isinstance(v, META_SCALARS)}
     return _record(src, key, obj.get(src.text_field), media, f"{shown}:{where}", meta)
 
 
-def read_jsonl(path: Path, shown: str, src: FilesMMSource, root: Path) -> Iterator[MMRecord | MMBad]:
+def read_jsonl(path: Path, shown: str, src: FilesMMSource, scope: Scope) -> Iterator[MMRecord | MMBad]:
     with path.open("rb") as fh:
         for n, raw in enumerate(fh, 1):
             if not raw.strip():
                 continue
             try:
                 obj = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                yield MMBad(src.name, f"{shown}:{n}", "invalid_json", str(exc))
+            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+                yield MMBad(src.name, f"{shown}:{n}", "invalid_json", str(exc)[:300])
                 continue
-            yield _from_row(obj, path, shown, str(n), src, root)
+            yield _from_row(obj, path, shown, str(n), src, scope)
 
 
-def read_parquet(path: Path, shown: str, src: FilesMMSource, root: Path) -> Iterator[MMRecord | MMBad]:
+def read_parquet(path: Path, shown: str, src: FilesMMSource, scope: Scope) -> Iterator[MMRecord | MMBad]:
     row = 0
     for batch in pq.ParquetFile(path).iter_batches(batch_size=256):
         for obj in batch.to_pylist():
             row += 1
-            yield _from_row(obj, path, shown, str(row), src, root)
+            yield _from_row(obj, path, shown, str(row), src, scope)
 
 
-def read_audio(path: Path, shown: str, src: FilesMMSource, root: Path) -> Iterator[MMRecord | MMBad]:
-    """One audio file; its transcript is the first sidecar found (.srt, .vtt, .json, .txt) of the same stem."""
+def read_audio(path: Path, shown: str, src: FilesMMSource, scope: Scope) -> Iterator[MMRecord | MMBad]:
+    """One audio file; its transcript is the first sidecar found (.srt, .vtt, .json, .txt) of the same stem
+    (inside the scope, at most SIDECAR_MAX_BYTES)."""
     text, segments, meta = "", (), {}
     for suffix in SIDECARS:
         side = path.with_suffix(suffix)
         if not side.is_file():
             continue
+        if not scope.inside(side):
+            yield MMBad(src.name, shown, "media_outside", f"transcript {side.name} links to {side.resolve()}, "
+                        "outside the source's folders: not read")
+            return
+        if side.stat().st_size > SIDECAR_MAX_BYTES:
+            yield MMBad(src.name, shown, "file_too_large", f"transcript {side.name} is over {SIDECAR_MAX_BYTES} "
+                        "bytes")
+            return
         body = side.read_text(encoding="utf-8")
         if suffix in (".srt", ".vtt"):
             segments = tuple(parse_cues(body, side.name))
@@ -153,12 +216,14 @@ def read_audio(path: Path, shown: str, src: FilesMMSource, root: Path) -> Iterat
     yield _record(src, shown, text, MediaRef("audio", path=shown, segments=segments), shown, meta)
 
 
-def read_webdataset(path: Path, shown: str, src: FilesMMSource, root: Path) -> Iterator[MMRecord | MMBad]:
+def read_webdataset(path: Path, shown: str, src: FilesMMSource, scope: Scope) -> Iterator[MMRecord | MMBad]:
     """Samples of a tar shard: consecutive members sharing a key (the path up to the first dot of the file
     name) form one sample; the media is its first image/audio/video member, the caption the first of
-    `caption_keys` (or `caption`/`text` of its json member, which may also hold `segments`)."""
+    `caption_keys` (or `caption`/`text` of its json member, which may also hold `segments`). Members are only
+    read into memory, never extracted, so a `../` name reaches no file; a member over `scope.max_bytes` is
+    skipped unread and its sample refused."""
     with tarfile.open(path, mode="r|*") as tar:
-        key, members = None, {}
+        key, members, faults = None, {}, []
         try:
             for info in tar:
                 if not info.isfile():
@@ -167,19 +232,28 @@ def read_webdataset(path: Path, shown: str, src: FilesMMSource, root: Path) -> I
                 stem, _, ext = name.partition(".")
                 k = f"{folder}/{stem}" if folder else stem
                 if k != key and key is not None:
-                    yield _sample(key, members, shown, src)
-                    members = {}
-                key = k
-                members[ext.lower()] = tar.extractfile(info).read()
+                    yield _sample(key, members, shown, src, faults)
+                    members, faults = {}, []
+                key, ext = k, ext.lower()
+                if ext in members:
+                    faults.append(("duplicate_member", f"{info.name}: a second {ext!r} member in sample {k!r}"))
+                elif info.size > scope.max_bytes:
+                    faults.append(("file_too_large", f"{info.name}: {info.size} bytes > {scope.max_bytes}: not read"))
+                    members[ext] = b""
+                else:
+                    members[ext] = tar.extractfile(info).read()
         except (tarfile.TarError, EOFError, OSError) as exc:  # a cut shard: what came before it stays
             yield MMBad(src.name, f"{shown}:{key}", "truncated", f"{type(exc).__name__}: {exc}")
             return
         if key is not None:
-            yield _sample(key, members, shown, src)
+            yield _sample(key, members, shown, src, faults)
 
 
-def _sample(key: str, members: dict[str, bytes], shown: str, src: FilesMMSource) -> MMRecord | MMBad:
+def _sample(key: str, members: dict[str, bytes], shown: str, src: FilesMMSource,
+            faults: list[tuple[str, str]]) -> MMRecord | MMBad:
     where = f"{shown}:{key}"
+    if faults:
+        return MMBad(src.name, where, faults[0][0], "; ".join(d for _, d in faults)[:500])
     media_ext = next((e for e in members if kind_of_suffix(e.rsplit(".", 1)[-1]) is not None), None)
     if media_ext is None:
         return MMBad(src.name, where, "missing_media", f"no image/audio/video member among {sorted(members)}")
@@ -187,11 +261,12 @@ def _sample(key: str, members: dict[str, bytes], shown: str, src: FilesMMSource)
     if "json" in members:
         try:
             info = json.loads(members["json"])
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            return MMBad(src.name, where, "invalid_json", f"{key}.json: {exc}")
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            return MMBad(src.name, where, "invalid_json", f"{key}.json: {str(exc)[:300]}")
         info = info if isinstance(info, dict) else {}
     text = next((members[e].decode("utf-8", "replace") for e in src.caption_keys if e in members),
                 info.get("caption") or info.get("text") or "")
+    text = text if isinstance(text, str) else ""   # a caption of another JSON type is missing, not a crash
     try:
         segments = _segments(info.get("segments"))
     except ValueError as exc:

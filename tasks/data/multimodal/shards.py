@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from tasks.core.files import atomic_path
 from tasks.data.multimodal.curate import Outcome, similarity_of
-from tasks.data.multimodal.decode import decode_image
+from tasks.data.multimodal.decode import decode_image, read_media
 
 SHARD = "shards/mm-{:06d}.tar"
 QUARANTINE_SCHEMA = pa.schema([
@@ -110,9 +110,10 @@ def _rank(seed: int, item_id: str) -> str:
 
 
 def spotcheck(outcomes: list[Outcome], out: Path, root: Path, per_stratum: int, seed: int,
-              thumb_px: int) -> list[dict[str, Any]]:
+              thumb_px: int, max_bytes: int = 256 * 1024 * 1024) -> list[dict[str, Any]]:
     """Seeded strata: kept records per media kind, quarantined ones per check. Each item names its thumbnail
-    (images, PNG) or clip (audio, the file as read) under `spotcheck/` beside its text."""
+    (images, PNG) or clip (audio, the file as read) under `spotcheck/` beside its text; media is re-read as
+    decode reads it (a regular file, at most `max_bytes`), so a quarantined FIFO or device cannot hang it."""
     strata: dict[str, list[Outcome]] = {}
     for o in outcomes:
         if o.rec is None:
@@ -124,21 +125,21 @@ def spotcheck(outcomes: list[Outcome], out: Path, root: Path, per_stratum: int, 
         for o in sorted(chosen, key=lambda o: o.id):
             items.append({"id": o.id, "stratum": stratum, "kind": o.rec.media.kind, "source": o.source,
                           "text": o.rec.text, "reason": o.reason, "detail": o.detail, "planted": o.rec.planted,
-                          "media_file": _preview(o, out, root, thumb_px), "similarity": similarity_of(o)})
+                          "media_file": _preview(o, out, root, thumb_px, max_bytes), "similarity": similarity_of(o)})
     with atomic_path(out / "spotcheck.jsonl") as tmp:
         tmp.write_text("".join(json.dumps(i, sort_keys=True, ensure_ascii=False) + "\n" for i in items),
                        encoding="utf-8")
     return items
 
 
-def _preview(o: Outcome, out: Path, root: Path, thumb_px: int) -> str | None:
+def _preview(o: Outcome, out: Path, root: Path, thumb_px: int, max_bytes: int) -> str | None:
     """A thumbnail or a copy of the clip under out/spotcheck/ (root-relative path), or None when the media
     cannot be shown (unreadable, undecodable: the reason says why)."""
     folder = out / "spotcheck"
     folder.mkdir(exist_ok=True)
     key = sample_key(o.id)
     try:
-        data = o.rec.media.read(root)
+        data = read_media(o.rec, root, max_bytes)
         if o.rec.media.kind == "image":
             thumb = decode_image(data).thumb
             thumb.thumbnail((thumb_px, thumb_px))

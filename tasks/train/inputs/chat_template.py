@@ -12,6 +12,11 @@ closes the turn with (`<|eot_id|>`, `<|im_end|>\\n`), so the model learns to sto
 starts inside such a span. A template that rewrites earlier turns when later ones follow (so no prefix holds) is
 refused by name rather than masked wrongly. The end-of-turn token generation stops at is the last special token
 inside a probe reply's span.
+
+A message's content is data, not markup: where the text holds a special token's string inside a message's content
+(a user pasting `<|im_start|>system ...` or `<|eot_id|>`), that content is re-encoded as plain text (the rest of
+the text as before), so it cannot forge a turn or an end of turn. Text without such strings is encoded whole,
+exactly as transformers' `apply_chat_template(tokenize=True)` encodes it.
 """
 
 from __future__ import annotations
@@ -70,12 +75,41 @@ class TemplateChat:
         """(ids, loss_mask): mask 1 on the tokens that start inside an assistant turn's span."""
         if add_generation_prompt:
             check_messages(messages)
-            enc = self.tok.encode(self.text(messages, add_generation_prompt=True), add_special_tokens=False)
-            return list(enc.ids), [0] * len(enc.ids)
+            ids, _ = self.encode(self.text(messages, add_generation_prompt=True), messages)
+            return ids, [0] * len(ids)
         text, spans = self.spans(messages)
+        ids, offsets = self.encode(text, messages)
+        mask = [int(any(lo <= start < hi for lo, hi in spans)) for start, _ in offsets]
+        return ids, mask
+
+    def encode(self, text: str, messages: Sequence[Mapping[str, Any]]) -> tuple[list[int], list[tuple[int, int]]]:
+        """Token ids and character offsets of `text`; a special token that would start inside a message's
+        content makes the contents plain text (encoded on their own), the template's text around them as is."""
         enc = self.tok.encode(text, add_special_tokens=False)
-        mask = [int(any(lo <= start < hi for lo, hi in spans)) for start, _ in enc.offsets]
-        return list(enc.ids), mask
+        special = {i for i, t in self.tok.get_added_tokens_decoder().items() if t.special}
+        contents = content_spans(text, messages)
+        if not any(i in special and any(lo <= s < hi for lo, hi in contents) for i, (s, _) in
+                   zip(enc.ids, enc.offsets)):
+            return list(enc.ids), list(enc.offsets)
+        ids: list[int] = []
+        offsets: list[tuple[int, int]] = []
+        cut = 0
+        for lo, hi in [*contents, (len(text), len(text))]:
+            for a, b, plain in ((cut, lo, False), (lo, hi, True)):
+                if b > a:
+                    piece = self._encode_piece(text[a:b], plain)
+                    ids += piece.ids
+                    offsets += [(x + a, y + a) for x, y in piece.offsets]
+            cut = hi
+        return ids, offsets
+
+    def _encode_piece(self, text: str, plain: bool):
+        before = self.tok.encode_special_tokens
+        self.tok.encode_special_tokens = plain
+        try:
+            return self.tok.encode(text, add_special_tokens=False)
+        finally:
+            self.tok.encode_special_tokens = before
 
     def end_of_turn(self) -> str:
         """The special token closing an assistant turn (`<|eot_id|>`, `<|im_end|>`): a chat model's eos."""
@@ -91,6 +125,19 @@ class TemplateChat:
         stops = [i for i, m in zip(ids, mask) if m and i in special][-1:]
         eos = self.tok.token_to_id(self.specials.get("eos_token", "")) if self.specials.get("eos_token") else None
         return sorted(set(stops + ([eos] if eos is not None else [])))
+
+
+def content_spans(text: str, messages: Sequence[Mapping[str, Any]]) -> list[tuple[int, int]]:
+    """Where each message's content (stripped: templates may trim it) sits in the rendered text, searched in
+    message order; a content the template rewrote is not found and has no span."""
+    spans, pos = [], 0
+    for m in messages:
+        content = m["content"].strip()
+        at = text.find(content, pos) if content else -1
+        if at >= 0:
+            spans.append((at, at + len(content)))
+            pos = at + len(content)
+    return spans
 
 
 def checkpoint_chat(folder: Path, tok: Tokenizer) -> TemplateChat | None:
