@@ -48,6 +48,7 @@ from typing import Callable
 from tasks.data.privacy.pii_headers import HEADER_DIRECTIVES, CookieValues, directive_credential, directive_span
 from tasks.data.privacy.pii_keyed import CREDENTIAL_NAME, KeyedValues, names_no_credential
 from tasks.data.privacy.pii_pairs import NAME_VALUE_PAIRS, POSITIONAL, positional_credential, positional_span
+from tasks.data.privacy.pii_shapes import SHAPE_PASSES
 from tasks.data.privacy.pii_values import (is_placeholder, literal_in, looks_random, shannon_entropy, trim_end,
                                            value_ok)
 
@@ -341,6 +342,7 @@ SECRET_PASSES: tuple[tuple[re.Pattern[str], Validator | None,
     (_PEM, None, 0, _hint("PRIVATE KEY")),
     (_TOKEN_SHAPES, _token_shape, 0, _always),
     (_AWS_SECRET, lambda m: shannon_entropy(m.group(1)) >= 3.5, 1, _hint("ecret", "ECRET")),
+    *SHAPE_PASSES,      # password hashes, .pgpass lines, `credentials: user:pass`, presigned URLs' signatures
     (_URL_CREDENTIALS, _url_credentials, 1, _always),
     (_SIGNATURE, _signature, 1, _always),
     (_ORACLE_LOGIN, _command_password, _value_group, _always),
