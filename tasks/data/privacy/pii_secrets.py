@@ -9,6 +9,8 @@ Each pass is `(pattern, validator or None, group to replace (0 = whole match), c
   detect-secrets' plugins know, each led by its literal prefix. detect-secrets itself is not used: it scans
   line by line with every plugin, returns values without positions, and its default plugins ran at 0.09 M
   chars/s on the standard library's code where the whole of `scrub_pii` runs at ~3.5 M chars/s;
+- password hashes, `.pgpass` lines, kubeadm bootstrap tokens, `user:password` after `credentials`/`basic_auth`
+  and HTTPie's `-a`, presigned URLs' signatures: `tasks.data.privacy.pii_shapes`;
 - credentials inside URLs (`postgres://user:PASS@host`, `https://user:TOKEN@github.com`; not a SQL Server URL's
   port and pairs, `jdbc:sqlserver://h:1433;user=sa;password=...`), an Azure SAS URL's `sig=`, and Oracle's
   `user/PASS@db` logins (`jdbc:oracle:thin:`, `sqlplus`);
