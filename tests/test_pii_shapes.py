@@ -18,7 +18,8 @@ def _case(text: str, expected: str | None, kind: str = "secret") -> None:
     assert counts == ({kind: expected.count(placeholder)} if placeholder in expected else {})
 
 
-SHA512 = "$6$rounds=5000$Qx7saltZ$AbFxa6Gr0zedjKJXF6xcafmuYaUNoBA3ayi8QyhH5i/t.iiXMwWfg9Cu.blXsATMUxaSrkWgzAsOWQqUwuNHu."
+SHA512 = ("$6$rounds=5000$Qx7saltZ$AbFxa6Gr0zedjKJXF6xcafmuYaUNoBA3ayi8QyhH5i/t.iiXMwWfg9Cu.blXsATMUxaSrkWgzAsOWQqUw"
+          "uNHu.")
 BCRYPT = "$2b$12$Qx7saltZabcdefghijklmerOKWDPbnP5Wo.LNZETLEj9DOnvZiDvK"
 
 
@@ -47,7 +48,7 @@ def test_password_hashes(text: str, expected: str | None) -> None:
     # look-alikes: /etc/passwd and /etc/group lines, a wildcard line where no pgpass is named, a template,
     # times and a letters-only field
     ("root:x:0:0:root:/root:/bin/bash", None), ("sudo:x:27:alice", None), ("*:*:*:postgres:hunter2X", None),
-    ("db:5432:app:alice:${PGPASSWORD}", None), ("12:30:45:00:12", None), ("host:8080:GET:index:html", None),
+    ("db:5432:app:alice:${PGPASSWORD}", None), ("PGPASSWORD=$PGPASS psql -h db\nhost:8080:GET:index:html", None), ("12:30:45:00:12", None), ("host:8080:GET:index:html", None),
 ])
 def test_pgpass_lines(text: str, expected: str | None) -> None:
     _case(text, expected)
@@ -58,7 +59,8 @@ def test_pgpass_lines(text: str, expected: str | None) -> None:
     ('bootstrapTokens:\n- token: "9a08jv.c0izixklcxtmnze7"', 'bootstrapTokens:\n- token: "<SECRET>"'),
     ("credentials: alice:S3cretPw9", "credentials: alice:<SECRET>"),
     ('basic_auth: "alice:S3cretPw9"', 'basic_auth: "alice:<SECRET>"'),
-    ('es = Elasticsearch(hosts, http_auth="elastic:Ch4ngedPw!")', 'es = Elasticsearch(hosts, http_auth="elastic:<SECRET>")'),
+    ('es = Elasticsearch(hosts, http_auth="elastic:Ch4ngedPw!")',
+     'es = Elasticsearch(hosts, http_auth="elastic:<SECRET>")'),
     ("http -a alice:S3cretPw9 POST example.org/api", "http -a alice:<SECRET> POST example.org/api"),
     ("https --auth=alice:S3cretPw9 example.org", "https --auth=alice:<SECRET> example.org"),
     # look-alikes: a tokenizer's token, a scope, user:group, templates, a URL
@@ -82,7 +84,8 @@ AMZ_SIG = "fe5f80f77d5fa3beca038a248ff027d0445342fe2855ddc963176630326f1024"
      "https://storage.googleapis.com/b/o?X-Goog-Algorithm=GOOG4-RSA-SHA256&X-Goog-Signature=<SECRET>"),
     ("https://d1.cloudfront.net/a.jpg?Expires=1700000000&Signature=AbC1~dEf2-GhI3__xYz9&Key-Pair-Id=K2JCJMDEHXQW5F",
      "https://d1.cloudfront.net/a.jpg?Expires=1700000000&Signature=<SECRET>&Key-Pair-Id=K2JCJMDEHXQW5F"),
-    ("https://s3.amazonaws.com/b/k?AWSAccessKeyId=AKIDEXAMPLE&Expires=1700000000&Signature=vjbyPxybdZaNmGa%2ByT272YEAiv4%3D",
+    ("https://s3.amazonaws.com/b/k?AWSAccessKeyId=AKIDEXAMPLE&Expires=1700000000"
+     "&Signature=vjbyPxybdZaNmGa%2ByT272YEAiv4%3D",
      "https://s3.amazonaws.com/b/k?AWSAccessKeyId=AKIDEXAMPLE&Expires=1700000000&Signature=<SECRET>"),
     # look-alikes: a `Signature=` of some other URL, a signature parameter named in prose, a short value
     ("https://example.com/verify?Signature=AbC1dEf2GhI3xYz9AbC1dEf2", None),
@@ -96,9 +99,11 @@ def test_presigned_urls(text: str, expected: str | None) -> None:
     ("Priya: 98765 43210 (after six)", "Priya: <PHONE> (after six)", "phone"),           # India, 5-5
     ("联系 138 0013 8000 or 139-1234-5678", "联系 <PHONE> or <PHONE>", "phone"),     # China, 3-4-4
     ("SSN: 536.90.4399.", "SSN: <SSN>.", "ssn"),
-    ("NINO: AB 12 34 56 C", "NINO: <SSN>", "ssn"), ("National Insurance number: JG103759A", "National Insurance number: <SSN>", "ssn"),
+    ("NINO: AB 12 34 56 C", "NINO: <SSN>", "ssn"),
+    ("National Insurance number: JG103759A", "National Insurance number: <SSN>", "ssn"),
     ("his NI no. is AB123456C", "his NI no. is <SSN>", "ssn"),
-    ("SIN: 123-456-782", "SIN: <SSN>", "ssn"), ("Social Insurance Number 123 456 782", "Social Insurance Number <SSN>", "ssn"),
+    ("SIN: 123-456-782", "SIN: <SSN>", "ssn"),
+    ("Social Insurance Number 123 456 782", "Social Insurance Number <SSN>", "ssn"),
     # look-alikes: unissued or malformed NINO prefixes, a bare one without a cue, a SIN failing Luhn, `sin(...)`
     ("GB 12 34 56 A", None, "ssn"), ("DA 12 34 56 C", None, "ssn"), ("part AB123456C", None, "ssn"),
     ("SIN: 123 456 789", None, "ssn"), ("y = np.sin(123456782)", None, "ssn"),

@@ -66,7 +66,7 @@ def _hash(m: re.Match[str]) -> bool:
 
 
 # A `.pgpass` line: exactly five `:`-separated fields (`\:` escapes a colon inside one), the port numeric or
-# `*`. Led by the port's `:` (a literal scan), the line's start is checked by a lookbehind.
+# `*`. Tried at line starts only where `_PGPASS_GATE` (led by a `:`, a fast scan) finds a line ending so.
 _PGPASS = re.compile(r"(?m)^[ \t]*(?P<host>[A-Za-z0-9*\[][\w.*:\[\]-]*?|\*):(?P<port>\d{2,5}|\*):"
                      r"(?P<db>(?:\\.|[^\s:\\])+):(?P<user>(?:\\.|[^\s:\\])+):(?P<bare>(?:\\.|[^\s:\\])+)[ \t]*\r?$")
 _PGPASS_GATE = re.compile(r":(?:\d{2,5}|\*):[^\s:]+:[^\s:]+:[^\s:]+[ \t]*\r?$", re.MULTILINE)
@@ -79,6 +79,9 @@ class PgpassLines:
         return _PGPASS.sub(repl, text) if _PGPASS_GATE.search(text) else text
 
 
+# The file named just before the line (`# ~/.pgpass`, `cat .pgpass`, `pgpass.conf`); not the variables
+# `PGPASSWORD`, `$PGPASS`, `PGPASSFILE`.
+_PGPASS_NAMED = re.compile(r"\bpgpass\b")
 _IPV4_HOST = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
 
 
@@ -86,7 +89,7 @@ def _pgpass(m: re.Match[str]) -> bool:
     password, host = m.group("bare"), m.group("host")
     if is_placeholder(password, quoted=True):
         return False
-    named = literal_in("pgpass", m.string) or literal_in("PGPASS", m.string)
+    named = _PGPASS_NAMED.search(m.string, max(0, m.start() - 300), m.start()) is not None
     if m.group("port") == "*" or host == "*":      # wildcards: a pgpass line only where the text names one
         return named and len(password) >= 4
     if not any(c.isalpha() for c in host) and not _IPV4_HOST.fullmatch(host):     # `12:30:45:00:12`: times
@@ -96,7 +99,8 @@ def _pgpass(m: re.Match[str]) -> bool:
 
 # Names that hold a login as `user:password`, the value's user part, then the password (group `bare`).
 _USER = r"(?P<user>[\w.+%-]{1,64})"     # a login's characters: no `=`, backtick or `?` of code (`a===`x`?`)
-_USERPASS_VALUE = r"""[ \t]*[:=](?!=)[ \t]*(?P<q>["']?)""" + _USER + r""":(?P<bare>[^\s'"]{1,200}?)(?P=q)(?=[\s,;}\])]|$)"""
+_USERPASS_VALUE = (r"""[ \t]*[:=](?!=)[ \t]*(?P<q>["']?)""" + _USER
+                   + r""":(?P<bare>[^\s'"]{1,200}?)(?P=q)(?=[\s,;}\])]|$)""")
 # Each pattern led by its gate literal (a fast scan); the word before it is checked by `_user_pass`.
 _USER_PASS = LiteralGated([
     ("redentials", r"redentials(?<=[Cc]redentials)(?<![A-Za-z0-9-][Cc]redentials)[\"']?" + _USERPASS_VALUE),
@@ -142,9 +146,10 @@ _SIGNER_IN_URL = re.compile(r"[?&](?:AWSAccessKeyId|GoogleAccessId|Key-Pair-Id)=
 def _signed_url(m: re.Match[str]) -> bool:
     if not m.group().startswith(("?Signature=", "&Signature=")):
         return True
-    url_start = max(m.string.rfind(c, 0, m.start()) for c in " \t\n\"'<>(")
-    url_end = min((k for k in (m.string.find(c, m.end()) for c in " \t\n\"'<>)") if k >= 0), default=len(m.string))
-    return _SIGNER_IN_URL.search(m.string, url_start + 1, url_end) is not None
+    text, floor, ceiling = m.string, max(0, m.start() - 2000), min(len(m.string), m.end() + 2000)
+    url_start = max([floor - 1, *(text.rfind(c, floor, m.start()) for c in " \t\n\"'<>(")])
+    url_end = min([ceiling, *(k for k in (text.find(c, m.end(), ceiling) for c in " \t\n\"'<>)") if k >= 0)])
+    return _SIGNER_IN_URL.search(text, url_start + 1, url_end) is not None
 
 
 def _bare_span(m: re.Match[str]) -> tuple[int, int]:
