@@ -7,7 +7,11 @@ and throughput.
 Plants come from `tests.helpers.pii_planted` (one fake email, obfuscated email, phone, IPv4/IPv6 address, card number,
 IBAN, SSN or secret in a prose, code, config, log or HTTP line; `email/obfuscated` is reported apart, and so are
 `secret/syntax`, secrets drawn from the whole alphabet of the syntax they sit in, and `phone/international`,
-numbers in every international prefix form after every phone cue: `tests.helpers.pii_planted_syntax`). A plant
+numbers in every international prefix form after every phone cue: `tests.helpers.pii_planted_syntax`;
+`secret/config`, credentials in tool and config files: `tests.helpers.pii_planted_config`; `secret/shapes`,
+password hashes, `.pgpass` lines, bootstrap tokens, `user:password` logins and presigned URLs, `ssn/national`, UK
+NINOs, Canadian SINs and dotted SSNs, and `phone/national`, India's and China's mobile layouts:
+`tests.helpers.pii_planted_shapes`). A plant
 counts as found when every part of the value is gone and only its own kind was counted (a carrier misread as
 another kind counts as a miss); as partial when a part was replaced in part and a 4-character run of it is
 still there (a cut value: worse than a miss, since the scrubbing looks done).

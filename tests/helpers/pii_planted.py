@@ -20,6 +20,7 @@ import string
 from dataclasses import dataclass
 
 from tests.helpers import pii_planted_config as config
+from tests.helpers import pii_planted_shapes as shaped
 from tests.helpers import pii_planted_ids as ids
 from tests.helpers import pii_planted_syntax as syntax
 from tests.helpers.pii_planted_secrets import SECRET_GENERATORS
@@ -232,11 +233,27 @@ def international_phones(rng: random.Random, n: int) -> list[Plant]:
     return [Plant("phone", text, parts, "international") for text, parts in syntax.international_phones(rng, n)]
 
 
+def shape_secrets(rng: random.Random, n: int) -> list[Plant]:
+    """Password hashes, `.pgpass` lines, bootstrap tokens, logins, signed URLs (`pii_planted_shapes`)."""
+    return [Plant("secret", text, parts, "shapes") for text, parts in shaped.shape_secrets(rng, n)]
+
+
+def national_ids(rng: random.Random, n: int) -> list[Plant]:
+    """UK NINOs, Canadian SINs and dotted US SSNs (`pii_planted_shapes`)."""
+    return [Plant("ssn", text, parts, "national") for text, parts in shaped.national_ids(rng, n)]
+
+
+def national_phones(rng: random.Random, n: int) -> list[Plant]:
+    """India's and China's mobile layouts, with and without a cue (`pii_planted_shapes`)."""
+    return [Plant("phone", text, parts, "national") for text, parts in shaped.national_phones(rng, n)]
+
+
 # Measured groups (a kind, or a kind's variant); new ones go last, so that a seed's earlier plants stay the same.
 GENERATORS = {"email": emails, "phone": phones, "ipv4": ipv4s, "ipv6": ipv6s, "credit_card": cards,
               "secret": secrets, "email_obfuscated": obfuscated_emails, "iban": ibans, "ssn": ssns,
               "secret_syntax": syntax_secrets, "phone_international": international_phones,
-              "secret_config": config_secrets}
+              "secret_config": config_secrets, "secret_shapes": shape_secrets, "ssn_national": national_ids,
+              "phone_national": national_phones}
 
 
 def planted(seed: int = 1234, per_kind: int = 500) -> list[Plant]:
@@ -325,7 +342,8 @@ def look_alikes(seed: int = 1234, variants: int = 200) -> list[str]:
         else:
             out.append(f"host 10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)} and "
                        f"192.168.{rng.randint(0, 255)}.{rng.randint(1, 254)}")
-    return out + ids.look_alike_lines(rng, variants) + config.CONFIG_LOOK_ALIKES
+    return out + ids.look_alike_lines(rng, variants) + config.CONFIG_LOOK_ALIKES + \
+        shaped.SHAPES_LOOK_ALIKES
 
 
 def uuid_like(rng: random.Random) -> str:

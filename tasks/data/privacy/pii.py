@@ -4,7 +4,8 @@ placeholders.
 `scrub_pii(text, kinds, keep_addresses)` returns the scrubbed text and counts by kind (`email`, `phone`, `ipv4`,
 `ipv6`, `credit_card`, `iban`, `ssn`, `secret`; only kinds that occurred, sorted). Passes run in a fixed order:
 secrets (`tasks.data.privacy.pii_secrets`; a key or token may hold an `@` or digit groups), emails, obfuscated emails,
-IBANs, SSNs (`tasks.data.privacy.pii_ids`: their digit groups would be eaten by the card and phone passes), cards, IPv6,
+IBANs, SSNs (US, and the UK's and Canada's numbers, `tasks.data.privacy.pii_ids`: their digit groups would be
+eaten by the card and phone passes), cards, IPv6,
 IPv4, phones, each on the previous pass's output. Regexes are compiled once and find *candidates*; a callback
 validates each one (Luhn and issuer prefix, `ipaddress`, digit counts, entropy, placeholder and code checks) and
 returns the match unchanged when it is not PII.

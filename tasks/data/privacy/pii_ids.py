@@ -1,4 +1,4 @@
-"""Identifier PII for `tasks.data.privacy.pii`: IBANs, US Social Security Numbers and obfuscated emails.
+"""Identifier PII for `tasks.data.privacy.pii`: IBANs, social security numbers (US, UK, Canada) and obfuscated emails.
 
 `ID_PASSES` has the same shape as `pii`'s pass table: `(kind, pattern, validator(match), group to replace,
 cheap test that the pass can match)`; `pii.scrub_pii` runs them after plain emails and before cards, phones
@@ -12,11 +12,14 @@ and addresses, whose digit passes would otherwise eat an IBAN's or an SSN's digi
   (digits/letters per position), ISO 7064 mod-97 == 1. National check digits inside the BBAN are not checked
   (mod-97 already rejects 96 of 97 random strings). A grouped IBAN followed by another short token
   (`AT61 1904 3002 3457 3201 EUR`) is cut at the longest valid prefix of whole groups.
-- `ssn`: `AAA-GG-SSSS` or `AAA GG SSSS` (one separator kind), or 9 bare digits right after a cue (`SSN`,
-  `SS#`, `social security number/no`), valid by the SSA's rules as `stdnum.us.ssn` applies them: area not
+- `ssn`: `AAA-GG-SSSS` or `AAA GG SSSS` (one separator kind), or 9 bare digits or `AAA.GG.SSSS` right after a
+  cue (`SSN`, `SS#`, `social security number/no`), valid by the SSA's rules as `stdnum.us.ssn` applies them: area not
   000, 666 or 900-999, group not 00, serial not 0000, and not a well-known fake (078-05-1120, 219-09-9999,
   457-55-5462). Phones (3-3-4), dates (4-2-2), ZIP+4 (5-4), longer dashed or dotted runs (`ABC-123-45-6789`,
   `1.123-45-6789`) and digit groups inside longer space-separated digit runs are not SSN-shaped.
+- `ssn` also holds the UK's National Insurance number (`AB 12 34 56 C`; bare `AB123456C` after a cue such as
+  `NINO`, `NI number`, `National Insurance number`) and Canada's Social Insurance Number after a cue (`SIN`,
+  `Social Insurance Number`, `NAS`; Luhn): other countries' social security numbers.
 - `email` (obfuscated): `ann [at] example [dot] com`, `ann(at)example(dot)org`, `ann {at} mail {dot} co {dot}
   uk`, `ann <at> x <dot> io`, `ann [@] x [.] com`, `ann AT example DOT com`. The rule, from the look-alikes
   in `tests.helpers.pii_planted_ids`: the `at` must be bracketed (any bracket, any case, `@` inside too) or the
@@ -36,6 +39,7 @@ from functools import lru_cache
 from typing import Callable
 
 from stdnum import iban as stdnum_iban
+from stdnum.ca import sin as stdnum_sin
 from stdnum.us import ssn as stdnum_ssn
 
 PLACEHOLDERS = {"iban": "<IBAN>", "ssn": "<SSN>"}
@@ -115,20 +119,87 @@ def in_iban_shaped_run(m: re.Match[str]) -> bool:
 
 # --- SSN -------------------------------------------------------------------------------------------------
 # One scan for the three layouts (a scan stops at every digit of the text; two would cost twice): dashed,
-# spaced (not one group of a longer run of space-separated numbers, a table row), or 9 bare digits, which
-# count only after a cue (`_ssn`).
+# spaced (not one group of a longer run of space-separated numbers, a table row), or 9 bare or dotted digits,
+# which count only after a cue (`_ssn`).
 _SSN = re.compile(r"[0-9](?<![\w.+/-][0-9])\d\d(?:-\d\d-\d{4}(?![\w-]|[./:]\d)"
                   r"|(?<![0-9][ ][0-9]{3})[ ]\d\d[ ]\d{4}(?![\w-]|[./:,]\d|[ ]\d)"
-                  r"|(?P<bare>\d{6})(?![\w-]|[./:,]\d))", re.ASCII)
+                  r"|(?P<bare>\d{6})(?![\w-]|[./:,]\d)"
+                  r"|(?P<dotted>\.\d\d\.\d{4})(?![\w-]|[./:,]\d))", re.ASCII)
 # A cue right before the bare digits: `SSN: `, `ssn=`, `"ssn": "`, `SS# `, `Social Security Number is `.
 _SSN_CUE = re.compile(r"(?i)(?<![a-z])(?:ssn|ss\#|social[ _-]security)(?:[ _-]?(?:number|num|no\.?|\#))?"
                       r"[\"']?[ \t]*(?:[:=#]|is|was)?[ \t]*[\"']?$", re.ASCII)
 
 
 def _ssn(m: re.Match[str]) -> bool:
-    if m.group("bare") and _SSN_CUE.search(m.string, max(0, m.start() - 40), m.start()) is None:
+    if (m.group("bare") or m.group("dotted")) and _SSN_CUE.search(m.string, max(0, m.start() - 40), m.start()) is None:
         return False
-    return stdnum_ssn.is_valid(m.group().replace("-", "").replace(" ", ""))
+    return stdnum_ssn.is_valid(re.sub(r"[ .-]", "", m.group()))
+
+
+# --- other countries' social security numbers -------------------------------------------------------------
+# The UK's National Insurance number (`AB 12 34 56 C`: HMRC's prefix letters, never D, F, I, Q, U, V, nor O
+# second; not the unissued BG, GB, KN, NK, NT, TN, ZZ; suffix A-D): spaced in pairs as HMRC prints it anywhere,
+# bare (`QQ123456C`) only after a cue. Canada's Social Insurance Number (`046 454 286`, Luhn, first digit 1-7
+# or 9 by `stdnum.ca.sin`) only after a cue: nine digits alone are anybody's. Both are counted as `ssn`.
+_NINO = re.compile(r"[A-CEGHJ-PR-TW-Z](?<![\w][A-Z])[A-CEGHJ-NPR-TW-Z](?P<sp>[ ]?)\d\d(?P=sp)\d\d(?P=sp)\d\d"
+                   r"(?P=sp)[A-D](?![\w-])", re.ASCII)
+_NINO_PREFIX = "[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z]"
+# Its first digit after the prefix letters (and a space): a digit-led scan, as `CountryLed`'s (led by a capital,
+# `_NINO` would be tried at every capital of the text).
+_NINO_DIGIT = re.compile(rf"[0-9](?:(?<={_NINO_PREFIX}[0-9])|(?<={_NINO_PREFIX} [0-9]))[0-9]", re.ASCII)
+
+
+class PrefixLed:
+    """`sub(repl, text)` like `_NINO`'s, tried only where two prefix letters stand right before a digit."""
+
+    def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
+        out, last = [], 0
+        for anchor in _NINO_DIGIT.finditer(text):
+            start = anchor.start() - (3 if text[anchor.start() - 1] == " " else 2)
+            if start < last or (m := _NINO.match(text, start)) is None:
+                continue
+            out += (text[last:start], repl(m))
+            last = m.end()
+        return "".join(out) + text[last:] if out else text
+
+
+_NINO_UNISSUED = frozenset({"BG", "GB", "KN", "NK", "NT", "TN", "ZZ"})
+_NINO_CUE = re.compile(r"(?i)(?:\bnino|\bni[ ]?(?:no|number|\#)|national[ _-]insurance(?:[ _-]?(?:number|no|\#))?)"
+                       r"\.?[\"']?[ \t]*(?:[:=#]|is|was)?[ \t]*[\"']?$")
+_SIN = re.compile(r"[0-9](?<![\w.+/-][0-9])\d\d(?P<sep>[ -]?)\d{3}(?P=sep)\d{3}(?![\w-]|[./:,]\d)", re.ASCII)
+# A SIN cue, then what may stand between it and the number (`SIN #: `, `Social Insurance Number is `): one
+# pattern per cue, each led by a literal (a fast scan; an alternation would be tried at every character).
+_SIN_TAIL = r"(?i:[ _-]?(?:number|num|no\.?|\#))?[\"']?[ \t]*(?:[:=#]|is|was)?[ \t]*[\"']?"
+_SIN_CUES = tuple((gate, re.compile(cue + _SIN_TAIL)) for gate, cue in (
+    ("SIN", r"SIN(?<![\w]SIN)(?!\w)"), ("NAS", r"NAS(?<![\w]NAS)(?!\w)"), ("S.I.N.", r"S\.I\.N\.(?<![\w]S\.I\.N\.)"),
+    ("nsurance", r"nsurance(?<=[Ss]ocial[ _-][Ii]nsurance)(?<![\w]social[ _-]insurance)(?<![\w]Social[ _-]Insurance)"),
+    ("NSURANCE", r"NSURANCE(?<=SOCIAL[ _-]INSURANCE)(?<![\w]SOCIAL[ _-]INSURANCE)"),
+    ("ssurance", r"ssurance(?<=[ ]d'assurance)(?=[ ]sociale)[ ]sociale")))
+
+
+class CuedSin:
+    """`sub(repl, text)` like `_SIN`'s, tried only right after each SIN cue: nine digits are everywhere, and a
+    scan of every digit would cost as much as the SSN pass."""
+
+    def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
+        ends = sorted(cue.end() for gate, pattern in _SIN_CUES if gate in text for cue in pattern.finditer(text))
+        out, last = [], 0
+        for end in ends:
+            if end < last or (m := _SIN.match(text, end)) is None:
+                continue
+            out += (text[last:m.start()], repl(m))
+            last = m.end()
+        return "".join(out) + text[last:] if out else text
+
+
+def _nino(m: re.Match[str]) -> bool:
+    if m.group()[:2] in _NINO_UNISSUED:
+        return False
+    return bool(m.group("sp")) or _NINO_CUE.search(m.string, max(0, m.start() - 40), m.start()) is not None
+
+
+def _sin(m: re.Match[str]) -> bool:
+    return stdnum_sin.is_valid(m.group())
 
 
 # --- obfuscated emails -----------------------------------------------------------------------------------
@@ -201,4 +272,6 @@ ID_PASSES = (
     ("email", Anchored(_AT_ANCHORS, _EMAIL_OBFUSCATED, spaces=True), _email_obfuscated, 0, bool),
     ("iban", CountryLed(), _iban, _iban_span, bool),
     ("ssn", _SSN, _ssn, 0, bool),
+    ("ssn", PrefixLed(), _nino, 0, bool),
+    ("ssn", CuedSin(), _sin, 0, bool),
 )

@@ -10,7 +10,9 @@ taken their digits.
   301 661`), or 7 in a `555-0143` layout; not a date, a dotted quad, a decimal or an SSN/ZIP+4 layout.
 - Without a cue, a phone's layout: a `+` or `00` country code; US `(202) 555-0143`, `202-555-0143`,
   `202.555.0143` (any digits: test and fictional numbers are written that way), three bare groups with real
-  NANP digits (`917 555 1234`); national numbers led by a trunk `0` with separators (`020 7946 0958`,
+  NANP digits (`917 555 1234`); India's mobiles in their 5-5 layout
+  (`98765 43210`, led by 6-9) and China's in 3-4-4 (`138 0013 8000`, `138-0013-8000`, led by 13-19);
+  national numbers led by a trunk `0` with separators (`020 7946 0958`,
   `(0686)-815726`, `(03).6018.1590`, `0664/12345678`, `08-26 01 81`) or bare (`01154960930`, not digit runs
   like `0123456789`, zero-padded ids or ISBN-10s); Brazil's `(11) 91234-5678` and `69 0105-3118` (a real
   two-digit area code, not a page range like `45 1234-1240`); Japan's `24-7109-9987`. Bare digits without a
@@ -30,7 +32,7 @@ from tasks.data.privacy.pii_ids import in_iban_shaped_run
 
 # The first character is consumed, then a two-character lookbehind checks what precedes it: a pattern opening
 # with a character class lets `re` skip non-candidates in C (see pii.py). Backreferences are named: the
-# layout markers (`br`, `jp`, `ru`, `se`) are named groups too and would shift numbered ones.
+# layout markers (`br`, `jp`, `ru`, `se`, `in`, `cn`) are named groups too and would shift numbered ones.
 _PHONE = re.compile(r"""(?xa)
     [+(0-9](?<![\w+.-].)(?<!\d[ ./-].)     # first character; nothing word-like or number-like before it
     (?:
@@ -52,6 +54,8 @@ _PHONE = re.compile(r"""(?xa)
       | (?<=0)(?P<se>\d{1,3})-\d{2,3}(?:[ ]\d{2,3}){1,3}          # 08-26 01 81 (Sweden)
       | (?<=0)\d{1,4}(?P<s3>[ .-])\d{2,8}(?:(?P=s3)\d{2,8}){0,4}  # 020 7946 0958, 01 23 45 67 89
       | (?<=0)\d{1,4}/\d{5,9}                                     # 0664/12345678 (Austria, Germany)
+      | (?<=[6-9])(?P<in>\d{4})[ ]\d{5}(?![ ]\d)                     # 98765 43210 (India's mobiles)
+      | (?<=1)(?P<cn>[3-9])\d(?P<s5>[ -])\d{4}(?P=s5)\d{4}(?![ -]\d)   # 138 0013 8000 (China's mobiles)
       | (?<=\d)\d{9,10}                                           # 01154960930
     )(?:[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6})?           # an extension: x157, ext. 5
     (?!\w|[.-]?\d)""")
@@ -182,7 +186,7 @@ def _phone(m: re.Match[str]) -> bool:
         return len(digits) >= 10 or separators != ""
     if m.group("br") or m.group("br_area"):
         return not _page_range(text)
-    if m.group("ru") or m.group("jp"):
+    if m.group("ru") or m.group("jp") or m.group("in") or m.group("cn"):
         return True
     if m.group("se"):
         return 8 <= len(digits) <= 12

@@ -9,6 +9,8 @@ Each pass is `(pattern, validator or None, group to replace (0 = whole match), c
   detect-secrets' plugins know, each led by its literal prefix. detect-secrets itself is not used: it scans
   line by line with every plugin, returns values without positions, and its default plugins ran at 0.09 M
   chars/s on the standard library's code where the whole of `scrub_pii` runs at ~3.5 M chars/s;
+- password hashes, `.pgpass` lines, kubeadm bootstrap tokens, `user:password` after `credentials`/`basic_auth`
+  and HTTPie's `-a`, presigned URLs' signatures: `tasks.data.privacy.pii_shapes`;
 - credentials inside URLs (`postgres://user:PASS@host`, `https://user:TOKEN@github.com`; not a SQL Server URL's
   port and pairs, `jdbc:sqlserver://h:1433;user=sa;password=...`), an Azure SAS URL's `sig=`, and Oracle's
   `user/PASS@db` logins (`jdbc:oracle:thin:`, `sqlplus`);
@@ -48,6 +50,7 @@ from typing import Callable
 from tasks.data.privacy.pii_headers import HEADER_DIRECTIVES, CookieValues, directive_credential, directive_span
 from tasks.data.privacy.pii_keyed import CREDENTIAL_NAME, KeyedValues, names_no_credential
 from tasks.data.privacy.pii_pairs import NAME_VALUE_PAIRS, POSITIONAL, positional_credential, positional_span
+from tasks.data.privacy.pii_shapes import SHAPE_PASSES
 from tasks.data.privacy.pii_values import (is_placeholder, literal_in, looks_random, shannon_entropy, trim_end,
                                            value_ok)
 
@@ -341,6 +344,7 @@ SECRET_PASSES: tuple[tuple[re.Pattern[str], Validator | None,
     (_PEM, None, 0, _hint("PRIVATE KEY")),
     (_TOKEN_SHAPES, _token_shape, 0, _always),
     (_AWS_SECRET, lambda m: shannon_entropy(m.group(1)) >= 3.5, 1, _hint("ecret", "ECRET")),
+    *SHAPE_PASSES,      # password hashes, .pgpass lines, `credentials: user:pass`, presigned URLs' signatures
     (_URL_CREDENTIALS, _url_credentials, 1, _always),
     (_SIGNATURE, _signature, 1, _always),
     (_ORACLE_LOGIN, _command_password, _value_group, _always),
