@@ -124,6 +124,11 @@ def test_a_rank_allocates_about_its_share_and_the_old_path_the_whole_model(tmp_p
     # Fresh interpreters, as the bounds were calibrated: a rank forked from the warm forkserver starts from the
     # server's heap and lazily imported state, which moves its RSS baseline (a measurement effect, not the build's).
     monkeypatch.setenv("FORGELINE_START_METHOD", "spawn")
+    # A fixed mmap threshold: glibc otherwise raises it after each freed large block, so a freed transient (a
+    # linear drawn whole before ZeRO-3 keeps its partition) may stay in the heap and count toward the peak or not,
+    # by allocation order; growth measured 0.63-0.76 x the model from run to run (and once > 0.8 under load), with
+    # it 0.54-0.57 x every run. The ranks are fresh interpreters, so glibc reads it at their start.
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", str(1 << 20))
     cfg = big_cfg()
     full = param_count(cfg) * 4  # bytes of the whole fp32 model
     new = spawn_gloo(build_rank, 2, (cfg.to_dict(), parallel, SEED, "new", False), tmp_path / "new")
@@ -131,6 +136,6 @@ def test_a_rank_allocates_about_its_share_and_the_old_path_the_whole_model(tmp_p
     for out in new:
         assert out["held"] < 0.55 * full
         # its half + one linear's transient + allocator slack
-        assert out["peak_growth"] < 0.80 * full, (out["peak_growth"], full)
+        assert out["peak_growth"] < 0.65 * full, (out["peak_growth"], full)
     for out in old:  # the measurement sees a whole-model build
         assert out["peak_growth"] > 0.95 * full, (out["peak_growth"], full)
