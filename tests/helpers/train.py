@@ -8,6 +8,7 @@ engine, in plain PyTorch — the independent yardstick the parallel layouts are 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -108,6 +109,12 @@ def _gloo_entry(rank: int, world: int, port: int, fn: Callable, args: tuple, out
         torch.save(result, Path(out_dir) / f"rank{rank}.pt")
     finally:
         dist.destroy_process_group()
+    # The result is on disk: leave without the interpreter's teardown. There, the destructor of a thread a library
+    # started (gloo's, DeepSpeed's) can std::terminate — seen once in CI: "terminate called without an active
+    # exception" and SIGABRT in both ranks of a ZeRO-3 build after their work was done, failing a passing test.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def spawn_gloo(fn: Callable, world: int, args: tuple, out_dir: Path) -> list[Any]:
