@@ -10,7 +10,7 @@ import types
 import typing
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
 class StrictModel(BaseModel):
@@ -182,3 +182,10 @@ def require_unique(values: list[str], what: str, show: int = 20) -> None:
     dupes = sorted({v for v in values if values.count(v) > 1})
     if dupes:
         raise ValueError(f"{what} must be unique; repeated: {', '.join(dupes[:show])}")
+
+
+def line_cap_field() -> Any:
+    """The `max_line_bytes` field of a jsonl files source (instruct, prefer_data, multimodal): the readers' memory
+    bound per line, as ingest's `max_record_bytes` is ingest's."""
+    return Field(64 * 1024 * 1024, ge=16, description="Memory bound of the reader: a jsonl line longer than this "
+                 "many (decompressed) bytes is one dropped row (`record_too_large`), skipped without being held.")

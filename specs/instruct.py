@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from specs.base import require_unique, StrictModel
+from specs.base import line_cap_field, require_unique, StrictModel
 from specs.clean import DedupSpec
 
 SOURCE_NAME = r"^[a-z][a-z0-9_]{0,31}$"  # same rule as ingest source names
@@ -53,6 +53,7 @@ class FilesInstructSource(_InstructSourceBase):
     kind: Literal["files"] = Field("files", description="Discriminator: jsonl files on disk.")
     paths: list[str] = Field(..., min_length=1, description="Files, directories (read recursively) or globs.")
     fields: InstructFieldMap = Field(default_factory=InstructFieldMap, description="Field names in each line.")
+    max_line_bytes: int = line_cap_field()
 
 
 InstructSource = Annotated[EmbeddedInstructSource | FilesInstructSource, Field(discriminator="kind")]

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from specs.base import StrictModel, require_unique
+from specs.base import StrictModel, line_cap_field, require_unique
 
 SOURCE_NAME = r"^[a-z][a-z0-9_]{0,31}$"
 
@@ -61,6 +61,7 @@ class FilesMMSource(_MMSourceBase):
     caption_keys: list[str] = Field(default_factory=lambda: ["txt", "caption", "text"], min_length=1,
                                     description="WebDataset: extensions of the member holding the caption, first "
                                     "found wins (a `json` member may also hold `caption`/`text` and `segments`).")
+    max_line_bytes: int = line_cap_field()
 
 
 MMSource = Annotated[EmbeddedMMSource | FilesMMSource, Field(discriminator="kind")]

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from specs.base import StrictModel, require_unique
+from specs.base import StrictModel, line_cap_field, require_unique
 from specs.clean import DedupSpec
 from specs.evaluate import FlagSpec, SamplingSpec
 from specs.instruct import SOURCE_NAME, DecontaminationSpec
@@ -67,6 +67,7 @@ class FilesPreferenceSource(_PreferenceSourceBase):
     paths: list[str] = Field(..., min_length=1, description="Files (.jsonl, .parquet), directories or globs, "
                              "relative to the project root.")
     fields: PreferenceFieldMap = Field(default_factory=PreferenceFieldMap, description="Field names.")
+    max_line_bytes: int = line_cap_field()
     split: Literal["auto", "train", "heldout"] = Field(
         "auto", description="auto: the seeded held-out slice of `prefer_data` decides; train / heldout: all of "
         "this source's pairs go there (e.g. UltraFeedback's train_prefs and test_prefs files).")

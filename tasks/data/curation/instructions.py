@@ -35,6 +35,7 @@ import yaml
 from specs.instruct import EmbeddedInstructSource, FilesInstructSource, FilterSpec, InstructFieldMap
 from tasks.data.embedded import read_embedded
 from tasks.data.formats.paths import expand_paths
+from tasks.data.formats.streams import file_lines
 from tasks.data.cleanup.normalize import normalize_text
 from tasks.data.records import Doc, unicode_error, valid_unicode
 
@@ -256,46 +257,56 @@ def _files(src: FilesInstructSource, root: Path) -> Iterator[Conversation | Reje
             yield Rejected(f"{src.name}/{shown}", src.name, f"{shown}: {listed.refused}")
             continue
         try:
-            data = path.read_bytes()
+            yield from _conversations(src, path, shown, seen)
         except OSError as exc:
             yield Rejected(f"{src.name}/{shown}", src.name, f"{shown}: unreadable file ({exc.strerror or exc})")
+
+
+def _conversations(src: FilesInstructSource, path: Path, shown: str, seen: dict[str, str]
+                   ) -> Iterator[Conversation | Rejected]:
+    """One file's lines, streamed as ingest reads them (`file_lines`: one line held at a time, a line over the
+    source's `max_line_bytes` rejected unread, a damaged compressed file ended by one rejected line)."""
+    for entry in file_lines(path, src.max_line_bytes, f"max_line_bytes of instruct source {src.name!r}"):
+        lineno, raw = entry.number, entry.data
+        where = f"{shown}:{lineno}"
+        line = raw.decode("utf-8", "backslashreplace")
+        if entry.issue is not None:
+            yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: {entry.issue}: "
+                           f"{entry.detail}", line[:EXCERPT_CHARS])
             continue
-        for lineno, raw in enumerate(data.split(b"\n"), start=1):
-            if not raw.strip():
-                continue  # blank lines (the usual trailing newline included) are not records
-            where = f"{shown}:{lineno}"
-            line = raw.decode("utf-8", "backslashreplace")
-            try:
-                obj = json.loads(raw.decode("utf-8"))
-            except UnicodeDecodeError as exc:
-                yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: invalid UTF-8 "
-                               f"({exc.reason} at byte {exc.start})", line[:EXCERPT_CHARS])
-                continue
-            except (json.JSONDecodeError, RecursionError) as exc:
-                yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: invalid JSON "
-                               f"({exc if isinstance(exc, json.JSONDecodeError) else 'nested too deep'})",
+        if not raw.strip():
+            continue  # blank lines (the usual trailing newline included) are not records
+        try:
+            obj = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: invalid UTF-8 "
+                           f"({exc.reason} at byte {exc.start})", line[:EXCERPT_CHARS])
+            continue
+        except (json.JSONDecodeError, RecursionError) as exc:
+            yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: invalid JSON "
+                           f"({exc if isinstance(exc, json.JSONDecodeError) else 'nested too deep'})",
+                           line[:EXCERPT_CHARS])
+            continue
+        messages = _messages_of(obj, src.fields)
+        if isinstance(messages, str):
+            yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: {messages}",
+                           line[:EXCERPT_CHARS])
+            continue
+        key = where
+        if src.fields.id is not None:
+            value = obj.get(src.fields.id)
+            if not (isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip()):
+                yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: id field "
+                               f"{src.fields.id!r} must be a non-empty string or integer, got {value!r}"[:300],
                                line[:EXCERPT_CHARS])
                 continue
-            messages = _messages_of(obj, src.fields)
-            if isinstance(messages, str):
-                yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: {messages}",
-                               line[:EXCERPT_CHARS])
-                continue
-            key = where
-            if src.fields.id is not None:
-                value = obj.get(src.fields.id)
-                if not (isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip()):
-                    yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: id field "
-                                   f"{src.fields.id!r} must be a non-empty string or integer, got {value!r}"[:300],
-                                   line[:EXCERPT_CHARS])
-                    continue
-                key = str(value).strip()
-            if f"{src.name}/{key}" in seen:
-                yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: duplicate id "
-                               f"{key!r} (first at {seen[f'{src.name}/{key}']})", line[:EXCERPT_CHARS])
-                continue
-            seen[f"{src.name}/{key}"] = where
-            yield Conversation(f"{src.name}/{key}", src.name, messages, where)
+            key = str(value).strip()
+        if f"{src.name}/{key}" in seen:
+            yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: duplicate id "
+                           f"{key!r} (first at {seen[f'{src.name}/{key}']})", line[:EXCERPT_CHARS])
+            continue
+        seen[f"{src.name}/{key}"] = where
+        yield Conversation(f"{src.name}/{key}", src.name, messages, where)
 
 
 def _messages_of(obj: Any, fields: InstructFieldMap) -> list | str:

@@ -32,6 +32,7 @@ from typing import Any
 
 from specs.prefer import EmbeddedPreferenceSource, FilesPreferenceSource, PreferenceFieldMap
 from tasks.data.formats.paths import expand_paths
+from tasks.data.formats.streams import file_lines
 from tasks.data.records import unicode_error
 
 EXCERPT_CHARS = 300
@@ -148,33 +149,44 @@ class ReadError(str):
     """Why a line is not a record (a JSON line holding a bare string is a record of the wrong shape, not this)."""
 
 
-def _records(path: Path, shown: str) -> Iterator[tuple[str, Any, str]]:
+def _records(path: Path, shown: str, cap: int, knob: str) -> Iterator[tuple[str, Any, str]]:
     """(where, parsed object or a ReadError, raw excerpt) per jsonl line / parquet row; a file that cannot be
-    read or parsed (a Parquet file cut short has no footer, so none of its rows can be) is one ReadError."""
+    read or parsed (a Parquet file cut short has no footer, so none of its rows can be) is one ReadError. A jsonl
+    file is streamed (`file_lines`): a line over `cap` bytes is one ReadError, never held."""
+    if path.suffix != ".parquet":
+        yield from _lines(path, shown, cap, knob)
+        return
     try:
-        if path.suffix == ".parquet":
-            import pyarrow.parquet as pq
+        import pyarrow.parquet as pq
 
-            rows = pq.read_table(path).to_pylist()
-        else:
-            data = path.read_bytes()
+        rows = pq.read_table(path).to_pylist()
     except (OSError, ValueError) as exc:   # pyarrow's ArrowInvalid is a ValueError
-        message = str(exc).replace(str(path), shown)[:200]   # the root's location is not part of the output
-        yield shown, ReadError(f"unreadable file ({type(exc).__name__}: {message})"), ""
+        yield shown, _unreadable(exc, path, shown), ""
         return
-    if path.suffix == ".parquet":
-        for i, row in enumerate(rows, start=1):
-            yield f"{shown}:row{i}", row, json.dumps(row, default=str)[:EXCERPT_CHARS]
-        return
-    for lineno, raw in enumerate(data.split(b"\n"), start=1):
-        if not raw.strip():
-            continue
-        text = raw.decode("utf-8", "backslashreplace")
-        try:
-            yield f"{shown}:{lineno}", json.loads(raw.decode("utf-8")), text[:EXCERPT_CHARS]
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-            yield f"{shown}:{lineno}", ReadError(f"invalid JSON or UTF-8 ({type(exc).__name__})"), \
-                text[:EXCERPT_CHARS]
+    for i, row in enumerate(rows, start=1):
+        yield f"{shown}:row{i}", row, json.dumps(row, default=str)[:EXCERPT_CHARS]
+
+
+def _lines(path: Path, shown: str, cap: int, knob: str) -> Iterator[tuple[str, Any, str]]:
+    try:
+        for entry in file_lines(path, cap, knob):
+            if not entry.data.strip() and entry.issue is None:
+                continue
+            where, text = f"{shown}:{entry.number}", entry.data.decode("utf-8", "backslashreplace")
+            if entry.issue is not None:
+                yield where, ReadError(f"{entry.issue}: {entry.detail}"), text[:EXCERPT_CHARS]
+                continue
+            try:
+                yield where, json.loads(entry.data.decode("utf-8")), text[:EXCERPT_CHARS]
+            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+                yield where, ReadError(f"invalid JSON or UTF-8 ({type(exc).__name__})"), text[:EXCERPT_CHARS]
+    except OSError as exc:
+        yield shown, _unreadable(exc, path, shown), ""
+
+
+def _unreadable(exc: Exception, path: Path, shown: str) -> ReadError:
+    message = str(exc).replace(str(path), shown)[:200]   # the root's location is not part of the output
+    return ReadError(f"unreadable file ({type(exc).__name__}: {message})")
 
 
 def file_pairs(src: FilesPreferenceSource, root: Path) -> Iterator[Pair | Unread]:
@@ -192,7 +204,8 @@ def file_pairs(src: FilesPreferenceSource, root: Path) -> Iterator[Pair | Unread
             why = listed.refused or "not a .jsonl or .parquet file"
             yield Unread(f"{src.name}/{shown}", src.name, f"{shown}: {why}")
             continue
-        for where, obj, excerpt in _records(path, shown):
+        knob = f"max_line_bytes of prefer_data source {src.name!r}"
+        for where, obj, excerpt in _records(path, shown, src.max_line_bytes, knob):
             parsed = obj if isinstance(obj, ReadError) else pair_fields(obj, src.fields)
             key = where
             if not isinstance(parsed, str) and src.fields.id is not None:
@@ -212,14 +225,17 @@ def file_pairs(src: FilesPreferenceSource, root: Path) -> Iterator[Pair | Unread
 
 # --------------------------------------------------------------------------------------------- embedded
 def _conversations(path: Path, split: str) -> list[tuple[str, Messages, str, str, str]]:
-    """(id, prompt up to the first assistant turn, that answer, split, source) of instruct's jsonl records."""
+    """(id, prompt up to the first assistant turn, that answer, split, source) of instruct's jsonl records, read a
+    line at a time (instruct's own output: its lines are its length filters' size, and JSON escapes every line
+    break inside a string, so a line is a record)."""
     out = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.strip():
-            rec = json.loads(line)
-            msgs = rec["messages"]
-            first = next(i for i, m in enumerate(msgs) if m["role"] == "assistant")
-            out.append((str(rec["id"]), msgs[:first], msgs[first]["content"], split, rec.get("source", "")))
+    with path.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                rec = json.loads(line)
+                msgs = rec["messages"]
+                first = next(i for i, m in enumerate(msgs) if m["role"] == "assistant")
+                out.append((str(rec["id"]), msgs[:first], msgs[first]["content"], split, rec.get("source", "")))
     return out
 
 

@@ -178,9 +178,11 @@ class Line:
 RAW = 2000  # bytes of a rejected line kept for the quarantine preview
 
 
-def iter_lines(stream: Stream, cap: int, watch: Callable[[bytes], None] | None = None) -> Iterator[Line]:
+def iter_lines(stream: Stream, cap: int, watch: Callable[[bytes], None] | None = None,
+               knob: str = "ingest.max_record_bytes") -> Iterator[Line]:
     """Every line of `stream`; a line over `cap` bytes is reported, never held (`watch`, when given, sees each
-    of its chunks as it is skipped); damage ends the iteration."""
+    of its chunks as it is skipped; `knob` is the setting the report names as the cap); damage ends the
+    iteration."""
     number = 0
     while True:
         line = stream.buf.readline(cap + 1)
@@ -192,7 +194,7 @@ def iter_lines(stream: Stream, cap: int, watch: Callable[[bytes], None] | None =
         elif len(line) > cap:
             size = len(line) + _skip_line(stream, line, watch)
             yield Line(number, line[:RAW], "record_too_large", f"line of {size:,} bytes > the {cap:,}-byte "
-                       "cap (ingest.max_record_bytes); skipped to the next newline")
+                       f"cap ({knob}); skipped to the next newline")
         elif stream.damage is None:
             yield Line(number, line)  # the last line, without a trailing newline: complete
         else:
@@ -201,6 +203,13 @@ def iter_lines(stream: Stream, cap: int, watch: Callable[[bytes], None] | None =
     if stream.damage is not None:
         yield Line(number + 1, b"", "truncated", f"{stream.compression or 'file'} stream damaged after line "
                    f"{number}: {stream.damage}; the rest of the file is lost")
+
+
+def file_lines(path: Path, cap: int, knob: str) -> Iterator[Line]:
+    """`iter_lines` of the file at `path` (decompressed by its first bytes), for any stage's jsonl: one line held
+    at a time, a line over `cap` bytes one `record_too_large` Line. Opening may raise OSError."""
+    with open_stream(path) as stream:
+        yield from iter_lines(stream, cap, knob=knob)
 
 
 def _skip_line(stream: Stream, first: bytes, watch: Callable[[bytes], None] | None) -> int:
