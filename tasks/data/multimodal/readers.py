@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from specs.multimodal import FilesMMSource
 from tasks.data.formats.paths import display_path, expand_paths, link_roots
+from tasks.data.formats.streams import file_lines
 from tasks.data.multimodal.records import AUDIO_SUFFIXES, MMBad, MMRecord, MediaRef, Segment, kind_of_suffix
 from tasks.data.multimodal.subtitles import parse_cues
 
@@ -163,16 +164,21 @@ def _from_row(obj: Any, path: Path, shown: str, where: str, src: FilesMMSource, 
 
 
 def read_jsonl(path: Path, shown: str, src: FilesMMSource, scope: Scope) -> Iterator[MMRecord | MMBad]:
-    with path.open("rb") as fh:
-        for n, raw in enumerate(fh, 1):
-            if not raw.strip():
-                continue
-            try:
-                obj = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-                yield MMBad(src.name, f"{shown}:{n}", "invalid_json", str(exc)[:300])
-                continue
-            yield _from_row(obj, path, shown, str(n), src, scope)
+    """The rows of a jsonl file, streamed as ingest reads them (`file_lines`): a line over the source's
+    `max_line_bytes` is `record_too_large`, skipped unread; a damaged compressed file ends `truncated`."""
+    for line in file_lines(path, src.max_line_bytes, f"max_line_bytes of multimodal source {src.name!r}"):
+        n, raw = line.number, line.data
+        if line.issue is not None:
+            yield MMBad(src.name, f"{shown}:{n}", line.issue, line.detail)
+            continue
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
+            yield MMBad(src.name, f"{shown}:{n}", "invalid_json", str(exc)[:300])
+            continue
+        yield _from_row(obj, path, shown, str(n), src, scope)
 
 
 def read_parquet(path: Path, shown: str, src: FilesMMSource, scope: Scope) -> Iterator[MMRecord | MMBad]:
