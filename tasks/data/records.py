@@ -7,6 +7,7 @@ docs into rows of RECORD_SCHEMA, or quarantines them with a reason; nothing read
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -128,7 +129,25 @@ def unicode_error(text: str) -> str | None:
 
 
 def meta_json(meta: dict[str, Any]) -> str:
-    return json.dumps(meta, sort_keys=True, ensure_ascii=False, default=str)
+    """A record's meta as the JSON text of its `meta` column (sorted keys); a NaN or ±Infinity in it is null."""
+    try:
+        return json.dumps(meta, sort_keys=True, ensure_ascii=False, default=str, allow_nan=False)
+    except ValueError:  # a non-finite number: Python would write a bare `NaN`, which no other JSON reader takes
+        return json.dumps(finite(meta), sort_keys=True, ensure_ascii=False, default=str)
+
+
+def finite(value: Any) -> Any:
+    """`value` with every NaN and ±Infinity float in it, at any depth, made None (JSON null). JSON has no such
+    numbers; where they come from (a NaN in a Parquet float column, pandas' missing value; a jsonl `NaN` token,
+    which Python's parser accepts) they stand for a missing value. Ingest keeps the record, as it does when it
+    leaves out of meta a field it cannot write: meta never costs a document."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
 
 
 def write_table(rows: list[dict[str, Any]], schema: pa.Schema, path: Path) -> None:

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 from specs.multimodal import FilesMMSource
 from tasks.data.formats.paths import display_path, expand_paths, link_roots
 from tasks.data.formats.streams import file_lines
+from tasks.data.records import finite
 from tasks.data.multimodal.records import AUDIO_SUFFIXES, MMBad, MMRecord, MediaRef, Segment, kind_of_suffix
 from tasks.data.multimodal.subtitles import parse_cues
 
@@ -100,8 +101,9 @@ def _format_of(path: Path, audio_stems: set[Path]) -> str | None:
 
 def _record(src: FilesMMSource, key: str, text: Any, media: MediaRef, origin: str,
             meta: dict[str, Any]) -> MMRecord:
+    # meta is written as JSON in the shards: a NaN/Infinity from a row or a json member is null, as ingest writes it
     return MMRecord(id=f"{src.name}/{key}", source=src.name, text=text if isinstance(text, str) else "",
-                    lang=src.lang, media=media, origin=origin, meta=meta)
+                    lang=src.lang, media=media, origin=origin, meta=finite(meta))
 
 
 def _segments(value: Any) -> tuple[Segment, ...]:
