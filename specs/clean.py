@@ -267,6 +267,11 @@ class CleanSpec(StrictModel):
     pii: PIISpec = Field(default_factory=PIISpec, description="PII scrubbing.")
     dedup: DedupSpec = Field(default_factory=DedupSpec, description="Exact and near deduplication.")
     shard_records: int = Field(2_000, ge=1, description="Records per output shard.")
+    shard_bytes: int = Field(
+        128 * 1024 * 1024, ge=1, description="An output shard is also cut once its texts hold this many UTF-8 "
+        "bytes (the record that reaches it is the shard's last): a reader of one shard (mix) then holds about this "
+        "plus one document, not `shard_records` × the document size (2,000 books of 5 MB = 10 GB). 128 MiB, as "
+        "ingest's shards: the default run's shards are cut by `shard_records` alone.")
     memory_gb: float = Field(
         2.0, gt=0, le=65_536, description="Resident memory (GiB) the corpus-wide phase may use, shared by the "
         "dedup tasks that run at once (local pool or Dask workers): it sets the number of band buckets on disk, "

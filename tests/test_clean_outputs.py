@@ -6,6 +6,7 @@ the ledger spans several row groups."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -69,7 +70,8 @@ def planted(work: Path) -> tuple[Layout, dict]:
 
 
 def reference(layout: Layout, spec: CleanSpec, out: Path, dedup: dict, ledger_rows: int) -> dict:
-    """The former writer: every row in Python, shards cut as each fills, the ledger flushed per ledger_rows."""
+    """The former writer: every row in Python, shards cut as each fills (rows, or text bytes as ingest cuts its
+    shards), the ledger flushed per ledger_rows."""
     d = dedup["decisions"]
     rows = [r for s in range(len(layout.stems)) for r in pq.read_table(f"{layout.base(s)}.parquet").to_pylist()]
     decided = {int(g): k for k, g in enumerate(d.rows)}
@@ -98,7 +100,8 @@ def reference(layout: Layout, spec: CleanSpec, out: Path, dedup: dict, ledger_ro
         if reason is None:
             by_source[src]["kept"] += 1
             buffers[src].append({k: r[k] for k in RECORD_SCHEMA.names})
-            if len(buffers[src]) == spec.shard_records:
+            held = sum(len(b["text"].encode("utf-8")) for b in buffers[src])
+            if len(buffers[src]) == spec.shard_records or held >= spec.shard_bytes:
                 write_table(buffers.pop(src), RECORD_SCHEMA, out / f"shards/{src}-{written[src]:05d}.parquet")
                 written[src] += 1
         else:
@@ -132,11 +135,13 @@ def files(out: Path) -> dict[str, bytes]:
     return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
 
 
-@pytest.mark.parametrize("shard_records, ledger_rows, quality_on", [(4, 3, True), (3, 1000, True), (50, 2, False)])
-def test_outputs_equal_the_row_by_row_writer(tmp_path, shard_records, ledger_rows, quality_on):
+@pytest.mark.parametrize("shard_records, ledger_rows, quality_on, shard_bytes", [
+    (4, 3, True, None), (3, 1000, True, None), (50, 2, False, None), (4, 3, True, 45), (50, 2, False, 60)])
+def test_outputs_equal_the_row_by_row_writer(tmp_path, shard_records, ledger_rows, quality_on, shard_bytes):
     (tmp_path / "work").mkdir()
     layout, dedup = planted(tmp_path / "work")
-    spec = CleanSpec.model_validate({"shard_records": shard_records, "quality": {"enabled": quality_on}})
+    spec = CleanSpec.model_validate({"shard_records": shard_records, "quality": {"enabled": quality_on},
+                                     **({"shard_bytes": shard_bytes} if shard_bytes else {})})
     ref = reference(layout, spec, tmp_path / "ref", dedup, ledger_rows)
     counts = clean_outputs.write_outputs(layout, spec, tmp_path / "new", dedup, {"enabled": False},
                                          ledger_rows=ledger_rows)
@@ -155,7 +160,11 @@ def test_outputs_equal_the_row_by_row_writer(tmp_path, shard_records, ledger_row
     if ledger_rows < counts["dropped"]:
         assert meta.num_row_groups > 1
     shards = [pq.read_table(tmp_path / "new/shards" / n[7:]).num_rows for n in got if n.startswith("shards/a-")]
-    assert shards[:-1] == [shard_records] * (len(shards) - 1) and sum(shards) == c["a"]["kept"]
+    assert sum(shards) == c["a"]["kept"]
+    if shard_bytes is None:
+        assert shards[:-1] == [shard_records] * (len(shards) - 1)
+    else:  # the byte cap cuts shards shorter than shard_records (the texts are 6-30 bytes)
+        assert min(shards[:-1]) < shard_records and len(shards) > -(-c["a"]["kept"] // shard_records)
     assert ("quality_curve.csv" in got) == quality_on
 
 
@@ -179,6 +188,61 @@ def test_nothing_dropped_writes_an_empty_ledger_and_a_pool_gives_the_same_bytes(
     assert pq.ParquetFile(tmp_path / "one/out/dropped.parquet").metadata.num_rows == 0
     assert sorted(outs["one"]) == ["dropped.parquet", "quality_curve.csv", "report.json",
                                    "shards/a-00000.parquet", "shards/a-00001.parquet", "shards/a-00002.parquet"]
+
+
+DOC = 5 << 20  # one document: 5 MiB
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent (pytest) through fork and exec. The id
+# column is read first: pyarrow's dataset libraries, loaded by the first read, are not the shard's memory.
+MIX_READ = """
+import sys
+import pyarrow.parquet as pq
+from tasks.data.mixing.mixshards import shard_documents
+def hwm():
+    return next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) * 1024
+pq.read_table(sys.argv[1], columns=["id"])
+base = hwm()
+docs = shard_documents(sys.argv[1], ["id", "text"])
+print(hwm() - base)
+"""
+
+
+def mix_reads(shard: Path) -> int:
+    """Peak RSS growth (bytes) of mix's reader of one clean shard (`shard_documents`), in a fresh process."""
+    done = subprocess.run([sys.executable, "-c", MIX_READ, str(shard)], capture_output=True, text=True, check=True)
+    return int(done.stdout.split()[-1])
+
+
+def test_shards_of_huge_documents_are_cut_by_bytes_and_mix_reads_one_within_that(tmp_path):
+    """24 documents of 5 MiB: cut by `shard_records` alone they were one 120 MiB shard, and mix's read of it grew
+    by ~4.4x its texts (Arrow's decoding and pool, then Python strings); with `shard_bytes` at 16 MiB a shard holds
+    at most 16 MiB plus one document, and mix's read grows by the same factor of that bound, whatever the source."""
+    work = tmp_path / "work"
+    work.mkdir()
+    for s in range(2):
+        rows = [work_row("a", 12 * s + i, None, 0.9) for i in range(12)]
+        for r in rows:
+            r["text"] = f"{r['id']} " + "abcdefgh"[int(r["id"][-2:]) % 8] * DOC
+        write_table(rows, WORK_SCHEMA, work / f"t{s}.parquet")
+    layout = Layout(work, ("t0", "t1"), (0, 12, 24))
+    none = np.zeros(0, np.int64)
+    dedup = {"decisions": Decisions(none, np.zeros(0, bool), none, np.zeros(0)), "summary": {}, "detail": {}}
+    peaks = {}
+    for name, cap in (("rows", 1 << 30), ("bytes", 16 << 20)):
+        spec = CleanSpec.model_validate({"shard_bytes": cap, "quality": {"enabled": False}})
+        out = tmp_path / name
+        clean_outputs.write_outputs(layout, spec, out, dedup, {"enabled": False})
+        shards = sorted((out / "shards").glob("*.parquet"))
+        texts = [pq.read_table(p, columns=["text"]).column("text").to_pylist() for p in shards]
+        assert sum(len(t) for t in texts) == 24
+        if name == "bytes":
+            sizes = [sum(len(x) for x in t) for t in texts]
+            assert len(shards) == 6 and max(sizes) <= cap + DOC + 64, sizes   # 4 documents each (the 4th crosses)
+        peaks[name] = mix_reads(max(shards, key=lambda p: p.stat().st_size))
+    print(f"mix's read of the largest clean shard: {peaks['rows']:,} B cut by records, {peaks['bytes']:,} B by bytes "
+          f"({peaks['bytes'] / DOC:.1f} documents)")
+    bound = (16 << 20) + DOC                 # the most text a shard can hold: the cap plus the document crossing it
+    assert peaks["rows"] > 24 * DOC          # the old shape: more than the whole source, held at once
+    assert peaks["bytes"] < 7 * bound        # measured 5x (103 MiB); 24 documents of any size would not fit
 
 
 def test_planted_tables_on_a_pool_equal_in_process(tmp_path):

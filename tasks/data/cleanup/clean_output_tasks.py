@@ -3,8 +3,9 @@ files, atomically; `tasks.data.cleanup.clean_outputs` plans them and sums their 
 is an Arrow compute kernel or a numpy operation over a whole work table.
 
 - `summarize_table`: one work table with its dedup decisions -> each row kept or dropped with its reason, the
-  table's kept row numbers (`kept-<s>.npy`), its ledger rows (`ledger-<s>.arrow`, Arrow IPC) and its tallies
-  (per source: in / kept / dropped by reason; and each step's own, `tasks.data.cleanup.steps.Step.tally`).
+  table's kept row numbers (`kept-<s>.npy`) and their text bytes per source (`bytes-<s>.npz`, the shard plan's),
+  its ledger rows (`ledger-<s>.arrow`, Arrow IPC) and its tallies (per source: in / kept / dropped by reason; and
+  each step's own, `tasks.data.cleanup.steps.Step.tally`).
 - `write_kept`: kept shards `<source>-NNNNN.parquet`, each cut from slices of the tables' kept rows (a shard
   may straddle tables), written as one table of RECORD_SCHEMA: the bytes of `records.write_table` of its rows.
 - `write_ledger`: the ledger parts streamed in table order into ONE dropped.parquet, a row group per
@@ -41,7 +42,14 @@ def call(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def part(scratch: Path, s: int, kind: str) -> Path:
-    return scratch / (f"kept-{s:06d}.npy" if kind == "kept" else f"ledger-{s:06d}.arrow")
+    return scratch / {"kept": f"kept-{s:06d}.npy", "ledger": f"ledger-{s:06d}.arrow", "bytes": f"bytes-{s:06d}.npz"}[kind]
+
+
+def kept_bytes(scratch: Path, s: int, source: str) -> np.ndarray:
+    """The UTF-8 bytes of the texts of table `s`'s kept rows of `source`, in table order (what `summarize_table`
+    saved; nothing when it kept none)."""
+    with np.load(part(scratch, s, "bytes"), allow_pickle=False) as saved:
+        return saved[source] if source in saved.files else np.zeros(0, np.int64)
 
 
 def summarize_table(base: Path, scratch: Path, s: int, drops: np.ndarray, near: np.ndarray, sim: np.ndarray,
@@ -71,7 +79,17 @@ def summarize_table(base: Path, scratch: Path, s: int, drops: np.ndarray, near: 
             pa.ipc.new_file(sink, LEDGER_SCHEMA) as writer:
         writer.write_table(ledger)
     dedup_files.save_npy(part(scratch, s, "kept"), np.flatnonzero(kept).astype(np.int64))
+    _save_kept_bytes(part(scratch, s, "bytes"), col, kept)
     return {**_tallies(col, reason, kept, spec), "ledger_rows": ledger.num_rows}
+
+
+def _save_kept_bytes(path: Path, col: dict[str, pa.Array], kept: np.ndarray) -> None:
+    """Per source, the text bytes of its kept rows in table order: the planner cuts shards by them."""
+    size = pc.fill_null(pc.binary_length(col["text"]), 0).to_numpy(zero_copy_only=False).astype(np.int64)[kept]
+    encoded = col["source"].dictionary_encode()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)[kept]
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **{name: size[codes == i] for i, name in enumerate(encoded.dictionary.to_pylist())})
 
 
 def _tallies(col: dict[str, pa.Array], reason: pa.Array, kept: np.ndarray, spec: CleanSpec) -> dict[str, Any]:

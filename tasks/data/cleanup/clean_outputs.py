@@ -4,7 +4,8 @@ memory is bounded by about one work table per task, and the stage's process only
 1. One task per work table decides each row kept or dropped (its filters' reason, else the dedup decision) and
    tallies it; it writes the table's kept row numbers and its ledger rows.
 2. From the kept counts per (table, source), prefix sums place every kept record at its position in its source;
-   the shards `<source>-NNNNN.parquet` (cut every `shard_records` kept rows of a source, in table order) are
+   the shards `<source>-NNNNN.parquet` (cut every `shard_records` kept rows of a source, in table order, or at
+   the row whose text brings the shard to `shard_bytes`: `shard_cuts`) are
    written by tasks from slices of the tables, while one task streams the ledger parts into dropped.parquet.
 3. The report: the outcome counts are the tables' tallies summed; every other field is a step's own
    (`tasks.data.cleanup.steps`: PII replaced, the quality curve, decontamination, dedup), from its tallies.
@@ -20,7 +21,7 @@ import shutil
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -30,7 +31,8 @@ from tasks.core.files import write_json_atomic
 from tasks.core.shardmap import map_shards
 from tasks.data.cleanup.cleaning import STEP_KINDS
 from tasks.data.cleanup.steps import ReportFacts
-from tasks.data.cleanup.clean_output_tasks import KeptShard, Piece, call, part, summarize_table, write_kept, write_ledger
+from tasks.data.cleanup.clean_output_tasks import (KeptShard, Piece, call, kept_bytes, part, summarize_table,
+                                                   write_kept, write_ledger)
 from tasks.data.dedup.dedup_global import Decisions
 from tasks.data.dedup.dedup_tasks import Layout, read_rows
 from tasks.data.dedup.lsh import sorted_unique
@@ -68,7 +70,8 @@ def write_outputs(layout: Layout, spec: CleanSpec, out: Path, dedup: dict[str, A
         args.append((summarize_table, layout.base(s), scratch, s, d.rows[lo:hi] - layout.offsets[s],
                      d.near[lo:hi], d.sim[lo:hi], names[lo:hi], spec))
     tallies = [r["result"] for r in map_shards(call, args, list(layout.stems), executor, "clean outputs")]
-    plan = kept_plan([t["kept"] for t in tallies], spec.shard_records)
+    plan = kept_plan([t["kept"] for t in tallies], spec.shard_records, spec.shard_bytes,
+                     lambda s, source: kept_bytes(scratch, s, source))
     bases = [layout.base(s) for s in range(len(layout.stems))]
     # the ledger first: on a pool it is the longest task, written while the kept shards are
     # Into the work folder, published below only once every kept shard is written: a failed shard write must not
@@ -85,23 +88,52 @@ def write_outputs(layout: Layout, spec: CleanSpec, out: Path, dedup: dict[str, A
     return write_report(tallies, ReportFacts(spec, out, [t["steps"] for t in tallies], dedup, decon))
 
 
-def kept_plan(kept: list[dict[str, int]], size: int) -> list[list[KeptShard]]:
+def kept_plan(kept: list[dict[str, int]], size: int, max_bytes: int,
+              text_bytes: Callable[[int, str], np.ndarray]) -> list[list[KeptShard]]:
     """Every kept shard's pieces from the kept counts per table and source (prefix sums: a kept record's
     position in its source is the kept records of that source in the tables before it, plus its rank in its
-    own), grouped by the table the shard starts in: a group is one task, reading each table about once."""
+    own), grouped by the table the shard starts in: a group is one task, reading each table about once. A shard
+    ends after `size` records or at the record whose text brings it to `max_bytes` (`shard_cuts`)."""
     groups: dict[int, list[KeptShard]] = defaultdict(list)
     for source in sorted({src for k in kept for src in k}):
         counts = np.array([k.get(source, 0) for k in kept], dtype=np.int64)
         ends = np.cumsum(counts)
         starts = ends - counts
-        for number, first in enumerate(range(0, int(ends[-1]), size)):
-            last = min(first + size, int(ends[-1]))
+        cuts = shard_cuts(counts, size, max_bytes, lambda t: text_bytes(t, source))
+        for number, (first, last) in enumerate(zip([0] + cuts[:-1], cuts)):
             span = np.arange(np.searchsorted(ends, first, "right"), np.searchsorted(starts, last, "left"))
             tables = span[counts[span] > 0]                          # the tables holding rows [first, last)
             pieces: list[Piece] = [(int(t), int(max(first, starts[t]) - starts[t]),
                                     int(min(last, ends[t]) - starts[t])) for t in tables]
             groups[pieces[0][0]].append((source, number, pieces))
     return [groups[t] for t in sorted(groups)]
+
+
+def shard_cuts(counts: np.ndarray, size: int, max_bytes: int, text_bytes: Callable[[int], np.ndarray]) -> list[int]:
+    """Where a source's shards end, as positions in its kept records (the last is their count): after `size`
+    records, or after the record whose text brings the shard's to `max_bytes`, whichever comes first — the rule
+    of ingest's shards. Reads one table's sizes at a time (`text_bytes(t)`), so planning holds one table's."""
+    cuts: list[int] = []
+    rows = held = at = 0                       # the open shard's records and bytes; the table's first position
+    for t, n in enumerate(counts.tolist()):
+        if n == 0:
+            continue
+        total = np.cumsum(text_bytes(t))         # bytes of the table's first k+1 records of the source
+        i = 0
+        while i < n:
+            before = int(total[i - 1]) if i else 0
+            by_rows = i + size - rows
+            by_bytes = int(np.searchsorted(total, before + max_bytes - held, "left")) + 1
+            end = min(by_rows, by_bytes)
+            if end > n:                          # the shard goes on into the next table
+                rows, held, i = rows + n - i, held + int(total[-1]) - before, n
+            else:
+                cuts.append(at + end)
+                rows, held, i = 0, 0, end
+        at += n
+    if rows:
+        cuts.append(at)
+    return cuts
 
 
 def write_report(tallies: list[dict[str, Any]], facts: ReportFacts) -> dict[str, Any]:
