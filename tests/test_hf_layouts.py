@@ -235,3 +235,33 @@ def test_named_templates_without_a_default_are_refused_naming_them(tmp_path):
     with pytest.raises(TemplateError, match=r"list of named templates \['rag', 'tool_use'\] with none named "
                                             r"`default`"):
         checkpoint_chat(folder, load_tokenizer(folder / "tokenizer.json"))
+
+
+def test_named_templates_beside_the_default_survive_export(tmp_path):
+    """A checkpoint with `tool_use` and `rag` templates beside its default (the list form and transformers 5's
+    additional_chat_templates/ folder): SFT trains with the default, export writes all three back, and
+    transformers renders each by name. Before: only the default was exported."""
+    from transformers import AutoTokenizer
+
+    from specs.architecture import ModelConfig
+    from tasks.train.hf.hf_export import export_hf
+    from tasks.train.hf.hf_generation import named_templates
+    from tasks.train.modeling.model import Transformer
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    chat_folder(folder, [{"name": "default", "template": CHATML}, {"name": "tool_use", "template": OTHER}])
+    (folder / "additional_chat_templates").mkdir()
+    (folder / "additional_chat_templates" / "rag.jinja").write_text(OTHER.replace("#", "a"))
+    named = named_templates(folder)
+    assert named == {"rag": OTHER.replace("#", "a"), "tool_use": OTHER}
+    (folder / "config.json").write_text(json.dumps({"eos_token_id": 3}))
+    assert stated_generation(folder)["chat_templates"] == named
+    cfg = ModelConfig(vocab_size=16, seq_len=16, n_layers=1, n_heads=2, n_kv_heads=1, d_model=16, ffn_hidden=32)
+    export_hf(Transformer(cfg, 0).state_dict(), cfg, folder / "tokenizer.json", tmp_path / "out", card={},
+              chat_template=CHATML, special_tokens={"eos_token": "<|im_end|>"}, stated=stated_generation(folder))
+    tok = AutoTokenizer.from_pretrained(tmp_path / "out")
+    talk = [{"role": "user", "content": "a"}]
+    assert tok.apply_chat_template(talk, tokenize=False) == "<|im_start|>user\na<|im_end|>\n"
+    assert tok.apply_chat_template(talk, tokenize=False, chat_template="tool_use") == "<|im_start|>#user\na<|im_end|>\n"
+    assert tok.apply_chat_template(talk, tokenize=False, chat_template="rag") == "<|im_start|>auser\na<|im_end|>\n"

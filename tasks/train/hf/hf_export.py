@@ -37,7 +37,7 @@ import torch
 
 from tasks.core.files import TEMP_MARK, atomic_path, sha256_file, write_json_atomic, write_text_atomic
 from specs.architecture import ModelConfig, param_count
-from tasks.train.hf.hf_generation import EndIds, check_end_ids, end_ids, generation_config
+from tasks.train.hf.hf_generation import EndIds, chat_templates, check_end_ids, end_ids, generation_config
 from tasks.train.modeling.model import Transformer, head_index
 
 DEFAULT_TOL = 1e-4
@@ -209,9 +209,10 @@ def resolve_special_tokens(tokenizer_json: Path, special_tokens: dict[str, str |
             "additional": [text for _, text in specials if text not in named]}
 
 
-def tokenizer_config(specials: dict[str, Any], model_max_length: int, chat_template: str | None) -> dict[str, Any]:
+def tokenizer_config(specials: dict[str, Any], model_max_length: int, chat_template: Any) -> dict[str, Any]:
     """`tokenizer_config.json`: a plain fast tokenizer over tokenizer.json (class name understood by 4.x and 5.x;
-    without it AutoTokenizer would pick LlamaTokenizer from config.json and rebuild a different tokenizer)."""
+    else AutoTokenizer picks LlamaTokenizer from config.json and rebuilds another), `chat_template` a string or a
+    list of named templates."""
     conf: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": model_max_length,
                             "clean_up_tokenization_spaces": False, **specials["tokens"]}
     if specials["additional"]:
@@ -328,7 +329,7 @@ def export_hf(state: dict[str, torch.Tensor], cfg: ModelConfig, tokenizer_json: 
     eos = end_ids((stated or {}).get("eos_token_id"), ids.get("eos_token_id"))
     config = hf_config(cfg, bos_token_id=ids.get("bos_token_id"), eos_token_id=eos,
                        pad_token_id=ids.get("pad_token_id"))
-    generation = generation_config(stated, ids, cfg.seq_len)
+    generation, templates = generation_config(stated, ids, cfg.seq_len), chat_templates(chat_template, stated)
     check_end_ids({"config.json": eos, "generation_config.json": generation["eos_token_id"]},
                   specials["vocab_size"])
 
@@ -342,7 +343,7 @@ def export_hf(state: dict[str, torch.Tensor], cfg: ModelConfig, tokenizer_json: 
             save_file(hf_state, str(p), metadata={"format": "pt"})
         with atomic_path(tmp / "tokenizer.json") as p:
             p.write_bytes(tokenizer_json.read_bytes())
-        write_json_atomic(tmp / "tokenizer_config.json", tokenizer_config(specials, cfg.seq_len, chat_template))
+        write_json_atomic(tmp / "tokenizer_config.json", tokenizer_config(specials, cfg.seq_len, templates))
         smap = dict(specials["tokens"])
         if specials["additional"]:
             smap["additional_special_tokens"] = specials["additional"]

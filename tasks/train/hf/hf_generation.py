@@ -10,7 +10,9 @@ a default never overrides what a user's checkpoint states, so:
   (the checkpoint folder itself is no dependency of export);
 - export writes config.json's `eos_token_id` as the checkpoint's own value or list, with the end-of-turn token
   SFT trained replies to end with appended when the checkpoint did not list it (`end_ids`: the one thing training
-  changed), and generation_config.json as the checkpoint had it, with only that list changed (`generation_config`).
+  changed), and generation_config.json as the checkpoint had it, with only that list changed (`generation_config`);
+- named chat templates beside the default one (`named_templates`: `tool_use`, `rag`) go back into the exported
+  tokenizer_config.json's list, the default being the template SFT trained with.
 
 Without a statement (a model pretrained here) both files are what they always were: one eos id.
 """
@@ -46,7 +48,22 @@ def stated_generation(folder: Path) -> dict[str, Any]:
         ids = value if isinstance(value, list) else [value]
         if not all(i is None or (isinstance(i, int) and not isinstance(i, bool) and i >= 0) for i in ids):
             raise HFImportError(f"{where}: eos_token_id {value!r} is not a token id or a list of them")
-    return {"eos_token_id": config.get("eos_token_id"), "generation_config": generation}
+    return {"eos_token_id": config.get("eos_token_id"), "generation_config": generation,
+            **({"chat_templates": named} if (named := named_templates(folder)) else {})}
+
+
+def named_templates(folder: Path) -> dict[str, str]:
+    """The checkpoint's chat templates other than "default" (Hermes' or Command R's `tool_use`, `rag`): from
+    tokenizer_config.json's list form, and `additional_chat_templates/*.jinja` where transformers 5 saves them.
+    SFT trains with the default one; export writes these back beside it so none is lost."""
+    cfg_file = Path(folder) / "tokenizer_config.json"
+    listed = json.loads(cfg_file.read_text(encoding="utf-8")).get("chat_template") if cfg_file.is_file() else None
+    named = {t["name"]: t["template"] for t in listed if isinstance(t, dict) and t.get("name") != "default"} \
+        if isinstance(listed, list) else {}
+    extra = Path(folder) / "additional_chat_templates"
+    named.update({f.stem: f.read_text(encoding="utf-8") for f in sorted(extra.glob("*.jinja"))} if extra.is_dir()
+                 else {})
+    return dict(sorted(named.items()))
 
 
 def read_stated(folder: Path) -> dict[str, Any] | None:
@@ -77,6 +94,15 @@ def generation_config(stated: dict[str, Any] | None, ids: dict[str, int | None],
     eos = end_ids((stated or {}).get("eos_token_id"), turn_end)
     return {"bos_token_id": ids.get("bos_token_id"), "eos_token_id": eos, "pad_token_id": ids.get("pad_token_id"),
             "max_length": seq_len}
+
+
+def chat_templates(trained: str | None, stated: dict[str, Any] | None) -> str | list[dict[str, str]] | None:
+    """tokenizer_config.json's `chat_template`: the one SFT trained with, as the "default" of a list that keeps
+    the checkpoint's other named templates when it had any (`named_templates`)."""
+    named = (stated or {}).get("chat_templates")
+    if trained is None or not named:
+        return trained
+    return [{"name": name, "template": text} for name, text in {"default": trained, **named}.items()]
 
 
 def check_end_ids(files: dict[str, EndIds], vocab: int) -> None:
