@@ -31,10 +31,12 @@ EndIds = int | list[int] | None
 
 
 def stated_generation(folder: Path) -> dict[str, Any]:
-    """The checkpoint's `eos_token_id` (config.json's: an id, a list of ids, or None) and its
-    generation_config.json as written (None when it has none; transformers then derives one from config.json)."""
+    """The checkpoint's `eos_token_id` (config.json's: an id, a list of ids, or None), its generation_config.json
+    as written (None when it has none; transformers then derives one from config.json) and its named chat
+    templates other than the default (`named_templates`; the key only when there are some)."""
     folder = Path(folder)
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config_file = folder / "config.json"  # absent: pretrain refuses the folder, naming it (hf_import)
+    config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
     generation = None
     if (folder / GENERATION).is_file():
         try:
