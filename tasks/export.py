@@ -2,10 +2,10 @@
 
 The finished model is the preference-tuned one (data/prefer/, the same files as sft's) when the prefer stage trained
 (`prefer.enabled`, the default), else SFT's. Inputs: data/sft/ (`model.safetensors` consolidated fp32 weights,
-`config.json`, `tokenizer.json` with the chat role tokens, `chat_template.jinja`, `report.json`). For the model
-card's lineage it also reads, without declaring them (they are upstream of sft transitively), every earlier stage's
-`data/<stage>/manifest.json` and `metrics/<stage>.json`, `data/review{,_sft,_prefer}/decision.json` (mode off: "not
-reviewed") and `params.yaml`.
+`config.json`, `tokenizer.json`, `chat_template.jinja`, `report.json`; from a checkpoint `hf_stated.json`). For the
+model card's lineage it also reads, without declaring them (they are upstream of sft transitively), every earlier
+stage's `data/<stage>/manifest.json` and `metrics/<stage>.json`, `data/review{,_sft,_prefer}/decision.json` (mode
+off: "not reviewed") and `params.yaml`.
 Outputs (data/export/):
   hf/           config.json, generation_config.json, model.safetensors, tokenizer.json, tokenizer_config.json
                 (with the chat template), special_tokens_map.json, README.md (card) — see tasks/train/hf/hf_export.py
@@ -39,6 +39,7 @@ from tasks.data.mixing.tokenizer import load_tokenizer
 from tasks.train.inputs.chat import DEFAULT_FORMAT, render, render_jinja, render_text
 from tasks.train.inputs.chat_template import TemplateChat
 from tasks.train.hf.hf_export import ExportMismatch, check_hf, export_hf, publish_folder
+from tasks.train.hf.hf_generation import read_stated
 from tasks.train.modeling.model import ModelConfig
 from tasks.train.hf.peft_export import base_weights, check_adapter, write_adapter
 from tasks.train.checkpointing.weights import ADAPTER_DIR, load_weights, weight_files
@@ -91,7 +92,7 @@ def run(spec: ExportSpec, paths: StagePaths) -> StageResult:
     out, staging = paths.out / HF_DIR, paths.out / STAGING_DIR
     card = build_card(spec, params, lineage, template, paths.root, paths.input("sft"), specials["eos_token"])
     exported = export_hf(state, context_of(cfg), sft / "tokenizer.json", staging, card=card,
-                         chat_template=template, special_tokens=specials)
+                         chat_template=template, special_tokens=specials, stated=read_stated(sft))
     seq = min(spec.verify_seq, cfg.seq_len)
     try:
         with torch_threads(VERIFY_THREADS):
@@ -135,7 +136,7 @@ def export_adapter(spec: ExportSpec, paths: StagePaths, sft: Path, merged: dict,
     staged = {name: paths.out / f"{name}-unverified" for name in ("base", "adapter")}
     base_card = {**card, "description": "The base model the LoRA adapter in `../adapter` was trained on."}
     export_hf(base, context_of(cfg), sft / "tokenizer.json", staged["base"], card=base_card, chat_template=template,
-              special_tokens=specials)
+              special_tokens=specials, stated=read_stated(sft))
     write_adapter(staged["base"], lora, adapter, cfg, staged["adapter"])
     with torch_threads(VERIFY_THREADS):
         diff = check_adapter(staged["base"], staged["adapter"], paths.out / STAGING_DIR, tol=spec.verify_tolerance,

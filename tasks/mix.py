@@ -45,6 +45,7 @@ from tasks.data.mixing.mixplan import hash_key, plan_tokens, split_val, take_doc
 from tasks.data.mixing.mixshards import TokenStore, sample_texts, scan_shard, shard_documents, tokenize_shard
 from tasks.data.mixing.packing import PackWriter, write_layout
 from tasks.data.mixing.tokenizer import checkpoint_tokenizer, fit_seq_len, save_tokenizer, train_tokenizer
+from tasks.train.hf.hf_generation import STATED, stated_generation
 
 log = logging.getLogger("forgeline.mix")
 TOTALS = ("documents", "train_documents", "val_documents", "tokens_available", "realized_tokens", "val_tokens")
@@ -311,6 +312,7 @@ def make_tokenizer(spec: MixSpec, corpus: Corpus, shares: dict[str, float],
         for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
             if (folder / name).is_file():
                 write_text_atomic(paths.out / name, (folder / name).read_text(encoding="utf-8"))
+        write_json_atomic(paths.out / STATED, stated_generation(folder))  # its end ids, for export to keep
         log.info("tokenizer: the checkpoint's (%s, %d tokens); none trained", folder, tok.get_vocab_size())
         return tok, special_ids, eos, {"source": "checkpoint", "trained": False,
                                        "checkpoint": spec.model_init.path,  # type: ignore[attr-defined]

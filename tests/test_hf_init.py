@@ -158,6 +158,13 @@ def test_hf_to_forgeline_to_hf_with_zero_steps_is_the_same_model(tmp_path):
     root = tmp_path / "p"
     write_clean_shards(root)
     hf = make_checkpoint(root / "ckpt", corpus_texts(root), tied=True, chat_template=CHATML)
+    # Llama 3.1 Instruct's way: config.json and generation_config.json list several stop ids (here <|endoftext|>
+    # and a reserved token standing for <|eom_id|>), the latter with sampling defaults
+    stops, generation = [0, 4], {"do_sample": True, "eos_token_id": [0, 4], "temperature": 0.6, "top_p": 0.9,
+                                 "transformers_version": "4.42.3"}
+    config = json.loads((root / "ckpt" / "config.json").read_text())
+    (root / "ckpt" / "config.json").write_text(json.dumps({**config, "eos_token_id": stops}))
+    (root / "ckpt" / "generation_config.json").write_text(json.dumps(generation))
     mix_paths = StagePaths(root=root, stage="mix", seed=SEED)
     mix_paths.out.mkdir(parents=True)
     mix.run(MixJob(seq_len=32, val_fraction=0.1, model_init=ModelInitSpec(kind="hf", path="ckpt")), mix_paths)
@@ -185,6 +192,11 @@ def test_hf_to_forgeline_to_hf_with_zero_steps_is_the_same_model(tmp_path):
     # the checkpoint's context, not the 32 tokens mix packed for this run (specs/init.py's rule)
     assert json.loads((out / "config.json").read_text())["max_position_embeddings"] == \
         hf.config.max_position_embeddings == 1024
+    # its stop ids and generation settings as it stated them, plus the end of turn SFT taught (<|im_end|>, id 3);
+    # its embedding rows padded past the tokenizer kept (8 rows no token reaches)
+    written = json.loads((out / "config.json").read_text())
+    assert written["eos_token_id"] == [0, 4, 3] and written["vocab_size"] == hf.config.vocab_size == len(tok) + 8
+    assert json.loads((out / "generation_config.json").read_text()) == {**generation, "eos_token_id": [0, 4, 3]}
 
 
 def test_the_tiny_checkpoint_loads_in_transformers_as_written(hf_project):

@@ -184,8 +184,12 @@ def checkpoint_tokenizer(folder: Path) -> tuple[Tokenizer, dict[str, int], str]:
 
     tok_file, cfg_file = folder / "tokenizer.json", folder / "tokenizer_config.json"
     if not tok_file.is_file():
-        raise CheckpointTokenizerError(f"{tok_file}: missing (model.init.kind: hf uses the checkpoint's tokenizer; "
-                                       "slow sentencepiece-only tokenizers must be converted to tokenizer.json)")
+        slow = [p.name for p in (folder / "tokenizer.model", folder / "vocab.json") if p.is_file()]
+        fix = (f"it has only {slow[0]}, a slow tokenizer: write tokenizer.json with transformers (needs "
+               "sentencepiece for tokenizer.model) — AutoTokenizer.from_pretrained(folder).save_pretrained(folder) "
+               "— and check it encodes as the slow one" if slow else "nor any tokenizer file")
+        raise CheckpointTokenizerError(f"{tok_file}: missing (model.init.kind: hf uses the checkpoint's fast "
+                                       f"tokenizer file); {fix}")
     try:
         tok = Tokenizer.from_file(str(tok_file))
     except Exception as exc:  # tokenizers raises a bare Exception for a malformed file
@@ -223,23 +227,31 @@ def checkpoint_tokenizer(folder: Path) -> tuple[Tokenizer, dict[str, int], str]:
 
 
 # What a checkpoint states besides its tokenizer that mix, pretrain and sft must respect: its context length.
-def max_positions(folder: Path) -> int | None:
-    """The checkpoint's `max_position_embeddings` (None when its config.json does not state one)."""
+def checkpoint_positions(folder: Path) -> tuple[int | None, str]:
+    """(the checkpoint's context length, the words that say where it comes from): config.json's
+    `max_position_embeddings`, else its family's default as transformers reads it (`stated_positions`)."""
     import json
 
-    value = json.loads((Path(folder) / "config.json").read_text()).get("max_position_embeddings")
-    return int(value) if value else None
+    from tasks.train.hf.hf_families import stated_positions
+
+    return stated_positions(json.loads((Path(folder) / "config.json").read_text()))
+
+
+def max_positions(folder: Path) -> int | None:
+    """The checkpoint's context length (`checkpoint_positions`; None only for a model_type with no known default).
+    Before, a config.json without `max_position_embeddings` put no limit on seq_len at all."""
+    return checkpoint_positions(folder)[0]
 
 
 def fit_seq_len(seq_len: int, folder: Path, key: str, chosen: bool) -> int:
     """The sequence length to train at beside the checkpoint in `folder` (specs/init.py's rule): `seq_len` when
     it fits the checkpoint's positions; the checkpoint's length when `seq_len` is only the default; an error naming
     both when the user chose (`chosen`) a length the checkpoint was not trained for."""
-    limit = max_positions(folder)
+    limit, how = checkpoint_positions(folder)
     if limit is None or seq_len <= limit:
         return seq_len
     if chosen:
-        raise ValueError(f"{key}: {seq_len} is longer than the checkpoint's max_position_embeddings {limit} "
+        raise ValueError(f"{key}: {seq_len} is longer than the checkpoint's {how} {limit} "
                          f"({Path(folder) / 'config.json'}): its RoPE positions past {limit} were never trained; "
                          f"set {key} to at most {limit}")
     log.warning("%s: the default %d is longer than the checkpoint's max_position_embeddings %d; using %d",

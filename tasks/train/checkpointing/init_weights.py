@@ -38,7 +38,7 @@ from torch import nn
 from specs.architecture import ModelConfig
 from tasks.train.modeling.fused import join_values
 from tasks.train.hf.hf_export import key_map
-from tasks.train.hf.hf_import import HFImportError, weight_files
+from tasks.train.hf.hf_import import missing_weights, weight_files
 from tasks.train.modeling.model import Transformer, name_seed
 from tasks.train.checkpointing.weights import key_order, tensor_files, weights_fingerprint
 
@@ -141,9 +141,7 @@ class HFSource:
         self.folder = Path(folder)
         self.mapping = key_map(cfg)
         self.files = weight_files(self.folder)  # refuses pickle-only folders by name
-        missing = [hf for hf in self.mapping.values() if hf not in self.files]
-        if missing:
-            raise HFImportError(f"{self.folder}: weight `{missing[0]}` is missing ({len(missing)} missing in all)")
+        missing_weights(self.folder, self.files, self.mapping, cfg.tie_embeddings)
 
     def read(self, key: str, dim: int | None, part: int, parts: int) -> torch.Tensor:
         hf = self.mapping[key]

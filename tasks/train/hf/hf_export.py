@@ -37,6 +37,7 @@ import torch
 
 from tasks.core.files import TEMP_MARK, atomic_path, sha256_file, write_json_atomic, write_text_atomic
 from specs.architecture import ModelConfig, param_count
+from tasks.train.hf.hf_generation import EndIds, chat_templates, check_end_ids, end_ids, generation_config
 from tasks.train.modeling.model import Transformer, head_index
 
 DEFAULT_TOL = 1e-4
@@ -139,12 +140,12 @@ def family(cfg: ModelConfig) -> str:
     return kind
 
 
-def hf_config(cfg: ModelConfig, *, bos_token_id: int | None = None, eos_token_id: int | None = None,
+def hf_config(cfg: ModelConfig, *, bos_token_id: int | None = None, eos_token_id: EndIds = None,
               pad_token_id: int | None = None) -> dict[str, Any]:
-    """`config.json` for the model's HF family (`family`). Token ids are written even when None: Llama's
-    defaults (1, 2) would otherwise silently apply. RoPE is given both the transformers 5 way
-    (`rope_parameters`) and the legacy `rope_theta` that 4.x and other readers (vLLM, llama.cpp converters) look
-    for. Each family's own fields (Mistral's window, Qwen's sliding-window switches) are written explicitly."""
+    """`config.json` for the model's HF family (`family`). Token ids are written even when None (Llama's defaults
+    1, 2 would silently apply); eos may be a checkpoint's list (`hf_generation`). RoPE goes in as transformers 5's
+    `rope_parameters` and as the legacy `rope_theta` that 4.x, vLLM and llama.cpp converters read. Each family's
+    own fields (Mistral's window, Qwen's sliding-window switches) are written explicitly."""
     kind = family(cfg)
     rope: dict[str, Any] = {"rope_type": "default", "rope_theta": cfg.rope_theta}
     if cfg.rope_type != "default":
@@ -208,9 +209,10 @@ def resolve_special_tokens(tokenizer_json: Path, special_tokens: dict[str, str |
             "additional": [text for _, text in specials if text not in named]}
 
 
-def tokenizer_config(specials: dict[str, Any], model_max_length: int, chat_template: str | None) -> dict[str, Any]:
+def tokenizer_config(specials: dict[str, Any], model_max_length: int, chat_template: Any) -> dict[str, Any]:
     """`tokenizer_config.json`: a plain fast tokenizer over tokenizer.json (class name understood by 4.x and 5.x;
-    without it AutoTokenizer would pick LlamaTokenizer from config.json and rebuild a different tokenizer)."""
+    else AutoTokenizer picks LlamaTokenizer from config.json and rebuilds another), `chat_template` a string or a
+    list of named templates."""
     conf: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": model_max_length,
                             "clean_up_tokenization_spaces": False, **specials["tokens"]}
     if specials["additional"]:
@@ -303,9 +305,11 @@ def publish_folder(tmp: Path, out_dir: Path) -> None:
 
 def export_hf(state: dict[str, torch.Tensor], cfg: ModelConfig, tokenizer_json: Path, out_dir: Path, *,
               card: dict[str, Any], chat_template: str | None = None,
-              special_tokens: dict[str, str | None] | None = None) -> dict[str, Any]:
+              special_tokens: dict[str, str | None] | None = None,
+              stated: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write a self-contained HF model folder; return {"out_dir", "param_count", "config", "special_tokens",
-    "files": {name: {"sha256", "bytes"}}}.
+    "files": {name: {"sha256", "bytes"}}}. `stated`: an imported checkpoint's end ids and generation settings,
+    kept (`hf_generation`).
 
     Files: config.json, generation_config.json, model.safetensors, tokenizer.json (the input's bytes verbatim),
     tokenizer_config.json, special_tokens_map.json, README.md (model card from `card`; see `render_card`).
@@ -322,10 +326,12 @@ def export_hf(state: dict[str, torch.Tensor], cfg: ModelConfig, tokenizer_json: 
     if n_params != param_count(cfg):  # both count a tied head once; a gap means a mapping bug
         raise AssertionError(f"exported {n_params} parameters, the config implies {param_count(cfg)}")
     ids = specials["ids"]
-    config = hf_config(cfg, bos_token_id=ids.get("bos_token_id"), eos_token_id=ids.get("eos_token_id"),
-                          pad_token_id=ids.get("pad_token_id"))
-    generation = {k: ids.get(k) for k in ("bos_token_id", "eos_token_id", "pad_token_id")} | {
-        "max_length": cfg.seq_len}
+    eos = end_ids((stated or {}).get("eos_token_id"), ids.get("eos_token_id"))
+    config = hf_config(cfg, bos_token_id=ids.get("bos_token_id"), eos_token_id=eos,
+                       pad_token_id=ids.get("pad_token_id"))
+    generation, templates = generation_config(stated, ids, cfg.seq_len), chat_templates(chat_template, stated)
+    check_end_ids({"config.json": eos, "generation_config.json": generation["eos_token_id"]},
+                  specials["vocab_size"])
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}{TEMP_MARK}", dir=out_dir.parent))
@@ -337,7 +343,7 @@ def export_hf(state: dict[str, torch.Tensor], cfg: ModelConfig, tokenizer_json: 
             save_file(hf_state, str(p), metadata={"format": "pt"})
         with atomic_path(tmp / "tokenizer.json") as p:
             p.write_bytes(tokenizer_json.read_bytes())
-        write_json_atomic(tmp / "tokenizer_config.json", tokenizer_config(specials, cfg.seq_len, chat_template))
+        write_json_atomic(tmp / "tokenizer_config.json", tokenizer_config(specials, cfg.seq_len, templates))
         smap = dict(specials["tokens"])
         if specials["additional"]:
             smap["additional_special_tokens"] = specials["additional"]

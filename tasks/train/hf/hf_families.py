@@ -53,6 +53,19 @@ def family_value(cfg: dict[str, Any], kind: str, key: str) -> Any:
     return cfg[key] if key in cfg else DEFAULTS[kind].get(key)
 
 
+def stated_positions(cfg: dict[str, Any]) -> tuple[int | None, str]:
+    """(the context length the checkpoint's config.json states, how it states it): its `max_position_embeddings`,
+    else — absent or null — its family's class default, which transformers would use (Llama's 2048, Qwen's 32768),
+    said so in the wording an error shows; (None, ...) for a model_type this module does not know."""
+    value = cfg.get("max_position_embeddings")
+    if value:
+        return int(value), "max_position_embeddings"
+    kind = cfg.get("model_type")
+    default = DEFAULTS.get(kind, {}).get("max_position_embeddings") if isinstance(kind, str) else None
+    how = f"max_position_embeddings (not in the file: {kind}'s default, as transformers reads it)"
+    return (int(default), how) if default else (None, "max_position_embeddings")
+
+
 def refuse_unsupported(cfg: dict[str, Any], kind: str, where: Path) -> None:
     """Refuse what this family's transformers model would compute and forgeline's decoder cannot."""
     if cfg.get("hidden_act", "silu") not in SILU:

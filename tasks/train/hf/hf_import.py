@@ -29,7 +29,7 @@ from tasks.train.hf.hf_families import (SUPPORTED, HFImportError, family_value, 
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
-PICKLES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "model.pt", "model.bin")
+PICKLES = ("*.bin", "*.bin.index.json", "*.pt", "*.pth", "*.ckpt")  # never opened: unpickling can run code
 
 
 def _field(cfg: dict[str, Any], key: str, where: Path) -> Any:
@@ -68,21 +68,76 @@ def hf_model_config(folder: Path, seq_len: int | None = None) -> ModelConfig:
 
 
 def weight_files(folder: Path) -> dict[str, Path]:
-    """HF tensor name -> the safetensors file holding it; a pickle-only checkpoint is refused by name."""
+    """HF tensor name -> the safetensors file holding it (`indexed_files` for a sharded checkpoint); a folder of
+    pickles only (`pytorch_model.bin`, its shards and index, `*.pt`, `*.pth`) is refused by name, never opened."""
     folder = Path(folder)
     if (folder / INDEX).exists():
-        index = json.loads((folder / INDEX).read_text())
-        return {name: folder / file for name, file in index["weight_map"].items()}
+        return indexed_files(folder)
     if (folder / SINGLE).exists():
         from safetensors import safe_open
 
         with safe_open(str(folder / SINGLE), framework="pt") as f:
             return {name: folder / SINGLE for name in f.keys()}
-    pickles = [p.name for p in map(folder.joinpath, PICKLES) if p.exists()]
+    pickles = sorted({p.name for pattern in PICKLES for p in folder.glob(pattern)})
     if pickles:
-        raise HFImportError(f"{folder / pickles[0]}: pickle checkpoints are refused (loading one can run code); "
-                            "convert it to safetensors first")
+        raise HFImportError(f"{folder / pickles[0]}: pickle checkpoints are refused (loading one can run code, and "
+                            "forgeline never unpickles); convert it to safetensors first, e.g. with transformers: "
+                            "AutoModelForCausalLM.from_pretrained(folder).save_pretrained(folder) where you trust "
+                            "the file")
     raise HFImportError(f"{folder}: no {SINGLE} or {INDEX}")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]], where: Path) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen and seen[key] != value:
+            raise HFImportError(f"{where}: `{key}` is listed twice, in {seen[key]} and {value}")
+        seen[key] = value
+    return seen
+
+
+def indexed_files(folder: Path) -> dict[str, Path]:
+    """A sharded checkpoint's tensor -> shard map, as its index states it and the shards' own headers confirm:
+    a shard the index lists that is not there, a tensor listed in two shards or stored in two, and a tensor
+    listed in a shard that does not hold it are each refused naming the index, the shard and the tensor (the
+    index alone would let the first two fail mid-load and the third pick one copy silently)."""
+    from safetensors import safe_open
+
+    where = folder / INDEX
+    try:
+        index = json.loads(where.read_text(), object_pairs_hook=lambda pairs: _unique_keys(pairs, where))
+        listed = {name: folder / file for name, file in index["weight_map"].items()}
+    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise HFImportError(f"{where}: not a safetensors index with a `weight_map` ({exc!r})") from None
+    stored: dict[str, Path] = {}
+    for shard in sorted(set(listed.values())):
+        if not shard.is_file():
+            first = next(name for name, file in listed.items() if file == shard)
+            raise HFImportError(f"{where}: lists shard {shard.name} (e.g. for `{first}`), which is not in {folder}")
+        with safe_open(str(shard), framework="pt") as f:
+            for name in f.keys():
+                if name in stored:
+                    raise HFImportError(f"{where}: `{name}` is stored in two shards, {stored[name].name} and "
+                                        f"{shard.name}: which copy is the weight is ambiguous")
+                stored[name] = shard
+    wrong = sorted(name for name, shard in listed.items() if stored.get(name) != shard)
+    if wrong:
+        raise HFImportError(f"{where}: lists `{wrong[0]}` in {listed[wrong[0]].name}, which does not hold it "
+                            f"({len(wrong)} such tensors)")
+    return listed
+
+
+def missing_weights(folder: Path, files: dict[str, Path], mapping: dict[str, str], tied: bool) -> None:
+    """Raise, naming the first, when a weight the config implies is in none of `files`; a missing
+    `lm_head.weight` beside `tie_word_embeddings` false says which key would make the checkpoint load."""
+    missing = [hf for hf in mapping.values() if hf not in files]
+    if not missing:
+        return
+    hint = ""
+    if "lm_head.weight" in missing and not tied:
+        hint = ("; config.json's tie_word_embeddings is false (or absent: false for these families), so the head "
+                "must be stored — if this model's head is its embedding, the file must say tie_word_embeddings true")
+    raise HFImportError(f"{folder}: weight `{missing[0]}` is missing ({len(missing)} missing in all){hint}")
 
 
 def iter_tensors(folder: Path, names: list[str]) -> Iterator[tuple[str, torch.Tensor]]:
@@ -117,9 +172,7 @@ def load_hf_state(folder: Path, cfg: ModelConfig, dtype: torch.dtype | None = No
         shapes = {k: tuple(v.shape) for k, v in Transformer(cfg, 0).state_dict().items()}
     mapping = key_map(cfg)
     files = weight_files(folder)
-    missing = [hf for ours, hf in mapping.items() if hf not in files]
-    if missing:
-        raise HFImportError(f"{folder}: weight `{missing[0]}` is missing ({len(missing)} missing in all)")
+    missing_weights(folder, files, mapping, cfg.tie_embeddings)
     inverse = {hf: ours for ours, hf in mapping.items()}
     state: dict[str, torch.Tensor] = {}
     for hf, tensor in iter_tensors(folder, sorted(inverse)):

@@ -141,18 +141,21 @@ def content_spans(text: str, messages: Sequence[Mapping[str, Any]]) -> list[tupl
 
 
 def checkpoint_chat(folder: Path, tok: Tokenizer) -> TemplateChat | None:
-    """The chat template of the tokenizer_config.json in `folder` (None when it has none: forgeline's template
-    is used). A template given as a list of named templates uses the one named "default"."""
-    cfg_file = folder / "tokenizer_config.json"
-    if not cfg_file.is_file():
-        return None
-    config = json.loads(cfg_file.read_text(encoding="utf-8"))
-    template = config.get("chat_template")
+    """The checkpoint's chat template as transformers picks it (None when it has none: forgeline's template is
+    used): `chat_template.jinja` beside the config wins over tokenizer_config.json's "chat_template" (transformers
+    ≥ 4.43 writes the file and reads it first; before, the config's won); a list of named templates uses the one
+    named "default", and one without a default is refused naming them, as transformers' apply_chat_template
+    refuses it."""
+    cfg_file, jinja = folder / "tokenizer_config.json", folder / "chat_template.jinja"
+    config = json.loads(cfg_file.read_text(encoding="utf-8")) if cfg_file.is_file() else {}
+    template = jinja.read_text(encoding="utf-8") if jinja.is_file() else config.get("chat_template")
     if isinstance(template, list):
-        template = next((t.get("template") for t in template if t.get("name") == "default"), None)
-    if not template:
-        jinja = folder / "chat_template.jinja"  # transformers ≥ 4.43 may save it beside the config
-        template = jinja.read_text(encoding="utf-8") if jinja.is_file() else None
+        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        if "default" not in named:
+            raise TemplateError(f"{cfg_file}: chat_template is a list of named templates {sorted(map(str, named))} "
+                                "with none named `default`, the one transformers (and forgeline) would use: name "
+                                "one `default`, or put the template to train with in chat_template.jinja")
+        template = named["default"]
     if not template:
         return None
     specials = {k: t for k in ("bos_token", "eos_token", "pad_token", "unk_token")

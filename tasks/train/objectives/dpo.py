@@ -43,7 +43,8 @@ if TYPE_CHECKING:
 STATS = ("loss_sum", "reward_chosen_sum", "reward_rejected_sum", "correct", "pairs")  # a micro-batch's report
 EVAL_KEYS = ("reward_chosen", "reward_rejected", "margin", "reward_accuracy", "accuracy", "accuracy_per_token",
              "chosen_logp_per_token", "rejected_logp_per_token")
-CHAT_FILES = ("chat_template.jinja", "chat.json")  # SFT's, carried to this stage's folder for export
+CHAT_FILES = ("chat_template.jinja", "chat.json", "hf_stated.json")  # SFT's, carried to this stage's folder for
+# export (hf_stated.json: an imported checkpoint's end ids, tasks/train/hf/hf_generation.py)
 
 
 def file_digest(*paths: Path) -> str:

@@ -28,6 +28,7 @@ from specs.sft import SFTSpec, resolved_dropout
 from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
 from tasks.train.inputs.chat import GrownTableSource, extend_tokenizer, jinja_template, vocab_size
 from tasks.train.inputs.chat_template import TemplateChat, checkpoint_chat
+from tasks.train.hf.hf_generation import STATED
 from specs.pretrain import shape_problems
 from specs.architecture import ModelConfig
 from tasks.train.inputs.data import BatchPlan
@@ -216,6 +217,9 @@ class SFTObjective:
             write_json_atomic(out_dir / ADAPTER_DIR / "adapter.json", self.train.adapter.model_dump())
         chat = self.data.chat
         write_text_atomic(out_dir / "chat_template.jinja", chat.template if chat else jinja_template())
+        stated = Path(self.job.mix_dir) / STATED  # a checkpoint's end ids and generation_config.json, for export
+        if stated.is_file():
+            write_text_atomic(out_dir / STATED, stated.read_text(encoding="utf-8"))
         write_json_atomic(out_dir / "chat.json", {  # how export must check and describe the template
             "template": "checkpoint" if chat else "forgeline", "special_tokens": chat.specials if chat else {},
             "end_of_turn": chat.end_of_turn() if chat else "<|end|>",

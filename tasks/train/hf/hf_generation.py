@@ -1,0 +1,118 @@
+"""What a Hugging Face checkpoint states about ending generation, carried from import to export.
+
+A published checkpoint may stop generation at several ids: Llama 3.1 Instruct's config.json and
+generation_config.json both say `eos_token_id: [128001, 128008, 128009]` (end of text, end of message, end of
+turn), and its generation_config.json also holds sampling defaults (temperature, top_p). forgeline's rule is that
+a default never overrides what a user's checkpoint states, so:
+
+- mix reads the statement once (`stated_generation`) and writes it as `hf_stated.json` beside the checkpoint's
+  tokenizer files; sft and prefer carry it to their folders, export reads it from the finished model's folder
+  (the checkpoint folder itself is no dependency of export);
+- export writes config.json's `eos_token_id` as the checkpoint's own value or list, with the end-of-turn token
+  SFT trained replies to end with appended when the checkpoint did not list it (`end_ids`: the one thing training
+  changed), and generation_config.json as the checkpoint had it, with only that list changed (`generation_config`);
+- named chat templates beside the default one (`named_templates`: `tool_use`, `rag`) go back into the exported
+  tokenizer_config.json's list, the default being the template SFT trained with.
+
+Without a statement (a model pretrained here) both files are what they always were: one eos id.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tasks.train.hf.hf_families import HFImportError
+
+STATED = "hf_stated.json"
+GENERATION = "generation_config.json"
+EndIds = int | list[int] | None
+
+
+def stated_generation(folder: Path) -> dict[str, Any]:
+    """The checkpoint's `eos_token_id` (config.json's: an id, a list of ids, or None), its generation_config.json
+    as written (None when it has none; transformers then derives one from config.json) and its named chat
+    templates other than the default (`named_templates`; the key only when there are some)."""
+    folder = Path(folder)
+    config_file = folder / "config.json"  # absent: pretrain refuses the folder, naming it (hf_import)
+    config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
+    generation = None
+    if (folder / GENERATION).is_file():
+        try:
+            generation = json.loads((folder / GENERATION).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise HFImportError(f"{folder / GENERATION}: not JSON ({exc})") from None
+        if not isinstance(generation, dict):
+            raise HFImportError(f"{folder / GENERATION}: not a JSON object")
+    for where, value in ((folder / "config.json", config.get("eos_token_id")),
+                         (folder / GENERATION, (generation or {}).get("eos_token_id"))):
+        ids = value if isinstance(value, list) else [value]
+        if not all(i is None or (isinstance(i, int) and not isinstance(i, bool) and i >= 0) for i in ids):
+            raise HFImportError(f"{where}: eos_token_id {value!r} is not a token id or a list of them")
+    return {"eos_token_id": config.get("eos_token_id"), "generation_config": generation,
+            **({"chat_templates": named} if (named := named_templates(folder)) else {})}
+
+
+def named_templates(folder: Path) -> dict[str, str]:
+    """The checkpoint's chat templates other than "default" (Hermes' or Command R's `tool_use`, `rag`): from
+    tokenizer_config.json's list form, and `additional_chat_templates/*.jinja` where transformers 5 saves them.
+    SFT trains with the default one; export writes these back beside it so none is lost."""
+    cfg_file = Path(folder) / "tokenizer_config.json"
+    listed = json.loads(cfg_file.read_text(encoding="utf-8")).get("chat_template") if cfg_file.is_file() else None
+    named = {t["name"]: t["template"] for t in listed if isinstance(t, dict) and t.get("name") != "default"} \
+        if isinstance(listed, list) else {}
+    extra = Path(folder) / "additional_chat_templates"
+    named.update({f.stem: f.read_text(encoding="utf-8") for f in sorted(extra.glob("*.jinja"))} if extra.is_dir()
+                 else {})
+    return dict(sorted(named.items()))
+
+
+def read_stated(folder: Path) -> dict[str, Any] | None:
+    """The `hf_stated.json` of a stage folder (None: the model was not imported from a checkpoint)."""
+    path = Path(folder) / STATED
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def end_ids(stated: EndIds, turn_end: int | None) -> EndIds:
+    """The eos ids to export: the checkpoint's (`stated`, an id or a list) with `turn_end` appended when it is
+    not among them, a list staying a list; `turn_end` alone when the checkpoint stated none."""
+    if stated is None or stated == []:
+        return turn_end
+    ids = list(stated) if isinstance(stated, list) else [stated]
+    if turn_end is not None and turn_end not in ids:
+        ids.append(turn_end)
+    return ids if isinstance(stated, list) or len(ids) > 1 else ids[0]
+
+
+def generation_config(stated: dict[str, Any] | None, ids: dict[str, int | None], seq_len: int) -> dict[str, Any]:
+    """generation_config.json: the checkpoint's own with its eos list extended by the end of turn (`end_ids`),
+    else — no checkpoint, or one without the file — the named special tokens' ids and `max_length`."""
+    turn_end = ids.get("eos_token_id")
+    own = (stated or {}).get("generation_config")
+    if own is not None:
+        return {**own, "eos_token_id": end_ids(own.get("eos_token_id", (stated or {}).get("eos_token_id")),
+                                               turn_end)}
+    eos = end_ids((stated or {}).get("eos_token_id"), turn_end)
+    return {"bos_token_id": ids.get("bos_token_id"), "eos_token_id": eos, "pad_token_id": ids.get("pad_token_id"),
+            "max_length": seq_len}
+
+
+def chat_templates(trained: str | None, stated: dict[str, Any] | None) -> str | list[dict[str, str]] | None:
+    """tokenizer_config.json's `chat_template`: the one SFT trained with, as the "default" of a list that keeps
+    the checkpoint's other named templates when it had any (`named_templates`)."""
+    named = (stated or {}).get("chat_templates")
+    if trained is None or not named:
+        return trained
+    return [{"name": name, "template": text} for name, text in {"default": trained, **named}.items()]
+
+
+def check_end_ids(files: dict[str, EndIds], vocab: int) -> None:
+    """Every eos id each file states must be a token of the exported tokenizer (`vocab` ids): raises ValueError
+    naming the file and the id (export's own check, before anything is written)."""
+    for where, value in files.items():
+        ids = value if isinstance(value, list) else [] if value is None else [value]
+        outside = [i for i in ids if not 0 <= i < vocab]
+        if outside:
+            raise ValueError(f"{where}: eos_token_id {outside[0]} is not a token of the exported tokenizer "
+                             f"({vocab} tokens); generation could never stop there")
