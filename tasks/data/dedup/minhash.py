@@ -32,8 +32,10 @@ from datasketch import MinHash
 from specs.clean import DedupSpec
 from tasks.data.dedup import hashloops
 from tasks.data.cleanup import textbatch
+from tasks.data.dedup.segment import has_unspaced, split_unspaced
 from tasks.data.dedup.lsh import are_duplicates, candidate_pairs, greedy_keepers, s_curve, sorted_unique, spec_banding
-from tasks.data.cleanup.normalize import entity_in, format_chars, has_markup, mixes_look_alikes, shingle_text
+from tasks.data.cleanup.normalize import (entity_in, format_chars, has_markup, markdown_links_in, mixes_look_alikes,
+                                         shingle_text)
 from tasks.data.dedup.wordhash import MUL, POW, WORD, fmix64
 
 __all__ = ["DedupResult", "distinct_runs", "estimated_jaccard", "exact_jaccard_pairs", "jaccard_of_runs",
@@ -67,7 +69,8 @@ def _fold(text: str, spec: DedupSpec, folds: tuple[str, str] | None = None) -> s
     are its result for word shingles when no other fold applies (no markup, entity, format character or mixed
     look-alike): the exact keys made them already (two NFKC checks and a casefold a text saved)."""
     quotes = spec.fold_unicode and spec.shingle == "char"     # only char shingles see punctuation
-    if folds is not None and spec.fold_unicode and not quotes and not (spec.fold_markup and has_markup(text)) \
+    if folds is not None and spec.fold_unicode and not quotes and not (spec.fold_markup and (
+            has_markup(text) or markdown_links_in(text))) \
             and not (spec.fold_entities and "&" in text and entity_in(text)) \
             and not (spec.fold_invisible and format_chars()[1].search(text)) \
             and not (spec.fold_confusables and mixes_look_alikes(folds[0])):
@@ -94,7 +97,8 @@ def _chunk_shingles(texts: Sequence[str], spec: DedupSpec,
 
 
 def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, np.ndarray]:
-    """Word hashes of the folded texts (`wordhash.word_hashes(fold(t) for t in texts)`, bit for bit).
+    """Word hashes of the folded texts (`wordhash.word_hashes(split_unspaced(fold(t)) for t in texts)`, bit for
+    bit: in a script written without spaces each character is a word, `segment`).
 
     A text the folds leave as it is up to ASCII case — no markup, no entity, NFKC already, every non-ASCII
     character simple (`normalize.simple_chars`: quotes, dashes, lower-case accented letters) — goes to the
@@ -108,9 +112,15 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     # markup needs tags, an entity an `&` before a letter or `#` (the scan's hints), and a text of simple
     # characters is in NFKC: only the texts with a hint (or a character outside the simple ones) are asked
     hints = textbatch.NOT_SIMPLE | textbatch.MARKUP | textbatch.ENTITY
-    todo = [k for k in np.flatnonzero(flags & hints).tolist() if _needs_fold(batch, k, spec)]
+    fold = {k for k in np.flatnonzero(flags & hints).tolist() if _needs_fold(batch, k, spec)}
+    if spec.fold_markup:                    # markdown links: the batch's bytes are searched once for `](`
+        fold |= _markdown_docs(batch)
+    # a text of a script written without spaces is re-spelled with each of its characters a word (`segment`)
+    todo = sorted(fold | {k for k in np.flatnonzero(flags & textbatch.NON_ASCII).tolist()
+                          if k not in fold and has_unspaced(batch.texts[k])})
     if todo:
-        folded = [_fold(batch.texts[k], spec, batch.folds_of(k)) for k in todo]
+        folded = [split_unspaced(_fold(batch.texts[k], spec, batch.folds_of(k)) if k in fold else batch.texts[k])
+                  for k in todo]
         flags[todo] = textbatch.flags_of(*textbatch.joined(folded))
         new_data, new_ends = textbatch.joined([_lower_words(text) if flag & textbatch.NOT_SIMPLE else text
                                                for text, flag in zip(folded, flags[todo].tolist())])
@@ -142,6 +152,18 @@ def word_breaks() -> np.ndarray:
     for m in WORD.finditer("".join(map(chr, range(0x10000)))):
         table[m.start():m.end()] = 0
     return table
+
+
+_LINK_OPEN = re.compile(rb"\]\(")
+
+
+def _markdown_docs(batch: textbatch.Encoded) -> set[int]:
+    """The texts of `batch` holding a markdown link to a URL or path (`normalize.markdown_links_in`)."""
+    at = [m.start() for m in _LINK_OPEN.finditer(batch.data)]
+    if not at:
+        return set()
+    docs = set(np.searchsorted(batch.ends, at).tolist())
+    return {k for k in docs if markdown_links_in(batch.texts[k])}
 
 
 def _needs_fold(batch: textbatch.Encoded, k: int, spec: DedupSpec) -> bool:
