@@ -224,7 +224,8 @@ def shape_kinds(count: int, seed: int) -> dict[str, tuple[list[str], list[tuple[
     short = [" ".join(rng.sample(s.split(), rng.randint(2, 4))) for s in sentences[:count]]
     kinds["under 5 words: case + punctuation"] = (short + [s.upper() + "!" for s in short],
                                                   [(k, k + count) for k in range(count)], True)
-    long_docs = ["\n\n".join(prose[(k + j) % len(prose)] for j in range(len(prose)))[:700_000] for k in range(3)]
+    pool = [t for corpus in ("encyclopedia", "literature") for _, t in docs_of(corpus, 400, 50, 50_000)]
+    long_docs = ["\n\n".join(pool[k:] + pool[:k]) for k in range(3)]           # ~930k words each
     kinds["100k words, one paragraph changed"] = (
         long_docs + [_one_paragraph_changed(t, rng, prose[k]) for k, t in enumerate(long_docs)],
         [(k, k + 3) for k in range(3)], False)
