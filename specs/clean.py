@@ -180,6 +180,13 @@ class DedupSpec(StrictModel):
         "them with ASCII letters (`pаypаl`): a spam copy salted with them otherwise shares almost no shingle "
         "with its original. Text written in Cyrillic or Greek has no such word and is left alone.",
     )
+    fold_line_prefixes: bool = Field(
+        True, description="Drop line numbers and timestamps starting the lines of a text where most lines (80 %, "
+        "3 or more, the first among them) start with one (`  12  return x`, `2024-03-01 12:00:01,234 INFO …`, "
+        "`[12:00:01]`) before shingling: a code "
+        "listing copied with its line numbers, or a log logged again at other times, otherwise has a different "
+        "token in nearly every 5-gram. A text with a few numbered lines is left alone."
+    )
     fold_invisible: bool = Field(
         True, description="Drop Unicode format characters (category Cf: ZWJ, ZWNJ, bidi marks, …, which "
         "normalization keeps because they change rendering) before shingling, so one inside a word does not "
