@@ -226,7 +226,7 @@ def shape_kinds(count: int, seed: int) -> dict[str, tuple[list[str], list[tuple[
                                                   [(k, k + count) for k in range(count)], True)
     pool = [t for corpus in ("encyclopedia", "literature") for _, t in docs_of(corpus, 400, 50, 50_000)]
     long_docs = ["\n\n".join(pool[k:] + pool[:k]) for k in range(3)]           # ~930k words each
-    kinds["100k words, one paragraph changed"] = (
+    kinds["~930k words, one paragraph changed"] = (
         long_docs + [_one_paragraph_changed(t, rng, prose[k]) for k, t in enumerate(long_docs)],
         [(k, k + 3) for k in range(3)], False)
     names = [f"{a} {b}" for a in ("Anna", "Bruno", "Chen", "Dara", "Emil", "Fatima") for b in ("Kowalski", "Ito", "Silva")]

@@ -17,7 +17,7 @@ import numpy as np
 
 MIN_LINES = 3
 SHARE = 0.8
-LOOK = 64                   # bytes read at a text's start for its first non-blank one
+LOOK = 16                   # bytes read at a text's start for its first non-blank one (all blank: a candidate)
 _DATE_TIME = r"\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?"
 _TIME = r"\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?"
 _LINE_NUMBER = r"\d{1,6}[:.|)]?"
