@@ -216,7 +216,8 @@ def shape_kinds(count: int, seed: int) -> dict[str, tuple[list[str], list[tuple[
         base = code if name == "line-number prefixes" else prose
         kinds[name] = (base + [change(t, rng) for t in base], [(k, k + len(base)) for k in range(len(base))], True)
     for name, edit in EDITS.items():
-        kinds[name] = (prose + [edit(t, rng, "") for t in prose], [(k, k + len(prose)) for k in range(len(prose))], False)
+        kinds[name] = (prose + [edit(t, rng, "") for t in prose], [(k, k + len(prose)) for k in range(len(prose))],
+                       False)
     sentences = [s for t in prose for s in re.split(r"(?<=\.) ", t.replace("\n", " ")) if 5 < len(s.split()) < 25]
     logs = [_log(sentences, rng, 3600 * k) for k in range(count)]
     kinds["logs: timestamps differ"] = ([a for a, _ in logs] + [b for _, b in logs],
@@ -229,7 +230,8 @@ def shape_kinds(count: int, seed: int) -> dict[str, tuple[list[str], list[tuple[
     kinds["~930k words, one paragraph changed"] = (
         long_docs + [_one_paragraph_changed(t, rng, prose[k]) for k, t in enumerate(long_docs)],
         [(k, k + 3) for k in range(3)], False)
-    names = [f"{a} {b}" for a in ("Anna", "Bruno", "Chen", "Dara", "Emil", "Fatima") for b in ("Kowalski", "Ito", "Silva")]
+    names = [f"{a} {b}" for a in ("Anna", "Bruno", "Chen", "Dara", "Emil", "Fatima")
+             for b in ("Kowalski", "Ito", "Silva")]
     pages = [PRODUCT.format(name=f"Acme Kettle Model {chr(65 + k % 26)}{k}", sku=rng.randrange(10**6, 10**7),
                             price=f"{rng.randrange(10, 99)}.{rng.randrange(100):02d}", stock=rng.randrange(1, 500),
                             days=rng.randrange(1, 9), rating=f"{rng.uniform(1, 5):.1f}",
@@ -237,8 +239,9 @@ def shape_kinds(count: int, seed: int) -> dict[str, tuple[list[str], list[tuple[
     forms = [FORM.format(order=rng.randrange(10**5, 10**6), name=rng.choice(names), qty=rng.randrange(1, 20),
                          total=f"{rng.uniform(5, 500):.2f}", month=rng.randrange(1, 13), day=rng.randrange(1, 29))
              for _ in range(count)]
-    kinds["template pages, numbers differ"] = (pages + forms, list(combinations(range(count), 2))[: 4 * count]
-                                               + [(count + a, count + b) for a, b in combinations(range(count), 2)][: 4 * count], False)
+    pairs = list(combinations(range(count), 2))[: 4 * count]          # pages with pages, forms with forms
+    kinds["template pages, numbers differ"] = (pages + forms, pairs + [(count + a, count + b) for a, b in pairs],
+                                               False)
     return kinds
 
 
@@ -313,7 +316,8 @@ def main() -> None:
         row(f"{lang}: all pairs (false merges between any two documents)", judge(texts, planted, False, merged))
     for name, (texts, planted, by_definition) in shape_kinds(args.per_kind, args.seed).items():
         if not args.kinds or name in args.kinds:
-            row(name, judge(texts, planted, by_definition, merged_pairs(real_keepers(texts)), name.startswith("template")))
+            merged = merged_pairs(real_keepers(texts))
+            row(name, judge(texts, planted, by_definition, merged, name.startswith("template")))
 
 
 if __name__ == "__main__":

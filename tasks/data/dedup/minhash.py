@@ -1,9 +1,10 @@
 """MinHash near-duplicate detection: shingles → signatures → LSH candidates → verified clusters.
 
-- `shingles(text, spec)`: sorted distinct 32-bit hashes of word n-grams (lowercase `\\w+` words) or char n-grams
-  (lowercased, whitespace collapsed) of the text folded by `normalize.shingle_text` (entities decoded, format
-  characters dropped, NFKC + casefold; each per `DedupSpec.fold_*`). A document shorter than n units is one
-  shingle: its whole (folded) text.
+- `shingles(text, spec)`: sorted distinct 32-bit hashes of word n-grams (lowercase `\\w+` words; each character
+  in scripts written without spaces, `segment`; line-number and timestamp prefixes dropped, `lineprefix`) or
+  char n-grams (lowercased, whitespace collapsed) of the text folded by `normalize.shingle_text` (entities
+  decoded, format characters dropped, NFKC + casefold; each per `DedupSpec.fold_*`). A document shorter than
+  n units is one shingle: its whole (folded) text.
   Hashes are stable across processes and machines (never Python's salted `hash()`): words get a multilinear
   hash of their UTF-8 bytes (`tasks.data.dedup.wordhash`), n-grams a fixed polynomial of their units, each finished
   by MurmurHash3's finalizer; the per-byte and per-shingle loops are compiled (`tasks.data.dedup.hashloops`) and run
