@@ -155,7 +155,11 @@ class DedupSpec(StrictModel):
 
     exact: bool = Field(True, description="Drop exact duplicates of normalized text (reason `exact_duplicate`).")
     near: bool = Field(True, description="Drop near duplicates (reason `near_duplicate`).")
-    shingle: Literal["word", "char"] = Field("word", description="Shingle unit.")
+    shingle: Literal["word", "char"] = Field(
+        "word", description="Shingle unit. A word is a lowercase `\\w+` run, except in scripts written without "
+        "spaces (Chinese, Japanese kana and kanji, Thai, Lao, Khmer, Myanmar), where each character is a word of "
+        "its own (`tasks/data/dedup/segment.py`)."
+    )
     shingle_size: int = Field(5, ge=1, le=32, description="Shingle length in units (word 5-grams by default).")
     # The folds below change only the text shingled (signatures, verification, audit), never the kept text.
     fold_entities: bool = Field(
@@ -166,13 +170,22 @@ class DedupSpec(StrictModel):
         True, description="Read a text holding HTML element tags (3 or more, e.g. a page copied with its "
         "`<div>`/`<p>` markup) as HTML before shingling, keeping its visible text (resiliparse): each tag and "
         "attribute would otherwise be words of its own, and the copy would share few shingles with its plain "
-        "original. Code or maths with `<` and `>` but no HTML element names is left alone.",
+        "original. Code or maths with `<` and `>` but no HTML element names is left alone. Also reads a markdown "
+        "link or image to a URL or path as its text (`[Paris](https://…)` → `Paris`: each URL is ~6 words the "
+        "plain copy lacks); `handlers[key](request)` in code has no such target and is left alone.",
     )
     fold_confusables: bool = Field(
         True, description="Read look-alike letters (Unicode's confusables: Cyrillic `а`, `е`, `о`, `р`, `с`, "
         "Greek `ο`, `ν`, …) as the ASCII letters they imitate before shingling, in a text where some word mixes "
         "them with ASCII letters (`pаypаl`): a spam copy salted with them otherwise shares almost no shingle "
         "with its original. Text written in Cyrillic or Greek has no such word and is left alone.",
+    )
+    fold_line_prefixes: bool = Field(
+        True, description="Drop line numbers and timestamps starting the lines of a text where most lines (80 %, "
+        "3 or more, the first among them) start with one (`  12  return x`, `2024-03-01 12:00:01,234 INFO …`, "
+        "`[12:00:01]`) before shingling: a code "
+        "listing copied with its line numbers, or a log logged again at other times, otherwise has a different "
+        "token in nearly every 5-gram. A text with a few numbered lines is left alone."
     )
     fold_invisible: bool = Field(
         True, description="Drop Unicode format characters (category Cf: ZWJ, ZWNJ, bidi marks, …, which "

@@ -310,6 +310,27 @@ def blank_non_words(data, doc_ends, docs, breaks):
 
 
 @njit(cache=True)
+def docs_holding(data, doc_ends, docs, table):
+    """uint8 [k]: 1 for each document of `docs` holding a BMP character with table[code] == 1 or a 4-byte one of
+    planes 2-3 (lead bytes F0 A0..B1: the astral ideographs); `segment.unspaced_docs` reads only the documents
+    holding non-ASCII text, and these skip their ASCII bytes one test each. Layout as for `blank_non_words`."""
+    out = np.zeros(len(docs), np.uint8)
+    for n in range(len(docs)):
+        d = docs[n]
+        i = doc_ends[d - 1] + 1 if d > 0 else 0
+        while i < doc_ends[d]:
+            if data[i] < 128:
+                i += 1
+                continue
+            code, size = code_point(data, i)
+            if (code >= 0 and table[code] == 1) or (data[i] == 0xF0 and 0xA0 <= data[i + 1] <= 0xB1):
+                out[n] = 1
+                break
+            i += size
+    return out
+
+
+@njit(cache=True)
 def collapse_lower(data, doc_ends, out):
     """Each document with ASCII letters in lower case and every run of ASCII whitespace (`_SPACE_BYTE`) as one
     space, none at either end: `" ".join(text.lower().split())` for ASCII text, written to `out` back to back.

@@ -1,9 +1,10 @@
 """MinHash near-duplicate detection: shingles → signatures → LSH candidates → verified clusters.
 
-- `shingles(text, spec)`: sorted distinct 32-bit hashes of word n-grams (lowercase `\\w+` words) or char n-grams
-  (lowercased, whitespace collapsed) of the text folded by `normalize.shingle_text` (entities decoded, format
-  characters dropped, NFKC + casefold; each per `DedupSpec.fold_*`). A document shorter than n units is one
-  shingle: its whole (folded) text.
+- `shingles(text, spec)`: sorted distinct 32-bit hashes of word n-grams (lowercase `\\w+` words; each character
+  in scripts written without spaces, `segment`; line-number and timestamp prefixes dropped, `lineprefix`) or
+  char n-grams (lowercased, whitespace collapsed) of the text folded by `normalize.shingle_text` (entities
+  decoded, format characters dropped, NFKC + casefold; each per `DedupSpec.fold_*`). A document shorter than
+  n units is one shingle: its whole (folded) text.
   Hashes are stable across processes and machines (never Python's salted `hash()`): words get a multilinear
   hash of their UTF-8 bytes (`tasks.data.dedup.wordhash`), n-grams a fixed polynomial of their units, each finished
   by MurmurHash3's finalizer; the per-byte and per-shingle loops are compiled (`tasks.data.dedup.hashloops`) and run
@@ -32,8 +33,11 @@ from datasketch import MinHash
 from specs.clean import DedupSpec
 from tasks.data.dedup import hashloops
 from tasks.data.cleanup import textbatch
+from tasks.data.dedup.lineprefix import prefixed_docs, strip_line_prefixes
+from tasks.data.dedup.segment import split_unspaced, unspaced_docs
 from tasks.data.dedup.lsh import are_duplicates, candidate_pairs, greedy_keepers, s_curve, sorted_unique, spec_banding
-from tasks.data.cleanup.normalize import entity_in, format_chars, has_markup, mixes_look_alikes, shingle_text
+from tasks.data.cleanup.normalize import (entity_in, format_chars, has_markup, markdown_links_in, mixes_look_alikes,
+                                         shingle_text)
 from tasks.data.dedup.wordhash import MUL, POW, WORD, fmix64
 
 __all__ = ["DedupResult", "distinct_runs", "estimated_jaccard", "exact_jaccard_pairs", "jaccard_of_runs",
@@ -67,7 +71,8 @@ def _fold(text: str, spec: DedupSpec, folds: tuple[str, str] | None = None) -> s
     are its result for word shingles when no other fold applies (no markup, entity, format character or mixed
     look-alike): the exact keys made them already (two NFKC checks and a casefold a text saved)."""
     quotes = spec.fold_unicode and spec.shingle == "char"     # only char shingles see punctuation
-    if folds is not None and spec.fold_unicode and not quotes and not (spec.fold_markup and has_markup(text)) \
+    if folds is not None and spec.fold_unicode and not quotes and not (spec.fold_markup and (
+            has_markup(text) or markdown_links_in(text))) \
             and not (spec.fold_entities and "&" in text and entity_in(text)) \
             and not (spec.fold_invisible and format_chars()[1].search(text)) \
             and not (spec.fold_confusables and mixes_look_alikes(folds[0])):
@@ -86,7 +91,8 @@ def _chunk_shingles(texts: Sequence[str], spec: DedupSpec,
     if spec.shingle == "word":
         units, lengths = _word_units(encoded or textbatch.Encoded.of(texts), spec)      # [T], [m]
     else:
-        units, lengths = _char_units([_fold(t, spec) for t in texts])
+        lines = strip_line_prefixes if spec.fold_line_prefixes else (lambda text: text)
+        units, lengths = _char_units([_fold(lines(t), spec) for t in texts])
     hashes, offsets = hashloops.ngram_hashes(units, lengths, spec.shingle_size, MUL)
     for d in np.flatnonzero(lengths == 0).tolist():                     # no units at all: hash the text itself
         hashes[offsets[d]] = _blake64(_fold(texts[d], spec)) >> 32
@@ -94,7 +100,8 @@ def _chunk_shingles(texts: Sequence[str], spec: DedupSpec,
 
 
 def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, np.ndarray]:
-    """Word hashes of the folded texts (`wordhash.word_hashes(fold(t) for t in texts)`, bit for bit).
+    """Word hashes of the folded texts (`wordhash.word_hashes(split_unspaced(fold(strip_line_prefixes(t))) for t
+    in texts)`, bit for bit: `_unit_text`, `segment`).
 
     A text the folds leave as it is up to ASCII case — no markup, no entity, NFKC already, every non-ASCII
     character simple (`normalize.simple_chars`: quotes, dashes, lower-case accented letters) — goes to the
@@ -108,9 +115,17 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     # markup needs tags, an entity an `&` before a letter or `#` (the scan's hints), and a text of simple
     # characters is in NFKC: only the texts with a hint (or a character outside the simple ones) are asked
     hints = textbatch.NOT_SIMPLE | textbatch.MARKUP | textbatch.ENTITY
-    todo = [k for k in np.flatnonzero(flags & hints).tolist() if _needs_fold(batch, k, spec)]
+    fold = {k for k in np.flatnonzero(flags & hints).tolist() if _needs_fold(batch, k, spec)}
+    if spec.fold_markup:                    # markdown links: the batch's bytes are searched once for `](`
+        fold |= _markdown_docs(batch)
+    # a text of a script written without spaces is re-spelled with each of its characters a word (`segment`);
+    # a text whose lines may start with line numbers or timestamps is checked for them (`lineprefix`)
+    stripped = {k: lines for k in (prefixed_docs(batch.data, batch.ends) if spec.fold_line_prefixes else [])
+                if (lines := strip_line_prefixes(batch.texts[k])) is not batch.texts[k]}
+    todo = sorted(fold | stripped.keys() | set(unspaced_docs(batch.texts, batch.data, batch.ends,
+                                                                np.flatnonzero(flags & textbatch.NON_ASCII))))
     if todo:
-        folded = [_fold(batch.texts[k], spec, batch.folds_of(k)) for k in todo]
+        folded = [split_unspaced(_unit_text(batch, k, spec, k in fold, stripped.get(k))) for k in todo]
         flags[todo] = textbatch.flags_of(*textbatch.joined(folded))
         new_data, new_ends = textbatch.joined([_lower_words(text) if flag & textbatch.NOT_SIMPLE else text
                                                for text, flag in zip(folded, flags[todo].tolist())])
@@ -121,6 +136,14 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     # is not scanned; for simple characters, `word_breaks` says what `simple_chars` does)
     hashloops.blank_non_words(data, ends, np.flatnonzero(flags & textbatch.NON_ASCII), word_breaks())
     return hashloops.word_hashes(data, ends, POW)
+
+
+def _unit_text(batch: textbatch.Encoded, k: int, spec: DedupSpec, fold: bool, stripped: str | None) -> str:
+    """Text k of `batch` folded (when `fold`); `stripped`: the text without its line-number and timestamp prefixes
+    (`lineprefix`; dropped before the folds, which may join lines), None when it has none."""
+    if not fold:
+        return batch.texts[k] if stripped is None else stripped
+    return _fold(batch.texts[k], spec, batch.folds_of(k)) if stripped is None else _fold(stripped, spec)
 
 
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
@@ -142,6 +165,18 @@ def word_breaks() -> np.ndarray:
     for m in WORD.finditer("".join(map(chr, range(0x10000)))):
         table[m.start():m.end()] = 0
     return table
+
+
+def _markdown_docs(batch: textbatch.Encoded) -> set[int]:
+    """The texts of `batch` holding a markdown link to a URL or path (`normalize.markdown_links_in`): those with
+    a `](` are asked."""
+    data = batch.data
+    close = np.flatnonzero(data[:-1] == 93)                           # `]`, then `(` after it: numpy passes
+    at = close[data[close + 1] == 40]                                 # (a regex or `bytes.find` loop over the
+    if len(at) == 0:                                                  # bytes took 3x as long)
+        return set()
+    docs = set(np.searchsorted(batch.ends, at).tolist())
+    return {k for k in docs if markdown_links_in(batch.texts[k])}
 
 
 def _needs_fold(batch: textbatch.Encoded, k: int, spec: DedupSpec) -> bool:
