@@ -65,13 +65,13 @@ _PHONE_NEXT = re.compile(_PHONE.pattern.replace(r"(?<!\d[ ./-].)", "", 1))
 _EXTENSION = re.compile(r"[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6}$")
 
 # A run of digit groups for the cued pass. Atomic: every group is taken whole and never given back, so a long
-# row of digits or separators costs one linear scan (the validator decides). The lookahead (six more digits,
+# row of digits or separators costs one linear scan (the validator decides). The lookahead (four more digits,
 # a few separators apart) drops, in C, the short numbers code is full of.
 _CUED = re.compile(r"""(?xa)
     [+(0-9](?<![\w+.-].)
-    (?=(?:[ ()./-]{0,3}\d){6})
+    (?=(?:[ ()./-]{0,3}\d){4})
     (?>
-        (?:(?<=\()\+?\d{1,4}\) | (?<=\+)\d+ | (?<=\d)\d*)
+        (?:(?<=\()\+?\d{1,4}(?:[ -]\d{1,4})?\) | (?<=\+)\d+ | (?<=\d)\d*)       # (06 1), (0-612): trunk + area
         (?:(?:[ ]?-[ ]?|\.|[ ]{1,2}|/)?\(\d{1,5}\) | (?:[ ]?-[ ]?|\.|[ ]{1,2}|/)\d+ | (?<=\))\d+)*  # `. `: a full stop
         (?:[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6})?
     )
@@ -121,16 +121,20 @@ def _cued_phone(m: re.Match[str]) -> bool:
         return False
     text = _EXTENSION.sub("", m.group())
     digits = _without_exit_code(text, re.sub(r"\D", "", text))
-    if not 7 <= len(digits) <= 15 or _no_phone_layout(m, text, digits) or _NOT_CUED.fullmatch(text) \
+    if not 5 <= len(digits) <= 15 or _no_phone_layout(m, text, digits) or _NOT_CUED.fullmatch(text) \
             or _YYYYMMDD.fullmatch(text) or number_list(text):
         return False
-    if _WEAK_CUE.search(cue) is not None and len(digits) < 9:
-        return False
-    return len(digits) > 7 or re.fullmatch(r"\d{3}[ .-]\d{4}", text) is not None
+    if _WEAK_CUE.search(cue) is not None:
+        return len(digits) >= 9
+    # Small countries' and territories' numbers have 5-7 digits (libphonenumber's examples: the Falklands'
+    # `51234`, Andorra's `312 345`, Cape Verde's `991 12 34`): after a phone word and a label's mark, or a
+    # `call me at`.
+    return len(digits) >= 7 or _LABELLED_CUE.search(cue) is not None
 
 
 # A cue word that also means something else (`text 2019`, `cell 1024`, `SMS 160`, `pH 6`, `mobile 1080`, `GSM 850`)
 # standing alone, without a label's `:`, `#` or `no` after it.
+_LABELLED_CUE = re.compile(r"(?i)[:：#=]|\b(?:at|on|no|nr|number|num|#)[\s.\"'=:>-]*$|[电電机機帯先式화폰☎📞]")
 _WEAK_CUE = re.compile(r"(?i)\b(?:text|sms|gsm|ph|dial|handy|mob|mobile|cell|call|fax|contact)[\s\"'=)\]>,-]*$")
 
 
@@ -167,11 +171,11 @@ def _cue_before(m: re.Match[str], window: int) -> str | None:
 
 
 def _without_exit_code(text: str, digits: str) -> str:
-    """The digits after an international prefix (`00`, or the US's `011` before a separator): E.164's 15-digit
-    limit counts from the country code."""
+    """The digits after an international prefix (`00`, or the US's `011` before a separator and more than 7
+    digits): E.164's 15-digit limit counts from the country code."""
     if text.startswith("00"):
         return digits[2:]
-    return digits[3:] if re.match(r"011[ .-]", text) else digits
+    return digits[3:] if re.match(r"011[ .-]", text) and len(digits) > 10 else digits
 
 
 def _phone(m: re.Match[str]) -> bool:
@@ -192,8 +196,10 @@ def _phone(m: re.Match[str]) -> bool:
         return 8 <= len(digits) <= 12
     if text.isdigit():
         return _bare_phone(m, digits)
-    if text.startswith("00") or re.match(r"011[ .-]", text):   # international prefixes, like `+`: 001-612-799-7220
-        national = _without_exit_code(text, digits)              # (no country code starts with 0: `0001 2345`)
+    # International prefixes, like `+`: 001-612-799-7220 (no country code starts with 0: `0001 2345`); `011` with
+    # seven digits after it is a trunk 0 and an area code (Ethiopia's, Saudi Arabia's `011 234 5678`).
+    if text.startswith("00") or re.match(r"011[ .-]", text) and len(digits) > 10:
+        national = _without_exit_code(text, digits)
         return national[:1] != "0" and 8 <= len(national) <= 15
     if text.startswith(("0", "(0")):
         return 9 <= len(digits) <= 13
