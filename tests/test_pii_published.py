@@ -87,6 +87,7 @@ def test_detect_secrets_shapes(text, value):
     ("<p>Mail: li.wei&#x40;mail.example.org</p>", "mail.example.org"),
     ("write to ann&commat;example.com", "ann&commat;"),
     ('Reply to "john doe"@example.com or not.', '"john doe"@example.com'),
+    (r'MAIL FROM: <"\"ann\" lee"@example.org>', 'ann\\" lee'),    # escaped quotes inside: taken whole
     ("Contact o'brien@example.ie today.", "o'"),       # not `o'<EMAIL>`
 ])
 def test_email_encodings(text, value):

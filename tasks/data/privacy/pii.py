@@ -87,18 +87,24 @@ def _email(m: re.Match[str]) -> bool:
 
 
 class QuotedLocal:
-    """`sub(repl, text)` for addresses with a quoted local part (`"john doe"@example.com`, RFC 5322), tried only
-    at each `"@`: the quote that opens it is found on the same line, at most 64 characters back. A shell's or
-    a template's variable (`"$USER"@host`, `"{user}"@x.io`) is no address."""
+    """`sub(repl, text)` for addresses with a quoted local part (`"john doe"@example.com`,
+    `"\\"ann\\" lee"@x.io`, RFC 5322), tried only at each `"@`: the quote that opens it is the furthest one at
+    most 64 characters back on the same line from which the quoted string, escapes included, closes right at
+    the `"@`. A shell's or a template's variable (`"$USER"@host`, `"{user}"@x.io`) is no address."""
 
-    _PATTERN = re.compile(r'"(?P<local>[^"\\\n$%{]{1,64})"@' + _DOMAIN)
+    _PATTERN = re.compile(r'"(?P<local>(?:[^"\\\n$%{]|\\[^\n]){1,64})"@' + _DOMAIN)
 
     def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
         out, last = [], 0
         for anchor in re.finditer('"@', text):
-            start = text.rfind('"', max(last, anchor.start() - 65), anchor.start())
-            if start < 0 or (m := self._PATTERN.match(text, start)) is None or \
-                    not any(c.isalpha() for c in m.group("local")):
+            end, m = anchor.start(), None
+            start = text.find('"', max(last, end - 65), end)
+            while start >= 0:
+                m = self._PATTERN.match(text, start)
+                if m is not None and m.end("local") == end:
+                    break
+                m, start = None, text.find('"', start + 1, end)
+            if m is None or not any(c.isalpha() for c in m.group("local")):
                 continue
             out += (text[last:start], repl(m))
             last = m.end()
