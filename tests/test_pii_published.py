@@ -39,7 +39,8 @@ def test_national_numbers_of_small_and_trunk_coded_countries(text, value):
 
 @pytest.mark.parametrize("text", [
     "Phone: 2024", "Tel: 1234", "text 12345", "cell 40123", "call 911 or 112", "contact 2019-2022",
-    "Mobile: 12.5", "SMS 160 characters", "fax 1999", "pH 7.35", "Tel: 1 2 3 4 5",
+    "Mobile: 12.5", "SMS 160 characters", "fax 1999", "pH 7.35", "Tel: 1 2 3 4 5", "Text: 12345", "SMS: 40123",
+    "Contact: 123456", "phone 12345",
 ])
 def test_short_numbers_without_a_labelled_cue_stay(text):
     assert scrub_pii(text) == (text, {})

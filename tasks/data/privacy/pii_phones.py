@@ -128,12 +128,13 @@ def _cued_phone(m: re.Match[str]) -> bool:
         return len(digits) >= 9
     # Small countries' and territories' numbers have 5-7 digits (libphonenumber's examples: the Falklands'
     # `51234`, Andorra's `312 345`, Cape Verde's `991 12 34`): after a phone word and a label's mark, or a
-    # `call me at`.
-    return len(digits) >= 7 or _LABELLED_CUE.search(cue) is not None
+    # `call me at`; not after `Text:`, `SMS:`, `Contact:` (a short code, a ticket).
+    return len(digits) >= 7 or _LABELLED_CUE.search(cue) is not None and _NOT_A_LINE.search(cue) is None
 
 
 # A cue word that also means something else (`text 2019`, `cell 1024`, `SMS 160`, `pH 6`, `mobile 1080`, `GSM 850`)
 # standing alone, without a label's `:`, `#` or `no` after it.
+_NOT_A_LINE = re.compile(r"(?i)\b(?:text|sms|gsm|ph|dial|contact)\b")
 _LABELLED_CUE = re.compile(r"(?i)[:：#=]|\b(?:at|on|no|nr|number|num|#)[\s.\"'=:>-]*$|[电電机機帯先式화폰☎📞]")
 _WEAK_CUE = re.compile(r"(?i)\b(?:text|sms|gsm|ph|dial|handy|mob|mobile|cell|call|fax|contact)[\s\"'=)\]>,-]*$")
 
