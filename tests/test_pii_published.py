@@ -32,6 +32,8 @@ def scrubbed_as(text: str, value: str, kind: str) -> bool:
     ("Tel: (8 12) 34-56-78", "(8 12) 34-56-78"),        # Turkmenistan
     ("Tel: 011 234 5678", "011 234 5678"),              # Saudi Arabia: 011 is a trunk 0 and Riyadh, no exit code
     ("Riyadh office 011 234 5678", "011 234 5678"),
+    ("The report mentions +24740123 twice.", "+24740123"),   # E.164 of Ascension, Niue, Sweden without a cue
+    ("(+6837012)", "+6837012"), ("see +468123456.", "+468123456"),
 ])
 def test_national_numbers_of_small_and_trunk_coded_countries(text, value):
     assert scrubbed_as(text, value, "phone")
@@ -40,7 +42,8 @@ def test_national_numbers_of_small_and_trunk_coded_countries(text, value):
 @pytest.mark.parametrize("text", [
     "Phone: 2024", "Tel: 1234", "text 12345", "cell 40123", "call 911 or 112", "contact 2019-2022",
     "Mobile: 12.5", "SMS 160 characters", "fax 1999", "pH 7.35", "Tel: 1 2 3 4 5", "Text: 12345", "SMS: 40123",
-    "Contact: 123456", "phone 12345",
+    "Contact: 123456", "phone 12345", "revenue +2500000 this year", "x = a +12345678", "+3.1400000",
+    "+0012345",
 ])
 def test_short_numbers_without_a_labelled_cue_stay(text):
     assert scrub_pii(text) == (text, {})
@@ -114,10 +117,10 @@ def test_libphonenumber_examples_in_every_format():
         out, counts = scrub_pii(text)
         if set(counts) != {"phone"} or parts[0] in out:
             missed.setdefault(form, []).append((region, text))
-    # Left, measured: 4-digit numbers (Niue, Tristan da Cunha, Tokelau: a year's shape), +CC with 7 digits and
-    # no cue, and Tajikistan's `372 12 3456` (an SSN's layout, taken as one).
+    # Left, measured: 4-digit national numbers (Niue, Tristan da Cunha, Tokelau: a year's shape), `+2908999`
+    # (national part `8999`: two distinct digits), and Tajikistan's `372 12 3456` (an SSN's layout, taken as one).
     counts = {form: len(missed.get(form, ())) for form in published.FORMS}
-    assert counts["INTERNATIONAL"] == counts["RFC3966"] == 0 and counts["E164"] <= 6 and counts["NATIONAL"] <= 6, \
+    assert counts["INTERNATIONAL"] == counts["RFC3966"] == 0 and counts["E164"] <= 2 and counts["NATIONAL"] <= 6, \
         missed
 
 

@@ -188,7 +188,7 @@ def _phone(m: re.Match[str]) -> bool:
         separators = re.sub(r"[\d+]", "", text)
         if separators == ".":               # +3.140000 is a signed decimal
             return False
-        return len(digits) >= 10 or separators != ""
+        return len(digits) >= 10 or separators != "" or _short_international(digits)
     if m.group("br") or m.group("br_area"):
         return not _page_range(text)
     if m.group("ru") or m.group("jp") or m.group("in") or m.group("cn"):
@@ -209,6 +209,27 @@ def _phone(m: re.Match[str]) -> bool:
     # Dashes, dots or a parenthesised area code are a phone's layout whatever the digits: test, fictional and
     # generated numbers (`555-123-4567`, `(123) 456-7890`, Faker's `120-405-6086 x569`) are written that way.
     return True
+
+
+# ITU-T E.164 country calling codes of two and three digits (libphonenumber's list; 1 and 7 lead 10-digit national
+# numbers). They are a prefix code: no code starts another.
+_CALLING_CODES = frozenset("""
+20 211 212 213 216 218 220 221 222 223 224 225 226 227 228 229 230 231 232 233 234 235 236 237 238 239 240 241 242
+243 244 245 246 247 248 249 250 251 252 253 254 255 256 257 258 260 261 262 263 264 265 266 267 268 269 27 290 291
+297 298 299 30 31 32 33 34 350 351 352 353 354 355 356 357 358 359 36 370 371 372 373 374 375 376 377 378 380 381
+382 383 385 386 387 389 39 40 41 420 421 423 43 44 45 46 47 48 49 500 501 502 503 504 505 506 507 508 509 51 52 53
+54 55 56 57 58 590 591 592 593 594 595 596 597 598 599 60 61 62 63 64 65 66 670 672 673 674 675 676 677 678 679 680
+681 682 683 685 686 687 688 689 690 691 692 800 808 81 82 84 850 852 853 855 856 86 870 878 880 881 882 883 886 888
+90 91 92 93 94 95 960 961 962 963 964 965 966 967 968 970 971 972 973 974 975 976 977 979 98 992 993 994 995 996 998
+""".split())
+
+
+def _short_international(digits: str) -> bool:
+    """`+` and 7-9 bare digits: a small country's or territory's number in E.164 (`+24740123` Ascension,
+    `+6837012` Niue, `+468123456` Sweden) when it opens with a calling code and its national part is no round
+    figure (`+2500000` is a signed count)."""
+    code = next((digits[:n] for n in (2, 3) if digits[:n] in _CALLING_CODES), None)
+    return code is not None and len(set(digits[len(code):])) >= 3
 
 
 def _page_range(text: str) -> bool:
