@@ -2,8 +2,8 @@
 `tests/test_pii_published.py`): each generator returns (carrier text, parts that must vanish, variant).
 
 - `phone/libphonenumber`: Google's libphonenumber (`phonenumbers`) example number of every region, mobile and fixed
-  line, formatted E.164, INTERNATIONAL, NATIONAL (after a phone cue: a national number alone is anybody's digits)
-  and RFC 3966 (`tel:+1-...`).
+  line, formatted E.164 and INTERNATIONAL (with or without a cue), NATIONAL (after a phone cue: a national number
+  alone is anybody's digits) and RFC 3966 (`tel:+1-...`).
 - `credit_card/published`: the test card numbers that payment processors publish (Stripe, Braintree, Adyen,
   PayPal, Worldpay docs) for every brand and length, in the groupings people write (bare, 4-4-4-4 with spaces or
   dashes, Amex 4-6-5, Diners 4-6-4).
@@ -27,8 +27,10 @@ from tests.helpers.pii_planted_secrets import ALNUM, B64, HEX, URLSAFE, rand
 
 FORMS = ("E164", "INTERNATIONAL", "NATIONAL", "RFC3966")
 PHONE_CARRIERS = {
-    "E164": ("Reach me at {} any time.", '{{"phone": "{}"}}', "Mobile: {}", "WhatsApp {} (evenings)"),
-    "INTERNATIONAL": ("Our office: {} (mornings).", "Tel. {}", "phone = \"{}\"", "Call {} for support."),
+    "E164": ("Reach me at {} any time.", '{{"phone": "{}"}}', "Mobile: {}", "WhatsApp {} (evenings)",
+             "The report mentions {} twice."),
+    "INTERNATIONAL": ("Our office: {} (mornings).", "Tel. {}", "phone = \"{}\"", "Call {} for support.",
+                      "According to the ticket, {} was used."),
     "NATIONAL": ("Tel: {}", "call me at {}.", "Phone: {} (office)", "Telefon: {}", "Mobile: {}"),
     "RFC3966": ('<a href="{}">call us</a>', "[Call]({})", "contact: {}"),
 }
