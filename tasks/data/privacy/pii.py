@@ -86,29 +86,22 @@ def _email(m: re.Match[str]) -> bool:
         _QP_HEADER.search(text, max(0, m.start() - 20000), m.start()) is not None
 
 
-class QuotedLocal:
-    """`sub(repl, text)` for addresses with a quoted local part (`"john doe"@example.com`,
-    `"\\"ann\\" lee"@x.io`, RFC 5322), tried only at each `"@`: the quote that opens it is the furthest one at
-    most 64 characters back on the same line from which the quoted string, escapes included, closes right at
-    the `"@`. A shell's or a template's variable (`"$USER"@host`, `"{user}"@x.io`) is no address."""
+# A quoted local part (`"john doe"@example.com`, `"\\"ann\\" lee"@x.io`, RFC 5322); not a shell's or a template's
+# variable (`"$USER"@host`, `"{user}"@x.io`).
+_QUOTED_LOCAL = re.compile(r'"(?P<local>(?:[^"\\\n$%{]|\\[^\n]){1,64})"(?P<at>@)' + _DOMAIN)
 
-    _PATTERN = re.compile(r'"(?P<local>(?:[^"\\\n$%{]|\\[^\n]){1,64})"@' + _DOMAIN)
 
-    def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
-        out, last = [], 0
-        for anchor in re.finditer('"@', text):
-            end, m = anchor.start(), None
-            start = text.find('"', max(last, end - 65), end)
-            while start >= 0:
-                m = self._PATTERN.match(text, start)
-                if m is not None and m.end("local") == end:
-                    break
-                m, start = None, text.find('"', start + 1, end)
-            if m is None or not any(c.isalpha() for c in m.group("local")):
-                continue
-            out += (text[last:start], repl(m))
-            last = m.end()
-        return "".join(out) + text[last:] if out else text
+def quoted_local(text: str, at: int, floor: int) -> re.Match[str] | None:
+    """The address whose quoted local part closes right before the `@` at `at`: read from the furthest `"` at
+    most 64 characters back (and not before `floor`) from which the quoted string, escapes included, closes
+    there."""
+    start = text.find('"', max(floor, at - 66), at - 1)
+    while start >= 0:
+        m = _QUOTED_LOCAL.match(text, start)
+        if m is not None and m.end("local") == at - 1:
+            return m if any(c.isalpha() for c in m.group("local")) else None
+        start = text.find('"', start + 1, at - 1)
+    return None
 # Bare; in groups of 4 with a shorter last group (12-19 digits: Maestro 4-4-4, Visa 4-4-4-1, Diners 4-4-4-2,
 # Amex 4-4-4-3, 4-4-4-4, 4-4-4-4-3); Amex 4-6-5, Diners 4-6-4. A comma around it is a CSV field's unless it
 # reads as a number's (`1,4111...`, `...1111,50`).
@@ -281,9 +274,8 @@ Group = int | Callable[[re.Match[str]], "int | tuple[int, int]"]
 _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[str], bool]], ...] = (
     *(("secret", pattern, None if valid is None else (lambda m, keep, valid=valid: valid(m)), group, hint)
       for pattern, valid, group, hint in SECRET_PASSES),
-    ("email", QuotedLocal(), None, 0, _hint('"@')),
-    ("email", Anchored(tuple(re.compile(re.escape(at)) for at in _AT_FORMS), _EMAIL, spaces=False, unicode=True),
-     lambda m, keep: _email(m), 0, _hint(*_AT_FORMS)),
+    ("email", Anchored(tuple(re.compile(re.escape(at)) for at in _AT_FORMS), _EMAIL, spaces=False, unicode=True,
+                       quoted=quoted_local), lambda m, keep: _email(m), 0, _hint(*_AT_FORMS)),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
       for kind, pattern, valid, group, hint in ID_PASSES),
     ("credit_card", _CARD, lambda m, keep: _card(m), 0, bool),

@@ -250,11 +250,15 @@ class Anchored:
     With `unicode`, the local part may hold any letter or digit (`jörg@`, `用户@`), and the walk itself finds
     its start: it stops at 64 characters (in unspaced CJK prose the "word" before `@` is the whole sentence)
     and steps over leading `.+%-'`, which cannot open a local part (an apostrophe can be inside one,
-    `o'brien@`, or quote it, `'ann@x.io'`); the pattern then has no lookbehind."""
+    `o'brien@`, or quote it, `'ann@x.io'`); the pattern then has no lookbehind.
+
+    `quoted(text, at, floor)`, when given, reads an address whose local part is quoted (`"john doe"@x.io`) at an
+    anchor right after a `"`, not before `floor`: the same scan of anchors finds both."""
 
     def __init__(self, anchors: tuple[re.Pattern[str], ...], pattern: re.Pattern[str], spaces: bool,
-                 unicode: bool = False):
+                 unicode: bool = False, quoted: Callable[[str, int, int], re.Match[str] | None] | None = None):
         self.anchors, self.pattern, self.spaces, self.unicode = anchors, pattern, spaces, unicode
+        self.quoted = quoted
 
     def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
         out, last = [], 0
@@ -270,7 +274,10 @@ class Anchored:
                 start -= 1
             while self.unicode and start < anchor.start() and text[start] in ".+%-'":
                 start += 1
-            m = self.pattern.match(text, start)
+            if self.quoted is not None and text[start - 1:start] == '"' and start == anchor.start():
+                m = self.quoted(text, start, last)
+            else:
+                m = self.pattern.match(text, start)
             if m is None or m.start("at") > anchor.start():
                 continue
             out += (text[last:m.start()], repl(m))
