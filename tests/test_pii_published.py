@@ -1,9 +1,8 @@
 """PII scrubbing against sources this project did not write (`tests.helpers.pii_planted_published`): Google's
 libphonenumber example numbers of every region, payment processors' published test cards, IBANs of every country
 in schwifty's registry, detect-secrets' plugin shapes, and email encodings. Every case below failed before this
-round (recall measured with `python benchmarks/pii_recall.py`, seed 1234, 2,000 plants per group: libphonenumber
-0.9695 → 0.9975, test cards 0.967 → 1.0, schwifty IBANs 0.70 → 1.0, detect-secrets shapes 0.91 → 1.0, email forms
-0.60 → 1.0). The hand-written cases need no extra package; the per-source ones need the test extra.
+round (recall measured with `python benchmarks/pii_recall.py`, seed 1234, 2,000 plants per group: see the
+README's table). The hand-written cases need no extra package; the per-source ones need the test extra.
 """
 
 from __future__ import annotations
@@ -34,6 +33,13 @@ def scrubbed_as(text: str, value: str, kind: str) -> bool:
     ("Riyadh office 011 234 5678", "011 234 5678"),
     ("The report mentions +24740123 twice.", "+24740123"),   # E.164 of Ascension, Niue, Sweden without a cue
     ("(+6837012)", "+6837012"), ("see +468123456.", "+468123456"),
+    # dialled from abroad: groups longer than 6 digits, Japan's 010 and Australia's 0011 exit codes, E.164's 15
+    # digits counted after the exit code
+    ("Our office, 00 43 1 234567890, opens at nine.", "00 43 1 234567890"),
+    ("From abroad dial 010 971 50 123 4567.", "010 971 50 123 4567"),
+    ("From abroad dial 0011 971 50 123 4567.", "0011 971 50 123 4567"),
+    ("From the US dial 011 54 9 11 2345-6789.", "011 54 9 11 2345-6789"),
+    ("From abroad dial 00 683 7012.", "00 683 7012"),
 ])
 def test_national_numbers_of_small_and_trunk_coded_countries(text, value):
     assert scrubbed_as(text, value, "phone")
@@ -43,7 +49,7 @@ def test_national_numbers_of_small_and_trunk_coded_countries(text, value):
     "Phone: 2024", "Tel: 1234", "text 12345", "cell 40123", "call 911 or 112", "contact 2019-2022",
     "Mobile: 12.5", "SMS 160 characters", "fax 1999", "pH 7.35", "Tel: 1 2 3 4 5", "Text: 12345", "SMS: 40123",
     "Contact: 123456", "phone 12345", "revenue +2500000 this year", "x = a +12345678", "+3.1400000",
-    "+0012345",
+    "+0012345", "x 00 1234 5678 9012 3456 7890", "version 00 1 2 3",
 ])
 def test_short_numbers_without_a_labelled_cue_stay(text):
     assert scrub_pii(text) == (text, {})
@@ -120,8 +126,8 @@ def test_libphonenumber_examples_in_every_format():
     # Left, measured: 4-digit national numbers (Niue, Tristan da Cunha, Tokelau: a year's shape), `+2908999`
     # (national part `8999`: two distinct digits), and Tajikistan's `372 12 3456` (an SSN's layout, taken as one).
     counts = {form: len(missed.get(form, ())) for form in published.FORMS}
-    assert counts["INTERNATIONAL"] == counts["RFC3966"] == 0 and counts["E164"] <= 2 and counts["NATIONAL"] <= 6, \
-        missed
+    assert counts["INTERNATIONAL"] == counts["RFC3966"] == 0 and counts["E164"] <= 2 and counts["NATIONAL"] <= 6 \
+        and counts["OUT_OF_COUNTRY"] <= 2, missed
 
 
 def test_every_schwifty_registry_country():

@@ -3,7 +3,8 @@
 
 - `phone/libphonenumber`: Google's libphonenumber (`phonenumbers`) example number of every region, mobile and fixed
   line, formatted E.164 and INTERNATIONAL (with or without a cue), NATIONAL (after a phone cue: a national number
-  alone is anybody's digits) and RFC 3966 (`tel:+1-...`).
+  alone is anybody's digits), RFC 3966 (`tel:+1-...`) and as dialled from abroad (the US's `011`, Japan's `010`,
+  Australia's `0011`, Europe's `00`).
 - `credit_card/published`: the test card numbers that payment processors publish (Stripe, Braintree, Adyen,
   PayPal, Worldpay docs) for every brand and length, in the groupings people write (bare, 4-4-4-4 with spaces or
   dashes, Amex 4-6-5, Diners 4-6-4).
@@ -25,7 +26,8 @@ import string
 from tests.helpers.pii_planted import Plant
 from tests.helpers.pii_planted_secrets import ALNUM, B64, HEX, URLSAFE, rand
 
-FORMS = ("E164", "INTERNATIONAL", "NATIONAL", "RFC3966")
+FORMS = ("E164", "INTERNATIONAL", "NATIONAL", "RFC3966", "OUT_OF_COUNTRY")
+CALLERS = ("US", "JP", "AU", "DE", "GB")    # dialled from: exit codes 011, 010, 0011, 00
 PHONE_CARRIERS = {
     "E164": ("Reach me at {} any time.", '{{"phone": "{}"}}', "Mobile: {}", "WhatsApp {} (evenings)",
              "The report mentions {} twice."),
@@ -33,6 +35,7 @@ PHONE_CARRIERS = {
                       "According to the ticket, {} was used."),
     "NATIONAL": ("Tel: {}", "call me at {}.", "Phone: {} (office)", "Telefon: {}", "Mobile: {}"),
     "RFC3966": ('<a href="{}">call us</a>', "[Call]({})", "contact: {}"),
+    "OUT_OF_COUNTRY": ("From abroad dial {}.", "Tel: {}", "Our partner office, {}, opens at nine."),
 }
 
 
@@ -50,8 +53,12 @@ def libphonenumber_examples() -> list[tuple[str, str, str, str]]:
             if number is None:
                 continue
             for form in FORMS:
-                out.append((region, kind, form,
-                            phonenumbers.format_number(number, getattr(phonenumbers.PhoneNumberFormat, form))))
+                if form == "OUT_OF_COUNTRY":
+                    caller = CALLERS[len(out) % len(CALLERS)]
+                    value = phonenumbers.format_out_of_country_calling_number(number, caller)
+                else:
+                    value = phonenumbers.format_number(number, getattr(phonenumbers.PhoneNumberFormat, form))
+                out.append((region, kind, form, value))
     return out
 
 

@@ -48,8 +48,9 @@ _PHONE = re.compile(r"""(?xa)
       | (?<=\d)(?P<jp>\d)-\d{4}-\d{4}                             # 24-7109-9987 (Japan)
       | (?<=8)(?P<ru>[ ])(?:\(\d{3}\)|\d{3})[ ]\d{3}               # 8 (495) 123-45-67 (Russia)
         (?:[ -]\d{4}|(?P<s4>[ -])\d\d(?P=s4)\d\d)
-      | (?<=0)0[ ]?[1-9]\d{0,2}(?:[ .-]?\(0\)[ ]?\d{1,6})?(?:[ .-]\d{1,6}){0,5}[ .-]\d{2,6}   # 0033 6 12 34 56 78
-      | (?<=0)11[ .-]\d{1,3}(?:[ .-]\d{1,6}){0,5}[ .-]\d{2,6}          # 011 33 1 23 45 67 89 (from the US)
+      | (?<=0)0[ ]?[1-9]\d{0,2}(?:[ .-]?\(0\)[ ]?\d{1,6})?(?:[ .-]\d{1,9}){0,5}[ .-]\d{2,9}   # 0033 6 12 34 56 78
+      | (?<=0)(?:11|10|011)[ .-]\d{1,3}(?:[ .-]\d{1,9}){0,5}[ .-]\d{2,9}   # 011 33 1 23 45 67 89 (from the US,
+                                                                      # 010 from Japan, 0011 from Australia)
       | (?<=\()0\d{1,4}\)[ .-]?\d{2,8}(?:[ .-]\d{2,8}){0,3}       # (020) 7946 0958, (0686)-815726
       | (?<=0)(?P<se>\d{1,3})-\d{2,3}(?:[ ]\d{2,3}){1,3}          # 08-26 01 81 (Sweden)
       | (?<=0)\d{1,4}(?P<s3>[ .-])\d{2,8}(?:(?P=s3)\d{2,8}){0,4}  # 020 7946 0958, 01 23 45 67 89
@@ -171,18 +172,23 @@ def _cue_before(m: re.Match[str], window: int) -> str | None:
     return None if cue is None else cue.group()
 
 
+# The US's and Japan's international prefixes (`011`, `010`; Australia's `0011` reads as `00` + `11`).
+_EXIT_CODE = re.compile(r"01[01][ .-]")
+
+
 def _without_exit_code(text: str, digits: str) -> str:
-    """The digits after an international prefix (`00`, or the US's `011` before a separator and more than 7
+    """The digits after an international prefix (`00`, or `011`/`010` before a separator and more than 7
     digits): E.164's 15-digit limit counts from the country code."""
     if text.startswith("00"):
         return digits[2:]
-    return digits[3:] if re.match(r"011[ .-]", text) and len(digits) > 10 else digits
+    return digits[3:] if _EXIT_CODE.match(text) and len(digits) > 10 else digits
 
 
 def _phone(m: re.Match[str]) -> bool:
     text = _EXTENSION.sub("", m.group())
     digits = re.sub(r"\D", "", text)
-    if not 7 <= len(digits) <= 15 or _no_phone_layout(m, text, digits):
+    # E.164's 15 digits count from the country code (`0011 971 50 123 4567` from Australia has 16)
+    if not 7 <= len(_without_exit_code(text, digits)) <= 15 or _no_phone_layout(m, text, digits):
         return False
     if text.startswith(("+", "(+")):
         separators = re.sub(r"[\d+]", "", text)
@@ -199,9 +205,9 @@ def _phone(m: re.Match[str]) -> bool:
         return _bare_phone(m, digits)
     # International prefixes, like `+`: 001-612-799-7220 (no country code starts with 0: `0001 2345`); `011` with
     # seven digits after it is a trunk 0 and an area code (Ethiopia's, Saudi Arabia's `011 234 5678`).
-    if text.startswith("00") or re.match(r"011[ .-]", text) and len(digits) > 10:
+    if text.startswith("00") or _EXIT_CODE.match(text) and len(digits) > 10:
         national = _without_exit_code(text, digits)
-        return national[:1] != "0" and 8 <= len(national) <= 15
+        return national[:1] != "0" and (8 <= len(national) <= 15 or _short_international(national))
     if text.startswith(("0", "(0")):
         return 9 <= len(digits) <= 13
     if " " in text and "(" not in text:     # `212 555 0147`: three bare groups, real NANP digits only
@@ -225,9 +231,9 @@ _CALLING_CODES = frozenset("""
 
 
 def _short_international(digits: str) -> bool:
-    """`+` and 7-9 bare digits: a small country's or territory's number in E.164 (`+24740123` Ascension,
-    `+6837012` Niue, `+468123456` Sweden) when it opens with a calling code and its national part is no round
-    figure (`+2500000` is a signed count)."""
+    """`+` and 7-9 bare digits (or 7 after `00`): a small country's or territory's number in E.164 (`+24740123`
+    Ascension, `+6837012` Niue, `+468123456` Sweden) when it opens with a calling code and its national part is
+    no round figure (`+2500000` is a signed count)."""
     code = next((digits[:n] for n in (2, 3) if digits[:n] in _CALLING_CODES), None)
     return code is not None and len(set(digits[len(code):])) >= 3
 
