@@ -69,7 +69,9 @@ def phone_plant(rng: random.Random, form: str, number: str) -> tuple[str, tuple[
 
 def phones(rng: random.Random, n: int) -> list[tuple[str, tuple[str, ...], str]]:
     examples = libphonenumber_examples()
-    picked = [examples[i % len(examples)] for i in range(n)] if examples else []
+    # Every example once n reaches their number; fewer are spread over all regions and formats.
+    picked = [examples[i % len(examples) if n >= len(examples) else i * len(examples) // n] for i in range(n)] \
+        if examples else []
     return [(*phone_plant(rng, form, number), form) for _, _, form, number in picked]
 
 
