@@ -40,6 +40,7 @@ def scrubbed_as(text: str, value: str, kind: str) -> bool:
     ("From abroad dial 0011 971 50 123 4567.", "0011 971 50 123 4567"),
     ("From the US dial 011 54 9 11 2345-6789.", "011 54 9 11 2345-6789"),
     ("From abroad dial 00 683 7012.", "00 683 7012"),
+    ("WhatsApp: +34.100.100.100", "34.100.100.100"),      # Spain's dotted layout, also a dotted quad
 ])
 def test_national_numbers_of_small_and_trunk_coded_countries(text, value):
     assert scrubbed_as(text, value, "phone")

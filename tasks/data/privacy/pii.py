@@ -32,7 +32,8 @@ What is deliberately not PII, to keep code and ordinary prose intact:
   `value` is a reference, `valueFrom:`, or whose name is none, `Content-Type`, and a call's password given as a
   variable, `auth=(user, password)`: `tasks.data.privacy.pii_pairs`).
 Every syntactically valid email is PII, in any script (`jörg@müller.de`, `用户@例子.广告`), including author
-addresses in source comments.
+addresses in source comments, a quoted local part (`"john doe"@example.com`) and an `@` written as an HTML
+entity (`&#64;`) or, in quoted-printable text, as `=40`.
 """
 
 from __future__ import annotations
@@ -209,6 +210,9 @@ def _ipv4(m: re.Match[str], keep: frozenset[str]) -> bool:
     except ValueError:                      # an octet over 255 or with a leading zero
         return False
     if _is_mask(int(address), 32) or not _is_host(m, 32) or address_class(address) in keep:
+        return False
+    # `+34.100.100.100` is Spain's `+CC.` phone layout: with a `+` and 10 or more digits the phone pass takes it
+    if m.string[m.start() - 1:m.start()] == "+" and sum(c.isdigit() for c in m.group()) >= 10:
         return False
     return _NOT_AN_ADDRESS_BEFORE.search(m.string, max(0, m.start() - 12), m.start()) is None
 

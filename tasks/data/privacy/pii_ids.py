@@ -9,7 +9,8 @@ and addresses, whose digit passes would otherwise eat an IBAN's or an SSN's digi
   `DE89-3704-0044-0532-0130-00`), in either case (`de89 3704 0044 0532 0130 00`; a bare lower-case one only
   after an `iban` cue: unseparated lower case is also how hashes and ids look). A candidate is an IBAN when
   `stdnum.iban` accepts it: a country of the SWIFT IBAN registry, that country's length and BBAN structure
-  (digits/letters per position), ISO 7064 mod-97 == 1. National check digits inside the BBAN are not checked
+  (digits/letters per position), ISO 7064 mod-97 == 1 (or, for the 38 countries outside SWIFT's registry that
+  schwifty's lists, their layout in `_OTHER_IBANS` and mod-97). National check digits inside the BBAN are not checked
   (mod-97 already rejects 96 of 97 random strings). A grouped IBAN followed by another short token
   (`AT61 1904 3002 3457 3201 EUR`) is cut at the longest valid prefix of whole groups.
 - `ssn`: `AAA-GG-SSSS` or `AAA GG SSSS` (one separator kind), or 9 bare digits or `AAA.GG.SSSS` right after a

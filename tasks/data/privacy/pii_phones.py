@@ -5,10 +5,13 @@ test that the pass can match)`. `pii.scrub_pii` runs them last, after cards, IBA
 taken their digits.
 
 - After a phone cue (`Phone:`, `tel.`, `cell #`, `call me at`, `"mobile": "`, `Telefon`, `tél`, `móvil`,
-  `手机`, `電話`, ...), any run of digit groups is a phone: 8-15 digits (E.164's limit) bare or grouped by
-  spaces, dots, dashes, a slash or parentheses (`Phone: 7439409910532`, `tel. 792 601 815`, `Tel: (351) 968
-  301 661`), or 7 in a `555-0143` layout; not a date, a dotted quad, a decimal or an SSN/ZIP+4 layout.
-- Without a cue, a phone's layout: a `+` or `00` country code; US `(202) 555-0143`, `202-555-0143`,
+  `手机`, `電話`, ...), any run of digit groups is a phone: 7-15 digits (E.164's limit, counted after an exit
+  code) bare or grouped by spaces, dots, dashes, a slash or parentheses (`Phone: 7439409910532`, `tel. 792 601
+  815`, `Tel: (351) 968 301 661`, `Tel: (06 1) 234 5678`), 5-6 after a labelled phone word (`Tel: 40123`,
+  small countries' numbers); 9 or more after a word that also means other things (`text`, `cell`, `SMS`); not a
+  date, a dotted quad, a decimal or an SSN/ZIP+4 layout.
+- Without a cue, a phone's layout: a `+` or `00` country code (or the exit codes `011`, Japan's `010` and
+  Australia's `0011`; `+` and 7-9 bare digits only when they open with a calling code); US `(202) 555-0143`, `202-555-0143`,
   `202.555.0143` (any digits: test and fictional numbers are written that way), three bare groups with real
   NANP digits (`917 555 1234`); India's mobiles in their 5-5 layout
   (`98765 43210`, led by 6-9) and China's in 3-4-4 (`138 0013 8000`, `138-0013-8000`, led by 13-19);
