@@ -11,7 +11,13 @@ numbers in every international prefix form after every phone cue: `tests.helpers
 `secret/config`, credentials in tool and config files: `tests.helpers.pii_planted_config`; `secret/shapes`,
 password hashes, `.pgpass` lines, bootstrap tokens, `user:password` logins and presigned URLs, `ssn/national`, UK
 NINOs, Canadian SINs and dotted SSNs, and `phone/national`, India's and China's mobile layouts:
-`tests.helpers.pii_planted_shapes`). A plant
+`tests.helpers.pii_planted_shapes`). The last groups come from sources this project did not write
+(`tests.helpers.pii_planted_published`, needs the test extra): `phone/libphonenumber`, every region's example
+numbers in four formats; `credit_card/published`, processors' published test cards in every grouping;
+`iban/schwifty`, every country of schwifty's IBAN registry, compact, grouped and lower case;
+`secret/detect_secrets`, values in the shapes of detect-secrets' plugins; `email/forms`, `%40`, `=40`, HTML
+entities, IDN, `mailto:` parameters, plus-tags, quoted local parts. Their misses are also listed by variant
+(format, brand, plugin, form). A plant
 counts as found when every part of the value is gone and only its own kind was counted (a carrier misread as
 another kind counts as a miss); as partial when a part was replaced in part and a 4-character run of it is
 still there (a cut value: worse than a miss, since the scrubbing looks done).
@@ -38,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 from specs.clean import PII_KINDS  # noqa: E402  (after the sys.path insert above)
 from tasks.data.privacy.pii import scrub_pii  # noqa: E402
 from tests.helpers.pii_planted import Plant, look_alikes, planted  # noqa: E402
+from tests.helpers.pii_planted_published import published  # noqa: E402
 from tests.helpers.pii_planted_syntax import leaked_runs  # noqa: E402
 
 STDLIB_PACKAGES = ("json", "email", "http", "logging", "asyncio")
@@ -86,7 +93,8 @@ def main() -> None:
     parser.add_argument("--per-kind", type=int, default=2000)
     args = parser.parse_args()
 
-    plants = planted(args.seed, args.per_kind)
+    extra = published(args.seed, args.per_kind)         # after the others: their plants for a seed stay the same
+    plants = planted(args.seed, args.per_kind) + [plant for plant, _ in extra]
     found, total, partial, missed, cut = recall(plants)
     print(f"recall on {len(plants)} plants (seed {args.seed}); partial = cut: replaced in part, a 4-character "
           "run of the value left")
@@ -99,6 +107,10 @@ def main() -> None:
         print(f"  partial {plant.kind}/{plant.form}: {plant.text[:120]!r} -> {scrub_pii(plant.text)[0][:120]!r}")
     for plant in [p for p in missed if p not in cut][:10]:
         print(f"  missed {plant.kind}/{plant.form}: {plant.text[:120]!r}")
+    lost = {id(p) for p in missed}
+    by_variant = Counter(f"{p.kind}/{p.form} {variant}" for p, variant in extra if id(p) in lost)
+    for name, count in sorted(by_variant.items()):
+        print(f"  missed {count} of {name}: e.g. {next(p.text for p, v in extra if f'{p.kind}/{p.form} {v}' == name and id(p) in lost)[:80]!r}")
 
     lines = look_alikes(args.seed)
     hits = [(line, scrub_pii(line)[1]) for line in lines]

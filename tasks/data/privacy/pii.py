@@ -32,7 +32,8 @@ What is deliberately not PII, to keep code and ordinary prose intact:
   `value` is a reference, `valueFrom:`, or whose name is none, `Content-Type`, and a call's password given as a
   variable, `auth=(user, password)`: `tasks.data.privacy.pii_pairs`).
 Every syntactically valid email is PII, in any script (`jörg@müller.de`, `用户@例子.广告`), including author
-addresses in source comments.
+addresses in source comments, a quoted local part (`"john doe"@example.com`) and an `@` written as an HTML
+entity (`&#64;`) or, in quoted-printable text, as `=40`.
 """
 
 from __future__ import annotations
@@ -65,9 +66,43 @@ PLACEHOLDERS = {"email": "<EMAIL>", "phone": "<PHONE>", "ipv4": "<IP_ADDRESS>", 
 # full-width `＠` that Japanese and Chinese pages write to dodge harvesters, and a URL's `%40`
 # (`mailto:ann%40example.com`).
 # A dot and a TLD stay required (`user@localhost`, `@mentions` are no address).
-_EMAIL = re.compile(r"[^\W](?:[\w.%+-]{0,62}[\w%+-])?(?P<at>[@\uff20]|%40)"
-                    r"(?:[^\W_](?:(?:[^\W_]|-){0,61}[^\W_])?\.)+(?:[^\W\d_]{2,24}|xn--[A-Za-z0-9-]{1,59})"
-                    r"(?![^\W_]|-)")  # `_` after it: markdown italics
+# An HTML page's `&#64;`/`&#x40;`/`&commat;` (the `@` as an entity, to dodge harvesters) and a quoted-printable
+# mail's `=40` (only where the text is quoted-printable: `_email`) are `@` too; an apostrophe may be inside the
+# local part (`o'brien@`).
+_DOMAIN = r"(?:[^\W_](?:(?:[^\W_]|-){0,61}[^\W_])?\.)+(?:[^\W\d_]{2,24}|xn--[A-Za-z0-9-]{1,59})(?![^\W_]|-)"
+_EMAIL = re.compile(r"[^\W](?:[\w.%+'-]{0,62}[\w%+-])?(?P<at>[@\uff20]|%40|&\#(?:64|x40);|&commat;|=40)"
+                    + _DOMAIN)  # `_` after it: markdown italics
+_AT_FORMS = ("@", "\uff20", "%40", "&#64;", "&#x40;", "&commat;", "=40")
+# Quoted-printable around a `=40`: an encoded word's `?Q?` or another escape on its line, or the header.
+_QP_LINE = re.compile(r"\?[Qq]\?|=[0-9A-F]{2}(?![0-9A-Za-z])|=$")
+_QP_HEADER = re.compile(r"(?i)content-transfer-encoding:[ \t]*quoted-printable")
+
+
+def _email(m: re.Match[str]) -> bool:
+    if m.group("at") != "=40":
+        return True
+    text, end = m.string, m.string.find("\n", m.end())
+    line = text[text.rfind("\n", 0, m.start()) + 1:m.start()] + " " + text[m.end():len(text) if end < 0 else end]
+    return _QP_LINE.search(line) is not None or \
+        _QP_HEADER.search(text, max(0, m.start() - 20000), m.start()) is not None
+
+
+# A quoted local part (`"john doe"@example.com`, `"\\"ann\\" lee"@x.io`, RFC 5322); not a shell's or a template's
+# variable (`"$USER"@host`, `"{user}"@x.io`).
+_QUOTED_LOCAL = re.compile(r'"(?P<local>(?:[^"\\\n$%{]|\\[^\n]){1,64})"(?P<at>@)' + _DOMAIN)
+
+
+def quoted_local(text: str, at: int, floor: int) -> re.Match[str] | None:
+    """The address whose quoted local part closes right before the `@` at `at`: read from the furthest `"` at
+    most 64 characters back (and not before `floor`) from which the quoted string, escapes included, closes
+    there."""
+    start = text.find('"', max(floor, at - 66), at - 1)
+    while start >= 0:
+        m = _QUOTED_LOCAL.match(text, start)
+        if m is not None and m.end("local") == at - 1:
+            return m if any(c.isalpha() for c in m.group("local")) else None
+        start = text.find('"', start + 1, at - 1)
+    return None
 # Bare; in groups of 4 with a shorter last group (12-19 digits: Maestro 4-4-4, Visa 4-4-4-1, Diners 4-4-4-2,
 # Amex 4-4-4-3, 4-4-4-4, 4-4-4-4-3); Amex 4-6-5, Diners 4-6-4. A comma around it is a CSV field's unless it
 # reads as a number's (`1,4111...`, `...1111,50`).
@@ -119,8 +154,8 @@ def luhn_ok(digits: str) -> bool:
 
 
 def _issuer_ok(d: str) -> bool:
-    """A plausible issuer prefix for the length: Visa, Mastercard, Amex, Mir, Discover, JCB, UnionPay, Maestro,
-    Diners."""
+    """A plausible issuer prefix for the length: Visa, Mastercard, Amex, Mir, UnionPay (62, 81), Discover, JCB,
+    Maestro, Diners."""
     n, p2, p3, p4 = len(d), int(d[:2]), int(d[:3]), int(d[:4])
     if d[0] == "4":
         return n in (13, 16, 19)
@@ -130,6 +165,8 @@ def _issuer_ok(d: str) -> bool:
         return n == 15
     if 2200 <= p4 <= 2204:                  # Mir
         return n == 16
+    if 8100 <= p4 <= 8171:                  # UnionPay's 81 range (Stripe's and Adyen's test cards)
+        return 16 <= n <= 19
     if p4 in (1800, 2131):                  # JCB's 15-digit cards
         return n == 15
     if p4 == 6011 or 644 <= p3 <= 649 or p2 in (62, 65) or p2 == 35:   # Discover, UnionPay, JCB (35xx)
@@ -173,6 +210,9 @@ def _ipv4(m: re.Match[str], keep: frozenset[str]) -> bool:
     except ValueError:                      # an octet over 255 or with a leading zero
         return False
     if _is_mask(int(address), 32) or not _is_host(m, 32) or address_class(address) in keep:
+        return False
+    # `+34.100.100.100` is Spain's `+CC.` phone layout: with a `+` and 10 or more digits the phone pass takes it
+    if m.string[m.start() - 1:m.start()] == "+" and sum(c.isdigit() for c in m.group()) >= 10:
         return False
     return _NOT_AN_ADDRESS_BEFORE.search(m.string, max(0, m.start() - 12), m.start()) is None
 
@@ -238,8 +278,8 @@ Group = int | Callable[[re.Match[str]], "int | tuple[int, int]"]
 _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[str], bool]], ...] = (
     *(("secret", pattern, None if valid is None else (lambda m, keep, valid=valid: valid(m)), group, hint)
       for pattern, valid, group, hint in SECRET_PASSES),
-    ("email", Anchored((re.compile("@"), re.compile("\uff20"), re.compile("%40")), _EMAIL, spaces=False,
-                       unicode=True), None, 0, _hint("@", "\uff20", "%40")),
+    ("email", Anchored(tuple(re.compile(re.escape(at)) for at in _AT_FORMS), _EMAIL, spaces=False, unicode=True,
+                       quoted=quoted_local), lambda m, keep: _email(m), 0, _hint(*_AT_FORMS)),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
       for kind, pattern, valid, group, hint in ID_PASSES),
     ("credit_card", _CARD, lambda m, keep: _card(m), 0, bool),

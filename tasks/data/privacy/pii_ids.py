@@ -9,7 +9,8 @@ and addresses, whose digit passes would otherwise eat an IBAN's or an SSN's digi
   `DE89-3704-0044-0532-0130-00`), in either case (`de89 3704 0044 0532 0130 00`; a bare lower-case one only
   after an `iban` cue: unseparated lower case is also how hashes and ids look). A candidate is an IBAN when
   `stdnum.iban` accepts it: a country of the SWIFT IBAN registry, that country's length and BBAN structure
-  (digits/letters per position), ISO 7064 mod-97 == 1. National check digits inside the BBAN are not checked
+  (digits/letters per position), ISO 7064 mod-97 == 1 (or, for the 38 countries outside SWIFT's registry that
+  schwifty's lists, their layout in `_OTHER_IBANS` and mod-97). National check digits inside the BBAN are not checked
   (mod-97 already rejects 96 of 97 random strings). A grouped IBAN followed by another short token
   (`AT61 1904 3002 3457 3201 EUR`) is cut at the longest valid prefix of whole groups.
 - `ssn`: `AAA-GG-SSSS` or `AAA GG SSSS` (one separator kind), or 9 bare digits or `AAA.GG.SSSS` right after a
@@ -40,6 +41,7 @@ from typing import Callable
 
 from stdnum import iban as stdnum_iban
 from stdnum.ca import sin as stdnum_sin
+from stdnum.iso7064 import mod_97_10 as stdnum_mod_97_10
 from stdnum.us import ssn as stdnum_ssn
 
 PLACEHOLDERS = {"iban": "<IBAN>", "ssn": "<SSN>"}
@@ -73,6 +75,25 @@ class CountryLed:
         return "".join(out) + text[last:] if out else text
 
 
+# Countries whose IBANs `stdnum` (SWIFT's registry) does not know: the French overseas territories (France's
+# layout), the Crown dependencies (the UK's), Åland (Finland's), and the IBANs of African and other banks that
+# the national registries publish (schwifty's registry; Nordea's list). BBAN layout by country; mod-97 as for the others.
+_FR, _FOUR_N, _TWO_C = r"\d{10}[A-Z0-9]{11}\d\d", r"\d{23}", r"[A-Z0-9]{2}\d{22}"
+_OTHER_IBANS = {cc: re.compile(bban) for ccs, bban in (
+    ("BL GF GP MF MQ NC PF PM RE TF WF YT", _FR), ("GG IM JE", r"[A-Z]{4}\d{14}"), ("AX", r"\d{14}"),
+    ("CF CG CM GA GQ KM MG TD", _FOUR_N), ("BF BJ CI ML NE SN TG", _TWO_C), ("AO CV MZ", r"\d{21}"),
+    ("DZ IR", r"\d{22}"), ("MA", r"\d{24}"), ("GW", r"[A-Z0-9]{2}\d{19}")) for cc in ccs.split()}
+
+
+def valid_iban(compact: str) -> bool:
+    """A valid IBAN without separators (any case): `stdnum`'s registry and mod-97, or `_OTHER_IBANS`' layout and
+    mod-97."""
+    compact = compact.upper()
+    if (layout := _OTHER_IBANS.get(compact[:2])) is None:
+        return stdnum_iban.is_valid(compact, check_country=False)
+    return layout.fullmatch(compact[4:]) is not None and stdnum_mod_97_10.is_valid(compact[4:] + compact[:4])
+
+
 @lru_cache(maxsize=4096)
 def _iban_prefix(candidate: str, sep: str) -> int:
     """Length of the longest prefix of whole groups of `candidate` (separated by `sep`) that is a valid IBAN,
@@ -80,10 +101,10 @@ def _iban_prefix(candidate: str, sep: str) -> int:
     if not 2 <= int(candidate[2:4]) <= 98:  # ISO 13616 issues 02-98 (00, 01 and 99 pass mod-97 as 97, 98, 02)
         return 0
     if not sep:
-        return len(candidate) if stdnum_iban.is_valid(candidate, check_country=False) else 0
+        return len(candidate) if valid_iban(candidate) else 0
     end = len(candidate)
     while end > 4 and len(candidate[:end].replace(sep, "")) >= 12:   # `CC99 1234 5678`: the shortest tried
-        if stdnum_iban.is_valid(candidate[:end].replace(sep, ""), check_country=False):
+        if valid_iban(candidate[:end].replace(sep, "")):
             return end
         end = candidate.rfind(sep, 0, end)
     return 0
@@ -229,11 +250,16 @@ class Anchored:
 
     With `unicode`, the local part may hold any letter or digit (`jörg@`, `用户@`), and the walk itself finds
     its start: it stops at 64 characters (in unspaced CJK prose the "word" before `@` is the whole sentence)
-    and steps over leading `.+%-`, which cannot open a local part; the pattern then has no lookbehind."""
+    and steps over leading `.+%-'`, which cannot open a local part (an apostrophe can be inside one,
+    `o'brien@`, or quote it, `'ann@x.io'`); the pattern then has no lookbehind.
+
+    `quoted(text, at, floor)`, when given, reads an address whose local part is quoted (`"john doe"@x.io`) at an
+    anchor right after a `"`, not before `floor`: the same scan of anchors finds both."""
 
     def __init__(self, anchors: tuple[re.Pattern[str], ...], pattern: re.Pattern[str], spaces: bool,
-                 unicode: bool = False):
+                 unicode: bool = False, quoted: Callable[[str, int, int], re.Match[str] | None] | None = None):
         self.anchors, self.pattern, self.spaces, self.unicode = anchors, pattern, spaces, unicode
+        self.quoted = quoted
 
     def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
         out, last = [], 0
@@ -244,11 +270,15 @@ class Anchored:
             while self.spaces and start > last and text[start - 1] in " \t":
                 start -= 1
             floor = max(last, start - 64)
-            while start > floor and (text[start - 1] in LOCAL_CHARS or self.unicode and text[start - 1].isalnum()):
+            while start > floor and (text[start - 1] in LOCAL_CHARS or self.unicode and
+                                     (text[start - 1].isalnum() or text[start - 1] == "'")):
                 start -= 1
-            while self.unicode and start < anchor.start() and text[start] in ".+%-":
+            while self.unicode and start < anchor.start() and text[start] in ".+%-'":
                 start += 1
-            m = self.pattern.match(text, start)
+            if self.quoted is not None and text[start - 1:start] == '"' and start == anchor.start():
+                m = self.quoted(text, start, last)
+            else:
+                m = self.pattern.match(text, start)
             if m is None or m.start("at") > anchor.start():
                 continue
             out += (text[last:m.start()], repl(m))

@@ -5,10 +5,13 @@ test that the pass can match)`. `pii.scrub_pii` runs them last, after cards, IBA
 taken their digits.
 
 - After a phone cue (`Phone:`, `tel.`, `cell #`, `call me at`, `"mobile": "`, `Telefon`, `tél`, `móvil`,
-  `手机`, `電話`, ...), any run of digit groups is a phone: 8-15 digits (E.164's limit) bare or grouped by
-  spaces, dots, dashes, a slash or parentheses (`Phone: 7439409910532`, `tel. 792 601 815`, `Tel: (351) 968
-  301 661`), or 7 in a `555-0143` layout; not a date, a dotted quad, a decimal or an SSN/ZIP+4 layout.
-- Without a cue, a phone's layout: a `+` or `00` country code; US `(202) 555-0143`, `202-555-0143`,
+  `手机`, `電話`, ...), any run of digit groups is a phone: 7-15 digits (E.164's limit, counted after an exit
+  code) bare or grouped by spaces, dots, dashes, a slash or parentheses (`Phone: 7439409910532`, `tel. 792 601
+  815`, `Tel: (351) 968 301 661`, `Tel: (06 1) 234 5678`), 5-6 after a labelled phone word (`Tel: 40123`,
+  small countries' numbers); 9 or more after a word that also means other things (`text`, `cell`, `SMS`); not a
+  date, a dotted quad, a decimal or an SSN/ZIP+4 layout.
+- Without a cue, a phone's layout: a `+` or `00` country code (or the exit codes `011`, Japan's `010` and
+  Australia's `0011`; `+` and 7-9 bare digits only when they open with a calling code); US `(202) 555-0143`, `202-555-0143`,
   `202.555.0143` (any digits: test and fictional numbers are written that way), three bare groups with real
   NANP digits (`917 555 1234`); India's mobiles in their 5-5 layout
   (`98765 43210`, led by 6-9) and China's in 3-4-4 (`138 0013 8000`, `138-0013-8000`, led by 13-19);
@@ -48,8 +51,9 @@ _PHONE = re.compile(r"""(?xa)
       | (?<=\d)(?P<jp>\d)-\d{4}-\d{4}                             # 24-7109-9987 (Japan)
       | (?<=8)(?P<ru>[ ])(?:\(\d{3}\)|\d{3})[ ]\d{3}               # 8 (495) 123-45-67 (Russia)
         (?:[ -]\d{4}|(?P<s4>[ -])\d\d(?P=s4)\d\d)
-      | (?<=0)0[ ]?[1-9]\d{0,2}(?:[ .-]?\(0\)[ ]?\d{1,6})?(?:[ .-]\d{1,6}){0,5}[ .-]\d{2,6}   # 0033 6 12 34 56 78
-      | (?<=0)11[ .-]\d{1,3}(?:[ .-]\d{1,6}){0,5}[ .-]\d{2,6}          # 011 33 1 23 45 67 89 (from the US)
+      | (?<=0)0[ ]?[1-9]\d{0,2}(?:[ .-]?\(0\)[ ]?\d{1,6})?(?:[ .-]\d{1,9}){0,5}[ .-]\d{2,9}   # 0033 6 12 34 56 78
+      | (?<=0)(?:11|10|011)[ .-]\d{1,3}(?:[ .-]\d{1,9}){0,5}[ .-]\d{2,9}   # 011 33 1 23 45 67 89 (from the US,
+                                                                      # 010 from Japan, 0011 from Australia)
       | (?<=\()0\d{1,4}\)[ .-]?\d{2,8}(?:[ .-]\d{2,8}){0,3}       # (020) 7946 0958, (0686)-815726
       | (?<=0)(?P<se>\d{1,3})-\d{2,3}(?:[ ]\d{2,3}){1,3}          # 08-26 01 81 (Sweden)
       | (?<=0)\d{1,4}(?P<s3>[ .-])\d{2,8}(?:(?P=s3)\d{2,8}){0,4}  # 020 7946 0958, 01 23 45 67 89
@@ -65,13 +69,13 @@ _PHONE_NEXT = re.compile(_PHONE.pattern.replace(r"(?<!\d[ ./-].)", "", 1))
 _EXTENSION = re.compile(r"[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6}$")
 
 # A run of digit groups for the cued pass. Atomic: every group is taken whole and never given back, so a long
-# row of digits or separators costs one linear scan (the validator decides). The lookahead (six more digits,
+# row of digits or separators costs one linear scan (the validator decides). The lookahead (four more digits,
 # a few separators apart) drops, in C, the short numbers code is full of.
 _CUED = re.compile(r"""(?xa)
     [+(0-9](?<![\w+.-].)
-    (?=(?:[ ()./-]{0,3}\d){6})
+    (?=(?:[ ()./-]{0,3}\d){4})
     (?>
-        (?:(?<=\()\+?\d{1,4}\) | (?<=\+)\d+ | (?<=\d)\d*)
+        (?:(?<=\()\+?\d{1,4}(?:[ -]\d{1,4})?\) | (?<=\+)\d+ | (?<=\d)\d*)       # (06 1), (0-612): trunk + area
         (?:(?:[ ]?-[ ]?|\.|[ ]{1,2}|/)?\(\d{1,5}\) | (?:[ ]?-[ ]?|\.|[ ]{1,2}|/)\d+ | (?<=\))\d+)*  # `. `: a full stop
         (?:[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6})?
     )
@@ -121,16 +125,21 @@ def _cued_phone(m: re.Match[str]) -> bool:
         return False
     text = _EXTENSION.sub("", m.group())
     digits = _without_exit_code(text, re.sub(r"\D", "", text))
-    if not 7 <= len(digits) <= 15 or _no_phone_layout(m, text, digits) or _NOT_CUED.fullmatch(text) \
+    if not 5 <= len(digits) <= 15 or _no_phone_layout(m, text, digits) or _NOT_CUED.fullmatch(text) \
             or _YYYYMMDD.fullmatch(text) or number_list(text):
         return False
-    if _WEAK_CUE.search(cue) is not None and len(digits) < 9:
-        return False
-    return len(digits) > 7 or re.fullmatch(r"\d{3}[ .-]\d{4}", text) is not None
+    if _WEAK_CUE.search(cue) is not None:
+        return len(digits) >= 9
+    # Small countries' and territories' numbers have 5-7 digits (libphonenumber's examples: the Falklands'
+    # `51234`, Andorra's `312 345`, Cape Verde's `991 12 34`): after a phone word and a label's mark, or a
+    # `call me at`; not after `Text:`, `SMS:`, `Contact:` (a short code, a ticket).
+    return len(digits) >= 7 or _LABELLED_CUE.search(cue) is not None and _NOT_A_LINE.search(cue) is None
 
 
 # A cue word that also means something else (`text 2019`, `cell 1024`, `SMS 160`, `pH 6`, `mobile 1080`, `GSM 850`)
 # standing alone, without a label's `:`, `#` or `no` after it.
+_NOT_A_LINE = re.compile(r"(?i)\b(?:text|sms|gsm|ph|dial|contact)\b")
+_LABELLED_CUE = re.compile(r"(?i)[:：#=]|\b(?:at|on|no|nr|number|num|#)[\s.\"'=:>-]*$|[电電机機帯先式화폰☎📞]")
 _WEAK_CUE = re.compile(r"(?i)\b(?:text|sms|gsm|ph|dial|handy|mob|mobile|cell|call|fax|contact)[\s\"'=)\]>,-]*$")
 
 
@@ -166,24 +175,29 @@ def _cue_before(m: re.Match[str], window: int) -> str | None:
     return None if cue is None else cue.group()
 
 
+# The US's and Japan's international prefixes (`011`, `010`; Australia's `0011` reads as `00` + `11`).
+_EXIT_CODE = re.compile(r"01[01][ .-]")
+
+
 def _without_exit_code(text: str, digits: str) -> str:
-    """The digits after an international prefix (`00`, or the US's `011` before a separator): E.164's 15-digit
-    limit counts from the country code."""
+    """The digits after an international prefix (`00`, or `011`/`010` before a separator and more than 7
+    digits): E.164's 15-digit limit counts from the country code."""
     if text.startswith("00"):
         return digits[2:]
-    return digits[3:] if re.match(r"011[ .-]", text) else digits
+    return digits[3:] if _EXIT_CODE.match(text) and len(digits) > 10 else digits
 
 
 def _phone(m: re.Match[str]) -> bool:
     text = _EXTENSION.sub("", m.group())
     digits = re.sub(r"\D", "", text)
-    if not 7 <= len(digits) <= 15 or _no_phone_layout(m, text, digits):
+    # E.164's 15 digits count from the country code (`0011 971 50 123 4567` from Australia has 16)
+    if not 7 <= len(_without_exit_code(text, digits)) <= 15 or _no_phone_layout(m, text, digits):
         return False
     if text.startswith(("+", "(+")):
         separators = re.sub(r"[\d+]", "", text)
         if separators == ".":               # +3.140000 is a signed decimal
             return False
-        return len(digits) >= 10 or separators != ""
+        return len(digits) >= 10 or separators != "" or _short_international(digits)
     if m.group("br") or m.group("br_area"):
         return not _page_range(text)
     if m.group("ru") or m.group("jp") or m.group("in") or m.group("cn"):
@@ -192,9 +206,11 @@ def _phone(m: re.Match[str]) -> bool:
         return 8 <= len(digits) <= 12
     if text.isdigit():
         return _bare_phone(m, digits)
-    if text.startswith("00") or re.match(r"011[ .-]", text):   # international prefixes, like `+`: 001-612-799-7220
-        national = _without_exit_code(text, digits)              # (no country code starts with 0: `0001 2345`)
-        return national[:1] != "0" and 8 <= len(national) <= 15
+    # International prefixes, like `+`: 001-612-799-7220 (no country code starts with 0: `0001 2345`); `011` with
+    # seven digits after it is a trunk 0 and an area code (Ethiopia's, Saudi Arabia's `011 234 5678`).
+    if text.startswith("00") or _EXIT_CODE.match(text) and len(digits) > 10:
+        national = _without_exit_code(text, digits)
+        return national[:1] != "0" and (8 <= len(national) <= 15 or _short_international(national))
     if text.startswith(("0", "(0")):
         return 9 <= len(digits) <= 13
     if " " in text and "(" not in text:     # `212 555 0147`: three bare groups, real NANP digits only
@@ -202,6 +218,27 @@ def _phone(m: re.Match[str]) -> bool:
     # Dashes, dots or a parenthesised area code are a phone's layout whatever the digits: test, fictional and
     # generated numbers (`555-123-4567`, `(123) 456-7890`, Faker's `120-405-6086 x569`) are written that way.
     return True
+
+
+# ITU-T E.164 country calling codes of two and three digits (libphonenumber's list; 1 and 7 lead 10-digit national
+# numbers). They are a prefix code: no code starts another.
+_CALLING_CODES = frozenset("""
+20 211 212 213 216 218 220 221 222 223 224 225 226 227 228 229 230 231 232 233 234 235 236 237 238 239 240 241 242
+243 244 245 246 247 248 249 250 251 252 253 254 255 256 257 258 260 261 262 263 264 265 266 267 268 269 27 290 291
+297 298 299 30 31 32 33 34 350 351 352 353 354 355 356 357 358 359 36 370 371 372 373 374 375 376 377 378 380 381
+382 383 385 386 387 389 39 40 41 420 421 423 43 44 45 46 47 48 49 500 501 502 503 504 505 506 507 508 509 51 52 53
+54 55 56 57 58 590 591 592 593 594 595 596 597 598 599 60 61 62 63 64 65 66 670 672 673 674 675 676 677 678 679 680
+681 682 683 685 686 687 688 689 690 691 692 800 808 81 82 84 850 852 853 855 856 86 870 878 880 881 882 883 886 888
+90 91 92 93 94 95 960 961 962 963 964 965 966 967 968 970 971 972 973 974 975 976 977 979 98 992 993 994 995 996 998
+""".split())
+
+
+def _short_international(digits: str) -> bool:
+    """`+` and 7-9 bare digits (or 7 after `00`): a small country's or territory's number in E.164 (`+24740123`
+    Ascension, `+6837012` Niue, `+468123456` Sweden) when it opens with a calling code and its national part is
+    no round figure (`+2500000` is a signed count)."""
+    code = next((digits[:n] for n in (2, 3) if digits[:n] in _CALLING_CODES), None)
+    return code is not None and len(set(digits[len(code):])) >= 3
 
 
 def _page_range(text: str) -> bool:

@@ -5,7 +5,8 @@ Each pass is `(pattern, validator or None, group to replace (0 = whole match), c
 - private-key blocks (PEM/OpenSSH/PGP, also with `\\n` escapes inside JSON and without an END line);
 - AWS secret access keys (40 characters after their name, the documentation's example key included);
 - vendor token shapes (AWS, GCP, Azure, GitHub, GitLab, Slack, Stripe, Twilio, SendGrid, OpenAI, Anthropic,
-  Hugging Face, npm, PyPI, Discord, Telegram, Mailchimp, Shopify, DigitalOcean, JWTs): the shapes that
+  Hugging Face, npm, PyPI, Discord, Telegram, Mailchimp, Shopify, DigitalOcean, Artifactory, SoftLayer URLs,
+  JWTs, unsigned ones too): the shapes that
   detect-secrets' plugins know, each led by its literal prefix. detect-secrets itself is not used: it scans
   line by line with every plugin, returns values without positions, and its default plugins ran at 0.09 M
   chars/s on the standard library's code where the whole of `scrub_pii` runs at ~3.5 M chars/s;
@@ -93,7 +94,8 @@ def _led_by(literals: str, tail: str, gate: str = "") -> list[tuple[str, str | G
 
 
 _TOKEN_SHAPES = Gated([
-    *_led_by("AKIA ASIA ABIA ACCA", r"[0-9A-Z]{16}", "IA"), *_led_by("A3T", r"[A-Z0-9][0-9A-Z]{16}"),     # AWS key id
+    *_led_by("AKIA ASIA ABIA", r"[0-9A-Z]{16}", "IA"), *_led_by("ACCA", r"[0-9A-Z]{16}"),                 # AWS key id
+    *_led_by("A3T", r"[A-Z0-9][0-9A-Z]{16}"),
     *_led_by("ghp_ gho_ ghu_ ghs_ ghr_", r"[A-Za-z0-9]{36}", "gh"),                                      # GitHub
     *_led_by("github_pat_", r"[A-Za-z0-9_]{22,255}"),
     *_led_by("glpat- gldt- glft- glsoat- glrt- glcbt- glimt- glptt- glagent- gloas-", r"[A-Za-z0-9_-]{20,1024}", "gl"),
@@ -113,11 +115,11 @@ _TOKEN_SHAPES = Gated([
     *_led_by("shpat_ shpss_ shpca_ shppa_", r"[a-fA-F0-9]{32}", "shp"),                                  # Shopify
     *_led_by("dop_v1_ doo_v1_ dor_v1_", r"[a-f0-9]{64}", "_v1_"),                                         # DigitalOcean
     ("eyJ", Gated([      # JWT; Mapbox's secret token and a 1Password service account's, which hold one
-        *_led_by("eyJ", r"[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]{8,}"),
+        *_led_by("eyJ", r"[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}(?:\.[A-Za-z0-9_-]{8,}|\.?)"),   # unsigned: `alg: none`
         *_led_by("sk.eyJ", r"[A-Za-z0-9_-]{50,}\.[A-Za-z0-9_-]{20,}"), *_led_by("ops_eyJ", r"[A-Za-z0-9+/=]{250,}")])),
     # Shapes whose distinctive part is inside: tried only when that part occurs.
     ("Q~", r"(?<![\w~.-])[A-Za-z0-9_~.-]{3}\dQ~[A-Za-z0-9_~.-]{31,34}(?![\w~-])"),               # Azure AD secret
-    (":AA", r"(?<![\w-])\d{8,10}:AA[A-Za-z0-9_-]{33}(?![\w-])"),                                 # Telegram bot
+    (":AA", r"(?:(?<=bot)|(?<![\w-]))\d{8,10}:AA[A-Za-z0-9_-]{33}(?![\w-])"),         # Telegram bot (in its URL too)
     (re.compile(r"\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27}"),                                        # Discord bot
      r"(?<![\w-])[MNO][A-Za-z0-9_-]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}(?![\w-])"),
     (re.compile(r"-us\d"), r"(?<![\w-])[0-9a-f]{32}-us\d{1,2}(?![\w-])"),                        # Mailchimp
@@ -139,6 +141,8 @@ _TOKEN_SHAPES = Gated([
     (".atlasv1.", r"(?<![\w-])[a-z0-9]{14}\.atlasv1\.[A-Za-z0-9_=-]{60,70}(?![\w-])"),           # Terraform
     # Shapes added with a literal of their own only where common in code and configs: a literal's absence costs
     # a scan of the text (~0.6 ms per MB per round).
+    *_led_by("AKCp", r"[A-Za-z0-9]{60,80}"),                                                  # Artifactory API key
+    *_led_by("api.softlayer.com/soap/v3", r"(?:\.1)?/[a-z0-9]{64}"),                              # SoftLayer API URL
     *_led_by("dckr_pat_", r"[A-Za-z0-9_-]{27,}"), *_led_by("gsk_", r"[A-Za-z0-9]{52}"),    # Docker Hub, Groq
     *_led_by("HRKU-AA", r"[A-Za-z0-9_-]{58}"), *_led_by("LTAI", r"[A-Za-z0-9]{20}"),        # Heroku, Alibaba
     *_led_by("https://discord.com/api/webhooks/ https://discordapp.com/api/webhooks/",      # Discord webhook
