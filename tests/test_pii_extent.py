@@ -85,6 +85,14 @@ def test_query_value_ends_at_its_ampersand() -> None:
     assert scrub_pii("passwd=ab1c2d&next=1")[0] == "passwd=<SECRET>"
 
 
+@pytest.mark.parametrize("text", ["https://api.example.com/v1/login?user=bob&api_key=aPW:00000A&next=%2F",
+                                  "GET /auth?token=aPW:00000A HTTP/1.1"])
+def test_a_name_inside_another_pairs_value_is_no_name(text: str) -> None:
+    # hypothesis drew it: `aPW:` was read as a name of its own and only `00000A` replaced, leaving `aPW:`
+    scrubbed, counts = scrub_pii(text)
+    assert counts == {"secret": 1} and "aPW" not in scrubbed and "<SECRET>" in scrubbed, scrubbed
+
+
 @pytest.mark.parametrize("text", [
     "password: !vault |", "password: *default_pw", "secret: &pw_anchor", "api_key='%s'", "password = %(db_pw)s",
     "password: str | None = None", "password = Optional[str] = None", "token = self.next_token()",

@@ -139,6 +139,10 @@ def name_start(m: re.Match[str]) -> int | None:
     if text[start] == "_" and text[start - 1:start] == ":":
         start += 1
     word_end = _word_end(m)
+    # after `=` the "name" is another pair's value (`?api_key=aPW:00000A&`): that pair's pass reads it whole,
+    # and reading `aPW` as a name here would replace only what follows its colon
+    if text[start - 1:start] == "=" and text[start - 2:start] != "==":
+        return None
     if text[start - 3:start] == "://":              # a URL's user (`https://x-access-token:...@`): the URL pass's
         return None
     if CREDENTIAL_NAME.fullmatch(text, start, word_end):
