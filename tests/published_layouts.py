@@ -119,6 +119,46 @@ RUNS = [
     PublishedRun("LLaMA 7B, one node (Alpaca)", "stanford_alpaca README", LLAMA_7B, 32000, 512, 128,
                  ClusterSpec(nodes=1, gpus_per_node=4, memory_gb=80, device="a100"),
                  layout(4, 1, 1, 3, micro_batch=4), "FSDP full_shard (ZeRO-3) dp 4, mb 4"),
+    # Smith et al. 2022, "Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B": §3 as quoted in a
+    # reading note (the paper itself not re-read): "The number of layers, hidden dimensions, attention heads are
+    # 105, 20480, and 128, respectively. The sequence length is 2048 and global batch size is 1920. We used 8-way
+    # tensor and 35-way pipeline parallelism"; §2.2 as quoted: "Each 530 billion parameter model replica spans
+    # 280 NVIDIA A100 GPUs, with 8-way tensor-slicing within a node and 35-way pipeline parallelism across
+    # nodes". Selene: 560 DGX A100 (8 × A100 80 GB, NVLink/NVSwitch) on HDR InfiniBand (Microsoft's blog as
+    # quoted by two pages) → 4480 GPUs, dp 16. Vocabulary: GPT-2's BPE padded by Megatron to 51200 (not stated
+    # in the quotes). Micro-batch, recomputation and the ZeRO stage are not stated there: searched (a Megatron-LM
+    # gpt3-530b benchmark script, repository not identified, runs the same shape at micro-batch 1 with
+    # --checkpoint-activations). The batch ramp (32 → 1920) is not modelled: the full batch is priced. GELU 4h
+    # MLP: SwiGLU 54608 wide (8h/3 = 54613⅓ has no integer width; 54608 divides by 8).
+    PublishedRun("MT-NLG 530B (DeepSpeed + Megatron)", "Smith et al. 2022, §2.2, §3",
+                 ModelSpec(flavor="1b", n_layers=105, d_model=20480, n_heads=128, n_kv_heads=128,
+                           ffn_hidden=54608),
+                 51200, 2048, 1920, ClusterSpec(nodes=560, **A100_IB), {"dp": 16, "tp": 8, "pp": 35},
+                 "tp 8, pp 35, dp 16"),
+    # NVIDIA NeMo-Framework-Launcher, launcher_scripts/conf/training/nemotron/nemotron_340b.yaml (read):
+    # Nemotron-4 340B (96 layers, hidden 18432, 96 heads, 8 query groups, ffn 4h squared-ReLU, seq 4096, untied,
+    # 256k SentencePiece vocabulary: 256000, a multiple of make_vocab_size_divisible_by 128), 768 nodes × 8,
+    # tp 8, pp 8 (virtual 12), sequence parallel, micro batch 1, global 2304 → dp 96, 24 micro-batches,
+    # mcore_distributed_optim (ZeRO-1), no activation checkpointing, bf16. The technical report (Nemotron-4 340B,
+    # 2024; not re-read) trains on 768 DGX H100 with a batch ramp to 2304; its table's pp is not checked here.
+    # Squared-ReLU 4h MLP (two matrices, 73728 wide): SwiGLU 49152 wide, the same parameters.
+    PublishedRun("Nemotron-4 340B (NeMo)", "NeMo-Framework-Launcher nemotron_340b.yaml",
+                 ModelSpec(flavor="1b", n_layers=96, d_model=18432, n_heads=96, n_kv_heads=8, ffn_hidden=49152,
+                           tie_embeddings=False),
+                 256000, 4096, 2304, ClusterSpec(nodes=768, **H100_IB),
+                 layout(96, 8, 8, 1, micro_batch=1, checkpointing="off", sequence_parallel=True),
+                 "tp 8, pp 8 (virtual 12), dp 96, SP, distributed optimizer, mb 1"),
+    # jzhang38/TinyLlama README "Training Details" (read via its Hugging Face copy): 22 layers, 32 heads, 4 query
+    # groups, embedding 2048, SwiGLU 5632, seq 2048, batch 2M tokens (2048 × 1024), Llama 2's tokenizer (32000),
+    # "16 A100-40G GPUs". pretrain/tinyllama.py (read): num_of_devices 8 per node (2 nodes), global_batch_size
+    # 512 per node, micro_batch_size 8 → 8 accumulation steps; Lightning's FSDPStrategy with its default
+    # sharding (FULL_SHARD: ZeRO-3), activation_checkpointing_policy None. The node interconnect is not stated:
+    # modelled as InfiniBand. Untied head (lit-gpt's Llama).
+    PublishedRun("TinyLlama 1.1B (lit-gpt FSDP)", "TinyLlama README, pretrain/tinyllama.py",
+                 ModelSpec(flavor="1b", n_layers=22, d_model=2048, n_heads=32, n_kv_heads=4, ffn_hidden=5632,
+                           tie_embeddings=False),
+                 32000, 2048, 1024, ClusterSpec(nodes=2, **{**A100_IB, "memory_gb": 40}),
+                 layout(16, 1, 1, 3, micro_batch=8, checkpointing="off"), "FSDP full_shard dp 16, mb 8"),
     # Constructed, not published (issues #13, #32): a Llama-2-70B shape on 8 nodes × 8 H100 at Llama 2's 4M-token
     # batch (1024 × 4096), once on InfiniBand NDR and once on one 100 GbE NIC per node; a 1B model on 8 single-L4
     # cloud nodes over 100 GbE.

@@ -5,10 +5,16 @@ slower by its own model than the published one; the network and the model's size
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from specs import load_params
+from tasks.train.planning.plan_render import set_line
 from tasks.train.planning.planner import GIB, MEMORY_SAFETY, TIE_TOLERANCE, plan, search
 from tests.published_layouts import RUNS, table
+
+REPO = Path(__file__).resolve().parents[1]
 
 BY_NAME = {run.name.split(" (")[0]: run for run in RUNS}
 PLANS = {}
@@ -52,6 +58,25 @@ def test_the_issue_20b_case_fails_with_the_params_recipe_and_is_found_by_the_sea
                 activation_checkpointing=False, global_batch=run.global_batch)
     assert kept.chosen is None and "No layout or recipe" in kept.why
     assert p.chosen is not None and p.chosen.micro_batch < 8
+
+
+@pytest.mark.parametrize("name", [run.name for run in RUNS if run.published])
+def test_the_published_recipe_loads_as_params(name):
+    """What a user writes in params.yaml for the published run — its shape, sequence, vocabulary and the recipe
+    (tp/pp/dp, ZeRO, micro-batch, accumulation, recomputation, sequence parallel) — passes the spec as given."""
+    run = next(r for r in RUNS if r.name == name)
+    pub = run.published_row()
+    shape = run.model.model_dump(exclude_unset=True, exclude={"init"})
+    overrides = [f"model.{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in shape.items()]
+    overrides += [f"mix.seq_len={run.seq_len}", f"mix.tokenizer.vocab_size={run.vocab_size}"]
+    params = load_params(REPO / "params.yaml", overrides + set_line(pub).split()[1:])
+    p, t = params.parallel, params.pretrain
+    assert (p.dp, p.tp, p.pp, p.zero_stage, p.sequence_parallel) == (pub.dp, pub.tp, pub.pp, pub.zero_stage,
+                                                                     pub.sequence_parallel)
+    assert t.micro_batch_size * t.grad_accum * p.dp == run.global_batch
+    assert params.model.resolved()["n_layers"] == run.model.n_layers and params.mix.seq_len == run.seq_len
+    for axis in ("dp", "tp", "pp"):                     # the keys the source states are the ones kept
+        assert getattr(p, axis) == run.published.get(axis, getattr(p, axis))
 
 
 def test_exact_where_the_published_recipe_is_the_clear_optimum():
