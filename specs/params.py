@@ -80,6 +80,13 @@ class Params(StrictModel):
             if unknown:
                 raise ValueError(f"{where}: names unknown source(s) {unknown} (ingest declares {sorted(names)})")
         problems = layout_problems(self.model, self.parallel)
+        p = self.parallel
+        if p.sequence_parallel and p.tp > 1 and self.mix.seq_len % p.tp:
+            # pretrain's sequence parallelism splits every packed row's seq_len tokens over the tensor ranks
+            # (parallelize refuses it at launch): say so here, where `check` and the planner's paste land
+            problems.append(f"parallel.sequence_parallel: mix.seq_len {self.mix.seq_len} does not split over "
+                            f"parallel.tp {p.tp}: set mix.seq_len to a multiple of {p.tp}, or sequence_parallel: "
+                            "false")
         problems += compare_problems(self.benchmark, self.model.init)
         # specs/init.py's rule: beside a checkpoint, mix uses its tokenizer; a tokenizer key set here cannot apply.
         problems += checkpoint_conflicts("mix.tokenizer", self.mix.tokenizer, TokenizerSpec.model_fields,

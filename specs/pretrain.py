@@ -165,8 +165,13 @@ def shape_problems(n_heads: int, n_kv_heads: int, ffn_hidden: int, n_layers: int
     """Why `parallel` cannot split a model of this shape (empty when it can), each naming the params key."""
     p, problems = parallel, []
     if n_heads % p.tp or n_kv_heads % p.tp:
+        # Each tensor rank owns whole query heads and whole kv heads: a kv head is split, never replicated (as
+        # Megatron does for tp > query groups), so GQA with fewer kv heads than tp cannot run; name the tp that can.
+        fits = [t for t in range(1, n_kv_heads + 1) if n_heads % t == 0 and n_kv_heads % t == 0]
+        why = (f": kv heads are split over the tensor ranks, not replicated, so at most {n_kv_heads}"
+               if p.tp > n_kv_heads else "")
         problems.append(f"parallel.tp: must divide model n_heads ({n_heads}) and n_kv_heads ({n_kv_heads}), "
-                        f"got {p.tp}")
+                        f"got {p.tp}{why} (tp that fits: {', '.join(map(str, fits))})")
     if ffn_hidden % p.tp:
         problems.append(f"parallel.tp: must divide the SwiGLU width {ffn_hidden} (from {ffn_from}), got {p.tp}")
     if p.pp > n_layers:  # stages need not hold equal counts (DeepSpeed balances them), but one block at least

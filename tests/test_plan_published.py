@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specs import load_params
+from specs import ParamsError, load_params
 from tasks.train.planning.plan_render import set_line
 from tasks.train.planning.planner import GIB, MEMORY_SAFETY, TIE_TOLERANCE, plan, search
 from tests.published_layouts import RUNS, table
@@ -144,3 +144,25 @@ def test_readme_table_renders_every_run():
     text = table()
     assert text.count("\n") == len(RUNS) + 1
     assert "| GPT-NeoX-20B (EleutherAI) |" in text and "does not fit" not in text
+
+
+def test_published_shapes_refuse_impossible_layouts_naming_the_fix():
+    """TinyLlama's 4 kv heads cannot take tp 8 (our TP splits kv heads, Megatron would replicate them): the spec
+    says why and which tp fits, and the planner on its 8-GPU nodes never offers tp 8. Sequence
+    parallelism needs a seq_len tp divides: one it does not was accepted by `check` and refused only at launch
+    (parallelize); the spec now names mix.seq_len and the switch."""
+    tiny = next(r for r in RUNS if r.name.startswith("TinyLlama"))
+    shape = [f"model.{k}={str(v).lower() if isinstance(v, bool) else v}"
+             for k, v in tiny.model.model_dump(exclude_unset=True, exclude={"init"}).items()]
+    with pytest.raises(ParamsError) as exc:
+        load_params(REPO / "params.yaml", shape + ["parallel.tp=8", "parallel.dp=2"])
+    assert ("n_kv_heads (4), got 8: kv heads are split over the tensor ranks, not replicated, so at most 4 "
+            "(tp that fits: 1, 2, 4)") in str(exc.value)
+    _, p = planned("TinyLlama")
+    assert all(not r.fits for r in p.rows if r.tp == 8) and p.chosen.tp <= 4
+    sp = shape + ["parallel.tp=4", "parallel.sequence_parallel=true"]
+    with pytest.raises(ParamsError) as exc:
+        load_params(REPO / "params.yaml", sp + ["mix.seq_len=2046"])
+    assert ("parallel.sequence_parallel: mix.seq_len 2046 does not split over parallel.tp 4: set mix.seq_len to "
+            "a multiple of 4, or sequence_parallel: false") in str(exc.value)
+    assert load_params(REPO / "params.yaml", sp + ["mix.seq_len=2048"]).parallel.sequence_parallel

@@ -115,7 +115,8 @@ def test_check_command_exit_codes(tmp_path):
 def test_parallel_layout_must_fit_the_model(tmp_path):
     p = write(tmp_path, base())
     assert problems_of(p, ["parallel.tp=3", "parallel.pp=5"]) == [
-        "parallel.tp: must divide model n_heads (4) and n_kv_heads (2), got 3",
+        "parallel.tp: must divide model n_heads (4) and n_kv_heads (2), got 3: kv heads are split over the "
+        "tensor ranks, not replicated, so at most 2 (tp that fits: 1, 2)",
         "parallel.pp: at most model n_layers (4) stages, got 5"]
     assert load_params(p, ["parallel.pp=3"]).parallel.pp == 3  # uneven stages (2, 1, 1 blocks) are fine
     (line,) = problems_of(p, ["parallel.pp=2", "parallel.zero_stage=2"])
