@@ -148,6 +148,18 @@ RUNS = [
                  256000, 4096, 2304, ClusterSpec(nodes=768, **H100_IB),
                  layout(96, 8, 8, 1, micro_batch=1, checkpointing="off", sequence_parallel=True),
                  "tp 8, pp 8 (virtual 12), dp 96, SP, distributed optimizer, mb 1"),
+    # tiiuae/falcon-180B model card (read): 80 layers, d_model 14848, head_dim 64 (→ 232 heads), "multigroup"
+    # attention with "independent key and values per tensor parallel degree" (→ 8 kv heads at tp 8), vocabulary
+    # 65024, seq 2048, batch 2048 (after a 100B-token ramp, not modelled), bf16, "up to 4,096 A100 40GB GPUs,
+    # using a 3D parallelism strategy (TP=8, PP=8, DP=64) combined with ZeRO" on AWS P4d. Not stated in the card:
+    # the ZeRO stage, micro-batch and recomputation (searched; the Falcon paper, Almazrouei et al. 2023, not
+    # re-read), embedding tying (ModelSpec's default, tied), the interconnect (P4d's EFA, 400 Gb/s per node,
+    # modelled as InfiniBand: the model is optimistic about cross-node traffic). GELU 4h MLP with a parallel
+    # block: SwiGLU 39592 wide (8h/3 = 39594⅔; 39592 divides by 8).
+    PublishedRun("Falcon-180B (TII)", "tiiuae/falcon-180B model card",
+                 ModelSpec(flavor="1b", n_layers=80, d_model=14848, n_heads=232, n_kv_heads=8, ffn_hidden=39592),
+                 65024, 2048, 2048, ClusterSpec(nodes=512, **{**A100_IB, "memory_gb": 40}),
+                 {"dp": 64, "tp": 8, "pp": 8}, "tp 8, pp 8, dp 64, ZeRO"),
     # jzhang38/TinyLlama README "Training Details" (read via its Hugging Face copy): 22 layers, 32 heads, 4 query
     # groups, embedding 2048, SwiGLU 5632, seq 2048, batch 2M tokens (2048 × 1024), Llama 2's tokenizer (32000),
     # "16 A100-40G GPUs". pretrain/tinyllama.py (read): num_of_devices 8 per node (2 nodes), global_batch_size
@@ -159,6 +171,19 @@ RUNS = [
                            tie_embeddings=False),
                  32000, 2048, 1024, ClusterSpec(nodes=2, **{**A100_IB, "memory_gb": 40}),
                  layout(16, 1, 1, 3, micro_batch=8, checkpointing="off"), "FSDP full_shard dp 16, mb 8"),
+    # EleutherAI/pythia models/12B/pythia-12b.yml (read; "batch size (trained on 256 gpus)"): 36 layers, hidden
+    # 5120, 40 heads, seq 2048, untied, model-parallel-size 4, pipe-parallel-size 1, ZeRO stage 1,
+    # train_micro_batch_size_per_gpu 8, gradient_accumulation_steps 2 (→ dp 64, 1024 sequences),
+    # checkpoint-activations, fp16, flash attention. The A100 SXM4 40 GB is Epoch AI's record of the Pythia paper
+    # (aiportalx.com, read; the paper not re-read); the interconnect is not stated: modelled as InfiniBand.
+    # Vocabulary: the 50277-token 20B tokenizer padded by GPT-NeoX to a multiple of 128 × tp 4 = 50688 (the
+    # rule, not a number read). GELU 4h MLP with a parallel (GPT-J) residual: SwiGLU 13652 wide (8h/3 =
+    # 13653⅓; 13652 divides by 4).
+    PublishedRun("Pythia 12B (GPT-NeoX)", "EleutherAI/pythia models/12B/pythia-12b.yml",
+                 ModelSpec(flavor="1b", n_layers=36, d_model=5120, n_heads=40, n_kv_heads=40, ffn_hidden=13652,
+                           tie_embeddings=False),
+                 50688, 2048, 1024, ClusterSpec(nodes=32, **{**A100_IB, "memory_gb": 40}),
+                 layout(64, 4, 1, 1, micro_batch=8, checkpointing="full"), "tp 4, dp 64, ZeRO-1, mb 8, ckpt"),
     # Constructed, not published (issues #13, #32): a Llama-2-70B shape on 8 nodes × 8 H100 at Llama 2's 4M-token
     # batch (1024 × 4096), once on InfiniBand NDR and once on one 100 GbE NIC per node; a 1B model on 8 single-L4
     # cloud nodes over 100 GbE.

@@ -89,6 +89,10 @@ def test_exact_where_the_published_recipe_is_the_clear_optimum():
     c, pub = p.chosen, run.published_row()
     assert (c.tp, c.sequence_parallel, c.checkpointing, c.zero_stage) == (4, True, "off", 1) and c.pp > 1
     assert pub.cost.s_per_token <= c.cost.s_per_token * 1.03
+    # Pythia 12B: GPT-NeoX's tp 4 × dp 64 with ZeRO-1 and no pipeline, at a smaller micro-batch without recompute.
+    _, p = planned("Pythia 12B")
+    c = p.chosen
+    assert (c.dp, c.tp, c.pp, c.zero_stage, c.checkpointing) == (64, 4, 1, 1, "off")
 
 
 def test_recomputation_only_where_nothing_else_fits():
@@ -133,7 +137,7 @@ def test_ethernet_and_infiniband_give_different_answers_for_70b_on_64_gpus():
         assert priced and priced[0].cost.s_per_token > other.chosen.cost.s_per_token
 
 
-@pytest.mark.parametrize("name", ["1B, 8 × 1 L4, 100 GbE", "LLaMA 7B, one node"])
+@pytest.mark.parametrize("name", ["1B, 8 × 1 L4, 100 GbE", "LLaMA 7B, one node", "TinyLlama 1.1B"])
 def test_a_model_that_fits_data_parallel_gets_no_model_parallelism(name):
     _, p = planned(name)
     assert (p.chosen.tp, p.chosen.pp, p.chosen.checkpointing) == (1, 1, "off")
