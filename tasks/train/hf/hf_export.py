@@ -37,7 +37,7 @@ import torch
 
 from tasks.core.files import TEMP_MARK, atomic_path, sha256_file, write_json_atomic, write_text_atomic
 from specs.architecture import ModelConfig, param_count
-from tasks.train.hf.hf_generation import EndIds, chat_templates, check_end_ids, end_ids, generation_config
+from tasks.train.hf.hf_generation import EndIds, chat_templates, check_end_ids, end_ids, generation_config, stated_ids
 from tasks.train.modeling.model import Transformer, head_index
 
 DEFAULT_TOL = 1e-4
@@ -141,11 +141,12 @@ def family(cfg: ModelConfig) -> str:
 
 
 def hf_config(cfg: ModelConfig, *, bos_token_id: int | None = None, eos_token_id: EndIds = None,
-              pad_token_id: int | None = None) -> dict[str, Any]:
+              pad_token_id: int | None = None, stated: dict[str, Any] | None = None) -> dict[str, Any]:
     """`config.json` for the model's HF family (`family`). Token ids are written even when None (Llama's defaults
     1, 2 would silently apply); eos may be a checkpoint's list (`hf_generation`). RoPE goes in as transformers 5's
     `rope_parameters` and as the legacy `rope_theta` that 4.x, vLLM and llama.cpp converters read. Each family's
-    own fields (Mistral's window, Qwen's sliding-window switches) are written explicitly."""
+    own fields are written explicitly, a windowless Qwen's inert window keys as its checkpoint states them
+    (`stated`); scaled RoPE also as the legacy `rope_scaling`, the only key 4.x reads (else: no llama3 scaling)."""
     kind = family(cfg)
     rope: dict[str, Any] = {"rope_type": "default", "rope_theta": cfg.rope_theta}
     if cfg.rope_type != "default":
@@ -166,6 +167,8 @@ def hf_config(cfg: ModelConfig, *, bos_token_id: int | None = None, eos_token_id
         "attention_dropout": 0.0, "initializer_range": cfg.init_std, "use_cache": True, "torch_dtype": "float32",
         "bos_token_id": bos_token_id, "eos_token_id": eos_token_id, "pad_token_id": pad_token_id,
     }
+    if cfg.rope_type != "default":
+        conf["rope_scaling"] = {k: v for k, v in rope.items() if k != "rope_theta"}
     if kind == "llama":
         conf.update(attention_bias=False, mlp_bias=False, pretraining_tp=1)
     elif kind == "mistral":
@@ -175,6 +178,8 @@ def hf_config(cfg: ModelConfig, *, bos_token_id: int | None = None, eos_token_id
         conf.update(use_sliding_window=sliding, sliding_window=cfg.sliding_window,
                     max_window_layers=0 if sliding else cfg.n_layers,
                     layer_types=["sliding_attention" if sliding else "full_attention"] * cfg.n_layers)
+        if not sliding:  # inert without use_sliding_window: the checkpoint's own values, not forgeline's
+            conf.update({k: v for k, v in (stated or {}).items() if k in ("sliding_window", "max_window_layers")})
         if kind == "qwen3":
             conf.update(attention_bias=False)
     return conf
@@ -209,12 +214,13 @@ def resolve_special_tokens(tokenizer_json: Path, special_tokens: dict[str, str |
             "additional": [text for _, text in specials if text not in named]}
 
 
-def tokenizer_config(specials: dict[str, Any], model_max_length: int, chat_template: Any) -> dict[str, Any]:
+def tokenizer_config(specials: dict[str, Any], model_max_length: int, chat_template: Any,
+                     stated: dict[str, Any] | None = None) -> dict[str, Any]:
     """`tokenizer_config.json`: a plain fast tokenizer over tokenizer.json (class name understood by 4.x and 5.x;
     else AutoTokenizer picks LlamaTokenizer from config.json and rebuilds another), `chat_template` a string or a
-    list of named templates."""
+    list of named templates; a checkpoint's own behaviour keys as stated (`stated`: hf_generation.TOKENIZER_KEYS)."""
     conf: dict[str, Any] = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": model_max_length,
-                            "clean_up_tokenization_spaces": False, **specials["tokens"]}
+                            "clean_up_tokenization_spaces": False, **(stated or {}), **specials["tokens"]}
     if specials["additional"]:
         conf["additional_special_tokens"] = specials["additional"]
     if chat_template is not None:
@@ -325,11 +331,12 @@ def export_hf(state: dict[str, torch.Tensor], cfg: ModelConfig, tokenizer_json: 
     n_params = sum(t.numel() for t in hf_state.values())
     if n_params != param_count(cfg):  # both count a tied head once; a gap means a mapping bug
         raise AssertionError(f"exported {n_params} parameters, the config implies {param_count(cfg)}")
-    ids = specials["ids"]
-    eos = end_ids((stated or {}).get("eos_token_id"), ids.get("eos_token_id"))
+    ids, own = stated_ids(stated, specials["ids"]), stated or {}
+    eos = end_ids(own.get("eos_token_id"), ids.get("eos_token_id"))
     config = hf_config(cfg, bos_token_id=ids.get("bos_token_id"), eos_token_id=eos,
-                       pad_token_id=ids.get("pad_token_id"))
+                       pad_token_id=ids.get("pad_token_id"), stated=own.get("config"))
     generation, templates = generation_config(stated, ids, cfg.seq_len), chat_templates(chat_template, stated)
+    tok_config = tokenizer_config(specials, cfg.seq_len, templates, own.get("tokenizer"))
     check_end_ids({"config.json": eos, "generation_config.json": generation["eos_token_id"]},
                   specials["vocab_size"])
 
@@ -343,7 +350,7 @@ def export_hf(state: dict[str, torch.Tensor], cfg: ModelConfig, tokenizer_json: 
             save_file(hf_state, str(p), metadata={"format": "pt"})
         with atomic_path(tmp / "tokenizer.json") as p:
             p.write_bytes(tokenizer_json.read_bytes())
-        write_json_atomic(tmp / "tokenizer_config.json", tokenizer_config(specials, cfg.seq_len, templates))
+        write_json_atomic(tmp / "tokenizer_config.json", tok_config)
         smap = dict(specials["tokens"])
         if specials["additional"]:
             smap["additional_special_tokens"] = specials["additional"]

@@ -12,9 +12,14 @@ a default never overrides what a user's checkpoint states, so:
   SFT trained replies to end with appended when the checkpoint did not list it (`end_ids`: the one thing training
   changed), and generation_config.json as the checkpoint had it, with only that list changed (`generation_config`);
 - named chat templates beside the default one (`named_templates`: `tool_use`, `rag`) go back into the exported
-  tokenizer_config.json's list, the default being the template SFT trained with.
+  tokenizer_config.json's list, the default being the template SFT trained with;
+- config.json's `bos_token_id` / `pad_token_id` (Vicuna states `pad_token_id: 0`, its tokenizer names no pad)
+  and, of a Qwen model without a window, its inert `sliding_window` / `max_window_layers` go back as stated
+  (`config`, `stated_ids`); tokenizer_config.json's behaviour keys (`TOKENIZER_KEYS`: model_max_length,
+  padding_side, add_bos_token, clean_up_tokenization_spaces, ...) go back as stated (`tokenizer`).
 
-Without a statement (a model pretrained here) both files are what they always were: one eos id.
+Without a statement (a model pretrained here) the files are what they always were: one eos id, the named tokens'
+ids, forgeline's tokenizer settings.
 """
 
 from __future__ import annotations
@@ -28,12 +33,22 @@ from tasks.train.hf.hf_families import HFImportError
 STATED = "hf_stated.json"
 GENERATION = "generation_config.json"
 EndIds = int | list[int] | None
+# config.json keys export writes as the checkpoint states them: training changes none of them. The window keys
+# are inert on a Qwen model without a window (use_sliding_window false); export writes them back only then.
+CONFIG_KEYS = ("bos_token_id", "pad_token_id", "sliding_window", "max_window_layers")
+# tokenizer_config.json keys that state how the tokenizer behaves; export writes forgeline's own (model_max_length
+# the context, no clean-up of spaces) only where the checkpoint stated none. tokenizer_class is not among them:
+# export writes a plain fast tokenizer over the verbatim tokenizer.json (hf_export.tokenizer_config).
+TOKENIZER_KEYS = ("add_bos_token", "add_eos_token", "add_prefix_space", "clean_up_tokenization_spaces", "legacy",
+                  "model_max_length", "padding_side", "spaces_between_special_tokens", "split_special_tokens",
+                  "truncation_side")
 
 
 def stated_generation(folder: Path) -> dict[str, Any]:
     """The checkpoint's `eos_token_id` (config.json's: an id, a list of ids, or None), its generation_config.json
     as written (None when it has none; transformers then derives one from config.json) and its named chat
-    templates other than the default (`named_templates`; the key only when there are some)."""
+    templates other than the default (`named_templates`; the key only when there are some); `config`: its
+    config.json's `CONFIG_KEYS` it has, `tokenizer`: its tokenizer_config.json's `TOKENIZER_KEYS` it has."""
     folder = Path(folder)
     config_file = folder / "config.json"  # absent: pretrain refuses the folder, naming it (hf_import)
     config = json.loads(config_file.read_text(encoding="utf-8")) if config_file.is_file() else {}
@@ -45,12 +60,18 @@ def stated_generation(folder: Path) -> dict[str, Any]:
             raise HFImportError(f"{folder / GENERATION}: not JSON ({exc})") from None
         if not isinstance(generation, dict):
             raise HFImportError(f"{folder / GENERATION}: not a JSON object")
-    for where, value in ((folder / "config.json", config.get("eos_token_id")),
-                         (folder / GENERATION, (generation or {}).get("eos_token_id"))):
-        ids = value if isinstance(value, list) else [value]
+    for where, key, value in ((folder / "config.json", "eos_token_id", config.get("eos_token_id")),
+                              (folder / GENERATION, "eos_token_id", (generation or {}).get("eos_token_id")),
+                              *((config_file, k, config.get(k)) for k in ("bos_token_id", "pad_token_id"))):
+        ids = value if isinstance(value, list) and key == "eos_token_id" else [value]
         if not all(i is None or (isinstance(i, int) and not isinstance(i, bool) and i >= 0) for i in ids):
-            raise HFImportError(f"{where}: eos_token_id {value!r} is not a token id or a list of them")
+            raise HFImportError(f"{where}: {key} {value!r} is not a token id" + " or a list of them" * (
+                key == "eos_token_id"))
+    tok_file = folder / "tokenizer_config.json"
+    tok_cfg = json.loads(tok_file.read_text(encoding="utf-8")) if tok_file.is_file() else {}
     return {"eos_token_id": config.get("eos_token_id"), "generation_config": generation,
+            "config": {k: config[k] for k in CONFIG_KEYS if k in config},
+            "tokenizer": {k: tok_cfg[k] for k in TOKENIZER_KEYS if k in tok_cfg},
             **({"chat_templates": named} if (named := named_templates(folder)) else {})}
 
 
@@ -72,6 +93,14 @@ def read_stated(folder: Path) -> dict[str, Any] | None:
     """The `hf_stated.json` of a stage folder (None: the model was not imported from a checkpoint)."""
     path = Path(folder) / STATED
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def stated_ids(stated: dict[str, Any] | None, named: dict[str, int | None]) -> dict[str, int | None]:
+    """The special-token ids config.json and a derived generation_config.json state: the named tokens' ids
+    (`named`), with the checkpoint's own `bos_token_id` / `pad_token_id` wherever its config.json has the key (a
+    null included: transformers reads the file's value, not the tokenizer's)."""
+    own = (stated or {}).get("config") or {}
+    return {**named, **{k: own[k] for k in ("bos_token_id", "pad_token_id") if k in own}}
 
 
 def end_ids(stated: EndIds, turn_end: int | None) -> EndIds:
