@@ -36,6 +36,7 @@ from specs.results import StageResult
 from tasks.core.files import write_json_atomic
 from tasks.core.graph import stage as stage_def
 from tasks.core.runner import StagePaths
+from tasks.data.shard_rows import select_rows
 from tasks.eval import lm_eval_tasks as shipped
 from tasks.eval.finished import finished_model
 from tasks.eval.generate import torch_threads
@@ -183,10 +184,9 @@ def heldout_texts(mix: Path, clean: Path, sources: list[str] | None) -> tuple[li
     for shard in sorted((clean / "shards").glob("*.parquet")):
         rows = pq.read_table(shard, columns=["id", "source", "lang", "origin"]).to_pylist()
         trained.update(r["origin"] for r in rows if r["id"] in train)
-        wanted = [n for n, r in enumerate(rows) if r["id"] in val and prose(r["source"], r["lang"])]
-        if wanted:  # the text column of the few held-out rows only
-            picked = pq.read_table(shard, columns=["id", "text"]).take(wanted).to_pylist()
-            texts.update((r["id"], r["text"]) for r in picked)
+        wanted = {r["id"] for r in rows if r["id"] in val and prose(r["source"], r["lang"])}
+        if wanted:  # the text of the few held-out rows only, a batch at a time (not the shard's whole text column)
+            texts.update((r["id"], r["text"]) for r in select_rows([shard], ["id", "text"], wanted))
     return [texts[k] for k in sorted(texts)], trained
 
 

@@ -272,3 +272,23 @@ def test_draw_is_stable_when_documents_are_added():
     assert set(kept_old) <= set(before) and len(before) == len(after) == 5
     # the newcomers only displace, in rank order, what they outrank
     assert set(before) - set(kept_old) == set(sorted(before, key=lambda i: spotcheck.rank(3, i))[len(kept_old):])
+
+
+def test_dropped_sample_reads_only_the_drawn_texts_of_the_ledger(tmp_path):
+    """A drop ledger of large documents: the spot-check holds the drawn documents' texts, not the ledger's (the
+    old reader turned every dropped text into Python strings: its peak was the ledger's whole text, 24 MB here)."""
+    import tracemalloc
+
+    import pyarrow as pa
+
+    n, size = 96, 256 << 10
+    rows = [{"id": f"d{i:03d}", "source": f"s{i % 2}", "reason": "too_long", "detail": "x",
+             "text": chr(97 + i % 26) * size} for i in range(n)]
+    write_table(rows, pa.schema([LEDGER_SCHEMA.field(c) for c in rows[0]]), tmp_path / "dropped.parquet")
+    spec = SpotcheckSpec(per_stratum=1, dropped_strata="source")
+    tracemalloc.start()
+    items = spotcheck.dropped_items(tmp_path, spec, 0, lambda text, source, kept=False: ([], ""))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert sorted(i.source for i in items) == ["s0", "s1"] and all(i.chars == size for i in items)
+    assert peak < n * size / 8, f"{peak:,} bytes traced for a {n * size:,}-byte ledger"

@@ -18,16 +18,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
 from specs.evaluate import FLAGS, FlagSpec, SpotcheckSpec, SpotItem
 from tasks.data.privacy.pii import scrub_pii
+from tasks.data.shard_rows import select_rows
 from tasks.data.filtering.quality import quality_score
 from tasks.data.filtering.toxicity import load_lexicon, toxicity
 
@@ -100,21 +96,6 @@ def generation_items(gens: list[dict[str, Any]], spec: SpotcheckSpec, seed: int)
     return items
 
 
-def _rows(files: list[Path], columns: list[str], ids: set[str] | None = None) -> list[dict[str, Any]]:
-    """Rows of parquet `files` (only `columns`; only ids in `ids` when given), reading one file at a time."""
-    rows: list[dict[str, Any]] = []
-    for f in files:
-        table = pq.read_table(f, columns=columns)
-        if ids is not None:
-            table = table.filter(pc.is_in(table.column("id"), value_set=_string_array(ids)))
-        rows += table.to_pylist()
-    return rows
-
-
-def _string_array(values: Iterable[str]) -> pa.Array:
-    return pa.array(sorted(values), pa.string())
-
-
 def pii_scrubbed(meta: str | None) -> str:
     """`pii_scrubbed: email 2, phone 1` from a kept record's meta (clean's counts of what it replaced), or "".
     Not a flag: scrubbed PII is gone from the text; the note tells the reviewer that scrubbing happened."""
@@ -126,11 +107,11 @@ def kept_items(clean_dir: Path, spec: SpotcheckSpec, seed: int, flagger: Flagger
     """Documents clean kept, drawn per source. Only the chosen documents' texts are read."""
     files = sorted((clean_dir / "shards").glob("*.parquet"))
     strata: dict[str, list[str]] = defaultdict(list)
-    for r in _rows(files, ["id", "source"]):
+    for r in select_rows(files, ["id", "source"]):
         strata[f"kept_doc:{r['source']}"].append(r["id"])
     chosen = draw(strata, spec.per_stratum, seed)
     wanted = {i for ids in chosen.values() for i in ids}
-    texts = {r["id"]: r for r in _rows(files, ["id", "source", "text", "meta"], wanted)} if wanted else {}
+    texts = {r["id"]: r for r in select_rows(files, ["id", "source", "text", "meta"], wanted)} if wanted else {}
     items = []
     for stratum, ids in chosen.items():
         for doc_id in ids:
@@ -149,18 +130,23 @@ def dropped_items(clean_dir: Path, spec: SpotcheckSpec, seed: int, flagger: Flag
     ledger = clean_dir / "dropped.parquet"
     if not ledger.exists():
         raise FileNotFoundError(f"evaluate: {ledger} not found (clean writes its drop ledger there)")
-    rows = {}
-    for r in _rows([ledger], ["id", "source", "reason", "detail", "text"]):
+    rows: dict[str, dict[str, Any]] = {}
+    for r in select_rows([ledger], ["id", "source", "reason"]):   # the ledger's texts are read for the drawn only
         rows.setdefault(r["id"], r)  # ids are unique in clean's output; keep the first should that ever break
     strata: dict[str, list[str]] = defaultdict(list)
     for doc_id, r in rows.items():
         key = {"source": r["source"], "reason": r["reason"],
                "source_reason": f"{r['source']}/{r['reason']}"}[spec.dropped_strata]
         strata[f"dropped_doc:{key}"].append(doc_id)
+    chosen = draw(strata, spec.per_stratum, seed)
+    wanted = {i for ids in chosen.values() for i in ids}
+    full: dict[str, dict[str, Any]] = {}
+    for r in select_rows([ledger], ["id", "source", "reason", "detail", "text"], wanted) if wanted else ():
+        full.setdefault(r["id"], r)
     items = []
-    for stratum, ids in draw(strata, spec.per_stratum, seed).items():
+    for stratum, ids in chosen.items():
         for doc_id in ids:
-            r = rows[doc_id]
+            r = full[doc_id]
             text = r["text"] or ""
             flags, why = flagger(text, r["source"])
             items.append(SpotItem(id=ID_PREFIX["dropped_doc"] + doc_id, kind="dropped_doc", stratum=stratum,
