@@ -119,3 +119,44 @@ def test_prefer_data_ledgers_the_long_line_and_keeps_the_rest(tmp_path):
     assert [(r["id"], r["filter"]) for r in dropped] == [("f/d/pairs.jsonl:2", "parse")]
     assert "record_too_large" in dropped[0]["reason"] and "4,096-byte cap" in dropped[0]["reason"]
     assert result.counts["train"] == 2
+
+
+def chat_pair(prompt: str, answer: str = "A kind answer here.") -> dict:
+    """A pair in TRL's conversational shape: Parquet stores its turns as lists of structs."""
+    return {"prompt": [{"role": "user", "content": prompt}], "chosen": [{"role": "assistant", "content": answer}],
+            "rejected": [{"role": "assistant", "content": "A rude one."}]}
+
+
+def read_parquet_pairs(root: Path, rows: list[dict], cap: int) -> tuple[list, int]:
+    import pyarrow as pa
+
+    (root / "d").mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), root / "d" / "pairs.parquet", compression="zstd")
+    tracemalloc.start()
+    try:
+        items = [(type(i).__name__, i.id, getattr(i, "reason", ""))   # each pair dropped at once, as streamed
+                 for i in preference.file_pairs(FilesPreferenceSource(name="s", paths=["d"], max_line_bytes=cap), root)]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return items, peak
+
+
+def test_prefer_data_streams_a_parquet_file_of_huge_pairs(tmp_path):
+    """24 pairs of 5 MiB in one Parquet file: prefer_data read it whole (`pq.read_table(...).to_pylist()`), a
+    traced peak over the file's 120 MiB of text; now it is read a batch (or a row) at a time."""
+    items, peak = read_parquet_pairs(tmp_path, [chat_pair(f"{i} " + "w" * DOC) for i in range(DOCS)], 64 << 20)
+    assert len(items) == DOCS and {kind for kind, _, _ in items} == {"Pair"}
+    assert peak < 8 * DOC, peak
+
+
+def test_prefer_data_parquet_row_over_the_cap_is_one_parse_row_never_held(tmp_path):
+    """One 16 MiB answer among 40 small pairs: measured by its own strings (nested in the chosen turns, not
+    averaged over the batch), it is one Unread `record_too_large`; the other pairs are read."""
+    rows = [chat_pair(f"Question number {i} about rivers?") for i in range(40)]
+    rows[7] = chat_pair("Question seven?", "x" * (16 << 20))
+    items, peak = read_parquet_pairs(tmp_path, rows, 1 << 20)
+    unread = [(key, reason) for kind, key, reason in items if kind == "Unread"]
+    assert len(items) == 40 and [key for key, _ in unread] == ["s/d/pairs.parquet:row8"]
+    assert "record_too_large" in unread[0][1] and "1,048,576-byte cap" in unread[0][1]
+    assert peak < 4 << 20, peak

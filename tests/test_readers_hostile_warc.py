@@ -131,7 +131,7 @@ def test_a_parquet_dictionary_bomb_is_measured_before_it_is_decoded(tmp_path, mo
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from tasks.data.formats import columnar
+    from tasks.data.formats import parquet_rows
 
     big = pa.DictionaryArray.from_arrays(pa.array([0] * 1000, pa.int32()), pa.array(["x" * (5 << 20)]))
     pq.write_table(pa.table({"id": [f"r{i}" for i in range(1000)], "text": big}), tmp_path / "bomb.parquet",
@@ -143,7 +143,7 @@ def test_a_parquet_dictionary_bomb_is_measured_before_it_is_decoded(tmp_path, mo
     pq.write_table(pa.table({"id": [f"s{i}" for i in range(40)], "text": texts, "n": list(range(40))}),
                    tmp_path / "rows.parquet")
     whole = read(tmp_path, ["rows.parquet"])
-    monkeypatch.setattr(columnar, "BATCH_BYTES", 100)  # every batch now goes row by row
+    monkeypatch.setattr(parquet_rows, "BATCH_BYTES", 100)  # every batch now goes row by row
     assert [(d.key, d.text, d.meta) for d in read(tmp_path, ["rows.parquet"])] == \
         [(d.key, d.text, d.meta) for d in whole] and [d.text for d in whole] == texts
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from specs.prefer import EmbeddedPreferenceSource, FilesPreferenceSource, PreferenceFieldMap
+from tasks.data.formats.parquet_rows import parquet_rows
 from tasks.data.formats.paths import expand_paths
 from tasks.data.formats.streams import file_lines
 from tasks.data.records import unicode_error
@@ -151,20 +152,24 @@ class ReadError(str):
 
 def _records(path: Path, shown: str, cap: int, knob: str) -> Iterator[tuple[str, Any, str]]:
     """(where, parsed object or a ReadError, raw excerpt) per jsonl line / parquet row; a file that cannot be
-    read or parsed (a Parquet file cut short has no footer, so none of its rows can be) is one ReadError. A jsonl
-    file is streamed (`file_lines`): a line over `cap` bytes is one ReadError, never held."""
+    opened (a Parquet file cut short has no footer, so none of its rows can be read) is one ReadError. Both are
+    streamed: a jsonl file a line at a time (`file_lines`), a Parquet file a batch at a time (`parquet_rows`: a
+    damaged row group is one ReadError); a line or row over `cap` bytes is one ReadError, never held."""
     if path.suffix != ".parquet":
         yield from _lines(path, shown, cap, knob)
         return
-    try:
-        import pyarrow.parquet as pq
-
-        rows = pq.read_table(path).to_pylist()
-    except (OSError, ValueError) as exc:   # pyarrow's ArrowInvalid is a ValueError
-        yield shown, _unreadable(exc, path, shown), ""
-        return
-    for i, row in enumerate(rows, start=1):
-        yield f"{shown}:row{i}", row, json.dumps(row, default=str)[:EXCERPT_CHARS]
+    for r in parquet_rows(path, cap):
+        where = f"{shown}:row{r.number}"
+        if r.issue == "unreadable_file" and r.number == 0:
+            yield shown, _unreadable(r.error, path, shown), ""
+        elif r.issue == "unreadable_file":
+            yield where, ReadError(f"rows {r.number}-{r.last} (row group {r.group}) could not be read "
+                                   f"({type(r.error).__name__})"), ""
+        elif r.issue == "record_too_large":
+            yield where, ReadError(f"record_too_large: row of {r.size:,} bytes > the {cap:,}-byte cap ({knob}); "
+                                   "skipped unread"), ""
+        else:
+            yield where, r.data, json.dumps(r.data, default=str)[:EXCERPT_CHARS]
 
 
 def _lines(path: Path, shown: str, cap: int, knob: str) -> Iterator[tuple[str, Any, str]]:
