@@ -52,7 +52,7 @@ def test_a_bad_utf16_unit_costs_its_line_and_says_so(tmp_path):
 
 def test_what_is_not_utf16_is_left_alone():
     """UTF-8 holds no NUL; binary bytes and NUL-padded numbers do not decode to plain text in either order."""
-    from tasks.data.formats.streams import sniff_encoding
+    from tasks.data.formats.encodings import sniff_encoding
 
     assert sniff_encoding(TEXT.encode() * 20) == (None, 0)
     assert sniff_encoding(bytes(range(256)) * 20) == (None, 0)

@@ -22,7 +22,8 @@ from typing import Iterator
 
 from specs.ingest import FilesSource
 from tasks.data.formats.objects import from_object
-from tasks.data.formats.streams import Line, Stream, iter_lines, open_stream, text_stream
+from tasks.data.formats.encodings import text_stream
+from tasks.data.formats.streams import Line, Stream, iter_lines, open_stream
 from tasks.data.records import Bad, Doc
 
 START, UNQUOTED, QUOTED, QUOTE_IN_QUOTED, NEWLINE = range(5)  # csv's own parser states (Modules/_csv.c)

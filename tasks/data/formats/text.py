@@ -13,7 +13,8 @@ from typing import Iterator
 
 from specs.ingest import FilesSource
 from tasks.data.formats.objects import from_object
-from tasks.data.formats.streams import Stream, iter_lines, read_capped, text_stream
+from tasks.data.formats.encodings import text_stream
+from tasks.data.formats.streams import Stream, iter_lines, read_capped
 from tasks.data.records import Bad, Doc
 
 # json.loads(text, strict=False) builds this decoder for every line (a tenth of a small record's read time)
