@@ -138,9 +138,10 @@ def test_a_task_that_reaches_for_the_network_fails_the_stage_even_if_it_swallows
 
 def test_the_model_card_shows_before_and_after(staged):
     from specs.export import ExportSpec
-    from tasks.export import build_card
+    from tasks.eval.export_card import build_card
     from tasks.train.inputs.chat import jinja_template
-    from tasks.train.hf.hf_export import hf_config, render_card
+    from tasks.train.hf.hf_card import render_card
+    from tasks.train.hf.hf_export import hf_config
     from tests.helpers.benchmark import CFG
 
     root, _, scores = staged

@@ -21,7 +21,8 @@ from specs.params import apply_overrides, read_params_file, validate_params
 from specs.review import ReviewSpec
 from specs.sft import SFTSpec, resolved_dropout
 from tasks.data.mixing.tokenizer import fit_seq_len, save_tokenizer, train_tokenizer
-from tasks.export import base_model_note, card_description, context_of, export_specials, personal_data_note
+from tasks.eval.export_card import base_model_note, card_description, personal_data_note
+from tasks.export import context_of, export_specials
 from specs.architecture import ModelConfig
 from tasks.train.hf.tiny_checkpoint import SPECIALS
 from tests.conftest import REPO

@@ -31,7 +31,7 @@ checkpointing/   manager.py: CheckpointManager, the one object the loop talks to
 inputs/          data.py (BatchPlan / TrainData: which sequences each rank trains on per step, EvalData),
                  adaptive.py (the adaptive mixer), sft_data.py, pref_data.py, chat.py and chat_template.py,
                  synthetic.py (synthetic mixes for timing runs; the tests' helpers live in tests/helpers/train.py)
-hf/              hf_import.py, hf_export.py, peft_export.py, tiny_checkpoint.py
+hf/              hf_import.py, hf_export.py, hf_card.py, peft_export.py, tiny_checkpoint.py
 planning/        planner.py (the search), plan_result.py (its answer as data), plan_cost.py, plan_memory.py,
                  plan_render.py, plan_calibrate.py, measure.py, cluster.py
 launch.py        launch(job) -> TrainResult: in-process / spawn / deepspeed / torchrun; typed markers back
