@@ -6,7 +6,8 @@ de nacimiento`, `date de naissance`) in ISO, day/month/year, month/day/year, dot
 (English, and German, Spanish or French after their cue). `passport/cued`: a number as issued (US 9 digits or a
 letter and 8, UK 9 digits, Germany's `C` + 8, France's `12AB34567`) after each passport cue, and a passport's
 two machine-readable-zone lines (ICAO 9303, with right check digits). `PERSONAL_LOOK_ALIKES` are lines of the
-same words that hold none: dates without a cue, a year after `born`, `passport photo`, versions, order numbers.
+same words that hold none: dates without a cue, a year after `born`, an encyclopedia's `(born April 29, 1970)` and
+dates before 1900, `passport photo`, versions, order numbers.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ MONTHS = ["January", "February", "March", "April", "May", "June", "July", "Augus
 LOCAL_MONTHS = {"de": "Januar Februar März April Mai Juni Juli August September Oktober November Dezember".split(),
                 "es": "enero febrero marzo abril mayo junio julio agosto septiembre octubre noviembre diciembre".split(),
                 "fr": "janvier février mars avril mai juin juillet août septembre octobre novembre décembre".split()}
-DOB_CUES = {"en": ["DOB: {}", "Date of birth: {}", '"dob": "{}"', "born on {}", "She was born {} in Leeds.",
+DOB_CUES = {"en": ["DOB: {}", "Date of birth: {}", '"dob": "{}"', "born on {}", "She was born on {} in Leeds.",
                    "birthdate={}", "| Ann Lee | D.O.B. {} |", "Her date of birth is {}.", "<dob>{}</dob>",
-                   "Birth date: {}"],
+                   "Birth date: {}", "Born: {}"],
             "de": ["Geburtsdatum: {}"], "es": ["Fecha de nacimiento: {}"], "fr": ["Date de naissance : {}"]}
 
 
@@ -102,6 +103,7 @@ def passports(rng: random.Random, n: int) -> list[tuple[str, tuple[str, ...]]]:
 PERSONAL_LOOK_ALIKES = [
     "Deployed 2024-01-15 10:30:45; invoice dated 12/03/1987; March 12, 1987 was a Thursday; 12 March 1987 too.",
     "She was born in 1987 and born in March 1987 in Leeds; firstborn 2019; reborn 2019-05-02; Unicorn 2.0.",
+    "Andre Kirk Agassi (born April 29, 1970) is; Schopenhauer was born on 22 February 1788; DOB: 1899-12-31.",
     "The DOB column is YYYY-MM-DD; dob = parse(row['dob']); date of birth: unknown; DOB 1987 (year only).",
     "Bring a passport photo; passport office hours 9-17; passport renewal takes 10 weeks; PASSPORT OFFICE 2.",
     "npm install passport@0.6.0 passport-local; passport.use(strategy); Passport 2.0 released; passport v0.7.0.",

@@ -4,12 +4,14 @@
 test that the pass can match)`. Both kinds are taken only right after their cue: a bare date or a bare 9-digit
 number is anybody's (a log's timestamp, an order, a count).
 
-- `dob`: a date right after `DOB`, `D.O.B.`, `date of birth`, `birth date`/`birthdate`, `born` (`born on`),
+- `dob`: a date from 1900 on right after `DOB`, `D.O.B.`, `date of birth`, `birth date`/`birthdate`, `born on`, `Born:`,
   `Geburtsdatum`, `fecha de nacimiento`, `date de naissance` (a `:`, `=`, quotes, `is`/`was` between), written
   ISO (`1987-03-12`, `1987/03/12`), day/month/year or month/day/year (`12/03/1987`, `03.12.87`), or with the
   month's name (`12 March 1987`, `12th of March, 1987`, `March 12, 1987`, `12 de marzo de 1987`, `12. März
   1987`, `12 mars 1987`). Only the date is replaced (`DOB: <DOB>`). A year alone (`born in 1987`) is no date of
-  birth: it names a cohort, not a person, and a year after `born` is too common in biographies to take.
+  birth: it names a cohort, not a person. `born` alone is no cue: it opens an encyclopedia's public figure
+  (`Andre Agassi (born April 29, 1970)`, five of the default run's embedded articles), and a date before 1900 is
+  history (`Schopenhauer was born on 22 February 1788`).
 - `passport`: 6-9 capitals and digits, at least one a digit, as issued (US 9 digits or a letter and 8, UK 9
   digits, Germany's `C01X00T47`, France's `12AB34567`), right after `passport` (`passport no./number/#`),
   `Reisepass(nummer)`, `pasaporte`, `passeport`; and the two lines of a passport's machine-readable zone (ICAO
@@ -32,7 +34,7 @@ _MONTHS = {name: i + 1 for names in (
     for i, name in enumerate(names.split())} | {"sept": 9, "setiembre": 9, "maerz": 3, "fevrier": 2, "aout": 8}
 
 # The cue, then what may stand between it and the date (`DOB: `, `"dob": "`, `date of birth is `, `born on `).
-_DOB_CUE = (r"(?i:\b(?:d\.?o\.?b\.?|date[ _-]of[ _-]birth|birth[ _-]?date|born(?:[ ]on)?|geburtsdatum|geb\."
+_DOB_CUE = (r"(?i:\b(?:d\.?o\.?b\.?|date[ _-]of[ _-]birth|birth[ _-]?date|born(?:[ ]on\b|(?=[ \t]*[:=]))|geburtsdatum|geb\."
             r"|fecha[ _]de[ _]nacimiento|date[ _]de[ _]naissance))"
             r"[\"']?[ \t]*(?:[:=#>]|is|was|\(|-)?[ \t]*[\"']?")
 _MONTH_WORD = r"[^\W\d_]{3,10}\.?"
@@ -46,11 +48,13 @@ _DOB = re.compile(_DOB_CUE + r"(?P<date>"
 
 
 def _valid(year: int, month: int, day: int) -> bool:
+    """A calendar date of a year from 1900 on: whoever was born before is dead, and a date of birth in history (an
+    encyclopedia's `born on 22 February 1788`) is nobody's personal data."""
     try:
         date(year, month, day)
     except ValueError:
         return False
-    return True
+    return year >= 1900
 
 
 def _dob(m: re.Match[str]) -> bool:
