@@ -57,6 +57,7 @@ def test_dates_of_birth_after_a_cue(text: str, expected: str) -> None:
     ("passport number: A12345678", "passport number: <PASSPORT>"),       # US: a letter and 8
     ("Reisepass: C01X00T47", "Reisepass: <PASSPORT>"),                   # Germany
     ("Reisepassnummer C01X00T47", "Reisepassnummer <PASSPORT>"),
+    ("Reisepass: CTRRYWLKP", "Reisepass: <PASSPORT>"),                   # a German serial of letters only
     ("Passeport n° 12AB34567", "Passeport n° <PASSPORT>"),               # France
     ("Número de pasaporte: XDA123456", "Número de pasaporte: <PASSPORT>"),
     ('"passport_no": "123456789"', '"passport_no": "<PASSPORT>"'),
