@@ -11,7 +11,8 @@ numbers in every international prefix form after every phone cue: `tests.helpers
 `secret/config`, credentials in tool and config files: `tests.helpers.pii_planted_config`; `secret/shapes`,
 password hashes, `.pgpass` lines, bootstrap tokens, `user:password` logins and presigned URLs, `ssn/national`, UK
 NINOs, Canadian SINs and dotted SSNs, and `phone/national`, India's and China's mobile layouts:
-`tests.helpers.pii_planted_shapes`). The last groups come from sources this project did not write
+`tests.helpers.pii_planted_shapes`; `dob/cued` and `passport/cued`, dates of birth and passport numbers or MRZs
+after their cues: `tests.helpers.pii_planted_personal`). The last groups come from sources this project did not write
 (`tests.helpers.pii_planted_published`, needs the test extra): `phone/libphonenumber`, every region's example
 numbers in four formats; `credit_card/published`, processors' published test cards in every grouping;
 `iban/schwifty`, every country of schwifty's IBAN registry, compact, grouped and lower case;
@@ -99,7 +100,7 @@ def main() -> None:
     print(f"recall on {len(plants)} plants (seed {args.seed}); partial = cut: replaced in part, a 4-character "
           "run of the value left")
     print(f"{'kind':<22} {'found':>7} {'planted':>8} {'recall':>8} {'partial':>8}")
-    for kind in [*PII_KINDS, *sorted(set(total) - set(PII_KINDS))]:
+    for kind in [*(k for k in PII_KINDS if total[k]), *sorted(set(total) - set(PII_KINDS))]:   # dob: cued only
         print(f"{kind:<22} {found[kind]:>7} {total[kind]:>8} {found[kind] / total[kind]:>8.4f} {partial[kind]:>8}")
     all_found, all_total = sum(found.values()), sum(total.values())
     print(f"{'all':<22} {all_found:>7} {all_total:>8} {all_found / all_total:>8.4f} {sum(partial.values()):>8}")

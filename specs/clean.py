@@ -8,7 +8,7 @@ from pydantic import Field, model_validator
 
 from specs.base import StrictModel
 
-PIIKind = Literal["email", "phone", "ipv4", "ipv6", "credit_card", "iban", "ssn", "secret"]
+PIIKind = Literal["email", "phone", "ipv4", "ipv6", "credit_card", "iban", "ssn", "secret", "dob", "passport"]
 PII_KINDS: tuple[str, ...] = get_args(PIIKind)
 # Address classes that name no person (a machine's own, a LAN's, an example's or a group's address); see PIISpec.
 ADDRESS_CLASSES = ("loopback", "private", "link_local", "unspecified", "documentation", "multicast")

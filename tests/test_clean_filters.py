@@ -294,6 +294,11 @@ def planted(seed: int = 1234) -> list[tuple[str, str, str]]:
     for i in range(12):
         value = ssn_value(rng) if i % 2 else ssn_value(rng).replace("-", " ")
         items.append(("ssn", value, value))
+    for i in range(6):      # cue-gated kinds: the cue is part of the planted text
+        value = f"{rng.randint(1930, 2009)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+        items.append(("dob", ["DOB: ", "date of birth ", "Geburtsdatum: "][i % 3] + value, value))
+        value = _digits(rng, 9) if i % 2 else rng.choice(string.ascii_uppercase) + _digits(rng, 8)
+        items.append(("passport", ["passport no. ", "Reisepass: ", "Passport #"][i % 3] + value, value))
     return items
 
 
@@ -330,7 +335,7 @@ def test_pii_kinds_select_passes() -> None:
     assert scrub_pii(text, ["email"]) == ("Mail <EMAIL> or call (202) 555-0143 from 81.2.69.160.", {"email": 1})
     assert scrub_pii(text, [])[0] == text
     with pytest.raises(ValueError):
-        scrub_pii(text, ["passport"])
+        scrub_pii(text, ["drivers_license"])
 
 
 CONTROL_PROSE = """

@@ -29,12 +29,13 @@ PLANTS = planted(seed=2024, per_kind=PER_KIND)
 def test_planted_set_is_broad() -> None:
     by_kind = Counter(p.kind for p in PLANTS)
     # + obfuscated emails, secrets in every syntax, in config shapes and shapes of their own, phones in every
-    # international form and in national layouts, other countries' social security numbers
+    # international form and in national layouts, other countries' social security numbers; dates of birth and
+    # passports only after a cue
     extra = {"email": 2, "secret": 4, "phone": 3, "ssn": 2}
     assert by_kind == {kind: PER_KIND * extra.get(kind, 1) for kind in PLACEHOLDERS}
     forms = Counter(p.form for p in PLANTS)
     assert forms["obfuscated"] == forms["syntax"] == forms["international"] == forms["config"] == PER_KIND
-    assert forms["shapes"] == forms["national"] / 2 == PER_KIND
+    assert forms["shapes"] == forms["national"] / 2 == forms["cued"] / 2 == PER_KIND
     texts = {kind: "\n".join(p.text for p in PLANTS if p.kind == kind) for kind in by_kind}
     for needle in ("(+44)", "+49 (0)30", "(+33) 1", "+91 98", "+81-3-", "+1 (", "+4420"):
         assert needle in texts["phone"], needle
@@ -65,8 +66,9 @@ def test_recall_per_kind() -> None:
         else:
             missed.append((plant.kind, plant.text, scrubbed))
     recall = {kind: found[kind] / PER_KIND
-              for kind in [*PLACEHOLDERS, "emailobfuscated", "secretsyntax", "phoneinternational", "secretconfig",
-                           "secretshapes", "ssnnational", "phonenational"]}
+              for kind in [*(k for k in PLACEHOLDERS if k not in ("dob", "passport")), "emailobfuscated",
+                           "secretsyntax", "phoneinternational", "secretconfig", "secretshapes", "ssnnational",
+                           "phonenational", "dobcued", "passportcued"]}
     assert all(r >= 0.99 for r in recall.values()), (recall, missed[:10])   # measured: 1.0 for each kind
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from tests.helpers import pii_planted_config as config
 from tests.helpers import pii_planted_shapes as shaped
 from tests.helpers import pii_planted_ids as ids
+from tests.helpers import pii_planted_personal as personal
 from tests.helpers import pii_planted_syntax as syntax
 from tests.helpers.pii_planted_secrets import SECRET_GENERATORS
 
@@ -203,6 +204,11 @@ def ibans(rng: random.Random, n: int) -> list[Plant]:
     return out
 
 
+# A number right after a phone cue is a phone (`pii_cues`), even in an SSN's layout: an SSN drawn into one of
+# these carriers goes into a cue-free one instead.
+_PHONE_CUED_CARRIERS = {"Please contact ": "Please check ", "Reach me at ": "Filed as "}
+
+
 def ssns(rng: random.Random, n: int) -> list[Plant]:
     out = []
     for i in range(n):
@@ -214,6 +220,8 @@ def ssns(rng: random.Random, n: int) -> list[Plant]:
             text = rng.choice(ids.SSN_CUED).format(value)
         else:
             text = _carrier(rng, value, ids.SSN_CARRIERS)
+            for cued, neutral in _PHONE_CUED_CARRIERS.items():     # the same draws: other groups stay the same
+                text = text.replace(cued, neutral)
         out.append(Plant("ssn", text, (value,)))
     return out
 
@@ -248,12 +256,22 @@ def national_phones(rng: random.Random, n: int) -> list[Plant]:
     return [Plant("phone", text, parts, "national") for text, parts in shaped.national_phones(rng, n)]
 
 
+def dates_of_birth(rng: random.Random, n: int) -> list[Plant]:
+    """Birth dates after their cues, in every format (`pii_planted_personal`)."""
+    return [Plant("dob", text, parts, "cued") for text, parts in personal.dates_of_birth(rng, n)]
+
+
+def passports(rng: random.Random, n: int) -> list[Plant]:
+    """Passport numbers after their cues and whole MRZs (`pii_planted_personal`)."""
+    return [Plant("passport", text, parts, "cued") for text, parts in personal.passports(rng, n)]
+
+
 # Measured groups (a kind, or a kind's variant); new ones go last, so that a seed's earlier plants stay the same.
 GENERATORS = {"email": emails, "phone": phones, "ipv4": ipv4s, "ipv6": ipv6s, "credit_card": cards,
               "secret": secrets, "email_obfuscated": obfuscated_emails, "iban": ibans, "ssn": ssns,
               "secret_syntax": syntax_secrets, "phone_international": international_phones,
               "secret_config": config_secrets, "secret_shapes": shape_secrets, "ssn_national": national_ids,
-              "phone_national": national_phones}
+              "phone_national": national_phones, "dob_cued": dates_of_birth, "passport_cued": passports}
 
 
 def planted(seed: int = 1234, per_kind: int = 500) -> list[Plant]:
@@ -343,7 +361,7 @@ def look_alikes(seed: int = 1234, variants: int = 200) -> list[str]:
             out.append(f"host 10.{rng.randint(0, 255)}.{rng.randint(0, 255)}.{rng.randint(1, 254)} and "
                        f"192.168.{rng.randint(0, 255)}.{rng.randint(1, 254)}")
     return out + ids.look_alike_lines(rng, variants) + config.CONFIG_LOOK_ALIKES + \
-        shaped.SHAPES_LOOK_ALIKES
+        shaped.SHAPES_LOOK_ALIKES + personal.PERSONAL_LOOK_ALIKES
 
 
 def uuid_like(rng: random.Random) -> str:

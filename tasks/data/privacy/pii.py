@@ -1,12 +1,13 @@
-"""PII scrubbing: replace emails, phone numbers, IP addresses, card numbers, IBANs, SSNs and secrets by typed
-placeholders.
+"""PII scrubbing: replace emails, phone numbers, IP addresses, card numbers, IBANs, SSNs, secrets, dates of birth and
+passport numbers by typed placeholders.
 
 `scrub_pii(text, kinds, keep_addresses)` returns the scrubbed text and counts by kind (`email`, `phone`, `ipv4`,
-`ipv6`, `credit_card`, `iban`, `ssn`, `secret`; only kinds that occurred, sorted). Passes run in a fixed order:
-secrets (`tasks.data.privacy.pii_secrets`; a key or token may hold an `@` or digit groups), emails, obfuscated emails,
-IBANs, SSNs (US, and the UK's and Canada's numbers, `tasks.data.privacy.pii_ids`: their digit groups would be
-eaten by the card and phone passes), cards, IPv6,
-IPv4, phones, each on the previous pass's output. Regexes are compiled once and find *candidates*; a callback
+`ipv6`, `credit_card`, `iban`, `ssn`, `secret`, `dob`, `passport`; only kinds that occurred, sorted). Passes run in
+a fixed order: secrets (`tasks.data.privacy.pii_secrets`; a key or token may hold an `@` or digit groups), emails,
+passports' machine-readable zones, passport numbers and dates of birth after their cues
+(`tasks.data.privacy.pii_personal`; their digits would be read as phones or cards), obfuscated emails, IBANs,
+SSNs (US, and the UK's and Canada's numbers, `tasks.data.privacy.pii_ids`: their digit groups would be eaten by
+the card and phone passes; never right after a phone cue, `tasks.data.privacy.pii_cues`), cards, IPv6, IPv4, phones, each on the previous pass's output. Regexes are compiled once and find *candidates*; a callback
 validates each one (Luhn and issuer prefix, `ipaddress`, digit counts, entropy, placeholder and code checks) and
 returns the match unchanged when it is not PII.
 
@@ -48,12 +49,14 @@ from stdnum import ean as stdnum_ean, luhn as stdnum_luhn
 from specs.clean import ADDRESS_CLASSES, PII_KINDS
 from tasks.data.privacy.pii_ids import ID_PASSES, Anchored, in_iban_shaped_run
 from tasks.data.privacy.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
+from tasks.data.privacy.pii_personal import PERSONAL_PASSES
 from tasks.data.privacy.pii_phones import PHONE_PASSES
 from tasks.data.privacy.pii_secrets import SECRET_PASSES
 from tasks.data.privacy.pii_values import remembered_absence
 
 PLACEHOLDERS = {"email": "<EMAIL>", "phone": "<PHONE>", "ipv4": "<IP_ADDRESS>", "ipv6": "<IP_ADDRESS>",
-                "credit_card": "<CREDIT_CARD>", **ID_PLACEHOLDERS, "secret": "<SECRET>"}
+                "credit_card": "<CREDIT_CARD>", **ID_PLACEHOLDERS, "secret": "<SECRET>", "dob": "<DOB>",
+                "passport": "<PASSPORT>"}
 
 # Many patterns start with one consumed character and then check what precedes it with a two-character
 # lookbehind (`[0-9](?<![\w.][0-9])`): a pattern that opens with a character class lets `re` skip
@@ -281,7 +284,7 @@ _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[st
     ("email", Anchored(tuple(re.compile(re.escape(at)) for at in _AT_FORMS), _EMAIL, spaces=False, unicode=True,
                        quoted=quoted_local), lambda m, keep: _email(m), 0, _hint(*_AT_FORMS)),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
-      for kind, pattern, valid, group, hint in ID_PASSES),
+      for kind, pattern, valid, group, hint in PERSONAL_PASSES + ID_PASSES),
     ("credit_card", _CARD, lambda m, keep: _card(m), 0, bool),
     ("ipv6", ColonLed(), _ipv6, 0, _hint(":")),
     ("ipv4", _IPV4, _ipv4, 0, _hint(".")),

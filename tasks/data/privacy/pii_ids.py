@@ -16,7 +16,7 @@ and addresses, whose digit passes would otherwise eat an IBAN's or an SSN's digi
 - `ssn`: `AAA-GG-SSSS` or `AAA GG SSSS` (one separator kind), or 9 bare digits or `AAA.GG.SSSS` right after a
   cue (`SSN`, `SS#`, `social security number/no`), valid by the SSA's rules as `stdnum.us.ssn` applies them: area not
   000, 666 or 900-999, group not 00, serial not 0000, and not a well-known fake (078-05-1120, 219-09-9999,
-  457-55-5462). Phones (3-3-4), dates (4-2-2), ZIP+4 (5-4), longer dashed or dotted runs (`ABC-123-45-6789`,
+  457-55-5462), and not right after a phone cue (`pii_cues`: a number there is a phone). Phones (3-3-4), dates (4-2-2), ZIP+4 (5-4), longer dashed or dotted runs (`ABC-123-45-6789`,
   `1.123-45-6789`) and digit groups inside longer space-separated digit runs are not SSN-shaped.
 - `ssn` also holds the UK's National Insurance number (`AB 12 34 56 C`; bare `AB123456C` after a cue such as
   `NINO`, `NI number`, `National Insurance number`) and Canada's Social Insurance Number after a cue (`SIN`,
@@ -43,6 +43,8 @@ from stdnum import iban as stdnum_iban
 from stdnum.ca import sin as stdnum_sin
 from stdnum.iso7064 import mod_97_10 as stdnum_mod_97_10
 from stdnum.us import ssn as stdnum_ssn
+
+from tasks.data.privacy.pii_cues import phone_cue_before
 
 PLACEHOLDERS = {"iban": "<IBAN>", "ssn": "<SSN>"}
 
@@ -152,6 +154,9 @@ _SSN_CUE = re.compile(r"(?i)(?<![a-z])(?:ssn|ss\#|social[ _-]security)(?:[ _-]?(
 
 
 def _ssn(m: re.Match[str]) -> bool:
+    # After a phone cue a number is a phone (`Tel: 372 12 3456`, Tajikistan's layout), left to the phone pass.
+    if phone_cue_before(m, 32) is not None:
+        return False
     if (m.group("bare") or m.group("dotted")) and _SSN_CUE.search(m.string, max(0, m.start() - 40), m.start()) is None:
         return False
     return stdnum_ssn.is_valid(re.sub(r"[ .-]", "", m.group()))

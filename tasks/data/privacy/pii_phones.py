@@ -31,6 +31,7 @@ from typing import Callable
 
 from stdnum import isbn as stdnum_isbn
 
+from tasks.data.privacy.pii_cues import phone_cue_before
 from tasks.data.privacy.pii_ids import in_iban_shaped_run
 
 # The first character is consumed, then a two-character lookbehind checks what precedes it: a pattern opening
@@ -80,28 +81,11 @@ _CUED = re.compile(r"""(?xa)
         (?:[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6})?
     )
     (?!\w)""")
-# A phone cue right before the number: `Phone: `, `tel. `, `cell #`, `call me at `, `"mobile": "`, in a few
-# languages; CJK cues need no word boundary (no spaces around them).
-_PHONE_CUE = re.compile(
-    r"(?i)(?:\b(?:phone|telephone|tel|telefon|telefono|tel[eé]fono|telefone|t[eé]l[eé]phone|t[eé]l|tlf|tfn|fon"
-    r"|cell(?:phone|ular)?|celular|cel|mobile|mobil|mob|m[oó]vil|portable|handy|natel|gsm|fax|ph|whatsapp|sms|msisdn"
-    r"|text|dial|call(?:\s+me)?(?:\s+at)?|contact(?:\s+(?:me|us))?(?:\s+(?:at|on))?|reach\s+(?:me|us)\s+(?:at|on)"
-    r"|телефон|тел|моб)(?:\.?[\s_-]*(?:no|number|num|#|nr|nummer|numero|número|номер))?"
-    r"|电话|電話|手机|手機|携帯|連絡先|联系方式|전화|휴대폰|[☎📞])"
-    r"(?:号码|號碼|番号|번호)?\.?[\s\"':=#)\]>\-：,]{0,4}$")
-# The last word of any cue (`Phone`, `tel`, `me`, `at`, `on`, `number`, `nr`...): a cheap test before the cue's
-# regex, which, searched in a window, tries its alternation at every position (7 µs a number, most of the cued
-# pass's time on log lines full of numbers).
-_CUE_LAST_WORDS = frozenset(
-    "phone telephone tel telefon telefono teléfono telefone téléphone tél tlf tfn fon cell cellphone cellular celular "
-    "cel mobile mobil mob móvil movil portable handy natel gsm fax ph whatsapp sms msisdn text dial call me at on us "
-    "contact no number num nr nummer numero número номер телефон тел моб".split())
-_NUMBER_WORDS = ("nummer", "number", "numero", "no", "nr", "num")     # glued to a cue: `Telefonnummer`, `phoneno`
-_CUE_SEPARATORS = frozenset(" \t\n\r\"':=#)]>-：,.")
 _NANP = re.compile(r"(?:\+?1\D*)?\(?[2-9]\d\d\D*[2-9]\d\d\D*\d{4}", re.ASCII)
 _ISBN_BEFORE = re.compile(r"(?i)isbn(?:-10)?[\s:#]*$")
 # `AAA-GG-SSSS` is an SSN's layout, no phone's: valid SSNs are gone by now (`pii_ids`), invalid ones
-# (`000-12-3456`, the advertised fake 078-05-1120) are nobody's number and stay.
+# (`000-12-3456`, the advertised fake 078-05-1120) are nobody's number and stay; after a phone cue it is a phone
+# (Tajikistan's `372 12 3456`), which the SSN pass left alone.
 _SSN_SHAPED = re.compile(r"\d{3}([ -])\d\d\1\d{4}")
 _ZIP4 = re.compile(r"\d{5}-\d{4}")           # a US ZIP+4 code (`02171-2110`), not a trunk-0 phone
 # What a cue may precede that is no phone: dates, years (`contact 2019-2022`), a dotted quad (a private address
@@ -111,21 +95,24 @@ _NOT_CUED = re.compile(r"\d{4}([-./])\d\d?\1\d\d?|\d\d?([-./])\d\d?\2\d{4}|\d{1,
 _YYYYMMDD = re.compile(r"(?:19|20)\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])")
 
 
-def _no_phone_layout(m: re.Match[str], text: str, digits: str) -> bool:
-    return len(set(digits)) < 3 or _SSN_SHAPED.fullmatch(text) is not None or _ZIP4.fullmatch(text) is not None \
-        or in_iban_shaped_run(m)
+def _no_phone_layout(m: re.Match[str], text: str, digits: str, cued: bool = False) -> bool:
+    """Too few distinct digits, a ZIP+4, an IBAN-shaped run's groups, or (without a cue: after one, the SSN pass
+    left it as a phone) an SSN's layout."""
+    return len(set(digits)) < 3 or not cued and _SSN_SHAPED.fullmatch(text) is not None \
+        or _ZIP4.fullmatch(text) is not None or in_iban_shaped_run(m)
 
 
 def _cued_phone(m: re.Match[str]) -> bool:
     """A run of digit groups right after a phone cue: 8-15 digits, or 7 as `555-0143`; 9 or more after a cue
     word that also names other things (`text`, `cell`, `SMS`, `pH`, ...) unless a `:`, `#` or `no` makes it a
     label; never a list of quantities (`number_list`)."""
-    cue = _cue_before(m, 32)            # first: most numbers have no cue, and this test is the cheapest
+    cue = phone_cue_before(m, 32)           # first: most numbers have no cue, and this test is the cheapest
     if cue is None:
         return False
     text = _EXTENSION.sub("", m.group())
     digits = _without_exit_code(text, re.sub(r"\D", "", text))
-    if not 5 <= len(digits) <= 15 or _no_phone_layout(m, text, digits) or _NOT_CUED.fullmatch(text) \
+    if not 5 <= len(digits) <= 15 or _no_phone_layout(m, text, digits, cued=True) \
+            or _NOT_CUED.fullmatch(text) \
             or _YYYYMMDD.fullmatch(text) or number_list(text):
         return False
     if _WEAK_CUE.search(cue) is not None:
@@ -155,24 +142,6 @@ def number_list(text: str) -> bool:
     if "/" in text and not text.lstrip("(+").startswith("0"):
         return True
     return re.search(r"\d\.\d+[ ]+\d+\.\d", text) is not None
-
-
-def _cue_before(m: re.Match[str], window: int) -> str | None:
-    """A phone cue ends right before the match: its last word is a cue's (or it is not ASCII: CJK, ☎), and then
-    `_PHONE_CUE` says so."""
-    text, end = m.string, m.start()
-    floor = max(0, end - 6)
-    while end > floor and text[end - 1] in _CUE_SEPARATORS:
-        end -= 1
-    start = end
-    while start > 0 and end - start < 16 and text[start - 1].isalpha():
-        start -= 1
-    word = text[start:end].lower()
-    if word not in _CUE_LAST_WORDS and (word.isascii() and end > 0 and text[end - 1].isascii()) and \
-            not any(word.endswith(n) and word[:-len(n)] in _CUE_LAST_WORDS for n in _NUMBER_WORDS):
-        return None
-    cue = _PHONE_CUE.search(text, max(0, m.start() - window), m.start())
-    return None if cue is None else cue.group()
 
 
 # The US's and Japan's international prefixes (`011`, `010`; Australia's `0011` reads as `00` + `11`).
@@ -250,7 +219,7 @@ def _page_range(text: str) -> bool:
 def _bare_phone(m: re.Match[str], digits: str) -> bool:
     """Ten or eleven bare digits: a national number led by a single trunk 0 (`01154960930`, `0492807302`), unless
     it reads as a digit run (`0123456789`) or an ISBN-10; after a phone cue, the cued pass has taken them."""
-    if _cue_before(m, 24) is not None:
+    if phone_cue_before(m, 24) is not None:
         return len(digits) == 10 or digits[0] in "01"
     if digits[0] != "0" or digits[1] == "0" or len(set(digits)) < 4 or digits in "01234567890" or \
             digits in "09876543210":

@@ -324,3 +324,16 @@ def literal_in(literal: str, text: str) -> bool:
     if "<" not in literal and ">" not in literal and not any(literal in p for p in placeholders):
         absent.add(literal)
     return False
+
+
+def folded_in(gate: str, folded: Callable[[], bytes]) -> bool:
+    """`gate` (lower-case ASCII) in `folded()` (a text's bytes with ASCII lowered: any case), remembered like
+    `literal_in` when absent; a gate that a placeholder holds in any case (`dob` in `<DOB>`) is not remembered."""
+    memo = _ABSENT.get()
+    if memo is not None and "\0folded " + gate in memo[0]:
+        return False
+    if gate.encode("ascii") in folded():
+        return True
+    if memo is not None and "<" not in gate and ">" not in gate and not any(gate in p.lower() for p in memo[1]):
+        memo[0].add("\0folded " + gate)
+    return False
