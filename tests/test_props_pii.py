@@ -116,7 +116,8 @@ ADVERSARIAL = {
     "json": '"password": ', "@": "@", "a@": "a@", "a.a@": "a.a@", "quoted@": '"a"@', "%40": "a%40", "=40": "=40",
     "1-": "1-", "1 ": "1 ", "1234 ": "1234 ", "1.": "1.", "(1": "(1", "+1 ": "+1 ", ":": ":", "1:": "1:",
     "://": "://", "key=": "key=", "token ": "token ", "cookie": "Cookie: ", "connection": ";Server=x;Password=",
-    "mixed": "a@b.c 1-2 :: password= ",
+    "mixed": "a@b.c 1-2 :: password= ", "qp@": "a=40b.cc ", "qp@ escaped": "a=40b.cc =3D", "--password=": "--password=",
+    "Pwd={": ";Password={", "quoted pw": 'password="',
 }
 
 
