@@ -53,6 +53,17 @@ def test_scrubbing_is_idempotent_on_drawn_cases(text):
     assert not any(c.isdigit() for c in scrub_pii(text)[0]), text
 
 
+@pytest.mark.xfail(strict=True, reason="known: each of these is taken one or two per round (its neighbour must be "
+                   "a placeholder first), and MAX_ROUNDS stops at 16: not fixed yet")
+@pytest.mark.parametrize("text", [
+    "4111111111111111," * 40,           # a card between commas is a CSV field's until its neighbour is replaced
+    "8.8.8.8/" * 40,                    # `/8` after an address is a prefix length: taken from the end backwards
+    "2a00:1450:4001::1/" * 40, "+1 (478) 952-2092/" * 40, "0176 12345678/" * 40,
+])
+def test_scrubbing_is_idempotent_on_separated_runs(text):
+    check_idempotent(text)
+
+
 def check_placeholders_whole(text: str) -> None:
     # In text without `<` or `>`, every such character of the output belongs to a whole placeholder: none cut,
     # none inside another.
