@@ -101,10 +101,12 @@ _QP_MARKS: list[tuple[str, list[tuple[int, int]], list[tuple[int, int]]]] = []
 
 def _qp_marks(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
     """The (start, end) of every `_QP_LINE` escape (`=$` aside) and `_QP_HEADER` in `text`, for the last text."""
-    if not _QP_MARKS or _QP_MARKS[0][0] is not text:
-        _QP_MARKS[:] = [(text, [m.span() for m in _QP_LINE.finditer(text) if m.group() != "="],
-                         [m.span() for m in _QP_HEADER.finditer(text)])]
-    return _QP_MARKS[0][1], _QP_MARKS[0][2]
+    seen = _QP_MARKS[0] if _QP_MARKS else None      # (read once: another thread may replace it)
+    if seen is None or seen[0] is not text:
+        seen = (text, [m.span() for m in _QP_LINE.finditer(text) if m.group() != "="],
+                [m.span() for m in _QP_HEADER.finditer(text)])
+        _QP_MARKS[:] = [seen]
+    return seen[1], seen[2]
 
 
 def _any_within(spans: list[tuple[int, int]], lo: int, hi: int) -> bool:
