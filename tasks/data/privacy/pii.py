@@ -47,6 +47,7 @@ from typing import Callable, Iterable
 from stdnum import ean as stdnum_ean, luhn as stdnum_luhn
 
 from specs.clean import ADDRESS_CLASSES, PII_KINDS
+from tasks.data.privacy.pii_chain import Chained
 from tasks.data.privacy.pii_ids import ID_PASSES, Anchored, in_iban_shaped_run
 from tasks.data.privacy.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
 from tasks.data.privacy.pii_phones import PHONE_PASSES
@@ -310,7 +311,7 @@ _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[st
                        quoted=quoted_local), lambda m, keep: _email(m), 0, _hint(*_AT_FORMS)),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
       for kind, pattern, valid, group, hint in ID_PASSES),
-    ("credit_card", _CARD, lambda m, keep: _card(m), 0, bool),
+    ("credit_card", Chained(_CARD, ",;/|"), lambda m, keep: _card(m), 0, bool),
     ("ipv6", ColonLed(), _ipv6, 0, _hint(":")),
     ("ipv4", _IPV4, _ipv4, 0, _hint(".")),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)

@@ -31,6 +31,7 @@ from typing import Callable
 
 from stdnum import isbn as stdnum_isbn
 
+from tasks.data.privacy.pii_chain import Chained
 from tasks.data.privacy.pii_ids import in_iban_shaped_run
 
 # The first character is consumed, then a two-character lookbehind checks what precedes it: a pattern opening
@@ -260,79 +261,30 @@ def _bare_phone(m: re.Match[str], digits: str) -> bool:
     return len(digits) == 11 or not stdnum_isbn.is_valid(digits)  # ten digits: not an ISBN-10
 
 
-class Listed:
+class Listed(Chained):
     """`sub(repl, text)` like `_PHONE`'s, where a phone that was replaced also takes the number right after it
-    (one space between, `_PHONE_NEXT`; or none, `glued_next`), and that one the next: a whole list in one round."""
+    (one space between, `_PHONE_NEXT`), and that one the next: a whole list in one round; a phone glued or after
+    a slash as `pii_chain.Chained` takes it (not after a comma: `...0143,378282246310005` is a card, for the
+    round's card pass)."""
 
-    def sub(self, replace: Callable[[re.Match[str]], str], text: str) -> str:
-        pieces: list[str] = []
-        last, tail = 0, ""                      # tail: the output's last `_CONTEXT` characters
-        for m in _PHONE.finditer(text):
-            if m.start() < last:
-                continue  # inside a listed number already taken
-            out = replace(m)
-            pieces += [text[last:m.start()], out]
-            tail = (tail + text[max(last, m.start() - _CONTEXT):m.start()] + out)[-_CONTEXT:]
-            last = m.end()
-            while out != m.group():
-                if text.startswith(" ", last) and (n := _PHONE_NEXT.match(text, last + 1)):
-                    out, m = replace(n), n
-                    pieces += [" ", out]
-                    tail, last = (tail + " " + out)[-_CONTEXT:], n.end()
-                elif (glued := glued_next(text, last, tail)) is not None and (out := replace(glued[0])) != \
-                        glued[0].group():
-                    pieces.append(out)
-                    tail, last, m = (tail + out)[-_CONTEXT:], glued[0].end() + glued[1], glued[0]
-                else:
-                    break
-        pieces.append(text[last:])
-        return "".join(pieces)
+    def __init__(self) -> None:
+        super().__init__(_PHONE, "/", _cued_first)
+
+    def next_value(self, text: str, at: int, before: str) -> tuple[re.Match[str], int] | None:
+        if text.startswith(" ", at) and (n := _PHONE_NEXT.match(text, at + 1)):
+            return n, 0
+        return super().next_value(text, at, before)
 
 
-class Chained:
-    """`sub(repl, text)` like `_CUED`'s, where a phone that was replaced also takes a cued phone glued right
-    after it (`glued_next`), and that one the next."""
-
-    def sub(self, replace: Callable[[re.Match[str]], str], text: str) -> str:
-        pieces: list[str] = []
-        last, tail = 0, ""
-        for m in _CUED.finditer(text):
-            if m.start() < last:
-                continue
-            out = replace(m)
-            pieces += [text[last:m.start()], out]
-            tail = (tail + text[max(last, m.start() - _CONTEXT):m.start()] + out)[-_CONTEXT:]
-            last = m.end()
-            while out != m.group() and (glued := glued_next(text, last, tail, _CUED)) is not None and \
-                    (out := replace(glued[0])) != glued[0].group():
-                pieces.append(out)
-                tail, last, m = (tail + out)[-_CONTEXT:], glued[0].end() + glued[1], glued[0]
-        pieces.append(text[last:])
-        return "".join(pieces)
-
-
-_CONTEXT = 40       # what a phone's validator reads before it (`_cue_before`: 24 characters and a word)
-_AHEAD = 80         # more than a phone with its extension and the look-ahead after it
-
-
-def glued_next(text: str, at: int, before: str, pattern: re.Pattern[str] = _PHONE
-               ) -> tuple[re.Match[str], int] | None:
-    """A phone glued to the one just replaced (`...2092+1 (478) 952-2092`), matched as the next round would see
-    it, after `before` (the output's end, the placeholder last): the match in that window and the offset from
-    its positions to the text's. Without it such a run took a round per phone, and `MAX_ROUNDS` left the rest."""
-    window = before + text[at:at + _AHEAD]
-    n = pattern.match(window, len(before))
-    if n is None or n.end() + 2 >= len(window) and at + _AHEAD < len(text):
-        return None                     # (one that reaches the window's end: the next round decides)
-    cued = n if pattern is _CUED else _CUED.match(window, len(before))
-    if pattern is _PHONE and cued is not None and _cued_phone(cued):
-        return None                     # the next round's cued pass, which runs first, takes it (maybe longer)
-    return n, at - len(before)
+def _cued_first(window: str, at: int) -> bool:
+    """A number the cued pass, which runs first in a round, takes (maybe longer than the layout pass would)."""
+    cued = _CUED.match(window, at)
+    return cued is not None and _cued_phone(cued)
 
 
 # (kind, pattern, validator, group to replace, cheap test that the pass can match); the cued pass first, so
 # that a cued number is taken whole before the layout pass sees a part of it.
 PHONE_PASSES = (
-    ("phone", Chained(), _cued_phone, 0, bool),
+    ("phone", Chained(_CUED, "/"), _cued_phone, 0, bool),
     ("phone", Listed(), _phone, 0, bool),
 )
