@@ -125,7 +125,11 @@ def credential_like(value: str) -> bool:
     if re.match(r"\$(?:[({]|[A-Za-z_]\w*$)", value) or \
             re.search(r"\$\{[\w.]*\}|\{\{.*\}\}|%\(\w*\)[sd]|#\{[A-Za-z_]\w{2,}\}", value):
         return False
-    if re.fullmatch(r"%\w?|<[^<>]*>|\{[^{}]*\}|\[[^\[\]]*\]|\([^()]*\)", value) or value.strip() != value:
+    if "://" in value:      # a URL, whose credentials the URL pass reads (`value_ok`); a fuzz run drew `0000A://`
+        return False
+    # (`%A00000%` too: a batch file's `%VAR%`, which a fuzz run drew as a query's value)
+    if re.fullmatch(r"%\w?|%[A-Za-z_]\w*%|<[^<>]*>|\{[^{}]*\}|\[[^\[\]]*\]|\([^()]*\)", value) or \
+            value.strip() != value:
         return False
     if re.match(r"[A-Za-z_][\w.]*[(\[]|[(\[{`]", value):          # opens like a call, an index, an expression
         return False

@@ -129,7 +129,8 @@ def normalize_layout(text: str) -> str:
 def exact_key(text: str) -> str:
     """A 32-hex-digit digest of `text` folded for exact dedup (case, compatibility forms and layout ignored)."""
     folded = unicodedata.normalize("NFKC", normalize_text(text, "NFKC").casefold())
-    return hashlib.blake2b(" ".join(folded.split()).encode("utf-8"), digest_size=16).hexdigest()
+    # a lone surrogate (a JSON `\ud800` that reached clean) is hashed as `exact_keys` encodes it, not raised on
+    return hashlib.blake2b(" ".join(folded.split()).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
 @lru_cache(maxsize=1)

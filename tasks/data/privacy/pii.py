@@ -39,6 +39,7 @@ entity (`&#64;`) or, in quoted-printable text, as `=40`.
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
 import re
 from collections import Counter
@@ -47,6 +48,7 @@ from typing import Callable, Iterable
 from stdnum import ean as stdnum_ean, luhn as stdnum_luhn
 
 from specs.clean import ADDRESS_CLASSES, PII_KINDS
+from tasks.data.privacy.pii_chain import Chained
 from tasks.data.privacy.pii_ids import ID_PASSES, Anchored, in_iban_shaped_run
 from tasks.data.privacy.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
 from tasks.data.privacy.pii_personal import PERSONAL_PASSES
@@ -82,12 +84,39 @@ _QP_HEADER = re.compile(r"(?i)content-transfer-encoding:[ \t]*quoted-printable")
 
 
 def _email(m: re.Match[str]) -> bool:
+    """An `=40` address only in quoted-printable text: another escape on its line (the line without the address:
+    `_QP_LINE` on its text before, a space and its text after), or the header in the 20,000 characters before."""
     if m.group("at") != "=40":
         return True
-    text, end = m.string, m.string.find("\n", m.end())
-    line = text[text.rfind("\n", 0, m.start()) + 1:m.start()] + " " + text[m.end():len(text) if end < 0 else end]
-    return _QP_LINE.search(line) is not None or \
-        _QP_HEADER.search(text, max(0, m.start() - 20000), m.start()) is not None
+    text, start, end = m.string, m.start(), m.end()
+    line_start, line_end = text.rfind("\n", 0, start) + 1, text.find("\n", end)
+    line_end = len(text) if line_end < 0 else line_end
+    lines, headers = _qp_marks(text)
+    # (read from the text's escapes and headers, found once: a long line of `=40` addresses searched its whole
+    # line, and 20,000 characters for the header, once per address)
+    return _QP_CUT_ESCAPE.fullmatch(text, max(line_start, start - 3), start) is not None or \
+        _any_within(lines, line_start, start) or _any_within(lines, end, line_end) or \
+        (line_end > end and text[line_end - 1] == "=") or _any_within(headers, max(0, start - 20000), start)
+
+
+_QP_CUT_ESCAPE = re.compile(r"=[0-9A-F]{2}")    # right before the address: a space follows it in the line read
+_QP_MARKS: list[tuple[str, list[tuple[int, int]], list[tuple[int, int]]]] = []
+
+
+def _qp_marks(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The (start, end) of every `_QP_LINE` escape (`=$` aside) and `_QP_HEADER` in `text`, for the last text."""
+    seen = _QP_MARKS[0] if _QP_MARKS else None      # (read once: another thread may replace it)
+    if seen is None or seen[0] is not text:
+        seen = (text, [m.span() for m in _QP_LINE.finditer(text) if m.group() != "="],
+                [m.span() for m in _QP_HEADER.finditer(text)])
+        _QP_MARKS[:] = [seen]
+    return seen[1], seen[2]
+
+
+def _any_within(spans: list[tuple[int, int]], lo: int, hi: int) -> bool:
+    """Whether one of the sorted, non-overlapping `spans` lies within [lo, hi)."""
+    k = bisect.bisect_left(spans, (lo, -1))
+    return k < len(spans) and spans[k][1] <= hi
 
 
 # A quoted local part (`"john doe"@example.com`, `"\\"ann\\" lee"@x.io`, RFC 5322); not a shell's or a template's
@@ -285,7 +314,7 @@ _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[st
                        quoted=quoted_local), lambda m, keep: _email(m), 0, _hint(*_AT_FORMS)),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
       for kind, pattern, valid, group, hint in PERSONAL_PASSES + ID_PASSES),
-    ("credit_card", _CARD, lambda m, keep: _card(m), 0, bool),
+    ("credit_card", Chained(_CARD, ",;/|"), lambda m, keep: _card(m), 0, bool),
     ("ipv6", ColonLed(), _ipv6, 0, _hint(":")),
     ("ipv4", _IPV4, _ipv4, 0, _hint(".")),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)

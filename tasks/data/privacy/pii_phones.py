@@ -31,6 +31,7 @@ from typing import Callable
 
 from stdnum import isbn as stdnum_isbn
 
+from tasks.data.privacy.pii_chain import Chained
 from tasks.data.privacy.pii_cues import phone_cue_before
 from tasks.data.privacy.pii_ids import in_iban_shaped_run
 
@@ -229,30 +230,30 @@ def _bare_phone(m: re.Match[str], digits: str) -> bool:
     return len(digits) == 11 or not stdnum_isbn.is_valid(digits)  # ten digits: not an ISBN-10
 
 
-class Listed:
+class Listed(Chained):
     """`sub(repl, text)` like `_PHONE`'s, where a phone that was replaced also takes the number right after it
-    (one space between, `_PHONE_NEXT`), and that one the next: a whole list in one round."""
+    (one space between, `_PHONE_NEXT`), and that one the next: a whole list in one round; a phone glued or after
+    a slash as `pii_chain.Chained` takes it (not after a comma: `...0143,378282246310005` is a card, for the
+    round's card pass)."""
 
-    def sub(self, replace: Callable[[re.Match[str]], str], text: str) -> str:
-        pieces: list[str] = []
-        last = 0
-        for m in _PHONE.finditer(text):
-            if m.start() < last:
-                continue  # inside a listed number already taken
-            out = replace(m)
-            pieces += [text[last:m.start()], out]
-            last = m.end()
-            while out != m.group() and text.startswith(" ", last) and (n := _PHONE_NEXT.match(text, last + 1)):
-                out, m = replace(n), n
-                pieces += [" ", out]
-                last = n.end()
-        pieces.append(text[last:])
-        return "".join(pieces)
+    def __init__(self) -> None:
+        super().__init__(_PHONE, "/", _cued_first)
+
+    def next_value(self, text: str, at: int, before: str) -> tuple[re.Match[str], int] | None:
+        if text.startswith(" ", at) and (n := _PHONE_NEXT.match(text, at + 1)):
+            return n, 0
+        return super().next_value(text, at, before)
+
+
+def _cued_first(window: str, at: int) -> bool:
+    """A number the cued pass, which runs first in a round, takes (maybe longer than the layout pass would)."""
+    cued = _CUED.match(window, at)
+    return cued is not None and _cued_phone(cued)
 
 
 # (kind, pattern, validator, group to replace, cheap test that the pass can match); the cued pass first, so
 # that a cued number is taken whole before the layout pass sees a part of it.
 PHONE_PASSES = (
-    ("phone", _CUED, _cued_phone, 0, bool),
+    ("phone", Chained(_CUED, "/"), _cued_phone, 0, bool),
     ("phone", Listed(), _phone, 0, bool),
 )

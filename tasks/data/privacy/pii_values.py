@@ -133,12 +133,32 @@ def in_connection_string(text: str, name_start: int, at: int) -> bool:
     """Whether the pair whose name starts at `name_start` (its value at `at`) is one of a connection string's
     (`Server=db;User ID=sa;Password=...`): a `;keyword=` follows on its line, or a `;` leads the name and a
     keyword's pair comes before it on the line."""
-    line_start, line_end = text.rfind("\n", 0, name_start) + 1, text.find("\n", at)
-    line_end = len(text) if line_end < 0 else line_end
-    if CONNECTION_KEY.search(text, at, line_end):
+    # Neither pattern spans a line break, so the first match in the rest of the text tells, and it is
+    # remembered (`next_match`): searched anew per name, a long line of `password=` pairs took quadratic time.
+    after = next_match(CONNECTION_KEY, text, at)
+    if after is not None and text.find("\n", at, after.start()) < 0:
         return True
-    before = text[line_start:name_start].rstrip(" \t")
-    return before.endswith(";") and _CONNECTION_FIRST.search(before) is not None
+    line_start, k = text.rfind("\n", 0, name_start) + 1, name_start
+    while k > line_start and text[k - 1] in " \t":
+        k -= 1
+    if k == line_start or text[k - 1] != ";":
+        return False
+    first = next_match(_CONNECTION_FIRST, text, line_start)     # (a keyword's pair ends with `=`, never at `;`)
+    return first is not None and first.end() < k
+
+
+_NEXT: dict[int, tuple[str, int, re.Match[str] | None]] = {}     # by the pattern's id (hashing one hashes its code)
+
+
+def next_match(pattern: re.Pattern[str], text: str, pos: int) -> re.Match[str] | None:
+    """`pattern.search(text, pos)`, remembered for the last text: a later `pos` before the match found reuses
+    it, so names read left to right search each stretch of a long line once."""
+    seen = _NEXT.get(id(pattern))
+    if seen is not None and seen[0] is text and seen[1] <= pos and (seen[2] is None or seen[2].start() >= pos):
+        return seen[2]
+    found = pattern.search(text, pos)
+    _NEXT[id(pattern)] = (text, pos, found)
+    return found
 
 
 def connection_value(text: str, name_start: int, at: int) -> tuple[int, int, bool]:
@@ -146,26 +166,43 @@ def connection_value(text: str, name_start: int, at: int) -> tuple[int, int, boo
     inside) to its closing brace, else up to its `;`, the line's end or the quote that closes the string the
     connection string sits in (one left open before the name). A braced identifier or expression is an
     interpolation (`$"...Password={pw};"`), no value."""
-    if text[at] == "{":
-        k = at + 1
-        while k < len(text) and text[k] != "\n":
-            if text[k] == "}":
-                if text[k + 1:k + 2] != "}":
-                    inside = text[at + 1:k]
-                    return at + 1, k, value_ok(inside, quoted=True) and not identifier_only(inside) and \
-                        not code_like(inside)
-                k += 1
-            k += 1
-    before = text[text.rfind("\n", 0, name_start) + 1:name_start]
-    quote = next((q for q in QUOTES if before.count(q) % 2), "")
+    if text[at] == "{" and (close := next_match(_BRACE_CLOSE, text, at + 1)) is not None and close.group() != "\n":
+        k = close.end() - 1
+        inside = text[at + 1:k]
+        return at + 1, k, value_ok(inside, quoted=True) and not identifier_only(inside) and not code_like(inside)
+    line_start = text.rfind("\n", 0, name_start) + 1
+    # (counted and searched with what earlier names on the line found: `_count_from`, `next_match`)
+    quote = next((q for q in QUOTES if _count_from(text, q, line_start, name_start) % 2), "")
     end = _connection_run(quote).match(text, at, min(len(text), at + 200)).end()
     while end > at and text[end - 1] in " \t\r":
         end -= 1
     value = text[at:end]
     # inside a string, opening its line (`Password=ab12;Server=x`) or in a JDBC URL (`jdbc:sqlserver://h;password=`)
     # it is no variable's name
-    return at, end, value_ok(value) and (quote != "" or not before.strip() or "://" in before
+    url = next_match(_URL_MARK, text, line_start)
+    return at, end, value_ok(value) and (quote != "" or _SPACES.match(text, line_start, name_start).end() == name_start
+                                         or url is not None and url.end() <= name_start
                                          or not identifier_only(value))
+
+
+# ODBC's closing brace: the last of a run of `}` of odd length (`}}` inside is an escaped brace); a line break
+# first: none. Found with `next_match`, so a long line of `Pwd={` without one is searched once.
+_BRACE_CLOSE = re.compile(r"\n|(?<!\})(?:\}\})*\}(?!\})")
+_URL_MARK = re.compile("://")
+_SPACES = re.compile(r"\s*")
+_COUNTS: dict[str, tuple[str, int, int, int]] = {}
+
+
+def _count_from(text: str, char: str, start: int, end: int) -> int:
+    """`text.count(char, start, end)`, going on from the last count for the same text and start (names read left
+    to right on one long line count each stretch once)."""
+    seen = _COUNTS.get(char)
+    if seen is not None and seen[0] is text and seen[1] == start and seen[2] <= end:
+        n = seen[3] + text.count(char, seen[2], end)
+    else:
+        n = text.count(char, start, end)
+    _COUNTS[char] = (text, start, end, n)
+    return n
 
 
 def shannon_entropy(value: str) -> float:
