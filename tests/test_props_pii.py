@@ -152,8 +152,9 @@ def test_adversarial_text_takes_linear_time(name, plain_seconds):
     piece = ADVERSARIAL[name]
     quarter, whole = _seconds(piece * (N // 4 // len(piece))), _seconds(piece * (N // len(piece)))
     # Linear: 4x the text takes ~4x the time (quadratic: 16x), and no more than a bounded factor of plain
-    # text's (the constant: scrubbing a text of matches costs a Python callback per match).
-    assert whole < 8 * quarter + 0.02, (name, quarter, whole)
+    # text's (the constant: scrubbing a text of matches costs a Python callback per match). 12x, not 8x: on a
+    # loaded 2-core machine `password=password ` measured 7.4x (allocation of 4x the matches), so 8x would flake.
+    assert whole < 12 * quarter + 0.05, (name, quarter, whole)
     assert whole < 60 * plain_seconds + 0.05, (name, whole, plain_seconds)
 
 
