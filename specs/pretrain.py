@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -19,6 +19,53 @@ FLAVORS: dict[str, dict[str, int]] = {
     "350m": {"n_layers": 24, "n_heads": 16, "n_kv_heads": 16, "d_model": 1024},
     "1b": {"n_layers": 16, "n_heads": 32, "n_kv_heads": 8, "d_model": 2048},
 }
+
+
+# Keys of other trainers' layouts that forgeline has no feature for. A Megatron-LM, NeMo or torchtitan config
+# translated key by key brings `context_parallel_size` or `virtual_pipeline_model_parallel_size`; plain unknown-key
+# handling would suggest the nearest spelling (context_parallel → "did you mean 'sequence_parallel'?", a different
+# feature). These name what is missing and what to write instead; `-` reads as `_`, case-insensitive.
+CONTEXT_PARALLEL = ("context parallelism (each sequence's attention split over ranks) is not implemented: fold "
+                    "those ranks into parallel.dp (dp × cp), and keep long sequences in memory with "
+                    "parallel.sequence_parallel at tp > 1 and pretrain.activation_checkpointing")
+VIRTUAL_PIPELINE = ("interleaved (virtual) pipeline stages are not implemented — DeepSpeed's pipeline runs one "
+                    "contiguous chunk per stage on the 1F1B schedule: drop the key (the same parallel.pp runs "
+                    "with a larger bubble) or shorten the pipeline (`python -m tasks plan` prices each pp)")
+PIPELINE_SCHEDULE = ("the pipeline schedule is not configurable: DeepSpeed's 1F1B is the only one (no "
+                     "interleaved, zero-bubble or GPipe schedules): drop the key")
+EXPERT_PARALLEL = ("expert parallelism needs mixture-of-experts layers, which are not implemented (dense "
+                   "SwiGLU blocks only): drop the key and lay the dense model out with parallel.dp/tp/pp")
+HYBRID_SHARD = ("hybrid sharding (FSDP HYBRID_SHARD / HSDP: ZeRO-3 inside a group, replicas across groups) is "
+                "not implemented: ZeRO shards over all of parallel.dp; use parallel.zero_stage 3 (sharded over "
+                "every replica) or 1 (optimizer states only)")
+MIXTURE_OF_EXPERTS = ("mixture-of-experts layers are not implemented (dense SwiGLU blocks only): drop the key, "
+                      "and train a dense model (model.ffn_hidden sets the MLP width)")
+
+PARALLEL_KEYS: dict[str, str] = {
+    **dict.fromkeys(("cp", "context_parallel", "context_parallel_size", "context_parallel_degree"),
+                    CONTEXT_PARALLEL),
+    **dict.fromkeys(("vp", "vpp", "virtual_pipeline", "virtual_pipeline_model_parallel_size",
+                     "virtual_pipeline_parallel", "virtual_stages", "interleaved", "num_layers_per_virtual_"
+                     "pipeline_stage", "pipeline_parallel_layers_per_stage"), VIRTUAL_PIPELINE),
+    **dict.fromkeys(("pipeline_schedule", "pipeline_parallel_schedule"), PIPELINE_SCHEDULE),
+    **dict.fromkeys(("ep", "expert_parallel", "expert_model_parallel_size", "expert_parallel_degree"),
+                    EXPERT_PARALLEL),
+    **dict.fromkeys(("hsdp", "hybrid_shard", "sharding_strategy", "data_parallel_replicate_degree",
+                     "data_parallel_shard_degree"), HYBRID_SHARD),
+}
+MODEL_KEYS: dict[str, str] = dict.fromkeys(
+    ("moe", "num_experts", "n_experts", "num_moe_experts", "moe_router_topk", "num_experts_per_tok",
+     "n_routed_experts"), MIXTURE_OF_EXPERTS)
+
+
+def refuse_foreign_keys(data: Any, table: dict[str, str], section: str) -> Any:
+    """`data` unchanged, or a ValueError naming each key of `table` it holds (`section.key: why`)."""
+    if isinstance(data, dict):
+        found = [f"{section}.{key}: {table[norm]}" for key in data
+                 if (norm := str(key).strip().lower().replace("-", "_")) in table]
+        if found:
+            raise ValueError("; ".join(found))
+    return data
 
 
 # What a checkpoint's config.json decides: setting one of these beside `init.kind: hf` is a conflict, not an override.
@@ -52,6 +99,11 @@ class ModelSpec(StrictModel):
                             "init.kind: hf the checkpoint's initializer_range).")
     init: ModelInitSpec = Field(default_factory=ModelInitSpec, description="Where the weights start: a seeded "
                                 "random init of this shape, or a Hugging Face checkpoint (its own shape).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_foreign_features(cls, data):
+        return refuse_foreign_keys(data, MODEL_KEYS, "model")
 
     def resolved(self) -> dict[str, int]:
         """n_layers, n_heads, n_kv_heads, d_model with the flavor's values filled in."""
@@ -106,6 +158,12 @@ class ParallelSpec(StrictModel):
     accelerator: Literal["auto", "cpu", "cuda"] = Field(
         "auto", description="auto: CUDA when available, else CPU ranks with gloo."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_foreign_features(cls, data):
+        # Other trainers' layout keys (context parallel, virtual pipeline, ...): name the missing feature.
+        return refuse_foreign_keys(data, PARALLEL_KEYS, "parallel")
 
     @property
     def world_size(self) -> int:
@@ -165,8 +223,9 @@ def shape_problems(n_heads: int, n_kv_heads: int, ffn_hidden: int, n_layers: int
     """Why `parallel` cannot split a model of this shape (empty when it can), each naming the params key."""
     p, problems = parallel, []
     if n_heads % p.tp or n_kv_heads % p.tp:
-        # Each tensor rank owns whole query heads and whole kv heads: a kv head is split, never replicated (as
-        # Megatron does for tp > query groups), so GQA with fewer kv heads than tp cannot run; name the tp that can.
+        # Each tensor rank owns whole query heads and whole kv heads: a kv head is never replicated, so GQA with
+        # fewer kv heads than tp cannot run. Megatron-core has the same rule (divide(num_query_groups, tp) in its
+        # attention); only the BigCode fork replicated StarCoder's one MQA head. Name the tp that can.
         fits = [t for t in range(1, n_kv_heads + 1) if n_heads % t == 0 and n_kv_heads % t == 0]
         why = (f": kv heads are split over the tensor ranks, not replicated, so at most {n_kv_heads}"
                if p.tp > n_kv_heads else "")

@@ -1,4 +1,5 @@
-"""The recipe planner against published training runs (tests/published_layouts.py, sources there): from the
+"""The recipe planner against published training runs (tests/published_layouts.py and the framework configs of
+tests/published_configs.py, sources there): from the
 model's shape, the cluster and the global batch alone it returns a sound recipe for every run (fits with the
 margin, TP inside a node, dp·tp·pp = world, model parallelism from 100B, bubble ≤ 50 % of the step) that is no
 slower by its own model than the published one; the network and the model's size change the answer."""
@@ -12,6 +13,7 @@ import pytest
 from specs import ParamsError, load_params
 from tasks.train.planning.plan_render import set_line
 from tasks.train.planning.planner import GIB, MEMORY_SAFETY, TIE_TOLERANCE, plan, search
+from tests.published_configs import ALL_RUNS
 from tests.published_layouts import RUNS, table
 
 REPO = Path(__file__).resolve().parents[1]
@@ -21,13 +23,13 @@ PLANS = {}
 
 
 def planned(name: str):
-    run = next(r for r in RUNS if r.name.startswith(name))
+    run = next(r for r in ALL_RUNS if r.name.startswith(name))
     if run.name not in PLANS:
         PLANS[run.name] = run.plan()
     return run, PLANS[run.name]
 
 
-@pytest.mark.parametrize("name", [run.name for run in RUNS])
+@pytest.mark.parametrize("name", [run.name for run in ALL_RUNS])
 def test_every_run_gets_a_sound_recipe(name):
     run, p = planned(name)
     c, g = p.chosen, run.cluster.gpus_per_node
@@ -42,7 +44,7 @@ def test_every_run_gets_a_sound_recipe(name):
         assert c.zero_stage <= 1                                     # DeepSpeed's limit with a pipeline
 
 
-@pytest.mark.parametrize("name", [run.name for run in RUNS if run.published])
+@pytest.mark.parametrize("name", [run.name for run in ALL_RUNS if run.published])
 def test_the_choice_is_no_slower_than_the_published_recipe_by_its_own_model(name):
     run, p = planned(name)
     pub = run.published_row()
@@ -60,11 +62,11 @@ def test_the_issue_20b_case_fails_with_the_params_recipe_and_is_found_by_the_sea
     assert p.chosen is not None and p.chosen.micro_batch < 8
 
 
-@pytest.mark.parametrize("name", [run.name for run in RUNS if run.published])
+@pytest.mark.parametrize("name", [run.name for run in ALL_RUNS if run.published])
 def test_the_published_recipe_loads_as_params(name):
     """What a user writes in params.yaml for the published run — its shape, sequence, vocabulary and the recipe
     (tp/pp/dp, ZeRO, micro-batch, accumulation, recomputation, sequence parallel) — passes the spec as given."""
-    run = next(r for r in RUNS if r.name == name)
+    run = next(r for r in ALL_RUNS if r.name == name)
     pub = run.published_row()
     shape = run.model.model_dump(exclude_unset=True, exclude={"init"})
     overrides = [f"model.{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in shape.items()]
@@ -146,7 +148,7 @@ def test_a_model_that_fits_data_parallel_gets_no_model_parallelism(name):
 
 def test_readme_table_renders_every_run():
     text = table()
-    assert text.count("\n") == len(RUNS) + 1
+    assert text.count("\n") == len(ALL_RUNS) + 1
     assert "| GPT-NeoX-20B (EleutherAI) |" in text and "does not fit" not in text
 
 

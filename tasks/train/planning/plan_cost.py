@@ -24,7 +24,10 @@ if TYPE_CHECKING:
 # NVLink: NVIDIA H100 SXM datasheet, 900 GB/s NVLink 4 bidirectional = 450 GB/s per direction (H200 the same);
 # A100 SXM datasheet, 600 GB/s NVLink 3 bidirectional = 300 GB/s per direction. NVL cards link by bridges: H100
 # NVL 600 GB/s (300 per direction), H200 NVL 900 GB/s per GPU (450; 2- or 4-way bridges: only that many GPUs).
-NVLINK_PER_DIRECTION = {"h100-sxm": 450e9, "h200": 450e9, "a100": 300e9, "h100-nvl": 300e9, "h200-nvl": 450e9}
+# V100 SXM2 datasheet: 300 GB/s NVLink 2 = 150 per direction (without it a V100 got Hopper's 450: BLOOM-7B1's
+# tp 4 all-reduces were priced 3× too fast).
+NVLINK_PER_DIRECTION = {"h100-sxm": 450e9, "h200": 450e9, "a100": 300e9, "h100-nvl": 300e9, "h200-nvl": 450e9,
+                        "v100": 150e9}
 NVLINK_DEFAULT = 450e9
 # PCIe gen4 x16: 32 GB/s per direction on paper, ~25 GB/s achieved by NCCL through the host bridge (no P2P).
 PCIE_GEN4 = 25e9
