@@ -2,8 +2,8 @@
 
     python benchmarks/planner_published.py
 
-Each run of tests/published_layouts.py and tests/published_configs.py (sources cited there) is planned from its model shape, cluster and global
-batch alone; the published recipe is priced by the same cost model beside the planner's choice.
+Each run of tests/published_layouts.py and tests/published_configs.py (sources cited there) is planned from its
+model shape, cluster and global batch alone; the published recipe is priced by the same cost model beside the planner's choice.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Published training *configs* (framework example scripts and recipes: torchtitan, Megatron-LM, NeMo, BigCode,
-BigScience, llm-foundry), encoded like tests/published_layouts.py's runs and printed in the same table.
+BigScience, llm-foundry, OLMo), encoded like tests/published_layouts.py's runs and printed in the same table.
 
 Where the source's recipe uses a feature forgeline lacks (context parallelism, an interleaved pipeline, hybrid
 sharding, a replicated multi-query head), `refused` holds the params keys a user translating it would write and
@@ -100,6 +100,17 @@ CONFIG_RUNS = [
                  50368, 2048, 1024, ClusterSpec(nodes=1, **A100_IB),
                  layout(8, 1, 1, 3, micro_batch=8, checkpointing="full"), "HSDP 2 × 4, mb 8 × 16, full AC",
                  refused={"parallel.sharding_strategy": "HYBRID_SHARD"}, refusal="hybrid sharding"),
+    # allenai/OLMo configs/official/OLMo-7B.yaml (commit 0bb7f7d): d_model 4096, 32 heads, 32 layers,
+    # mlp_hidden_size 22016 (OLMo's fused gate + up: SwiGLU 11008 wide), untied, seq 2048, embedding_size 50304,
+    # global_train_batch_size 2048, device_train_microbatch_size 2, FSDP (full shard, torch's default) in mixed
+    # precision, flash attention. The config fixes no cluster: 32 nodes × 8 A100 40 GB are assumed (the OLMo
+    # paper's 27 × 8 A100 40 GB, not re-read, would not divide 2048 sequences: OLMo needs global % world == 0).
+    PublishedRun("OLMo 7B (AI2 OLMo)", "OLMo configs/official/OLMo-7B.yaml",
+                 ModelSpec(flavor="1b", n_layers=32, d_model=4096, n_heads=32, n_kv_heads=32, ffn_hidden=11008,
+                           tie_embeddings=False),
+                 50304, 2048, 2048, ClusterSpec(nodes=32, **{**A100_IB, "memory_gb": 40}),
+                 layout(256, 1, 1, 3, micro_batch=2), "FSDP full_shard 256, mb 2 × 4"),
 ]
+
 
 ALL_RUNS = RUNS + CONFIG_RUNS
