@@ -160,3 +160,27 @@ def test_prefer_data_parquet_row_over_the_cap_is_one_parse_row_never_held(tmp_pa
     assert len(items) == 40 and [key for key, _ in unread] == ["s/d/pairs.parquet:row8"]
     assert "record_too_large" in unread[0][1] and "1,048,576-byte cap" in unread[0][1]
     assert peak < 4 << 20, peak
+
+
+def test_multimodal_parquet_row_over_the_cap_is_one_row_never_held(tmp_path):
+    """Multimodal's Parquet rows go through prefer_data's bounded reader: one 16 MiB caption among 40 rows was
+    decoded with its batch before (no cap); now it is one `record_too_large` row, measured unread."""
+    import pyarrow as pa
+
+    rows = [caption(f"A small caption number {i}.") for i in range(40)]
+    rows[7] = caption("x" * (16 << 20))
+    (tmp_path / "d").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "d" / "rows.parquet", compression="zstd")
+    tracemalloc.start()
+    try:
+        items = [(type(i).__name__, getattr(i, "origin", ""), getattr(i, "reason", ""), getattr(i, "detail", ""))
+                 for i in readers.read_source(FilesMMSource(name="s", paths=["d"], max_line_bytes=1 << 20), tmp_path)]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    bad = [i for i in items if i[0] == "MMBad"]
+    assert len(items) == 40 and [(o, r) for _, o, r, _ in bad] == [("d/rows.parquet:8", "record_too_large")]
+    assert "1,048,576-byte cap" in bad[0][3] and "max_line_bytes" in bad[0][3]
+    assert [o for _, o, _, _ in items if o != "d/rows.parquet:8"] == [f"d/rows.parquet:{n}" for n in range(1, 41)
+                                                                      if n != 8]
+    assert peak < 4 << 20, peak
