@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from specs.multimodal import FilesMMSource
 from tasks.data.formats.parquet_rows import parquet_rows
 from tasks.data.formats.paths import display_path, expand_paths, link_roots
-from tasks.data.formats.streams import file_lines
+from tasks.data.formats.json_lines import PARSE_ISSUES, json_lines
 from tasks.data.records import finite
 from tasks.data.multimodal.records import AUDIO_SUFFIXES, MMBad, MMRecord, MediaRef, Segment, kind_of_suffix
 from tasks.data.multimodal.subtitles import parse_cues
@@ -167,21 +167,17 @@ def _from_row(obj: Any, path: Path, shown: str, where: str, src: FilesMMSource, 
 
 
 def read_jsonl(path: Path, shown: str, src: FilesMMSource, scope: Scope) -> Iterator[MMRecord | MMBad]:
-    """The rows of a jsonl file, streamed as ingest reads them (`file_lines`): a line over the source's
-    `max_line_bytes` is `record_too_large`, skipped unread; a damaged compressed file ends `truncated`."""
-    for line in file_lines(path, src.max_line_bytes, f"max_line_bytes of multimodal source {src.name!r}"):
-        n, raw = line.number, line.data
-        if line.issue is not None:
-            yield MMBad(src.name, f"{shown}:{n}", line.issue, line.detail)
-            continue
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-            yield MMBad(src.name, f"{shown}:{n}", "invalid_json", str(exc)[:300])
-            continue
-        yield _from_row(obj, path, shown, str(n), src, scope)
+    """The rows of a jsonl file, streamed and parsed by `json_lines`: a line over the source's `max_line_bytes` is
+    `record_too_large`, skipped unread; a damaged compressed file ends `truncated`; a line that is not UTF-8 JSON
+    is `invalid_json`."""
+    for line in json_lines(path, src.max_line_bytes, f"max_line_bytes of multimodal source {src.name!r}"):
+        where = f"{shown}:{line.number}"
+        if line.issue in PARSE_ISSUES:
+            yield MMBad(src.name, where, "invalid_json", str(line.error)[:300])
+        elif line.issue is not None:
+            yield MMBad(src.name, where, line.issue, line.detail)
+        else:
+            yield _from_row(line.value, path, shown, str(line.number), src, scope)
 
 
 def read_parquet(path: Path, shown: str, src: FilesMMSource, scope: Scope) -> Iterator[MMRecord | MMBad]:
