@@ -188,4 +188,5 @@ def line_cap_field() -> Any:
     """The `max_line_bytes` field of a jsonl files source (instruct, prefer_data, multimodal): the readers' memory
     bound per line, as ingest's `max_record_bytes` is ingest's."""
     return Field(64 * 1024 * 1024, ge=16, description="Memory bound of the reader: a jsonl line longer than this "
-                 "many (decompressed) bytes is one dropped row (`record_too_large`), skipped without being held.")
+                 "many (decompressed) bytes, or a Parquet row whose values decode to more, is one dropped row "
+                 "(`record_too_large`), skipped without being held.")

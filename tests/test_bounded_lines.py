@@ -160,3 +160,46 @@ def test_prefer_data_parquet_row_over_the_cap_is_one_parse_row_never_held(tmp_pa
     assert len(items) == 40 and [key for key, _ in unread] == ["s/d/pairs.parquet:row8"]
     assert "record_too_large" in unread[0][1] and "1,048,576-byte cap" in unread[0][1]
     assert peak < 4 << 20, peak
+
+
+def test_multimodal_parquet_row_over_the_cap_is_one_row_never_held(tmp_path):
+    """Multimodal's Parquet rows go through prefer_data's bounded reader: one 16 MiB caption among 40 rows was
+    decoded with its batch before (no cap); now it is one `record_too_large` row, measured unread."""
+    import pyarrow as pa
+
+    rows = [caption(f"A small caption number {i}.") for i in range(40)]
+    rows[7] = caption("x" * (16 << 20))
+    (tmp_path / "d").mkdir()
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "d" / "rows.parquet", compression="zstd")
+    tracemalloc.start()
+    try:
+        items = [(type(i).__name__, getattr(i, "origin", ""), getattr(i, "reason", ""), getattr(i, "detail", ""))
+                 for i in readers.read_source(FilesMMSource(name="s", paths=["d"], max_line_bytes=1 << 20), tmp_path)]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    bad = [i for i in items if i[0] == "MMBad"]
+    assert len(items) == 40 and [(o, r) for _, o, r, _ in bad] == [("d/rows.parquet:8", "record_too_large")]
+    assert "1,048,576-byte cap" in bad[0][3] and "max_line_bytes" in bad[0][3]
+    assert [o for _, o, _, _ in items if o != "d/rows.parquet:8"] == [f"d/rows.parquet:{n}" for n in range(1, 41)
+                                                                      if n != 8]
+    assert peak < 4 << 20, peak
+
+
+@pytest.mark.parametrize("stage", sorted(READERS))
+def test_one_shared_reader_reads_a_bom_and_refuses_a_huge_integer_as_one_line(tmp_path, stage):
+    """The three readers parse through `json_lines`. A UTF-8 byte-order mark (Windows tools, or a second file
+    concatenated) was invalid JSON to instruct and prefer_data; a 5,000-digit integer (valid JSON that json.loads
+    refuses with a plain ValueError) stopped instruct and prefer_data and cost multimodal the rest of the file."""
+    make, read = READERS[stage]
+    first, second = json.dumps(make("What is the capital of France today?")), json.dumps(make("Why is sky blue?"))
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.jsonl").write_bytes(b"\xef\xbb\xbf" + first.encode() + b'\n{"n": ' + b"7" * 5000 +
+                                             b"}\n\xef\xbb\xbf" + second.encode() + b"\n")
+    items = list(read(tmp_path, 64 << 20))
+    where = [getattr(i, "origin", None) or i.id for i in items]
+    assert [w.rsplit(":", 1)[-1] for w in where] == ["1", "2", "3"], where
+    good = [i for n, i in enumerate(items) if n != 1]
+    assert not any(type(i).__name__ in ("Rejected", "Unread", "MMBad") for i in good), good
+    bad = " ".join(str(getattr(items[1], k, "")) for k in ("reason", "detail"))
+    assert "invalid JSON" in bad or "invalid_json" in bad, bad

@@ -194,6 +194,34 @@ def test_a_stated_id_that_is_no_id_is_refused_naming_the_file(key, tmp_path):
         stated_generation(tmp_path)
 
 
+@pytest.mark.parametrize(("files", "file", "key", "value"), [
+    ({"config.json": {"bos_token_id": 32000}}, "config.json", "bos_token_id", "32000"),
+    ({"config.json": {"pad_token_id": 40000}}, "config.json", "pad_token_id", "40000"),
+    ({"config.json": {"eos_token_id": [2, 32000]}}, "config.json", "eos_token_id", r"32000 \(in \[2, 32000\]\)"),
+    ({"generation_config.json": {"eos_token_id": [1, 2, 99999]}}, "generation_config.json", "eos_token_id",
+     r"99999 \(in \[1, 2, 99999\]\)")])
+def test_a_stated_id_outside_the_vocabulary_is_refused_naming_key_value_and_size(files, file, key, value, tmp_path):
+    """Llama 2's config.json states `vocab_size: 32000`: an id of 32000 or more has no embedding row. Before, it
+    was carried into hf_stated.json and export's config.json, and failed only when generation or padding used
+    it."""
+    from tasks.train.hf.hf_families import HFImportError
+
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 32000, "bos_token_id": 1, "eos_token_id": 2,
+                                                      "pad_token_id": None, **files.get("config.json", {})}))
+    if "generation_config.json" in files:
+        (tmp_path / "generation_config.json").write_text(json.dumps(files["generation_config.json"]))
+    with pytest.raises(HFImportError, match=rf"{file}: {key} {value} is outside the vocabulary \(vocab_size 32000"):
+        stated_generation(tmp_path)
+
+
+def test_stated_ids_inside_the_vocabulary_and_a_null_pad_are_kept(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 32000, "bos_token_id": 0, "pad_token_id": None,
+                                                      "eos_token_id": [2, 31999]}))
+    stated = stated_generation(tmp_path)
+    assert stated["eos_token_id"] == [2, 31999]
+    assert stated["config"] == {"bos_token_id": 0, "pad_token_id": None}
+
+
 if __name__ == "__main__":  # the table: python -m tests.test_hf_stated DIR
     import sys
 

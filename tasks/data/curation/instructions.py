@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ast
 import importlib.util
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -35,13 +34,14 @@ import yaml
 from specs.instruct import EmbeddedInstructSource, FilesInstructSource, FilterSpec, InstructFieldMap
 from tasks.data.embedded import read_embedded
 from tasks.data.formats.paths import expand_paths
-from tasks.data.formats.streams import file_lines
+from tasks.data.formats.json_lines import json_lines
 from tasks.data.cleanup.normalize import normalize_text
 from tasks.data.records import Doc, unicode_error, valid_unicode
 
 ROLES = ("system", "user", "assistant")
 ANSWER_CHARS = 1_200        # embedded answers keep whole leading paragraphs up to about this many characters
 EXCERPT_CHARS = 300         # text shown per ledger row
+PARSE_LABELS = {"invalid_utf8": "invalid UTF-8", "invalid_json": "invalid JSON"}   # json_lines' issues, as ledgered
 CHATTERBOT_PIN = "chatterbot-corpus==1.3.3"
 
 _ROLE = re.compile(r":[\w:.-]+:`~?([^`]+)`")           # reST roles such as :func:`json.dumps`
@@ -264,28 +264,15 @@ def _files(src: FilesInstructSource, root: Path) -> Iterator[Conversation | Reje
 
 def _conversations(src: FilesInstructSource, path: Path, shown: str, seen: dict[str, str]
                    ) -> Iterator[Conversation | Rejected]:
-    """One file's lines, streamed as ingest reads them (`file_lines`: one line held at a time, a line over the
-    source's `max_line_bytes` rejected unread, a damaged compressed file ended by one rejected line)."""
-    for entry in file_lines(path, src.max_line_bytes, f"max_line_bytes of instruct source {src.name!r}"):
-        lineno, raw = entry.number, entry.data
+    """One file's lines, streamed and parsed by `json_lines` (one line held at a time, a line over the source's
+    `max_line_bytes` rejected unread, a damaged compressed file ended by one rejected line)."""
+    for entry in json_lines(path, src.max_line_bytes, f"max_line_bytes of instruct source {src.name!r}"):
+        lineno, obj, line = entry.number, entry.value, entry.text
         where = f"{shown}:{lineno}"
-        line = raw.decode("utf-8", "backslashreplace")
         if entry.issue is not None:
-            yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: {entry.issue}: "
-                           f"{entry.detail}", line[:EXCERPT_CHARS])
-            continue
-        if not raw.strip():
-            continue  # blank lines (the usual trailing newline included) are not records
-        try:
-            obj = json.loads(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: invalid UTF-8 "
-                           f"({exc.reason} at byte {exc.start})", line[:EXCERPT_CHARS])
-            continue
-        except (json.JSONDecodeError, RecursionError) as exc:
-            yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: invalid JSON "
-                           f"({exc if isinstance(exc, json.JSONDecodeError) else 'nested too deep'})",
-                           line[:EXCERPT_CHARS])
+            label = PARSE_LABELS.get(entry.issue)
+            yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: " + (
+                f"{label} ({entry.detail})" if label else f"{entry.issue}: {entry.detail}"), line[:EXCERPT_CHARS])
             continue
         messages = _messages_of(obj, src.fields)
         if isinstance(messages, str):

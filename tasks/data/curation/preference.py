@@ -33,7 +33,7 @@ from typing import Any
 from specs.prefer import EmbeddedPreferenceSource, FilesPreferenceSource, PreferenceFieldMap
 from tasks.data.formats.parquet_rows import parquet_rows
 from tasks.data.formats.paths import expand_paths
-from tasks.data.formats.streams import file_lines
+from tasks.data.formats.json_lines import PARSE_ISSUES, json_lines
 from tasks.data.records import unicode_error
 
 EXCERPT_CHARS = 300
@@ -153,7 +153,7 @@ class ReadError(str):
 def _records(path: Path, shown: str, cap: int, knob: str) -> Iterator[tuple[str, Any, str]]:
     """(where, parsed object or a ReadError, raw excerpt) per jsonl line / parquet row; a file that cannot be
     opened (a Parquet file cut short has no footer, so none of its rows can be read) is one ReadError. Both are
-    streamed: a jsonl file a line at a time (`file_lines`), a Parquet file a batch at a time (`parquet_rows`: a
+    streamed: a jsonl file a line at a time (`json_lines`), a Parquet file a batch at a time (`parquet_rows`: a
     damaged row group is one ReadError); a line or row over `cap` bytes is one ReadError, never held."""
     if path.suffix != ".parquet":
         yield from _lines(path, shown, cap, knob)
@@ -174,17 +174,14 @@ def _records(path: Path, shown: str, cap: int, knob: str) -> Iterator[tuple[str,
 
 def _lines(path: Path, shown: str, cap: int, knob: str) -> Iterator[tuple[str, Any, str]]:
     try:
-        for entry in file_lines(path, cap, knob):
-            if not entry.data.strip() and entry.issue is None:
-                continue
-            where, text = f"{shown}:{entry.number}", entry.data.decode("utf-8", "backslashreplace")
-            if entry.issue is not None:
-                yield where, ReadError(f"{entry.issue}: {entry.detail}"), text[:EXCERPT_CHARS]
-                continue
-            try:
-                yield where, json.loads(entry.data.decode("utf-8")), text[:EXCERPT_CHARS]
-            except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-                yield where, ReadError(f"invalid JSON or UTF-8 ({type(exc).__name__})"), text[:EXCERPT_CHARS]
+        for entry in json_lines(path, cap, knob):
+            where, text = f"{shown}:{entry.number}", entry.text[:EXCERPT_CHARS]
+            if entry.issue in PARSE_ISSUES:
+                yield where, ReadError(f"invalid JSON or UTF-8 ({type(entry.error).__name__})"), text
+            elif entry.issue is not None:
+                yield where, ReadError(f"{entry.issue}: {entry.detail}"), text
+            else:
+                yield where, entry.value, text
     except OSError as exc:
         yield shown, _unreadable(exc, path, shown), ""
 

@@ -25,8 +25,9 @@ from typing import Any, Iterator
 import pyarrow.parquet as pq
 
 from specs.multimodal import FilesMMSource
+from tasks.data.formats.parquet_rows import parquet_rows
 from tasks.data.formats.paths import display_path, expand_paths, link_roots
-from tasks.data.formats.streams import file_lines
+from tasks.data.formats.json_lines import PARSE_ISSUES, json_lines
 from tasks.data.records import finite
 from tasks.data.multimodal.records import AUDIO_SUFFIXES, MMBad, MMRecord, MediaRef, Segment, kind_of_suffix
 from tasks.data.multimodal.subtitles import parse_cues
@@ -166,29 +167,37 @@ def _from_row(obj: Any, path: Path, shown: str, where: str, src: FilesMMSource, 
 
 
 def read_jsonl(path: Path, shown: str, src: FilesMMSource, scope: Scope) -> Iterator[MMRecord | MMBad]:
-    """The rows of a jsonl file, streamed as ingest reads them (`file_lines`): a line over the source's
-    `max_line_bytes` is `record_too_large`, skipped unread; a damaged compressed file ends `truncated`."""
-    for line in file_lines(path, src.max_line_bytes, f"max_line_bytes of multimodal source {src.name!r}"):
-        n, raw = line.number, line.data
-        if line.issue is not None:
-            yield MMBad(src.name, f"{shown}:{n}", line.issue, line.detail)
-            continue
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-            yield MMBad(src.name, f"{shown}:{n}", "invalid_json", str(exc)[:300])
-            continue
-        yield _from_row(obj, path, shown, str(n), src, scope)
+    """The rows of a jsonl file, streamed and parsed by `json_lines`: a line over the source's `max_line_bytes` is
+    `record_too_large`, skipped unread; a damaged compressed file ends `truncated`; a line that is not UTF-8 JSON
+    is `invalid_json`."""
+    for line in json_lines(path, src.max_line_bytes, f"max_line_bytes of multimodal source {src.name!r}"):
+        where = f"{shown}:{line.number}"
+        if line.issue in PARSE_ISSUES:
+            yield MMBad(src.name, where, "invalid_json", str(line.error)[:300])
+        elif line.issue is not None:
+            yield MMBad(src.name, where, line.issue, line.detail)
+        else:
+            yield _from_row(line.value, path, shown, str(line.number), src, scope)
 
 
 def read_parquet(path: Path, shown: str, src: FilesMMSource, scope: Scope) -> Iterator[MMRecord | MMBad]:
-    row = 0
-    for batch in pq.ParquetFile(path).iter_batches(batch_size=256):
-        for obj in batch.to_pylist():
-            row += 1
-            yield _from_row(obj, path, shown, str(row), src, scope)
+    """The rows of a Parquet file, streamed as ingest and prefer_data read them (`parquet_rows`): a row whose
+    values (media bytes included) decode to more than the source's `max_line_bytes` is `record_too_large`, skipped
+    unread; a damaged row group is one `unreadable_file` row and the other groups are read."""
+    cap = src.max_line_bytes
+    for r in parquet_rows(path, cap):
+        where = f"{shown}:{r.number}"
+        if r.issue == "unreadable_file" and r.number == 0:
+            yield MMBad(src.name, shown, "unreadable_file", f"not a readable Parquet file: "
+                        f"{type(r.error).__name__}: {str(r.error)[:300]}")
+        elif r.issue == "unreadable_file":
+            yield MMBad(src.name, where, "unreadable_file", f"rows {r.number}-{r.last} (row group {r.group}) could "
+                        f"not be read: {type(r.error).__name__}: {str(r.error)[:300]}")
+        elif r.issue == "record_too_large":
+            yield MMBad(src.name, where, "record_too_large", f"row of {r.size:,} bytes > the {cap:,}-byte cap "
+                        f"(max_line_bytes of multimodal source {src.name!r}); skipped unread")
+        else:
+            yield _from_row(r.data, path, shown, str(r.number), src, scope)
 
 
 def read_audio(path: Path, shown: str, src: FilesMMSource, scope: Scope) -> Iterator[MMRecord | MMBad]:

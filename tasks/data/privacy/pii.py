@@ -173,7 +173,10 @@ class ColonLed:
         return "".join(out) + text[last:] if out else text
 
 _IPV4 = re.compile(r"[0-9](?<![\w.][0-9])\d{0,2}(?:\.\d{1,3}){3}(?!\w|\.\w)", re.ASCII)
-_PREFIX_AFTER = re.compile(r"/(\d{1,3})(?!\d)")
+# A prefix length is a whole number on its own: the `/8` of `8.8.8.8/8.8.8.8/` or the `/2` of `::1/2a00:...` starts
+# the next address. Read as a prefix, the first address was kept until the next became a placeholder, one a round
+# from the end backwards (MAX_ROUNDS left most of a long run); now it is decided the same in every round.
+_PREFIX_AFTER = re.compile(r"/(\d{1,3})(?!\w|\.\d)")
 # Dotted quads after these words are versions or section numbers ("version 1.2.3.4", "sections 8.2.4.44").
 # A product token's slash (`Firefox/1.9.2.20`), a user agent's `rv:`, a requirement's comparison
 # (`foo==1.2.3.4`, `>=`, `~=`) and a package name's dash (`foo-1.2.3.4`) lead versions too.

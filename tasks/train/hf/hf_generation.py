@@ -60,19 +60,36 @@ def stated_generation(folder: Path) -> dict[str, Any]:
             raise HFImportError(f"{folder / GENERATION}: not JSON ({exc})") from None
         if not isinstance(generation, dict):
             raise HFImportError(f"{folder / GENERATION}: not a JSON object")
-    for where, key, value in ((folder / "config.json", "eos_token_id", config.get("eos_token_id")),
-                              (folder / GENERATION, "eos_token_id", (generation or {}).get("eos_token_id")),
-                              *((config_file, k, config.get(k)) for k in ("bos_token_id", "pad_token_id"))):
-        ids = value if isinstance(value, list) and key == "eos_token_id" else [value]
-        if not all(i is None or (isinstance(i, int) and not isinstance(i, bool) and i >= 0) for i in ids):
-            raise HFImportError(f"{where}: {key} {value!r} is not a token id" + " or a list of them" * (
-                key == "eos_token_id"))
+    check_stated_ids(config, generation, config_file, folder / GENERATION)
     tok_file = folder / "tokenizer_config.json"
     tok_cfg = json.loads(tok_file.read_text(encoding="utf-8")) if tok_file.is_file() else {}
     return {"eos_token_id": config.get("eos_token_id"), "generation_config": generation,
             "config": {k: config[k] for k in CONFIG_KEYS if k in config},
             "tokenizer": {k: tok_cfg[k] for k in TOKENIZER_KEYS if k in tok_cfg},
             **({"chat_templates": named} if (named := named_templates(folder)) else {})}
+
+
+def check_stated_ids(config: dict[str, Any], generation: dict[str, Any] | None, config_file: Path,
+                     generation_file: Path) -> None:
+    """Every id config.json and generation_config.json state (`eos_token_id`, an id or a list, checked element by
+    element; `bos_token_id`, `pad_token_id`) is null or a token id below config.json's `vocab_size`: an id past the
+    embedding would crash generation or padding long after import, so HFImportError names the file, key, value
+    and vocabulary size now. Without a usable `vocab_size` only the type is checked (hf_import refuses that
+    folder, naming the field)."""
+    vocab = config.get("vocab_size")
+    vocab = vocab if isinstance(vocab, int) and not isinstance(vocab, bool) and vocab > 0 else None
+    for where, key, value in ((config_file, "eos_token_id", config.get("eos_token_id")),
+                              (generation_file, "eos_token_id", (generation or {}).get("eos_token_id")),
+                              *((config_file, k, config.get(k)) for k in ("bos_token_id", "pad_token_id"))):
+        ids = value if isinstance(value, list) and key == "eos_token_id" else [value]
+        if not all(i is None or (isinstance(i, int) and not isinstance(i, bool) and i >= 0) for i in ids):
+            raise HFImportError(f"{where}: {key} {value!r} is not a token id" + " or a list of them" * (
+                key == "eos_token_id"))
+        outside = next((i for i in ids if vocab is not None and i is not None and i >= vocab), None)
+        if outside is not None:
+            which = f"{outside} (in {value!r})" if isinstance(value, list) else f"{value!r}"
+            raise HFImportError(f"{where}: {key} {which} is outside the vocabulary (vocab_size {vocab} in "
+                                f"{config_file.name}: ids 0-{vocab - 1})")
 
 
 def named_templates(folder: Path) -> dict[str, str]:
