@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from functools import lru_cache
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,8 @@ class Ref:
     line: int
 
 
-def prose_spans(text: str) -> list[Ref]:
+@lru_cache(maxsize=4)  # read by every check of one README text
+def prose_spans(text: str) -> tuple[Ref, ...]:
     """Every `code span` outside fenced blocks; a span may wrap onto the next line of its paragraph."""
     spans: list[Ref] = []
     paragraph: list[tuple[int, str]] = []
@@ -61,19 +63,20 @@ def prose_spans(text: str) -> list[Ref]:
                 paragraph.append((number, line))
                 flush()
     flush()
-    return spans
+    return tuple(spans)
 
 
 def readme_text() -> str:
     return README.read_text(encoding="utf-8")
 
 
-def commands(text: str) -> list[Ref]:
+@lru_cache(maxsize=4)
+def commands(text: str) -> tuple[Ref, ...]:
     """Shell commands: each line of a ```bash block, and each span that starts like one (`python ...`,
     `A=b bash ...`, `dvc ...`, `prefect ...`); `[--opt ...]` optional parts kept as `--opt ...`."""
     found = [Ref(c, line) for c, line in bash_commands(text)]
     found += [span for span in prose_spans(text) if COMMAND.match(span.text)]
-    return [Ref(re.sub(r"\[([^\]]*)\]", r"\1", c.text).replace(" | ", " ; "), c.line) for c in found]
+    return tuple(Ref(re.sub(r"\[([^\]]*)\]", r"\1", c.text).replace(" | ", " ; "), c.line) for c in found)
 
 
 def words(command: str) -> list[str]:
