@@ -186,3 +186,13 @@ def test_the_key_lookup_tells_fields_from_typos(text, key, ok):
     if text.startswith("`--set"):
         found = [k.text for k in params_keys(f"```bash\npython b.py {text.strip('`')}\n```\n")]
     assert found == [key] and key_resolves(key) is ok
+
+
+def test_every_forgeline_variable_named_is_read_somewhere():
+    """`FORGELINE_*` environment variables the README tells users to set are read by the code, a script or the
+    test set-up (the last for the test-only knobs the Tests section documents)."""
+    sources = [p for root in ("tasks", "flows", "specs", "scripts", "benchmarks", "tests", ".ci")
+               for p in (REPO / root).rglob("*") if p.is_file() and p.suffix in (".py", ".sh", "")]
+    code = "\n".join(p.read_text(errors="replace") for p in sources if p.name != "test_readme_refs.py")
+    named = {(m.group(0), TEXT.count("\n", 0, m.start()) + 1) for m in re.finditer(r"FORGELINE_[A-Z][A-Z_]*", TEXT)}
+    assert not sorted(f"README line {line}: {var}" for var, line in named if var not in code)
