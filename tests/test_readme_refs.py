@@ -196,3 +196,20 @@ def test_every_forgeline_variable_named_is_read_somewhere():
     code = "\n".join(p.read_text(errors="replace") for p in sources if p.name != "test_readme_refs.py")
     named = {(m.group(0), TEXT.count("\n", 0, m.start()) + 1) for m in re.finditer(r"FORGELINE_[A-Z][A-Z_]*", TEXT)}
     assert not sorted(f"README line {line}: {var}" for var, line in named if var not in code)
+
+
+def test_params_fragments_outside_recipes_validate_in_the_shipped_params():
+    from specs import ParamsError
+    from specs.params import validate_params
+    from tests.helpers.readme_refs import yaml_fragments
+    from tests.helpers.recipes import merge, shipped_params
+
+    fragments = yaml_fragments(TEXT)
+    assert len(fragments) >= 3  # benchmark's keys, downloaded benchmarks, model.init
+    bad = []
+    for line, body in fragments:
+        try:
+            validate_params(merge(shipped_params(), yaml.safe_load(body)))
+        except ParamsError as exc:
+            bad.append(f"README line {line}: {exc.problems}")
+    assert not bad

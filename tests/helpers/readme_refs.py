@@ -182,3 +182,20 @@ def key_resolves(key: str) -> bool:
     from specs.pretrain import PretrainJob
 
     return resolve_key(PretrainJob if key.startswith("train.") else Params, key.split("."))
+
+
+def yaml_fragments(text: str) -> list[tuple[int, str]]:
+    """(line, text) of every ```yaml block outside a recipe: a params.yaml fragment the README shows to paste
+    (a recipe's own blocks are run by tests/test_recipes.py)."""
+    from tests.helpers.recipes import END, FENCE, MARK
+
+    lines, out, in_recipe, i = text.splitlines(), [], False, 0
+    while i < len(lines):
+        in_recipe = bool(MARK.search(lines[i])) or (in_recipe and not END.search(lines[i]))
+        fence = FENCE.match(lines[i])
+        if fence and fence.group("lang") == "yaml" and not in_recipe:
+            end = next(j for j in range(i + 1, len(lines)) if FENCE.match(lines[j]))
+            out.append((i + 1, "\n".join(lines[i + 1:end])))
+            i = end
+        i += 1
+    return out
