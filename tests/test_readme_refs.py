@@ -22,7 +22,7 @@ from tests.helpers.recipes import REPO
 
 TEXT = readme_text()
 COMMANDS = commands(TEXT)
-# Files a step the README describes creates (git-ignored here): named as what the user will find there.
+# Dotted names that look like params keys and are not: FORGELINE_FAULT's points, and a library's function.
 FAULT_POINT = re.compile(r"^[a-z_]+\.(shard_done|step_done|checkpoint_write|checkpoint_async_write|atomic_write)$")
 NOT_KEYS = {"evaluate.load"}  # the Hugging Face `evaluate` library's loader, named as what lm-eval would call
 
@@ -142,8 +142,9 @@ def test_scripts_and_modules_take_the_flags_named():
         ws = [w for w in words(ref.text) if not re.match(r"^[A-Z_]+=", w)]
         if len(ws) < 2 or ws[0] not in ("python", "bash") or ws[1].startswith("/"):
             continue
-        if ws[1] == "-m" and ws[2] not in ("tasks", "flows", "pytest"):
-            target = REPO / (ws[2].replace(".", "/") + ".py")
+        module = ws[2] if ws[1] == "-m" and len(ws) > 2 and re.fullmatch(r"[\w.]+", ws[2]) else None
+        if module and module not in ("tasks", "flows", "pytest"):
+            target = REPO / (module.replace(".", "/") + ".py")
             argv = ws[3:]
         elif ws[1].endswith((".py", ".sh")):
             target, argv = REPO / ws[1], ws[2:]

@@ -108,8 +108,9 @@ def expand_braces(token: str) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------ modules
 def dotted_names(text: str) -> list[Ref]:
-    """`tasks.x.y` / `specs.x` / `flows.x` names in spans (a module, or a module's top-level name)."""
-    return [Ref(t, s.line) for s in prose_spans(text) for t in re.findall(r"\b(?:tasks|specs|flows|tests|benchmarks)(?:\.\w+)+", s.text)
+    """`tasks.x.y`, `specs.x`, `tests.helpers.x`, ... names in spans (a module, or a module's top-level name)."""
+    package = re.compile(r"\b(?:tasks|specs|flows|tests|benchmarks)(?:\.\w+)+")
+    return [Ref(t, s.line) for s in prose_spans(text) for t in package.findall(s.text)
             if not s.text.startswith(("python", "--set"))]
 
 
