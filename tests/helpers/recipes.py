@@ -131,6 +131,18 @@ def parse(text: str) -> dict[str, Recipe]:
     return recipes
 
 
+def bash_commands(text: str) -> list[tuple[str, int]]:
+    """(command, line of its block's fence) of every ```bash block of a README text, in recipes or not."""
+    lines, out = text.splitlines(), []
+    starts = [i for i, line in enumerate(lines) if FENCE.match(line) and FENCE.match(line).group("lang")]
+    for start in starts:
+        if FENCE.match(lines[start]).group("lang") == "bash":
+            (lang, body), = _blocks(lines[start:start + 1 + next(
+                j for j in range(1, len(lines) - start) if FENCE.match(lines[start + j])) + 1])
+            out += [(command, start + 1) for command in _commands(body)]
+    return out
+
+
 def readme_recipes() -> dict[str, Recipe]:
     return parse(README.read_text(encoding="utf-8"))
 
