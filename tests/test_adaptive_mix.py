@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,11 +24,11 @@ from tasks.train.inputs.adaptive import (
     next_weights,
     project,
 )
-from specs.ranks import JobFile, PretrainRun
+from specs.ranks import PretrainRun
 from tasks.train.launch import launch
 from tasks.train.inputs.synthetic import make_job, synthetic_mix
+from tests.helpers.killed import run_killed
 
-REPO = Path(__file__).resolve().parents[1]
 SEED = 5
 SOURCES = ("prose", "code", "math")
 
@@ -239,23 +236,11 @@ def test_weights_follow_the_rule_in_a_real_run(reference):
     assert [e["step"] for e in state["history"]] == [0, 2, 4, 6]
 
 
-DRIVER = """
-import sys
-from pathlib import Path
-from specs.ranks import JobFile
-from tasks.train.launch import launch
-launch(JobFile.loads(Path(sys.argv[1]).read_text()), Path(sys.argv[2]))
-"""
-
-
 def test_killed_adaptive_run_resumes_to_the_same_end(reference, mix_dir, tmp_path):
     ref_base, _ = reference
     job = adaptive_job(tmp_path, mix_dir)
-    (tmp_path / "job.json").write_text(JobFile.dumps(job))
-    env = {**os.environ, "FORGELINE_FAULT": "pretrain.step_done=5", "WANDB_MODE": "disabled"}
-    proc = subprocess.run([sys.executable, "-c", DRIVER, str(tmp_path / "job.json"), str(tmp_path / "launch")],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
-    assert proc.returncode == -9, proc.stderr[-2000:]  # SIGKILLed after step 5: checkpoint 4 is the newest
+    code, out = run_killed(launch, job, tmp_path / "launch", fault="pretrain.step_done=5", timeout=300)
+    assert code == -9, out[-2000:]  # SIGKILLed after step 5: checkpoint 4 is the newest
     saved = json.loads((tmp_path / "checkpoints" / "step000004" / STATE_FILE).read_text())
     assert [e["step"] for e in saved["history"]] == [0, 2, 4]
     # the sampler setting is part of what the checkpoint means: switching it off is refused

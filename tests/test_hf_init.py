@@ -5,10 +5,7 @@ trained), pretrain starts from the checkpoint's weights in any layout — each r
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,7 +25,8 @@ from tasks.train.hf.hf_import import hf_model_config, load_hf_state
 from tasks.train.checkpointing.weights import load_weights
 from tests.helpers.hf import CHATML, corpus_texts, make_checkpoint
 from tests.helpers.sft import conversations, decide, run_sft, write_jsonl
-from tests.helpers.pretrain import DRIVER, REPO, SEED, write_clean_shards
+from tests.helpers.killed import run_killed
+from tests.helpers.pretrain import SEED, run_stage, write_clean_shards
 
 TRAIN = {"micro_batch_size": 4, "log_every": 1, "eval_every": 2, "eval_batches": 2, "checkpoint_every": 2,
          "optim": {"warmup_steps": 1, "lr": 1e-3}}
@@ -118,11 +116,9 @@ def test_continued_pretraining_killed_and_resumed_ends_byte_identical(hf_project
     shutil.copytree(hf_project / "data" / "mix", root / "data" / "mix")
     spec = {"model": {"init": {"kind": "hf", "path": str(hf_project / "ckpt")}}, "parallel": {"tp": 2},
             "train": {**TRAIN, "steps": steps}}
-    env = {**os.environ, "FORGELINE_FAULT": "pretrain.step_done=3"}
-    proc = subprocess.run([sys.executable, "-c", DRIVER, str(root), str(SEED), json.dumps(spec)], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=600)
+    code, out = run_killed(run_stage, root, spec, fault="pretrain.step_done=3", timeout=600)
     # the ranks are SIGKILLed after step 3; the launching process reports their death and fails
-    assert proc.returncode != 0 and "terminated with signal SIGKILL" in proc.stderr, proc.stderr[-2000:]
+    assert code != 0 and "terminated with signal SIGKILL" in out, out[-2000:]
     names = sorted(p.name for p in (root / "checkpoints" / "pretrain").glob("step*"))
     assert names[-1] == "step000002", names
     paths = StagePaths(root=root, stage="pretrain", seed=SEED)

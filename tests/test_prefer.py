@@ -8,20 +8,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from tests.conftest import kill_point, seed_note
+from tests.helpers.killed import run_killed
 from tests.helpers.prefer import approve, outputs, run_data, run_prefer
 from tests.helpers.sft import conversations, decide, run_sft, write_jsonl
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -90,12 +87,8 @@ def test_killed_prefer_resumes_to_the_same_end(reference, tuned_sft, tmp_path):
     _, ref, _ = reference
     step = kill_point("prefer-step", 1, 8)
     root = copy_inputs(tuned_sft, tmp_path / "p")
-    driver = ("import sys\nfrom pathlib import Path\nfrom tests.helpers.prefer import run_prefer\n"
-              "run_prefer(Path(sys.argv[1]))\n")
-    env = {**os.environ, "FORGELINE_FAULT": f"prefer.step_done={step}"}
-    proc = subprocess.run([sys.executable, "-c", driver, str(root)], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == -9, (step, seed_note(), proc.stderr[-2000:])
+    code, out = run_killed(run_prefer, root, fault=f"prefer.step_done={step}", timeout=600)
+    assert code == -9, (step, seed_note(), out[-2000:])
     result = run_prefer(root)
     assert f"resumed from checkpoint step{2 * (step // 2):06d}" in result.summary, (step, seed_note())
     assert outputs(root) == ref, (step, seed_note())

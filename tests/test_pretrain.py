@@ -5,10 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +13,8 @@ import pytest
 from tasks.train.launch import build_command
 from tasks.train.modeling.model import ModelConfig, Transformer
 from tasks.train.checkpointing.weights import load_weights
-from tests.helpers.pretrain import DRIVER, REPO, SEED, SPEC, fresh_root, run_stage
+from tests.helpers.killed import run_killed
+from tests.helpers.pretrain import SEED, SPEC, fresh_root, run_stage
 
 OUTPUTS = ("report.json", "metrics.jsonl", "config.json", "ds_config.json")
 
@@ -64,10 +62,8 @@ def test_outputs_and_byte_identical_rerun(reference, mixed, tmp_path):
 def test_killed_run_resumes_to_the_same_end(reference, mixed, tmp_path):
     _, ref_out, _ = reference
     root = fresh_root(mixed, tmp_path / "p")
-    env = {**os.environ, "FORGELINE_FAULT": "pretrain.step_done=3"}
-    proc = subprocess.run([sys.executable, "-c", DRIVER, str(root), str(SEED), json.dumps(SPEC)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == -9, proc.stderr[-2000:]  # SIGKILLed after step 3: checkpoint 2 is the newest
+    code, out = run_killed(run_stage, root, SPEC, fault="pretrain.step_done=3", timeout=300)
+    assert code == -9, out[-2000:]  # SIGKILLed after step 3: checkpoint 2 is the newest
     assert sorted(p.name for p in (root / "checkpoints" / "pretrain").glob("step*")) == ["step000000", "step000002"]
     result = run_stage(root)
     assert "resumed from checkpoint step000002" in result.summary

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -16,7 +13,8 @@ import torch
 from tasks.train.parallel.dsconfig import lr_at
 from specs.train import OptimSpec
 from tasks.train.checkpointing.weights import load_weights
-from tests.helpers.pretrain import DRIVER, REPO, SEED, SPEC, fresh_root, run_stage
+from tests.helpers.killed import run_killed
+from tests.helpers.pretrain import SPEC, fresh_root, run_stage
 
 # Few steps from a fresh model: a wide noise floor, so only the injected faults count as spikes.
 GUARD = {"min_history": 3, "window": 5, "max_spikes": 2, "z_threshold": 6.0, "min_rel_std": 0.5}
@@ -78,10 +76,8 @@ def test_repeated_spikes_roll_back_past_the_bad_batches_and_resume_exactly(mixed
     # Killed two steps after the rollback (the checkpoint of step 6 holds the pre-rollback guard state only
     # through the state file written at the rollback): the resumed run ends byte-identical.
     other = fresh_root(mixed, tmp_path / "b")
-    env = {**os.environ, "FORGELINE_FAULT": "pretrain.step_done=7"}
-    proc = subprocess.run([sys.executable, "-c", DRIVER, str(other), str(SEED), json.dumps(rollback_spec())],
-                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == -9, proc.stderr[-2000:]
+    code, out = run_killed(run_stage, other, rollback_spec(), fault="pretrain.step_done=7", timeout=300)
+    assert code == -9, out[-2000:]
     run_stage(other, rollback_spec())
     for name in ("metrics.jsonl", "incidents.jsonl", "report.json"):
         assert (other / "data" / "pretrain" / name).read_bytes() == (root / "data" / "pretrain" / name).read_bytes()

@@ -4,20 +4,17 @@ rerun, kill-and-resume equal to an uninterrupted run, the review gate's rejectio
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from tests.conftest import kill_point, seed_note
+from tests.helpers.killed import run_killed
 from tests.helpers.sft import conversations, decide, run_sft, write_jsonl
 from tasks.train.checkpointing.weights import load_weights
 
-REPO = Path(__file__).resolve().parents[1]
 OUTPUTS = ("model.safetensors", "metrics.jsonl", "report.json", "comparisons.jsonl", "spotcheck.jsonl", "tokenizer.json",
            "config.json")
 @pytest.fixture(scope="module")
@@ -83,13 +80,8 @@ def kill_cases() -> list[tuple[str, str | None]]:
 def test_killed_sft_resumes_to_the_same_end(reference, pretrained, tmp_path, fault, resumes_from):
     _, ref, _ = reference
     root = copy_inputs(pretrained, tmp_path / "p")
-    driver = (
-        "import json, sys\nfrom pathlib import Path\nfrom tests.helpers.sft import run_sft\n"
-        "run_sft(Path(sys.argv[1]))\n")
-    env = {**os.environ, "FORGELINE_FAULT": fault}
-    proc = subprocess.run([sys.executable, "-c", driver, str(root)], cwd=REPO, env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert proc.returncode == -9, (fault, seed_note(), proc.stderr[-2000:])
+    code, out = run_killed(run_sft, root, fault=fault, timeout=300)
+    assert code == -9, (fault, seed_note(), out[-2000:])
     result = run_sft(root)
     if resumes_from is None:
         assert "resumed from" not in result.summary, (fault, seed_note())

@@ -16,7 +16,6 @@ from tasks.core.files import atomic_path
 from tasks.core.runner import StagePaths
 from tasks.data.records import RECORD_SCHEMA, write_table
 
-REPO = Path(__file__).resolve().parents[2]
 SEED = 11
 SPEC = {
     "model": {"flavor": "tiny", "n_layers": 2, "d_model": 32, "n_heads": 4, "n_kv_heads": 2},
@@ -24,17 +23,6 @@ SPEC = {
     "train": {"steps": 6, "micro_batch_size": 4, "log_every": 1, "eval_every": 3, "eval_batches": 4,
               "checkpoint_every": 2, "keep_checkpoints": 2, "optim": {"warmup_steps": 2}},
 }
-# `python -c DRIVER <root> <seed> <spec json>`: run_stage in a child process (one a test can SIGKILL).
-DRIVER = """
-import json, sys
-from pathlib import Path
-from specs.pretrain import PretrainJob
-from tasks import pretrain
-from tasks.core.runner import StagePaths
-paths = StagePaths(root=Path(sys.argv[1]), stage="pretrain", seed=int(sys.argv[2]))
-paths.out.mkdir(parents=True, exist_ok=True)
-pretrain.run(PretrainJob.model_validate(json.loads(sys.argv[3])), paths)
-"""
 
 
 def write_clean_shards(root: Path) -> None:
