@@ -148,20 +148,28 @@ def _seconds(text: str) -> float:
     return best
 
 
-@pytest.fixture(scope="module")
-def plain_seconds() -> float:
-    return _seconds(("The mill by the river grinds grain all day long. " * (N // 49 + 1))[:N])
+PLAIN = ("The mill by the river grinds grain all day long. " * (N // 49 + 1))[:N]
 
 
 @pytest.mark.parametrize("name", list(ADVERSARIAL))
-def test_adversarial_text_takes_linear_time(name, plain_seconds):
+def test_adversarial_text_takes_linear_time(name):
     piece = ADVERSARIAL[name]
     quarter, whole = _seconds(piece * (N // 4 // len(piece))), _seconds(piece * (N // len(piece)))
     # Linear: 4x the text takes ~4x the time (quadratic: 16x), and no more than a bounded factor of plain
     # text's (the constant: scrubbing a text of matches costs a Python callback per match). 12x, not 8x: on a
     # loaded 2-core machine `password=password ` measured 7.4x (allocation of 4x the matches), so 8x would flake.
     assert whole < 12 * quarter + 0.05, (name, quarter, whole)
-    assert whole < 60 * plain_seconds + 0.05, (name, whole, plain_seconds)
+    # Plain text is timed beside each case, not once per module: under a load that changes between the two
+    # (CI beside a `dvc repro`), `glued phones` measured 71x a plain time taken earlier in a quiet moment. A
+    # second pair is timed only when the first is over the bound; a real constant-factor regression fails both.
+    ratios = []
+    for _ in range(2):
+        plain = _seconds(PLAIN)
+        ratios.append((whole - 0.05) / plain)
+        if ratios[-1] < 60:
+            break
+        whole = _seconds(piece * (N // len(piece)))
+    assert min(ratios) < 60, (name, ratios)
 
 
 def test_a_windows_variable_in_a_query_is_a_template():
