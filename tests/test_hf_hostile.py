@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tasks.data.mixing.tokenizer import CheckpointTokenizerError, checkpoint_tokenizer
 from tasks.train.hf.hf_families import HFImportError
 from tasks.train.hf.hf_files import check_checkpoint_files
 from tasks.train.hf.hf_import import hf_model_config, load_hf_state, read_slice
@@ -175,3 +176,38 @@ def test_integer_weights_are_refused_not_cast(copy):
         load(folder)
     with pytest.raises(HFImportError, match="is stored as torch.int32"):
         read_slice(folder, "lm_head.weight", 0, 0, 2)
+
+
+def with_split_first(folder: Path, pattern: str) -> None:
+    """Put a Split on `pattern` before the checkpoint's own pre-tokenizer (the published tokenizer.json form)."""
+    data = json.loads((folder / "tokenizer.json").read_text())
+    data["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": False},
+        data["pre_tokenizer"]]}
+    (folder / "tokenizer.json").write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("pattern", [r"(a+)+b", r"(\w+\s?)+$"])
+def test_a_catastrophically_backtracking_tokenizer_regex_is_refused_at_load(copy, pattern):
+    folder = copy()
+    with_split_first(folder, pattern)
+    start = time.perf_counter()
+    with pytest.raises(CheckpointTokenizerError, match="regex backtracks"):
+        checkpoint_tokenizer(folder)  # before: mix panicked (pyo3 PanicException) on the first long run of "a"
+    assert time.perf_counter() - start < 10
+
+
+def test_published_split_regexes_pass_the_backtracking_probe(copy):
+    folder = copy()
+    # GPT-4's / Llama 3's pre-tokenizer pattern (as in their tokenizer.json) and Qwen2's digit split
+    with_split_first(folder, r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+"
+                             r"[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+    tok, _, _ = checkpoint_tokenizer(folder)
+    assert tok.encode("aaaa 1234 hello").ids
+
+
+def test_malformed_tokenizer_config_is_refused_naming_it(copy):
+    folder = copy()
+    (folder / "tokenizer_config.json").write_text("{bad")  # was a bare JSONDecodeError from mix
+    with pytest.raises(HFImportError, match="tokenizer_config.json: not valid JSON"):
+        check_checkpoint_files(folder)
