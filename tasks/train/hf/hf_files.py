@@ -24,7 +24,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from tasks.data.formats.paths import link_roots
 from tasks.train.hf.hf_families import HFImportError
 
 JSON_FILES = ("config.json", "generation_config.json", "tokenizer_config.json", "special_tokens_map.json",
@@ -42,6 +41,16 @@ INT_CAPS = {"vocab_size": 1 << 22, "hidden_size": 1 << 17, "intermediate_size": 
             "max_window_layers": 1 << 12}
 REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
 POSITIVE_FLOATS = ("rms_norm_eps", "rope_theta")
+
+
+def link_roots(folder: Path) -> list[Path]:
+    """Where a link in `folder` may point: the folder and, in a hub cache snapshot, the repo's cache folder (the
+    rule of ingest's `symlinks: inside`, kept here so that the training stages need no corpus reader)."""
+    roots = [folder.resolve()]
+    for up in (folder, *folder.absolute().parents):
+        if up.name == "snapshots" and (up.parent / "blobs").is_dir():
+            return roots + [up.parent.resolve()]
+    return roots
 
 
 def checked_file(path: Path, folder: Path, cap: int | None = None) -> Path:
