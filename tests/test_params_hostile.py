@@ -4,7 +4,6 @@ ParamsError naming the key, in bounded time, never a later overflow in torch, nu
 
 from __future__ import annotations
 
-import copy
 import time
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from specs import ParamsError, load_params
 from specs.params import parse_override, validate_params
 from tests.conftest import REPO
+from tests.faults.test_params_fuzz import mutate
 
 DEFAULTS = load_params(REPO / "params.yaml").dump()
 UNION_TAGS = {"embedded", "files"}
@@ -29,15 +29,6 @@ def int_leaves(node, path=()):
         yield path
 
 
-def with_value(path, value):
-    data = copy.deepcopy(DEFAULTS)
-    node = data
-    for part in path[:-1]:
-        node = node[part]
-    node[path[-1]] = value
-    return data
-
-
 def keys_named(problems):
     """The key path of each problem line, union tags (`sources.0.embedded.x`) dropped."""
     return {".".join(p for p in line.partition(": ")[0].split(".") if p not in UNION_TAGS) for line in problems}
@@ -52,7 +43,7 @@ def test_an_integer_past_64_bits_is_refused_at_every_integer_key():
     for i, path in enumerate(INT_LEAVES):
         value = 10**100 if i % 2 else -(10**30)  # both signs, one validation per key (~200 keys, ~8 s)
         with pytest.raises(ParamsError) as err:
-            validate_params(with_value(path, value))
+            validate_params(mutate(DEFAULTS, path, value))
         if ".".join(map(str, path)) not in keys_named(err.value.problems):
             unnamed.append((path, value, err.value.problems))
     assert not unnamed, unnamed[:3]
