@@ -17,7 +17,8 @@ class StrictModel(BaseModel):
     """Base of every params section: unknown keys are errors, values are re-validated on assignment.
 
     Numbers must be finite (`.inf`/`.nan` in YAML are rejected: `rope_theta: .inf` would otherwise pass a
-    `gt=0` bound) and a boolean is not a number (pydantic would read `tp: yes` as 1).
+    `gt=0` bound), a boolean is not a number (pydantic would read `tp: yes` as 1), and an integer must fit in
+    64 bits (`steps: 1e100` written out passed validation and overflowed later in torch, numpy or Arrow).
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False, allow_inf_nan=False)
@@ -34,6 +35,17 @@ class StrictModel(BaseModel):
                 raise ValueError("; ".join(f"{where}: input should be a number, not a boolean, got {flag}"
                                            for where, flag in bad))
         return data
+
+    @model_validator(mode="after")
+    def _ints_fit_64_bits(self) -> "StrictModel":
+        # After the fields' own bounds, which name a tighter limit (`must be ≤ 256`) where a field has one; an
+        # int given to a float field is a float by now (1e30 is a fine float).
+        huge = [found for name in type(self).model_fields
+                if (found := _huge_int(getattr(self, name), type(self).model_fields[name].alias or name, set()))]
+        if huge:
+            raise ValueError("; ".join(f"{where}: must fit in 64 bits (|n| < 2^63), got an integer of {digits} "
+                                       "digits" for where, digits in huge))
+        return self
 
 
 def _bool_as_number(annotation: Any, value: Any, where: str) -> tuple[str, bool] | None:
@@ -54,6 +66,22 @@ def _bool_as_number(annotation: Any, value: Any, where: str) -> tuple[str, bool]
         return next((found for k, v in value.items()
                      if (found := _bool_as_number(args[1], v, f"{where}.{k}")) is not None), None)
     return None
+
+
+INT64_LIMIT = 2**63
+
+
+def _huge_int(value: Any, where: str, seen: set[int]) -> tuple[str, int] | None:
+    """(key path, digit count) of the first integer in `value` that does not fit in int64, or None. Lists and
+    dicts are walked once each by identity (shared values are not re-walked). Nested sections check themselves
+    (each a StrictModel)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return (where, len(str(abs(value)))) if abs(value) >= INT64_LIMIT else None
+    if not isinstance(value, (list, tuple, dict)) or id(value) in seen:
+        return None
+    seen.add(id(value))
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    return next((found for k, v in items if (found := _huge_int(v, f"{where}.{k}", seen)) is not None), None)
 
 
 def _is_union(annotation: Any) -> bool:

@@ -45,6 +45,7 @@ from tasks.data.mixing.mixplan import hash_key, plan_tokens, split_val, take_doc
 from tasks.data.mixing.mixshards import TokenStore, sample_texts, scan_shard, shard_documents, tokenize_shard
 from tasks.data.mixing.packing import PackWriter, write_layout
 from tasks.data.mixing.tokenizer import checkpoint_tokenizer, fit_seq_len, save_tokenizer, train_tokenizer
+from tasks.train.hf.hf_files import check_checkpoint_files
 from tasks.train.hf.hf_generation import STATED, stated_generation
 
 log = logging.getLogger("forgeline.mix")
@@ -94,7 +95,9 @@ def checkpoint_folder(spec: MixSpec, paths: StagePaths) -> Path | None:
     if init is None or init.kind != "hf":
         return None
     folder = Path(init.path)
-    return folder if folder.is_absolute() else paths.root / folder
+    folder = folder if folder.is_absolute() else paths.root / folder
+    check_checkpoint_files(folder)  # links out of the folder, oversized or malformed JSON: refused before any read
+    return folder
 
 
 def fit_checkpoint(spec: MixSpec, paths: StagePaths) -> MixSpec:

@@ -58,6 +58,7 @@ class _ZstdRaw(io.RawIOBase):
     def __init__(self, fh: BinaryIO) -> None:
         self._fh, self._dec, self._fed, self._out = fh, self._new(), False, memoryview(b"")
         self._pending, self._at = b"", 0  # compressed bytes read, and how many of them were fed
+        self._damage: Exception | None = None  # raised once the frames decoded before it have been read
 
     @staticmethod
     def _new():
@@ -69,6 +70,8 @@ class _ZstdRaw(io.RawIOBase):
 
     def readinto(self, b) -> int:
         while not self._out:
+            if self._damage is not None:
+                raise self._damage
             if self._at >= len(self._pending):
                 self._pending, self._at = self._fh.read(SKIP_CHUNK), 0
                 if not self._pending:
@@ -89,7 +92,13 @@ class _ZstdRaw(io.RawIOBase):
             try:
                 out.append(self._dec.decompress(chunk))
             except zstandard.ZstdError as exc:
-                raise zstandard.ZstdError(_zstd_cause(exc, chunk if not self._fed else b"")) from exc
+                damage = zstandard.ZstdError(_zstd_cause(exc, chunk if not self._fed else b""))
+                if not out:
+                    raise damage from exc
+                # garbage after a complete frame in the same piece: deliver that frame's text first (gzip's
+                # reader does the same), then report the damage
+                self._damage = damage
+                break
             self._fed = True
             chunk = self._dec.unused_data if self._dec.eof else b""
         return b"".join(out)

@@ -168,6 +168,40 @@ class CheckpointTokenizerError(ValueError):
     """A checkpoint folder's tokenizer cannot be used; the message names the file and field."""
 
 
+PROBE_REPEATS = 48
+PROBE_SECONDS = 0.25  # a sane tokenizer encodes a probe in microseconds; a backtracking one in ~1 s or panics
+
+
+def refuse_backtracking(tok: Tokenizer, tok_file: Path) -> None:
+    """Refuse a tokenizer whose normalizer or pre-tokenizer regex backtracks catastrophically (`(a+)+b`).
+
+    tokenizers runs those patterns with Oniguruma, a backtracking engine: such a pattern costs ~1 s per text
+    and then panics (`retry-limit-in-match over`, a BaseException that `except Exception` lets through), which
+    mix met mid-stage on every text with a long run of one character. The probes are runs of each character
+    the patterns name (and of a letter, a digit, a space, `!`), each alone and followed by each of them, so the
+    classic `(x+)+y` and `(x+)+$` shapes show at load time (a heuristic: it cannot prove a regex linear)."""
+    import json
+
+    # each component's own JSON: serializing the whole tokenizer would also write out its vocabulary
+    described = " ".join(part.__getstate__().decode() for part in (tok.normalizer, tok.pre_tokenizer) if part)
+    patterns = re.findall(r'"Regex":\s*"((?:[^"\\]|\\.)*)"', described)
+    chars = sorted({c for p in patterns for c in json.loads(f'"{p}"')} | set("a0 !"))[:64]
+    for text in (c * PROBE_REPEATS + end for c in chars for end in ("", *chars)):  # a run, then a spoiler
+        c = text[0]
+        start = time.perf_counter()
+        try:
+            tok.encode(text)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 — pyo3's PanicException derives from BaseException
+            raise CheckpointTokenizerError(f"{tok_file}: encoding {PROBE_REPEATS} × {c!r} failed ({exc}): a "
+                                           "normalizer or pre-tokenizer regex backtracks without bound") from None
+        took = time.perf_counter() - start
+        if took > PROBE_SECONDS:
+            raise CheckpointTokenizerError(f"{tok_file}: encoding {PROBE_REPEATS} × {c!r} took {took:.2f} s: a "
+                                           "normalizer or pre-tokenizer regex backtracks catastrophically")
+
+
 def _token_text(value: object) -> str | None:
     """tokenizer_config.json writes a special token as a string or as an AddedToken dict ({"content": ...})."""
     if isinstance(value, dict):
@@ -194,6 +228,7 @@ def checkpoint_tokenizer(folder: Path) -> tuple[Tokenizer, dict[str, int], str]:
         tok = Tokenizer.from_file(str(tok_file))
     except Exception as exc:  # tokenizers raises a bare Exception for a malformed file
         raise CheckpointTokenizerError(f"{tok_file}: not a readable tokenizers file: {exc}") from None
+    refuse_backtracking(tok, tok_file)
     config = json.loads(cfg_file.read_text(encoding="utf-8")) if cfg_file.is_file() else {}
     specials: dict[str, int] = {}
     for field in ("bos_token", "eos_token", "pad_token", "unk_token"):

@@ -24,6 +24,8 @@ import torch
 
 from specs.architecture import ModelConfig
 from tasks.train.hf.hf_export import key_map
+from tasks.train.hf.hf_files import (check_checkpoint_files, check_config_numbers, float_weight, open_weights,
+                                     read_json_object)
 from tasks.train.hf.hf_families import (SUPPORTED, HFImportError, family_value, refuse_unsupported,
                                            rope_fields, sliding_window)
 
@@ -42,13 +44,25 @@ def hf_model_config(folder: Path, seq_len: int | None = None) -> ModelConfig:
     """The ModelConfig of the checkpoint in `folder` (seq_len: the training length; default its
     `max_position_embeddings`), each field as transformers' class of its model_type reads it (`hf_families`)."""
     where = Path(folder) / "config.json"
-    if not where.exists():
+    if not where.exists() and not where.is_symlink():
         raise HFImportError(f"{where} not found: not a Hugging Face model folder")
-    cfg = json.loads(where.read_text())
+    check_checkpoint_files(Path(folder))
+    cfg = read_json_object(where, Path(folder))
     kind = cfg.get("model_type")
     if kind not in SUPPORTED:
-        raise HFImportError(f"{where}: model_type `{kind}` is not supported (supported: {', '.join(SUPPORTED)})")
+        raise HFImportError(f"{where}: model_type `{str(kind)[:60]}` is not supported (supported: "
+                            f"{', '.join(SUPPORTED)})")
     refuse_unsupported(cfg, kind, where)
+    check_config_numbers(cfg, where)
+    try:
+        return _model_config(cfg, kind, where, seq_len)
+    except (TypeError, ValueError, OverflowError, ZeroDivisionError) as exc:  # a RoPE field of the wrong type
+        if isinstance(exc, HFImportError):
+            raise
+        raise HFImportError(f"{where}: a field cannot be read ({exc})") from None
+
+
+def _model_config(cfg: dict[str, Any], kind: str, where: Path, seq_len: int | None) -> ModelConfig:
     d, heads = int(_field(cfg, "hidden_size", where)), int(_field(cfg, "num_attention_heads", where))
     head_dim = int(family_value(cfg, kind, "head_dim") or d // heads)
     positions = int(family_value(cfg, kind, "max_position_embeddings"))
@@ -74,9 +88,7 @@ def weight_files(folder: Path) -> dict[str, Path]:
     if (folder / INDEX).exists():
         return indexed_files(folder)
     if (folder / SINGLE).exists():
-        from safetensors import safe_open
-
-        with safe_open(str(folder / SINGLE), framework="pt") as f:
+        with open_weights(folder / SINGLE) as f:
             return {name: folder / SINGLE for name in f.keys()}
     pickles = sorted({p.name for pattern in PICKLES for p in folder.glob(pattern)})
     if pickles:
@@ -101,11 +113,9 @@ def indexed_files(folder: Path) -> dict[str, Path]:
     a shard the index lists that is not there, a tensor listed in two shards or stored in two, and a tensor
     listed in a shard that does not hold it are each refused naming the index, the shard and the tensor (the
     index alone would let the first two fail mid-load and the third pick one copy silently)."""
-    from safetensors import safe_open
-
     where = folder / INDEX
+    index = read_json_object(where, folder, hook=lambda pairs: _unique_keys(pairs, where))
     try:
-        index = json.loads(where.read_text(), object_pairs_hook=lambda pairs: _unique_keys(pairs, where))
         listed = {name: folder / file for name, file in index["weight_map"].items()}
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
         raise HFImportError(f"{where}: not a safetensors index with a `weight_map` ({exc!r})") from None
@@ -114,7 +124,7 @@ def indexed_files(folder: Path) -> dict[str, Path]:
         if not shard.is_file():
             first = next(name for name, file in listed.items() if file == shard)
             raise HFImportError(f"{where}: lists shard {shard.name} (e.g. for `{first}`), which is not in {folder}")
-        with safe_open(str(shard), framework="pt") as f:
+        with open_weights(shard) as f:
             for name in f.keys():
                 if name in stored:
                     raise HFImportError(f"{where}: `{name}` is stored in two shards, {stored[name].name} and "
@@ -142,25 +152,22 @@ def missing_weights(folder: Path, files: dict[str, Path], mapping: dict[str, str
 
 def iter_tensors(folder: Path, names: list[str]) -> Iterator[tuple[str, torch.Tensor]]:
     """(name, tensor) for `names`, reading each safetensors file once, one tensor in memory at a time."""
-    from safetensors import safe_open
-
     files = weight_files(folder)
     by_file: dict[Path, list[str]] = {}
     for name in names:
         by_file.setdefault(files[name], []).append(name)
     for file, wanted in sorted(by_file.items()):
-        with safe_open(str(file), framework="pt") as f:
+        with open_weights(file) as f:
             for name in wanted:
-                yield name, f.get_tensor(name)
+                yield name, float_weight(file, name, f.get_tensor(name))
 
 
 def read_slice(folder: Path, name: str, dim: int, start: int, stop: int) -> torch.Tensor:
     """Rows (dim 0) or columns (dim 1) [start, stop) of tensor `name`, without reading the rest of it."""
-    from safetensors import safe_open
-
-    with safe_open(str(weight_files(folder)[name]), framework="pt") as f:
+    file = weight_files(folder)[name]
+    with open_weights(file) as f:
         part = f.get_slice(name)
-        return part[start:stop] if dim == 0 else part[:, start:stop]
+        return float_weight(file, name, part[start:stop] if dim == 0 else part[:, start:stop])
 
 
 def load_hf_state(folder: Path, cfg: ModelConfig, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
