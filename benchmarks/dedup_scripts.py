@@ -282,15 +282,16 @@ def merged_pairs(keeper: dict[int, int]) -> set[tuple[int, int]]:
 
 
 def judge(texts: list[str], planted: list[tuple[int, int]], by_definition: bool, merged: set[tuple[int, int]],
-          templates: bool = False, threshold: float = 0.8) -> dict[str, int]:
+          templates: bool = False, threshold: float = 0.8,
+          similarity: Callable[[str, str], float] = unit_jaccard) -> dict[str, int]:
     """Planted pairs true / found, and false merges: merged pairs of two different originals' families (an
     original and its copies) whose unit 5-gram Jaccard is below `threshold` (two copies of one original both
     within it of the original are no false merge, though their own Jaccard may be lower). `templates`: the planted
-    pairs are of distinct documents (no copies)."""
-    true = {p for p in planted if by_definition or unit_jaccard(texts[p[0]], texts[p[1]]) >= threshold}
+    pairs are of distinct documents (no copies). `similarity`: the truth's Jaccard (this script's units)."""
+    true = {p for p in planted if by_definition or similarity(texts[p[0]], texts[p[1]]) >= threshold}
     family = {b: a for a, b in planted if not templates}     # copy -> its original
     false = {p for p in merged - true if family.get(p[0], p[0]) != family.get(p[1], p[1])
-             and unit_jaccard(texts[p[0]], texts[p[1]]) < threshold}
+             and similarity(texts[p[0]], texts[p[1]]) < threshold}
     return {"pairs": len(planted), "true": len(true), "found": len(true & merged), "false": len(false)}
 
 

@@ -1,0 +1,76 @@
+"""Combining marks and line-break hyphens as near dedup's word shingles read them (`DedupSpec.marks_in_words`,
+`fold_pointing`, `fold_hyphenation`).
+
+- Combining marks (Unicode Mn/Mc) are no `\\w`. In Devanagari, Bengali, Tamil and the other Indic scripts the
+  vowel signs and viramas are marks, so `हिन्दी` split into `ह`, `न`, `द`: a 5-gram spanned two written words,
+  and two different texts drawn from one vocabulary shared far more fragment 5-grams than word 5-grams.
+  `mark_words` reads a mark as part of the word it sits on. The marks of the scripts `segment` spaces out
+  character by character (Thai, Lao, Khmer, Myanmar, kana voicing marks) keep dropping out as they did: there
+  each character is a unit already, and a mark would be a unit of its own.
+- Optional pointing: Arabic harakat (fatha, kasra, damma, sukun, shadda, tanwin, superscript alef, Quranic
+  marks), Hebrew niqqud and cantillation, and stress accents (combining acute/grave) on Cyrillic vowels are
+  added to teaching texts, scripture and dictionaries and left out of ordinary writing: a copy with or without
+  them is the same text, yet each mark split its word in two (`كَتَبَ` → `ك`, `ت`, `ب`), and no pointed copy was
+  found. `drop_pointing` removes them. Marks that are letters (the Indic vowel signs) are never dropped:
+  datatrove's strip-all-marks would make distinct words collide.
+- A word hyphenated at a line break (`exam-\\nple`, hard-wrapped or OCR'd text) is read as one word
+  (`join_hyphenated`). A compound broken at the line end (`left-\\nhand`) becomes `lefthand` too, one unit
+  where its unbroken form is two: the dictionary it would take to tell them apart is not worth one word.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+import numpy as np
+
+from tasks.data.dedup.segment import script_table
+
+_POINTING = re.compile("[\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0610-\u061a\u064b-\u065f\u0670"
+                       "\u06d6-\u06dc\u06df-\u06e4\u06e7\u06e8\u06ea-\u06ed]|(?<=[\u0400-\u04ff])[\u0300\u0301]")
+_HYPHEN_BREAK = re.compile(r"(?<=[^\W\d_])-\n[ \t]*(?=[^\W\d_])")
+
+
+def drop_pointing(text: str) -> str:
+    """`text` without Arabic harakat, Hebrew niqqud/cantillation and Cyrillic stress accents (itself when ASCII
+    or without any)."""
+    if text.isascii() or _POINTING.search(text) is None:
+        return text
+    return _POINTING.sub("", text)
+
+
+def join_hyphenated(text: str) -> str:
+    """`text` with each letter-hyphen-line break-letter (`exam-\\n  ple`) joined into one word (`example`);
+    `text` itself when it has none."""
+    if "-\n" not in text:
+        return text
+    joined = _HYPHEN_BREAK.sub("", text)
+    return text if joined == text else joined
+
+
+def hyphenated_docs(data: np.ndarray, ends: np.ndarray) -> list[int]:
+    """Which texts of a batch (UTF-8 bytes `data`, a `\\n` after each, at `ends`) hold a `-` directly before a
+    line break: a superset of those `join_hyphenated` changes (one numpy pass over the bytes)."""
+    at = np.flatnonzero((data[:-1] == 45) & (data[1:] == 10))
+    return sorted(set(np.searchsorted(ends, at).tolist())) if len(at) else []
+
+
+def _marks() -> list[int]:
+    """Code points of category Mn/Mc outside `segment.SCRIPT_RANGES`. They live in planes 0, 1 and 14 (the
+    variation selectors supplement), as the format characters do (`normalize._format_codes`; a test scans every
+    plane): reading only those is ~0.05 s once per process instead of ~0.3."""
+    table = script_table()
+    return [c for plane in (0, 1, 14) for c in range(max(plane << 16, 0x300), (plane + 1) << 16)
+            if unicodedata.category(chr(c)) in ("Mn", "Mc") and not (c < 0x10000 and table[c])]
+
+
+@lru_cache(maxsize=1)
+def mark_words() -> tuple[np.ndarray, re.Pattern[str]]:
+    """The marks that join their word: as a uint8 [65536] table (1 for a BMP one) and the astral path's word
+    regex (`\\w` or one of them; built once per process, ~0.3 s)."""
+    codes = _marks()
+    table = np.zeros(0x10000, np.uint8)
+    table[[c for c in codes if c < 0x10000]] = 1
+    return table, re.compile("[\\w" + "".join(re.escape(chr(c)) for c in codes) + "]+")
