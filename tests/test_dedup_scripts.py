@@ -172,8 +172,8 @@ def test_a_word_hyphenated_at_a_line_break_is_one_word():
     wrapped = PLAIN.replace("capital of France", "capi-\ntal of France").replace("architecture", "archi-\n   tecture")
     assert jaccard(PLAIN, wrapped) == 1.0
     assert jaccard(PLAIN, wrapped, DedupSpec(fold_hyphenation=False)) < 0.9
-    # a hyphen before a number, a list dash, a dash line: left alone
-    for text in ("range 1-\n2 of it", "items:\n-\nfirst", "----\n----", "a -\nb"):
+    # a hyphen before a number, a list dash, a dash line, a dash before a capital (a speech broken off): left alone
+    for text in ("range 1-\n2 of it", "items:\n-\nfirst", "----\n----", "a -\nb", "to whose falls-\nHeaven prosper"):
         assert join_hyphenated(text) is text
     data, ends = textbatch.joined(["x-\ny", "plain", "a - b", "z-\n"])
     assert hyphenated_docs(data, ends) == [0, 3]

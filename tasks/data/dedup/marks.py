@@ -8,13 +8,13 @@
   character by character (Thai, Lao, Khmer, Myanmar, kana voicing marks) keep dropping out as they did: there
   each character is a unit already, and a mark would be a unit of its own.
 - Optional pointing: Arabic harakat (fatha, kasra, damma, sukun, shadda, tanwin, superscript alef, Quranic
-  marks), Hebrew niqqud and cantillation, and stress accents (combining acute/grave) on Cyrillic vowels are
+  marks), Hebrew niqqud and cantillation, and stress accents (a combining acute) on Cyrillic vowels are
   added to teaching texts, scripture and dictionaries and left out of ordinary writing: a copy with or without
   them is the same text, yet each mark split its word in two (`كَتَبَ` → `ك`, `ت`, `ب`), and no pointed copy was
   found. `drop_pointing` removes them. Marks that are letters (the Indic vowel signs) are never dropped:
   datatrove's strip-all-marks would make distinct words collide.
-- A word hyphenated at a line break (`exam-\\nple`, hard-wrapped or OCR'd text) is read as one word
-  (`join_hyphenated`). A compound broken at the line end (`left-\\nhand`) becomes `lefthand` too, one unit
+- A word hyphenated at a line break (`exam-\\nple`, hard-wrapped or OCR'd text; a lower-case letter after the
+  break) is read as one word (`join_hyphenated`). A compound broken at the line end (`left-\\nhand`) becomes `lefthand` too, one unit
   where its unbroken form is two: the dictionary it would take to tell them apart is not worth one word.
 """
 
@@ -29,8 +29,8 @@ import numpy as np
 from tasks.data.dedup.segment import script_table
 
 _POINTING = re.compile("[\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0610-\u061a\u064b-\u065f\u0670"
-                       "\u06d6-\u06dc\u06df-\u06e4\u06e7\u06e8\u06ea-\u06ed]|(?<=[\u0400-\u04ff])[\u0300\u0301]")
-_HYPHEN_BREAK = re.compile(r"(?<=[^\W\d_])-\n[ \t]*(?=[^\W\d_])")
+                       "\u06d6-\u06dc\u06df-\u06e4\u06e7\u06e8\u06ea-\u06ed]|(?<=[\u0400-\u04ff])\u0301")
+_HYPHEN_BREAK = re.compile(r"(?<=[^\W\d_])-\n[ \t]*(?=([^\W\d_]))")
 
 
 def drop_pointing(text: str) -> str:
@@ -42,11 +42,12 @@ def drop_pointing(text: str) -> str:
 
 
 def join_hyphenated(text: str) -> str:
-    """`text` with each letter-hyphen-line break-letter (`exam-\\n  ple`) joined into one word (`example`);
-    `text` itself when it has none."""
+    """`text` with each letter-hyphen-line break-lower-case letter (`exam-\\n  ple`) joined into one word
+    (`example`); `text` itself when it has none. A capital after the break is a dash that interrupts a speech
+    (`to whose falls-\\nHeaven prosper`), not a word cut in two."""
     if "-\n" not in text:
         return text
-    joined = _HYPHEN_BREAK.sub("", text)
+    joined = _HYPHEN_BREAK.sub(lambda m: "" if m.group(1).islower() else m.group(), text)
     return text if joined == text else joined
 
 
