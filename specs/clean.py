@@ -189,8 +189,9 @@ class DedupSpec(StrictModel):
     )
     fold_hyphenation: bool = Field(
         True, description="Read a word hyphenated at a line break (`exam-\\nple`: a letter, `-`, the line's end, "
-        "a letter starting the next line) as one word before shingling: a hard-wrapped or OCR'd copy otherwise "
-        "splits it in two. A compound broken there (`left-\\nhand`) also becomes one word."
+        "a lower-case letter starting the next line) as one word before shingling where the text spells it whole "
+        "elsewhere: a typeset or OCR'd copy otherwise splits it in two. A compound a wrapper broke at its hyphen "
+        "(`keyword-\\nonly`) is not spelled whole and stays two words, as on one line."
     )
     fold_pointing: bool = Field(
         True, description="Drop optional pointing before shingling: Arabic harakat (fatha, kasra, damma, sukun, "

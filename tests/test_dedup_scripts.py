@@ -169,9 +169,13 @@ def test_a_copy_with_or_without_pointing_is_the_same_text():
 
 
 def test_a_word_hyphenated_at_a_line_break_is_one_word():
-    wrapped = PLAIN.replace("capital of France", "capi-\ntal of France").replace("architecture", "archi-\n   tecture")
+    # joined where the text spells the word whole elsewhere (`city`, `Paris`: twice each in PLAIN)
+    wrapped = PLAIN.replace("largest city", "largest ci-\nty").replace("Paris is known", "Pa-\n   ris is known")
     assert jaccard(PLAIN, wrapped) == 1.0
     assert jaccard(PLAIN, wrapped, DedupSpec(fold_hyphenation=False)) < 0.9
+    # a compound a wrapper broke at its hyphen stays two words, as on one line
+    assert join_hyphenated("keyword-\nonly arguments") == "keyword-\nonly arguments"
+    assert join_hyphenated("a note-\nbook, the notebook") == "a notebook, the notebook"
     # a hyphen before a number, a list dash, a dash line, a dash before a capital (a speech broken off): left alone
     for text in ("range 1-\n2 of it", "items:\n-\nfirst", "----\n----", "a -\nb", "to whose falls-\nHeaven prosper"):
         assert join_hyphenated(text) is text
