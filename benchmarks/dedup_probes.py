@@ -24,7 +24,6 @@ a merged pair of two families below unit Jaccard 0.8 is a false merge.
 
 from __future__ import annotations
 
-import argparse
 import random
 import re
 import sys
@@ -36,7 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.dedup_scripts import judge, merged_pairs, real_keepers  # noqa: E402
+from benchmarks.dedup_scripts import arguments, judge, merged_pairs, real_keepers  # noqa: E402
+from benchmarks.dedup_scripts import unit_jaccard as scripts_jaccard  # noqa: E402
 from tests.helpers.dedup_variants import COOKIE, NAV, docs_of  # noqa: E402
 
 _MARK = "".join(chr(c) for c in range(0x300, 0x110000) if unicodedata.category(chr(c)) in ("Mn", "Mc"))
@@ -56,12 +56,9 @@ def units(text: str) -> list[str]:
     return _UNIT.findall(_POINTING.sub("", shingle_text(text).lower()))
 
 
-def unit_jaccard(a: str, b: str, n: int = 5) -> float:
-    def grams(text: str) -> set[tuple[str, ...]]:
-        u = units(text)
-        return {tuple(u)} if len(u) < n else set(zip(*(u[k:] for k in range(n))))
-    x, y = grams(a), grams(b)
-    return len(x & y) / len(x | y) if x | y else 1.0
+def unit_jaccard(a: str, b: str) -> float:
+    """The exact 5-gram Jaccard of the two texts' `units`."""
+    return scripts_jaccard(a, b, split=units)
 
 
 # --- scripts -------------------------------------------------------------------------------------------------
@@ -217,11 +214,7 @@ def latin_kinds(count: int, seed: int) -> dict[str, tuple[list[str], list[tuple[
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--per-kind", type=int, default=40, help="originals per kind")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--kinds", nargs="*", help="kind names or prefixes (default: all)")
-    args = parser.parse_args()
+    args = arguments(__doc__, "kind names or prefixes (default: all)")
     print("| kind | planted pairs | true | found | recall | planted, merged below 0.8 | false merges |\n"
           "|---|---:|---:|---:|---:|---:|---:|")
     kinds = {}

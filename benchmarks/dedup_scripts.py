@@ -55,9 +55,10 @@ def units(text: str) -> list[str]:
     return _UNIT.findall(shingle_text(text).lower())
 
 
-def unit_jaccard(a: str, b: str, n: int = 5) -> float:
+def unit_jaccard(a: str, b: str, n: int = 5, split: Callable[[str], list[str]] | None = None) -> float:
+    """The exact n-gram Jaccard of two texts' units (`split`: another unit definition, default `units`)."""
     def grams(text: str) -> set[tuple[str, ...]]:
-        u = units(text)
+        u = (split or units)(text)
         return {tuple(u)} if len(u) < n else set(zip(*(u[k:] for k in range(n))))
     x, y = grams(a), grams(b)
     return len(x & y) / len(x | y) if x | y else 1.0
@@ -295,12 +296,17 @@ def judge(texts: list[str], planted: list[tuple[int, int]], by_definition: bool,
     return {"pairs": len(planted), "true": len(true), "found": len(true & merged), "false": len(false)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def arguments(doc: str, kinds: str) -> argparse.Namespace:
+    """This script's command line (and `dedup_probes.py`'s): --per-kind, --seed, --kinds (`kinds`: its help)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--per-kind", type=int, default=40, help="originals per kind")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--kinds", nargs="*", help="zh ja th ko, or shape names (default: all)")
-    args = parser.parse_args()
+    parser.add_argument("--kinds", nargs="*", help=kinds)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments(__doc__, "zh ja th ko, or shape names (default: all)")
     print("| kind | planted pairs | true | found | recall | false merges |\n|---|---:|---:|---:|---:|---:|")
 
     def row(name: str, r: dict[str, int]) -> None:
