@@ -55,9 +55,10 @@ def units(text: str) -> list[str]:
     return _UNIT.findall(shingle_text(text).lower())
 
 
-def unit_jaccard(a: str, b: str, n: int = 5) -> float:
+def unit_jaccard(a: str, b: str, n: int = 5, split: Callable[[str], list[str]] | None = None) -> float:
+    """The exact n-gram Jaccard of two texts' units (`split`: another unit definition, default `units`)."""
     def grams(text: str) -> set[tuple[str, ...]]:
-        u = units(text)
+        u = (split or units)(text)
         return {tuple(u)} if len(u) < n else set(zip(*(u[k:] for k in range(n))))
     x, y = grams(a), grams(b)
     return len(x & y) / len(x | y) if x | y else 1.0
@@ -282,24 +283,30 @@ def merged_pairs(keeper: dict[int, int]) -> set[tuple[int, int]]:
 
 
 def judge(texts: list[str], planted: list[tuple[int, int]], by_definition: bool, merged: set[tuple[int, int]],
-          templates: bool = False, threshold: float = 0.8) -> dict[str, int]:
+          templates: bool = False, threshold: float = 0.8,
+          similarity: Callable[[str, str], float] = unit_jaccard) -> dict[str, int]:
     """Planted pairs true / found, and false merges: merged pairs of two different originals' families (an
     original and its copies) whose unit 5-gram Jaccard is below `threshold` (two copies of one original both
     within it of the original are no false merge, though their own Jaccard may be lower). `templates`: the planted
-    pairs are of distinct documents (no copies)."""
-    true = {p for p in planted if by_definition or unit_jaccard(texts[p[0]], texts[p[1]]) >= threshold}
+    pairs are of distinct documents (no copies). `similarity`: the truth's Jaccard (this script's units)."""
+    true = {p for p in planted if by_definition or similarity(texts[p[0]], texts[p[1]]) >= threshold}
     family = {b: a for a, b in planted if not templates}     # copy -> its original
     false = {p for p in merged - true if family.get(p[0], p[0]) != family.get(p[1], p[1])
-             and unit_jaccard(texts[p[0]], texts[p[1]]) < threshold}
+             and similarity(texts[p[0]], texts[p[1]]) < threshold}
     return {"pairs": len(planted), "true": len(true), "found": len(true & merged), "false": len(false)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def arguments(doc: str, kinds: str) -> argparse.Namespace:
+    """This script's command line (and `dedup_probes.py`'s): --per-kind, --seed, --kinds (`kinds`: its help)."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--per-kind", type=int, default=40, help="originals per kind")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--kinds", nargs="*", help="zh ja th ko, or shape names (default: all)")
-    args = parser.parse_args()
+    parser.add_argument("--kinds", nargs="*", help=kinds)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = arguments(__doc__, "zh ja th ko, or shape names (default: all)")
     print("| kind | planted pairs | true | found | recall | false merges |\n|---|---:|---:|---:|---:|---:|")
 
     def row(name: str, r: dict[str, int]) -> None:

@@ -187,6 +187,23 @@ class DedupSpec(StrictModel):
         "listing copied with its line numbers, or a log logged again at other times, otherwise has a different "
         "token in nearly every 5-gram. A text with a few numbered lines is left alone."
     )
+    fold_hyphenation: bool = Field(
+        True, description="Read a word hyphenated at a line break (`exam-\\nple`: a letter, `-`, the line's end, "
+        "a lower-case letter starting the next line) as one word before shingling where the text spells it whole "
+        "elsewhere: a typeset or OCR'd copy otherwise splits it in two. A compound a wrapper broke at its hyphen "
+        "(`keyword-\\nonly`) is not spelled whole and stays two words, as on one line."
+    )
+    fold_pointing: bool = Field(
+        True, description="Drop optional pointing before shingling: Arabic harakat (fatha, kasra, damma, sukun, "
+        "shadda, tanwin, …), Hebrew niqqud and cantillation, stress accents on Cyrillic vowels. A copy with or "
+        "without them is the same text, but each mark split its word and no pointed copy was found."
+    )
+    marks_in_words: bool = Field(
+        True, description="Read a combining mark (Unicode Mn/Mc: Devanagari, Bengali, Tamil … vowel signs and "
+        "viramas) as part of its word instead of a break inside it (`हिन्दी` was `ह`, `न`, `द`). The marks of "
+        "scripts shingled per character (Thai, Lao, Khmer, Myanmar, kana) still drop out "
+        "(`tasks/data/dedup/marks.py`)."
+    )
     fold_invisible: bool = Field(
         True, description="Drop Unicode format characters (category Cf: ZWJ, ZWNJ, bidi marks, …, which "
         "normalization keeps because they change rendering) before shingling, so one inside a word does not "

@@ -12,6 +12,7 @@ from tasks.data.cleanup.normalize import shingle_text
 from tasks.data.cleanup import textbatch
 from tasks.data.dedup import hashloops, minhash
 from tasks.data.dedup.lineprefix import prefixed_docs, strip_line_prefixes
+from tasks.data.dedup.marks import hyphenated_docs, join_hyphenated
 from tasks.data.dedup.segment import has_unspaced, split_unspaced
 from tasks.data.dedup.wordhash import MUL, word_hashes
 
@@ -137,3 +138,54 @@ def test_batch_search_finds_every_text_whose_prefixes_go():
     found = set(prefixed_docs(data, ends))
     changed = {k for k, t in enumerate(texts) if strip_line_prefixes(t) is not t}
     assert changed and changed <= found
+
+
+# Faker's hi_IN / ta_IN names and bn_BD / ar_AA / he_IL lorem words (text we did not write); pointing added by hand
+HI = ("संमानित अरुणा सेनगुप्ता काली खत्री अकोला लखनऊ हिन्दी भाषा में लिखा गया यह वाक्य केवल परीक्षण के लिए है "
+      "और इसमें कई शब्द हैं जिनमें मात्राएँ और हलंत आते हैं जैसे क्षेत्र प्रश्न द्वारा")
+TA = "வர்ணவதி நம்பெருமாள் ஏகசந்திரா ஜம்சேத்பூர் சகாரன்பூர் தமிழ் மொழியில் எழுதப்பட்ட சொற்கள் இங்கே உள்ளன"
+AR_PLAIN, AR_POINTED = "دارت وبولندا تزامنا العمليات لم شعار يطول تصب كثيرة ساعة", \
+    "دَارَتْ وَبُولَنْدَا تَزَامُنًا الْعَمَلِيَّاتُ لَمَّ شِعَارٌ يَطُولُ تُصَبُّ كَثِيرَةٌ سَاعَةٌ"
+HE_PLAIN, HE_POINTED = "שלום עולם זה טקסט בעברית עם מילים רבות מאוד", "שָׁלוֹם עוֹלָם זֶה טֶקְסְט בְּעִבְרִית עִם מִילִּים רַבּוֹת מְאוֹד"
+
+
+def test_indic_vowel_signs_and_viramas_stay_inside_their_word():
+    # before: each vowel sign / virama (Mn/Mc, no `\w`) split its word, `हिन्दी` read as `ह`, `न`, `द`
+    for text in (HI, TA):
+        assert len(minhash.shingles(text, DedupSpec())) == len(text.split()) - 4
+        assert len(minhash.shingles(text, DedupSpec(marks_in_words=False))) > len(text.split())
+    # the marks of Thai (shingled per character) still drop out as they did
+    assert np.array_equal(minhash.shingles(TH, DedupSpec()), minhash.shingles(TH, DedupSpec(marks_in_words=False)))
+
+
+def test_a_copy_with_or_without_pointing_is_the_same_text():
+    stress, plain = "Молоко́ было́ свежим и холо́дным сегодня утром в деревне", \
+        "Молоко было свежим и холодным сегодня утром в деревне"
+    for a, b in ((AR_PLAIN, AR_POINTED), (HE_PLAIN, HE_POINTED), (plain, stress)):
+        assert jaccard(a, b) == 1.0
+        assert jaccard(a, b, DedupSpec(fold_pointing=False)) < 0.5
+    # Indic vowel signs are letters, not pointing: a word without them is another word
+    assert jaccard(HI, re.sub("[\u093e-\u094d]", "", HI)) < 0.2
+
+
+def test_a_word_hyphenated_at_a_line_break_is_one_word():
+    # joined where the text spells the word whole elsewhere (`city`, `Paris`: twice each in PLAIN)
+    wrapped = PLAIN.replace("largest city", "largest ci-\nty").replace("Paris is known", "Pa-\n   ris is known")
+    assert jaccard(PLAIN, wrapped) == 1.0
+    assert jaccard(PLAIN, wrapped, DedupSpec(fold_hyphenation=False)) < 0.9
+    # a compound a wrapper broke at its hyphen stays two words, as on one line
+    assert join_hyphenated("keyword-\nonly arguments") == "keyword-\nonly arguments"
+    assert join_hyphenated("a note-\nbook, the notebook") == "a notebook, the notebook"
+    # a hyphen before a number, a list dash, a dash line, a dash before a capital (a speech broken off): left alone
+    for text in ("range 1-\n2 of it", "items:\n-\nfirst", "----\n----", "a -\nb", "to whose falls-\nHeaven prosper"):
+        assert join_hyphenated(text) is text
+    data, ends = textbatch.joined(["x-\ny", "plain", "a - b", "z-\n"])
+    assert hyphenated_docs(data, ends) == [0, 3]
+
+
+def test_combining_marks_are_found_in_planes_0_1_14_only():
+    import sys
+    import unicodedata
+
+    assert all(c >> 16 in (0, 1, 14) for c in range(sys.maxunicode + 1)
+               if unicodedata.category(chr(c)) in ("Mn", "Mc"))

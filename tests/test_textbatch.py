@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from specs.clean import DedupSpec
 from tasks.data.dedup import hashloops, minhash, wordhash
 from tasks.data.dedup.lineprefix import strip_line_prefixes
+from tasks.data.dedup.marks import drop_pointing, join_hyphenated, mark_words
 from tasks.data.dedup.segment import split_unspaced
 from tasks.data.cleanup.normalize import (TRANSLATION_TABLE, confusable_letters, exact_key, format_chars, has_markup,
                                           mixes_look_alikes, normalize_layout, normalize_text, shingle_text,
@@ -26,7 +27,8 @@ PIECES = ["the", "Word", "ÉTÉ", "été", "naïve", " ", "  ", "\t", "\n", "\n\
           "—", "–", "…", "½", "ﬁ", "ß", "İ", "ı", "ſ", "K", "а", "о", "pаypаl", "α", "Σ", "ς", "e\u0301",
           "\u0301", "\u1100\u1161", "한", "日本", "𝐚𝐛", "😀", "&amp;", "&#39;", "a&b", "x", "7", "_", ".", ",",
           "<p>x</p><p>y</p><div>z</div>", "Ω", "ǅ", "ᏸ", "\u0345", "[a](https://x.y/z)", "](", "ｶ", "ไทย", "𠀀",
-          "12 ", "[", "2024-03-01 12:00:01,5 "]
+          "12 ", "[", "2024-03-01 12:00:01,5 ", "हिन्दी", "\u093f", "كَتَبَ", "שָׁלוֹם", "моло\u0301ко", "exam-\n",
+          "-", "\U00011000\U00011038", "ก\u0e34"]
 texts = st.lists(st.sampled_from(PIECES), max_size=12).map("".join)
 
 
@@ -164,14 +166,16 @@ def test_word_shingles_without_the_fold_equal_the_folded_ones(raw, variant):
 def test_word_shingles_equal_the_regex_words_of_the_folded_texts(raw):
     # the definition: `wordhash.word_hashes` of the folded texts (the regex split of every non-ASCII one), each
     # character of a script written without spaces a word of its own (`segment.split_unspaced`), line-number and
-    # timestamp prefixes dropped first where most lines have one (`lineprefix.strip_line_prefixes`)
+    # timestamp prefixes dropped first where most lines have one (`lineprefix.strip_line_prefixes`), then words
+    # hyphenated at line breaks joined; Arabic/Hebrew pointing dropped after the folds, combining marks read as
+    # part of their word (`marks`)
     spec, batch = DedupSpec(), [normalize_text(t) for t in raw]
     encoded = normalize_encoded(raw)
     exact_keys(encoded)
     _, hashes, offsets = minhash.signatures_and_shingles(batch, spec, 1, encoded)
-    units, lengths = wordhash.word_hashes([split_unspaced(shingle_text(
-        strip_line_prefixes(t), spec.fold_entities, spec.fold_invisible, spec.fold_unicode, False, spec.fold_markup,
-        spec.fold_confusables)) for t in batch])
+    units, lengths = wordhash.word_hashes([split_unspaced(drop_pointing(shingle_text(
+        join_hyphenated(strip_line_prefixes(t)), spec.fold_entities, spec.fold_invisible, spec.fold_unicode, False,
+        spec.fold_markup, spec.fold_confusables))) for t in batch], word=mark_words()[1])
     want, want_offsets = hashloops.ngram_hashes(units, lengths, spec.shingle_size, wordhash.MUL)
     assert offsets.tolist() == want_offsets.tolist()
     words = np.repeat(lengths > 0, np.diff(want_offsets))          # (a text without words: a hash of its text)

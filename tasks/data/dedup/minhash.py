@@ -34,6 +34,7 @@ from specs.clean import DedupSpec
 from tasks.data.dedup import hashloops
 from tasks.data.cleanup import textbatch
 from tasks.data.dedup.lineprefix import prefixed_docs, strip_line_prefixes
+from tasks.data.dedup.marks import drop_pointing, hyphenated_docs, join_hyphenated, mark_words
 from tasks.data.dedup.segment import split_unspaced, unspaced_docs
 from tasks.data.dedup.lsh import are_duplicates, candidate_pairs, greedy_keepers, s_curve, sorted_unique, spec_banding
 from tasks.data.cleanup.normalize import (entity_in, format_chars, has_markup, markdown_links_in, mixes_look_alikes,
@@ -76,9 +77,19 @@ def _fold(text: str, spec: DedupSpec, folds: tuple[str, str] | None = None) -> s
             and not (spec.fold_entities and "&" in text and entity_in(text)) \
             and not (spec.fold_invisible and format_chars()[1].search(text)) \
             and not (spec.fold_confusables and mixes_look_alikes(folds[0])):
-        return folds[1]
-    return shingle_text(text, spec.fold_entities, spec.fold_invisible, spec.fold_unicode, quotes, spec.fold_markup,
-                        spec.fold_confusables)
+        folded = folds[1]
+    else:
+        folded = shingle_text(text, spec.fold_entities, spec.fold_invisible, spec.fold_unicode, quotes,
+                              spec.fold_markup, spec.fold_confusables)
+    return drop_pointing(folded) if spec.fold_pointing else folded
+
+
+def _prefold(text: str, spec: DedupSpec) -> str:
+    """`text` without its line-number/timestamp prefixes and with words hyphenated at line breaks joined, as
+    the spec says (`lineprefix`, `marks`): before the folds, which may join lines; `text` itself if unchanged."""
+    if spec.fold_line_prefixes:
+        text = strip_line_prefixes(text)
+    return join_hyphenated(text) if spec.fold_hyphenation else text
 
 
 def _chunk_shingles(texts: Sequence[str], spec: DedupSpec,
@@ -91,8 +102,7 @@ def _chunk_shingles(texts: Sequence[str], spec: DedupSpec,
     if spec.shingle == "word":
         units, lengths = _word_units(encoded or textbatch.Encoded.of(texts), spec)      # [T], [m]
     else:
-        lines = strip_line_prefixes if spec.fold_line_prefixes else (lambda text: text)
-        units, lengths = _char_units([_fold(lines(t), spec) for t in texts])
+        units, lengths = _char_units([_fold(_prefold(t, spec), spec) for t in texts])
     hashes, offsets = hashloops.ngram_hashes(units, lengths, spec.shingle_size, MUL)
     for d in np.flatnonzero(lengths == 0).tolist():                     # no units at all: hash the text itself
         hashes[offsets[d]] = _blake64(_fold(texts[d], spec)) >> 32
@@ -120,21 +130,23 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
         fold |= _markdown_docs(batch)
     # a text of a script written without spaces is re-spelled with each of its characters a word (`segment`);
     # a text whose lines may start with line numbers or timestamps is checked for them (`lineprefix`)
-    stripped = {k: lines for k in (prefixed_docs(batch.data, batch.ends) if spec.fold_line_prefixes else [])
-                if (lines := strip_line_prefixes(batch.texts[k])) is not batch.texts[k]}
+    # (and one with a `-` before a line break for words hyphenated there, `marks`)
+    maybe = set(prefixed_docs(batch.data, batch.ends) if spec.fold_line_prefixes else [])
+    maybe |= set(hyphenated_docs(batch.data, batch.ends) if spec.fold_hyphenation else [])
+    stripped = {k: lines for k in sorted(maybe) if (lines := _prefold(batch.texts[k], spec)) is not batch.texts[k]}
     todo = sorted(fold | stripped.keys() | set(unspaced_docs(batch.texts, batch.data, batch.ends,
                                                                 np.flatnonzero(flags & textbatch.NON_ASCII))))
     if todo:
         folded = [split_unspaced(_unit_text(batch, k, spec, k in fold, stripped.get(k))) for k in todo]
         flags[todo] = textbatch.flags_of(*textbatch.joined(folded))
-        new_data, new_ends = textbatch.joined([_lower_words(text) if flag & textbatch.NOT_SIMPLE else text
+        new_data, new_ends = textbatch.joined([_lower_words(text, spec) if flag & textbatch.NOT_SIMPLE else text
                                                for text, flag in zip(folded, flags[todo].tolist())])
         data, ends = textbatch.splice(batch.data, batch.ends, todo, new_data, new_ends)
     else:
         data, ends = batch.data.copy(), batch.ends                                 # a writable copy
     # only text with non-ASCII bytes can hold a non-word character the loop would read as a word byte (ASCII text
     # is not scanned; for simple characters, `word_breaks` says what `simple_chars` does)
-    hashloops.blank_non_words(data, ends, np.flatnonzero(flags & textbatch.NON_ASCII), word_breaks())
+    hashloops.blank_non_words(data, ends, np.flatnonzero(flags & textbatch.NON_ASCII), word_breaks(spec.marks_in_words))
     return hashloops.word_hashes(data, ends, POW)
 
 
@@ -149,21 +161,26 @@ def _unit_text(batch: textbatch.Encoded, k: int, spec: DedupSpec, fold: bool, st
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 
-def _lower_words(text: str) -> str:
+def _lower_words(text: str, spec: DedupSpec) -> str:
     """A folded text with non-simple characters as the word loop reads the regex's words in it: in lower case, its
     non-word BMP characters then blanked by `blank_non_words`; one with an astral character (which that loop does
     not decode) re-spelled as its regex words (~90 µs a 4 KB text; the lower case alone ~5)."""
     low = text.lower()
-    return low if _ASTRAL.search(low) is None else " ".join(WORD.findall(low))
+    if _ASTRAL.search(low) is None:
+        return low
+    return " ".join((mark_words()[1] if spec.marks_in_words else WORD).findall(low))
 
 
-@lru_cache(maxsize=1)
-def word_breaks() -> np.ndarray:
+@lru_cache(maxsize=2)
+def word_breaks(marks: bool = False) -> np.ndarray:
     """uint8 [65536]: 1 for each BMP character that is not `\\w` (the regex's own answer, ~10 ms once per
-    process), which `hashloops.blank_non_words` overwrites with spaces; 0 for the others."""
+    process), which `hashloops.blank_non_words` overwrites with spaces; 0 for the others. `marks`: the combining
+    marks that join their word (`marks.mark_words`) are 0 too."""
     table = np.ones(0x10000, np.uint8)
     for m in WORD.finditer("".join(map(chr, range(0x10000)))):
         table[m.start():m.end()] = 0
+    if marks:
+        table[mark_words()[0] == 1] = 0
     return table
 
 

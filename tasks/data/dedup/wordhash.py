@@ -37,11 +37,11 @@ def fmix64(h: np.ndarray) -> np.ndarray:
 POW = fmix64(np.arange(4096, dtype=np.uint64) + MUL) | np.uint64(1)      # [4096] per-offset multipliers
 
 
-def _batch_bytes(texts: Sequence[str]) -> tuple[bytes, list[bytes]]:
+def _batch_bytes(texts: Sequence[str], word: re.Pattern[str] = WORD) -> tuple[bytes, list[bytes]]:
     # ASCII text is split on its non-word bytes directly; other text is first re-spelled as its `\w+` words
     # joined by spaces, so the byte-level split yields exactly the regex's words either way.
     # (the compiled loop lowercases ASCII letters itself; the byte-wise oracle is given lowered bytes)
-    parts = [t.encode() if t.isascii() else " ".join(WORD.findall(t.lower())).encode("utf-8", "surrogatepass")
+    parts = [t.encode() if t.isascii() else " ".join(word.findall(t.lower())).encode("utf-8", "surrogatepass")
              for t in texts]
     return b" ".join(parts) + b" " + bytes(8), parts        # one separator after each doc; 8 pad bytes
 
@@ -65,9 +65,11 @@ def _bytewise(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.n
     return np.add.reduceat(terms, heads)
 
 
-def word_hashes(texts: Sequence[str], bytewise: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Hashes of the lowercase `\\w+` words of several documents: (uint64 [T] concatenated, int64 [m] per doc)."""
-    raw, parts = _batch_bytes(texts)
+def word_hashes(texts: Sequence[str], bytewise: bool = False,
+                word: re.Pattern[str] = WORD) -> tuple[np.ndarray, np.ndarray]:
+    """Hashes of the lowercase `\\w+` words (or `word` matches, in non-ASCII text) of several documents: (uint64
+    [T] concatenated, int64 [m] per doc)."""
+    raw, parts = _batch_bytes(texts, word)
     data = np.frombuffer(raw, dtype=np.uint8)                           # [B + 8]
     doc_ends = np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)) + 1) - 1   # [m] separator positions
     if not bytewise:
