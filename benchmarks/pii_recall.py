@@ -17,8 +17,9 @@ after their cues: `tests.helpers.pii_planted_personal`). The last groups come fr
 numbers in four formats; `credit_card/published`, processors' published test cards in every grouping;
 `iban/schwifty`, every country of schwifty's IBAN registry, compact, grouped and lower case;
 `secret/detect_secrets`, values in the shapes of detect-secrets' plugins; `email/forms`, `%40`, `=40`, HTML
-entities, IDN, `mailto:` parameters, plus-tags, quoted local parts. Their misses are also listed by variant
-(format, brand, plugin, form). A plant
+entities, IDN, `mailto:` parameters, plus-tags, quoted local parts; `ssn/faker_national`, Faker's national identity
+numbers of 27 locales, after a cue in the country's language or bare (`tests.helpers.pii_planted_national`).
+Their misses are also listed by variant (format, brand, plugin, form, locale). A plant
 counts as found when every part of the value is gone and only its own kind was counted (a carrier misread as
 another kind counts as a miss); as partial when a part was replaced in part and a 4-character run of it is
 still there (a cut value: worse than a miss, since the scrubbing looks done).

@@ -24,6 +24,7 @@ import random
 import string
 
 from tests.helpers.pii_planted import Plant
+from tests.helpers.pii_planted_national import national_ids
 from tests.helpers.pii_planted_secrets import ALNUM, B64, HEX, URLSAFE, rand
 
 FORMS = ("E164", "INTERNATIONAL", "NATIONAL", "RFC3966", "OUT_OF_COUNTRY")
@@ -248,7 +249,8 @@ def email_forms(rng: random.Random, n: int) -> list[tuple[str, tuple[str, ...], 
 
 # (kind, Plant form, generator): the benchmark's groups from published sources, in this order.
 SOURCES = (("phone", "libphonenumber", phones), ("credit_card", "published", cards), ("iban", "schwifty", ibans),
-           ("secret", "detect_secrets", detect_secrets), ("email", "forms", email_forms))
+           ("secret", "detect_secrets", detect_secrets), ("email", "forms", email_forms),
+           ("ssn", "faker_national", national_ids))
 
 
 def published(seed: int = 1234, per_kind: int = 500) -> list[tuple[Plant, str]]:

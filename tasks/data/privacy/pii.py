@@ -6,8 +6,9 @@ passport numbers by typed placeholders.
 a fixed order: secrets (`tasks.data.privacy.pii_secrets`; a key or token may hold an `@` or digit groups), emails,
 passports' machine-readable zones, passport numbers and dates of birth after their cues
 (`tasks.data.privacy.pii_personal`; their digits would be read as phones or cards), obfuscated emails, IBANs,
-SSNs (US, and the UK's and Canada's numbers, `tasks.data.privacy.pii_ids`: their digit groups would be eaten by
-the card and phone passes; never right after a phone cue, `tasks.data.privacy.pii_cues`), cards, IPv6, IPv4, phones, each on the previous pass's output. Regexes are compiled once and find *candidates*; a callback
+SSNs (US, and the UK's and Canada's numbers, `tasks.data.privacy.pii_ids`; other countries' national identity
+numbers, `tasks.data.privacy.pii_national`: their digit groups would be eaten by the card and phone passes; never
+right after a phone cue, `tasks.data.privacy.pii_cues`), cards, IPv6, IPv4, phones, each on the previous pass's output. Regexes are compiled once and find *candidates*; a callback
 validates each one (Luhn and issuer prefix, `ipaddress`, digit counts, entropy, placeholder and code checks) and
 returns the match unchanged when it is not PII.
 
@@ -51,6 +52,7 @@ from specs.clean import ADDRESS_CLASSES, PII_KINDS
 from tasks.data.privacy.pii_chain import Chained
 from tasks.data.privacy.pii_ids import ID_PASSES, Anchored, in_iban_shaped_run
 from tasks.data.privacy.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
+from tasks.data.privacy.pii_national import NATIONAL_PASSES
 from tasks.data.privacy.pii_personal import PERSONAL_PASSES
 from tasks.data.privacy.pii_phones import PHONE_PASSES
 from tasks.data.privacy.pii_secrets import SECRET_PASSES
@@ -316,7 +318,7 @@ _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[st
     ("email", Anchored(tuple(re.compile(re.escape(at)) for at in _AT_FORMS), _EMAIL, spaces=False, unicode=True,
                        quoted=quoted_local), lambda m, keep: _email(m), 0, _hint(*_AT_FORMS)),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
-      for kind, pattern, valid, group, hint in PERSONAL_PASSES + ID_PASSES),
+      for kind, pattern, valid, group, hint in PERSONAL_PASSES + ID_PASSES + NATIONAL_PASSES),
     ("credit_card", Chained(_CARD, ",;/|"), lambda m, keep: _card(m), 0, bool),
     ("ipv6", ColonLed(), _ipv6, 0, _hint(":")),
     ("ipv4", _IPV4, _ipv4, 0, _hint(".")),
