@@ -136,6 +136,7 @@ def _clean_files(root: Path) -> dict[Path, bytes]:
             and p.name != "manifest.json"}
 
 
+@pytest.mark.slow
 def test_clean_outputs_are_byte_identical_on_every_executor(tmp_path):
     executors = {"one": {"workers": 1}, "pool": {"workers": 2}, "dask": {"kind": "dask", "workers": 2}}
     outputs = {}

@@ -117,6 +117,7 @@ def outcomes(result) -> list[tuple[str, bool]]:
 
 
 @pytest.mark.prefect
+@pytest.mark.slow
 def test_from_stage_refuses_stale_upstream_skips_fresh_one_and_force_reruns(tmp_path, prefect_server):
     from flows.pipeline import forgeline
     from tasks.core.dvcrun import StagesNotUpToDate
@@ -163,6 +164,7 @@ def test_a_failed_run_rerun_continues_at_the_failed_stage(tmp_path, prefect_serv
 
 
 @pytest.mark.prefect
+@pytest.mark.slow
 def test_a_second_run_on_the_same_workspace_waits_for_the_first(tmp_path, prefect_server):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId

@@ -11,6 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tasks.core import graph
@@ -227,6 +228,7 @@ def test_editing_a_module_one_stage_imports_makes_only_it_and_its_downstream_sta
     assert set().union(*waves) == {name} | _downstream(name), (edited, waves)
 
 
+@pytest.mark.slow
 def test_editing_the_review_gate_leaves_ingest_to_pretrain_up_to_date(tmp_path, monkeypatch):
     """Issue #36: the review machinery is code of the review stages only (it was every stage's dep, so editing
     the gate re-ran ingest, clean, mix and pretrain). Through DVC: only the stages that run the gate and what

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 REPO = Path(__file__).resolve().parents[1]
 RUN = """
 from specs.clean import DedupSpec
@@ -36,6 +37,7 @@ def _run(install: Path, env: dict[str, str]) -> list[str]:
     return done.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_a_read_only_install_caches_in_the_users_folder(tmp_path: Path) -> None:
     install = _read_only_copy(tmp_path)
     try:

@@ -36,9 +36,9 @@ def gpt2_widths(n_layers: int = 2) -> ModelConfig:
 
 def test_the_training_step_costs_no_more_than_a_plain_llama(batch):
     cfg = gpt2_widths()
-    ours = census_of_step(Transformer(cfg, 0, fused=True), *batch)
+    ours = census_of_step(Transformer(cfg, 0, fused=True), *batch, fake=True)
     ref = census_of_step(RefLlama(V, T, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.d_model, cfg.ffn_hidden),
-                         *batch)
+                         *batch, fake=True)
     assert ours.total_ops <= ref.total_ops, (ours.ops.most_common(12), ref.ops.most_common(12))
     assert ours.total_bytes <= ref.total_bytes, (ours.bytes.most_common(8), ref.bytes.most_common(8))
     # where the saving comes from: one GEMM per fused projection, and no [B·T, V] logits or their fp32 copy
@@ -48,10 +48,24 @@ def test_the_training_step_costs_no_more_than_a_plain_llama(batch):
 
 def test_fusing_the_projections_removes_kernels(batch):
     cfg = gpt2_widths(1)
-    fused, separate = (census_of_step(Transformer(cfg, 0, fused=f), *batch) for f in (True, False))
+    fused, separate = (census_of_step(Transformer(cfg, 0, fused=f), *batch, fake=True) for f in (True, False))
     # per block: q/k/v 3 -> 1 and gate/up 2 -> 1 GEMMs forward, twice as many saved in backward
     assert separate.ops["mm"] - fused.ops["mm"] == 3 * cfg.n_layers * 3
     assert fused.total_bytes < separate.total_bytes
+
+
+@pytest.mark.parametrize("bf16", [True, False])
+def test_a_fake_step_counts_what_a_real_step_runs(bf16):
+    """The census above runs on fake tensors (no arithmetic); at narrow widths, where a real bf16 step is cheap,
+    it counts exactly the ops and bytes of the real one, for our model and the reference."""
+    cfg = ModelConfig.from_spec(ModelSpec(flavor="gpt2-124m", n_layers=2, d_model=128, n_heads=4, n_kv_heads=2), 2048, 32)
+    g = torch.Generator().manual_seed(0)
+    ids, labels = torch.randint(0, 2048, (2, 32), generator=g), torch.randint(0, 2048, (2, 32), generator=g)
+    for make in (lambda: Transformer(cfg, 0, fused=True),
+                 lambda: RefLlama(2048, 32, cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.d_model, cfg.ffn_hidden)):
+        real, fake = (census_of_step(make(), ids, labels, fake=f, bf16=bf16) for f in (False, True))
+        assert fake.ops == real.ops and fake.bytes == real.bytes and fake.largest == real.largest
+        assert real.total_ops > 100  # a whole forward + backward was counted
 
 
 def test_the_loss_never_holds_the_logits():

@@ -16,6 +16,7 @@ from tests.faults.scenarios.common import assert_row, child_env, dvc
 from tests.faults.scenarios.concurrency import two_dvc_repro, two_flows
 
 
+@pytest.mark.slow
 def test_second_dvc_repro_is_refused_and_nothing_is_corrupted(fault_root):
     assert_row(two_dvc_repro(fault_root))
 

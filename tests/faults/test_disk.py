@@ -29,6 +29,7 @@ def test_injected_enospc_names_the_file_and_publishes_nothing(fault_root):
 
 
 @needs_mount
+@pytest.mark.slow
 def test_real_full_tmpfs_fails_clearly_without_a_manifest(fault_root):
     assert_row(disk_full_tmpfs(fault_root))
 

@@ -19,6 +19,7 @@ def test_clean_killed_between_shards_resumes_byte_identical(fault_root):
     assert_row(kill_clean_between_shards(fault_root))
 
 
+@pytest.mark.slow
 def test_clean_killed_mid_write_leaves_a_temp_file_never_taken_as_output(fault_root):
     assert_row(kill_clean_mid_write(fault_root))
 

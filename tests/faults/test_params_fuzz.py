@@ -182,6 +182,7 @@ def wrong_values(annotation: Any) -> list[Any]:
     return [7, "x", [1]]  # a section or a dict-valued field
 
 
+@pytest.mark.slow
 def test_wrong_type_at_every_key_is_named():
     # Exhaustive (every leaf and section x every wrong value, ~1k validations, ~2 s): a sample misses most keys.
     unnamed = []
