@@ -15,6 +15,7 @@ kernels it runs on this machine). Per op it records:
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from collections import Counter
 from typing import Any, Callable
@@ -93,13 +94,13 @@ def census_of_step(model: torch.nn.Module, ids: torch.Tensor, labels: torch.Tens
     The same ops reach the census and the same bytes are counted (tests/test_step_census.py checks that against a
     real step); it is what makes the 124M-width census affordable on CPUs without bf16 hardware, where a real bf16
     step at vocabulary 50k runs ~100x slower than fp32 (9 min on an AVX2-only machine)."""
-    if not fake:
-        step = training_step(model, ids, labels, **kw)
-        step()  # warm-up: RoPE tables, lazy inits
-        return count(step)
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    with FakeTensorMode(allow_non_fake_inputs=True) as mode:  # the weights stay real; everything computed is fake
-        step = training_step(model, mode.from_tensor(ids), mode.from_tensor(labels), **kw)
-        step()
+    # the weights stay real; with `fake`, everything computed from the inputs is fake
+    mode = FakeTensorMode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
+    with mode:
+        if fake:
+            ids, labels = mode.from_tensor(ids), mode.from_tensor(labels)
+        step = training_step(model, ids, labels, **kw)
+        step()  # warm-up: RoPE tables, lazy inits
         return count(step)
