@@ -34,6 +34,22 @@ def test_project_params_are_valid():
     assert [s.name for s in params.ingest.sources] == ["literature", "encyclopedia", "code", "docs"]
 
 
+def test_dvc_reads_the_shipped_yaml_with_libyaml_as_our_loader_reads_it():
+    """DVC parses params.yaml, dvc.yaml and dvc.lock with ruamel's safe loader, on libyaml's C parser when
+    ruamel.yaml.clib is installed (a dependency: in pure Python each DVC command took ~2 s more on 2 cores).
+    libyaml is the stricter parser: `device_peak_tflops:,` in a flow mapping stopped every DVC command with "YAML
+    file structure is corrupted", where PyYAML (specs' loader) and pure ruamel read it as null."""
+    from dvc.utils.serialize import parse_yaml
+    from ruamel.yaml import YAML
+
+    assert YAML(typ="safe").Parser.__name__ == "CParser"
+    for name in ("params.yaml", "dvc.yaml", "dvc.lock"):
+        text = (REPO / name).read_text()
+        assert parse_yaml(text, name) == YAML(typ="safe", pure=True).load(text), name
+    params = (REPO / "params.yaml").read_text()
+    assert parse_yaml(params, "params.yaml") == yaml.safe_load(params)  # DVC tracks the values specs validate
+
+
 def test_out_of_range_value_names_key_and_bound(tmp_path):
     p = write(tmp_path, base())
     assert problems_of(p, ["validate.expectations.2.mostly=1.7"]) == [
