@@ -83,9 +83,15 @@ class _Progress:
 
 @task(task_run_name="{stage}", retries=2, retry_delay_seconds=5, retry_condition_fn=_retry_unless_gate,
       tags=["forgeline"])
-def run_stage(stage: str, root: str, force: bool = False) -> StageOutcome:
-    """Bring one stage up to date through DVC (`force`: re-run it even if up to date); publish its artifacts."""
+def run_stage(stage: str, root: str, force: bool = False, up_to_date: bool = False) -> StageOutcome:
+    """Bring one stage up to date through DVC (`force`: re-run it even if up to date); publish its artifacts.
+    `up_to_date`: the flow's own `dvc status` found it so, and nothing has run since: skip without asking DVC."""
     logger = get_run_logger()
+    if up_to_date:
+        logger.info("%s: up to date (dvc.lock matched at the start of this run); skipped", stage)
+        outcome = StageOutcome(stage=stage, ran=False, result=read_result(Path(root), stage))
+        _publish(outcome, Path(root))
+        return outcome
     progress = _Progress(stage)
 
     def log(line: str) -> None:
@@ -167,21 +173,25 @@ def forgeline(
         params_file = project / "params.yaml"
         before = params_file.read_text(encoding="utf-8")
         write_overrides(params_file, dotted)
-        stale = stages_not_up_to_date(project, selection.skip)
-        if stale:
+        # One `dvc status` for the whole walk: a stage up to date now stays so until a stage before it runs.
+        stale = stages_not_up_to_date(project, [*selection.skip, *selection.run])
+        if any(s in stale for s in selection.skip):
             write_text_atomic(params_file, before)  # refused: leave the workspace as it was
-            raise StagesNotUpToDate(from_stage or "", stale)
+            raise StagesNotUpToDate(from_stage or "", {s: stale[s] for s in selection.skip if s in stale})
         logger.info("stages in DVC order: %s", " -> ".join(order)
                     + (f" (from {from_stage}: {', '.join(selection.skip)} up to date, skipped)" if from_stage
                        else "") + (f"; forced: {', '.join(selection.force)}" if selection.force else ""))
         outcomes = [StageOutcome(stage=s, ran=False, result=read_result(project, s)) for s in selection.skip]
         for stage in selection.run:  # sequential: each stage waits for its upstream; DVC holds one repo lock
+            # Once a stage has run, DVC decides for each later one (new upstream outputs may or may not differ).
+            known_up_to_date = (stage not in stale and stage not in selection.force
+                                and not any(o.ran for o in outcomes))
             if graph.stage(stage).module_name == "review":  # prefect mode: pause for the form before the gate
                 gate = load_params(params_file).section(stage)
                 if gate.mode == "prefect":
                     ask_review(project, gate.target, timeout_s=gate.prefect_timeout_s)
             task_ = run_stage.with_options(name=f"stage-{stage}", retries=stage_retries)
-            outcomes.append(task_(stage, str(project), force=stage in selection.force))
+            outcomes.append(task_(stage, str(project), force=stage in selection.force, up_to_date=known_up_to_date))
         if save_experiment:
             name = flow_run.name or "forgeline"
             dvcrun.save_experiment(project, name, order, log=logger.info)  # param shadows the function

@@ -138,10 +138,14 @@ def test_from_stage_refuses_stale_upstream_skips_fresh_one_and_force_reruns(tmp_
                   params={"ingest": {"max_doc_chars": 5000}})
     assert (project / "params.yaml").read_text() == params_before
 
-    # force re-runs an up-to-date stage through DVC; its outputs are byte-identical, so the lock is too.
+    # force re-runs an up-to-date stage through DVC; its outputs are byte-identical, so the lock is too, and DVC
+    # skips the stage after it ("didn't change, skipping"), which keeps its last result for the UI.
     lock_before = (project / "dvc.lock").read_text()
-    assert outcomes(forgeline(root=str(project), until="validate", force=["ingest"])) == [
-        ("ingest", True), ("validate", False)]
+    forced = forgeline(root=str(project), until="validate", force=["ingest"])
+    assert outcomes(forced) == [("ingest", True), ("validate", False)]
+    assert forced[1].result is not None and forced[1].result.stage == "validate" and forced[1].result.ok
+    assert sorted(p.name for p in (project / "runs").glob("*.result*.json")) == [
+        "ingest.result.json", "validate.result.json"]
     assert (project / "dvc.lock").read_text() == lock_before
 
 
