@@ -89,7 +89,7 @@ def run_stage(stage: str, root: str, force: bool = False, up_to_date: bool = Fal
     logger = get_run_logger()
     if up_to_date:
         logger.info("%s: up to date (dvc.lock matched at the start of this run); skipped", stage)
-        outcome = StageOutcome(stage=stage, ran=False, result=read_result(Path(root), stage))
+        outcome = _skipped(Path(root), stage)
         _publish(outcome, Path(root))
         return outcome
     progress = _Progress(stage)
@@ -105,6 +105,11 @@ def run_stage(stage: str, root: str, force: bool = False, up_to_date: bool = Fal
     progress.finish()
     _publish(outcome, Path(root))
     return outcome
+
+
+def _skipped(root: Path, stage: str) -> StageOutcome:
+    """An up-to-date stage the flow does not hand to DVC, with its last recorded result."""
+    return StageOutcome(stage=stage, ran=False, result=read_result(root, stage))
 
 
 def _table(rows: list[dict[str, Any]], key: str, description: str) -> None:
@@ -181,7 +186,7 @@ def forgeline(
         logger.info("stages in DVC order: %s", " -> ".join(order)
                     + (f" (from {from_stage}: {', '.join(selection.skip)} up to date, skipped)" if from_stage
                        else "") + (f"; forced: {', '.join(selection.force)}" if selection.force else ""))
-        outcomes = [StageOutcome(stage=s, ran=False, result=read_result(project, s)) for s in selection.skip]
+        outcomes = [_skipped(project, s) for s in selection.skip]
         for stage in selection.run:  # sequential: each stage waits for its upstream; DVC holds one repo lock
             # Once a stage has run, DVC decides for each later one (new upstream outputs may or may not differ).
             known_up_to_date = (stage not in stale and stage not in selection.force
