@@ -54,6 +54,23 @@ class Manifest(BaseModel):
     packages: dict[str, str] = Field(default_factory=dict, description="Versions of the libraries that matter.")
 
 
+class ValidationVerdict(BaseModel):
+    """What the validate gate hands on, written as `data/validate/verdict.json` when the gate lets the records through.
+
+    The stages it gates (clean, multimodal) depend on this file, not on the whole folder: its report and manifest
+    also change with knobs that do not change the verdict (`validate.examples`, the report page, a comment in
+    validate's code), and those must re-run validate alone, not everything that trains on the records.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    passed: bool = Field(..., description="Every expectation passed (False: failures reported only, "
+                                          "`validate.fail_on_error: false`).")
+    records: int = Field(..., ge=0, description="Records validated.")
+    checked: FileRecord | None = Field(..., description="The ingest manifest of the records validated (None: "
+                                                         "records put together without the pipeline).")
+
+
 class RunRecord(BaseModel):
     """Wall-clock facts of one execution of a stage (not versioned: they differ on every run)."""
 

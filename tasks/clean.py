@@ -40,6 +40,7 @@ from tasks.data.cleanup import clean_outputs, cleaning
 from tasks.data.cleanup.filter_steps import DecontaminationStep
 from tasks.data.dedup import dedup_global
 from tasks.data.filtering.decontaminate import benchmark_file_texts, heldout_texts, keep_indexable
+from tasks.data.validation.verdict import require_validated
 
 log = logging.getLogger("forgeline.clean")
 WORK_DIR = "work"
@@ -47,6 +48,7 @@ WORK_DIR = "work"
 
 def run(job: CleanJob, paths: StagePaths) -> StageResult:
     spec = job.clean
+    require_validated(paths.input("validate"), "clean")
     ingest = paths.input("ingest")
     index_texts, decon = _index_texts(job, paths)
     shards = sorted((ingest / "shards").glob("*.parquet"))

@@ -30,6 +30,7 @@ from tasks.data.multimodal import embedded, shards
 from tasks.data.multimodal.curate import Curation, curate, funnel, planted_recall
 from tasks.data.multimodal.readers import read_ingest_media, read_source
 from tasks.data.multimodal.records import MMBad, MMRecord
+from tasks.data.validation.verdict import require_validated
 
 log = logging.getLogger("forgeline.multimodal")
 WORK = Path("work") / "multimodal"
@@ -76,6 +77,7 @@ def _unique(items: Iterator[MMRecord | MMBad]) -> Iterator[MMRecord | MMBad]:
 
 
 def run(spec: MultimodalSpec, paths: StagePaths) -> StageResult:
+    require_validated(paths.input("validate"), "multimodal")
     notes: list[str] = []
     result = curate(_unique(_items(spec, paths, notes)), spec, paths.root)
     out = paths.out

@@ -4,8 +4,9 @@ The declared expectations run as Great Expectations suites, one per source (`sou
 records, streamed from the shards in batches of `batch_rows` rows: GX validates each batch, and the counts
 are summed into corpus-wide results (tasks/data/validation/tally.py). `unique` is corpus-wide and is counted from 8-byte
 hashes of the values, so memory is bounded by one batch plus 8 bytes per row and per suite that checks
-uniqueness. Outputs: `results.json` (deterministic summary: per suite and expectation, counts and example
-failing record ids) and, when asked, its HTML rendering `reports/validate/data_docs/index.html`: one
+uniqueness. Outputs: `verdict.json` (when the records may go on: passed or failures reported only, the
+record count and the ingest manifest checked; the stages after the gate depend on it alone), `results.json`
+(deterministic summary: per suite and expectation, counts and example failing record ids) and, when asked, its HTML rendering `reports/validate/data_docs/index.html`: one
 self-contained page (inline CSS, no script, no outside request), so it renders fully offline.
 
 GX's own Data Docs are not built: they would show one page per batch rather than the corpus, and their
@@ -26,11 +27,12 @@ import pyarrow as pa
 from specs.results import StageResult
 from specs.validate import ExpectationSpec, ValidateSpec
 from tasks.core.files import write_json_atomic, write_text_atomic
-from tasks.core.runner import StagePaths
+from tasks.core.runner import MANIFEST, StagePaths
 from tasks.data.validation import expectations as ex
 from tasks.data.records import iter_record_batches
 from tasks.data.validation.report_html import render_report
 from tasks.data.validation.tally import RowTally, UniqueTally
+from tasks.data.validation.verdict import VERDICT, write_verdict
 
 RESULTS = "results.json"
 DOCS = "data_docs"
@@ -69,7 +71,8 @@ def run(spec: ValidateSpec, paths: StagePaths) -> StageResult:
     out = paths.out
     out.mkdir(parents=True, exist_ok=True)
     # An earlier run's verdict and pages must not outlive it, should this run stop half-way.
-    (out / RESULTS).unlink(missing_ok=True)
+    for name in (RESULTS, VERDICT):
+        (out / name).unlink(missing_ok=True)
     docs = paths.reports / DOCS
     shutil.rmtree(docs, ignore_errors=True)
 
@@ -109,7 +112,10 @@ def run(spec: ValidateSpec, paths: StagePaths) -> StageResult:
     if spec.data_docs:
         docs.mkdir(parents=True, exist_ok=True)
         write_text_atomic(docs / INDEX, render_report(report))
-    return _stage_result(spec, report, sorted(runs))
+    result = _stage_result(spec, report, sorted(runs))
+    if result.ok:  # the records may go on: the one file the gated stages depend on
+        write_verdict(out, paths.root, report["success"], records, paths.input("ingest") / MANIFEST)
+    return result
 
 
 def _frames(paths: StagePaths, specs: list[ExpectationSpec], batch_rows: int) -> Iterator[pd.DataFrame]:

@@ -1,5 +1,5 @@
 """The whole pipeline through `dvc repro` in a fresh git + DVC repo: up to date afterwards, identical reruns,
-and a change to the last stage's params re-runs that stage only."""
+a change to the last stage's params re-runs that stage only, and one to a gate's knobs the gate only."""
 
 from __future__ import annotations
 
@@ -48,6 +48,21 @@ def test_repro_status_rerun_and_param_change(reproduced):
     skipped = {s for s in STAGE_NAMES if f"Stage '{s}' didn't change, skipping" in changed.stdout}
     assert skipped == set(STAGE_NAMES) - {"export"}
     assert "Edited." in (project / "data" / "export" / "hf" / "README.md").read_text()
+    assert "Data and pipelines are up to date" in dvc(project, "status").stdout
+
+    # Knobs of the gates that leave their verdicts as they were: the gates re-run, nothing after them does (the
+    # stages after a gate depend on its verdict file; its manifest records these params).
+    card = (project / "data" / "export" / "hf" / "README.md").read_bytes()
+    params["validate"]["examples"] += 1
+    params["review"]["prefect_timeout_s"] = 3_600
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    gated = dvc(project, "repro")
+    ran = [line for line in gated.stdout.splitlines() if "Running stage" in line]
+    assert ran == ["Running stage 'validate':", "Running stage 'review':"], ran
+    assert (project / "data" / "export" / "hf" / "README.md").read_bytes() == card  # its lineage: the verdicts
+    clean = json.loads((project / "data" / "clean" / "manifest.json").read_text())
+    assert [r["path"] for r in clean["inputs"] if r["path"].startswith("data/validate/")] == \
+        ["data/validate/verdict.json"]
     assert "Data and pipelines are up to date" in dvc(project, "status").stdout
 
 

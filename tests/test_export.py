@@ -158,11 +158,14 @@ def test_card_lists_lineage_hashes_params_and_review(exported):
     rows = {cells[0]: cells for line in _card_section(card, "Lineage")
             if (cells := [c.strip() for c in line.strip("|").split(" | ")])}
     assert list(rows) == ["ingest", "clean", "mix", "pretrain", "review", "sft"]  # pipeline order, present only
-    for stage in MANIFESTED:
-        assert rows[stage][1] == sha256_file(root / "data" / stage / "manifest.json")
-    assert rows["clean"][1] == "—"                                                  # no manifest: shown as absent
-    assert rows["pretrain"][2] == "steps=4, val_loss=5.25"                          # scalars only, sorted
-    assert rows["sft"][2] == "heldout_loss=2.75, ok=True"
+    for stage in set(MANIFESTED) - {"review"}:
+        assert rows[stage][1:3] == ["manifest.json", sha256_file(root / "data" / stage / "manifest.json")]
+    assert rows["clean"][1:3] == ["manifest.json", "—"]                             # no manifest: shown as absent
+    assert rows["pretrain"][3] == "steps=4, val_loss=5.25"                          # scalars only, sorted
+    assert rows["sft"][3] == "heldout_loss=2.75, ok=True"
+    # A gate's row is its verdict (what sft depends on), not its manifest, and the verdict's short fields.
+    assert rows["review"][1:] == ["decision.json", sha256_file(root / "data" / "review" / "decision.json"),
+                                  "decision=approve, mode=auto, reviewer=auto"]
     assert _card_section(card, "Review") == [
         "| gate | judged | decision | reviewer | mode | time |",
         "| review | pretrained model | approve | auto | auto | — |",

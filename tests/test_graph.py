@@ -180,6 +180,23 @@ def _downstream(name: str) -> set[str]:
     return below.union(*(_downstream(b) for b in below))
 
 
+def _write_outputs(root: Path, s: graph.StageDef, text: str) -> None:
+    """A placeholder of what stage `s` writes: a file in each out and, for a gate, its verdict."""
+    for out in (s.out_dir, *s.persist_outs):
+        (root / out).mkdir(parents=True, exist_ok=True)
+        (root / out / "out.txt").write_text(text)
+    if s.verdict:
+        (root / s.handed_on).write_text(text)
+
+
+def _placeholder_outputs(root: Path) -> None:
+    """Every stage's placeholder outputs and metrics, to be recorded in dvc.lock as if every stage had run."""
+    for s in graph.STAGES:
+        _write_outputs(root, s, s.name)
+        (root / s.metrics_file).parent.mkdir(exist_ok=True)
+        (root / s.metrics_file).write_text("{}")
+
+
 def _stale_waves(root: Path) -> list[list[str]]:
     """The stages `dvc status` calls stale, wave by wave: each stale stage is treated as re-run (a new output,
     committed to dvc.lock without running the stage), which is what makes the next wave stale."""
@@ -190,7 +207,7 @@ def _stale_waves(root: Path) -> list[list[str]]:
         with Repo(str(root)) as repo:
             stale = sorted(repo.status())
             for name in stale:
-                (root / graph.stage(name).out_dir / "out.txt").write_text(f"{name}, re-run")
+                _write_outputs(root, graph.stage(name), f"{name}, re-run")  # a rerun that changed its outputs
                 repo.commit(name, force=True)
         if not stale:
             return waves
@@ -210,12 +227,7 @@ def test_editing_a_module_one_stage_imports_makes_only_it_and_its_downstream_sta
     monkeypatch.chdir(root)  # DVC's API resolves a stage's paths from the working directory
     # The graph as generated from this code (whether the committed dvc.yaml is current is another test's).
     (root / "dvc.yaml").write_text(graph.dvc_yaml_text())
-    for s in graph.STAGES:  # placeholder outputs, recorded in dvc.lock as if every stage had run
-        for out in (s.out_dir, *s.persist_outs):
-            (root / out).mkdir(parents=True, exist_ok=True)
-            (root / out / "out.txt").write_text(s.name)
-        (root / s.metrics_file).parent.mkdir(exist_ok=True)
-        (root / s.metrics_file).write_text("{}")
+    _placeholder_outputs(root)
     from dvc.repo import Repo
 
     with Repo(str(root)) as repo:
@@ -226,6 +238,29 @@ def test_editing_a_module_one_stage_imports_makes_only_it_and_its_downstream_sta
     waves = _stale_waves(root)
     assert waves[0] == [name], (edited, waves)
     assert set().union(*waves) == {name} | _downstream(name), (edited, waves)
+
+
+def test_a_gate_that_reruns_to_the_same_verdict_leaves_the_stages_after_it_up_to_date(tmp_path, monkeypatch):
+    """The stages after a gate depend on its verdict file, not on its folder: validate's report and manifest change
+    with knobs such as `validate.examples`, which must not re-run clean, mix, pretrain and all that follows. A
+    changed verdict still re-runs them."""
+    gates = [s for s in graph.STAGES if s.verdict]
+    assert [s.name for s in gates] == ["validate", "review", "review_sft", "review_prefer"]
+    root = make_project(tmp_path / "proj")
+    monkeypatch.chdir(root)
+    (root / "dvc.yaml").write_text(graph.dvc_yaml_text())
+    _placeholder_outputs(root)
+    from dvc.repo import Repo
+
+    validate = graph.stage("validate")
+    with Repo(str(root)) as repo:
+        repo.commit(None, force=True)
+        (root / validate.out_dir / "out.txt").write_text("validate, re-run: another report, the same verdict")
+        repo.commit("validate", force=True)
+        assert repo.status() == {}
+        (root / validate.handed_on).write_text("validate, re-run: another verdict")
+        repo.commit("validate", force=True)
+        assert sorted(repo.status()) == ["clean", "multimodal"]
 
 
 @pytest.mark.slow
@@ -239,12 +274,7 @@ def test_editing_the_review_gate_leaves_ingest_to_pretrain_up_to_date(tmp_path, 
     root = make_project(tmp_path / "proj")
     monkeypatch.chdir(root)
     (root / "dvc.yaml").write_text(graph.dvc_yaml_text())
-    for s in graph.STAGES:
-        for out in (s.out_dir, *s.persist_outs):
-            (root / out).mkdir(parents=True, exist_ok=True)
-            (root / out / "out.txt").write_text(s.name)
-        (root / s.metrics_file).parent.mkdir(exist_ok=True)
-        (root / s.metrics_file).write_text("{}")
+    _placeholder_outputs(root)
     from dvc.repo import Repo
 
     with Repo(str(root)) as repo:

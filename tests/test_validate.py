@@ -12,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from tasks.core import graph
 from tasks.core.runner import StagePaths
+from tasks.data.validation.verdict import VERDICT, require_validated
 from tasks.validate import run
 from tests.helpers.validate import SPEC, project, record, spec
 
@@ -66,6 +68,9 @@ def test_clean_data_passes_the_gate(clean) -> None:
     assert entry(report, "source:code", "in_set", "lang")["success"]
     assert entry(report, "source:literature", "media_exist", "media")["element_count"] == 6
     assert len(result.table) == sum(len(s["expectations"]) for s in report["suites"])
+    # The records may go on: the verdict the gated stages depend on (no ingest manifest in a hand-made project).
+    assert json.loads((paths.out / VERDICT).read_text()) == {"passed": True, "records": 10, "checked": None}
+    assert require_validated(paths.out, "clean").passed
 
 
 def test_report_page_is_written_and_self_contained(clean) -> None:
@@ -85,6 +90,9 @@ def test_report_page_is_written_and_self_contained(clean) -> None:
 def test_broken_data_fails_with_readable_summary(broken) -> None:
     paths, result, _ = broken
     assert not result.ok
+    assert not (paths.out / VERDICT).exists()  # no verdict: clean and multimodal refuse to read the records
+    with pytest.raises(ValueError, match="the validate gate has not let the records through"):
+        require_validated(paths.out, "clean")
     report = results(paths)
     assert not report["success"]
 
@@ -131,6 +139,13 @@ def test_fail_on_error_false_only_reports(broken) -> None:
     assert "reported only" in result.summary
     assert entry(results(paths), "source:rogue", "in_set", "source")["examples"] == ["rogue/0"]
     assert not (paths.reports / "data_docs").exists()  # the previous run's site does not linger
+    verdict = (paths.out / VERDICT).read_bytes()
+    assert json.loads(verdict)["passed"] is False  # failures reported only: the records go on, on record
+
+    # Another number of examples changes the report, not the verdict: the stages after the gate stay up to date.
+    assert run(spec(fail_on_error=False, data_docs=False, examples=2), paths).ok
+    assert entry(results(paths), "source:rogue", "in_set", "source")["examples"] == ["rogue/0", "rogue/1"]
+    assert (paths.out / VERDICT).read_bytes() == verdict
 
 
 def test_mostly_tolerates_a_small_failure_fraction(tmp_path: Path) -> None:
@@ -151,7 +166,7 @@ def test_mostly_tolerates_a_small_failure_fraction(tmp_path: Path) -> None:
 def test_no_records_fails_the_gate(tmp_path: Path) -> None:
     paths = project(tmp_path, [])
     result = run(spec(fail_on_error=False), paths)
-    assert not result.ok
+    assert not result.ok and not (paths.out / VERDICT).exists()
     assert "no records" in result.summary
     assert results(paths)["success"] is False
 
@@ -279,3 +294,8 @@ def test_big_documents_cut_batches_by_bytes_with_the_same_results(tmp_path: Path
     assert (paths.out / "results.json").read_bytes() == whole
     biggest_row = max(len(r["text"].encode()) for r in rows) + 200
     assert len(held) > 2 and max(held) < 20_000 + biggest_row
+
+
+def test_the_graph_hands_on_the_file_validate_writes(tmp_path: Path) -> None:
+    assert graph.stage("validate").handed_on == f"data/validate/{VERDICT}"
+    assert require_validated(tmp_path / "data" / "validate", "clean") is None  # no gate run: a library caller

@@ -46,6 +46,9 @@ class StageDef:
     # The stage's code lives in tasks/<module>.py and specs/<module>.py (default: its name), so two stages can
     # share one implementation with their own params section (review and review_sft).
     module: str | None = None
+    # A gate's verdict: the file of its out that the stages after it depend on (DVC dep, manifest input), rather
+    # than the whole folder, whose report and manifest also change with knobs that leave the verdict as it was.
+    verdict: str | None = None
 
     @property
     def module_name(self) -> str:
@@ -54,6 +57,11 @@ class StageDef:
     @property
     def out_dir(self) -> str:
         return f"{DATA_DIR}/{self.name}"
+
+    @property
+    def handed_on(self) -> str:
+        """What a downstream stage depends on: the gate's verdict file, else the whole out folder."""
+        return f"{self.out_dir}/{self.verdict}" if self.verdict else self.out_dir
 
     @property
     def metrics_file(self) -> str:
@@ -78,7 +86,9 @@ class StageDef:
 # Code deps are not declared here: StageDef.code_deps computes them from the imports.
 STAGES: tuple[StageDef, ...] = (
     StageDef("ingest"),
-    StageDef("validate", upstream=("ingest",)),
+    # The gates hand on a verdict file: validate's is written only when the records may go on; a review's
+    # decision says approve or reject, and the stage after it refuses a reject.
+    StageDef("validate", upstream=("ingest",), verdict="verdict.json"),
     # Multimodal curation (image/audio ↔ text alignment) beside the text path: its own sources plus ingest's
     # records that reference media, after validate passed; nothing downstream reads it (training is text-only).
     StageDef("multimodal", upstream=("ingest", "validate"), seeded=True),
@@ -96,13 +106,13 @@ STAGES: tuple[StageDef, ...] = (
     # The spot-check sample holds multimodal's stratum (thumbnails and clips beside their text) too.
     StageDef("evaluate", upstream=("pretrain", "mix", "clean", "multimodal"), seeded=True),
     # The gate before SFT: approves by policy (auto) or reads a human decision committed under reviews/.
-    StageDef("review", upstream=("evaluate",), extra_deps=("reviews",)),
+    StageDef("review", upstream=("evaluate",), extra_deps=("reviews",), verdict="decision.json"),
     # Finetuning starts only from an approved model; it launches ranks like pretrain (launcher from `parallel`).
     StageDef("sft", upstream=("pretrain", "mix", "instruct", "review"), seeded=True,
              params=("parallel", "evaluate.spotcheck.flags"),
              persist_outs=("checkpoints/sft",)),
     # The second gate (same implementation, its own params section): the finetuned model's answers.
-    StageDef("review_sft", module="review", upstream=("sft",), extra_deps=("reviews",)),
+    StageDef("review_sft", module="review", upstream=("sft",), extra_deps=("reviews",), verdict="decision.json"),
     # Preference tuning after the SFT gate: curated pairs (the default's rejected answers are the SFT model's
     # own), the frozen SFT model's log-probs of them once, DPO on the one Trainer, and its own gate.
     StageDef("prefer_data", upstream=("instruct", "sft", "review_sft"), seeded=True,
@@ -110,7 +120,8 @@ STAGES: tuple[StageDef, ...] = (
     StageDef("prefer_ref", upstream=("sft", "prefer_data"), seeded=True, params=("prefer.enabled",)),
     StageDef("prefer", upstream=("sft", "review_sft", "prefer_data", "prefer_ref"), seeded=True,
              params=("parallel", "evaluate.spotcheck.flags"), persist_outs=("checkpoints/prefer",)),
-    StageDef("review_prefer", module="review", upstream=("prefer",), extra_deps=("reviews",)),
+    StageDef("review_prefer", module="review", upstream=("prefer",), extra_deps=("reviews",),
+             verdict="decision.json"),
     # Standard benchmarks (lm-eval, offline) on the finished model (the preference-tuned one when prefer trained)
     # and the one it started from: before export,
     # so the model card shows the scores and a failed benchmark gate keeps the model unpublished.
@@ -142,7 +153,7 @@ def stage(name: str) -> StageDef:
 
 
 def dvc_stage_entry(s: StageDef, root: Path = CODE_ROOT) -> dict[str, Any]:
-    deps = [*s.code_deps(root), *(stage(u).out_dir for u in s.upstream), *s.extra_deps]
+    deps = [*s.code_deps(root), *(stage(u).handed_on for u in s.upstream), *s.extra_deps]
     return {
         "cmd": f"python -m tasks.core.run {s.name}",
         "deps": deps,

@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path
 
 from specs import Params, spec_hash
-from specs.results import Manifest, RunRecord, StageResult
+from specs.results import FileRecord, Manifest, RunRecord, StageResult
 from specs.run import ExecutorSpec
 from tasks.core import graph
 from tasks.core.executors import stage_session
@@ -91,6 +91,14 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def handed_on(sdef: graph.StageDef, records: list[FileRecord]) -> list[FileRecord]:
+    """The upstream records the stage's manifest lists as its inputs: of a gate, its verdict file only (what
+    DVC has the stage depend on), though the whole folder was verified."""
+    gates = {graph.stage(u).out_dir: graph.stage(u).handed_on for u in sdef.upstream if graph.stage(u).verdict}
+    return [r for r in records
+            if not any(r.path.startswith(f"{folder}/") and r.path != verdict for folder, verdict in gates.items())]
+
+
 def run_stage(name: str, params: Params, root: Path) -> StageResult:
     """Execute stage `name` and write its manifest, metrics, result and run record."""
     sdef = graph.stage(name)
@@ -101,8 +109,8 @@ def run_stage(name: str, params: Params, root: Path) -> StageResult:
     # Before any work: the upstream folders must be what their producers wrote (a truncated or flipped file
     # fails here, named), and the output folder must take files. In a pipeline project (dvc.yaml) every
     # upstream folder was written by this runner, so one without a manifest is a stage that did not finish.
-    upstream_records = verify_upstream({u: paths.input(u) for u in sdef.upstream}, root,
-                                       require_manifest=(root / "dvc.yaml").exists())
+    upstream_records = handed_on(sdef, verify_upstream({u: paths.input(u) for u in sdef.upstream}, root,
+                                                        require_manifest=(root / "dvc.yaml").exists()))
     check_writable(paths.out)
 
     # A previous run's manifest must not vouch for what this run is about to (re)write.

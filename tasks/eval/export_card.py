@@ -15,6 +15,7 @@ import yaml
 from specs.export import ExportSpec
 from specs.init import user_set
 from tasks.core.files import sha256_file
+from tasks.core import graph
 from tasks.core.graph import DATA_DIR, METRICS_DIR
 from tasks.core.runner import MANIFEST
 from tasks.eval.preference_card import card_sections
@@ -23,6 +24,8 @@ from tasks.train.inputs.chat import render_jinja
 LINEAGE_STAGES = ("ingest", "validate", "clean", "mix", "pretrain", "evaluate", "review", "instruct", "sft",
                   "benchmark", "prefer_data", "prefer_ref", "prefer")
 PARAM_SECTIONS = ("model", "pretrain", "sft")
+# A review decision's free text and time: the card's Review section shows them, a lineage cell would not hold them.
+VERDICT_PROSE = ("notes", "time", "sample_sha256")
 # Licenses of the embedded corpora (tasks/data/embedded.py, specs/instruct.py); user files: unknown to forgeline.
 CORPUS_LICENSES = {
     ("ingest", "literature"): "public domain", ("ingest", "encyclopedia"): "CC BY-SA 4.0",
@@ -70,17 +73,23 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 
 def lineage_rows(root: Path) -> list[dict[str, Any]]:
-    """One row per upstream stage folder present under data/: its manifest's sha256 (None when the stage left
-    none) and the headline metrics (top-level scalars of metrics/<stage>.json) as `key=value` strings."""
+    """One row per upstream stage folder present under data/: the record the pipeline carried on from it, its
+    sha256 (None when the stage left none) and headline figures as `key=value` strings. A stage's record is its
+    manifest and its headline its metrics' top-level scalars; a gate's are its verdict file (what the stages after
+    it depend on: its manifest can change without the model changing, tasks/core/graph.py) and the verdict's short
+    scalars."""
     rows = []
     for name in LINEAGE_STAGES:
         folder = root / DATA_DIR / name
         if not folder.is_dir():
             continue
-        manifest = folder / MANIFEST
-        metrics = _scalars(_read_json(root / METRICS_DIR / f"{name}.json"), depth=1)
-        rows.append({"stage": name, "manifest_sha256": sha256_file(manifest) if manifest.is_file() else None,
-                     "headline": [f"{k}={_fmt(v)}" for k, v in metrics.items()]})
+        verdict = graph.stage(name).verdict
+        record = folder / (verdict or MANIFEST)
+        figures = _read_json(record) if verdict else _read_json(root / METRICS_DIR / f"{name}.json")
+        headline = {k: v for k, v in _scalars(figures, depth=1).items() if k not in VERDICT_PROSE}
+        rows.append({"stage": name, "record": record.name,
+                     "sha256": sha256_file(record) if record.is_file() else None,
+                     "headline": [f"{k}={_fmt(v)}" for k, v in headline.items()]})
     return rows
 
 
