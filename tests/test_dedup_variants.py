@@ -7,6 +7,7 @@ also had a footer (0 and 0.60); the test with the folds off keeps that measureme
 
 from __future__ import annotations
 
+import html
 import random
 
 import numpy as np
@@ -216,6 +217,36 @@ def test_entities_escaped_twice_or_thrice_are_decoded(docs):
     keeper = dv.groups(texts, CLEAN)
     assert [d for d, _ in docs if not keeper[d] == keeper[f"{d}~2"] == keeper[f"{d}~3"]] == []
     assert [d for d, _ in docs if keeper[d] == keeper[f"{d}~70"]] == []
+
+
+def as_feed_item(text: str) -> str:
+    """`text` as an RSS item's body: its page (`as_html_page`, the text's own `<` and `&` escaped) escaped."""
+    return html.escape(as_html_page(html.escape(text, quote=False)))
+
+
+def test_escaped_markup_of_a_feed_item_is_read_as_html(docs):
+    """A feed item's escaped page (`&lt;p class=&quot;article-body …&quot;&gt;`) is a near duplicate of its text,
+    the item of a 70 % truncation stays apart. With entities decoded after the markup step, its tags and
+    attributes were words: the dedup audit found 6 % of such copies (J 0.57)."""
+    texts = {}
+    for doc_id, text in docs:
+        short = dv.EDITS["truncated to 70%"](text, None, text)
+        texts.update({doc_id: text, f"{doc_id}.rss": as_feed_item(text), f"{doc_id}.70.rss": as_feed_item(short)})
+    keeper = dv.groups(texts, CLEAN)
+    assert [d for d, _ in docs if keeper[d] != keeper[f"{d}.rss"]] == []
+    assert [d for d, _ in docs if keeper[d] == keeper[f"{d}.70.rss"]] == []
+
+
+@pytest.mark.parametrize("text,read", [
+    ("&lt;div&gt;&lt;p&gt;Hello&lt;/p&gt;&lt;p&gt;World &amp;amp; co&lt;/p&gt;&lt;/div&gt;", "Hello World & co"),
+    ("&amp;lt;div&amp;gt;&amp;lt;p&amp;gt;Hello&amp;lt;/p&amp;gt;&amp;lt;br&amp;gt;&amp;lt;/div&amp;gt;", "Hello"),
+    # a page whose text shows escaped tags (a tutorial) keeps them as text, and so does prose naming one tag
+    ("<html><body><p>Write &lt;b&gt;bold&lt;/b&gt; like &lt;i&gt;this&lt;/i&gt;</p><div>x</div></body></html>",
+     "Write <b>bold</b> like <i>this</i> x"),
+    ("use &lt;p&gt; for paragraphs", "use <p> for paragraphs"),
+])
+def test_escaped_tags_are_decoded_before_the_markup_step(text, read):
+    assert shingle_text(text).strip() == read
 
 
 @pytest.mark.parametrize("text", [
