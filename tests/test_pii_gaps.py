@@ -138,6 +138,17 @@ def test_credential_names_still_count(text: str) -> None:
     ("server at 1.2.3.4", "server at <IP_ADDRESS>"), ("8.8.8.8", "<IP_ADDRESS>"),
     ("ssh root@8.8.8.8", "ssh root@<IP_ADDRESS>"),
     ("ip=10.1.2.3", None),                                                   # private: kept by the default policy
+    # four octets <= 31 without an address cue: a changelog's, a table's, a compiler's or a standard's numbers
+    ("## 1.2.3.4 (2020-01-01)", None), ("* 1.2.3.4: fixed bug", None), ("pkg 1.2.3.4 released", None),
+    ("| mylib | 2.4.1.3 | MIT |", None), ("__version__ = '4.0.2.1'", None), ("Built with GCC 11.4.0.1", None),
+    ("Versions after 1.11.1.1", None), ("see clause 4.2.1.3, 4.2.1.4", None), ("3.2.1.4 Requirements", None),
+    # ... but with a cue, a port, `/32`, a log line's ` - - [` or in a list of addresses they are addresses
+    ("client 1.2.3.4 connected", "client <IP_ADDRESS> connected"), ("IP address is 4.2.1.3",
+                                                                      "IP address is <IP_ADDRESS>"),
+    ("pkg 1.2.3.4:8080", "pkg <IP_ADDRESS>:8080"), ("allow 4.2.1.3/32;", "allow <IP_ADDRESS>/32;"),
+    ('1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] "GET /"', '<IP_ADDRESS> - - [10/Oct/2000:13:55:36 -0700] "GET /"'),
+    ("http://4.2.1.3/admin", "http://<IP_ADDRESS>/admin"), ("1.1.1.1, 8.8.4.4\n", "<IP_ADDRESS>, <IP_ADDRESS>\n"),
+    ("Connection from 73.162.25.201 refused", "Connection from <IP_ADDRESS> refused"),   # larger octets: as before
 ])
 def test_version_quads_are_no_addresses(text: str, expected: str | None) -> None:
     _case(text, expected or text)

@@ -16,7 +16,8 @@ What is deliberately not PII, to keep code and ordinary prose intact:
 - phones: see `tasks.data.privacy.pii_phones` (a cue word or a phone's layout; dates, years, times, prices, version
   numbers, ISBNs and bare integers without a cue do not match);
 - IPv4 needs exactly four octets ≤ 255 without leading zeros, not inside a longer dotted run (`1.2.3.4.5`,
-  OIDs) and not after `v`/`version`/`section`/`rfc`/`==`/`foo-` (versions); IPv6 needs a decimal digit or
+  OIDs) and not after `v`/`version`/`section`/`rfc`/`==`/`foo-` (versions); four octets all ≤ 31
+  (`## 1.2.3.4`, `GCC 11.4.0.1`) need an address cue, a port, `/32` or a line of addresses; IPv6 needs a decimal digit or
   three groups (`dead::beef` is two hex words), three colons or a 4-digit group with a letter (`fe80::1`, but
   not the slices `x[1::2]`, `x[100::2]`), a group that is not a clock's (`10:00::11:00`), and must parse; a
   full stop after either ends the sentence. Netmasks and CIDR networks (`10.0.0.0/8`) are kept; `/32` and
@@ -184,6 +185,18 @@ _PREFIX_AFTER = re.compile(r"/(\d{1,3})(?!\w|\.\d)")
 # (`foo==1.2.3.4`, `>=`, `~=`) and a package name's dash (`foo-1.2.3.4`) lead versions too.
 _NOT_AN_ADDRESS_BEFORE = re.compile(r"(?i)(?:\bv|\bver|version|versions|release|build|firmware|kernel|patch|"
                                     r"section|sections|§|rfc|\brv)[\W_]{0,4}$|[A-Za-z]/$|[=<>~!]=[ ]*$|[A-Za-z]-$")
+# Four octets all <= 31 are how versions and section numbers look (`## 1.2.3.4 (2020-01-01)`, `GCC 11.4.0.1`,
+# `clause 4.2.1.3`), and a person's address rarely does ((32/256)^4, 0.02%): such a quad is an address only
+# after an address cue (`client 1.2.3.4`, `ssh root@8.8.8.8`, `http://1.2.3.4/`, `IP address is 1.2.3.4`),
+# before a port, `/32` or a log line's ` - - [`, or in a list of addresses, one or more alone on their line
+# (a blocklist's `8.8.8.8`, `8.8.8.8, 8.8.4.4`).
+_ADDRESS_CUE = re.compile(r"(?i)(?:\bip(?:v4)?|address(?:es)?|\baddr|\bhosts?|server|\bfrom|client|remote|gateway|"
+                          r"\bdns|\bping|connect(?:ed|ing)?[ \t]+to|forwarded[-_ ]for|://|@)"
+                          r"(?:[ \t]+(?:is|was|at|of))?[^\w\n]{0,4}$")
+_ADDRESS_AFTER = re.compile(r":\d{1,5}(?!\d)|/32(?!\d)|[ ]-[ ]\S{1,32}[ ]\[")
+_QUAD = r"(?:\d{1,3}(?:\.\d{1,3}){3}|<IP_ADDRESS>)"
+_ADDRESS_LINE = re.compile(rf"[ \t]*{_QUAD}(?:[ \t]*[,;/]?[ \t]*{_QUAD})*[ \t]*[,;/]?[ \t]*")
+_LIST_LINE_MAX = 400    # (bounded: a line is read once per quad in it)
 
 
 def luhn_ok(digits: str) -> bool:
@@ -251,7 +264,21 @@ def _ipv4(m: re.Match[str], keep: frozenset[str]) -> bool:
     # `+34.100.100.100` is Spain's `+CC.` phone layout: with a `+` and 10 or more digits the phone pass takes it
     if m.string[m.start() - 1:m.start()] == "+" and sum(c.isdigit() for c in m.group()) >= 10:
         return False
-    return _NOT_AN_ADDRESS_BEFORE.search(m.string, max(0, m.start() - 12), m.start()) is None
+    if _NOT_AN_ADDRESS_BEFORE.search(m.string, max(0, m.start() - 12), m.start()) is not None:
+        return False
+    return max(address.packed) > 31 or _address_cued(m)
+
+
+def _address_cued(m: re.Match[str]) -> bool:
+    """An address cue before the quad, a port or `/32` after it, or a list of addresses around it (`_ADDRESS_CUE`)."""
+    text, start, end = m.string, m.start(), m.end()
+    if _ADDRESS_CUE.search(text, max(0, start - 24), start) or _ADDRESS_AFTER.match(text, end):
+        return True
+    line_start = text.rfind("\n", max(0, start - _LIST_LINE_MAX), start) + 1
+    line_end = text.find("\n", end, end + _LIST_LINE_MAX)
+    line_end = len(text) if line_end < 0 and len(text) - end <= _LIST_LINE_MAX else line_end
+    return (line_start > 0 or start <= _LIST_LINE_MAX) and line_end >= 0 and \
+        _ADDRESS_LINE.fullmatch(text, line_start, line_end) is not None
 
 
 def _ipv6(m: re.Match[str], keep: frozenset[str]) -> bool:
