@@ -24,8 +24,27 @@ def _case(text: str, expected: str) -> None:
     ("mailto:john.doe%40example.com", "mailto:<EMAIL>"),
     # no address: a mention, a host without a dot, a TLD with a digit, a lone `%40`
     ("ping @mentions and user@localhost", None), ("numpy@1.2.3", None), ("100%40 of them", None),
+    # unspaced CJK words glued to an address stay (both sides); an all-CJK or accented address goes whole
+    ("请联系zhang.wei@qq.com获取资料", "请联系<EMAIL>获取资料"), ("이메일은 kim.minsu@naver.com입니다", "이메일은 <EMAIL>입니다"),
+    ("メールはtaro.yamada@example.co.jpまで", "メールは<EMAIL>まで"), ("联系 用户@例子.广告 谢谢", "联系 <EMAIL> 谢谢"),
+    ("an jörg.müller@müller-bau.de bitte", "an <EMAIL> bitte"),
 ])
 def test_unicode_and_encoded_emails(text: str, expected: str | None) -> None:
+    _case(text, expected or text)
+
+
+@pytest.mark.parametrize("text, expected", [
+    # git's scp-like remotes, an ssh:// login, a shell prompt; code: matrix products, Kotlin's labelled `this`
+    ("git clone git@github.com:octocat/Hello-World.git", None), ("git remote add o git@gitlab.com:g/p.git", None),
+    ("pip install git+ssh://git@github.com/org/repo.git", None), ("root@server.local:~$ ls", None),
+    ("attn = q@k.transpose(-2, -1)", None), ("y = X@self.weights + self.bias", None),
+    ("Toast.makeText(this@MainActivity.applicationContext, msg, 1)", None),
+    # near misses: an address before `: `, at a sentence's end, before a combo list's password, on a common TLD
+    ("Email: ann@example.com: thanks", "Email: <EMAIL>: thanks"), ("Write to git@github.com.", "Write to <EMAIL>."),
+    ("ann@example.com:hunter2", "<EMAIL>:hunter2"), ("mail ann@self.io", "mail <EMAIL>"),
+    ("ann@example.com (Ann)", "<EMAIL> (Ann)"),
+])
+def test_remotes_and_code_are_no_emails(text: str, expected: str | None) -> None:
     _case(text, expected or text)
 
 

@@ -21,7 +21,10 @@ from tasks.data.privacy.pii_ids import Anchored
 # An HTML page's `&#64;`/`&#x40;`/`&commat;` (the `@` as an entity, to dodge harvesters) and a quoted-printable
 # mail's `=40` (only where the text is quoted-printable: `_email`) are `@` too; an apostrophe may be inside the
 # local part (`o'brien@`).
-_DOMAIN = r"(?:[^\W_](?:(?:[^\W_]|-){0,61}[^\W_])?\.)+(?:[^\W\d_]{2,24}|xn--[A-Za-z0-9-]{1,59})(?![^\W_]|-)"
+# An ASCII TLD ends before a letter of another script: Chinese, Japanese and Korean glue the next word to it
+# (`请联系zhang.wei@qq.com获取资料`, `kim.minsu@naver.com입니다`); a Latin letter would continue the TLD itself.
+_DOMAIN = (r"(?:[^\W_](?:(?:[^\W_]|-){0,61}[^\W_])?\.)+"
+           r"(?:[A-Za-z]{2,24}(?![A-Za-z0-9\u00c0-\u024f-])|(?:[^\W\d_]{2,24}|xn--[A-Za-z0-9-]{1,59})(?![^\W_]|-))")
 _EMAIL = re.compile(r"[^\W](?:[\w.%+'-]{0,62}[\w%+-])?(?P<at>[@\uff20]|%40|&\#(?:64|x40);|&commat;|=40)"
                     + _DOMAIN)  # `_` after it: markdown italics
 _AT_FORMS = ("@", "\uff20", "%40", "&#64;", "&#x40;", "&commat;", "=40")
@@ -30,9 +33,32 @@ _QP_LINE = re.compile(r"\?[Qq]\?|=[0-9A-F]{2}(?![0-9A-Za-z])|=$")
 _QP_HEADER = re.compile(r"(?i)content-transfer-encoding:[ \t]*quoted-printable")
 
 
+# Look-alikes of an address that are nobody's: git's scp-like remote (`git clone git@github.com:octocat/repo.git`,
+# `root@server.local:~$`: a `:` and a path after the host; an address before `: `, at a sentence's end or before a
+# combo list's `:hunter2`, no path, stays one) and an `ssh://` URL's login (`git+ssh://git@github.com/org/repo`).
+_SCP_PATH = re.compile(r":(?:[~/]|[\w.-]+/|[\w.-]+\.git\b)")
+# Code: a call (`q@k.transpose(-2, -1)`, Python's matrix product), a camelCase member (Kotlin's labelled `this`,
+# `this@MainActivity.applicationContext`; no TLD is camelCase) and an attribute of `self`/`this`
+# (`X@self.weights`) unless the TLD is a common one (`ann@self.io` is a domain).
+_CAMEL_CASE = re.compile(r"[a-z][A-Z]")
+_COMMON_TLDS = frozenset("com org net edu gov mil int io co uk de fr info biz me us ca au jp cn ru".split())
+
+
+def _not_an_address(m: re.Match[str]) -> bool:
+    text, start, end = m.string, m.start(), m.end()
+    if text.startswith("(", end) or _SCP_PATH.match(text, end) or text[max(0, start - 6):start].lower() == "ssh://":
+        return True
+    labels = text[m.end("at"):end].split(".")
+    return _CAMEL_CASE.search(labels[-1]) is not None or \
+        labels[0] in ("self", "this") and labels[-1].lower() not in _COMMON_TLDS
+
+
 def _email(m: re.Match[str]) -> bool:
-    """An `=40` address only in quoted-printable text: another escape on its line (the line without the address:
-    `_QP_LINE` on its text before, a space and its text after), or the header in the 20,000 characters before."""
+    """Not a look-alike (`_not_an_address`). An `=40` address only in quoted-printable text: another escape on its
+    line (the line without the address: `_QP_LINE` on its text before, a space and its text after), or the header
+    in the 20,000 characters before."""
+    if _not_an_address(m):
+        return False
     if m.group("at") != "=40":
         return True
     text, start, end = m.string, m.start(), m.end()
