@@ -71,6 +71,10 @@ def test_iban_layouts(text: str, expected: str | None) -> None:
     ("Telefon: 030 12345678", "Telefon: <PHONE>"),
     ("Phone: 555-0143.", "Phone: <PHONE>."), ("phone_number,3972683775", "phone_number,<PHONE>"),
     ("Phone: +44 20 7946 0958. 2 apples", "Phone: <PHONE>. 2 apples"),
+    # a cue then `is`/`was`, CJK's `是`/`号`, `text me at`
+    ("My phone number is 4155552671", "My phone number is <PHONE>"), ("My cell is 555-1234", "My cell is <PHONE>"),
+    ("Phone was 4155552671.", "Phone was <PHONE>."), ("我的电话是13800138000", "我的电话是<PHONE>"),
+    ("手机号13800138000", "手机号<PHONE>"), ("text me at 4155552671", "text me at <PHONE>"),
 ])
 def test_national_phone_layouts(text: str, expected: str) -> None:
     _case(text, expected)
@@ -86,6 +90,8 @@ def test_national_phone_layouts(text: str, expected: str) -> None:
     "TEXT 3.1 3.2 3.3 3.4", "pH 6 7 8 9 10 11", "GSM 850/900/1800/1900", "mobile 1080 1920 pixels",
     "contact 1987 1992 2001", "SMS 160 140 70 characters", "dial 1 2 3 4 5 6 7 8 9 0", "Fax 1990 1995 2000",
     "text 2019 2020 2021 editions", "call 2022 2023 budget", "Cell: 1 2 3 4 5 6 7 8 9 10",
+    # `is` after a word that names no phone, or before no number
+    "the text is 1234567 characters", "The answer is 4155552671", "my phone is 2024-01-15", "text me at 10:30",
 ])
 def test_phone_look_alikes_are_kept(text: str) -> None:
     assert scrub_pii(text) == (text, {})
