@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from tasks.data.cleanup.normalize import normalize_text
 from tasks.data.privacy.pii import scrub_pii
 
 
@@ -46,6 +47,18 @@ def test_unicode_and_encoded_emails(text: str, expected: str | None) -> None:
 ])
 def test_remotes_and_code_are_no_emails(text: str, expected: str | None) -> None:
     _case(text, expected or text)
+
+
+@pytest.mark.parametrize("text, expected", [
+    # clean normalizes first: a ZWNJ/ZWJ/LRM between ASCII characters no longer hides the value
+    ("john.doe\u200c@example.com", "<EMAIL>"), ("Call (415) 555\u200c-2671", "Call <PHONE>"),
+    ("tel 415\u200d555\u200e2671", "tel <PHONE>"), ("card 4111 1111\u200c 1111 1111", "card <CREDIT_CARD>"),
+    ("token ghp_R7tK2mX9pQ4vL8nW\u200c3zY6cB1dF5hJ0aS2eG4i", "token <SECRET>"),
+    # a Persian word's ZWNJ beside an address stays
+    ("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 ann@example.com", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 <EMAIL>"),
+])
+def test_joiners_inside_pii_after_normalization(text: str, expected: str) -> None:
+    _case(normalize_text(text), expected)
 
 
 @pytest.mark.parametrize("text, expected", [
