@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from specs.clean import QualitySpec, ToxicitySpec
 from tasks.data.cleanup.normalize import exact_key, normalize_text
+from tasks.data.cleanup.textbatch import exact_keys, normalize_texts
 from tasks.data.privacy.pii import PLACEHOLDERS, luhn_ok, scrub_pii
 from tests.helpers.pii_planted_ids import IBAN_REGISTRY, iban_value, ssn_value
 from tasks.data.filtering.quality import quality_score
@@ -39,6 +40,20 @@ def test_invisible_and_control_characters() -> None:
     assert normalize_text("a\u00a0b\u2009c\u3000d") == "a b c d"
     assert normalize_text("keep\ttabs\nand\nlines") == "keep\ttabs\nand\nlines"
     assert normalize_text("emoji 👩\u200d💻 ZWJ kept") == "emoji 👩\u200d💻 ZWJ kept"
+
+
+@pytest.mark.parametrize("text, expected", [
+    # between ASCII characters ZWNJ/ZWJ/LRM/RLM only hide a token (and PII from its scrubbing)
+    ("john.doe\u200c@example.com", "john.doe@example.com"), ("415\u200d555\u200e2671", "4155552671"),
+    ("card 4111 1111\u200c 1111 1111", "card 4111 1111 1111 1111"), ("ghp_R7tK\u200f2mX9", "ghp_R7tK2mX9"),
+    # kept where they shape or order text: Persian and Devanagari joins, emoji sequences, LRM beside a space
+    ("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645", None), ("\u0915\u094d\u200d\u0937", None),
+    ("👨\u200d👩\u200d👧 family", None), ("\u05e9\u05dc\u05d5\u05dd 123\u200e $", None), ("a\u200c\u0645", None),
+])
+def test_joiners_between_ascii_characters_are_removed(text: str, expected: str | None) -> None:
+    assert normalize_text(text) == (expected or text)
+    assert normalize_texts([text, "plain"]) == [expected or text, "plain"]       # the batch path agrees
+    assert exact_keys([text, "plain"]) == [exact_key(text), exact_key("plain")]
 
 
 def test_line_endings_blank_lines_and_code_indentation() -> None:

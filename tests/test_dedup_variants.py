@@ -87,10 +87,13 @@ def test_look_alikes_stay_apart(docs):
 
 
 def test_without_the_folds_entity_and_joiner_copies_are_missed(docs):
-    for name, most in (("ZWJ/ZWNJ", 0.1), ("HTML entities", 0.6)):
-        kind = dv.format_kind(name, docs, 1, False)
-        assert dv.evaluate(kind, NO_FOLDS)["recall"] <= most
-        assert dv.evaluate(kind, CLEAN)["recall"] == 1.0
+    kind = dv.format_kind("HTML entities", docs, 1, False)
+    assert dv.evaluate(kind, NO_FOLDS)["recall"] <= 0.6
+    assert dv.evaluate(kind, CLEAN)["recall"] == 1.0
+    # ZWJ/ZWNJ inside these (ASCII) words were missed too (recall 0) until normalization removed them between
+    # ASCII characters, where they only hide a token: now such a copy is an exact duplicate, folds or not.
+    kind = dv.format_kind("ZWJ/ZWNJ", docs, 1, False)
+    assert dv.evaluate(kind, NO_FOLDS)["recall"] == dv.evaluate(kind, CLEAN)["recall"] == 1.0
     kind = dv.format_kind("full-width letters", docs, 1, True)
     assert dv.evaluate(kind, NO_FOLDS)["recall"] <= 0.1
 

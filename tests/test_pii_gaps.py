@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from tasks.data.cleanup.normalize import normalize_text
 from tasks.data.privacy.pii import scrub_pii
 
 
@@ -24,9 +25,40 @@ def _case(text: str, expected: str) -> None:
     ("mailto:john.doe%40example.com", "mailto:<EMAIL>"),
     # no address: a mention, a host without a dot, a TLD with a digit, a lone `%40`
     ("ping @mentions and user@localhost", None), ("numpy@1.2.3", None), ("100%40 of them", None),
+    # unspaced CJK words glued to an address stay (both sides); an all-CJK or accented address goes whole
+    ("请联系zhang.wei@qq.com获取资料", "请联系<EMAIL>获取资料"), ("이메일은 kim.minsu@naver.com입니다", "이메일은 <EMAIL>입니다"),
+    ("メールはtaro.yamada@example.co.jpまで", "メールは<EMAIL>まで"), ("联系 用户@例子.广告 谢谢", "联系 <EMAIL> 谢谢"),
+    ("an jörg.müller@müller-bau.de bitte", "an <EMAIL> bitte"),
 ])
 def test_unicode_and_encoded_emails(text: str, expected: str | None) -> None:
     _case(text, expected or text)
+
+
+@pytest.mark.parametrize("text, expected", [
+    # git's scp-like remotes, an ssh:// login, a shell prompt; code: matrix products, Kotlin's labelled `this`
+    ("git clone git@github.com:octocat/Hello-World.git", None), ("git remote add o git@gitlab.com:g/p.git", None),
+    ("pip install git+ssh://git@github.com/org/repo.git", None), ("root@server.local:~$ ls", None),
+    ("attn = q@k.transpose(-2, -1)", None), ("y = X@self.weights + self.bias", None),
+    ("Toast.makeText(this@MainActivity.applicationContext, msg, 1)", None),
+    # near misses: an address before `: `, at a sentence's end, before a combo list's password, on a common TLD
+    ("Email: ann@example.com: thanks", "Email: <EMAIL>: thanks"), ("Write to git@github.com.", "Write to <EMAIL>."),
+    ("ann@example.com:hunter2", "<EMAIL>:hunter2"), ("mail ann@self.io", "mail <EMAIL>"),
+    ("ann@example.com (Ann)", "<EMAIL> (Ann)"),
+])
+def test_remotes_and_code_are_no_emails(text: str, expected: str | None) -> None:
+    _case(text, expected or text)
+
+
+@pytest.mark.parametrize("text, expected", [
+    # clean normalizes first: a ZWNJ/ZWJ/LRM between ASCII characters no longer hides the value
+    ("john.doe\u200c@example.com", "<EMAIL>"), ("Call (415) 555\u200c-2671", "Call <PHONE>"),
+    ("tel 415\u200d555\u200e2671", "tel <PHONE>"), ("card 4111 1111\u200c 1111 1111", "card <CREDIT_CARD>"),
+    ("token ghp_R7tK2mX9pQ4vL8nW\u200c3zY6cB1dF5hJ0aS2eG4i", "token <SECRET>"),
+    # a Persian word's ZWNJ beside an address stays
+    ("\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 ann@example.com", "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645 <EMAIL>"),
+])
+def test_joiners_inside_pii_after_normalization(text: str, expected: str) -> None:
+    _case(normalize_text(text), expected)
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -52,6 +84,10 @@ def test_iban_layouts(text: str, expected: str | None) -> None:
     ("Telefon: 030 12345678", "Telefon: <PHONE>"),
     ("Phone: 555-0143.", "Phone: <PHONE>."), ("phone_number,3972683775", "phone_number,<PHONE>"),
     ("Phone: +44 20 7946 0958. 2 apples", "Phone: <PHONE>. 2 apples"),
+    # a cue then `is`/`was`, CJK's `是`/`号`, `text me at`
+    ("My phone number is 4155552671", "My phone number is <PHONE>"), ("My cell is 555-1234", "My cell is <PHONE>"),
+    ("Phone was 4155552671.", "Phone was <PHONE>."), ("我的电话是13800138000", "我的电话是<PHONE>"),
+    ("手机号13800138000", "手机号<PHONE>"), ("text me at 4155552671", "text me at <PHONE>"),
 ])
 def test_national_phone_layouts(text: str, expected: str) -> None:
     _case(text, expected)
@@ -67,6 +103,8 @@ def test_national_phone_layouts(text: str, expected: str) -> None:
     "TEXT 3.1 3.2 3.3 3.4", "pH 6 7 8 9 10 11", "GSM 850/900/1800/1900", "mobile 1080 1920 pixels",
     "contact 1987 1992 2001", "SMS 160 140 70 characters", "dial 1 2 3 4 5 6 7 8 9 0", "Fax 1990 1995 2000",
     "text 2019 2020 2021 editions", "call 2022 2023 budget", "Cell: 1 2 3 4 5 6 7 8 9 10",
+    # `is` after a word that names no phone, or before no number
+    "the text is 1234567 characters", "The answer is 4155552671", "my phone is 2024-01-15", "text me at 10:30",
 ])
 def test_phone_look_alikes_are_kept(text: str) -> None:
     assert scrub_pii(text) == (text, {})
@@ -138,6 +176,17 @@ def test_credential_names_still_count(text: str) -> None:
     ("server at 1.2.3.4", "server at <IP_ADDRESS>"), ("8.8.8.8", "<IP_ADDRESS>"),
     ("ssh root@8.8.8.8", "ssh root@<IP_ADDRESS>"),
     ("ip=10.1.2.3", None),                                                   # private: kept by the default policy
+    # four octets <= 31 without an address cue: a changelog's, a table's, a compiler's or a standard's numbers
+    ("## 1.2.3.4 (2020-01-01)", None), ("* 1.2.3.4: fixed bug", None), ("pkg 1.2.3.4 released", None),
+    ("| mylib | 2.4.1.3 | MIT |", None), ("__version__ = '4.0.2.1'", None), ("Built with GCC 11.4.0.1", None),
+    ("Versions after 1.11.1.1", None), ("see clause 4.2.1.3, 4.2.1.4", None), ("3.2.1.4 Requirements", None),
+    # ... but with a cue, a port, `/32`, a log line's ` - - [` or in a list of addresses they are addresses
+    ("client 1.2.3.4 connected", "client <IP_ADDRESS> connected"), ("IP address is 4.2.1.3",
+                                                                      "IP address is <IP_ADDRESS>"),
+    ("pkg 1.2.3.4:8080", "pkg <IP_ADDRESS>:8080"), ("allow 4.2.1.3/32;", "allow <IP_ADDRESS>/32;"),
+    ('1.2.3.4 - - [10/Oct/2000:13:55:36 -0700] "GET /"', '<IP_ADDRESS> - - [10/Oct/2000:13:55:36 -0700] "GET /"'),
+    ("http://4.2.1.3/admin", "http://<IP_ADDRESS>/admin"), ("1.1.1.1, 8.8.4.4\n", "<IP_ADDRESS>, <IP_ADDRESS>\n"),
+    ("Connection from 73.162.25.201 refused", "Connection from <IP_ADDRESS> refused"),   # larger octets: as before
 ])
 def test_version_quads_are_no_addresses(text: str, expected: str | None) -> None:
     _case(text, expected or text)

@@ -47,6 +47,10 @@ def test_an_ssn_without_a_phone_cue_stays_an_ssn(text: str) -> None:
     ("Fecha de nacimiento: 12 de marzo de 1987", "Fecha de nacimiento: <DOB>"),
     ("Date de naissance : 12 mars 1987", "Date de naissance : <DOB>"),
     ("<dob>1987-03-12</dob>", "<dob><DOB></dob>"),
+    ("Birthday: 1985-03-14", "Birthday: <DOB>"), ("birthday is March 14, 1985", "birthday is <DOB>"),
+    ("DOB: 14-Mar-1985", "DOB: <DOB>"), ("DOB: 14-MAR-1985", "DOB: <DOB>"), ("DOB: 19850314", "DOB: <DOB>"),
+    ("Patient DOB: 1985-03-14T00:00:00", "Patient DOB: <DOB>"),       # a date column exported as a datetime
+    ("date of birth (dd/mm/yyyy): 14/03/1985", "date of birth (dd/mm/yyyy): <DOB>"),
 ])
 def test_dates_of_birth_after_a_cue(text: str, expected: str) -> None:
     assert scrub_pii(text) == (expected, {"dob": 1})
@@ -71,6 +75,7 @@ def test_passports_after_a_cue_and_mrz_lines(text: str, expected: str) -> None:
 @pytest.mark.parametrize("text", [
     *PERSONAL_LOOK_ALIKES,
     "DOB: 31/02/1987", "born 1987-13-45", "Date of birth: 2024-01-15T10:30:00",   # no date; a timestamp
+    "DOB: 19851314", "DOB: 18990101", "DOB: 14-Foo-1985", "Birthday party on 2024-05-02",   # no month; 1899; no cue
     "2024-01-15 10:30:45 INFO job started; 12/03/1987 in the ledger", "born in 1987",
     ICAO_LINE2[:-1] + "1",                                                         # a wrong composite check
 ])

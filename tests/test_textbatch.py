@@ -91,8 +91,16 @@ def test_table_replacement_equals_translate(text):
 
 
 def _reference_normalize(text: str) -> str:
-    """normalize_text with `form="none"` as it was written before the regex replacement (str.translate)."""
+    """normalize_text with `form="none"` as it was written before the regex replacement (str.translate), and a
+    run of ZWNJ/ZWJ/LRM/RLM dropped between two ASCII characters (not a space beside LRM/RLM) read run by run."""
     text = text.replace("\r\n", "\n").translate(TRANSLATION_TABLE)
+
+    def joiners(m: re.Match[str]) -> str:
+        before, after = m.string[m.start() - 1:m.start()], m.string[m.end():m.end() + 1]
+        printable = {before, after} <= set(map(chr, range(0x21, 0x7F)))
+        spaced = {before, after} <= set(map(chr, range(0x20, 0x7F))) and set(m.group()) <= {"\u200c", "\u200d"}
+        return "" if printable or spaced else m.group()
+    text = re.sub("[\u200c-\u200f]+", joiners, text)
     text = re.sub(r"[ \t]+$", "", text, flags=re.MULTILINE)
     return re.sub(r"\n{4,}", "\n\n\n", text).lstrip("\n").rstrip()
 

@@ -3,8 +3,9 @@
 `normalize_text` is what every later stage sees, so it must be safe for source code as well as prose:
 - line breaks: `\\r\\n`, `\\r` and the other breaks `str.splitlines` knows (`\\f`, `\\v`, NEL, U+2028/9) → `\\n`;
 - invisible characters are removed: C0/C1 controls except `\\t` and `\\n`, DEL, zero-width space, word joiner,
-  BOM, soft hyphen, Mongolian vowel separator. ZWJ/ZWNJ are kept: they change how Persian, Indic scripts and
-  emoji sequences render, so they carry meaning;
+  BOM, soft hyphen, Mongolian vowel separator. ZWJ/ZWNJ and the LRM/RLM marks are kept where they can carry
+  meaning (they change how Persian, Indic scripts and emoji sequences render, and the direction next to Hebrew or
+  Arabic), and removed between two ASCII characters (not spaces), where they only hide a word or a number;
 - exotic spaces (NBSP, en/em/thin spaces, ideographic space, …) → an ASCII space;
 - Unicode normalization (`NFC` or `NFKC`), applied after the removals so that a removed character between a
   base letter and its combining mark cannot leave an uncomposed pair behind;
@@ -94,8 +95,23 @@ _TRAILING_SPACE = re.compile(r"[ \t]+$", re.MULTILINE)
 _MANY_BLANK_LINES = re.compile(r"\n{4,}")          # 4 newlines = 3 blank lines
 
 
+# ZWNJ, ZWJ, LRM and RLM between two ASCII characters other than a space shape nothing there (they join or part
+# letters of Persian and Indic scripts and emoji, and set direction beside Hebrew or Arabic); inside ASCII they
+# hide what a token is: `john.doe\u200c@example.com` or `415\u200d555\u200e2671` escaped PII scrubbing. ZWNJ and
+# ZWJ join nothing beside an ASCII space either (`4111 1111\u200c 1111 1111`); LRM/RLM there can still order a
+# Hebrew or Arabic line's neutrals, so they stay.
+_JOINERS = re.compile("[\u200c-\u200f]")
+_JOINERS_IN_ASCII = re.compile("(?<=[ -~])[\u200c\u200d]+(?=[ -~])|(?<=[!-~])[\u200c-\u200f]+(?=[!-~])")
+
+
 def _translated(m: re.Match[str]) -> str:
     return TRANSLATION_TABLE[ord(m.group())] or ""
+
+
+def joiners_in(text: str) -> bool:
+    """Whether `text` holds a ZWNJ, ZWJ, LRM or RLM, which `normalize_text` removes between ASCII characters (the
+    batch paths leave such text to `normalize_text` and `exact_key` themselves)."""
+    return _JOINERS.search(text) is not None
 
 
 def table_chars_in(text: str) -> bool:
@@ -112,6 +128,9 @@ def normalize_text(text: str, form: NormalForm = "NFC") -> str:
         text = _TABLE_CHARS.sub(_translated, text)
     if form != "none":
         text = unicodedata.normalize(form, text)
+    # (after NFKC, which may make the neighbours ASCII: `a\u200c𝐚` → `a\u200ca`, removed in the same call)
+    if not text.isascii() and joiners_in(text):
+        text = _JOINERS_IN_ASCII.sub("", text)
     return normalize_layout(text)
 
 

@@ -23,8 +23,8 @@ import numpy as np
 
 from tasks.data.dedup import hashloops
 from tasks.data.cleanup import textscan
-from tasks.data.cleanup.normalize import (MARKUP_MIN, TRANSLATION_TABLE, NormalForm, exact_key, normalize_text,
-                                          simple_chars, table_chars_in)
+from tasks.data.cleanup.normalize import (MARKUP_MIN, TRANSLATION_TABLE, NormalForm, exact_key, joiners_in,
+                                          normalize_text, simple_chars, table_chars_in)
 
 CONTROL, NON_ASCII, TRAILING, BLANK_RUN, NOT_SIMPLE = 1, 2, 4, 8, 16     # `hashloops.text_flags`' bits
 TRANSLATED = 32                 # `textscan.normalize_simple`'s: the translation table changed a character
@@ -95,14 +95,16 @@ def normalize_encoded(texts: Sequence[str], form: NormalForm = "NFC") -> Encoded
 
     One compiled pass (`textscan.normalize_simple`) normalizes every text whose characters are ASCII or simple
     once the translation table has been applied, and flags the others (a few in a thousand): those go through
-    `normalize_text` itself where the table or NFC/NFKC could change them. A text the pass changed is decoded
+    `normalize_text` itself where the table, NFC/NFKC or a joiner between ASCII characters could change them
+    (`normalize.joiners_in`). A text the pass changed is decoded
     from its output."""
     data, ends = joined(texts)
     out = np.empty(len(data), np.uint8)
     flags, out_ends = textscan.normalize_simple(data, ends, simple_table(), translation_table(), MARKUP_MIN, out)
     result = list(texts)
     redo = [k for k in np.flatnonzero(flags & NOT_SIMPLE).tolist()
-            if flags[k] & TRANSLATED or form != "none" and not unicodedata.is_normalized(form, texts[k])]
+            if flags[k] & TRANSLATED or joiners_in(texts[k])
+            or form != "none" and not unicodedata.is_normalized(form, texts[k])]
     # the others changed where the table changed a character or the line rules removed some (fewer bytes)
     changed = (flags & TRANSLATED) | (np.diff(out_ends, prepend=-1) != np.diff(ends, prepend=-1))
     raw, stops = memoryview(out), out_ends.tolist()
@@ -111,8 +113,9 @@ def normalize_encoded(texts: Sequence[str], form: NormalForm = "NFC") -> Encoded
     flags = (flags & (NON_ASCII | NOT_SIMPLE | MARKUP | ENTITY)).tolist()     # the flags of what was written
     data, ends = out[:stops[-1] + 1 if stops else 0], out_ends
     if redo:
-        for k in redo:
-            result[k] = normalize_text(texts[k], form)
+        for k in redo:              # (a text with a joiner that stays is equal, and stays the same object)
+            new = normalize_text(texts[k], form)
+            result[k] = texts[k] if new == texts[k] else new
         fresh = Encoded.of([result[k] for k in redo])
         for k, flag in zip(redo, fresh.flags):
             flags[k] = flag
@@ -170,7 +173,7 @@ def exact_keys(texts: Sequence[str] | Encoded) -> list[str]:
     folded: dict[int, str] = {}
     for k in np.flatnonzero(np.array(flags, np.uint8) & (CONTROL | NOT_SIMPLE)).tolist():
         text = texts[k]
-        if flags[k] & CONTROL or table_chars_in(text):     # normalize_text changes it before the collapse
+        if flags[k] & CONTROL or table_chars_in(text) or joiners_in(text):   # normalize_text changes it first
             whole.append(k)
         else:
             nfkc = _nfkc(text)

@@ -3,9 +3,9 @@ passport numbers by typed placeholders.
 
 `scrub_pii(text, kinds, keep_addresses)` returns the scrubbed text and counts by kind (`email`, `phone`, `ipv4`,
 `ipv6`, `credit_card`, `iban`, `ssn`, `secret`, `dob`, `passport`; only kinds that occurred, sorted). Passes run in
-a fixed order: secrets (`tasks.data.privacy.pii_secrets`; a key or token may hold an `@` or digit groups), emails,
-passports' machine-readable zones, passport numbers and dates of birth after their cues
-(`tasks.data.privacy.pii_personal`; their digits would be read as phones or cards), obfuscated emails, IBANs,
+a fixed order: secrets (`tasks.data.privacy.pii_secrets`; a key or token may hold an `@` or digit groups), emails
+(`tasks.data.privacy.pii_emails`), passports' machine-readable zones, passport numbers and dates of birth after
+their cues (`tasks.data.privacy.pii_personal`; their digits would be read as phones or cards), obfuscated emails, IBANs,
 SSNs (US, and the UK's and Canada's numbers, `tasks.data.privacy.pii_ids`; other countries' national identity
 numbers, `tasks.data.privacy.pii_national`: their digit groups would be eaten by the card and phone passes; never
 right after a phone cue, `tasks.data.privacy.pii_cues`), cards, IPv6, IPv4, phones, each on the previous pass's output. Regexes are compiled once and find *candidates*; a callback
@@ -16,7 +16,8 @@ What is deliberately not PII, to keep code and ordinary prose intact:
 - phones: see `tasks.data.privacy.pii_phones` (a cue word or a phone's layout; dates, years, times, prices, version
   numbers, ISBNs and bare integers without a cue do not match);
 - IPv4 needs exactly four octets ≤ 255 without leading zeros, not inside a longer dotted run (`1.2.3.4.5`,
-  OIDs) and not after `v`/`version`/`section`/`rfc`/`==`/`foo-` (versions); IPv6 needs a decimal digit or
+  OIDs) and not after `v`/`version`/`section`/`rfc`/`==`/`foo-` (versions); four octets all ≤ 31
+  (`## 1.2.3.4`, `GCC 11.4.0.1`) need an address cue, a port, `/32` or a line of addresses; IPv6 needs a decimal digit or
   three groups (`dead::beef` is two hex words), three colons or a 4-digit group with a letter (`fe80::1`, but
   not the slices `x[1::2]`, `x[100::2]`), a group that is not a clock's (`10:00::11:00`), and must parse; a
   full stop after either ends the sentence. Netmasks and CIDR networks (`10.0.0.0/8`) are kept; `/32` and
@@ -40,7 +41,6 @@ entity (`&#64;`) or, in quoted-printable text, as `=40`.
 
 from __future__ import annotations
 
-import bisect
 import ipaddress
 import re
 from collections import Counter
@@ -50,7 +50,8 @@ from stdnum import ean as stdnum_ean, luhn as stdnum_luhn
 
 from specs.clean import ADDRESS_CLASSES, PII_KINDS
 from tasks.data.privacy.pii_chain import Chained
-from tasks.data.privacy.pii_ids import ID_PASSES, Anchored, in_iban_shaped_run
+from tasks.data.privacy.pii_emails import EMAIL_PASSES
+from tasks.data.privacy.pii_ids import ID_PASSES, in_iban_shaped_run
 from tasks.data.privacy.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
 from tasks.data.privacy.pii_national import NATIONAL_PASSES
 from tasks.data.privacy.pii_personal import PERSONAL_PASSES
@@ -66,77 +67,7 @@ PLACEHOLDERS = {"email": "<EMAIL>", "phone": "<PHONE>", "ipv4": "<IP_ADDRESS>", 
 # lookbehind (`[0-9](?<![\w.][0-9])`): a pattern that opens with a character class lets `re` skip
 # non-candidate positions in C, which a leading lookbehind prevents (6x faster on digit-led patterns).
 
-# --- emails, cards, addresses, phones ------------------------------------------------------------------------
-# Tried only at each `@` (`Anchored`), from the local part's start: led by its local part, `re.sub` would try
-# it at every word. `Anchored(unicode=True)` finds the local part's start, so the pattern has no lookbehind.
-# Any script's letters and digits (`jörg@müller.de`, `用户@例子.广告`; a punycode TLD `xn--p1ai`), the
-# full-width `＠` that Japanese and Chinese pages write to dodge harvesters, and a URL's `%40`
-# (`mailto:ann%40example.com`).
-# A dot and a TLD stay required (`user@localhost`, `@mentions` are no address).
-# An HTML page's `&#64;`/`&#x40;`/`&commat;` (the `@` as an entity, to dodge harvesters) and a quoted-printable
-# mail's `=40` (only where the text is quoted-printable: `_email`) are `@` too; an apostrophe may be inside the
-# local part (`o'brien@`).
-_DOMAIN = r"(?:[^\W_](?:(?:[^\W_]|-){0,61}[^\W_])?\.)+(?:[^\W\d_]{2,24}|xn--[A-Za-z0-9-]{1,59})(?![^\W_]|-)"
-_EMAIL = re.compile(r"[^\W](?:[\w.%+'-]{0,62}[\w%+-])?(?P<at>[@\uff20]|%40|&\#(?:64|x40);|&commat;|=40)"
-                    + _DOMAIN)  # `_` after it: markdown italics
-_AT_FORMS = ("@", "\uff20", "%40", "&#64;", "&#x40;", "&commat;", "=40")
-# Quoted-printable around a `=40`: an encoded word's `?Q?` or another escape on its line, or the header.
-_QP_LINE = re.compile(r"\?[Qq]\?|=[0-9A-F]{2}(?![0-9A-Za-z])|=$")
-_QP_HEADER = re.compile(r"(?i)content-transfer-encoding:[ \t]*quoted-printable")
-
-
-def _email(m: re.Match[str]) -> bool:
-    """An `=40` address only in quoted-printable text: another escape on its line (the line without the address:
-    `_QP_LINE` on its text before, a space and its text after), or the header in the 20,000 characters before."""
-    if m.group("at") != "=40":
-        return True
-    text, start, end = m.string, m.start(), m.end()
-    line_start, line_end = text.rfind("\n", 0, start) + 1, text.find("\n", end)
-    line_end = len(text) if line_end < 0 else line_end
-    lines, headers = _qp_marks(text)
-    # (read from the text's escapes and headers, found once: a long line of `=40` addresses searched its whole
-    # line, and 20,000 characters for the header, once per address)
-    return _QP_CUT_ESCAPE.fullmatch(text, max(line_start, start - 3), start) is not None or \
-        _any_within(lines, line_start, start) or _any_within(lines, end, line_end) or \
-        (line_end > end and text[line_end - 1] == "=") or _any_within(headers, max(0, start - 20000), start)
-
-
-_QP_CUT_ESCAPE = re.compile(r"=[0-9A-F]{2}")    # right before the address: a space follows it in the line read
-_QP_MARKS: list[tuple[str, list[tuple[int, int]], list[tuple[int, int]]]] = []
-
-
-def _qp_marks(text: str) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """The (start, end) of every `_QP_LINE` escape (`=$` aside) and `_QP_HEADER` in `text`, for the last text."""
-    seen = _QP_MARKS[0] if _QP_MARKS else None      # (read once: another thread may replace it)
-    if seen is None or seen[0] is not text:
-        seen = (text, [m.span() for m in _QP_LINE.finditer(text) if m.group() != "="],
-                [m.span() for m in _QP_HEADER.finditer(text)])
-        _QP_MARKS[:] = [seen]
-    return seen[1], seen[2]
-
-
-def _any_within(spans: list[tuple[int, int]], lo: int, hi: int) -> bool:
-    """Whether one of the sorted, non-overlapping `spans` lies within [lo, hi)."""
-    k = bisect.bisect_left(spans, (lo, -1))
-    return k < len(spans) and spans[k][1] <= hi
-
-
-# A quoted local part (`"john doe"@example.com`, `"\\"ann\\" lee"@x.io`, RFC 5322); not a shell's or a template's
-# variable (`"$USER"@host`, `"{user}"@x.io`).
-_QUOTED_LOCAL = re.compile(r'"(?P<local>(?:[^"\\\n$%{]|\\[^\n]){1,64})"(?P<at>@)' + _DOMAIN)
-
-
-def quoted_local(text: str, at: int, floor: int) -> re.Match[str] | None:
-    """The address whose quoted local part closes right before the `@` at `at`: read from the furthest `"` at
-    most 64 characters back (and not before `floor`) from which the quoted string, escapes included, closes
-    there."""
-    start = text.find('"', max(floor, at - 66), at - 1)
-    while start >= 0:
-        m = _QUOTED_LOCAL.match(text, start)
-        if m is not None and m.end("local") == at - 1:
-            return m if any(c.isalpha() for c in m.group("local")) else None
-        start = text.find('"', start + 1, at - 1)
-    return None
+# --- cards, addresses, phones ----------------------------------------------------------------------------
 # Bare; in groups of 4 with a shorter last group (12-19 digits: Maestro 4-4-4, Visa 4-4-4-1, Diners 4-4-4-2,
 # Amex 4-4-4-3, 4-4-4-4, 4-4-4-4-3); Amex 4-6-5, Diners 4-6-4. A comma around it is a CSV field's unless it
 # reads as a number's (`1,4111...`, `...1111,50`).
@@ -184,6 +115,18 @@ _PREFIX_AFTER = re.compile(r"/(\d{1,3})(?!\w|\.\d)")
 # (`foo==1.2.3.4`, `>=`, `~=`) and a package name's dash (`foo-1.2.3.4`) lead versions too.
 _NOT_AN_ADDRESS_BEFORE = re.compile(r"(?i)(?:\bv|\bver|version|versions|release|build|firmware|kernel|patch|"
                                     r"section|sections|§|rfc|\brv)[\W_]{0,4}$|[A-Za-z]/$|[=<>~!]=[ ]*$|[A-Za-z]-$")
+# Four octets all <= 31 are how versions and section numbers look (`## 1.2.3.4 (2020-01-01)`, `GCC 11.4.0.1`,
+# `clause 4.2.1.3`), and a person's address rarely does ((32/256)^4, 0.02%): such a quad is an address only
+# after an address cue (`client 1.2.3.4`, `ssh root@8.8.8.8`, `http://1.2.3.4/`, `IP address is 1.2.3.4`),
+# before a port, `/32` or a log line's ` - - [`, or in a list of addresses, one or more alone on their line
+# (a blocklist's `8.8.8.8`, `8.8.8.8, 8.8.4.4`).
+_ADDRESS_CUE = re.compile(r"(?i)(?:\bip(?:v4)?|address(?:es)?|\baddr|\bhosts?|server|\bfrom|client|remote|gateway|"
+                          r"\bdns|\bping|connect(?:ed|ing)?[ \t]+to|forwarded[-_ ]for|://|@)"
+                          r"(?:[ \t]+(?:is|was|at|of))?[^\w\n]{0,4}$")
+_ADDRESS_AFTER = re.compile(r":\d{1,5}(?!\d)|/32(?!\d)|[ ]-[ ]\S{1,32}[ ]\[")
+_QUAD = r"(?:\d{1,3}(?:\.\d{1,3}){3}|<IP_ADDRESS>)"
+_ADDRESS_LINE = re.compile(rf"[ \t]*{_QUAD}(?:[ \t]*[,;/]?[ \t]*{_QUAD})*[ \t]*[,;/]?[ \t]*")
+_LIST_LINE_MAX = 400    # (bounded: a line is read once per quad in it)
 
 
 def luhn_ok(digits: str) -> bool:
@@ -251,7 +194,21 @@ def _ipv4(m: re.Match[str], keep: frozenset[str]) -> bool:
     # `+34.100.100.100` is Spain's `+CC.` phone layout: with a `+` and 10 or more digits the phone pass takes it
     if m.string[m.start() - 1:m.start()] == "+" and sum(c.isdigit() for c in m.group()) >= 10:
         return False
-    return _NOT_AN_ADDRESS_BEFORE.search(m.string, max(0, m.start() - 12), m.start()) is None
+    if _NOT_AN_ADDRESS_BEFORE.search(m.string, max(0, m.start() - 12), m.start()) is not None:
+        return False
+    return max(address.packed) > 31 or _address_cued(m)
+
+
+def _address_cued(m: re.Match[str]) -> bool:
+    """An address cue before the quad, a port or `/32` after it, or a list of addresses around it (`_ADDRESS_CUE`)."""
+    text, start, end = m.string, m.start(), m.end()
+    if _ADDRESS_CUE.search(text, max(0, start - 24), start) or _ADDRESS_AFTER.match(text, end):
+        return True
+    line_start = text.rfind("\n", max(0, start - _LIST_LINE_MAX), start) + 1
+    line_end = text.find("\n", end, end + _LIST_LINE_MAX)
+    line_end = len(text) if line_end < 0 and len(text) - end <= _LIST_LINE_MAX else line_end
+    return (line_start > 0 or start <= _LIST_LINE_MAX) and line_end >= 0 and \
+        _ADDRESS_LINE.fullmatch(text, line_start, line_end) is not None
 
 
 def _ipv6(m: re.Match[str], keep: frozenset[str]) -> bool:
@@ -315,10 +272,8 @@ Group = int | Callable[[re.Match[str]], "int | tuple[int, int]"]
 _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[str], bool]], ...] = (
     *(("secret", pattern, None if valid is None else (lambda m, keep, valid=valid: valid(m)), group, hint)
       for pattern, valid, group, hint in SECRET_PASSES),
-    ("email", Anchored(tuple(re.compile(re.escape(at)) for at in _AT_FORMS), _EMAIL, spaces=False, unicode=True,
-                       quoted=quoted_local), lambda m, keep: _email(m), 0, _hint(*_AT_FORMS)),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
-      for kind, pattern, valid, group, hint in PERSONAL_PASSES + ID_PASSES + NATIONAL_PASSES),
+      for kind, pattern, valid, group, hint in EMAIL_PASSES + PERSONAL_PASSES + ID_PASSES + NATIONAL_PASSES),
     ("credit_card", Chained(_CARD, ",;/|"), lambda m, keep: _card(m), 0, bool),
     ("ipv6", ColonLed(), _ipv6, 0, _hint(":")),
     ("ipv4", _IPV4, _ipv4, 0, _hint(".")),

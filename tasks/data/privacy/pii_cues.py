@@ -10,22 +10,24 @@ from __future__ import annotations
 
 import re
 
-# A phone cue right before the number: `Phone: `, `tel. `, `cell #`, `call me at `, `"mobile": "`, in a few
-# languages; CJK cues need no word boundary (no spaces around them).
+# A phone cue right before the number: `Phone: `, `tel. `, `cell #`, `call me at `, `text me at `, `"mobile": "`,
+# `My phone number is `, `我的电话是`, `手机号`, in a few languages; CJK cues need no word boundary (no spaces around
+# them).
 _PHONE_CUE = re.compile(
     r"(?i)(?:\b(?:phone|telephone|tel|telefon|telefono|tel[eé]fono|telefone|t[eé]l[eé]phone|t[eé]l|tlf|tfn|fon"
     r"|cell(?:phone|ular)?|celular|cel|mobile|mobil|mob|m[oó]vil|portable|handy|natel|gsm|fax|ph|whatsapp|sms|msisdn"
-    r"|text|dial|call(?:\s+me)?(?:\s+at)?|contact(?:\s+(?:me|us))?(?:\s+(?:at|on))?|reach\s+(?:me|us)\s+(?:at|on)"
-    r"|телефон|тел|моб)(?:\.?[\s_-]*(?:no|number|num|#|nr|nummer|numero|número|номер))?"
+    r"|text(?:\s+me)?(?:\s+at)?|dial|call(?:\s+me)?(?:\s+at)?|contact(?:\s+(?:me|us))?(?:\s+(?:at|on))?"
+    r"|reach\s+(?:me|us)\s+(?:at|on)"
+    r"|телефон|тел|моб)(?:\.?[\s_-]*(?:no|number|num|#|nr|nummer|numero|número|номер))?(?:\s+(?:is|was))?"
     r"|电话|電話|手机|手機|携帯|連絡先|联系方式|전화|휴대폰|[☎📞])"
-    r"(?:号码|號碼|番号|번호)?\.?[\s\"':=#)\]>\-：,]{0,4}$")
+    r"(?:号码|號碼|番号|번호)?[是为為号號]?\.?[\s\"':=#)\]>\-：,]{0,4}$")
 # The last word of any cue (`Phone`, `tel`, `me`, `at`, `on`, `number`, `nr`...): a cheap test before the cue's
 # regex, which, searched in a window, tries its alternation at every position (7 µs a number, most of the cued
 # pass's time on log lines full of numbers).
 _CUE_LAST_WORDS = frozenset(
     "phone telephone tel telefon telefono teléfono telefone téléphone tél tlf tfn fon cell cellphone cellular celular "
     "cel mobile mobil mob móvil movil portable handy natel gsm fax ph whatsapp sms msisdn text dial call me at on us "
-    "contact no number num nr nummer numero número номер телефон тел моб".split())
+    "contact no number num nr nummer numero número номер телефон тел моб is was".split())
 _NUMBER_WORDS = ("nummer", "number", "numero", "no", "nr", "num")     # glued to a cue: `Telefonnummer`, `phoneno`
 _CUE_SEPARATORS = frozenset(" \t\n\r\"':=#)]>-：,.")
 

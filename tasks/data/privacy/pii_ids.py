@@ -246,6 +246,17 @@ _AT_ANCHORS = tuple(re.compile(p) for p in (r"[\[({<][ \t]*(?:[Aa][Tt]|@)[ \t]*[
 LOCAL_CHARS = frozenset(string.ascii_letters + string.digits + "._%+-")
 
 
+# Chinese, Japanese and Korean letters (ideographs, kana, Hangul): those scripts glue the word before an address to
+# its local part (`请联系zhang.wei@qq.com`, `メールはtaro.yamada@example.co.jp`).
+_UNSPACED = re.compile("[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af"
+                       "\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]")
+
+
+def glued_to_latin(text: str, at: int) -> bool:
+    """A CJK letter right before `at` and an ASCII character at `at`: where an unspaced word meets a local part."""
+    return text[at].isascii() and not text[at - 1].isascii() and _UNSPACED.match(text, at - 1) is not None
+
+
 class Anchored:
     """`sub(repl, text)` like a pattern's, for an address pattern led by its local part, tried only where its
     `anchors` (the `at`) occur: the pattern starts at the local part, found by walking back from the anchor over
@@ -255,8 +266,9 @@ class Anchored:
 
     With `unicode`, the local part may hold any letter or digit (`jörg@`, `用户@`), and the walk itself finds
     its start: it stops at 64 characters (in unspaced CJK prose the "word" before `@` is the whole sentence)
-    and steps over leading `.+%-'`, which cannot open a local part (an apostrophe can be inside one,
-    `o'brien@`, or quote it, `'ann@x.io'`); the pattern then has no lookbehind.
+    and at a CJK letter before an ASCII one (`glued_to_latin`: `请联系zhang.wei@`), and steps over leading `.+%-'`,
+    which cannot open a local part (an apostrophe can be inside one, `o'brien@`, or quote it, `'ann@x.io'`); the
+    pattern then has no lookbehind.
 
     `quoted(text, at, floor)`, when given, reads an address whose local part is quoted (`"john doe"@x.io`) at an
     anchor right after a `"`, not before `floor`: the same scan of anchors finds both."""
@@ -277,6 +289,8 @@ class Anchored:
             floor = max(last, start - 64)
             while start > floor and (text[start - 1] in LOCAL_CHARS or self.unicode and
                                      (text[start - 1].isalnum() or text[start - 1] == "'")):
+                if self.unicode and start < anchor.start() and glued_to_latin(text, start):
+                    break
                 start -= 1
             while self.unicode and start < anchor.start() and text[start] in ".+%-'":
                 start += 1

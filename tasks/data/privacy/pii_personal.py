@@ -4,10 +4,11 @@
 test that the pass can match)`. Both kinds are taken only right after their cue: a bare date or a bare 9-digit
 number is anybody's (a log's timestamp, an order, a count).
 
-- `dob`: a date from 1900 on right after `DOB`, `D.O.B.`, `date of birth`, `birth date`/`birthdate`, `born on`, `Born:`,
-  `Geburtsdatum`, `fecha de nacimiento`, `date de naissance` (a `:`, `=`, quotes, `is`/`was` between), written
-  ISO (`1987-03-12`, `1987/03/12`), day/month/year or month/day/year (`12/03/1987`, `03.12.87`), or with the
-  month's name (`12 March 1987`, `12th of March, 1987`, `March 12, 1987`, `12 de marzo de 1987`, `12. März
+- `dob`: a date from 1900 on right after `DOB`, `D.O.B.`, `date of birth`, `birth date`/`birthdate`, `birthday`,
+  `born on`, `Born:`, `Geburtsdatum`, `fecha de nacimiento`, `date de naissance` (a `:`, `=`, quotes, `is`/`was`, a
+  format hint `(dd/mm/yyyy)` between), written ISO (`1987-03-12`, `1987/03/12`, `1987-03-12T00:00:00`),
+  day/month/year or month/day/year (`12/03/1987`, `03.12.87`), bare (`19870312`), or with the month's name
+  (`12 March 1987`, `12-Mar-1987`, `12th of March, 1987`, `March 12, 1987`, `12 de marzo de 1987`, `12. März
   1987`, `12 mars 1987`). Only the date is replaced (`DOB: <DOB>`). A year alone (`born in 1987`) is no date of
   birth: it names a cohort, not a person. `born` alone is no cue: it opens an encyclopedia's public figure
   (`Andre Agassi (born April 29, 1970)`, five of the default run's embedded articles), and a date before 1900 is
@@ -36,17 +37,24 @@ _MONTHS = {name: i + 1 for names in (
     "janvier février mars avril mai juin juillet août septembre octobre novembre décembre")
     for i, name in enumerate(names.split())} | {"sept": 9, "setiembre": 9, "maerz": 3, "fevrier": 2, "aout": 8}
 
-# The cue, then what may stand between it and the date (`DOB: `, `"dob": "`, `date of birth is `, `born on `).
-_DOB_CUE = (r"(?i:\b(?:d\.?o\.?b\.?|date[ _-]of[ _-]birth|birth[ _-]?date|born(?:[ ]on\b|(?=[ \t]*[:=]))|geburtsdatum|geb\."
-            r"|fecha[ _]de[ _]nacimiento|date[ _]de[ _]naissance))"
+# The cue, then what may stand between it and the date (`DOB: `, `"dob": "`, `date of birth is `, `born on `,
+# `Birthday: `), a form's format hint included (`date of birth (dd/mm/yyyy): `).
+_DOB_CUE = (r"(?i:\b(?:d\.?o\.?b\.?|date[ _-]of[ _-]birth|birth[ _-]?date|birthday|born(?:[ ]on\b|(?=[ \t]*[:=]))"
+            r"|geburtsdatum|geb\.|fecha[ _]de[ _]nacimiento|date[ _]de[ _]naissance))"
+            r"(?:[ \t]*\((?i:[dmy]{1,4}[-/.][dmy]{1,4}[-/.][dmy]{1,4})\))?"
             r"[\"']?[ \t]*(?:[:=#>]|is|was|\(|-)?[ \t]*[\"']?")
 _MONTH_WORD = r"[^\W\d_]{3,10}\.?"
+# A date of birth has no time of day: a datetime at midnight is a date column exported (`1985-03-14T00:00:00`),
+# another time an event's timestamp (`Date of birth: 2024-01-15T10:30:00` is a form's log line).
+_MIDNIGHT = r"(?:T00:00(?::00(?:\.0+)?)?(?:Z|[+-]00:?00)?)?"
 _DOB = re.compile(_DOB_CUE + r"(?P<date>"
-                  r"(?P<y1>\d{4})(?P<s1>[-/.])(?P<m1>\d\d?)(?P=s1)(?P<d1>\d\d?)"                  # 1987-03-12
+                  r"(?P<y1>\d{4})(?P<s1>[-/.])(?P<m1>\d\d?)(?P=s1)(?P<d1>\d\d?)" + _MIDNIGHT +      # 1987-03-12
                   r"|(?P<a2>\d\d?)(?P<s2>[-/.])(?P<b2>\d\d?)(?P=s2)(?P<y2>\d{4}|\d\d)"          # 12/03/1987
                   r"|(?P<d3>\d\d?)(?:st|nd|rd|th|\.)?[ ](?:of[ ]|de[ ])?(?P<m3>" + _MONTH_WORD +
                   r")(?:[ ]de)?,?[ ](?P<y3>\d{4})"                                              # 12 March 1987
                   r"|(?P<m4>" + _MONTH_WORD + r")[ ](?P<d4>\d\d?)(?:st|nd|rd|th)?,?[ ](?P<y4>\d{4})"  # March 12, 1987
+                  r"|(?P<d5>\d\d?)(?P<s5>[-/])(?P<m5>[^\W\d_]{3,9})(?P=s5)(?P<y5>\d{4})"             # 12-Mar-1987
+                  r"|(?P<y6>(?:19|20)\d\d)(?P<m6>[01]\d)(?P<d6>[0-3]\d)"                           # 19870312
                   r")(?![\w:]|[-/.]\d)")
 
 
@@ -68,8 +76,10 @@ def _dob(m: re.Match[str]) -> bool:
         year = int(m.group("y2")) + (1900 if len(m.group("y2")) == 2 else 0)
         a, b = int(m.group("a2")), int(m.group("b2"))
         return _valid(year, b, a) or _valid(year, a, b)
-    month, day, year = (m.group("m3"), m.group("d3"), m.group("y3")) if m.group("y3") else \
-        (m.group("m4"), m.group("d4"), m.group("y4"))
+    if m.group("y6"):
+        return _valid(int(m.group("y6")), int(m.group("m6")), int(m.group("d6")))
+    month, day, year = next((m.group(f"m{k}"), m.group(f"d{k}"), m.group(f"y{k}")) for k in (3, 4, 5)
+                            if m.group(f"y{k}"))
     number = _MONTHS.get(month.rstrip(".").lower())
     return number is not None and _valid(int(year), number, int(day))
 

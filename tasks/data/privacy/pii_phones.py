@@ -128,7 +128,10 @@ def _cued_phone(m: re.Match[str]) -> bool:
 # standing alone, without a label's `:`, `#` or `no` after it.
 _NOT_A_LINE = re.compile(r"(?i)\b(?:text|sms|gsm|ph|dial|contact)\b")
 _LABELLED_CUE = re.compile(r"(?i)[:：#=]|\b(?:at|on|no|nr|number|num|#)[\s.\"'=:>-]*$|[电電机機帯先式화폰☎📞]")
-_WEAK_CUE = re.compile(r"(?i)\b(?:text|sms|gsm|ph|dial|handy|mob|mobile|cell|call|fax|contact)[\s\"'=)\]>,-]*$")
+# `is`/`was` after a word that names no phone keeps it weak (`the text is 1234567 characters`); after one that
+# does, it names the number (`My cell is 555-1234`).
+_WEAK_CUE = re.compile(r"(?i)\b(?:(?:text|sms|gsm|ph|dial|contact)(?:\s+(?:is|was))?|handy|mob|mobile|cell|call|fax)"
+                       r"[\s\"'=)\]>,-]*$")
 
 
 def number_list(text: str) -> bool:
