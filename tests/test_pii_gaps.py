@@ -43,7 +43,7 @@ def test_unicode_and_encoded_emails(text: str, expected: str | None) -> None:
     # near misses: an address before `: `, at a sentence's end, before a combo list's password, on a common TLD
     ("Email: ann@example.com: thanks", "Email: <EMAIL>: thanks"), ("Write to git@github.com.", "Write to <EMAIL>."),
     ("ann@example.com:hunter2", "<EMAIL>:hunter2"), ("mail ann@self.io", "mail <EMAIL>"),
-    ("ann@example.com (Ann)", "<EMAIL> (Ann)"),
+    ("ann@example.com (Ann)", "<EMAIL> (Ann)"), ("Email: ann@example.com(preferred)", "Email: <EMAIL>(preferred)"),
 ])
 def test_remotes_and_code_are_no_emails(text: str, expected: str | None) -> None:
     _case(text, expected or text)

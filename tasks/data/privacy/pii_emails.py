@@ -46,11 +46,12 @@ _COMMON_TLDS = frozenset("com org net edu gov mil int io co uk de fr info biz me
 
 def _not_an_address(m: re.Match[str]) -> bool:
     text, start, end = m.string, m.start(), m.end()
-    if text.startswith("(", end) or _SCP_PATH.match(text, end) or text[max(0, start - 6):start].lower() == "ssh://":
+    if _SCP_PATH.match(text, end) or text[max(0, start - 6):start].lower() == "ssh://":
         return True
     labels = text[m.end("at"):end].split(".")
+    uncommon = labels[-1].lower() not in _COMMON_TLDS     # `ann@example.com(preferred)` is still an address
     return _CAMEL_CASE.search(labels[-1]) is not None or \
-        labels[0] in ("self", "this") and labels[-1].lower() not in _COMMON_TLDS
+        uncommon and (text.startswith("(", end) or labels[0] in ("self", "this"))
 
 
 def _email(m: re.Match[str]) -> bool:
