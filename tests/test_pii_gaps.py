@@ -157,6 +157,8 @@ def test_credentials_in_commands_markup_and_prose(text: str, expected: str) -> N
     # names that end in "key" or "token" inside a word
     "monkey = 'aB3dE5fG7hI9jK1lMn'", 'turkey: "aB3dE5fG7hI9jK1lMn"', 'donkey="aB3dE5fG7hI9jK1lMn"',
     "whiskey=s3cr3t!x", "monkey = 'banana'",
+    # documentation's stand-ins after a vendor prefix: lower-case words, no random characters
+    "export SLACK_TOKEN=xoxb-your-token-here", "token: glpat-replace-me-with-yours", "sk_live_yourstripekeyhere",
 ])
 def test_credential_look_alikes_are_kept(text: str) -> None:
     assert scrub_pii(text) == (text, {})

@@ -291,8 +291,16 @@ _CODE_CHAIN = re.compile(r"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_]*)*\.[A-Za-
 _NAME_BEFORE = re.compile(r"([A-Za-z0-9_.-]+)[\"']?\]?[ \t]*$")
 
 
+# A vendor prefix before lower-case words (`xoxb-your-token-here`, `sk_live_yourstripekey`, `glpat-replace-me-now`):
+# documentation's stand-in for a token. Real ones are random: digits or capitals in any 10 of their characters.
+_WORDS_AFTER_PREFIX = re.compile(r"[A-Za-z0-9]+[_-](?:[a-z]+_)?(?P<rest>[a-z]+(?:[_-][a-z]+)*)")
+
+
 def _token_shape(m: re.Match[str]) -> bool:
     value = m.group()
+    words = _WORDS_AFTER_PREFIX.fullmatch(value)
+    if words and (is_placeholder(words["rest"]) or re.search(r"[_-]", words["rest"])):
+        return False
     if value.startswith("sk-"):
         return looks_random(value[3:])
     if value.startswith("hf_"):         # letters only in HF's tokens: demand both cases, not `hf_` + a word
