@@ -105,6 +105,8 @@ def test_national_phone_layouts(text: str, expected: str) -> None:
     "text 2019 2020 2021 editions", "call 2022 2023 budget", "Cell: 1 2 3 4 5 6 7 8 9 10",
     # `is` after a word that names no phone, or before no number
     "the text is 1234567 characters", "The answer is 4155552671", "my phone is 2024-01-15", "text me at 10:30",
+    # a phone's layout inside a longer code
+    "SKU 555-123-4567-B", "part no. 020-7946-0958-XL",
 ])
 def test_phone_look_alikes_are_kept(text: str) -> None:
     assert scrub_pii(text) == (text, {})

@@ -93,6 +93,7 @@ _ZIP4 = re.compile(r"\d{5}-\d{4}")           # a US ZIP+4 code (`02171-2110`), n
 # the IP pass kept), a decimal (but `1234.5678` is Australia's layout).
 _NOT_CUED = re.compile(r"\d{4}([-./])\d\d?\1\d\d?|\d\d?([-./])\d\d?\2\d{4}|\d{1,3}(?:\.\d{1,3}){3}"
                        r"|(?:19|20)\d\d[ ]?[-/][ ]?(?:19|20)\d\d|(?!\d{4}\.\d{4}$)\d+\.\d+")
+_CODE_GOES_ON = re.compile(r"-[^\W\d_]")
 _YYYYMMDD = re.compile(r"(?:19|20)\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])")
 
 
@@ -161,6 +162,10 @@ def _without_exit_code(text: str, digits: str) -> str:
 
 
 def _phone(m: re.Match[str]) -> bool:
+    # `SKU 555-123-4567-B`: a code in a phone's unspaced layout goes on with `-` and a letter (a leading `-` is
+    # the pattern's look-behind); not asked of a spaced layout, whose last group a shorter match would then expose
+    if " " not in m.group() and _CODE_GOES_ON.match(m.string, m.end()):
+        return False
     text = _EXTENSION.sub("", m.group())
     digits = re.sub(r"\D", "", text)
     # E.164's 15 digits count from the country code (`0011 971 50 123 4567` from Australia has 16)
