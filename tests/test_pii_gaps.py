@@ -200,6 +200,8 @@ def test_version_quads_are_no_addresses(text: str, expected: str | None) -> None
     ("dead::beef", None), ("std::map a::b", None), ("Abc::Def", None),
     ("2a01:4f8::1", "<IP_ADDRESS>"), ("face::b00c", "<IP_ADDRESS>"), ("::ffff:ffff:ffff:ffff", "<IP_ADDRESS>"),
     ("fe80::1 2001:db8::1 ::1", None),                                       # link-local, documentation, loopback
+    ("de:ad:be:ef:00:01:02:03", None), ("MD5 43:51:43:a1:b5:fc:8b:b7:0a:3a:a9:b1:0f:66:73:a8", None),   # bytes
+    ("2a01:4f8:10:20:30:40:50:60", "<IP_ADDRESS>"),
 ])
 def test_hex_words_are_no_ipv6(text: str, expected: str | None) -> None:
     _case(text, expected or text)

@@ -221,6 +221,10 @@ def _ipv6(m: re.Match[str], keep: frozenset[str]) -> bool:
         return False
     if not re.search(r"[0-9A-Fa-f]{3}|[A-Fa-f]", candidate):    # `10:00::11:00`: times, not an address
         return False
+    # Eight groups of two hex digits are bytes (a key fingerprint, an EUI-64, `de:ad:be:ef:00:01:02:03`): an
+    # address is written without leading zeros and with a `::` for its zero groups (RFC 5952)
+    if re.fullmatch(r"[0-9A-Fa-f]{2}(?::[0-9A-Fa-f]{2}){7}", candidate):
+        return False
     try:
         address = ipaddress.IPv6Address(candidate)
     except ValueError:
