@@ -51,6 +51,12 @@ def test_an_ssn_without_a_phone_cue_stays_an_ssn(text: str) -> None:
     ("DOB: 14-Mar-1985", "DOB: <DOB>"), ("DOB: 14-MAR-1985", "DOB: <DOB>"), ("DOB: 19850314", "DOB: <DOB>"),
     ("Patient DOB: 1985-03-14T00:00:00", "Patient DOB: <DOB>"),       # a date column exported as a datetime
     ("date of birth (dd/mm/yyyy): 14/03/1985", "date of birth (dd/mm/yyyy): <DOB>"),
+    # `born on` in French, German, Spanish; CJK and Korean labels and dates (no spaces around them)
+    ("Elle est née le 14 mars 1985 à Lyon.", "Elle est née le <DOB> à Lyon."), ("geboren am 14.03.1985", "geboren am <DOB>"),
+    ("nacida el 14 de marzo de 1985", "nacida el <DOB>"), ("生年月日：1985年3月14日", "生年月日：<DOB>"),
+    ("我的生日是1985年3月14日，谢谢", "我的生日是<DOB>，谢谢"), ("出生日期：1985年03月14日", "出生日期：<DOB>"),
+    ("生年月日は1985年3月14日です", "生年月日は<DOB>です"), ("생년월일: 1985년 3월 14일", "생년월일: <DOB>"),
+    ("DOB 1985年3月14日", "DOB <DOB>"),
 ])
 def test_dates_of_birth_after_a_cue(text: str, expected: str) -> None:
     assert scrub_pii(text) == (expected, {"dob": 1})
@@ -77,6 +83,7 @@ def test_passports_after_a_cue_and_mrz_lines(text: str, expected: str) -> None:
     "DOB: 31/02/1987", "born 1987-13-45", "Date of birth: 2024-01-15T10:30:00",   # no date; a timestamp
     "DOB: 19851314", "DOB: 18990101", "DOB: 14-Foo-1985", "Birthday party on 2024-05-02",   # no month; 1899; no cue
     "2024-01-15 10:30:45 INFO job started; 12/03/1987 in the ledger", "born in 1987",
+    "Napoléon, né le 15 août 1769", "生日快乐！", "生日：2024年13月2日", "生日派对在2024年5月2日", "the 1985年3月14日 meeting",
     ICAO_LINE2[:-1] + "1",                                                         # a wrong composite check
 ])
 def test_look_alikes_stay(text: str) -> None:

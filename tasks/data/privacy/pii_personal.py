@@ -5,12 +5,13 @@ test that the pass can match)`. Both kinds are taken only right after their cue:
 number is anybody's (a log's timestamp, an order, a count).
 
 - `dob`: a date from 1900 on right after `DOB`, `D.O.B.`, `date of birth`, `birth date`/`birthdate`, `birthday`,
-  `born on`, `Born:`, `Geburtsdatum`, `fecha de nacimiento`, `date de naissance` (a `:`, `=`, quotes, `is`/`was`, a
-  format hint `(dd/mm/yyyy)` between), written ISO (`1987-03-12`, `1987/03/12`, `1987-03-12T00:00:00`),
+  `born on`, `Born:`, `Geburtsdatum`, `fecha de nacimiento`, `date de naissance`, `né le`, `geboren am`, `nacido el`,
+  `生年月日`, `出生日期`, `生日`, `誕生日`, `생년월일` (a `:`, `=`, quotes, `is`/`was`/`是`/`は`, a format hint
+  `(dd/mm/yyyy)` between), written ISO (`1987-03-12`, `1987/03/12`, `1987-03-12T00:00:00`),
   day/month/year or month/day/year (`12/03/1987`, `03.12.87`), bare (`19870312`), or with the month's name
   (`12 March 1987`, `12-Mar-1987`, `12th of March, 1987`, `March 12, 1987`, `12 de marzo de 1987`, `12. März
-  1987`, `12 mars 1987`). Only the date is replaced (`DOB: <DOB>`). A year alone (`born in 1987`) is no date of
-  birth: it names a cohort, not a person. `born` alone is no cue: it opens an encyclopedia's public figure
+  1987`, `12 mars 1987`), or in CJK and Korean (`1987年3月12日`, `1987년 3월 12일`). Only the date is replaced
+  (`DOB: <DOB>`). A year alone (`born in 1987`) is no date of birth: it names a cohort, not a person. `born` alone is no cue: it opens an encyclopedia's public figure
   (`Andre Agassi (born April 29, 1970)`, five of the default run's embedded articles), and a date before 1900 is
   history (`Schopenhauer was born on 22 February 1788`).
 - `passport`: 6-9 capitals and digits, at least one a digit (or a German serial's 9 letters), as issued (US 9 digits or a letter and 8, UK 9
@@ -39,10 +40,13 @@ _MONTHS = {name: i + 1 for names in (
 
 # The cue, then what may stand between it and the date (`DOB: `, `"dob": "`, `date of birth is `, `born on `,
 # `Birthday: `), a form's format hint included (`date of birth (dd/mm/yyyy): `).
-_DOB_CUE = (r"(?i:\b(?:d\.?o\.?b\.?|date[ _-]of[ _-]birth|birth[ _-]?date|birthday|born(?:[ ]on\b|(?=[ \t]*[:=]))"
-            r"|geburtsdatum|geb\.|fecha[ _]de[ _]nacimiento|date[ _]de[ _]naissance))"
+# `born on` in French, German and Spanish too (`né le`, `geboren am`, `nacida el`), and the CJK and Korean labels
+# (`生年月日`, `出生日期`, `生日`, `誕生日`, `생년월일`), which need no word boundary: CJK text has no spaces.
+_DOB_CUE = (r"(?:(?i:\b(?:d\.?o\.?b\.?|date[ _-]of[ _-]birth|birth[ _-]?date|birthday|born(?:[ ]on\b|(?=[ \t]*[:=]))"
+            r"|geburtsdatum|geb\.|fecha[ _]de[ _]nacimiento|date[ _]de[ _]naissance"
+            r"|n[ée]e?[ ]le|geboren[ ]am|nacid[oa][ ]el))|出生年月日|出生日期|生年月日|誕生日|生日|생년월일|생일)"
             r"(?:[ \t]*\((?i:[dmy]{1,4}[-/.][dmy]{1,4}[-/.][dmy]{1,4})\))?"
-            r"[\"']?[ \t]*(?:[:=#>]|is|was|\(|-)?[ \t]*[\"']?")
+            r"[\"']?[ \t]*(?:[:=#>：]|is|was|\(|-|是|为|為|は|은|는)?[ \t]*[\"']?")
 _MONTH_WORD = r"[^\W\d_]{3,10}\.?"
 # A date of birth has no time of day: a datetime at midnight is a date column exported (`1985-03-14T00:00:00`),
 # another time an event's timestamp (`Date of birth: 2024-01-15T10:30:00` is a form's log line).
@@ -55,7 +59,8 @@ _DOB = re.compile(_DOB_CUE + r"(?P<date>"
                   r"|(?P<m4>" + _MONTH_WORD + r")[ ](?P<d4>\d\d?)(?:st|nd|rd|th)?,?[ ](?P<y4>\d{4})"  # March 12, 1987
                   r"|(?P<d5>\d\d?)(?P<s5>[-/])(?P<m5>[^\W\d_]{3,9})(?P=s5)(?P<y5>\d{4})"             # 12-Mar-1987
                   r"|(?P<y6>(?:19|20)\d\d)(?P<m6>[01]\d)(?P<d6>[0-3]\d)"                           # 19870312
-                  r")(?![\w:]|[-/.]\d)")
+                  r"|(?P<y7>\d{4})[ ]?[年년][ ]?(?P<m7>\d\d?)[ ]?[月월][ ]?(?P<d7>\d\d?)[ ]?[日일]"        # 1987年3月12日
+                  r")(?:(?<=[日일])|(?![\w:]|[-/.]\d))")         # a CJK date may run on into the sentence's words
 
 
 def _valid(year: int, month: int, day: int) -> bool:
@@ -76,8 +81,9 @@ def _dob(m: re.Match[str]) -> bool:
         year = int(m.group("y2")) + (1900 if len(m.group("y2")) == 2 else 0)
         a, b = int(m.group("a2")), int(m.group("b2"))
         return _valid(year, b, a) or _valid(year, a, b)
-    if m.group("y6"):
-        return _valid(int(m.group("y6")), int(m.group("m6")), int(m.group("d6")))
+    for k in (6, 7):
+        if m.group(f"y{k}"):
+            return _valid(int(m.group(f"y{k}")), int(m.group(f"m{k}")), int(m.group(f"d{k}")))
     month, day, year = next((m.group(f"m{k}"), m.group(f"d{k}"), m.group(f"y{k}")) for k in (3, 4, 5)
                             if m.group(f"y{k}"))
     number = _MONTHS.get(month.rstrip(".").lower())
@@ -186,7 +192,9 @@ def _number_span(m: re.Match[str]) -> tuple[int, int]:
     return m.start("number") - m.start(), m.end("number") - m.start()
 
 
-_DOB_GATES = ("dob", "d.o.b", "birth", "born", "geburtsdatum", "geb.", "nacimiento", "naissance")
+_DOB_GATES = ("dob", "d.o.b", "birth", "born", "geburtsdatum", "geb.", "nacimiento", "naissance", "geboren", "nacid")
+# Cues outside ASCII, found as written (`fold` reads a text with CJK letters as ASCII and `?`)
+_DOB_WRITTEN_GATES = ("né le", "née le", "Né le", "Née le", "出生", "生年月日", "生日", "誕生日", "생년월일", "생일")
 _PASSPORT_GATES = ("passport", "reisepass", "pasaporte", "passeport")
 
 # (kind, pattern, validator, group (0 or a function of the match giving a span), hint); MRZ first: its line 2
@@ -196,4 +204,5 @@ PERSONAL_PASSES = (
     ("passport", Gated(_MRZ, ("<<",), 44, fold=False), _mrz, 0, bool),
     ("passport", Gated(_PASSPORT, _PASSPORT_GATES, 2), _passport, _number_span, bool),
     ("dob", Gated(_DOB, _DOB_GATES, 24), _dob, _date_span, bool),
+    ("dob", Gated(_DOB, _DOB_WRITTEN_GATES, 24, fold=False), _dob, _date_span, bool),
 )
