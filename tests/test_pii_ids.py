@@ -116,7 +116,14 @@ def test_ssn_shapes_do_not_take_other_numbers(text: str, counts: dict[str, int])
     ("ann@example[dot]com", "<EMAIL>"), ("ann [@] example [.] io", "<EMAIL>"),
     ("Kontakt: max.mustermann(at)firma(dot)de (Büro)", "Kontakt: <EMAIL> (Büro)"),
     # prose and code keep their words
-    ("look at the dot com bubble", None), ("email me at ann at example dot com.", None),
+    # lower-case words: after an email cue, or a local part no word has with the `dot` word
+    ("email me at ann at example dot com.", "email me at <EMAIL>."), ("Email: jane at example dot com", "Email: <EMAIL>"),
+    ("My email is john at gmail dot com", "My email is <EMAIL>"), ("jane.doe at gmail dot com", "<EMAIL>"),
+    ("reach me: jsmith at company dot co dot uk", "reach me: <EMAIL>"), ("Email support at example.com", "Email <EMAIL>"),
+    ("look at the dot com bubble", None), ("contact us at support dot example dot com", None),
+    ("Email us at the dot com address", None), ("E-mail is down, so meet bob at noon dot sharp", None),
+    ("Download Python 3.12 at python.org", None), ("see os.path at docs.python.org", None),
+    ("<EMAIL> and bob at mail dot example dot org", None),                  # a scrubbed address is no cue
     ("LOOK AT THE DOT COM BUBBLE", None), ("SELECT ts AT TIME ZONE 'UTC'", None), ("ann AT example.com", None),
     ("values[at] = data[dot]; f(at) + g(dot)", None), ("[at](https://x.org) @property", None),
 ])

@@ -333,7 +333,7 @@ LOOK_ALIKES = [
     "os.path.join, numpy.linalg.norm, torch.nn.functional.cross_entropy, java.util.concurrent.Future.",
     "Use e.g. i.e. etc. a.b.c.d, com.example.app.MainActivity and org.apache.commons.lang3.StringUtils.",
     "The AKIA prefix marks AWS ids; ghp_ marks GitHub; sk- OpenAI; hf_hub_download fetches a file.",
-    "user@localhost and root@host (no domain); @decorator; a @ b; email me at ann at example dot com.",
+    "user@localhost and root@host (no domain); @decorator; a @ b; meet ann at noon dot sharp.",
 ]
 
 

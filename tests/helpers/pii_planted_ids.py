@@ -138,7 +138,7 @@ LOOK_ALIKES = [
     # lower-case "at ... dot" prose and shouting
     "Look at the dot com bubble: money at work, dot by dot.",
     "LOOK AT THE DOT COM BUBBLE. MEET AT NOON DOT SHARP.",
-    "Write to ann at example dot com, or to bob at mail dot example dot org.",
+    "Meet ann at noon dot sharp, or bob at work dot by dot; contact us at the dot com office.",
     "SELECT created_at AT TIME ZONE 'UTC' FROM events; -- at most one row",
     "values[at] = data[dot]; f(at) + g(dot); the markdown [at](https://x.org) link; @property",
 ]

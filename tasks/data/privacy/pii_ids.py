@@ -27,8 +27,10 @@ and addresses, whose digit passes would otherwise eat an IBAN's or an SSN's digi
   upper-case word `AT`; each dot is bracketed, the upper-case word `DOT` or a literal `.`, and at least one
   dot is obfuscated unless the `at` is bracketed (`ann [at] example.com`); the `AT`-word form needs a `DOT`
   word and a local part with a lower-case letter or a digit (`LOOK AT THE DOT COM BUBBLE` is shouting, not an
-  address). Lower-case prose words (`ann at example dot com`, "look at the dot com bubble") never match:
-  without brackets or capitals they cannot be told from English.
+  address). Lower-case words (`ann at example dot com`) are English too ("look at the dot com bubble"): an
+  address right after an email cue (`Email: ann at example dot com`, `write to ann at example.com`), or with a
+  local part no word has and the `dot` word (`jane.doe at gmail dot com`); a pronoun or article is no local
+  part or domain (`contact us at …`, `… at the dot com`).
 """
 
 from __future__ import annotations
@@ -237,8 +239,24 @@ _EMAIL_OBFUSCATED = re.compile(
     rf"(?P<local>{_LOCAL})(?P<at>{_AT_BRACKETED}|[ \t]+AT[ \t]+|@)"
     rf"(?:{_LABEL}(?:{_DOT_BRACKETED}|[ \t]+DOT[ \t]+|\.))+[A-Za-z]{{2,24}}(?![\w-]|[ \t]*[\[({{<][ \t]*[Dd][Oo][Tt])",
     re.ASCII)
+# A pass of its own, after the others: a rejected lower-case match (`Reach me at Ann.Lee`) would otherwise hold the
+# span of an address in another form (`Ann.Lee AT example DOT com`)
+_EMAIL_SPELLED = re.compile(rf"(?P<local>{_LOCAL})(?P<at>[ \t]+at[ \t]+)(?:{_LABEL}(?:[ \t]+dot[ \t]+|\.))+"
+                            rf"[A-Za-z]{{2,24}}(?![\w-])", re.ASCII)
+_SPELLED_AT = (re.compile(r"at(?<= at)(?=[ \t])"),)
 _DOT_WORD = re.compile(r"[ \t]DOT[ \t]")
 _OBFUSCATED_DOT = re.compile(rf"{_DOT_BRACKETED}|[ \t]DOT[ \t]")
+# The lower-case word form (`ann at example dot com`) is English too (`look at the dot com bubble`): an address
+# only right after an email cue in its clause (`Email: `, `write to `, `e-mail me at `), or, without one, with a
+# local part no word has (`jane.doe`, `jsmith42`) and the `dot` word (`jane.doe at gmail dot com`); never a
+# pronoun or an article (`contact us at`, `at the dot com`). (`<EMAIL>`, a scrubbed address before, is no cue.)
+_EMAIL_CUE = re.compile(r"(?i:(?<!<)\be-?mail|\bmail[ ]?(?:to|me)\b|\bwrite[ ]to|\breach[ ]me|\bcontact(?:[ ]me)?\b)"
+                        r"[^\n.;!?]{0,40}$")
+# Its last label, spelled out: a country's two letters or a generic TLD people write (`meet bob at noon dot sharp`
+# has none)
+_SPELLED_TLDS = frozenset("com org net edu gov mil int io info biz name pro mobi app dev ai co".split())
+_NO_LOCAL = frozenset("me us you him her them it i we they the a an this that our my your his their its".split())
+_SPELLED_DOT = re.compile(r"[ \t]dot[ \t]")
 # Where an obfuscated address can be: its `at`, bracketed, an `AT` word, or `@` (`ann@example[dot]com`).
 # Three patterns, not one alternation: each is found by a faster scan (a literal, or a first-character set);
 # their alternation defeats both (20 ms on 1.3 MB of code against 8).
@@ -316,9 +334,24 @@ def _email_obfuscated(m: re.Match[str]) -> bool:
     return True                         # a bracketed `at` is never prose
 
 
+def _spelled_out(m: re.Match[str]) -> bool:
+    """The lower-case word form: see `_EMAIL_CUE`."""
+    domain = m.string[m.end("at"):m.end()]
+    local, first = m.group("local"), re.split(r"[ \t.]", domain.strip(" \t"), maxsplit=1)[0]
+    tld = re.split(r"[ \t.]", domain)[-1].lower()
+    if local.lower() in _NO_LOCAL or first.lower() in _NO_LOCAL or local.isdigit() or \
+            not (len(tld) == 2 or tld in _SPELLED_TLDS):
+        return False
+    if _EMAIL_CUE.search(m.string, max(0, m.start() - 48), m.start()):
+        return _SPELLED_DOT.search(domain) is not None or "." in domain
+    return _SPELLED_DOT.search(domain) is not None and re.fullmatch(r"[a-z]+(?:[._+-]?[a-z0-9]+)*", local) is not None \
+        and re.search(r"[._+-]|[a-z]\d", local) is not None
+
+
 # (kind, pattern, validator, group (0, an index, or a function of the match giving one or a span), hint)
 ID_PASSES = (
     ("email", Anchored(_AT_ANCHORS, _EMAIL_OBFUSCATED, spaces=True), _email_obfuscated, 0, bool),
+    ("email", Anchored(_SPELLED_AT, _EMAIL_SPELLED, spaces=True), _spelled_out, 0, bool),
     ("iban", CountryLed(), _iban, _iban_span, bool),
     ("ssn", _SSN, _ssn, 0, bool),
     ("ssn", PrefixLed(), _nino, 0, bool),
