@@ -351,3 +351,26 @@ def test_credentials_named_apart_from_their_value(text: str, expected: str) -> N
 ])
 def test_named_apart_look_alikes_are_kept(text: str) -> None:
     assert scrub_pii(text) == (text, {})
+
+
+@pytest.mark.parametrize("text, expected", [
+    # full-width digits and letters (CJK text's numbers and codes): found, and the text around keeps its forms
+    ("電話：０３－１２３４－５６７８です", "電話：<PHONE>です"),
+    ("ｊｏｈｎ＠ｅｘａｍｐｌｅ．ｃｏｍまで（連絡）", "<EMAIL>まで（連絡）"),
+    ("携帯：０９０－１２３４－５６７８、メール：ｔａｒｏ＠ｅｘａｍｐｌｅ．ｊｐ！", "携帯：<PHONE>、メール：<EMAIL>！"),
+    ("カード番号：４１１１\u3000１１１１\u3000１１１１\u3000１１１１", "カード番号：<CREDIT_CARD>"),
+    ("<EMAIL> 电话：１３８００１３８０００（手机）", "<EMAIL> 电话：<PHONE>（手机）"),   # a placeholder already there
+    ("（株）ＡＢＣ\u3000２０２４年、普通の文章です（テスト）！", None),
+])
+def test_full_width_forms(text: str, expected: str | None) -> None:
+    _case(text, expected or text)
+
+
+def test_width_restore_refuses_pieces_it_cannot_place() -> None:
+    from tasks.data.privacy.pii_width import restore, width_view
+    text = "Tel：０３－１２３４－５６７８"
+    view = width_view(text)
+    assert view == "Tel:03-1234-5678"
+    assert restore(text, view, "Tel:<PHONE>", ["<PHONE>"]) == "Tel：<PHONE>"
+    assert restore(text, view, "Fax:<PHONE>", ["<PHONE>"]) is None          # not the view scrubbed
+    assert width_view("plain ASCII and 中文") is None

@@ -53,6 +53,7 @@ from tasks.data.privacy.pii_chain import Chained
 from tasks.data.privacy.pii_emails import EMAIL_PASSES
 from tasks.data.privacy.pii_ids import ID_PASSES, in_iban_shaped_run
 from tasks.data.privacy.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
+from tasks.data.privacy.pii_width import restore, width_view
 from tasks.data.privacy.pii_national import NATIONAL_PASSES
 from tasks.data.privacy.pii_personal import PERSONAL_PASSES
 from tasks.data.privacy.pii_phones import PHONE_PASSES
@@ -306,6 +307,16 @@ def scrub_pii(text: str, kinds: Iterable[str] = PII_KINDS,
     if keep - set(ADDRESS_CLASSES):
         raise ValueError(f"unknown address classes {sorted(keep - set(ADDRESS_CLASSES))}; "
                          f"expected some of {', '.join(ADDRESS_CLASSES)}")
+    view = width_view(text)         # full-width digits and letters (`０３－１２３４－５６７８`) read as ASCII
+    if view is not None:
+        scrubbed, counts = _rounds(view, wanted, keep)
+        restored = restore(text, view, scrubbed, PLACEHOLDERS.values()) if counts else text
+        if restored is not None:
+            return restored, counts
+    return _rounds(text, wanted, keep)
+
+
+def _rounds(text: str, wanted: set[str], keep: frozenset[str]) -> tuple[str, dict[str, int]]:
     counts: Counter[str] = Counter()
     with remembered_absence(PLACEHOLDERS.values()):     # a literal absent in round 1 is absent in round 2
         for _ in range(MAX_ROUNDS):

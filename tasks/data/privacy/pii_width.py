@@ -1,0 +1,51 @@
+"""Full-width forms for `tasks.data.privacy.pii`: PII written in full-width digits and letters is found, and the
+text around it keeps its own characters.
+
+CJK text often writes numbers, addresses and codes in full-width forms (`電話：０３－１２３４－５６７８`,
+`ｊｏｈｎ＠ｅｘａｍｐｌｅ．ｃｏｍ`), which no ASCII pattern reads; the default normalization (NFC) keeps them,
+since NFKC would change the kept text elsewhere too (superscripts, ligatures, CJK punctuation). So `pii.scrub_pii`
+scrubs a view of the text with each full-width form (U+FF01–FF5E) and the ideographic space read as its ASCII
+character — one character for one, so every offset stays — and `restore` puts the text's own characters back
+around the placeholders: the scrubbed view is the view with some spans replaced by placeholders, so the kept
+pieces between them are found in the view in order. The result is checked (its view must be the scrubbed view);
+`None` when it is not, and the caller scrubs the text as written.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+_WIDE = re.compile("[\uff01-\uff5e\u3000]")
+_TO_ASCII = {**{code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}, 0x3000: 0x20}
+
+
+def width_view(text: str) -> str | None:
+    """The text with full-width forms read as ASCII, or None when it has none (nothing to fold)."""
+    return text.translate(_TO_ASCII) if _WIDE.search(text) else None
+
+
+def restore(text: str, view: str, scrubbed: str, placeholders: Iterable[str]) -> str | None:
+    """`scrubbed` (the scrubbed `view`) with the kept pieces in `text`'s own characters, or None when the pieces
+    cannot be placed in `view` (the result would not be `scrubbed` read as ASCII)."""
+    pieces = re.split("(" + "|".join(map(re.escape, sorted(set(placeholders), key=len, reverse=True))) + ")", scrubbed)
+    out, at = [], 0                 # pieces: kept, placeholder, kept, ..., kept
+    for k in range(0, len(pieces), 2):
+        kept = pieces[k]
+        if k == 0:
+            start = 0 if view.startswith(kept) else -1
+        elif k == len(pieces) - 1:
+            start = len(view) - len(kept) if len(view) - len(kept) >= at + 1 else -1
+        elif kept:
+            start = view.find(kept, at + 1)
+        else:                        # two placeholders side by side: one replaced span, as far as the text goes
+            out.append(pieces[k + 1])
+            continue
+        if start < 0 or view[start:start + len(kept)] != kept:
+            return None
+        out.append(text[start:start + len(kept)])
+        at = start + len(kept)
+        if k + 1 < len(pieces):
+            out.append(pieces[k + 1])
+    restored = "".join(out)
+    return restored if restored.translate(_TO_ASCII) == scrubbed else None
