@@ -170,7 +170,9 @@ class DedupSpec(StrictModel):
         True, description="Read a text holding HTML element tags (3 or more, e.g. a page copied with its "
         "`<div>`/`<p>` markup) as HTML before shingling, keeping its visible text (resiliparse): each tag and "
         "attribute would otherwise be words of its own, and the copy would share few shingles with its plain "
-        "original. Code or maths with `<` and `>` but no HTML element names is left alone. Also reads a markdown "
+        "original. Code or maths with `<` and `>` but no HTML element names is left alone, and so is markup "
+        "showing fewer than 5 words (a code template, a form, a nav bar: read as its few visible words, any two "
+        "such templates shingled alike and were near duplicates). Also reads a markdown "
         "link or image to a URL or path as its text (`[Paris](https://…)` → `Paris`: each URL is ~6 words the "
         "plain copy lacks); `handlers[key](request)` in code has no such target and is left alone.",
     )

@@ -241,8 +241,10 @@ def test_escaped_markup_of_a_feed_item_is_read_as_html(docs):
 
 
 @pytest.mark.parametrize("text,read", [
-    ("&lt;div&gt;&lt;p&gt;Hello&lt;/p&gt;&lt;p&gt;World &amp;amp; co&lt;/p&gt;&lt;/div&gt;", "Hello World & co"),
-    ("&amp;lt;div&amp;gt;&amp;lt;p&amp;gt;Hello&amp;lt;/p&amp;gt;&amp;lt;br&amp;gt;&amp;lt;/div&amp;gt;", "Hello"),
+    ("&lt;div&gt;&lt;p&gt;Hello there&lt;/p&gt;&lt;p&gt;World &amp;amp; co and all&lt;/p&gt;&lt;/div&gt;",
+     "Hello there World & co and all"),
+    ("&amp;lt;div&amp;gt;&amp;lt;p&amp;gt;Hello again, my old friend&amp;lt;/p&amp;gt;&amp;lt;br&amp;gt;"
+     "&amp;lt;/div&amp;gt;", "Hello again, my old friend"),
     # a page whose text shows escaped tags (a tutorial) keeps them as text, and so does prose naming one tag
     ("<html><body><p>Write &lt;b&gt;bold&lt;/b&gt; like &lt;i&gt;this&lt;/i&gt;</p><div>x</div></body></html>",
      "Write <b>bold</b> like <i>this</i> x"),
@@ -250,6 +252,29 @@ def test_escaped_markup_of_a_feed_item_is_read_as_html(docs):
 ])
 def test_escaped_tags_are_decoded_before_the_markup_step(text, read):
     assert shingle_text(text).strip() == read
+
+
+TEMPLATES = [      # code: markup with a few visible words or none (Angular, Vue, Jinja, plain forms)
+    '<ul class="list">\n  <li *ngFor="let item of items" (click)="select(item)">\n    <img [src]="item.url">\n'
+    '  </li>\n</ul>\n',
+    '<form (ngSubmit)="save()"><input name="q" [(ngModel)]="q"><button type="submit"></button></form>',
+    '<div v-if="user"><span>{{ user.name }}</span><img :src="user.avatar" alt=""></div>',
+    '<tr class="row" data-id="{{ row.id }}"><td class="cell">{{ row.total }}</td><td><b>x</b></td></tr>',
+    '<nav><a href="/">Home</a><a href="/docs">Docs</a><a href="/blog">Blog</a></nav>',
+    '<section id="hero" class="flex items-center"><h1 class="text-4xl font-bold">Home</h1></section>',
+]
+
+
+def test_templates_that_show_little_text_are_shingled_as_written(docs):
+    """Markup whose visible text is under a shingle's worth of words (a code template) is its content: read as its
+    visible text, every such template shingled to one empty shingle and any two were near duplicates (J = 1)."""
+    assert all(shingle_text(t) is t for t in TEMPLATES)
+    texts = {f"tpl/t{k}.html": t for k, t in enumerate(TEMPLATES)}
+    texts.update({doc_id: text for doc_id, text in docs[:4]})
+    texts.update({f"{doc_id}.html": as_html_page(text) for doc_id, text in docs[:4]})   # page copies still fold
+    keeper = dv.groups(texts, CLEAN)
+    assert {keeper[d] for d in texts if d.startswith("tpl/")} == {d for d in texts if d.startswith("tpl/")}
+    assert all(keeper[d] == keeper[f"{d}.html"] for d, _ in docs[:4])
 
 
 @pytest.mark.parametrize("text", [

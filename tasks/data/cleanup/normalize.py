@@ -195,6 +195,19 @@ _HTML_TAG = re.compile(r"</?(?:a|abbr|article|aside|b|blockquote|body|br|button|
                        r"li|link|main|meta|nav|noscript|ol|option|p|pre|script|section|select|small|span|strong|"
                        r"style|sub|sup|table|tbody|td|th|thead|title|tr|u|ul)(?=[\s/>])[^<>]{0,2000}>", re.I)
 MARKUP_MIN = 3
+# A page read as HTML keeps its visible text only when that holds a word shingle's worth of words (the default
+# shingle size): a code template (`<ul><li *ngFor="let item of items" (click)="select(item)">`, a form, a nav bar)
+# shows a few words or none, and read as its visible text every such template shingled alike (one empty shingle:
+# any two at J = 1, near duplicates of each other). Its markup is then its content, shingled as written.
+VISIBLE_MIN_WORDS = 5
+_WORD = re.compile(r"\w+")
+
+
+def mostly_text(visible: str) -> bool:
+    """Whether `visible` (a page's text, `shingle_text`'s markup step) has VISIBLE_MIN_WORDS words."""
+    return sum(1 for _ in zip(range(VISIBLE_MIN_WORDS), _WORD.finditer(visible))) == VISIBLE_MIN_WORDS
+
+
 # Where `html.unescape` can change anything: every named reference starts with a letter, every numeric one with
 # `#`. Code is full of `&&` and `&=`, which made `unescape` (a regex pass calling Python per `&`) run on most of it.
 _ENTITY_START = re.compile(r"&[#A-Za-z]")
@@ -288,7 +301,8 @@ def shingle_text(text: str, entities: bool = True, invisible: bool = True, unico
         # its `<div class="article-body">` otherwise gains a "word" per tag and attribute and loses its shingles
         from resiliparse.extract.html2text import extract_plain_text
 
-        text = extract_plain_text(text, main_content=False, preserve_formatting=False, alt_texts=False)
+        visible = extract_plain_text(text, main_content=False, preserve_formatting=False, alt_texts=False)
+        text = visible if mostly_text(visible) else text
     # Entities first: `&rsquo;`, `&nbsp;` decode to non-ASCII characters the later folds then see. Decoding is
     # safe for comparison even in code (both documents of a pair are folded alike; the kept text is untouched).
     if entities and "&" in text and entity_in(text):
