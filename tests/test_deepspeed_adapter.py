@@ -137,6 +137,33 @@ def test_weights_only_loader_reads_the_fp16_dynamic_loss_scaler(tmp_path):
     assert loaded.dynamic and loaded.dtype == torch.half
 
 
+class _ByName:
+    """Pickles as `getattr(owner, name)`: how Python 3.11.2 (Debian 12's) pickles an IntEnum member."""
+
+    def __init__(self, owner, name):
+        self.owner, self.name = owner, name
+
+    def __reduce__(self):
+        return getattr, (self.owner, self.name)
+
+
+def test_weights_only_loader_reads_a_zero_stage_pickled_by_name(tmp_path):
+    """A checkpoint written under Python 3.11.2 holds `getattr(ZeroStageEnum, "optimizer_states")` (3.11.7 writes
+    `ZeroStageEnum(1)`): resuming it failed with "Unsupported global: GLOBAL getattr"; any other getattr stays
+    refused."""
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+    from deepspeed.runtime.fp16.loss_scaler import LossScaler
+
+    path = tmp_path / "zero.pt"
+    torch.save({"zero_stage": _ByName(ZeroStageEnum, "optimizer_states"), "w": torch.ones(2)}, path)
+    assert b"getattr" in path.read_bytes()
+    assert adapter.load_weights_only(str(path))["zero_stage"] is ZeroStageEnum.optimizer_states
+    for owner, name in ((LossScaler, "__init__"), (ZeroStageEnum, "missing"), (ZeroStageEnum, "__class__")):
+        torch.save({"x": _ByName(owner, name)}, path)
+        with pytest.raises(pickle.UnpicklingError):
+            adapter.load_weights_only(str(path))
+
+
 def test_weights_only_loader_refuses_other_classes(tmp_path):
     path = tmp_path / "evil.pt"
     torch.save({"w": torch.ones(1), "x": partial(print, "ran")}, path)

@@ -28,6 +28,7 @@ that, so a DeepSpeed bump breaks there, loudly, and not as a silently different 
 from __future__ import annotations
 
 import importlib
+import pickle
 from typing import Any, Callable
 
 import torch
@@ -158,13 +159,25 @@ def load_weights_only(path: str, map_location: Any = None) -> Any:
 
     Relies on: a DeepSpeed 0.19 checkpoint holds tensors, builtins and only `LossScaler` (`DynamicLossScaler` in
     fp16 with ZeRO 1–3: `CreateLossScaler`), `ZeroStageEnum` and `fragment_address` objects (at these import
-    paths)."""
+    paths). Some Python 3.11 releases (3.11.2, Debian 12's own; not 3.11.7, 3.10 or 3.12) pickle an IntEnum member
+    by name, as `getattr(ZeroStageEnum, "optimizer_states")`: that one `getattr` is read by `_enum_member`."""
     from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler
     from deepspeed.runtime.zero.config import ZeroStageEnum
     from deepspeed.utils.tensor_fragment import fragment_address
 
-    with torch.serialization.safe_globals([LossScaler, DynamicLossScaler, ZeroStageEnum, fragment_address]):
+    allowed = [LossScaler, DynamicLossScaler, ZeroStageEnum, fragment_address, (_enum_member, "builtins.getattr")]
+    with torch.serialization.safe_globals(allowed):
         return torch.load(path, map_location=map_location, weights_only=True)
+
+
+def _enum_member(cls: Any, name: Any) -> Any:
+    """What a pickled `getattr(cls, name)` stands for in a DeepSpeed checkpoint: a member of its ZeRO stage enum,
+    nothing else (any other `getattr` would hand the file's author attributes of whatever it names)."""
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+
+    if cls is not ZeroStageEnum or not isinstance(name, str) or name not in ZeroStageEnum.__members__:
+        raise pickle.UnpicklingError(f"refusing getattr({cls!r}, {name!r}) in a checkpoint")
+    return ZeroStageEnum[name]
 
 
 def use_weights_only_loader(ds: Any) -> None:
