@@ -120,7 +120,10 @@ def test_ssn_shapes_do_not_take_other_numbers(text: str, counts: dict[str, int])
     ("email me at ann at example dot com.", "email me at <EMAIL>."), ("Email: jane at example dot com", "Email: <EMAIL>"),
     ("My email is john at gmail dot com", "My email is <EMAIL>"), ("jane.doe at gmail dot com", "<EMAIL>"),
     ("reach me: jsmith at company dot co dot uk", "reach me: <EMAIL>"), ("Email support at example.com", "Email <EMAIL>"),
+    ("email me at jane dot doe at gmail dot com", "email me at <EMAIL>"), ("jane dot doe at gmail dot com", "<EMAIL>"),
+    ("write to j dot r dot smith at uni dot ac dot uk please", "write to <EMAIL> please"),
     ("look at the dot com bubble", None), ("contact us at support dot example dot com", None),
+    ("Connect the dot here at home dot com", None), ("We met at the plaza dot then left", None),
     ("Email us at the dot com address", None), ("E-mail is down, so meet bob at noon dot sharp", None),
     ("Download Python 3.12 at python.org", None), ("see os.path at docs.python.org", None),
     ("<EMAIL> and bob at mail dot example dot org", None),                  # a scrubbed address is no cue

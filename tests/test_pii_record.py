@@ -29,9 +29,11 @@ def test_kept_record_meta_counts_scrubbed_pii_by_kind(tmp_path):
     assert dict(zip(row["pii_kinds"], row["pii_counts"])) == {"email": 2, "phone": 1}
     clean = clean_record(record("wiki", "b", "No addresses here, only a harbour and its tides."), spec, tmp_path)
     assert "pii" not in json.loads(clean["meta"])
-    # a look-alike: `user at host` is no address, nothing is counted
-    spoken = clean_record(record("wiki", "c", "Mail ana dot lima at example dot org."), spec, tmp_path)
+    # a look-alike: prose with `at` and `dot` is no address, nothing is counted; a spelled address is one
+    spoken = clean_record(record("wiki", "c", "Look at the dot com bubble, dot by dot."), spec, tmp_path)
     assert "pii" not in json.loads(spoken["meta"])
+    spelled = clean_record(record("wiki", "d", "Mail ana dot lima at example dot org."), spec, tmp_path)
+    assert json.loads(spelled["meta"])["pii"] == {"email": 1} and spelled["text"] == "Mail <EMAIL>."
     # scrubbing off: nothing scrubbed, nothing recorded
     off = clean_record(dict(r), CleanSpec(filters=[], pii={"enabled": False}), tmp_path)
     assert json.loads(off["meta"]) == {"url": "u"} and "ana.lima@example.org" in off["text"]
@@ -40,7 +42,7 @@ def test_kept_record_meta_counts_scrubbed_pii_by_kind(tmp_path):
 
 def test_work_table_pii_columns_are_the_counts_clean_record_gives(tmp_path):
     spec = CleanSpec(filters=[])
-    texts = ["No addresses here, only a harbour and its tides.", MAILS, "Mail ana dot lima at example dot org.",
+    texts = ["No addresses here, only a harbour and its tides.", MAILS, "Look at the dot com bubble, dot by dot.",
              "Reach me at ana@example.org\r\n\n\n\n\nor not  ", " \u200b \n "]   # changed by normalize; blank
     records = [record("wiki", str(k), t) for k, t in enumerate(texts)]
     write_table(records, RECORD_SCHEMA, tmp_path / "in.parquet")

@@ -29,8 +29,8 @@ and addresses, whose digit passes would otherwise eat an IBAN's or an SSN's digi
   word and a local part with a lower-case letter or a digit (`LOOK AT THE DOT COM BUBBLE` is shouting, not an
   address). Lower-case words (`ann at example dot com`) are English too ("look at the dot com bubble"): an
   address right after an email cue (`Email: ann at example dot com`, `write to ann at example.com`), or with a
-  local part no word has and the `dot` word (`jane.doe at gmail dot com`); a pronoun or article is no local
-  part or domain (`contact us at …`, `… at the dot com`).
+  local part no word has and the `dot` word (`jane.doe at gmail dot com`, `jane dot doe at gmail dot com`); a
+  pronoun or article is no local part or domain (`contact us at …`, `… at the dot com`).
 """
 
 from __future__ import annotations
@@ -241,8 +241,13 @@ _EMAIL_OBFUSCATED = re.compile(
     re.ASCII)
 # A pass of its own, after the others: a rejected lower-case match (`Reach me at Ann.Lee`) would otherwise hold the
 # span of an address in another form (`Ann.Lee AT example DOT com`)
-_EMAIL_SPELLED = re.compile(rf"(?P<local>{_LOCAL})(?P<at>[ \t]+at[ \t]+)(?:{_LABEL}(?:[ \t]+dot[ \t]+|\.))+"
-                            rf"[A-Za-z]{{2,24}}(?![\w-])", re.ASCII)
+_EMAIL_SPELLED = re.compile(rf"(?P<local>{_LOCAL}(?:[ \t]+dot[ \t]+{_LOCAL})*)(?P<at>[ \t]+at[ \t]+)"
+                            rf"(?:{_LABEL}(?:[ \t]+dot[ \t]+|\.))+[A-Za-z]{{2,24}}(?![\w-]|[ \t]+at[ \t])",
+                            re.ASCII)
+# A spelled local part's piece and its `dot` right before where the walk back stopped (`jane dot ` of
+# `jane dot doe at …`); an address never goes on with ` at ` (`me at jane dot doe at …` is no address: the one
+# after it is)
+_SPELLED_PIECE = re.compile(r"(?<![\w.+%-])[A-Za-z0-9][A-Za-z0-9._%+-]{0,30}[ \t]+dot[ \t]+$", re.ASCII)
 _SPELLED_AT = (re.compile(r"at(?<= at)(?=[ \t])"),)
 _DOT_WORD = re.compile(r"[ \t]DOT[ \t]")
 _OBFUSCATED_DOT = re.compile(rf"{_DOT_BRACKETED}|[ \t]DOT[ \t]")
@@ -292,9 +297,10 @@ class Anchored:
     anchor right after a `"`, not before `floor`: the same scan of anchors finds both."""
 
     def __init__(self, anchors: tuple[re.Pattern[str], ...], pattern: re.Pattern[str], spaces: bool,
-                 unicode: bool = False, quoted: Callable[[str, int, int], re.Match[str] | None] | None = None):
+                 unicode: bool = False, quoted: Callable[[str, int, int], re.Match[str] | None] | None = None,
+                 spelled: bool = False):
         self.anchors, self.pattern, self.spaces, self.unicode = anchors, pattern, spaces, unicode
-        self.quoted = quoted
+        self.quoted, self.spelled = quoted, spelled
 
     def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
         out, last = [], 0
@@ -312,6 +318,8 @@ class Anchored:
                 start -= 1
             while self.unicode and start < anchor.start() and text[start] in ".+%-'":
                 start += 1
+            while self.spelled and (before := _SPELLED_PIECE.search(text, max(last, start - 48), start)):
+                start = before.start()          # `jane dot doe at …`: the local part's pieces before a `dot`
             if self.quoted is not None and text[start - 1:start] == '"' and start == anchor.start():
                 m = self.quoted(text, start, last)
             else:
@@ -339,19 +347,20 @@ def _spelled_out(m: re.Match[str]) -> bool:
     domain = m.string[m.end("at"):m.end()]
     local, first = m.group("local"), re.split(r"[ \t.]", domain.strip(" \t"), maxsplit=1)[0]
     tld = re.split(r"[ \t.]", domain)[-1].lower()
-    if local.lower() in _NO_LOCAL or first.lower() in _NO_LOCAL or local.isdigit() or \
+    pieces = re.split(r"[ \t]+dot[ \t]+", local.lower())       # `jane dot doe`: each piece a name, none `the`
+    if any(piece in _NO_LOCAL for piece in pieces) or first.lower() in _NO_LOCAL or local.isdigit() or \
             not (len(tld) == 2 or tld in _SPELLED_TLDS):
         return False
     if _EMAIL_CUE.search(m.string, max(0, m.start() - 48), m.start()):
         return _SPELLED_DOT.search(domain) is not None or "." in domain
-    return _SPELLED_DOT.search(domain) is not None and re.fullmatch(r"[a-z]+(?:[._+-]?[a-z0-9]+)*", local) is not None \
-        and re.search(r"[._+-]|[a-z]\d", local) is not None
+    return _SPELLED_DOT.search(domain) is not None and (_SPELLED_DOT.search(local) is not None or re.fullmatch(
+        r"[a-z]+(?:[._+-]?[a-z0-9]+)*", local) is not None and re.search(r"[._+-]|[a-z]\d", local) is not None)
 
 
 # (kind, pattern, validator, group (0, an index, or a function of the match giving one or a span), hint)
 ID_PASSES = (
     ("email", Anchored(_AT_ANCHORS, _EMAIL_OBFUSCATED, spaces=True), _email_obfuscated, 0, bool),
-    ("email", Anchored(_SPELLED_AT, _EMAIL_SPELLED, spaces=True), _spelled_out, 0, bool),
+    ("email", Anchored(_SPELLED_AT, _EMAIL_SPELLED, spaces=True, spelled=True), _spelled_out, 0, bool),
     ("iban", CountryLed(), _iban, _iban_span, bool),
     ("ssn", _SSN, _ssn, 0, bool),
     ("ssn", PrefixLed(), _nino, 0, bool),
