@@ -178,9 +178,9 @@ class DedupSpec(StrictModel):
     )
     fold_confusables: bool = Field(
         True, description="Read look-alike letters (Unicode's confusables: Cyrillic `а`, `е`, `о`, `р`, `с`, "
-        "Greek `ο`, `ν`, …) as the ASCII letters they imitate before shingling, in a text where some word mixes "
-        "them with ASCII letters (`pаypаl`): a spam copy salted with them otherwise shares almost no shingle "
-        "with its original. Text written in Cyrillic or Greek has no such word and is left alone.",
+        "Greek `ο`, `ν`, …, both cases alike) as the ASCII letters they imitate before shingling, in every text: "
+        "a spam copy salted with them (`pаypаl`) otherwise shares almost no shingle with its original, and a "
+        "Cyrillic or Greek text is folded as its copies are (one with a Latin `o` in a word, or in capitals).",
     )
     fold_line_prefixes: bool = Field(
         True, description="Drop line numbers and timestamps starting the lines of a text where most lines (80 %, "

@@ -17,9 +17,9 @@ from tasks.data.dedup import hashloops, minhash, wordhash
 from tasks.data.dedup.lineprefix import strip_line_prefixes
 from tasks.data.dedup.marks import drop_pointing, join_hyphenated, mark_words
 from tasks.data.dedup.segment import split_unspaced
-from tasks.data.cleanup.normalize import (TRANSLATION_TABLE, confusable_letters, exact_key, format_chars, has_markup,
-                                          mixes_look_alikes, normalize_layout, normalize_text, shingle_text,
-                                          simple_chars)
+from tasks.data.cleanup.lookalikes import fold_confusables, has_look_alikes, look_alike_table
+from tasks.data.cleanup.normalize import (TRANSLATION_TABLE, exact_key, format_chars, has_markup, normalize_layout,
+                                          normalize_text, shingle_text, simple_chars)
 from tasks.data.cleanup.textbatch import ENTITY, MARKUP, NOT_SIMPLE, Encoded, exact_keys, normalize_encoded, normalize_texts
 
 PIECES = ["the", "Word", "ÉTÉ", "été", "naïve", " ", "  ", "\t", "\n", "\n\n\n\n", "\r\n", "\r", "\x00",
@@ -107,19 +107,31 @@ def _reference_normalize(text: str) -> str:
 
 @settings(max_examples=300, deadline=None)
 @given(texts)
-def test_mixed_look_alikes_as_the_regex_says(text):
+def test_look_alikes_as_the_regex_says(text):
     # the definition, written as a (slow) regex over every look-alike, both cases spelled out
-    look = "".join(re.escape(chr(c)) for c in sorted(confusable_letters()))
-    assert mixes_look_alikes(text) == (re.search(f"[A-Za-z][{look}]|[{look}][A-Za-z]", text) is not None)
+    look = "".join(re.escape(chr(c)) for c in sorted(look_alike_table()))
+    assert has_look_alikes(text) == (re.search(f"[{look}]", text) is not None)
+
+
+def test_look_alikes_fold_alike_in_either_case():
+    """Both cases of a letter fold to one lower-case ASCII letter, so casefolding before or after the fold
+    gives one text; `н` (which imitates nothing) goes where `Н` does."""
+    table = look_alike_table()
+    assert all(v.isascii() and v.islower() and len(v) == 1 for v in table.values())
+    for code, letter in table.items():
+        for other in (chr(code).lower(), chr(code).upper()):
+            if len(other) == 1 and not other.isascii():
+                assert table[ord(other)] == letter, (chr(code), other)
+    assert table[ord("н")] == table[ord("Н")] == "h" and table[ord("ν")] == table[ord("Ν")] == "v"
+    assert shingle_text("ΝΑΙ, ΗΕΛΛΑΣ") == shingle_text("ναι, ηελλασ")
 
 
 def test_ascii_i_s_k_beside_a_non_ascii_character_are_no_look_alikes():
-    # With IGNORECASE the class matched `i`, `s`, `k` as dotless ı, long ſ and the Kelvin sign: any text with a
-    # curly quote and "ri" was "mixed" and had its Greek letters read as Latin.
-    assert not mixes_look_alikes("the river’s mouth, λόγος and ἀρχή")
-    # casefolded (final sigma), not read as Latin
-    assert shingle_text("the river’s mouth, ο λόγος") == "the river’s mouth, ο λόγοσ"
-    assert mixes_look_alikes("pаypаl") and shingle_text("pаypаl login") == "paypal login"
+    # With IGNORECASE a regex class matched `i`, `s`, `k` as dotless ı, long ſ and the Kelvin sign: ASCII text
+    # beside a curly quote is no look-alike and is not folded.
+    assert not has_look_alikes("the river’s mouth, kiss") and has_look_alikes("pаypаl")
+    assert shingle_text("the river’s mouth") == "the river’s mouth"
+    assert shingle_text("pаypаl login") == "paypal login"
 
 
 def test_format_characters_are_found_in_every_plane():
@@ -176,14 +188,14 @@ def test_word_shingles_equal_the_regex_words_of_the_folded_texts(raw):
     # character of a script written without spaces a word of its own (`segment.split_unspaced`), line-number and
     # timestamp prefixes dropped first where most lines have one (`lineprefix.strip_line_prefixes`), then words
     # hyphenated at line breaks joined; Arabic/Hebrew pointing dropped after the folds, combining marks read as
-    # part of their word (`marks`)
+    # part of their word (`marks`), and look-alike letters read as ASCII last (`lookalikes`)
     spec, batch = DedupSpec(), [normalize_text(t) for t in raw]
     encoded = normalize_encoded(raw)
     exact_keys(encoded)
     _, hashes, offsets = minhash.signatures_and_shingles(batch, spec, 1, encoded)
-    units, lengths = wordhash.word_hashes([split_unspaced(drop_pointing(shingle_text(
+    units, lengths = wordhash.word_hashes([split_unspaced(fold_confusables(drop_pointing(shingle_text(
         join_hyphenated(strip_line_prefixes(t)), spec.fold_entities, spec.fold_invisible, spec.fold_unicode, False,
-        spec.fold_markup, spec.fold_confusables))) for t in batch], word=mark_words()[1])
+        spec.fold_markup, confusables=False)))) for t in batch], word=mark_words()[1])
     want, want_offsets = hashloops.ngram_hashes(units, lengths, spec.shingle_size, wordhash.MUL)
     assert offsets.tolist() == want_offsets.tolist()
     words = np.repeat(lengths > 0, np.diff(want_offsets))          # (a text without words: a hash of its text)

@@ -21,7 +21,7 @@ duplicates for deduplication, although `normalize_text` keeps them different.
 `shingle_text` folds a document for near dedup's shingles only (what is compared, never what is kept): HTML
 markup read as its visible text (escaped markup, as in an RSS item's body, too), HTML entities decoded (escaped
 up to three times over), invisible format characters (Unicode category Cf,
-ZWJ/ZWNJ included) dropped, NFKC and casefold, look-alike letters mixed into Latin words read as Latin, and
+ZWJ/ZWNJ included) dropped, NFKC and casefold, look-alike letters read as Latin (`lookalikes`), and
 for char shingles typographic quotes and dashes as ASCII. Without it a copy whose apostrophes became `&#39;`
 or whose words carry a ZWJ shares almost no word 5-gram with its original, and full-width letters or ligatures
 defeat near dedup as soon as the copy also differs by a footer (exact dedup folds them, but only for otherwise
@@ -37,7 +37,7 @@ import unicodedata
 from functools import lru_cache
 from typing import Literal
 
-import numpy as np
+from tasks.data.cleanup.lookalikes import fold_confusables, look_alike_table
 
 NormalForm = Literal["NFC", "NFKC", "none"]
 
@@ -269,9 +269,11 @@ def has_markup(text: str) -> bool:
 # may wrap onto a second line (`[the Seine\nriver](https://…)`, as text filled to 80 columns has it: such a copy
 # shared J 0.31 with the same links unwrapped, in the dedup audit), not past a blank line (markdown ends the
 # link there).
+# the target may hold one level of balanced parentheses: Wikipedia's `/wiki/Mercury_(planet)`, every
+# disambiguated title (without them such links stayed whole: a copy with 3 in 70 words was at J 0.63)
 _MD_LINK = re.compile(r"!?\[([^\[\]\n]{0,500}(?:\n[^\[\]\n]{0,500})?)\]"
                       r"\((?:<?(?:[a-z][a-z0-9+.-]{1,15}://|www\.|\.{0,2}/|#|mailto:)"
-                      r"[^()\s]{0,2000}>?)(?:\s+\"[^\"\n]{0,300}\")?\)", re.I)
+                      r"(?:[^()\s]|\([^()\s]{0,200}\)){0,2000}>?)(?:\s+\"[^\"\n]{0,300}\")?\)", re.I)
 
 
 def markdown_links_in(text: str) -> bool:
@@ -286,7 +288,7 @@ def shingle_text(text: str, entities: bool = True, invisible: bool = True, unico
     `markup`: a text holding HTML tags (`has_markup`), or only escaped ones (`feed_markup`: an RSS item's body),
     is read as HTML, its visible text kept; a markdown link or image to a URL or path as its text
     (`[Paris](https://en.wikipedia.org/wiki/Paris)` → `Paris`).
-    `confusables`: look-alike letters in a text that mixes them into Latin words → ASCII (`fold_confusables`)."""
+    `confusables`: look-alike letters → the ASCII letters they imitate, in every text (`fold_confusables`)."""
     if markup and entities and "&" in text:
         # an RSS item's body is its page escaped (`&lt;p&gt;&lt;span class="c3"&gt;Hello`): entities decoded only
         # after the markup step, its tags and attributes were words (`p`, `span`, `class`, `c3`), and the dedup
@@ -315,68 +317,15 @@ def shingle_text(text: str, entities: bool = True, invisible: bool = True, unico
             text = text.translate(table)
     if unicode:                 # NFKC_Casefold's recipe (as exact_key): casefold can un-normalize, so NFKC again;
         text = _nfkc(text)      # the quick check (~4× cheaper than normalizing) skips text already in NFKC
-    if confusables:             # after NFKC, which folds full-width and mathematical letters; before casefold
-        text = fold_confusables(text)
     if unicode:
         text = _nfkc(text.casefold())
+    if confusables:             # after NFKC, which folds full-width and mathematical letters, and casefold (`ς`)
+        text = fold_confusables(text)
     if quotes:                  # one C-speed scan per character kind (~1 ns a character each); translate's dict
         for curly, plain in TYPOGRAPHIC:    # lookup per character was ~60
             if curly in text:
                 text = text.replace(curly, plain)
     return text
-
-
-@lru_cache(maxsize=1)
-def confusable_letters() -> dict[int, str]:
-    """Non-ASCII letters Unicode's confusables data (TR39, via `confusable_homoglyphs`) lists as look-alikes of
-    an ASCII letter, as a `str.translate` table to that letter (of its own case where there is one)."""
-    from confusable_homoglyphs.confusables import confusables_data
-
-    table: dict[int, str] = {}
-    for char, glyphs in confusables_data.items():
-        if len(char) != 1 or char.isascii() or not char.isalpha():
-            continue
-        # the letter of the same case first: Cyrillic `Н` is `H`, while its lower case `н` imitates no letter,
-        # so the fold runs before casefolding
-        ascii_letters = sorted({g["c"] for g in glyphs if len(g["c"]) == 1 and g["c"].isascii()
-                                and g["c"].isalpha()}, key=lambda c: (c.isupper() != char.isupper(), c))
-        if ascii_letters:
-            table[ord(char)] = ascii_letters[0]
-    return table
-
-
-@lru_cache(maxsize=1)
-def look_alike_mask() -> np.ndarray:
-    """`confusable_letters()` as a bool [0x110000] by code point (built once per process)."""
-    mask = np.zeros(0x110000, dtype=np.bool_)
-    mask[list(confusable_letters())] = True
-    return mask
-
-
-def mixes_look_alikes(text: str) -> bool:
-    """True when an ASCII letter touches a look-alike letter (`pаypаl` with Cyrillic `а`).
-
-    Look-alikes are never ASCII, so a look-alike beside an ASCII letter starts or ends a run of non-ASCII
-    characters: tested over the text's code points at once (numpy, ~5 ns a character). A regex class of the
-    ~1,100 look-alikes could not be used: with IGNORECASE it also matched ASCII `i`, `s`, `k` (as dotless `ı`,
-    long `ſ`, the Kelvin sign), and without it, the class holds astral letters and `re` tests it as a list
-    (~3 µs a character); walking the non-ASCII runs in Python cost ~2x this."""
-    points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    alike = look_alike_mask()[points]
-    if not alike.any():
-        return False
-    folded = points | 32                            # A-Z → a-z; nothing else lands in a-z
-    letter = (folded >= 97) & (folded <= 122)
-    return bool((alike[1:] & letter[:-1]).any() or (alike[:-1] & letter[1:]).any())
-
-
-def fold_confusables(text: str) -> str:
-    """`text` with look-alike letters read as ASCII, when some word mixes them with ASCII letters.
-
-    The whole text is folded once one word is mixed, so words swapped whole (`а` for `a`) fold too; a text
-    written in Cyrillic or Greek has no mixed word and is left as it is, so its own near duplicates compare
-    as before."""
-    return text.translate(confusable_letters()) if mixes_look_alikes(text) else text
 
 
 def _nfkc(text: str) -> str:
@@ -395,7 +344,7 @@ def simple_chars() -> bytes:
     apart). A text whose non-ASCII characters are all simple (typographic quotes and dashes, lower-case
     accented letters, ...) needs no per-character fold: its NFKC + casefold is its ASCII letters in lower case.
     Built once per process from `unicodedata` (~0.1 s)."""
-    excluded = {*TRANSLATION_TABLE, *format_chars()[0], *confusable_letters()}
+    excluded = {*TRANSLATION_TABLE, *format_chars()[0], *look_alike_table()}
     table = bytearray(0x10000)
     for code in range(0x80, 0x10000):
         if code in excluded or 0xD800 <= code < 0xE000 or any(code in r for r in _JAMO):

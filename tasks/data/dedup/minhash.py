@@ -37,8 +37,8 @@ from tasks.data.dedup.lineprefix import prefixed_docs, strip_line_prefixes
 from tasks.data.dedup.marks import drop_pointing, hyphenated_docs, join_hyphenated, mark_words
 from tasks.data.dedup.segment import split_unspaced, unspaced_docs
 from tasks.data.dedup.lsh import are_duplicates, candidate_pairs, greedy_keepers, s_curve, sorted_unique, spec_banding
-from tasks.data.cleanup.normalize import (entity_in, format_chars, has_markup, markdown_links_in, mixes_look_alikes,
-                                         shingle_text)
+from tasks.data.cleanup.lookalikes import fold_confusables
+from tasks.data.cleanup.normalize import entity_in, format_chars, has_markup, markdown_links_in, shingle_text
 from tasks.data.dedup.wordhash import MUL, POW, WORD, fmix64
 
 __all__ = ["DedupResult", "distinct_runs", "estimated_jaccard", "exact_jaccard_pairs", "jaccard_of_runs",
@@ -69,19 +69,20 @@ def _char_units(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
 
 def _fold(text: str, spec: DedupSpec, folds: tuple[str, str] | None = None) -> str:
     """`shingle_text` as the spec says; `folds`: (NFKC, NFKC of its casefold) of `text` (`Encoded.folds_of`), which
-    are its result for word shingles when no other fold applies (no markup, entity, format character or mixed
-    look-alike): the exact keys made them already (two NFKC checks and a casefold a text saved)."""
+    are its result for word shingles when no other fold applies (no markup, entity or format character): the
+    exact keys made them already (two NFKC checks and a casefold a text saved). Look-alike letters are read
+    last, after pointing is dropped: a Cyrillic `о́` read as Latin `o` first keeps its accent, as `ó` does."""
     quotes = spec.fold_unicode and spec.shingle == "char"     # only char shingles see punctuation
     if folds is not None and spec.fold_unicode and not quotes and not (spec.fold_markup and (
             has_markup(text) or markdown_links_in(text))) \
             and not (spec.fold_entities and "&" in text and entity_in(text)) \
-            and not (spec.fold_invisible and format_chars()[1].search(text)) \
-            and not (spec.fold_confusables and mixes_look_alikes(folds[0])):
+            and not (spec.fold_invisible and format_chars()[1].search(text)):
         folded = folds[1]
     else:
         folded = shingle_text(text, spec.fold_entities, spec.fold_invisible, spec.fold_unicode, quotes,
-                              spec.fold_markup, spec.fold_confusables)
-    return drop_pointing(folded) if spec.fold_pointing else folded
+                              spec.fold_markup, confusables=False)
+    folded = drop_pointing(folded) if spec.fold_pointing else folded
+    return fold_confusables(folded) if spec.fold_confusables else folded
 
 
 def _prefold(text: str, spec: DedupSpec) -> str:
