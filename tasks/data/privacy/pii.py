@@ -71,11 +71,11 @@ PLACEHOLDERS = {"email": "<EMAIL>", "phone": "<PHONE>", "ipv4": "<IP_ADDRESS>", 
 # --- cards, addresses, phones ----------------------------------------------------------------------------
 # Bare; in groups of 4 with a shorter last group (12-19 digits: Maestro 4-4-4, Visa 4-4-4-1, Diners 4-4-4-2,
 # Amex 4-4-4-3, 4-4-4-4, 4-4-4-4-3); Amex 4-6-5, Diners 4-6-4. A comma around it is a CSV field's unless it
-# reads as a number's (`1,4111...`, `...1111,50`).
+# reads as a number's (`1,4111...`, `...1111,50`; not `...1111,04,2026` or `...1111,04/26`: an expiry's fields).
 _CARD = re.compile(r"[0-9](?<![\w.+-][0-9])(?<![0-9],[0-9])"
                    r"(?:\d{11,18}|\d{3}(?P<s>[ -])\d{4}(?P=s)\d{4}(?:(?P=s)\d{4}(?:(?P=s)\d{3}(?!\d))?|(?P=s)\d{1,3})?"
                    r"|\d{3}([ -])\d{6}\2\d{4,5})"
-                   r"(?!\w|[.-]\d|,\d{1,2}(?!\d))", re.ASCII)
+                   r"(?!\w|[.-]\d|,\d{1,2}(?![\d,/]))", re.ASCII)
 _IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:]|\.\d)",
                    re.ASCII)
 _IPV6_HINT = re.compile(r"::|:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}:")

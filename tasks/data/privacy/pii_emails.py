@@ -20,12 +20,13 @@ from tasks.data.privacy.pii_ids import Anchored
 # A dot and a TLD stay required (`user@localhost`, `@mentions` are no address).
 # An HTML page's `&#64;`/`&#x40;`/`&commat;` (the `@` as an entity, to dodge harvesters) and a quoted-printable
 # mail's `=40` (only where the text is quoted-printable: `_email`) are `@` too; an apostrophe may be inside the
-# local part (`o'brien@`).
+# local part (`o'brien@`), so may a `=` in a VERP or SRS bounce address (`bounces+ann=example.org@lists.example.com`,
+# whose local part is the recipient's address: `Anchored` walks back over it only then, not over `?email=`).
 # An ASCII TLD ends before a letter of another script: Chinese, Japanese and Korean glue the next word to it
 # (`请联系zhang.wei@qq.com获取资料`, `kim.minsu@naver.com입니다`); a Latin letter would continue the TLD itself.
 _DOMAIN = (r"(?:[^\W_](?:(?:[^\W_]|-){0,61}[^\W_])?\.)+"
            r"(?:[A-Za-z]{2,24}(?![A-Za-z0-9\u00c0-\u024f-])|(?:[^\W\d_]{2,24}|xn--[A-Za-z0-9-]{1,59})(?![^\W_]|-))")
-_EMAIL = re.compile(r"[^\W](?:[\w.%+'-]{0,62}[\w%+-])?(?P<at>[@\uff20]|%40|&\#(?:64|x40);|&commat;|=40)"
+_EMAIL = re.compile(r"[^\W](?:[\w.%+'=-]{0,62}[\w%+=-])?(?P<at>[@\uff20]|%40|&\#(?:64|x40);|&commat;|=40)"
                     + _DOMAIN)  # `_` after it: markdown italics
 _AT_FORMS = ("@", "\uff20", "%40", "&#64;", "&#x40;", "&commat;", "=40")
 # Quoted-printable around a `=40`: an encoded word's `?Q?` or another escape on its line, or the header.

@@ -233,8 +233,11 @@ def _sin(m: re.Match[str]) -> bool:
 # --- obfuscated emails -----------------------------------------------------------------------------------
 _LOCAL = r"[A-Za-z0-9](?<![\w.+%-][A-Za-z0-9])(?:[A-Za-z0-9._%+-]{0,62}[A-Za-z0-9_%+-])?"
 _LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_AT_BRACKETED = r"[ \t]*[\[({<][ \t]*(?:[Aa][Tt]|@)[ \t]*[\])}>][ \t]*"
-_DOT_BRACKETED = r"[ \t]*[\[({<][ \t]*(?:[Dd][Oo][Tt]|\.)[ \t]*[\])}>][ \t]*"
+# The bracketed words in German, French, Spanish, Italian too (`[ät]`, `[arobase]`, `[arroba]`, `(chiocciola)`,
+# `[punkt]`, `[point]`, `[punto]`), and German's `(a)` glued between the two parts (`max.mustermann(a)web.de`)
+_AT_WORD = r"(?:[Aa][Tt]|@|[Ää][Tt]|(?i:arobase|arroba|chiocciola|klammeraffe))"
+_AT_BRACKETED = rf"[ \t]*[\[({{<][ \t]*{_AT_WORD}[ \t]*[\])}}>][ \t]*|(?<=[A-Za-z0-9])\([Aa]\)(?=[A-Za-z0-9])"
+_DOT_BRACKETED = r"[ \t]*[\[({<][ \t]*(?:[Dd][Oo][Tt]|\.|(?i:punkt|point|punto|kropka|ponto))[ \t]*[\])}>][ \t]*"
 _EMAIL_OBFUSCATED = re.compile(
     rf"(?P<local>{_LOCAL})(?P<at>{_AT_BRACKETED}|[ \t]+AT[ \t]+|@)"
     rf"(?:{_LABEL}(?:{_DOT_BRACKETED}|[ \t]+DOT[ \t]+|\.))+[A-Za-z]{{2,24}}(?![\w-]|[ \t]*[\[({{<][ \t]*[Dd][Oo][Tt])",
@@ -259,13 +262,17 @@ _EMAIL_CUE = re.compile(r"(?i:(?<!<)\be-?mail|\bmail[ ]?(?:to|me)\b|\bwrite[ ]to
                         r"[^\n.;!?]{0,40}$")
 # Its last label, spelled out: a country's two letters or a generic TLD people write (`meet bob at noon dot sharp`
 # has none)
+_GLUED_TLDS = frozenset("com org net edu de at ch fr es it nl be pl eu info biz io co uk".split())
 _SPELLED_TLDS = frozenset("com org net edu gov mil int io info biz name pro mobi app dev ai co".split())
 _NO_LOCAL = frozenset("me us you him her them it i we they the a an this that our my your his their its".split())
 _SPELLED_DOT = re.compile(r"[ \t]dot[ \t]")
+# An article or possessive right before the local part, or one word before it (`the form at`, `our web form at`)
+_NOUN_PHRASE = re.compile(r"(?i)\b(?:the|a|an|our|your|my|this|that|their|its)[ \t]+(?:[a-z-]+[ \t]+)?$")
 # Where an obfuscated address can be: its `at`, bracketed, an `AT` word, or `@` (`ann@example[dot]com`).
 # Three patterns, not one alternation: each is found by a faster scan (a literal, or a first-character set);
 # their alternation defeats both (20 ms on 1.3 MB of code against 8).
-_AT_ANCHORS = tuple(re.compile(p) for p in (r"[\[({<][ \t]*(?:[Aa][Tt]|@)[ \t]*[\])}>]", "@", r"AT(?<= AT)(?=[ \t])"))
+_AT_ANCHORS = tuple(re.compile(p) for p in (rf"[\[({{<][ \t]*{_AT_WORD}[ \t]*[\])}}>]", "@", r"AT(?<= AT)(?=[ \t])",
+                                             r"\([Aa]\)(?<=[A-Za-z0-9]\([Aa]\))(?=[A-Za-z0-9])"))
 LOCAL_CHARS = frozenset(string.ascii_letters + string.digits + "._%+-")
 
 
@@ -318,6 +325,8 @@ class Anchored:
                 start -= 1
             while self.unicode and start < anchor.start() and text[start] in ".+%-'":
                 start += 1
+            if self.unicode and text[start - 1:start] == "=":
+                start = _bounce_start(text, start, floor)
             while self.spelled and (before := _SPELLED_PIECE.search(text, max(last, start - 48), start)):
                 start = before.start()          # `jane dot doe at …`: the local part's pieces before a `dot`
             if self.quoted is not None and text[start - 1:start] == '"' and start == anchor.start():
@@ -331,6 +340,19 @@ class Anchored:
         return "".join(out) + text[last:] if out else text
 
 
+_BOUNCE_LOCAL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._%+=-]*\+[A-Za-z0-9._%+=-]*=|SRS[01]=[A-Za-z0-9._%+=-]*=", re.I)
+
+
+def _bounce_start(text: str, start: int, floor: int) -> int:
+    """Where a local part holding `=` starts: a VERP or SRS bounce address's (`bounces+ann=example.org@`,
+    `ticket+8841-ann=example.org@`, `SRS0=HHH=TT=example.org=ann@`), whose local part before the `=` has a `+`
+    (or is SRS's); else `start` (`?email=ann@`, `user=ann@`: a pair's name is no part of the address)."""
+    first = start - 1
+    while first > floor and (text[first - 1] in LOCAL_CHARS or text[first - 1] == "="):
+        first -= 1
+    return first if _BOUNCE_LOCAL.fullmatch(text, first, start) else start
+
+
 def _email_obfuscated(m: re.Match[str]) -> bool:
     at = m.group("at").strip(" \t")
     domain = m.string[m.end("at"):m.end()]
@@ -339,6 +361,8 @@ def _email_obfuscated(m: re.Match[str]) -> bool:
         return _DOT_WORD.search(domain) is not None and (local.upper() != local or any(c.isdigit() for c in local))
     if at == "@":
         return _OBFUSCATED_DOT.search(domain) is not None
+    if at in ("(a)", "(A)"):            # glued `(a)`: code calls look alike (`f(a)obj.method`), so a mail TLD only
+        return re.split(r"[^A-Za-z]+", domain)[-1].lower() in _GLUED_TLDS
     return True                         # a bracketed `at` is never prose
 
 
@@ -351,8 +375,10 @@ def _spelled_out(m: re.Match[str]) -> bool:
     if any(piece in _NO_LOCAL for piece in pieces) or first.lower() in _NO_LOCAL or local.isdigit() or \
             not (len(tld) == 2 or tld in _SPELLED_TLDS):
         return False
+    if _NOUN_PHRASE.search(m.string, max(0, m.start() - 32), m.start()):
+        return False                    # `the contact form at example dot com`: a thing's name, not a local part
     if _EMAIL_CUE.search(m.string, max(0, m.start() - 48), m.start()):
-        return _SPELLED_DOT.search(domain) is not None or "." in domain
+        return True                     # (the pattern has the domain's `.` or `dot` already)
     return _SPELLED_DOT.search(domain) is not None and (_SPELLED_DOT.search(local) is not None or re.fullmatch(
         r"[a-z]+(?:[._+-]?[a-z0-9]+)*", local) is not None and re.search(r"[._+-]|[a-z]\d", local) is not None)
 

@@ -97,6 +97,8 @@ _COMMAND_AFTER = re.compile(r"[ \t]+(?:sudo[ \t]+)?(?:psql|pg_dump|pg_dumpall|pg
                             r"mysqldump|mysqladmin|aws|curl|wget|python3?|node|npm|npx|yarn|docker|git|gh|"
                             r"terraform|bash|sh|make|java|go|cargo|heroku|vault|kubectl|helm|az|gcloud|"
                             r"ansible-playbook|redis-cli|mongosh|\./[\w.-]+)(?=[ \t]|$)")
+_FLAG_OF_PAIRS = re.compile(r"(?:^|[ \t\"'])--(?:from-literal|literal|build-arg|set|set-string|env|var|"
+                            r"extra-vars|config|conf|property|define|param|parameter)=$")
 _HEADER_NAME = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)+[\"']")     # `"X-Auth-Token"`: a list of names goes on
 
 
@@ -141,7 +143,9 @@ def name_start(m: re.Match[str]) -> int | None:
     word_end = _word_end(m)
     # after `=` the "name" is another pair's value (`?api_key=aPW:00000A&`): that pair's pass reads it whole,
     # and reading `aPW` as a name here would replace only what follows its colon
-    if text[start - 1:start] == "=" and text[start - 2:start] != "==":
+    # (but a flag's value may be a pair of its own: kubectl's `--from-literal=password=...`, `--build-arg=`)
+    if text[start - 1:start] == "=" and text[start - 2:start] != "==" and \
+            _FLAG_OF_PAIRS.search(text, max(0, start - 40), start) is None:
         return None
     if text[start - 3:start] == "://":              # a URL's user (`https://x-access-token:...@`): the URL pass's
         return None

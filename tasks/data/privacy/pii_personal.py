@@ -35,7 +35,11 @@ _MONTHS = {name: i + 1 for names in (
     "jan feb mar apr may jun jul aug sep oct nov dec",
     "januar februar märz april mai juni juli august september oktober november dezember",
     "enero febrero marzo abril mayo junio julio agosto septiembre octubre noviembre diciembre",
-    "janvier février mars avril mai juin juillet août septembre octobre novembre décembre")
+    "janvier février mars avril mai juin juillet août septembre octobre novembre décembre",
+    "gennaio febbraio marzo aprile maggio giugno luglio agosto settembre ottobre novembre dicembre",
+    "janeiro fevereiro março abril maio junho julho agosto setembro outubro novembro dezembro",
+    "januari februari maart april mei juni juli augustus september oktober november december",
+    "stycznia lutego marca kwietnia maja czerwca lipca sierpnia września października listopada grudnia")
     for i, name in enumerate(names.split())} | {"sept": 9, "setiembre": 9, "maerz": 3, "fevrier": 2, "aout": 8}
 
 # The cue, then what may stand between it and the date (`DOB: `, `"dob": "`, `date of birth is `, `born on `,
@@ -43,11 +47,14 @@ _MONTHS = {name: i + 1 for names in (
 # `born on` in French, German and Spanish too (`né le`, `geboren am`, `nacida el`), and the CJK and Korean labels
 # (`生年月日`, `出生日期`, `生日`, `誕生日`, `생년월일`), which need no word boundary: CJK text has no spaces.
 _DOB_CUE = (r"(?:(?i:\b(?:d\.?o\.?b\.?|date[ _-]of[ _-]birth|birth[ _-]?date|birthday|born(?:[ ]on\b|(?=[ \t]*[:=]))"
-            r"|geburtsdatum|geb\.|fecha[ _]de[ _]nacimiento|date[ _]de[ _]naissance"
-            r"|n[ée]e?[ ]le|geboren[ ]am|nacid[oa][ ]el))|出生年月日|出生日期|生年月日|誕生日|生日|생년월일|생일)"
+            r"|geburtsdatum|geb\.?-?datum|geb\.|fecha[ _]de[ _]nac(?:imiento|\.)|date[ _]de[ _]naissance"
+            r"|n[ée]e?[ ]le|geboren[ ]a[mn]|geboren[ ]op|nacid[oa][ ]el|data[ _]di[ _]nascita|nat[oa][ ]il"
+            r"|geboortedatum|data[ _]urodzenia|urodzon[ya]|data[ _]de[ _]nascimento|nascid[oa][ ]em|bday"
+            r"|f[øo]dselsdato|f[öo]delsedatum|syntym[äa]aika|do[ğg]um[ _]tarihi))"
+            r"|(?i:дата[ _]рождения)|تاريخ[ _]الميلاد|जन्म[ _]?तिथि|出生年月日|出生日期|生年月日|誕生日|生日|생년월일|생일)"
             r"(?:[ \t]*\((?i:[dmy]{1,4}[-/.][dmy]{1,4}[-/.][dmy]{1,4})\))?"
             r"[\"']?[ \t]*(?:[:=#>：]|is|was|\(|-|是|为|為|は|은|는)?[ \t]*[\"']?")
-_MONTH_WORD = r"[^\W\d_]{3,10}\.?"
+_MONTH_WORD = r"[^\W\d_]{3,12}\.?"
 # A date of birth has no time of day: a datetime at midnight is a date column exported (`1985-03-14T00:00:00`),
 # another time an event's timestamp (`Date of birth: 2024-01-15T10:30:00` is a form's log line).
 _MIDNIGHT = r"(?:T00:00(?::00(?:\.0+)?)?(?:Z|[+-]00:?00)?)?"
@@ -96,9 +103,11 @@ def _date_span(m: re.Match[str]) -> tuple[int, int]:
 
 # A passport cue, then the number: 6-9 capitals and digits, not a version (`passport 0.6.0`) or a word.
 _PASSPORT = re.compile(
-    r"(?i:\b(?:passport|reisepass|pasaporte|passeport))"
-    r"(?i:[ _-]?(?:nummer|number|num|no\.?|nr\.?|n[°º]\.?|\#|n[uú]mero|num[eé]ro|id))?"
-    r"[\"']?[ \t]*(?:[:=#>]|is|was)?[ \t]*[\"']?"
+    r"(?:(?i:\b(?:passport|reisepass|pasaporte|passeport|passaporto|passaporte|paspoort|paszport(?:u)?|паспорт))"
+    r"|パスポート|여권|护照|護照|جواز[ ]السفر|पासपोर्ट)"
+    r"(?i:[ _-]?(?:nummer|number|num|no\.?|nr\.?|n[°º]\.?|n\.|\#|n[uú]mero|num[eé]ro|id|номер))?"
+    r"(?:[ ]?(?:番号|번호|号码|號碼|नंबर|संख्या))?"
+    r"[\"']?[ \t]*(?:[:=#>：]|is|was)?[ \t]*[\"']?"
     r"(?P<number>[A-Z0-9]{6,9})(?![\w-]|[.,/]\d)")
 # ICAO 9303 TD3: line 1 `P`, a type letter or `<`, the issuing state, the name (`<<` between surname and given
 # names); line 2 the number, its check digit, nationality, birth date, sex, expiry, optional data, check digits.
@@ -192,10 +201,16 @@ def _number_span(m: re.Match[str]) -> tuple[int, int]:
     return m.start("number") - m.start(), m.end("number") - m.start()
 
 
-_DOB_GATES = ("dob", "d.o.b", "birth", "born", "geburtsdatum", "geb.", "nacimiento", "naissance", "geboren", "nacid")
+_DOB_GATES = ("dob", "d.o.b", "birth", "born", "geburtsdatum", "geb.", "nacimiento", "naissance", "geboren", "nacid",
+              "fecha de nac", "nasc", "nato il", "nata il", "geboortedatum", "urodz", "bday")
 # Cues outside ASCII, found as written (`fold` reads a text with CJK letters as ASCII and `?`)
-_DOB_WRITTEN_GATES = ("né le", "née le", "Né le", "Née le", "出生", "生年月日", "生日", "誕生日", "생년월일", "생일")
-_PASSPORT_GATES = ("passport", "reisepass", "pasaporte", "passeport")
+_DOB_WRITTEN_GATES = ("né le", "née le", "Né le", "Née le", "出生", "生年月日", "生日", "誕生日", "생년월일", "생일",
+                      "рождения", "Рождения", "РОЖДЕНИЯ", "الميلاد", "जन्म", "fødselsdato", "Fødselsdato",
+                      "födelsedatum", "Födelsedatum", "syntymäaika", "Syntymäaika", "doğum tarihi", "Doğum tarihi",
+                      "Doğum Tarihi")
+_PASSPORT_GATES = ("passport", "reisepass", "pasaporte", "passeport", "passapor", "paspoort", "paszport")
+_PASSPORT_WRITTEN_GATES = ("паспорт", "Паспорт", "ПАСПОРТ", "パスポート", "여권", "护照", "護照", "جواز السفر",
+                           "पासपोर्ट")
 
 # (kind, pattern, validator, group (0 or a function of the match giving a span), hint); MRZ first: its line 2
 # holds a birth date and a number that the cued passes must not cut. Every MRZ line 1 has a `<<` (between the
@@ -203,6 +218,7 @@ _PASSPORT_GATES = ("passport", "reisepass", "pasaporte", "passeport")
 PERSONAL_PASSES = (
     ("passport", Gated(_MRZ, ("<<",), 44, fold=False), _mrz, 0, bool),
     ("passport", Gated(_PASSPORT, _PASSPORT_GATES, 2), _passport, _number_span, bool),
+    ("passport", Gated(_PASSPORT, _PASSPORT_WRITTEN_GATES, 2, fold=False), _passport, _number_span, bool),
     ("dob", Gated(_DOB, _DOB_GATES, 24), _dob, _date_span, bool),
     ("dob", Gated(_DOB, _DOB_WRITTEN_GATES, 24, fold=False), _dob, _date_span, bool),
 )

@@ -48,12 +48,14 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+from tasks.data.privacy.pii_foreign import (FOREIGN_API_KEY, FOREIGN_PASSWORD, foreign_api_key, foreign_password,
+                                            value_span)
 from tasks.data.privacy.pii_headers import HEADER_DIRECTIVES, CookieValues, directive_credential, directive_span
 from tasks.data.privacy.pii_keyed import CREDENTIAL_NAME, KeyedValues, names_no_credential
 from tasks.data.privacy.pii_pairs import NAME_VALUE_PAIRS, POSITIONAL, positional_credential, positional_span
 from tasks.data.privacy.pii_shapes import SHAPE_PASSES
-from tasks.data.privacy.pii_values import (is_placeholder, literal_in, looks_random, shannon_entropy, trim_end,
-                                           value_ok)
+from tasks.data.privacy.pii_values import (is_placeholder, literal_in, looks_random, masked_after_prefix,
+                                           shannon_entropy, trim_end, value_ok)
 
 Validator = Callable[[re.Match[str]], bool]
 
@@ -178,8 +180,10 @@ _ORACLE_LOGIN = Gated([
 # `scheme://user:PASSWORD@host` (or `redis://:PASSWORD@host`, no user): only the password is replaced.
 _URL_CREDENTIALS = Gated([("://", r"://(?<=[A-Za-z0-9+.-]://)[^\s:/@'\"<>]{0,64}:([^\s@/'\"<>]{1,128})@(?=[\w\[])")])
 
-_AUTH_SCHEMES = ("basic", "bearer", "token", "bot", "apikey", "sso-key", "key")
-_AUTH_VALUE = (r"[\"']?[ \t]*[:=][ \t]*[\"']?(?:((?i:basic|bearer|token|bot|apikey|sso-key|key))[ \t]+)?"
+# Okta's `SSWS`, Splunk's, Opsgenie's `GenieKey`, Kerberos/NTLM's `Negotiate`/`NTLM` (a base64 blob naming the user)
+_AUTH_SCHEMES = ("basic", "bearer", "token", "bot", "apikey", "sso-key", "key", "ssws", "splunk", "geniekey",
+                 "negotiate", "ntlm")
+_AUTH_VALUE = (r"[\"']?[ \t]*[:=][ \t]*[\"']?(?:((?i:" + "|".join(_AUTH_SCHEMES) + r"))[ \t]+)?"
                r"([^\s\"'`]{6,400})")      # group 1: the scheme, group 2: the credential (`_auth_span` ends it)
 _AUTHORIZATION = Gated([  # `Authorization`, `Proxy-Authorization`, `AUTHORIZATION` (not `unauthorization`)
     ("uthorization", r"uthorization(?<![\w][Aa]uthorization)(?<=[Aa]uthorization)" + _AUTH_VALUE),
@@ -299,6 +303,8 @@ _WORDS_AFTER_PREFIX = re.compile(r"[A-Za-z0-9]+[_-](?:[a-z]+_)?(?P<rest>[a-z]+(?
 def _token_shape(m: re.Match[str]) -> bool:
     value = m.group()
     words = _WORDS_AFTER_PREFIX.fullmatch(value)
+    if masked_after_prefix(value):
+        return False
     if words and (is_placeholder(words["rest"]) or re.search(r"[_-]", words["rest"])):
         return False
     if value.startswith("sk-"):
@@ -366,6 +372,8 @@ SECRET_PASSES: tuple[tuple[re.Pattern[str], Validator | None,
     (_COMMAND_PASSWORD, _command_password, _value_group, _always),
     (_XML_ELEMENT, _xml_element, _value_group, _always),
     (_PROSE_PASSWORD, _prose_password, _value_group, _always),
+    *((gated, foreign_password, value_span, _always) for gated in FOREIGN_PASSWORD),    # `mot de passe : ...`
+    *((gated, foreign_api_key, value_span, _always) for gated in FOREIGN_API_KEY),      # `clé API : ...`
     (CookieValues(), None, 0, _always),     # before `KeyedValues`: `auth_token=a&b=1` in a cookie is one value
     (KeyedValues(), None, 0, _always),
     (NAME_VALUE_PAIRS, None, 0, _always),     # `- name: DB_PASSWORD` / `value: ...`, `<add key=... value=.../>`

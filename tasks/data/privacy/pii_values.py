@@ -232,7 +232,17 @@ def is_placeholder(value: str, quoted: bool = False, yaml: bool = False) -> bool
         return True
     if not quoted and re.fullmatch(r"[A-Z]+(?:_[A-Z0-9]+)*", value):         # YOUR_API_KEY, an env var's name
         return True
+    if masked_after_prefix(value):
+        return True
     return any(part in low for part in _PLACEHOLDER_WORDS)
+
+
+_MASKED_AFTER_PREFIX = re.compile(r"(?:[A-Za-z0-9]{1,12}[_-]){1,2}(?:\.{3,}|…|X{4,}|x{4,}|\*{4,}|#{4,})")
+
+
+def masked_after_prefix(value: str) -> bool:
+    """A vendor's prefix and a mask, as documentation writes a key: `sk-...`, `hf_…`, `sk_test_XXXXXXXX`."""
+    return _MASKED_AFTER_PREFIX.fullmatch(value) is not None
 
 
 def prose_like(value: str) -> bool:

@@ -1,0 +1,104 @@
+"""PII named in languages other than English, and layouts a probe of crawl, chat, mail and config text found
+missed (402 planted lines: recall 0.74; most misses were cue words outside English). Expected outputs are written
+by hand; each case failed before its fix unless marked "kept"."""
+
+from __future__ import annotations
+
+import pytest
+
+from tasks.data.privacy.pii import scrub_pii
+
+
+def _case(text: str, expected: str | None) -> None:
+    expected = expected or text
+    scrubbed, counts = scrub_pii(text)
+    assert scrubbed == expected, (text, scrubbed)
+    assert sum(counts.values()) == expected.count("<") - text.count("<")
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("mot de passe : Soleil#2023", "mot de passe : <SECRET>"), ("MOT DE PASSE : Soleil#2023", "MOT DE PASSE : <SECRET>"),
+    ("contraseña: Gato_1234", "contraseña: <SECRET>"), ("hasło: Kot2024!x", "hasło: <SECRET>"),
+    ("lösenord: Sommar2024", "lösenord: <SECRET>"), ("パスワード：Sakura2024!", "パスワード：<SECRET>"),
+    ("비밀번호: Hangul2024!", "비밀번호: <SECRET>"), ("密码：abc123456，请勿泄露", "密码：<SECRET>，请勿泄露"),
+    ("كلمة المرور: Cairo2024!", "كلمة المرور: <SECRET>"), ("पासवर्ड: Delhi@2024", "पासवर्ड: <SECRET>"),
+    ("Ihr neues Kennwort lautet: Mx7#pQ2z", "Ihr neues Kennwort lautet: <SECRET>"),
+    ("Mon mot de passe est Soleil2023!", "Mon mot de passe est <SECRET>"),
+    ("Hier ist mein API-Schlüssel: Zx8Kq2Lm9Pv4Rt7Wn1Bc5Df0Gh3Jk6Ls8Ae2Q", "Hier ist mein API-Schlüssel: <SECRET>"),
+    ("Voici ma clé API : Zx8Kq2Lm9Pv4Rt7Wn1Bc5Df0Gh3Jk6Ls8Ae2Q", "Voici ma clé API : <SECRET>"),
+    ("mi clave de API es Zx8Kq2Lm9Pv4Rt7Wn1Bc5Df0Gh3Jk6Ls8Ae2Q", "mi clave de API es <SECRET>"),
+    ("APIキー：Zx8Kq2Lm9Pv4Rt7Wn1Bc5Df0Gh3Jk6Ls8Ae2Q", "APIキー：<SECRET>"),
+    ("API 密钥: Zx8Kq2Lm9Pv4Rt7Wn1Bc5Df0Gh3Jk6Ls8Ae2Q", "API 密钥: <SECRET>"),
+    ("Authorization: SSWS 00Zx8Kq2Lm9Pv4Rt7Wn1Bc5Df0Gh3Jk6Ls8Ae2Qi4", "Authorization: SSWS <SECRET>"),
+    ("kubectl create secret generic db --from-literal=password=Kx8!qz2Lp --from-literal=user=bob",
+     "kubectl create secret generic db --from-literal=password=<SECRET> --from-literal=user=bob"),
+    ("docker build --build-arg=NPM_TOKEN=npm_a8Kq2Lm9Pv4Rt7Wn1Bc5Df0Gh3Jk6Ls8Ae2Qi4 .",
+     "docker build --build-arg=NPM_TOKEN=<SECRET> ."),
+    # kept: no digit, a rule, a placeholder, a prompt, a keyword
+    ("mot de passe : 8 caractères minimum", None), ("contraseña: mínimo 8 caracteres", None),
+    ("Mot de passe oublié ?", None), ("パスワードを忘れた場合", None), ("密码长度至少8位", None),
+    ("la parola chiave python3 è utile", None), ("mot de passe : ********", None),
+    ("contraseña: <tu contraseña>", None), ("la clé API est disponible dans le tableau de bord", None),
+    ("clé API : votre_cle_api_ici", None),
+    # kept: a vendor's prefix and a mask, as documentation writes a key (a real key after the same name goes)
+    ("OPENAI_API_KEY=sk-...", None), ("HF_TOKEN=hf_...", None), ("api_key: sk-…", None),
+    ("STRIPE_KEY=sk_test_XXXXXXXXXXXXXXXXXXXXXXXX", None),
+    ("STRIPE_KEY=sk_test_4eC39HqLyjWDarjtT1zdp7dc", "STRIPE_KEY=<SECRET>"),
+])
+def test_credentials_named_in_other_languages(text: str, expected: str | None) -> None:
+    _case(text, expected)
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("Geb.-Datum: 12.03.1985", "Geb.-Datum: <DOB>"), ("data di nascita: 12/03/1985", "data di nascita: <DOB>"),
+    ("geboortedatum: 12-03-1985", "geboortedatum: <DOB>"), ("data urodzenia: 12.03.1985", "data urodzenia: <DOB>"),
+    ("data de nascimento: 12 de março de 1985", "data de nascimento: <DOB>"),
+    ("تاريخ الميلاد: 12/03/1985", "تاريخ الميلاد: <DOB>"), ("जन्म तिथि: 12/03/1985", "जन्म तिथि: <DOB>"),
+    ("BDAY:19850312", "BDAY:<DOB>"), ("Fecha de nac.: 12/03/1985", "Fecha de nac.: <DOB>"),
+    ("nata il 12/03/1985 a Roma", "nata il <DOB> a Roma"), ("urodzony 12 marca 1985", "urodzony <DOB>"),
+    ("Дата рождения: 12.03.1985", "Дата рождения: <DOB>"), ("fødselsdato: 12.03.1985", "fødselsdato: <DOB>"),
+    ("doğum tarihi: 12.03.1985", "doğum tarihi: <DOB>"), ("geboren op 12 maart 1985", "geboren op <DOB>"),
+    ("passaporto n. YA1234567", "passaporto n. <PASSPORT>"), ("paspoortnummer NW1234567", "paspoortnummer <PASSPORT>"),
+    ("numer paszportu: EA1234567", "numer paszportu: <PASSPORT>"), ("パスポート番号：TK1234567", "パスポート番号：<PASSPORT>"),
+    ("여권번호: M12345678", "여권번호: <PASSPORT>"), ("护照号码：E12345678", "护照号码：<PASSPORT>"),
+    ("رقم جواز السفر: A12345678", "رقم جواز السفر: <PASSPORT>"), ("पासपोर्ट नंबर: J8369854", "पासपोर्ट नंबर: <PASSPORT>"),
+    ("número do passaporte: FZ123456", "número do passaporte: <PASSPORT>"),
+    # kept: another date's label, no cue, history, a year, no number
+    ("Rechnungsdatum: 12.03.1985", None), ("il 12/03/1985 a Roma", None), ("Napoléon, né le 15 août 1769", None),
+    ("data di nascita del progetto: 2019", None), ("passaporto scaduto nel 2020", None), ("паспорт РФ", None),
+])
+def test_dates_of_birth_and_passports_in_other_languages(text: str, expected: str | None) -> None:
+    _case(text, expected)
+
+
+@pytest.mark.parametrize("text, expected", [
+    # the bracketed words of other languages, and German's glued `(a)` before a mail TLD
+    ("E-Mail: anna.schmidt [ät] gmx [punkt] de", "E-Mail: <EMAIL>"),
+    ("Contactez-moi : jean.dupont [arobase] orange [point] fr", "Contactez-moi : <EMAIL>"),
+    ("Escríbeme a juan.perez [arroba] gmail [punto] com si tienes dudas", "Escríbeme a <EMAIL> si tienes dudas"),
+    ("Bitte schreiben Sie an max.mustermann(a)web.de für Rückfragen.", "Bitte schreiben Sie an <EMAIL> für Rückfragen."),
+    # a VERP / SRS bounce address holds the recipient's address: replaced whole (was cut at its `=`)
+    ("Return-Path: <bounces+lena.fischer=gmx.de@mailer.example.com>", "Return-Path: <<EMAIL>>"),
+    ('Reply-To: "Support" <ticket+8841-lena.fischer=gmx.de@help.zendesk.com>', 'Reply-To: "Support" <<EMAIL>>'),
+    ("SRS0=HHH=TT=gmx.de=lena@fwd.example.org", "<EMAIL>"),
+    ("GET /?email=ann@example.com&x=1", "GET /?email=<EMAIL>&x=1"),                    # kept: the pair's name
+    # kept: code calls, a list item, a noun phrase before `at ... dot com`
+    ("x = f(a)obj.method()", None), ("see item (a) above.", None),
+    ("Email us via the contact form at example dot com", None), ("Fill in the contact form at example dot com", None),
+])
+def test_email_forms_of_other_languages_and_bounces(text: str, expected: str | None) -> None:
+    _case(text, expected)
+
+
+@pytest.mark.parametrize("text, expected", [
+    # a card in a CSV row before its expiry's fields (`,04,2026`, `,04/26` were read as a decimal's `,04`)
+    ("4539391488034369,04,2026,Anna Schmidt,287-65-4321", "<CREDIT_CARD>,04,2026,Anna Schmidt,<SSN>"),
+    ("card_no,exp,name\n4539391488034369,04/26,Anna", "card_no,exp,name\n<CREDIT_CARD>,04/26,Anna"),
+    ("price 4539391488034369,50 EUR", None),                                           # kept: a decimal
+    # German letterheads: the trunk, a spaced slash, the subscriber in groups
+    ("Tel.: 030 / 1234 5678 (Mo-Fr 9-17 Uhr)", "Tel.: <PHONE> (Mo-Fr 9-17 Uhr)"),
+    ("Telefon: 089 / 123 456 78", "Telefon: <PHONE>"), ("Fax: 0221 / 98 76 54 32", "Fax: <PHONE>"),
+    ("pages 850 / 900 / 1800", None), ("Tel: 2019 / 2020", None),                     # kept
+])
+def test_card_rows_and_slashed_phones(text: str, expected: str | None) -> None:
+    _case(text, expected)
