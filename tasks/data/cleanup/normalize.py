@@ -99,9 +99,13 @@ _MANY_BLANK_LINES = re.compile(r"\n{4,}")          # 4 newlines = 3 blank lines
 # letters of Persian and Indic scripts and emoji, and set direction beside Hebrew or Arabic); inside ASCII they
 # hide what a token is: `john.doe\u200c@example.com` or `415\u200d555\u200e2671` escaped PII scrubbing. ZWNJ and
 # ZWJ join nothing beside an ASCII space either (`4111 1111\u200c 1111 1111`); LRM/RLM there can still order a
-# Hebrew or Arabic line's neutrals, so they stay.
-_JOINERS = re.compile("[\u200c-\u200f]")
-_JOINERS_IN_ASCII = re.compile("(?<=[ -~])[\u200c\u200d]+(?=[ -~])|(?<=[!-~])[\u200c-\u200f]+(?=[!-~])")
+# Hebrew or Arabic line's neutrals, so they stay. So do the other invisible characters that mean something only
+# beside other scripts or emoji and hid PII from clean the same way (a hostile-input probe: `4111\u20631111…`,
+# `123\ufe00-45-6789`, `john\u034f.doe@…` kept unredacted): the combining grapheme joiner, the invisible
+# operators U+2061–2064, bidi embeddings, overrides and isolates, variation selectors and tag characters.
+_HIDERS = "\u034f\u2061-\u2064\u202a-\u202e\u2066-\u2069\ufe00-\ufe0f\U000e0000-\U000e007f\U000e0100-\U000e01ef"
+_JOINERS = re.compile(f"[\u200c-\u200f{_HIDERS}]")
+_JOINERS_IN_ASCII = re.compile(f"(?<=[ -~])[\u200c\u200d]+(?=[ -~])|(?<=[!-~])[\u200c-\u200f{_HIDERS}]+(?=[!-~])")
 
 
 def _translated(m: re.Match[str]) -> str:
@@ -109,8 +113,8 @@ def _translated(m: re.Match[str]) -> str:
 
 
 def joiners_in(text: str) -> bool:
-    """Whether `text` holds a ZWNJ, ZWJ, LRM or RLM, which `normalize_text` removes between ASCII characters (the
-    batch paths leave such text to `normalize_text` and `exact_key` themselves)."""
+    """Whether `text` holds a ZWNJ, ZWJ, LRM, RLM or another of `_HIDERS`, which `normalize_text` removes between
+    ASCII characters (the batch paths leave such text to `normalize_text` and `exact_key` themselves)."""
     return _JOINERS.search(text) is not None
 
 

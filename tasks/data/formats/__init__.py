@@ -38,6 +38,9 @@ def read_files(src: FilesSource, root: Path, max_record_bytes: int) -> Iterator[
                 yield from _read_one(stream, path, shown, src, root, max_record_bytes)
         except OSError as exc:  # opening (or the first read of) the file failed: a dangling link, no permission
             yield Bad(shown, "", "unreadable_file", f"{exc.__class__.__name__}: {exc.strerror or exc}")
+        except Exception as exc:  # noqa: BLE001 — a reader failing on a hostile file: that file, not the stage
+            yield Bad(shown, "", "unreadable_file", f"reading stopped: {exc.__class__.__name__}: {str(exc)[:300]} "
+                      "(the records before it were kept)")
 
 
 def detect_format(stream: Stream, path: Path, declared: str = "auto") -> str | None:

@@ -15,7 +15,7 @@ import pyarrow.ipc as ipc
 
 from specs.ingest import FilesSource
 from tasks.data.formats.objects import from_object
-from tasks.data.formats.parquet_rows import parquet_rows
+from tasks.data.formats.parquet_rows import decode_rows, parquet_rows
 from tasks.data.formats.streams import Stream
 from tasks.data.records import Bad, Doc
 
@@ -35,7 +35,21 @@ def read_parquet(path: Path, shown: str, src: FilesSource, root: Path, cap: int)
             yield Bad(shown, f"row {r.number}", "record_too_large", f"{r.size:,} bytes of text columns > the "
                       f"{cap:,}-byte cap (ingest.max_record_bytes)")
         else:
-            yield from_object(r.data, path, shown, f"row {r.number}", src, root, "")
+            yield _record(r.data, r.unread, path, shown, f"row {r.number}", src, root)
+
+
+def _record(obj: dict, unread: dict[str, str] | None, path: Path, shown: str, where: str, src: FilesSource,
+            root: Path) -> Doc | Bad:
+    """A row as ingest's record; a row whose text, id or media column could not be decoded (`decode_rows`) is
+    `invalid_utf8` (bytes that are no UTF-8) or `wrong_type` (a value outside Python's range); another column that
+    could not be is left out of its meta."""
+    fields = src.fields
+    failed = [f for f in (fields.text, fields.id, fields.media) if f is not None and unread and f in unread]
+    if failed:
+        error = unread[failed[0]]
+        reason = "invalid_utf8" if error.startswith("UnicodeDecodeError") else "wrong_type"
+        return Bad(shown, where, reason, f"column {failed[0]!r} could not be read: {error}")
+    return from_object(obj, path, shown, where, src, root, "")
 
 
 def read_arrow(stream: Stream, path: Path, shown: str, src: FilesSource, root: Path) -> Iterator[Doc | Bad]:
@@ -62,9 +76,9 @@ def read_arrow(stream: Stream, path: Path, shown: str, src: FilesSource, root: P
             yield Bad(shown, f"row {row + 1}", "truncated", f"Arrow stream damaged after row {row}: "
                       f"{exc.__class__.__name__}: {exc}; the rest of the file is lost")
             return
-        for obj in batch.to_pylist():
+        for obj, unread in zip(*decode_rows(batch)):
             row += 1
-            yield from_object(obj, path, shown, f"row {row}", src, root, "")
+            yield _record(obj, unread, path, shown, f"row {row}", src, root)
     if stream.damage is not None:  # the compressed container broke exactly between two messages
         yield Bad(shown, f"row {row + 1}", "truncated", f"{stream.compression} stream damaged after row {row}: "
                   f"{stream.damage}")
@@ -79,11 +93,11 @@ def _arrow_file(path: Path, shown: str, src: FilesSource, root: Path) -> Iterato
     row = 0
     for i in range(reader.num_record_batches):
         try:
-            objs = reader.get_batch(i).to_pylist()
+            objs, unread = decode_rows(reader.get_batch(i))
         except (pa.ArrowException, OSError) as exc:
             yield Bad(shown, f"row {row + 1}", "unreadable_file", f"record batch {i} could not be read: {exc}; "
                       "the rest of the file is lost")
             return
-        for obj in objs:
+        for obj, bad in zip(objs, unread):
             row += 1
-            yield from_object(obj, path, shown, f"row {row}", src, root, "")
+            yield _record(obj, bad, path, shown, f"row {row}", src, root)

@@ -196,6 +196,11 @@ def read_delimited(stream: Stream, path: Path, shown: str, src: FilesSource, roo
                             yield Bad(shown, where, "missing_text", f"text column {src.fields.text!r} is not in "
                                       f"the header {header}; no row of this file can be read", delimiter.join(row))
                             return
+                        twice = sorted(_read_twice(header, src))
+                        if twice:   # `dict(zip(...))` would keep the last such column and drop the first unseen
+                            yield Bad(shown, where, "bad_row", f"the header names {twice} more than once; no row of "
+                                      "this file can be read", delimiter.join(row))
+                            return
                     elif len(row) != len(header):
                         yield Bad(shown, where, "bad_row", f"{len(row)} fields, the header has {len(header)}",
                                   delimiter.join(row))
@@ -259,3 +264,11 @@ def _failed_row(lines: _Lines, start: int, exc: csv.Error) -> str:
     lines.read_again(start)
     return f"csv: {exc}: the row from line {start} runs to line {last}{opened}; the lines after line {start} are " \
            "read again as rows"
+
+
+
+def _read_twice(header: list[str], src: FilesSource) -> set[str]:
+    """Columns the header names more than once that a record reads: text, id, media, the listed meta fields (or
+    every column, when meta lists none)."""
+    f, twice = src.fields, {n for n in header if header.count(n) > 1}
+    return twice if f.meta is None else twice & ({f.text, f.id, f.media} | set(f.meta))

@@ -27,6 +27,7 @@ class ParquetRow:
     size: int = 0                      # record_too_large: the bytes the row's values decode to
     error: Exception | None = None     # unreadable_file: what pyarrow raised
     last: int = 0                      # unreadable_file inside a row group: the group's last row
+    unread: dict[str, str] | None = None    # columns whose value could not be decoded (left out of `data`)
     group: int = 0                     # ... and the group
 
 
@@ -37,10 +38,15 @@ def parquet_rows(path: Path, cap: int) -> Iterator[ParquetRow]:
     at a time — a 2.7 KB file whose 1,000 rows all point at one 5 MB dictionary value decoded 5 GB in one batch
     before. A damaged row group is one `unreadable_file` row (the other groups are read)."""
     try:
-        texts = [f.name for f in pq.read_schema(path) if _is_text(f.type)]
+        schema = pq.read_schema(path)
+        texts = [f.name for f in schema if _is_text(f.type)]
         pf = pq.ParquetFile(path, read_dictionary=texts)
     except Exception as exc:  # pyarrow raises several types for a damaged file
         yield ParquetRow(0, None, "unreadable_file", error=exc)
+        return
+    twice = sorted({n for n in schema.names if schema.names.count(n) > 1})
+    if twice:       # one would silently win (pyarrow's own `read_table` refuses such a file)
+        yield ParquetRow(0, None, "unreadable_file", error=ValueError(f"column(s) {twice} appear more than once"))
         return
     row = 0
     for group in range(pf.metadata.num_row_groups):
@@ -56,14 +62,50 @@ def parquet_rows(path: Path, cap: int) -> Iterator[ParquetRow]:
                 break
             if batch is None:
                 break
-            whole = batch.to_pylist() if sum(sizes) <= BATCH_BYTES and max(sizes, default=0) <= cap else None
+            whole = decode_rows(batch) if sum(sizes) <= BATCH_BYTES and max(sizes, default=0) <= cap else None
             for i, n in enumerate(sizes):
                 row += 1
                 if n > cap:
                     yield ParquetRow(row, None, "record_too_large", size=n)
                     continue
-                yield ParquetRow(row, whole[i] if whole is not None else batch.slice(i, 1).to_pylist()[0])
+                (data,), (unread,) = ([whole[0][i]], [whole[1][i]]) if whole is not None else \
+                    decode_rows(batch.slice(i, 1))
+                yield ParquetRow(row, data, unread=unread or None)
         row = start + size
+
+
+_UNREAD = object()
+
+
+def decode_rows(batch: pa.RecordBatch) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """The rows of `batch` as dicts, and per row the columns whose value could not be decoded (column → what was
+    raised). pyarrow does not validate on read: a string column may hold invalid UTF-8 (a writer that does not
+    check, a damaged uncompressed page, an Arrow stream's corrupt offsets), and a timestamp or date may lie outside
+    Python's range (Postgres' `infinity`, INT64 max). Such a value is left out of its row and the rest is read;
+    `to_pylist` raised for the whole batch, and one file stopped the stage."""
+    try:
+        return batch.to_pylist(), [{} for _ in range(batch.num_rows)]
+    except Exception:  # noqa: BLE001 (UnicodeDecodeError, OverflowError, ValueError, SystemError: the cell's)
+        pass
+    rows: list[dict[str, Any]] = [{} for _ in range(batch.num_rows)]
+    unread: list[dict[str, str]] = [{} for _ in range(batch.num_rows)]
+    for name, column in zip(batch.schema.names, batch.columns):
+        try:
+            values = column.to_pylist()
+        except Exception:  # noqa: BLE001
+            values = [_cell(column, i, unread[i], name) for i in range(len(column))]
+        for row, value in zip(rows, values):
+            if value is not _UNREAD:
+                row[name] = value
+    return rows, unread
+
+
+def _cell(column: pa.Array, i: int, unread: dict[str, str], name: str) -> Any:
+    try:
+        return column[i].as_py()
+    except Exception as exc:  # noqa: BLE001
+        unread[name] = f"{exc.__class__.__name__}: {str(exc)[:200]}"
+        return _UNREAD
 
 
 def _is_text(t: pa.DataType) -> bool:

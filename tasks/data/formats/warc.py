@@ -279,7 +279,7 @@ def _document(record, body: bytes, shown: str, where: str, cap: int) -> Doc | Ba
         what = ctype or "of unknown type"
         return Bad(shown, where, "not_html", f"payload is {what}{' (binary bytes)' if binary else ''}, not "
                    f"HTML; {meta['url']}", body[:500].decode("utf-8", "replace"))
-    html = bytes_to_str(body, _known(charset) or "utf-8")  # falls back to UTF-8, then cp1252, when the label lies
+    html = _decoded(body, charset)
     tree = HTMLTree.parse(html)
     deep = html.count("<") > MAX_DEPTH and _deeper_than(tree, MAX_DEPTH)
     text = extract_plain_text(tree, main_content=not deep)
@@ -322,11 +322,22 @@ def _binary(body: bytes) -> bool:
 
 
 def _known(charset: str | None) -> str | None:
-    """The label when Python knows the codec (`x-klingon` would raise LookupError); else None."""
+    """The label when Python knows it as a text encoding; else None: `x-klingon` would raise LookupError, and a
+    bytes-to-bytes codec (`charset=rot13`, `base64`, `hex`, `zlib`) LookupError when decoding, so one page's label
+    stopped the whole stage."""
     try:
-        return charset if charset and codecs.lookup(charset) else None
+        return charset if charset and codecs.lookup(charset)._is_text_encoding else None
     except LookupError:
         return None
+
+
+def _decoded(body: bytes, charset: str | None) -> str:
+    """`body` as text by its label (resiliparse falls back to UTF-8, then cp1252, when the label lies); a label of
+    a codec that is no web charset and raises (`punycode`, `idna`, `unicode_escape`) is ignored."""
+    try:
+        return bytes_to_str(body, _known(charset) or "utf-8")
+    except (LookupError, UnicodeError, ValueError):
+        return bytes_to_str(body, "utf-8")
 
 
 def _deeper_than(tree: HTMLTree, limit: int) -> bool:
