@@ -67,6 +67,13 @@ def test_an_arrow_stream_cell_that_does_not_decode_costs_its_row(tmp_path):
     assert bads(items) == [("row 2", "invalid_utf8")] and [d.key for d in docs(items)] == ["a", "c"]
 
 
+def test_a_nan_id_is_a_missing_id(tmp_path):
+    # pandas writes a missing value of a float column as NaN: it became the id `t/nan`
+    pq.write_table(pa.table({"id": [1.0, float("nan")], "text": ["one", "two"]}), tmp_path / "n.parquet")
+    items = read(tmp_path, ["n.parquet"], fields={"id": "id"})
+    assert [d.text for d in docs(items)] == ["one"] and bads(items) == [("row 2", "missing_id")]
+
+
 def test_a_column_named_twice_is_refused_not_halved(tmp_path):
     (tmp_path / "d.csv").write_text("id,text,text\n1,FIRST half,SECOND half\n")
     pq.write_table(pa.Table.from_arrays([pa.array(["FIRST"]), pa.array(["SECOND"])], names=["text", "text"]),

@@ -26,6 +26,8 @@ def from_object(obj: Any, path: Path, shown: str, where: str, src: FilesSource, 
     key = f"{shown}:{where.split()[-1]}"
     if fields.id is not None:
         value = obj.get(fields.id)
+        if isinstance(value, float) and value != value:     # pandas' missing value in a Parquet column: NaN
+            value = None
         if value is None or isinstance(value, str) and not value.strip():
             state = "missing" if fields.id not in obj else "null" if value is None else "empty"
             return Bad(shown, where, "missing_id", f"id field {fields.id!r} is {state}", raw or preview(obj))
