@@ -63,6 +63,7 @@ def test_credentials_named_in_other_languages(text: str, expected: str | None) -
     ("여권번호: M12345678", "여권번호: <PASSPORT>"), ("护照号码：E12345678", "护照号码：<PASSPORT>"),
     ("رقم جواز السفر: A12345678", "رقم جواز السفر: <PASSPORT>"), ("पासपोर्ट नंबर: J8369854", "पासपोर्ट नंबर: <PASSPORT>"),
     ("número do passaporte: FZ123456", "número do passaporte: <PASSPORT>"),
+    ("आधार संख्या: 4987 6543 2102", "आधार संख्या: <SSN>"), ("आधार कार्ड 4987 6543 2102 है", "आधार कार्ड <SSN> है"),
     # kept: another date's label, no cue, history, a year, no number
     ("Rechnungsdatum: 12.03.1985", None), ("il 12/03/1985 a Roma", None), ("Napoléon, né le 15 août 1769", None),
     ("data di nascita del progetto: 2019", None), ("passaporto scaduto nel 2020", None), ("паспорт РФ", None),

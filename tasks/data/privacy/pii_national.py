@@ -109,7 +109,7 @@ _CUES: dict[str, tuple[str, ...]] = {
     r"bsn|burgerservicenummer|sofinummer|sofi-nummer": ("nl.bsn",),
     r"cpf": ("br.cpf",),
     r"nir|n[°º]?[ ]?(?:de[ ])?s[eé]cu|(?:num[eé]ro[ ]de[ ])?s[eé]curit[eé][ ]sociale|insee": ("fr.nir",),
-    r"aadhaa?r(?:[ ]?(?:no|number|card|id))?|uidai": ("in_.aadhaar",),
+    r"aadhaa?r(?:[ ]?(?:no|number|card|id))?|uidai|आधार(?:[ ]?(?:संख्या|नंबर|कार्ड))?": ("in_.aadhaar",),
     r"personnummer|person-?nr": ("se.personnummer", "no.fodselsnummer"),
     r"f[øo]dselsnummer|f[øo]dselsnr": ("no.fodselsnummer",),
     r"cpr(?:-?(?:nr|nummer))?": ("dk.cpr",),
@@ -171,7 +171,7 @@ def _cued_span(m: re.Match[str]) -> tuple[int, int]:
 _GATES = ("pesel", "bsn", "burgerservice", "sofi", "cpf", "nir", "secu", "sécu", "insee", "aadha", "person", "dselsn",
           "cpr", "cnp", "oib", "isikukood", "amka", "αμκα", "kimlik", "tckn", "steuer", "idnr", "versicherungsn", "svnr",
           "sv-n", "rijksreg", "national", "insz", "niss", "ahv", "avs", "my number", "identity", "citizen", "ת", "рнокпп",
-          "іпн", "инн", "身份", "身分", "주민", "マイナンバー", "個人番号")
+          "іпн", "инн", "身份", "身分", "주민", "マイナンバー", "個人番号", "आधार")
 _BACK = 48
 
 
