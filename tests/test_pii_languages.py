@@ -24,6 +24,10 @@ def _case(text: str, expected: str | None) -> None:
     ("كلمة المرور: Cairo2024!", "كلمة المرور: <SECRET>"), ("पासवर्ड: Delhi@2024", "पासवर्ड: <SECRET>"),
     ("Ihr neues Kennwort lautet: Mx7#pQ2z", "Ihr neues Kennwort lautet: <SECRET>"),
     ("Mon mot de passe est Soleil2023!", "Mon mot de passe est <SECRET>"),
+    # unspaced scripts: the word inside a sentence, its verb glued to it
+    ("我的密码是abc12345", "我的密码是<SECRET>"), ("パスワードはSakura2024です", "パスワードは<SECRET>です"),
+    ("비밀번호는 Hangul2024!", "비밀번호는 <SECRET>"),
+    ("我的API密钥是Zx8Kq2Lm9Pv4Rt7Wn1Bc5Df0Gh3Jk6Ls8Ae2Q", "我的API密钥是<SECRET>"), ("密码是什么？", None),
     ("Hier ist mein API-Schlüssel: Zx8Kq2Lm9Pv4Rt7Wn1Bc5Df0Gh3Jk6Ls8Ae2Q", "Hier ist mein API-Schlüssel: <SECRET>"),
     ("Voici ma clé API : Zx8Kq2Lm9Pv4Rt7Wn1Bc5Df0Gh3Jk6Ls8Ae2Q", "Voici ma clé API : <SECRET>"),
     ("mi clave de API es Zx8Kq2Lm9Pv4Rt7Wn1Bc5Df0Gh3Jk6Ls8Ae2Q", "mi clave de API es <SECRET>"),

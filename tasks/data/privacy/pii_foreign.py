@@ -30,20 +30,26 @@ _API_WORDS = (
     "chave de api", "klucz api", "api anahtarı",
     "api-ключ", "ключ api", "apiキー", "api キー", "api密钥", "api 密钥", "api 키", "api키")
 # A verb between the word and the value: German, French, Spanish, Italian, Polish, Swedish, Danish, Dutch, Czech
-_VERB = r"(?:[ \t]+(?i:lautet|ist|est|es|era|è|é|jest|to|är|er|is|je|было|是|は))?"
-_SEPARATOR = r"(?:[ \t]*[:=：][ \t]*|[ \t]+|(?<=[是は]))"
+# (Chinese, Japanese and Korean put theirs right after the word: `密码是`, `パスワードは`, `비밀번호는`)
+_VERB = r"(?:[ \t]+(?i:lautet|ist|est|es|era|è|é|jest|to|är|er|is|je|было)|[ \t]*[是为為は는은])?"
+_SEPARATOR = r"(?:[ \t]*[:=：][ \t]*|[ \t]+|(?<=[是为為は는은]))"
 _VALUE = r"""(?:"(?P<dq>[^"\n]{6,64})"|'(?P<sq>[^'\n]{6,64})'|「(?P<cq>[^」\n]{6,64})」|(?P<bare>[!-~]{6,64}?))"""
 
 
+_UNSPACED = re.compile("[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
+
+
 def _cue(words: tuple[str, ...]) -> str:
-    """The words, longest first, case-insensitive; a Latin one not inside a longer word (`parola` but not
-    `parolaccia`); a CJK one needs no boundary (no spaces around it)."""
-    alternation = "|".join(re.escape(w) for w in sorted(words, key=len, reverse=True))
-    return rf"(?<![^\W\d_])(?i:{alternation})"
+    """The words, longest first, case-insensitive: a word of a spaced script whole (`parola`, not inside
+    `parolaccia`), a Chinese, Japanese or Korean one wherever it stands (no spaces around it: `我的密码是...`)."""
+    def alternation(group: list[str]) -> str:
+        return "|".join(re.escape(w) for w in sorted(group, key=len, reverse=True))
+    spaced = [w for w in words if not _UNSPACED.search(w)]
+    unspaced = [w for w in words if _UNSPACED.search(w)]
+    return rf"(?:(?<![^\W\d_])(?i:{alternation(spaced)})(?![^\W\d_])|(?i:{alternation(unspaced)}))"
 
 
-_PASSWORD = re.compile(_cue(_PASSWORD_WORDS) + r"(?![^\W\d_])" + _VERB + _SEPARATOR + _VALUE +
-                       r"(?(bare)[.,;:?)]*(?![!-~])|)")
+_PASSWORD = re.compile(_cue(_PASSWORD_WORDS) + _VERB + _SEPARATOR + _VALUE + r"(?(bare)[.,;:?)]*(?![!-~])|)")
 _API_KEY = re.compile(_cue(_API_WORDS) + _VERB + _SEPARATOR + r"[\"'「]?(?P<bare>[A-Za-z0-9_.~+/=-]{16,200})"
                       r"(?![A-Za-z0-9_.~+/=-])")
 
