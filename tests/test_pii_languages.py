@@ -107,3 +107,23 @@ def test_email_forms_of_other_languages_and_bounces(text: str, expected: str | N
 ])
 def test_card_rows_and_slashed_phones(text: str, expected: str | None) -> None:
     _case(text, expected)
+
+
+@pytest.mark.parametrize("text, expected", [
+    # numbers in links: WhatsApp's, a phone-named query parameter, a percent-encoded `+`
+    ("https://wa.me/5511987654321?text=oi", "https://wa.me/<PHONE>?text=oi"),
+    ("https://api.whatsapp.com/send?phone=5511987654321&text=hi", "https://api.whatsapp.com/send?phone=<PHONE>&text=hi"),
+    ("POST /sms?to=%2B4915112345678&body=hi", "POST /sms?to=<PHONE>&body=hi"),
+    ("GET /lookup?phone=14155552671 HTTP/1.1", "GET /lookup?phone=<PHONE> HTTP/1.1"),
+    ("see https://example.com/wa.me/123", None), ("https://x.org/?page=12345678&tel=0", None), ("v%2B1.2.3", None),
+    # a credential's name and value in two cells of a row
+    ("| key | value |\n|---|---|\n| api_key | Zx8Kq2Lm9Pv4Rt7Wn1Bc5Df0Gh3Jk6Ls8Ae2Q |",
+     "| key | value |\n|---|---|\n| api_key | <SECRET> |"),
+    ("api_key,Zx8Kq2Lm9Pv4Rt7Wn1Bc5Df0Gh3Jk6Ls8Ae2Q", "api_key,<SECRET>"), ("password\tTr0ub4dor3x", "password\t<SECRET>"),
+    ("api_key,secret_key,region", None), ("| password | `********` |", None), ("monkey,banana12345", None),
+    ("| Name | Type | Description |\n| api_key | string | Your API key |", None),
+    # a date of birth under its label, on the next line (a form, a PDF's text)
+    ("Date of Birth\n12/03/1985", "Date of Birth\n<DOB>"), ("birthday party\n\n12/03/2019 was fun", None),
+])
+def test_links_table_cells_and_labels_above(text: str, expected: str | None) -> None:
+    _case(text, expected)

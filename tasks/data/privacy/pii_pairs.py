@@ -15,6 +15,8 @@ Three of `tasks.data.privacy.pii_secrets`' passes, each tried only where its lit
   (`pii_headers.login_cookie`: `sessionid`, not `_ga` or `csrftoken`) in a cookie list or call (HAR's
   `"cookies": [...]`, Selenium's `add_cookie`, Playwright's `add_cookies`, Puppeteer's `setCookie`), and a
   Postman auth block's `token` (`"bearer": [...]`) or `value` (`"apikey": [...]`).
+- `TABLE_CELLS`: a credential's name in one cell of a row and its value in the next: a Markdown table's
+  `| api_key | ... |`, a CSV or TSV line `api_key,...` (a value with a digit, not a placeholder).
 - `HEADER_MAPS`: a Go `http.Header{"X-Api-Key": {"..."}}` (or `[]string{"..."}`) map's literal value list.
 - `POSITIONAL`: a string literal in the password's position of a call known to take one:
   `NetworkCredential("u", "...")`, `auth=("u", "...")`, `HTTPBasicAuth`/`HTTPDigestAuth`/`BasicAuth`/
@@ -273,3 +275,18 @@ def positional_span(m: re.Match[str]) -> tuple[int, int]:
 
 NAME_VALUE_PAIRS = NameValuePairs()
 POSITIONAL = Positional()
+
+
+# A row of two cells, name then value: Markdown's `| DB_PASSWORD | ... |`, CSV's `api_key,...`, TSV's tab
+TABLE_CELLS = re.compile(r"(?m)^[ \t]*(?:\|[ \t]*)?`?(?P<name>[A-Za-z][\w.-]{1,60})`?[ \t]*(?P<sep>\||,|\t)[ \t]*"
+                         r"`?(?P<value>[^\s|,`]{6,200})`?[ \t]*(?:\||,|\t|\r?$)")
+
+
+def table_credential(m: re.Match[str]) -> bool:
+    value = m.group("value")
+    return is_credential_name(m.group("name")) and any(c.isdigit() for c in value) and \
+        value_ok(value, literal=True)
+
+
+def table_span(m: re.Match[str]) -> tuple[int, int]:
+    return m.start("value") - m.start(), m.end("value") - m.start()

@@ -44,6 +44,7 @@ _MONTHS = {name: i + 1 for names in (
 
 # The cue, then what may stand between it and the date (`DOB: `, `"dob": "`, `date of birth is `, `born on `,
 # `Birthday: `), a form's format hint included (`date of birth (dd/mm/yyyy): `).
+# (The date may open the next line: a form's label above its field, a PDF's text.)
 # `born on` in French, German and Spanish too (`né le`, `geboren am`, `nacida el`), and the CJK and Korean labels
 # (`生年月日`, `出生日期`, `生日`, `誕生日`, `생년월일`), which need no word boundary: CJK text has no spaces.
 _DOB_CUE = (r"(?:(?i:\b(?:d\.?o\.?b\.?|date[ _-]of[ _-]birth|birth[ _-]?date|birthday|born(?:[ ]on\b|(?=[ \t]*[:=]))"
@@ -53,7 +54,7 @@ _DOB_CUE = (r"(?:(?i:\b(?:d\.?o\.?b\.?|date[ _-]of[ _-]birth|birth[ _-]?date|bir
             r"|f[øo]dselsdato|f[öo]delsedatum|syntym[äa]aika|do[ğg]um[ _]tarihi))"
             r"|(?i:дата[ _]рождения)|تاريخ[ _]الميلاد|जन्म[ _]?तिथि|出生年月日|出生日期|生年月日|誕生日|生日|생년월일|생일)"
             r"(?:[ \t]*\((?i:[dmy]{1,4}[-/.][dmy]{1,4}[-/.][dmy]{1,4})\))?"
-            r"[\"']?[ \t]*(?:[:=#>：]|is|was|\(|-|是|为|為|は|은|는)?[ \t]*[\"']?")
+            r"[\"']?[ \t]*(?:[:=#>：]|is|was|\(|-|是|为|為|は|은|는)?[ \t]*(?:\r?\n[ \t]*)?[\"']?")
 _MONTH_WORD = r"[^\W\d_]{3,12}\.?"
 # A date of birth has no time of day: a datetime at midnight is a date column exported (`1985-03-14T00:00:00`),
 # another time an event's timestamp (`Date of birth: 2024-01-15T10:30:00` is a form's log line).

@@ -260,9 +260,31 @@ def _cued_first(window: str, at: int) -> bool:
     return cued is not None and _cued_phone(cued)
 
 
+# A number in a link: WhatsApp's `wa.me/5511987654321` and `api.whatsapp.com/send?phone=...` (E.164 without its
+# `+`), a query parameter that names a phone (`?phone=`, `&tel=`, `&msisdn=`), and a `+` percent-encoded anywhere
+# in a URL (`?to=%2B4915112345678`): the layouts above need the `+` or separators a URL never has.
+_IN_LINK = re.compile(r"(?i)(?:(?<![\w.-])wa\.me/|api\.whatsapp\.com/send/?\?(?:[\w.%-]+=[^&\s]*&)*phone="
+                      r"|[?&](?:phone|tel|mobile|msisdn|phone_?number)=)(?P<number>(?:%2B|\+)?[1-9]\d{7,14})(?![\w%])"
+                      r"|(?P<encoded>%2B[1-9]\d{7,14})(?!\d)")
+
+
+def _link_number(m: re.Match[str]) -> bool:
+    return len(set(re.sub(r"\D", "", m.group(m.lastgroup).replace("%2B", "").replace("%2b", "")))) >= 3
+
+
+def _link_span(m: re.Match[str]) -> tuple[int, int]:
+    return m.start(m.lastgroup) - m.start(), m.end(m.lastgroup) - m.start()
+
+
+def _link_hint(text: str) -> bool:
+    return any(k in text for k in ("wa.me/", "whatsapp.com/send", "%2B", "%2b", "phone=", "tel=", "msisdn=",
+                                    "mobile=", "Phone=", "PHONE="))
+
+
 # (kind, pattern, validator, group to replace, cheap test that the pass can match); the cued pass first, so
 # that a cued number is taken whole before the layout pass sees a part of it.
 PHONE_PASSES = (
+    ("phone", _IN_LINK, _link_number, _link_span, _link_hint),
     ("phone", Chained(_CUED, "/"), _cued_phone, 0, bool),
     ("phone", Listed(), _phone, 0, bool),
 )
