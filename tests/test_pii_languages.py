@@ -127,3 +127,33 @@ def test_card_rows_and_slashed_phones(text: str, expected: str | None) -> None:
 ])
 def test_links_table_cells_and_labels_above(text: str, expected: str | None) -> None:
     _case(text, expected)
+
+
+@pytest.mark.parametrize("text, expected", [
+    # a second probe, of whole documents (logs, mail, HTML, code, notebooks, configs, SQL dumps, chats):
+    # a pair inside a JSON string kept its string's closing quote (the JSON no longer parsed)
+    ('{"Env": ["POSTGRES_PASSWORD=Dc9pZ2qXm", "PATH=/usr/bin"]}', '{"Env": ["POSTGRES_PASSWORD=<SECRET>", "PATH=/usr/bin"]}'),
+    ('["password = \\"Hx7kQ2pLm9\\"\\n", "print(1)"]', '["password = <SECRET>", "print(1)"]'),
+    ("CREATE USER 'app'@'%' IDENTIFIED BY 'My5ql!Xq7zKp';", "CREATE USER 'app'@'%' IDENTIFIED BY '<SECRET>';"),
+    ('dsn := "root:Xk29!aQ7mP@tcp(10.0.4.12:3306)/shop"', 'dsn := "root:<SECRET>@tcp(10.0.4.12:3306)/shop"'),
+    ('$m = new mysqli("localhost", "wp_user", "Kj8#mP2qXz", "wordpress");',
+     '$m = new mysqli("localhost", "wp_user", "<SECRET>", "wordpress");'),
+    ("$db = new PDO('mysql:host=db;dbname=shop', 'shop', 'Nq4!vL7pWx');",
+     "$db = new PDO('mysql:host=db;dbname=shop', 'shop', '<SECRET>');"),
+    ("  .dockerconfigjson: eyJhdXRocyI6eyJyZWcuaW8iOnsiYXV0aCI6IlpHVndiRzk1T2xKbk55TnJVREoyV0hFNWR3PT0ifX19",
+     "  .dockerconfigjson: <SECRET>"),
+    ('{"email": "nora.lind\\u0040gmail.com"}', '{"email": "<EMAIL>"}'),
+    ('var e = "nora.lind\\x40hotmail.com";', 'var e = "<EMAIL>";'),
+    ("Festnetz 040 / 3287 1190", "Festnetz <PHONE>"), ("Fijo: 91 345 67 89", "Fijo: <PHONE>"),
+    ("tel. kom. 512 384 917", "tel. kom. <PHONE>"), ("座机：010-6552 9988", "座机：<PHONE>"),
+    ("Vendo sofá, llamar al 654 82 17 39. Bizum al 612 938 471.", "Vendo sofá, llamar al <PHONE>. Bizum al <PHONE>."),
+    ("appelez-moi au 06 12 34 56 78", "appelez-moi au <PHONE>"),
+    # kept: prose, mail ids, version quads after `from`, an address after `from` still goes
+    ("the user is identified by their email", None), ("$c = mysqli_connect($host, $user, $pass, $db);", None),
+    ("Message-ID: <CAF7x2=9Kq@mail.gmail.com>", None), ("References: <a1@mx.example.org>\n <CAF7x2=9Kq@mail.gmail.com>", None),
+    ("Regression from 2.14.1.2", None), ("upgraded from 1.2.3.4 to 1.2.3.5", None),
+    ("Failed password from 5.6.7.8 port 22", "Failed password from <IP_ADDRESS> port 22"),
+    ("the value al 123 456 789 is", None), ("page 4 au total 12 345 678", None),
+])
+def test_whole_document_forms(text: str, expected: str | None) -> None:
+    _case(text, expected)

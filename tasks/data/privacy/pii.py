@@ -124,6 +124,8 @@ _NOT_AN_ADDRESS_BEFORE = re.compile(r"(?i)(?:\bv|\bver|version|versions|release|
 _ADDRESS_CUE = re.compile(r"(?i)(?:\bip(?:v4)?|address(?:es)?|\baddr|\bhosts?|server|\bfrom|client|remote|gateway|"
                           r"\bdns|\bping|connect(?:ed|ing)?[ \t]+to|forwarded[-_ ]for|://|@)"
                           r"(?:[ \t]+(?:is|was|at|of))?[^\w\n]{0,4}$")
+_VERSION_WORD = re.compile(r"(?i)\b(?:regress\w*|upgrad\w*|downgrad\w*|migrat\w*|updat\w*|bump\w*|versions?|"
+                           r"releases?|changed|changes|moved)\b[^\n]{0,30}$")
 _ADDRESS_AFTER = re.compile(r":\d{1,5}(?!\d)|/32(?!\d)|[ ]-[ ]\S{1,32}[ ]\[")
 _QUAD = r"(?:\d{1,3}(?:\.\d{1,3}){3}|<IP_ADDRESS>)"
 _ADDRESS_LINE = re.compile(rf"[ \t]*{_QUAD}(?:[ \t]*[,;/]?[ \t]*{_QUAD})*[ \t]*[,;/]?[ \t]*")
@@ -201,9 +203,14 @@ def _ipv4(m: re.Match[str], keep: frozenset[str]) -> bool:
 
 
 def _address_cued(m: re.Match[str]) -> bool:
-    """An address cue before the quad, a port or `/32` after it, or a list of addresses around it (`_ADDRESS_CUE`)."""
+    """An address cue before the quad, a port or `/32` after it, or a list of addresses around it (`_ADDRESS_CUE`;
+    `from` not after a word about versions: `Regression from 2.14.1.2`, `upgraded from 1.2.3.4`)."""
     text, start, end = m.string, m.start(), m.end()
-    if _ADDRESS_CUE.search(text, max(0, start - 24), start) or _ADDRESS_AFTER.match(text, end):
+    cue = _ADDRESS_CUE.search(text, max(0, start - 24), start)
+    if cue and not (cue.group().lower().lstrip().startswith("from") and
+                    _VERSION_WORD.search(text, max(0, cue.start() - 40), cue.start())):
+        return True
+    if _ADDRESS_AFTER.match(text, end):
         return True
     line_start = text.rfind("\n", max(0, start - _LIST_LINE_MAX), start) + 1
     line_end = text.find("\n", end, end + _LIST_LINE_MAX)

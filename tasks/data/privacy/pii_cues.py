@@ -17,9 +17,11 @@ _PHONE_CUE = re.compile(
     r"(?i)(?:\b(?:phone|telephone|tel|telefon|telefono|tel[eé]fono|telefone|t[eé]l[eé]phone|t[eé]l|tlf|tfn|fon"
     r"|cell(?:phone|ular)?|celular|cel|mobile|mobil|mob|m[oó]vil|portable|handy|natel|gsm|fax|ph|whatsapp|sms|msisdn"
     r"|text(?:\s+me)?(?:\s+at)?|dial|call(?:\s+me)?(?:\s+at)?|contact(?:\s+(?:me|us))?(?:\s+(?:at|on))?"
-    r"|reach\s+(?:me|us)\s+(?:at|on)"
-    r"|телефон|тел|моб)(?:\.?[\s_-]*(?:no|number|num|#|nr|nummer|numero|número|номер))?(?:\s+(?:is|was))?"
-    r"|电话|電話|手机|手機|携帯|連絡先|联系方式|전화|휴대폰|[☎📞])"
+    r"|reach\s+(?:me|us)\s+(?:at|on)|festnetz|fijo|ll[aá]m(?:ame|ar|a|enos)(?:\s+al)?|bizum(?:\s+al)?"
+    r"|chiam(?:ami|aci|are)(?:\s+al)?|appel(?:ez|le)(?:-(?:moi|nous))?(?:\s+au)?|erreichbar(?:\s+unter)?"
+    r"|телефон|тел|моб)(?:\.?[\s_-]*(?:no|number|num|#|nr|nummer|numero|número|номер|kom|stacj))?"
+    r"(?:\s+(?:is|was))?"
+    r"|电话|電話|手机|手機|座机|座機|携帯|連絡先|联系方式|전화|휴대폰|[☎📞])"
     r"(?:号码|號碼|番号|번호)?[是为為号號]?\.?[\s\"':=#)\]>\-：,]{0,4}$")
 # The last word of any cue (`Phone`, `tel`, `me`, `at`, `on`, `number`, `nr`...): a cheap test before the cue's
 # regex, which, searched in a window, tries its alternation at every position (7 µs a number, most of the cued
@@ -27,7 +29,9 @@ _PHONE_CUE = re.compile(
 _CUE_LAST_WORDS = frozenset(
     "phone telephone tel telefon telefono teléfono telefone téléphone tél tlf tfn fon cell cellphone cellular celular "
     "cel mobile mobil mob móvil movil portable handy natel gsm fax ph whatsapp sms msisdn text dial call me at on us "
-    "contact no number num nr nummer numero número номер телефон тел моб is was".split())
+    "contact no number num nr nummer numero número номер телефон тел моб is was festnetz fijo al au unter llámame "
+    "llamame llamar llama llámanos bizum chiamami chiamaci chiamare appelez appelle moi nous erreichbar kom stacj"
+    .split())
 _NUMBER_WORDS = ("nummer", "number", "numero", "no", "nr", "num")     # glued to a cue: `Telefonnummer`, `phoneno`
 _CUE_SEPARATORS = frozenset(" \t\n\r\"':=#)]>-：,.")
 

@@ -19,16 +19,17 @@ from tasks.data.privacy.pii_ids import Anchored
 # (`mailto:ann%40example.com`).
 # A dot and a TLD stay required (`user@localhost`, `@mentions` are no address).
 # An HTML page's `&#64;`/`&#x40;`/`&commat;` (the `@` as an entity, to dodge harvesters) and a quoted-printable
-# mail's `=40` (only where the text is quoted-printable: `_email`) are `@` too; an apostrophe may be inside the
+# mail's `=40` (only where the text is quoted-printable: `_email`) are `@` too, and so are a JSON or JavaScript
+# string's escapes `\u0040` and `\x40`; an apostrophe may be inside the
 # local part (`o'brien@`), so may a `=` in a VERP or SRS bounce address (`bounces+ann=example.org@lists.example.com`,
 # whose local part is the recipient's address: `Anchored` walks back over it only then, not over `?email=`).
 # An ASCII TLD ends before a letter of another script: Chinese, Japanese and Korean glue the next word to it
 # (`请联系zhang.wei@qq.com获取资料`, `kim.minsu@naver.com입니다`); a Latin letter would continue the TLD itself.
 _DOMAIN = (r"(?:[^\W_](?:(?:[^\W_]|-){0,61}[^\W_])?\.)+"
            r"(?:[A-Za-z]{2,24}(?![A-Za-z0-9\u00c0-\u024f-])|(?:[^\W\d_]{2,24}|xn--[A-Za-z0-9-]{1,59})(?![^\W_]|-))")
-_EMAIL = re.compile(r"[^\W](?:[\w.%+'=-]{0,62}[\w%+=-])?(?P<at>[@\uff20]|%40|&\#(?:64|x40);|&commat;|=40)"
+_EMAIL = re.compile(r"[^\W](?:[\w.%+'=-]{0,62}[\w%+=-])?(?P<at>[@\uff20]|%40|&\#(?:64|x40);|&commat;|=40|\\u0040|\\x40)"
                     + _DOMAIN)  # `_` after it: markdown italics
-_AT_FORMS = ("@", "\uff20", "%40", "&#64;", "&#x40;", "&commat;", "=40")
+_AT_FORMS = ("@", "\uff20", "%40", "&#64;", "&#x40;", "&commat;", "=40", "\\u0040", "\\x40")
 # Quoted-printable around a `=40`: an encoded word's `?Q?` or another escape on its line, or the header.
 _QP_LINE = re.compile(r"\?[Qq]\?|=[0-9A-F]{2}(?![0-9A-Za-z])|=$")
 _QP_HEADER = re.compile(r"(?i)content-transfer-encoding:[ \t]*quoted-printable")
@@ -42,12 +43,27 @@ _SCP_PATH = re.compile(r":(?:[~/]|[\w.-]+/|[\w.-]+\.git\b)")
 # `this@MainActivity.applicationContext`; no TLD is camelCase) and an attribute of `self`/`this`
 # (`X@self.weights`) unless the TLD is a common one (`ann@self.io` is a domain).
 _CAMEL_CASE = re.compile(r"[a-z][A-Z]")
+# A mail's id headers hold `<local@host>` ids a mail server made, nobody's address (cut at a `=` before).
+_ID_HEADER = re.compile(r"(?i)(?:message-id|in-reply-to|references|content-id|x-message-id|resent-message-id)[ \t]*:")
+
+
+def _header_start(text: str, at: int) -> int:
+    """Where the mail header holding `at` starts: its line's, or a folded header's first line's (a continuation
+    line opens with a space or a tab; at most 20 lines up)."""
+    line = text.rfind("\n", 0, at) + 1
+    for _ in range(20):
+        if line == 0 or text[line:line + 1] not in (" ", "\t"):
+            break
+        line = text.rfind("\n", 0, line - 1) + 1
+    return line
 _COMMON_TLDS = frozenset("com org net edu gov mil int io co uk de fr info biz me us ca au jp cn ru".split())
 
 
 def _not_an_address(m: re.Match[str]) -> bool:
     text, start, end = m.string, m.start(), m.end()
     if _SCP_PATH.match(text, end) or text[max(0, start - 6):start].lower() == "ssh://":
+        return True
+    if _ID_HEADER.match(text, _header_start(text, start)):     # `Message-ID: <CAF7x2=9Kq@mail.gmail.com>`: an id
         return True
     labels = text[m.end("at"):end].split(".")
     uncommon = labels[-1].lower() not in _COMMON_TLDS     # `ann@example.com(preferred)` is still an address

@@ -34,7 +34,8 @@ from tasks.data.privacy.pii_values import (QUOTES, connection_value, enclosing_l
 # password words), or with key/token qualified by what
 # kind (`api_key`, `accessToken`, `X-Api-Key`, a property's `fs.s3a.secret.key`; not `sort_key`, `next_token`), or
 # is an all-caps `..._TOKEN` or `..._SALT` (WordPress's `AUTH_SALT`, Flask-Security's `SECURITY_PASSWORD_SALT`;
-# with them WordPress's `LOGGED_IN_KEY` and `NONCE_KEY`).
+# with them WordPress's `LOGGED_IN_KEY` and `NONCE_KEY`), or a Kubernetes registry Secret's `.dockerconfigjson` /
+# `.dockercfg` (base64 of the registries' `user:password` logins).
 CREDENTIAL_NAME = re.compile(
     r"(?:[A-Za-z0-9]+[_.-]|[A-Za-z][a-z0-9]*(?=[A-Z]))*?"
     r"(?:(?i:[a-z0-9]*pass(?:word|wd|phrase|wort)|pass|pwd|pw|secret|kennwort|wachtwoord|senha)"
@@ -42,7 +43,7 @@ CREDENTIAL_NAME = re.compile(
     r"session|refresh|bearer|bot|service|admin|deploy|personal|webhook|hmac|jwt|oauth|storage|subscription|"
     r"security|application|github|gitlab|hf|npm|slack|discord|telegram|vault|consul|nomad|circle|figma)"
     r"[_.-]?(?i:key|token)"
-    r"|(?i:apikey|api-key)|[A-Z][A-Z0-9]*_TOKEN|[A-Z][A-Z0-9]*_SALT|(?:LOGGED_IN|NONCE)_KEY)"
+    r"|(?i:apikey|api-key|dockerconfigjson|dockercfg)|[A-Z][A-Z0-9]*_TOKEN|[A-Z][A-Z0-9]*_SALT|(?:LOGGED_IN|NONCE)_KEY)"
 )
 # HTTP headers that carry a credential by convention: an `X-` header whose last word is Token or Key
 # (`X-Vault-Token`, `X-Plex-Token`, `x-amz-server-side-encryption-customer-key`) unless the word before says it
@@ -79,7 +80,7 @@ def names_no_credential(name: str) -> bool:
     return len(parts) >= 2 and parts[-1] in ("token", "key") and parts[-2] in NOT_CREDENTIAL_QUALIFIERS
 _NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
 WORDS = tuple(word for base in ("password", "passwd", "passphrase", "pass", "pwd", "pw", "secret", "key", "token",
-                                "passwort", "kennwort", "wachtwoord", "senha")
+                                "passwort", "kennwort", "wachtwoord", "senha", "dockerconfigjson", "dockercfg")
               for word in (base, base.capitalize(), base.upper())) + ("SALT",)
 # The last word of a credential name, an optional closing quote or bracket (`"password":`, `['password']=`) and
 # markdown bold (`**Password:**`), then `=>`, `:=`, `:` or `=` (not `==`), or the comma between a call's two
@@ -268,14 +269,34 @@ def read_value(m: re.Match[str]) -> tuple[int, int, bool] | None:
     elif _LINE_START.fullmatch(text, line_start, start):            # an env/INI/YAML line: the rest of it
         if double and text[at + 1:at + 2] in (" ", "\t", ""):
             return None
-        return _line_value(text, at, yaml, literal)
+        return _inside_string(text, start, _word_end(m), _line_value(text, at, yaml, literal), yaml, literal)
     elif double:
         return None
     else:                                                           # logs, prose, code, connection strings
         end = trim_end(text, at, list_end(text, at, run_end(text, at)))
+    at, end, _ = _inside_string(text, start, _word_end(m), (at, end, True), yaml, literal)
     value = text[at:end]
     # named like a variable (`f(password=pw2)`): a value only on its own line (.env), in a query or a flag
     return at, end, value_ok(value, yaml=yaml, literal=literal) and (literal or not identifier_only(value))
+
+
+def _inside_string(text: str, start: int, word_end: int, found: tuple[int, int, bool], yaml: bool,
+                   literal: bool) -> tuple[int, int, bool]:
+    """`found` (a value's start, end, verdict) ended at the string that holds the whole pair, when a quote opens
+    right before the name and does not close right after it: Docker's `"Env": ["POSTGRES_PASSWORD=x1", ...]`, a
+    notebook's source line `"password = \\"x1\\"\\n"` — the value read to the line's end took the closing quote
+    and the JSON no longer parsed."""
+    quote, (at, end, _) = text[start - 1:start], found
+    if not quote or quote not in QUOTES or text[word_end:word_end + 1] == quote:
+        return found
+    close = at
+    while (close := text.find(quote, close, end)) >= 0 and text[close - 1] == "\\":
+        close += 1
+    if close < 0:
+        return found
+    while close > at and text[close - 1] in " \t":
+        close -= 1
+    return at, close, value_ok(text[at:close], yaml=yaml, literal=literal)
 
 
 def _line_value(text: str, at: int, yaml: bool, literal: bool = False) -> tuple[int, int, bool]:

@@ -230,6 +230,10 @@ _POSITIONAL_PATTERNS = (
     ("", rf"""auth(?<![\w.]auth)[ \t]*=[ \t]*\([ \t]*{_ARG}[ \t]*,[ \t]*(?P<pw>{_QUOTED})[ \t]*\)"""),
     ("", rf"""getConnection\([ \t]*{_ARG}[ \t]*,[ \t]*{_ARG}[ \t]*,[ \t]*(?P<pw>{_QUOTED})[ \t]*\)"""),
     ("", rf"""\.login\([ \t]*{_QUOTED}[ \t]*,[ \t]*(?P<pw>{_QUOTED})[ \t]*\)"""),
+    # PHP: `new mysqli("host", "user", "...", "db")`, `mysqli_connect(...)`, `new PDO($dsn, "user", "...")`
+    ("mysqli", rf"""(?:new[ \t]+mysqli|mysqli_connect|mysqli_real_connect)\([ \t]*(?:\$\w+[ \t]*,[ \t]*)?"""
+               rf"""{_ARG}[ \t]*,[ \t]*{_ARG}[ \t]*,[ \t]*(?P<pw>{_QUOTED})[ \t]*[,)]"""),
+    ("PDO", rf"""new[ \t]+PDO\([ \t]*(?:{_QUOTED}|\$\w+)[ \t]*,[ \t]*{_ARG}[ \t]*,[ \t]*(?P<pw>{_QUOTED})[ \t]*[,)]"""),
     # PowerShell (case-insensitive): `ConvertTo-SecureString "..." -AsPlainText`, `"..." | ConvertTo-SecureString`
     (_SECURE_STRING, r"""(?i:ConvertTo-SecureString)(?:[ \t]+(?i:-String))?[ \t]+(?P<pw>"[^"\n]{1,200}"|'[^'\n]{1,200}')"""
                      r"""(?=[^\n]*(?i:-AsPlainText))"""),

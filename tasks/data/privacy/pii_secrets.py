@@ -179,7 +179,10 @@ _ORACLE_LOGIN = Gated([
 ])
 
 # `scheme://user:PASSWORD@host` (or `redis://:PASSWORD@host`, no user): only the password is replaced.
-_URL_CREDENTIALS = Gated([("://", r"://(?<=[A-Za-z0-9+.-]://)[^\s:/@'\"<>]{0,64}:([^\s@/'\"<>]{1,128})@(?=[\w\[])")])
+_URL_CREDENTIALS = Gated([("://", r"://(?<=[A-Za-z0-9+.-]://)[^\s:/@'\"<>]{0,64}:([^\s@/'\"<>]{1,128})@(?=[\w\[])"),
+                          # Go's MySQL DSN: `user:password@tcp(host:3306)/db` (also `unix(...)`)
+                          ("@tcp(", r"(?<![\w.-])[\w.-]{1,64}:([^\s@/'\"<>:]{1,128})@tcp\("),
+                          ("@unix(", r"(?<![\w.-])[\w.-]{1,64}:([^\s@/'\"<>:]{1,128})@unix\(")])
 
 # Okta's `SSWS`, Splunk's, Opsgenie's `GenieKey`, Kerberos/NTLM's `Negotiate`/`NTLM` (a base64 blob naming the user)
 _AUTH_SCHEMES = ("basic", "bearer", "token", "bot", "apikey", "sso-key", "key", "ssws", "splunk", "geniekey",
@@ -199,7 +202,12 @@ _BEARER = re.compile(r"Bearer[ \t]+([A-Za-z0-9+/_.~-]{16,}=*)(?![\w.~+/=-])")
 # SECRET`, keytool's `-storepass`/`-keypass SECRET`, `htpasswd -b file user SECRET`, `smbclient -U user%SECRET`.
 _VALUE = r"""(?:"(?P<dq>(?:[^"\\\n]|\\.){1,200})"|'(?P<sq>[^'\n]{1,200})'|(?P<bare>[^\s"'`;&|<>()]{1,200}))"""
 _CLI_FLAG = Gated([("--", r"--(?<![\w-]--)(?P<name>[A-Za-z][A-Za-z0-9_-]{1,40})[ \t]+" + _VALUE)])
+# quoted only (`identified by their email` is prose); `bare` never matches, for `_value`'s group layout
+_SQL_STRING = r"""(?:'(?P<sq>[^'\n]{1,200})'|"(?P<dq>(?:[^"\\\n]|\\.){1,200})"|(?P<bare>(?!)))"""
 _COMMAND_PASSWORD = Gated([
+    # SQL: MySQL's `CREATE USER ... IDENTIFIED BY '...'` (and `ALTER USER`, `SET PASSWORD ... = '...'`)
+    ("IDENTIFIED", r"IDENTIFIED(?<![\w]IDENTIFIED)[ \t]+(?:WITH[ \t]+\w+[ \t]+)?BY[ \t]+" + _SQL_STRING),
+    ("identified", r"identified(?<![\w]identified)[ \t]+(?:with[ \t]+\w+[ \t]+)?by[ \t]+" + _SQL_STRING),
     ("mysql", r"mysql(?<![\w]mysql)(?:dump|admin|import|show|check|slap)?\b[^\n|;&]{0,200}?[ \t]-p(?=[^\s-])" + _VALUE),
     ("sshpass", r"sshpass(?<![\w]sshpass)\b[^\n|;&]{0,200}?[ \t]-p[ \t]*" + _VALUE),
     ("curl", r"curl(?<![\w]curl)\b[^\n|;&]{0,200}?[ \t](?:-u|--user)[ \t=]*['\"]?[^\s:'\"]{1,64}:"
