@@ -59,7 +59,7 @@ _MONTH_WORD = r"[^\W\d_]{3,12}\.?"
 # A date of birth has no time of day: a datetime at midnight is a date column exported (`1985-03-14T00:00:00`),
 # another time an event's timestamp (`Date of birth: 2024-01-15T10:30:00` is a form's log line).
 _MIDNIGHT = r"(?:T00:00(?::00(?:\.0+)?)?(?:Z|[+-]00:?00)?)?"
-_DOB = re.compile(_DOB_CUE + r"(?P<date>"
+_DATE = (r"(?P<date>"
                   r"(?P<y1>\d{4})(?P<s1>[-/.])(?P<m1>\d\d?)(?P=s1)(?P<d1>\d\d?)" + _MIDNIGHT +      # 1987-03-12
                   r"|(?P<a2>\d\d?)(?P<s2>[-/.])(?P<b2>\d\d?)(?P=s2)(?P<y2>\d{4}|\d\d)"          # 12/03/1987
                   r"|(?P<d3>\d\d?)(?:st|nd|rd|th|\.)?[ ](?:of[ ]|de[ ])?(?P<m3>" + _MONTH_WORD +
@@ -68,7 +68,9 @@ _DOB = re.compile(_DOB_CUE + r"(?P<date>"
                   r"|(?P<d5>\d\d?)(?P<s5>[-/])(?P<m5>[^\W\d_]{3,9})(?P=s5)(?P<y5>\d{4})"             # 12-Mar-1987
                   r"|(?P<y6>(?:19|20)\d\d)(?P<m6>[01]\d)(?P<d6>[0-3]\d)"                           # 19870312
                   r"|(?P<y7>\d{4})[ ]?[年년][ ]?(?P<m7>\d\d?)[ ]?[月월][ ]?(?P<d7>\d\d?)[ ]?[日일]"        # 1987年3月12日
-                  r")(?:(?<=[日일])|(?![\w:]|[-/.]\d))")         # a CJK date may run on into the sentence's words
+                  r")")
+_DOB = re.compile(_DOB_CUE + _DATE + r"(?:(?<=[日일])|(?![\w:]|[-/.]\d))")  # a CJK date may run on into its sentence
+_DATE_ONLY = re.compile(_DATE)
 
 
 def _valid(year: int, month: int, day: int) -> bool:
@@ -96,6 +98,18 @@ def _dob(m: re.Match[str]) -> bool:
                             if m.group(f"y{k}"))
     number = _MONTHS.get(month.rstrip(".").lower())
     return number is not None and _valid(int(year), number, int(day))
+
+
+def is_birth_date(value: str) -> bool:
+    """`value` is a date as a date of birth is written (the cued pass's layouts), a real one from 1900 on."""
+    m = _DATE_ONLY.fullmatch(value)
+    return m is not None and _dob(m)
+
+
+def is_passport_number(value: str) -> bool:
+    """`value` is a passport number as the cued pass reads one (6-9 capitals and digits, see `_passport`)."""
+    m = re.fullmatch(r"(?P<number>[A-Z0-9]{6,9})", value)
+    return m is not None and _passport(m)
 
 
 def _date_span(m: re.Match[str]) -> tuple[int, int]:
@@ -196,6 +210,16 @@ def _folded(text: str) -> bytes:
         return text.encode("latin-1").lower()
     except UnicodeEncodeError:
         return text.encode("ascii", "replace").lower()
+
+
+def gate_hits(text: str, gates: tuple[str, ...], written: tuple[str, ...]) -> list[int]:
+    """Where one of `gates` (lower-case ASCII, in any case) or `written` (as written) occurs in `text`, in order.
+    Absent gates are answered from the scrubbing's memory (`folded_in`, `literal_in`): the cued passes, which run
+    first, have looked for the same ones."""
+    return sorted(set(Gated(_NEVER, gates, 0).hits(text)) | set(Gated(_NEVER, written, 0, fold=False).hits(text)))
+
+
+_NEVER = re.compile(r"(?!)")
 
 
 def _number_span(m: re.Match[str]) -> tuple[int, int]:

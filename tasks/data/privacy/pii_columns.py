@@ -1,0 +1,146 @@
+"""Dates of birth and passport numbers in a table's column that only its header row names.
+
+The cued passes (`pii_personal`) take a date or a number right after its label. In a CSV/TSV export, a Markdown
+table or a pipe-separated dump the label stands once, in the header, and each row's value sits under it
+(`customer_id,email,date_of_birth` / `10001,a@b.fr,14/02/1986`): a probe of whole documents found 15 of its 24
+dates of birth that way, all kept. Here a header line naming such a column (`date_of_birth`, `DOB`, `Birth
+date`, `Geburtsdatum`, `fecha_nacimiento`, `passport_no`, ...; case, spaces, `_`, `-`, `.` ignored) is followed
+down its rows — lines split by the header's separator into as many fields — and the field under that column is
+replaced when it reads as the kind's value (`pii_personal.is_birth_date`: a real date from 1900 on;
+`is_passport_number`). The rows end at a blank line or at a line of another shape. A header of one column, or
+a column's name in running prose, is no table.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Iterator
+
+from tasks.data.privacy.pii_personal import gate_hits, is_birth_date, is_passport_number
+from tasks.data.privacy.pii_values import span_match
+
+# Column names, folded (lower case, without spaces, `_`, `-`, `.`), per kind
+_NAMES = {
+    "dob": frozenset(
+        "dob dateofbirth birthdate birthday birth bday dobddmmyyyy geburtsdatum gebdatum geburtstag "
+        "fechadenacimiento fechanacimiento fechanac datedenaissance datenaissance datadinascita datanascita "
+        "geboortedatum dataurodzenia datadenascimento datanascimento fodselsdato fødselsdato födelsedatum "
+        "syntymäaika dogumtarihi doğumtarihi датарождения 生年月日 出生日期 생년월일".split()),
+    "passport": frozenset(
+        "passport passportno passportnumber passportnum passportid passportnr reisepass reisepassnummer "
+        "passnummer pasaporte numeropasaporte passeport numeropasseport passaporto passaporte paspoort "
+        "paspoortnummer paszport numerpaszportu".split()),
+}
+_VALID: dict[str, Callable[[str], bool]] = {"dob": is_birth_date, "passport": is_passport_number}
+# A word of any header that names one, as the cued passes gate theirs (`gate_hits`: the same literals, so an absent
+# one costs nothing more): ASCII ones in any case, the others as written
+_GATES = ("dob", "birth", "bday", "geburtsdatum", "nacimiento", "naissance", "nasc", "geboortedatum", "urodz",
+          "passport", "reisepass", "pasaporte", "passeport", "passapor", "paspoort", "paszport")
+_WRITTEN = ("fødselsdato", "Fødselsdato", "födelsedatum", "Födelsedatum", "syntymäaika", "doğum", "Doğum",
+            "рождения", "Рождения", "生年月日", "出生日期", "생년월일")
+_SEPARATORS = (",", ";", "\t", "|")
+_FIELD_CHARS = re.compile(r"[\s_.\-\"'`*]+")
+
+
+def _fold(name: str) -> str:
+    return _FIELD_CHARS.sub("", name).lower()
+
+
+def _fields(line: str, sep: str) -> list[tuple[int, int]]:
+    """(start, end) of each field of `line` split at `sep` (a CSV field in double quotes may hold `sep`; a
+    Markdown row's outer pipes open and close it), each without its spaces and quotes."""
+    spans, at, n = [], 0, len(line)
+    if sep == "|":
+        body = line.strip()
+        at = line.find("|") + 1 if body.startswith("|") else 0
+        n = line.rfind("|") if body.endswith("|") and line.count("|") > 1 else n
+    while at <= n:
+        end = at
+        if line[at:at + 1] == '"':                            # a quoted field: to its closing quote
+            close = line.find('"', at + 1)
+            end = close + 1 if close >= 0 else n
+        end = line.find(sep, end, n)
+        end = n if end < 0 else end
+        start, stop = at, end
+        while start < stop and line[start] in " \t\r\"'`":
+            start += 1
+        while stop > start and line[stop - 1] in " \t\r\"'`":
+            stop -= 1
+        spans.append((start, stop))
+        at = end + 1
+    return spans
+
+
+def _header(line: str) -> tuple[str, list[tuple[str, int]]] | None:
+    """The separator of a header line and the (kind, index) of each column it names; None when it names none."""
+    for sep in _SEPARATORS:
+        if line.count(sep) < 1:
+            continue
+        spans = _fields(line, sep)
+        named = [(kind, i) for i, (a, b) in enumerate(spans) for kind, names in _NAMES.items()
+                 if _fold(line[a:b]) in names]
+        if named and len(spans) >= 2:
+            return sep, named
+    return None
+
+
+class HeaderColumns:
+    """`sub(repl, text)`: each value of `kind` under a header that names its column replaced by `repl`."""
+
+    def __init__(self, kind: str):
+        self.kind = kind
+
+    def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
+        spans = sorted(set(self._values(text)))
+        if not spans:
+            return text
+        out, last = [], 0
+        for start, end in spans:
+            out += (text[last:start], repl(span_match(text, start, end)))
+            last = end
+        return "".join(out) + text[last:]
+
+    def _values(self, text: str) -> Iterator[tuple[int, int]]:
+        line_end = -1
+        for hit in gate_hits(text, _GATES, _WRITTEN):
+            if hit <= line_end:
+                continue
+            line_start = text.rfind("\n", 0, hit) + 1
+            line_end = _end_of_line(text, line_start)
+            header = _header(text[line_start:line_end])
+            if header is None:
+                continue
+            sep, named = header
+            columns = [i for kind, i in named if kind == self.kind]
+            if columns:
+                yield from self._rows(text, line_end, sep, len(_fields(text[line_start:line_end], sep)), columns)
+
+    def _rows(self, text: str, at: int, sep: str, width: int, columns: list[int]) -> Iterator[tuple[int, int]]:
+        """The values under `columns` in the rows after a header ending at `at` (a Markdown rule line skipped)."""
+        valid = _VALID[self.kind]
+        while at < len(text):
+            start = at + 1
+            end = _end_of_line(text, start)
+            line = text[start:end]
+            if not line.strip():
+                return
+            spans = _fields(line, sep)
+            if len(spans) != width:
+                return
+            if not (sep == "|" and set(line.strip()) <= set("|-: ")):
+                for i in columns:
+                    a, b = spans[i]
+                    if b > a and valid(line[a:b]):
+                        yield start + a, start + b
+            at = end
+
+
+def _end_of_line(text: str, start: int) -> int:
+    end = text.find("\n", start)
+    return len(text) if end < 0 else end
+
+
+COLUMN_PASSES = (
+    ("dob", HeaderColumns("dob"), lambda m: True, 0, bool),
+    ("passport", HeaderColumns("passport"), lambda m: True, 0, bool),
+)
