@@ -101,11 +101,13 @@ def test_loss_and_gradients_equal_trls(exported, loss_type):
     want, want_grads, batch = trl_loss(base, loss_type)
     got, got_grads, pairs_per_row = forgeline_loss(cfg, states, batch, loss_type)
     assert pairs_per_row >= 2, "the parity must hold on packed rows, not one pair per row"
-    assert abs(float(got) - float(want)) < TOL, (float(got), float(want))
+    # relative to the loss: IPO's is ~29 here, where fp32 sums in another order differ by ~1e-6 of it (2.9e-5 on
+    # an Intel Xeon with AVX-512, under 1e-5 elsewhere); sigmoid's ~0.7 keeps the absolute 1e-5
+    assert abs(float(got) - float(want)) < TOL * max(1.0, abs(float(want))), (float(got), float(want))
     assert want_grads.keys() == got_grads.keys()
     worst = max(float((got_grads[k] - want_grads[k]).abs().max()) for k in want_grads)
     scale = max(float(g.abs().max()) for g in want_grads.values())
-    assert worst < TOL, (worst, scale)
+    assert worst < TOL * max(1.0, scale), (worst, scale)          # (likewise relative: IPO's reach ~16)
     assert scale > 1e-3  # the gradients compared are not all ~0
     print(f"{loss_type}: loss {float(want):.6f} (TRL) vs {float(got):.6f}, max |Δgrad| {worst:.2e} "
           f"of max |grad| {scale:.3g}")
