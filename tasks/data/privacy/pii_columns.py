@@ -102,7 +102,7 @@ class HeaderColumns:
 
     def _values(self, text: str) -> Iterator[tuple[int, int]]:
         line_end = -1
-        for hit in gate_hits(text, _GATES, _WRITTEN):
+        for hit in _hits(text):
             if hit <= line_end:
                 continue
             line_start = text.rfind("\n", 0, hit) + 1
@@ -133,6 +133,20 @@ class HeaderColumns:
                     if b > a and valid(line[a:b]):
                         yield start + a, start + b
             at = end
+
+
+# The last text's gate hits, as one (text, hits) pair swapped whole (safe across threads): the dob pass and the
+# passport pass read the same text, and half of this pass's time was finding them
+_LAST: list[tuple[str | None, list[int]]] = [(None, [])]
+
+
+def _hits(text: str) -> list[int]:
+    cached = _LAST[0]
+    if cached[0] is text:
+        return cached[1]
+    hits = gate_hits(text, _GATES, _WRITTEN)
+    _LAST[0] = (text, hits)
+    return hits
 
 
 def _end_of_line(text: str, start: int) -> int:

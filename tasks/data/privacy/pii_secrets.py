@@ -52,8 +52,7 @@ from tasks.data.privacy.pii_foreign import (FOREIGN_API_KEY, FOREIGN_PASSWORD, f
                                             value_span)
 from tasks.data.privacy.pii_headers import HEADER_DIRECTIVES, CookieValues, directive_credential, directive_span
 from tasks.data.privacy.pii_keyed import CREDENTIAL_NAME, KeyedValues, names_no_credential
-from tasks.data.privacy.pii_pairs import (NAME_VALUE_PAIRS, POSITIONAL, TABLE_CELLS, positional_credential, positional_span,
-                                          table_credential, table_span)
+from tasks.data.privacy.pii_pairs import NAME_VALUE_PAIRS, POSITIONAL, TABLE_CELLS, positional_credential, positional_span
 from tasks.data.privacy.pii_shapes import SHAPE_PASSES
 from tasks.data.privacy.pii_values import (is_placeholder, literal_in, looks_random, masked_after_prefix,
                                            shannon_entropy, trim_end, value_ok)
@@ -387,7 +386,7 @@ SECRET_PASSES: tuple[tuple[re.Pattern[str], Validator | None,
     (KeyedValues(), None, 0, _always),
     (NAME_VALUE_PAIRS, None, 0, _always),     # `- name: DB_PASSWORD` / `value: ...`, `<add key=... value=.../>`
     (POSITIONAL, positional_credential, positional_span, _always),      # `NetworkCredential("u", "...")`
-    (TABLE_CELLS, table_credential, table_span, _hint("|", ",", "\t")),   # `| api_key | ... |`, `api_key,...`
+    (TABLE_CELLS, None, 0, _always),                                    # `| api_key | ... |`, `api_key,...`
     (HEADER_DIRECTIVES, directive_credential, directive_span, _always),
     (_KEYED, _keyed, 1, _hint(":", "=")),
 )
