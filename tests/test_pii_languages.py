@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.data.privacy.pii import scrub_pii
+from tests.helpers.pii_cases import assert_scrubbed
 
 
-def _case(text: str, expected: str | None) -> None:
-    expected = expected or text
-    scrubbed, counts = scrub_pii(text)
-    assert scrubbed == expected, (text, scrubbed)
-    assert sum(counts.values()) == expected.count("<") - text.count("<")
+_case = assert_scrubbed
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -71,19 +71,15 @@ FOREIGN_PASSWORD = (Gated(_PASSWORD, _PASSWORD_GATES, 4), Gated(_PASSWORD, _PASS
 FOREIGN_API_KEY = (Gated(_API_KEY, _API_GATES, 16), Gated(_API_KEY, _API_WRITTEN, 0, fold=False))
 
 
-def value_of(m: re.Match[str]) -> str:
-    group = next(g for g in ("dq", "sq", "cq", "bare") if g in m.re.groupindex and m.group(g) is not None)
-    return m.group(group)
-
-
 def value_span(m: re.Match[str]) -> tuple[int, int]:
-    """The value's span, relative to the match."""
+    """The value's span (quoted or bare), relative to the match."""
     group = next(g for g in ("dq", "sq", "cq", "bare") if g in m.re.groupindex and m.group(g) is not None)
     return m.start(group) - m.start(), m.end(group) - m.start()
 
 
 def foreign_password(m: re.Match[str]) -> bool:
-    value = value_of(m)
+    start, end = value_span(m)
+    value = m.group()[start:end]
     return any(c.isdigit() for c in value) and value_ok(value, quoted=True)
 
 

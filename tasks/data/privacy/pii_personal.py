@@ -178,16 +178,7 @@ class Gated:
 
     def hits(self, text: str) -> list[int]:
         """Where a gate occurs (in any case, with `fold`), in order."""
-        found, folded = set(), lru_cache(maxsize=1)(lambda: _folded(text))
-        for gate in self.gates:
-            if self.fold and not folded_in(gate, folded) or not self.fold and not literal_in(gate, text):
-                continue
-            haystack, needle = (folded(), gate.encode("ascii")) if self.fold else (text, gate)
-            at = haystack.find(needle)
-            while at >= 0:
-                found.add(at)
-                at = haystack.find(needle, at + 1)
-        return sorted(found)
+        return sorted(_gate_positions(text, self.gates, self.fold))
 
     def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
         out, last = [], 0
@@ -212,14 +203,25 @@ def _folded(text: str) -> bytes:
         return text.encode("ascii", "replace").lower()
 
 
+def _gate_positions(text: str, gates: tuple[str, ...], fold: bool) -> set[int]:
+    """Where each of `gates` occurs in `text` (with `fold`, in any case: lower-case ASCII gates in `_folded`)."""
+    found, folded = set(), lru_cache(maxsize=1)(lambda: _folded(text))
+    for gate in gates:
+        if fold and not folded_in(gate, folded) or not fold and not literal_in(gate, text):
+            continue
+        haystack, needle = (folded(), gate.encode("ascii")) if fold else (text, gate)
+        at = haystack.find(needle)
+        while at >= 0:
+            found.add(at)
+            at = haystack.find(needle, at + 1)
+    return found
+
+
 def gate_hits(text: str, gates: tuple[str, ...], written: tuple[str, ...]) -> list[int]:
     """Where one of `gates` (lower-case ASCII, in any case) or `written` (as written) occurs in `text`, in order.
     Absent gates are answered from the scrubbing's memory (`folded_in`, `literal_in`): the cued passes, which run
     first, have looked for the same ones."""
-    return sorted(set(Gated(_NEVER, gates, 0).hits(text)) | set(Gated(_NEVER, written, 0, fold=False).hits(text)))
-
-
-_NEVER = re.compile(r"(?!)")
+    return sorted(_gate_positions(text, gates, True) | _gate_positions(text, written, False))
 
 
 def _number_span(m: re.Match[str]) -> tuple[int, int]:
