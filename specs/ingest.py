@@ -115,6 +115,13 @@ class IngestSpec(StrictModel):
         description="Memory bound of the readers: a line (jsonl/csv), a whole txt/md file or a WARC body "
         "longer than this many (decompressed) bytes is quarantined as `record_too_large` without being held.",
     )
+    max_bad_run: int | None = Field(
+        100_000, ge=1,
+        description="A file that gives this many quarantined records in a row, none kept between them, is not "
+        "read further: one `abandoned_file` row names it, where it stopped and the run's reasons; the records "
+        "before stay. A wrong `fields` mapping says so in seconds, and 30 KB of gzip holding ten million `{}` "
+        "lines no longer costs minutes of quarantine rows. null: every file is read to its end.",
+    )
     shard_records: int = Field(
         2_000, ge=1, le=1_000_000, description="Records per Parquet shard (shards are written atomically)."
     )

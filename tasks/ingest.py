@@ -11,7 +11,7 @@ import logging
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from specs.ingest import EmbeddedSource, IngestSpec
 from specs.results import StageResult
@@ -63,16 +63,22 @@ def _ingest_source(src, spec: IngestSpec, paths: StagePaths, shard_dir: Path, qu
         shard_no, pending, pending_chars = shard_no + 1, [], 0
 
     folders = media_folders(src, paths.root)
-    for item in _items(src, spec, paths.root):
+    run = BadRun(spec.max_bad_run)
+    for item in _items(src, spec, paths.root, run.abandon):
         read += 1
         outcome, removed = _to_row(item, src, spec, paths.root, folders) if isinstance(item, Doc) else (item, 0)
         if not isinstance(outcome, Bad) and outcome["id"] in first_origin:
             # Two records under one id would make every later join by id ambiguous; the first one wins.
             outcome = Bad(item.origin, item.location, "duplicate_id", f"id {outcome['id']!r} was already given to "
                           f"the record from {first_origin[outcome['id']]}", outcome["text"])
+        stop = run.note(item, outcome)  # the entry for the rest of this file, which its reader leaves unread
         if isinstance(outcome, Bad):
-            reasons[outcome.reason] += 1
-            quarantine.append({"source": src.name, **outcome.__dict__})
+            for bad in (outcome, stop) if stop is not None else (outcome,):
+                reasons[bad.reason] += 1
+                quarantine.append({"source": src.name, **bad.__dict__})
+            if stop is not None:
+                log.warning("%s: %s: %s", src.name, stop.origin, stop.detail)
+                read += 1  # the unread rest of the file counts as one input, quarantined
         else:
             pending.append(outcome)
             first_origin[outcome["id"]] = outcome["origin"]
@@ -97,14 +103,44 @@ def _ingest_source(src, spec: IngestSpec, paths: StagePaths, shard_dir: Path, qu
             "control_chars_removed": controls, "meta_trimmed": trimmed, "by_reason": dict(sorted(reasons.items()))}
 
 
-def _items(src, spec: IngestSpec, root: Path) -> Iterator[Doc | Bad]:
+def _items(src, spec: IngestSpec, root: Path, abandon: Callable[[str], bool]) -> Iterator[Doc | Bad]:
     if isinstance(src, EmbeddedSource):
         from tasks.data.embedded import read_embedded
 
         return read_embedded(src.corpus)
     from tasks.data.formats import read_files
 
-    return read_files(src, root, spec.max_record_bytes)
+    return read_files(src, root, spec.max_record_bytes, abandon)
+
+
+class BadRun:
+    """Quarantined records in a row from one file, none kept between them (`IngestSpec.max_bad_run`): past the
+    limit the file is abandoned, as the stage is told by `note` and its reader asks through `abandon`."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit, self.origin, self.abandoned = limit, None, None
+        self.run: Counter[str] = Counter()  # the run's reasons
+
+    def note(self, item: Doc | Bad, outcome: dict[str, Any] | Bad) -> Bad | None:
+        """Count `item` (whose outcome is a row or a Bad); the `abandoned_file` entry when its run reaches the
+        limit."""
+        if self.abandoned is not None or item.origin != self.origin:  # the reader has moved to the next file
+            self.origin, self.abandoned = item.origin, None
+            self.run.clear()
+        if not isinstance(outcome, Bad):
+            self.run.clear()
+            return None
+        self.run[outcome.reason] += 1
+        if self.limit is None or self.run.total() < self.limit:
+            return None
+        self.abandoned = item.origin
+        reasons = ", ".join(f"{reason} {n:,}" for reason, n in self.run.most_common(3))
+        return Bad(item.origin, item.location, "abandoned_file", f"{self.limit:,} records in a row were quarantined "
+                   f"({reasons}), none kept: the rest of the file was not read (ingest.max_bad_run; null reads "
+                   "every file to its end)", outcome.raw)
+
+    def abandon(self, origin: str) -> bool:
+        return origin == self.abandoned
 
 
 def media_folders(src, root: Path) -> list[Path] | None:

@@ -298,9 +298,9 @@ def test_truncated_warc_gz_keeps_the_records_before_the_cut(tmp_path):
     assert bads(items) == [("record 2", "not_html"), ("record 3", "empty_extraction"), ("record 4", "truncated")]
 
 
-def ingest(root: Path, **source) -> tuple[dict, dict[str, dict]]:
+def ingest(root: Path, options: dict | None = None, **source) -> tuple[dict, dict[str, dict]]:
     params = Params.model_validate({"ingest": {"sources": [{"name": "u", "kind": "files", **source}],
-                                               "max_record_bytes": 1000}})
+                                               "max_record_bytes": 1000, **(options or {})}})
     result = run_stage("ingest", params, root)
     records = {r["id"]: r for r in read_all_records(root / "data/ingest").to_pylist()}
     return result.counts, records

@@ -109,7 +109,7 @@ def test_quarantine_is_streamed_in_row_groups_and_equals_the_one_shot_file(tmp_p
 
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "bomb.jsonl.gz").write_bytes(gzip.compress(b"1\n" * 120_000))
-    counts, records = ingest(tmp_path, paths=["in"])
+    counts, records = ingest(tmp_path, {"max_bad_run": None}, paths=["in"])  # read on past 100,000 in a row
     assert records == {} and counts["by_source"]["u"]["by_reason"] == {"wrong_type": 120_000}
     q = pq.ParquetFile(tmp_path / "data" / "ingest" / "quarantine.parquet")
     assert [q.metadata.row_group(i).num_rows for i in range(q.metadata.num_row_groups)] == [50_000, 50_000, 20_000]

@@ -61,6 +61,7 @@ QUARANTINE_REASONS = (
     "bad_encoding",       # a WARC payload whose HTTP transfer/content coding does not decode
     "bad_length",         # a WARC record whose Content-Length is not a number or does not end where the next begins
     "link_outside",       # a symbolic link out of the source's folder, not opened (ingest `symlinks: inside`)
+    "abandoned_file",     # the rest of a file after ingest.max_bad_run records in a row were quarantined, unread
 )
 RAW_PREVIEW = 500
 META_DROPPED = "_dropped"  # the meta key naming the fields left out of a record's meta (fields.meta_max_bytes)

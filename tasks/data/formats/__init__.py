@@ -10,7 +10,7 @@ continuation marker. Compression (gzip, zstd, bz2, xz) is always detected from t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from specs.ingest import FilesSource
 from tasks.data.formats.columnar import ARROW_FILE_MAGIC, ARROW_STREAM_MAGIC, read_arrow, read_parquet
@@ -26,7 +26,10 @@ FORMAT_BY_SUFFIX = {".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"
                     ".wet": "warc"}
 
 
-def read_files(src: FilesSource, root: Path, max_record_bytes: int) -> Iterator[Doc | Bad]:
+def read_files(src: FilesSource, root: Path, max_record_bytes: int,
+               abandon: Callable[[str], bool] | None = None) -> Iterator[Doc | Bad]:
+    """Every record or reject of the source's files, in order. `abandon`, when given, is asked after each one
+    whether the rest of its file (named as the item's `origin`) is to be left unread."""
     for listed in expand_paths(src.paths, root, src.name, src.symlinks):
         path = listed.path
         shown = display_path(path, root, follow=False)  # already resolved as far as it should be
@@ -35,7 +38,10 @@ def read_files(src: FilesSource, root: Path, max_record_bytes: int) -> Iterator[
             continue
         try:
             with open_stream(path) as stream:
-                yield from _read_one(stream, path, shown, src, root, max_record_bytes)
+                for item in _read_one(stream, path, shown, src, root, max_record_bytes):
+                    yield item
+                    if abandon is not None and abandon(shown):
+                        break
         except OSError as exc:  # opening (or the first read of) the file failed: a dangling link, no permission
             yield Bad(shown, "", "unreadable_file", f"{exc.__class__.__name__}: {exc.strerror or exc}")
         except Exception as exc:  # noqa: BLE001 — a reader failing on a hostile file: that file, not the stage

@@ -85,7 +85,7 @@ class _Lines:
 
     def __init__(self, stream: Stream, path: Path, cap: int, dialect: dict) -> None:
         self.path, self.cap, self.dialect = path, cap, dialect
-        self.source, self.skip_below = iter_lines(stream, cap, self._watch), 0
+        self.source, self.skip_below = iter_lines(stream, cap, self._watch, blank=self._blank), 0
         self.replay: deque[Line] = deque()
         self.row: list[Line] = []        # the lines of the row being parsed
         self.number, self.pulled, self.since_row, self.end = 0, 0, 0, None
@@ -97,7 +97,11 @@ class _Lines:
         return self
 
     def start_row(self) -> None:
-        self.row, self.since_row = [], 0
+        self.row, self.since_row, self.row_after = [], 0, self.number
+
+    def row_start(self) -> int:
+        """The line the row just read began on (blank lines before it were skipped unseen)."""
+        return self.row[0].number if self.row else self.row_after + 1
 
     def __next__(self) -> str:
         line = self.replay.popleft() if self.replay else self._pull()
@@ -122,6 +126,11 @@ class _Lines:
             self.pulled = line.number
             if line.number >= self.skip_below or line.issue == "truncated":
                 return line
+
+    def _blank(self) -> bytes | None:
+        """Between rows an empty line is no record (csv reads it as an empty row): iter_lines may skip a run of
+        them in bulk. Inside a row (a quoted field) it is part of a field, and a line of spaces is a row."""
+        return b"\r" if not self.row and not self.replay else None
 
     def _watch(self, chunk: bytes) -> None:
         """Sees the chunks of a line over the cap as iter_lines skips them: the quote state goes on through them."""
@@ -167,7 +176,7 @@ class _Lines:
         if resume < (self.replay[0].number if self.replay else self.pulled + 1):  # some were read past: reopen
             self.reopened.close()
             stream, _ = text_stream(self.reopened.enter_context(open_stream(self.path)), lines=b"")
-            self.source, self.skip_below, self.end = iter_lines(stream, self.cap, self._watch), resume, None
+            self.source, self.skip_below, self.end = iter_lines(stream, self.cap, self._watch, blank=self._blank), resume, None
             self.replay.clear()  # the reopened file gives those lines again
         self.replay.extendleft(reversed(held))
         self.number = first
@@ -235,15 +244,16 @@ def _long_row(lines: _Lines, trigger: Line, shown: str) -> Bad:
 def _rows(reader, lines: _Lines) -> Iterator[tuple[str, list[str], tuple[str, str] | None]]:
     """(location, fields, problem) per row; problem is (reason, detail) for a malformed or undecodable row."""
     while True:
-        start = lines.number + 1
         lines.start_row()
         try:
             row = next(reader)
         except StopIteration:
             return
         except csv.Error as exc:  # strict mode: a stray quote, an unterminated quoted field
+            start = lines.row_start()
             yield f"line {start}", [], ("bad_row", _failed_row(lines, start, exc))
             continue
+        start = lines.row_start()
         if not row:
             continue  # a blank line is not a record
         if lines.bad_bytes and lines.bad_bytes[-1] >= start:

@@ -186,11 +186,19 @@ class Line:
 RAW = 2000  # bytes of a rejected line kept for the quarantine preview
 
 
+# What a blank line of JSON Lines may hold besides its newline (bytes.isspace's set: json ignores them all).
+JSON_BLANK = b" \t\r\x0b\x0c"
+
+
 def iter_lines(stream: Stream, cap: int, watch: Callable[[bytes], None] | None = None,
-               knob: str = "ingest.max_record_bytes") -> Iterator[Line]:
+               knob: str = "ingest.max_record_bytes", blank: Callable[[], bytes | None] | None = None
+               ) -> Iterator[Line]:
     """Every line of `stream`; a line over `cap` bytes is reported, never held (`watch`, when given, sees each
     of its chunks as it is skipped; `knob` is the setting the report names as the cap); damage ends the
-    iteration."""
+    iteration. `blank`, when given, is asked on a blank line which characters besides newlines make a line
+    blank there (None: none, the line is yielded); blank lines are then not yielded, and the run of them that
+    follows is skipped from the buffer in bulk — a line at a time, 97 KB of gzip (100 M newlines) kept a reader
+    busy for two minutes. Line numbers count the skipped lines."""
     number = 0
     while True:
         line = stream.buf.readline(cap + 1)
@@ -198,6 +206,10 @@ def iter_lines(stream: Stream, cap: int, watch: Callable[[bytes], None] | None =
             break
         number += 1
         if line.endswith(b"\n"):
+            if blank is not None and line.isspace() and (chars := blank()) is not None \
+                    and not line[:-1].strip(chars):
+                number += _skip_blank_run(stream.buf, chars)
+                continue
             yield Line(number, line[:-1].removesuffix(b"\r"))
         elif len(line) > cap:
             size = len(line) + _skip_line(stream, line, watch)
@@ -215,9 +227,26 @@ def iter_lines(stream: Stream, cap: int, watch: Callable[[bytes], None] | None =
 
 def file_lines(path: Path, cap: int, knob: str) -> Iterator[Line]:
     """`iter_lines` of the file at `path` (decompressed by its first bytes), for any stage's jsonl: one line held
-    at a time, a line over `cap` bytes one `record_too_large` Line. Opening may raise OSError."""
+    at a time, a line over `cap` bytes one `record_too_large` Line, blank lines (no record in JSON Lines) not
+    yielded. Opening may raise OSError."""
     with open_stream(path) as stream:
-        yield from iter_lines(stream, cap, knob=knob)
+        yield from iter_lines(stream, cap, knob=knob, blank=lambda: JSON_BLANK)
+
+
+def _skip_blank_run(buf: io.BufferedReader, chars: bytes) -> int:
+    """Consume the whole blank lines (newlines and `chars`) at the front of `buf`, a buffer at a time; return
+    how many there were. A blank run not ended by a newline (the start of the next line) is left in place."""
+    skipped = 0
+    while True:
+        ahead = buf.peek(BUFFER)[:BUFFER]
+        run = len(ahead) - len(ahead.lstrip(chars + b"\n"))
+        cut = ahead.rfind(b"\n", 0, run) + 1  # only whole lines: the run may end in the next line's indent
+        if cut == 0:
+            return skipped
+        skipped += ahead.count(b"\n", 0, cut)
+        buf.read(cut)
+        if cut < len(ahead):
+            return skipped
 
 
 def _skip_line(stream: Stream, first: bytes, watch: Callable[[bytes], None] | None) -> int:

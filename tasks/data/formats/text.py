@@ -14,7 +14,7 @@ from typing import Iterator
 from specs.ingest import FilesSource
 from tasks.data.formats.objects import from_object
 from tasks.data.formats.encodings import text_stream
-from tasks.data.formats.streams import Stream, iter_lines, read_capped
+from tasks.data.formats.streams import JSON_BLANK, Stream, iter_lines, read_capped
 from tasks.data.records import Bad, Doc
 
 # json.loads(text, strict=False) builds this decoder for every line (a tenth of a small record's read time)
@@ -23,7 +23,7 @@ LENIENT_JSON = json.JSONDecoder(strict=False)
 
 def read_jsonl(stream: Stream, path: Path, shown: str, src: FilesSource, root: Path, cap: int) -> Iterator[Doc | Bad]:
     stream, encoding = text_stream(stream, lines=b"{")
-    for line in iter_lines(stream, cap):
+    for line in iter_lines(stream, cap, blank=lambda: JSON_BLANK):  # blank lines are no records: skipped in bulk
         where = f"line {line.number}"
         raw = line.data
         if line.issue is not None:
