@@ -129,7 +129,8 @@ def test_links_table_cells_and_labels_above(text: str, expected: str | None) -> 
     # a second probe, of whole documents (logs, mail, HTML, code, notebooks, configs, SQL dumps, chats):
     # a pair inside a JSON string kept its string's closing quote (the JSON no longer parsed)
     ('{"Env": ["POSTGRES_PASSWORD=Dc9pZ2qXm", "PATH=/usr/bin"]}', '{"Env": ["POSTGRES_PASSWORD=<SECRET>", "PATH=/usr/bin"]}'),
-    ('["password = \\"Hx7kQ2pLm9\\"\\n", "print(1)"]', '["password = <SECRET>", "print(1)"]'),
+    # (and its escaped quotes and `\\n` with it: the notebook cell's lines ran together; a third probe)
+    ('["password = \\"Hx7kQ2pLm9\\"\\n", "print(1)"]', '["password = \\"<SECRET>\\"\\n", "print(1)"]'),
     ("CREATE USER 'app'@'%' IDENTIFIED BY 'My5ql!Xq7zKp';", "CREATE USER 'app'@'%' IDENTIFIED BY '<SECRET>';"),
     ('dsn := "root:Xk29!aQ7mP@tcp(10.0.4.12:3306)/shop"', 'dsn := "root:<SECRET>@tcp(10.0.4.12:3306)/shop"'),
     ('$m = new mysqli("localhost", "wp_user", "Kj8#mP2qXz", "wordpress");',

@@ -242,9 +242,17 @@ def _ipv6(m: re.Match[str], keep: frozenset[str]) -> bool:
 
 
 def _is_host(m: re.Match[str], bits: int) -> bool:
-    """No prefix length after the address, or the full one (`203.0.113.7/32` is one host, `10.0.0.0/8` a network)."""
+    """No prefix length after the address, the full one (`203.0.113.7/32` is one host, `10.0.0.0/8` a network), or
+    one that leaves host bits set: an interface's own address (`inet 81.169.145.92/24` in `ip addr`, a router's
+    `ipv6 address 2a01:4f8::2/64`) is a host's, only a network's first address names the network."""
     prefix = _PREFIX_AFTER.match(m.string, m.end())
-    return prefix is None or int(prefix.group(1)) == bits
+    if prefix is None or int(prefix.group(1)) == bits:
+        return True
+    try:
+        interface = ipaddress.ip_interface(f"{m.group()}/{prefix.group(1)}")
+    except ValueError:                      # a prefix longer than the address has bits
+        return False
+    return interface.ip != interface.network.network_address
 
 
 # Address classes of `PIISpec.keep_addresses` (RFC 1918/6598/4193 private, 3927/4291 link-local, 5737/3849

@@ -57,6 +57,14 @@ def _header_start(text: str, at: int) -> int:
         line = text.rfind("\n", 0, line - 1) + 1
     return line
 _COMMON_TLDS = frozenset("com org net edu gov mil int io co uk de fr info biz me us ca au jp cn ru".split())
+# File suffixes that are no top-level domain (IANA's list holds none of them): a retina image (`logo@2x.png`,
+# `nav-bg@3x.jpg` in HTML and CSS), a systemd template unit (`wg-quick@wg0.service`, `getty@tty1.service`), a
+# versioned file (`report@final.pdf`, `model@best.ckpt`). `.zip`, `.mov`, `.py`, `.md`, `.sh` are domains.
+_FILE_SUFFIXES = frozenset(
+    "png jpg jpeg gif svg webp bmp ico tif tiff avif heic pdf csv tsv txt json jsonl yaml yml toml xml html htm "
+    "css scss js mjs cjs ts tsx jsx vue ipynb pth ckpt safetensors onnx pkl npy npz parquet gz tgz tar rar whl "
+    "wav ogg webm mkv avi doc docx xls xlsx ppt pptx odt service socket timer mount automount slice swap "
+    "lock log bak tmp swp dll exe jar".split())
 
 
 def _not_an_address(m: re.Match[str]) -> bool:
@@ -65,7 +73,11 @@ def _not_an_address(m: re.Match[str]) -> bool:
         return True
     if _ID_HEADER.match(text, _header_start(text, start)):     # `Message-ID: <CAF7x2=9Kq@mail.gmail.com>`: an id
         return True
+    if text[max(0, start - 3):start] == "://":    # a URL's user (`https://<key>@o1.ingest.sentry.io/2`): the
+        return True                                # URL passes' (a key there is a secret), not an address
     labels = text[m.end("at"):end].split(".")
+    if labels[-1].lower() in _FILE_SUFFIXES:
+        return True
     uncommon = labels[-1].lower() not in _COMMON_TLDS     # `ann@example.com(preferred)` is still an address
     return _CAMEL_CASE.search(labels[-1]) is not None or \
         uncommon and (text.startswith("(", end) or labels[0] in ("self", "this"))

@@ -33,8 +33,8 @@ from tasks.data.privacy.pii_values import (QUOTES, connection_value, enclosing_l
 # A name that holds a credential: it ends with password/secret/passphrase (or German, Dutch, Portuguese
 # password words), or with key/token qualified by what
 # kind (`api_key`, `accessToken`, `X-Api-Key`, a property's `fs.s3a.secret.key`; not `sort_key`, `next_token`), or
-# is an all-caps `..._TOKEN` or `..._SALT` (WordPress's `AUTH_SALT`, Flask-Security's `SECURITY_PASSWORD_SALT`;
-# with them WordPress's `LOGGED_IN_KEY` and `NONCE_KEY`), or a Kubernetes registry Secret's `.dockerconfigjson` /
+# is an all-caps `..._TOKEN`, `..._PAT` (a personal access token: R's `GITHUB_PAT`) or `..._SALT` (WordPress's
+# `AUTH_SALT`, Flask-Security's `SECURITY_PASSWORD_SALT`; with them WordPress's `LOGGED_IN_KEY` and `NONCE_KEY`), or a Kubernetes registry Secret's `.dockerconfigjson` /
 # `.dockercfg` (base64 of the registries' `user:password` logins).
 CREDENTIAL_NAME = re.compile(
     r"(?:[A-Za-z0-9]+[_.-]|[A-Za-z][a-z0-9]*(?=[A-Z]))*?"
@@ -43,7 +43,7 @@ CREDENTIAL_NAME = re.compile(
     r"session|refresh|bearer|bot|service|admin|deploy|personal|webhook|hmac|jwt|oauth|storage|subscription|"
     r"security|application|github|gitlab|hf|npm|slack|discord|telegram|vault|consul|nomad|circle|figma)"
     r"[_.-]?(?i:key|token)"
-    r"|(?i:apikey|api-key|dockerconfigjson|dockercfg)|[A-Z][A-Z0-9]*_TOKEN|[A-Z][A-Z0-9]*_SALT|(?:LOGGED_IN|NONCE)_KEY)"
+    r"|(?i:apikey|api-key|dockerconfigjson|dockercfg)|[A-Z][A-Z0-9]*_(?:TOKEN|SALT|PAT)|(?:LOGGED_IN|NONCE)_KEY)"
 )
 # HTTP headers that carry a credential by convention: an `X-` header whose last word is Token or Key
 # (`X-Vault-Token`, `X-Plex-Token`, `x-amz-server-side-encryption-customer-key`) unless the word before says it
@@ -81,7 +81,7 @@ def names_no_credential(name: str) -> bool:
 _NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
 WORDS = tuple(word for base in ("password", "passwd", "passphrase", "pass", "pwd", "pw", "secret", "key", "token",
                                 "passwort", "kennwort", "wachtwoord", "senha", "dockerconfigjson", "dockercfg")
-              for word in (base, base.capitalize(), base.upper())) + ("SALT",)
+              for word in (base, base.capitalize(), base.upper())) + ("SALT", "PAT")
 # The last word of a credential name, an optional closing quote or bracket (`"password":`, `['password']=`) and
 # markdown bold (`**Password:**`), then `=>`, `:=`, `:` or `=` (not `==`), or the comma between a call's two
 # string arguments (`setRequestHeader("X-Api-Key", "...")`, a header's only), then spaces: the value starts there.
@@ -292,8 +292,11 @@ def _inside_string(text: str, start: int, word_end: int, found: tuple[int, int, 
     close = at
     while (close := text.find(quote, close, end)) >= 0 and text[close - 1] == "\\":
         close += 1
-    if close < 0:
-        return found
+    close = end if close < 0 else close
+    inner = text.find("\\" + text[at + 1:at + 2], at + 2, close) if text[at:at + 1] == "\\" else -1
+    if inner >= 0 and text[at + 1] in QUOTES:  # `"password = \"x1\"\n"`: the value is what the escaped quotes hold
+        return at + 2, inner, value_ok(text[at + 2:inner], quoted=True)
+    close = trim_end(text, at, close)   # (a notebook line's `\n` before the quote: the string's, not the value's)
     while close > at and text[close - 1] in " \t":
         close -= 1
     return at, close, value_ok(text[at:close], yaml=yaml, literal=literal)
@@ -309,6 +312,10 @@ def _line_value(text: str, at: int, yaml: bool, literal: bool = False) -> tuple[
     end = comment.start() if comment else end
     while end > at and text[end - 1] in " \t\r":
         end -= 1
+    if end - at > 2 and text[end - 1] == "\\" and text[end - 2] in " \t":   # a shell/Dockerfile line's `\`: the
+        end -= 1                                                              # next line goes on the command
+        while end > at and text[end - 1] in " \t":
+            end -= 1
     if _LIST_AFTER.search(text, at, end):
         end = trim_end(text, at, run_end(text, at))
     elif not yaml and text[at - 1:at] == "=" and _COMMAND_AFTER.match(text, word := run_end(text, at, SHELL_STOPS)):

@@ -137,7 +137,7 @@ _CUE_NAMES = [*_CUES, _GENERIC]
 _CUED = re.compile(
     r"(?i:(?<![\w-])(?:" + "|".join(f"(?P<c{i}>{cue})" for i, cue in enumerate(_CUE_NAMES)) + r"))"
     r"(?i:[ _-]?(?:number|num|no\.?|nr\.?|n[°º]\.?|\#|n[uú]mero|num[eé]ro|numarası|nummer|번호|号码|番号))?"
-    r"\.?[\"'\s:=#>：|(),-]{0,6}(?:(?:is|was|är|er|on|ist|est|es|è)[\"'\s:=#>：|(]{1,4})?"
+    r"\.?[\"'\s:=#>：|(),-]{0,6}[ \t]{0,30}(?:(?:is|was|är|er|on|ist|est|es|è)[\"'\s:=#>：|(]{1,4})?"
     r"(?P<number>\d(?:[ .-]?[0-9AB]){6,17}[Xx]?)" + _END)
 
 

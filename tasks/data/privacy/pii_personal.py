@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import re
 from datetime import date
-from functools import lru_cache
 from typing import Callable
 
 from tasks.data.privacy.pii_values import folded_in, literal_in
@@ -47,7 +46,7 @@ _MONTHS = {name: i + 1 for names in (
 # (The date may open the next line: a form's label above its field, a PDF's text.)
 # `born on` in French, German and Spanish too (`né le`, `geboren am`, `nacida el`), and the CJK and Korean labels
 # (`生年月日`, `出生日期`, `生日`, `誕生日`, `생년월일`), which need no word boundary: CJK text has no spaces.
-_DOB_CUE = (r"(?:(?i:\b(?:d\.?o\.?b\.?|date[ _-]of[ _-]birth|birth[ _-]?date|birthday|born(?:[ ]on\b|(?=[ \t]*[:=]))"
+_DOB_CUE = (r"(?:(?i:\b(?:d\.?o\.?b\.?|date[ _-]?of[ _-]?birth|birth[ _-]?date|birthday|born(?:[ ]on\b|(?=[ \t]*[:=]))"
             r"|geburtsdatum|geb\.?-?datum|geb\.|fecha[ _]de[ _]nac(?:imiento|\.)|date[ _]de[ _]naissance"
             r"|n[ée]e?[ ]le|geboren[ ]a[mn]|geboren[ ]op|nacid[oa][ ]el|data[ _]di[ _]nascita|nat[oa][ ]il"
             r"|geboortedatum|data[ _]urodzenia|urodzon[ya]|data[ _]de[ _]nascimento|nascid[oa][ ]em|bday"
@@ -205,7 +204,13 @@ def _folded(text: str) -> bytes:
 
 def _gate_positions(text: str, gates: tuple[str, ...], fold: bool) -> set[int]:
     """Where each of `gates` occurs in `text` (with `fold`, in any case: lower-case ASCII gates in `_folded`)."""
-    found, folded = set(), lru_cache(maxsize=1)(lambda: _folded(text))
+    found, memo = set(), []
+
+    def folded() -> bytes:  # made once, and only when a gate is looked for in it
+        if not memo:
+            memo.append(_folded(text))
+        return memo[0]
+
     for gate in gates:
         if fold and not folded_in(gate, folded) or not fold and not literal_in(gate, text):
             continue

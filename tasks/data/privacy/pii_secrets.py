@@ -179,6 +179,8 @@ _ORACLE_LOGIN = Gated([
 
 # `scheme://user:PASSWORD@host` (or `redis://:PASSWORD@host`, no user): only the password is replaced.
 _URL_CREDENTIALS = Gated([("://", r"://(?<=[A-Za-z0-9+.-]://)[^\s:/@'\"<>]{0,64}:([^\s@/'\"<>]{1,128})@(?=[\w\[])"),
+                          # a token as the URL's user: a Sentry DSN's key, `https://ghp_...@github.com/o/r.git`
+                          ("://", r"://(?<=[A-Za-z0-9+.-]://)([A-Za-z0-9_~-]{20,128})@(?=[\w\[])"),
                           # Go's MySQL DSN: `user:password@tcp(host:3306)/db` (also `unix(...)`)
                           ("@tcp(", r"(?<![\w.-])[\w.-]{1,64}:([^\s@/'\"<>:]{1,128})@tcp\("),
                           ("@unix(", r"(?<![\w.-])[\w.-]{1,64}:([^\s@/'\"<>:]{1,128})@unix\(")])
@@ -331,7 +333,10 @@ _PAIRS_INSIDE = re.compile(r";[A-Za-z][\w ]{0,40}=")
 
 
 def _url_credentials(m: re.Match[str]) -> bool:
-    # `:<password>@`, `:${DB_PASS}@`, `:****@` are placeholders
+    # `:<password>@`, `:${DB_PASS}@`, `:****@` are placeholders; a user without a password is a token only when
+    # it looks random (`https://x-access-token@`, `ssh://git@` are names)
+    if m.string[m.start(1) - 1] == "/":
+        return looks_random(m.group(1)) and not is_placeholder(m.group(1), quoted=True)
     return not is_placeholder(m.group(1), quoted=True) and _PAIRS_INSIDE.search(m.group(1)) is None
 
 
