@@ -55,6 +55,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
 # `plan` options the params answer when they are not given: plan for the precision the run trains in and for its
 # own world size; every other cluster option takes ClusterSpec's default.
 PLAN_DEFAULTS_FROM_PARAMS = {"precision": "the params' pretrain.precision",
+                             "mixed_precision": "the params' pretrain.speed.mixed_precision",
                              "gpus_per_node": "the params' world size (dp × tp × pp) / nodes"}
 
 
@@ -79,6 +80,17 @@ def add_spec_options(parser: argparse.ArgumentParser, model, defaults_shown: dic
                             help=f"{f.description} (default: {default})".replace("%", "%%"))
 
 
+def positive_int(text: str) -> int:
+    """An option's whole number ≥ 1 (argparse refuses anything else with exit code 2, naming the option)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number ≥ 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be ≥ 1, got {value}")
+    return value
+
+
 def cluster_from_args(args: argparse.Namespace, params):
     """The ClusterSpec of the given `plan` options (PLAN_DEFAULTS_FROM_PARAMS, then the spec's defaults, fill the
     rest); raises ParamsError naming the option of each invalid value."""
@@ -92,6 +104,7 @@ def cluster_from_args(args: argparse.Namespace, params):
     if precision == "auto":  # what `auto` resolves to on the planned devices (as the launcher resolves it)
         precision = "fp32" if given.get("device", ClusterSpec.model_fields["device"].default) == "cpu" else "bf16"
     given.setdefault("precision", precision)
+    given.setdefault("mixed_precision", params.pretrain.speed.mixed_precision)  # how bf16 trains: its memory
     given.setdefault("gpus_per_node", max(1, params.parallel.world_size // max(1, given.get("nodes", 1))))
     try:
         return ClusterSpec(**given)
@@ -142,7 +155,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     p, train = params.parallel, params.pretrain
     # The params' own global batch unless one is given: the batch is a training hyperparameter, the recipe
     # only how to run it.
-    global_batch = args.global_batch or BatchGeometry.of(train, p).global_batch
+    global_batch = args.global_batch if args.global_batch is not None else BatchGeometry.of(train, p).global_batch
     result = search(params.model, cluster, vocab_size=params.mix.tokenizer.vocab_size, seq_len=params.mix.seq_len,
                     global_batch=global_batch, fixed=fixed)
     own = validate_layout(params.model, p, cluster.world_size, cluster.gpus_per_node)
@@ -151,7 +164,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
         layout = {"dp": p.dp, "tp": p.tp, "pp": p.pp, "zero_stage": p.zero_stage, "problems": own}
         print(json.dumps({**plan_dict(result, MEMORY_SAFETY, TIE_TOLERANCE), "params_layout": layout}, indent=2,
-                         ensure_ascii=False))
+                         ensure_ascii=False, allow_nan=False))
     else:
         print(render_plan(result))
         print(f"\nparams.yaml's own layout dp={p.dp} tp={p.tp} pp={p.pp} zero_stage={p.zero_stage}: "
@@ -224,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--json", action="store_true",
                     help="print the plan as JSON: every layout ranked by estimated time per token, with its "
                     "memory, step-time breakdown and reasons")
-    pl.add_argument("--global-batch", type=int, default=None, metavar="SEQUENCES",
+    pl.add_argument("--global-batch", type=positive_int, default=None, metavar="SEQUENCES",
                     help="sequences per optimizer step, shared by every recipe (micro_batch × grad_accum × dp); "
                     "default: the params' own (pretrain.micro_batch_size × grad_accum × parallel.dp)")
     pl.add_argument("--fix", action="extend", nargs="+", metavar="KEY",

@@ -4,16 +4,18 @@
 The planner gets only what a published run fixed: the model's shape, the cluster (nodes, devices, memory, links)
 and the global batch in sequences; it searches the whole recipe (layout, ZeRO, micro-batch, accumulation,
 checkpointing, sequence parallelism). The published recipe is priced by the same model with the keys the source
-states kept (`published`, in planner.RECIPE_KEYS' field names) and the rest searched. Each run names its source
-and says how far its figures were checked. Features of the published runs the planner does not model: the
-interleaved pipeline schedule (virtual stages shrink the bubble, Narayanan et al. 2021 §2.2.2), fp16 vs bf16,
-GEMM efficiency by micro-batch size. Our block is SwiGLU: a GELU 4h MLP is given the SwiGLU width 8h/3 with the
+states kept (`published`, in planner.RECIPE_KEYS' field names) and the rest searched. bf16 is priced as our
+engine trains it on GPUs by default (DeepSpeed's torch_autocast: fp32 weights and gradients;
+`ClusterSpec.mixed_precision` auto), not as the source's framework held it; `in_mode("sections")` prices
+DeepSpeed's bf16 section. Each run names its source and says how far its figures were checked. Features of the
+published runs the planner does not model: the interleaved pipeline schedule (virtual stages shrink the bubble,
+Narayanan et al. 2021 §2.2.2), fp16 vs bf16, GEMM efficiency by micro-batch size. Our block is SwiGLU: a GELU 4h MLP is given the SwiGLU width 8h/3 with the
 same parameter count.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specs.pretrain import ModelSpec
@@ -44,11 +46,19 @@ class PublishedRun:
                       global_batch=self.global_batch)
 
     def published_row(self) -> PlanRow | None:
-        """The published recipe priced (unstated keys: the planner's best for them), or None."""
+        """The published recipe priced (unstated keys: the planner's best for them; where none fits, its
+        least-memory variant, with `fits` false), or None."""
         if self.published is None:
             return None
-        return search(self.model, self.cluster, vocab_size=self.vocab_size, seq_len=self.seq_len,
-                      global_batch=self.global_batch, fixed=self.published).chosen
+        p = search(self.model, self.cluster, vocab_size=self.vocab_size, seq_len=self.seq_len,
+                   global_batch=self.global_batch, fixed=self.published)
+        priced = [r for r in p.rows if r.memory is not None]
+        return p.chosen or (min(priced, key=lambda r: r.memory.total) if priced else None)
+
+    def in_mode(self, mixed_precision: str) -> "PublishedRun":
+        """This run with bf16 priced as `mixed_precision` (the cluster's default `auto`: torch_autocast on GPUs,
+        what the engine runs there)."""
+        return replace(self, cluster=self.cluster.model_copy(update={"mixed_precision": mixed_precision}))
 
 
 A100_IB = dict(gpus_per_node=8, memory_gb=80, device="a100", intra_node="nvlink", inter_node="infiniband")
@@ -222,11 +232,12 @@ def table(runs: list[PublishedRun] | None = None) -> str:
         if run.published is None:
             pub_est = "-"
         elif pub is None or pub.cost is None:
-            pub_est = "does not fit"
+            pub_est = "not priced"
         else:
+            fit = "" if pub.within_margin else " — over the margin" if pub.fits else " — does not fit"
             pub_est = (f"{recipe_text(pub)}: {pub.cost.step_s:,.2f} s/step "
                        f"({pub.cost.s_per_token / ch.cost.s_per_token - 1:+.0%} per token), "
-                       f"{pub.memory.total / (c.memory_gb * 2**30):.0%} memory")
+                       f"{pub.memory.total / (c.memory_gb * 2**30):.0%} memory{fit}")
         mem = f"{ch.memory.total / (c.memory_gb * 2**30):.0%}" if ch else "-"
         est = f"{ch.cost.step_s:,.2f} | {ch.bubble_share:.0%}" if ch and ch.cost else "- | -"
         shown = run.published_text + (" — refused, runs as:" if run.refused else "")

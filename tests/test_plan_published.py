@@ -48,8 +48,13 @@ def test_every_run_gets_a_sound_recipe(name):
 def test_the_choice_is_no_slower_than_the_published_recipe_by_its_own_model(name):
     run, p = planned(name)
     pub = run.published_row()
-    assert pub is not None and pub.fits, "the published recipe must be expressible and fit"
-    assert p.chosen.cost.s_per_token <= pub.cost.s_per_token * (1 + TIE_TOLERANCE)
+    assert pub is not None, "the published recipe must be expressible"
+    if pub.within_margin:
+        assert p.chosen.cost.s_per_token <= pub.cost.s_per_token * (1 + TIE_TOLERANCE)
+    else:
+        # Over the margin only because torch_autocast keeps fp32 weights and gradients (the sources held bf16
+        # weights): in DeepSpeed's bf16 section the published recipe fits.
+        assert run.cluster.autocast and run.in_mode("sections").published_row().fits
 
 
 def test_the_issue_20b_case_fails_with_the_params_recipe_and_is_found_by_the_search():
@@ -149,7 +154,10 @@ def test_a_model_that_fits_data_parallel_gets_no_model_parallelism(name):
 def test_readme_table_renders_every_run():
     text = table()
     assert text.count("\n") == len(ALL_RUNS) + 1
-    assert "| GPT-NeoX-20B (EleutherAI) |" in text and "does not fit" not in text
+    assert "| GPT-NeoX-20B (EleutherAI) |" in text and "not priced" not in text
+    over = {run.name for run in ALL_RUNS if run.published and not run.published_row().within_margin}
+    for line in text.splitlines()[2:]:
+        assert (" — does not fit" in line or " — over the margin" in line) == (line.split(" | ")[0][2:] in over)
 
 
 def test_published_shapes_refuse_impossible_layouts_naming_the_fix():

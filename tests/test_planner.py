@@ -98,12 +98,17 @@ def test_tiny_on_one_cpu():
 
 
 def test_zero_before_tensor_parallel_when_plain_dp_does_not_fit():
-    # 1B on 8 × 12 GiB: ZeRO-0 needs ~15 GiB (weights + grads + 12 bytes/param of Adam states), ZeRO-1 fits.
-    small = ClusterSpec(nodes=1, gpus_per_node=8, memory_gb=12, device="l4")
+    # 1B on 8 × 12 GiB in DeepSpeed's bf16 section: ZeRO-0 needs ~15 GiB (weights + grads + 12 bytes/param of
+    # Adam states), ZeRO-1 fits. Through torch_autocast (what a GPU run does by default) ZeRO-1 keeps fp32
+    # weights and gradients whole (8 bytes/param): ZeRO-2, still no tensor parallelism.
+    small = ClusterSpec(nodes=1, gpus_per_node=8, memory_gb=12, device="l4", mixed_precision="sections")
     p = plan(ModelSpec(flavor="1b"), small, vocab_size=8192, seq_len=256, micro_batch=8)
     zero0 = next(r for r in p.rows if (r.dp, r.tp, r.pp, r.zero_stage) == (8, 1, 1, 0))
     assert not zero0.fits and "GiB per device" in zero0.reasons[0]
     assert (p.chosen.dp, p.chosen.tp, p.chosen.pp, p.chosen.zero_stage) == (8, 1, 1, 1)
+    auto = plan(ModelSpec(flavor="1b"), small.model_copy(update={"mixed_precision": "auto"}), vocab_size=8192,
+                seq_len=256, micro_batch=8).chosen
+    assert (auto.dp, auto.tp, auto.pp, auto.zero_stage) == (8, 1, 1, 2)
     # A 7B shape on 8 × 32 GiB: only ZeRO-3 keeps it data parallel (23.1 GiB, inside the 85 % margin).
     p7 = plan(ModelSpec(**SEVEN_B), small.model_copy(update={"memory_gb": 32}), vocab_size=32000, seq_len=2048,
               micro_batch=1)

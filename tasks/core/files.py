@@ -6,6 +6,7 @@ import contextlib
 import errno
 import hashlib
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -111,6 +112,20 @@ def check_writable(folder: str | Path) -> None:
 def write_text_atomic(path: str | Path, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def finite(value: Any) -> Any:
+    """`value` with every NaN and ±Infinity float in it, at any depth, made None (JSON null): JSON has no such
+    numbers. In ingest's meta they stand for a missing value (a NaN in a Parquet float column, pandas' missing
+    value; a jsonl `NaN` token, which Python's parser accepts), and the record is kept; in a plan, for an
+    estimate that has none (a layout with no time)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
 
 
 def json_text(data: Any) -> str:

@@ -7,13 +7,14 @@ docs into rows of RECORD_SCHEMA, or quarantines them with a reason; nothing read
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from tasks.core.files import finite
 
 MEDIA_TYPE = pa.struct([("kind", pa.string()), ("path", pa.string())])
 
@@ -136,19 +137,6 @@ def meta_json(meta: dict[str, Any]) -> str:
     except ValueError:  # a non-finite number: Python would write a bare `NaN`, which no other JSON reader takes
         return json.dumps(finite(meta), sort_keys=True, ensure_ascii=False, default=str)
 
-
-def finite(value: Any) -> Any:
-    """`value` with every NaN and ±Infinity float in it, at any depth, made None (JSON null). JSON has no such
-    numbers; where they come from (a NaN in a Parquet float column, pandas' missing value; a jsonl `NaN` token,
-    which Python's parser accepts) they stand for a missing value. Ingest keeps the record, as it does when it
-    leaves out of meta a field it cannot write: meta never costs a document."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [finite(v) for v in value]
-    return value
 
 
 def write_table(rows: list[dict[str, Any]], schema: pa.Schema, path: Path) -> None:

@@ -28,7 +28,7 @@ from specs.multimodal import FilesMMSource
 from tasks.data.formats.parquet_rows import parquet_rows
 from tasks.data.formats.paths import display_path, expand_paths, link_roots
 from tasks.data.formats.json_lines import PARSE_ISSUES, json_lines
-from tasks.data.records import finite
+from tasks.core.files import finite
 from tasks.data.multimodal.records import AUDIO_SUFFIXES, MMBad, MMRecord, MediaRef, Segment, kind_of_suffix
 from tasks.data.multimodal.subtitles import parse_cues
 

@@ -67,9 +67,10 @@ def default_ranks(accelerator: str = "auto") -> int:
 
 
 def candidates(model: ModelSpec, train: PretrainSpec, ranks: int, *, vocab_size: int, seq_len: int,
-               zero_stage: int = 0, precision: str | None = None, memory_gb: float | None = None
-               ) -> list[Measurement]:
-    """Every layout of 1 … ranks ranks, those that cannot run with `problem` set (not to be measured)."""
+               zero_stage: int = 0, precision: str | None = None, memory_gb: float | None = None,
+               cuda: bool = False) -> list[Measurement]:
+    """Every layout of 1 … ranks ranks, those that cannot run with `problem` set (not to be measured); `cuda`:
+    the ranks run on CUDA (bf16 is then priced in the mode `train.speed.mixed_precision` resolves to there)."""
     out = []
     for world in range(1, ranks + 1):
         for dp, tp, pp in candidate_layouts(world):
@@ -80,9 +81,10 @@ def candidates(model: ModelSpec, train: PretrainSpec, ranks: int, *, vocab_size:
             problems = layout_problems(model, ParallelSpec.model_construct(dp=dp, tp=tp, pp=pp))
             if not problems and memory_gb is not None:
                 p = precision or train.precision
-                est = estimate_memory(model, vocab_size, seq_len, train.micro_batch_size,
-                                      "bf16" if p == "auto" else p, dp, tp, pp, zero,  # auto is bf16 on GPUs
-                                      train.activation_checkpointing, train.grad_accum)
+                p = "bf16" if p == "auto" else p  # auto is bf16 on GPUs
+                est = estimate_memory(model, vocab_size, seq_len, train.micro_batch_size, p, dp, tp, pp, zero,
+                                      train.activation_checkpointing, train.grad_accum,
+                                      autocast=train.speed.autocast(p, cuda))
                 if est.total > memory_gb * GIB:
                     problems.append(f"needs {est.total / GIB:.1f} GiB > {memory_gb:g} GiB per device")
             m.problem = "; ".join(problems) or None
@@ -207,14 +209,15 @@ def run_measure(params: Params, *, ranks: int | None = None, steps: int = 5, war
     beside the measured one (plan_calibrate)."""
     acc = params.parallel.accelerator
     ranks = ranks or default_ranks(acc)
+    from tasks.train.launch import use_cpu
+
     train = params.pretrain if precision is None else params.pretrain.model_copy(update={"precision": precision})
     if train.precision == "auto":  # measured here, on this machine's devices
-        from tasks.train.launch import use_cpu
-
         train = train.model_copy(update={"precision": "fp32" if use_cpu(acc) else "bf16"})
     vocab, seq_len = params.mix.tokenizer.vocab_size, params.mix.seq_len
     rows = candidates(params.model, train, ranks, vocab_size=vocab, seq_len=seq_len,
-                      zero_stage=params.parallel.zero_stage, precision=train.precision, memory_gb=memory_gb)
+                      zero_stage=params.parallel.zero_stage, precision=train.precision, memory_gb=memory_gb,
+                      cuda=not use_cpu(acc))
     measure_layouts(rows, params.model, train, vocab_size=vocab, seq_len=seq_len, steps=steps, warmup=warmup,
                     seed=params.run.seed, accelerator=acc, runner=runner, progress=echo)
     chosen = choose(rows)

@@ -8,12 +8,15 @@ it to skip layouts that cannot fit. All sizes are bytes; GiB (2**30) only when r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from specs.pretrain import ModelSpec
 from specs.architecture import ModelConfig, param_counts
 from tasks.train.planning.plan_cost import checkpoint_mode, recomputed_blocks, stage_blocks
 
 GIB = 1 << 30
+# Bytes of one weight in the training module: DeepSpeed's bf16/fp16 section casts it; fp32 and torch_autocast keep it
+# fp32 (the compute precision of autocast's matmuls is 2 bytes: `act_bytes`, not this).
 BYTES_PER_PARAM = {"fp32": 4, "bf16": 2, "fp16": 2}
 # Logits per chunk of the fused chunked loss (tasks/train/modeling/loss.py CHUNK_ELEMENTS: 128 MiB in fp32).
 LOSS_CHUNK_ELEMENTS = 1 << 25
@@ -44,8 +47,59 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
+class StateBytes(NamedTuple):
+    """Bytes per parameter of weights, gradients and optimizer states, and whether ZeRO divides each by dp."""
+
+    weights: int
+    gradients: int
+    optimizer: int
+    shard_weights: bool
+    shard_gradients: bool
+    shard_optimizer: bool
+
+
+def state_bytes(precision: str, autocast: bool, zero_stage: int, pp: int) -> StateBytes:
+    """What DeepSpeed 0.19.8 holds per parameter for the engine's client AdamW (m and v in the dtype of what it
+    steps), by training mode and ZeRO stage. `autocast`: bf16 as DeepSpeed's torch_autocast mode, what
+    `pretrain.speed.mixed_precision: auto` resolves to on CUDA (SpeedSpec.autocast; dsconfig.ds_config writes
+    `torch_autocast` and disables the `bf16` section): the module keeps fp32 weights, so DeepSpeed sees an fp32
+    model (engine.get_data_types) and the states are those of fp32 training. Ψ = parameters; w = 4 bytes for fp32
+    weights (fp32, torch_autocast), 2 for the bf16/fp16 sections; lines of deepspeed/runtime/ files, 0.19.8:
+
+    ZeRO-0, fp32 weights   4Ψ + 4Ψ + 8Ψ (m, v): no wrapper, the weights are the master (engine.py 2314-2315:
+                           `_do_optimizer_sanity_check` returns None for fp32).
+    ZeRO-0, fp16; bf16 pp 1  2Ψ + 2Ψ + 12Ψ: FP16_(Unfused)Optimizer's fp32 master (fp16/fused_optimizer.py 100,
+                           unfused_optimizer.py 78) + m, v (engine.py 2321: FP16 / DDP_BFLOAT16).
+    ZeRO-0, bf16 pp > 1    2Ψ + 4Ψ + 12Ψ/dp: BF16_Optimizer (engine.py 2316-2320): fp32 master partitioned over dp
+                           (bf16_optimizer.py 182) and a bf16 accumulation buffer beside the bf16 grads (191).
+    ZeRO-1                 wΨ + wΨ + 12Ψ/dp: a flat fp32 partition `.clone()`d from the weights even when they are
+                           fp32 already (zero/stage_1_and_2.py 560), + m, v of it; full gradients.
+    ZeRO-2                 wΨ + wΨ/dp + 12Ψ/dp: the gradient partition buffer in the weights' dtype (2192).
+    ZeRO-3                 wΨ/dp + wΨ/dp + 12Ψ/dp in bf16/fp16, 16Ψ/dp with fp32 weights: the fp32 partition *is*
+                           the weights' (zero/stage3.py 1162-1167: "When torch autocast is enabled ... we don't need
+                           another copy"); the gradient partitions in the accumulation dtype (791).
+
+    So torch_autocast costs 16Ψ unsharded at ZeRO-0, 8Ψ + 12Ψ/dp at ZeRO-1, 4Ψ + 16Ψ/dp at ZeRO-2, against the
+    bf16 section's 16Ψ, 4Ψ + 12Ψ/dp and 2Ψ + 14Ψ/dp. Not counted: transients of the optimizer step (the fp32 flat
+    gradient partition of ZeRO-1/2, FP16_Optimizer's flattened fp32 gradients: activations are freed by then) and
+    the reduce buckets (`overhead_bytes`; under torch_autocast one per communication dtype)."""
+    if precision not in BYTES_PER_PARAM:
+        raise ValueError(f"precision: fp32, bf16 or fp16, got {precision!r}")
+    if autocast and precision != "bf16":
+        raise ValueError(f"torch_autocast trains bf16 only, got precision {precision!r}")
+    w = 4 if autocast else BYTES_PER_PARAM[precision]
+    if zero_stage == 0:
+        if w == 4:
+            return StateBytes(4, 4, 8, False, False, False)
+        if precision == "bf16" and pp > 1:
+            return StateBytes(2, 4, 12, False, False, True)
+        return StateBytes(2, 2, 12, False, False, False)
+    return StateBytes(w, w, 8 if zero_stage == 3 and w == 4 else 12, zero_stage >= 3, zero_stage >= 2, True)
+
+
 def block_activation_bytes(seq_len: int, micro_batch: int, d_model: int, n_heads: int, tp: int,
-                           act_bytes: int, fused_attention: bool, sequence_parallel: bool = False) -> int:
+                           act_bytes: int, fused_attention: bool, sequence_parallel: bool = False,
+                           stream_bytes: int | None = None) -> int:
     """Activations one block keeps for backward, per micro-batch.
 
     Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", eq. 2 and
@@ -59,11 +113,16 @@ def block_activation_bytes(seq_len: int, micro_batch: int, d_model: int, n_heads
     rank's T/t tokens and re-gathers them in backward, as Megatron-LM does) by t too: 34/t, Korthikanti's
     eq. 5. (Before gather_linears those inputs stayed whole: 4 + 30/t. benchmarks/sp_memory.py measures
     the difference, 4·sbh·(1 − 1/t), on one block.)
+    `stream_bytes`: bytes per element of the residual stream when it is wider than `act_bytes` — under
+    torch_autocast the stream stays fp32 (an fp32 embedding, fp32 + bf16 residual adds) while the matmuls' saved
+    inputs are bf16, so the two norms' inputs take 2·sbh·(4 − 2) bytes more than the count above.
     """
     s, b, h, a = seq_len, micro_batch, d_model, n_heads
-    whole, split = (0, 34) if sequence_parallel and tp > 1 else (10, 24)
+    split_all = sequence_parallel and tp > 1
+    whole, split = (0, 34) if split_all else (10, 24)
     per_sbh = whole + split / tp + (0.0 if fused_attention else 5 * a * s / (h * tp))
-    return int(s * b * h * per_sbh * act_bytes / 2)
+    wider = 2 * s * b * h * max(0, (stream_bytes or act_bytes) - act_bytes) // (tp if split_all else 1)
+    return int(s * b * h * per_sbh * act_bytes / 2) + wider
 
 
 def loss_implementation(pp: int, vocab_split: int) -> str:
@@ -75,7 +134,8 @@ def loss_implementation(pp: int, vocab_split: int) -> str:
     return "chunked" if pp == 1 and vocab_split == 1 else "materialised"
 
 
-def loss_activation_bytes(tokens: int, vocab_columns: int, d_model: int, act_bytes: int, implementation: str) -> int:
+def loss_activation_bytes(tokens: int, vocab_columns: int, d_model: int, act_bytes: int, implementation: str,
+                          stream_bytes: int | None = None) -> int:
     """Memory of the logits and the loss for `tokens` tokens of one micro-batch over `vocab_columns` columns
     (V, or V/tp under a vocabulary-parallel head), at the end of forward, when it adds to every block's stored
     activations; `implementation` as `loss_implementation` says.
@@ -83,35 +143,41 @@ def loss_activation_bytes(tokens: int, vocab_columns: int, d_model: int, act_byt
     materialised: compute-precision logits + the fp32 copy cross entropy works on (Korthikanti §4.3 counts
     4·sbv for the fp32 logits alone). chunked (tasks/train/modeling/loss.py): one chunk of LOSS_CHUNK_ELEMENTS fp32
     logits with its compute-precision copy, the hidden states' gradient [tokens, d] made in forward and kept for
-    backward, and the head weight's fp32 gradient [V, d] accumulated in forward — nothing of size tokens × V."""
+    backward, and the head weight's fp32 gradient [V, d] accumulated in forward — nothing of size tokens × V.
+    `stream_bytes` wider than `act_bytes` (torch_autocast: fp32 hidden states and head weight): the hidden states'
+    gradient takes the hidden states' dtype, and the head weight's compute-precision copy [V, d] (loss.py's
+    `weight.to(dtype)`, autocast's cast before the logits' matmul) lives through the loss."""
+    stream = stream_bytes or act_bytes
+    cast = vocab_columns * d_model * act_bytes if stream > act_bytes else 0
     if implementation == "materialised":
-        return tokens * vocab_columns * (act_bytes + 4)
+        return tokens * vocab_columns * (act_bytes + 4) + cast
     if implementation == "chunked":
         chunk = min(LOSS_CHUNK_ELEMENTS, tokens * vocab_columns)
-        return chunk * (4 + act_bytes) + tokens * d_model * act_bytes + vocab_columns * d_model * 4
+        return chunk * (4 + act_bytes) + tokens * d_model * stream + vocab_columns * d_model * 4 + cast
     raise ValueError(f"loss implementation: materialised or chunked, got {implementation!r}")
 
 
 def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch: int, precision: str,
                     dp: int, tp: int, pp: int, zero_stage: int, activation_checkpointing: bool | str,
                     grad_accum: int = 1, overhead_bytes: int = 0, fused_attention: bool = True,
-                    sequence_parallel: bool = False) -> MemoryEstimate:
+                    sequence_parallel: bool = False, autocast: bool = False) -> MemoryEstimate:
     """Memory per device of the fullest pipeline stage (the first holds the embedding and the most micro-batches
     in flight, the last the output head and logits); `sequence_parallel` as `block_activation_bytes`;
-    `activation_checkpointing` a plan_cost.CHECKPOINTING mode or the params' bool."""
+    `activation_checkpointing` a plan_cost.CHECKPOINTING mode or the params' bool; `autocast`: bf16 through
+    DeepSpeed's torch_autocast mode (fp32 weights and residual stream, bf16 matmuls), else `precision`'s
+    section (`state_bytes` counts weights, gradients and optimizer states per mode)."""
     r, counts = model.resolved(), param_counts(ModelConfig.from_spec(model, vocab_size, seq_len))
-    w_bytes = BYTES_PER_PARAM[precision]
-    # Rajbhandari et al. 2020 (ZeRO), §3.1: mixed-precision Adam keeps 2Ψ weights + 2Ψ grads + 12Ψ optimizer
-    # states (fp32 master weights, momentum, variance); in plain fp32 the weights are the master: 4Ψ + 4Ψ + 8Ψ.
-    # ZeRO-1 shards the optimizer states over dp, ZeRO-2 also the grads, ZeRO-3 also the weights (§5).
-    opt_bytes = 8 if precision == "fp32" else 12
+    # Rajbhandari et al. 2020 (ZeRO), §3.1 and §5, as DeepSpeed implements it: `state_bytes`.
+    states = state_bytes(precision, autocast, zero_stage, pp)
+    act_bytes = BYTES_PER_PARAM[precision]  # the matmuls' inputs: bf16 under torch_autocast too
+    stream_bytes = 4 if autocast else act_bytes
     mode = checkpoint_mode(activation_checkpointing)
     blocks = stage_blocks(r["n_layers"], pp)
     block = ceil_div(counts.block_matrices + counts.block_biases, tp) + counts.block_norms  # norms replicated
-    per_block_act = block_activation_bytes(seq_len, micro_batch, r["d_model"], r["n_heads"], tp, w_bytes,
-                                           fused_attention, sequence_parallel)
+    per_block_act = block_activation_bytes(seq_len, micro_batch, r["d_model"], r["n_heads"], tp, act_bytes,
+                                           fused_attention, sequence_parallel, stream_bytes)
     token_split = tp if sequence_parallel else 1  # the residual stream between blocks: T/tp tokens per rank
-    block_input = ceil_div(seq_len * micro_batch * r["d_model"] * w_bytes, token_split)
+    block_input = ceil_div(seq_len * micro_batch * r["d_model"] * stream_bytes, token_split)
 
     def stage_act(layers: int, in_flight: int) -> int:
         # A recomputed block keeps only its input (2·sbh bytes in 16-bit, Korthikanti §4.1); while it is
@@ -127,7 +193,7 @@ def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch
     vocab_split = tp if vocab_size % tp == 0 else 1
     table, head = ceil_div(counts.embedding, vocab_split), ceil_div(counts.head, vocab_split)
     logits = loss_activation_bytes(seq_len * micro_batch, ceil_div(vocab_size, vocab_split), r["d_model"],
-                                   w_bytes, loss_implementation(pp, vocab_split))
+                                   act_bytes, loss_implementation(pp, vocab_split), stream_bytes)
     for name, first, last in stages:
         layers = blocks[0] if first else blocks[-1]
         n = layers * block + (table if first else 0)
@@ -138,9 +204,9 @@ def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch
         # 1F1B (Narayanan et al. 2021, PipeDream-Flush): stage i keeps up to pp − i micro-batches in flight.
         in_flight = min(pp, grad_accum) if first else 1
         estimates.append(MemoryEstimate(
-            parameters=ceil_div(n * w_bytes, dp if zero_stage >= 3 else 1),
-            gradients=ceil_div(n * w_bytes, dp if zero_stage >= 2 else 1),
-            optimizer=ceil_div(n * opt_bytes, dp if zero_stage >= 1 else 1),
+            parameters=ceil_div(n * states.weights, dp if states.shard_weights else 1),
+            gradients=ceil_div(n * states.gradients, dp if states.shard_gradients else 1),
+            optimizer=ceil_div(n * states.optimizer, dp if states.shard_optimizer else 1),
             activations=stage_act(layers, in_flight) + (logits if last else 0),
             overhead=overhead_bytes, stage=name, params_on_device=n))
     return max(estimates, key=lambda e: e.total)

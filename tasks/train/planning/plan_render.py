@@ -11,6 +11,8 @@ import textwrap
 from typing import TYPE_CHECKING, Any
 
 from specs.batch import BatchGeometry
+from specs.pretrain import FLAVORS
+from tasks.core.files import finite
 from tasks.train.planning.plan_cost import describe, device_flops
 from tasks.train.planning.plan_memory import GIB
 
@@ -24,6 +26,18 @@ if TYPE_CHECKING:
 def cost_basis(cluster: ClusterSpec) -> str:
     """The FLOP/s the step times assume, or why there are none."""
     return device_flops(cluster)[1]
+
+
+def model_label(model: ModelSpec, detail: bool = True) -> str:
+    """The flavor's name, or — when a shape key overrides it (`--set model.*`), so the shape is no longer the
+    flavor's — `custom shape from <flavor>` and (`detail`) the keys that differ."""
+    base = FLAVORS[model.flavor]
+    changed = [f"{k} {v}" for k, v in model.resolved().items() if v != base[k]]
+    if model.ffn_hidden is not None or model.ffn_multiple_of != type(model).model_fields["ffn_multiple_of"].default:
+        changed.append(f"ffn_hidden {model.ffn_width()}")
+    if not changed:
+        return model.flavor
+    return f"custom shape from {model.flavor}" + (f": {', '.join(changed)}" if detail else "")
 
 
 def layout_rows(p: Plan) -> list[PlanRow]:
@@ -80,7 +94,7 @@ def render_plan(p: Plan) -> str:
     head = (f"model {p.model_name}, {p.params.total / 1e6:.1f}M parameters "
             f"({p.params.non_embedding / 1e6:.1f}M non-embedding)\n"
             f"cluster: {c.nodes} node(s) × {c.gpus_per_node} {c.device} ({c.memory_gb:g} GiB each, "
-            f"{c.intra_node} inside a node, {c.inter_node} between nodes), {c.precision}; {batch}\n"
+            f"{c.intra_node} inside a node, {c.inter_node} between nodes), {c.training_mode}; {batch}\n"
             f"searched {len(p.rows)} recipes (fixed: {fixed}); step time: {p.cost_basis}\n"
             "each line: a layout × ZeRO stage with its best recipe\n")
     cols = (f"{'dp':>5} {'tp':>3} {'pp':>3} {'zero':>4} | {'mb':>3} {'accum':>5} {'ckpt':>4} {'sp':>2} | "
@@ -125,10 +139,12 @@ def plan_dict(p: Plan, memory_safety: float, tie_tolerance: float) -> dict:
     if p.chosen is not None:
         chosen = {**p.chosen.to_dict(), "recipe": p.chosen.recipe(), "set": set_line(p.chosen),
                   "params_yaml": params_fragment(p.chosen)}
-    return {"model": p.model_name, "parameters": p.params.total, "cluster": p.cluster.model_dump(),
-            "global_batch": p.global_batch, "fixed": dict(p.fixed), "recipes_priced": len(p.rows),
-            "cost_model": {"basis": p.cost_basis, "memory_safety": memory_safety, "tie_tolerance": tie_tolerance},
-            "chosen": chosen, "why": p.why, "candidates": layouts[:len(ranked)], "layouts": layouts}
+    return finite({"model": p.model_name, "parameters": p.params.total,
+                   "cluster": {**p.cluster.model_dump(), "training_mode": p.cluster.training_mode},
+                   "global_batch": p.global_batch, "fixed": dict(p.fixed), "recipes_priced": len(p.rows),
+                   "cost_model": {"basis": p.cost_basis, "memory_safety": memory_safety,
+                                  "tie_tolerance": tie_tolerance},
+                   "chosen": chosen, "why": p.why, "candidates": layouts[:len(ranked)], "layouts": layouts})
 
 
 def _layout(r: PlanRow) -> str:
@@ -138,7 +154,7 @@ def _layout(r: PlanRow) -> str:
 def explain(p: Plan, model: ModelSpec, seq_len: int, memory_safety: float, tie_tolerance: float) -> str:
     """Why this recipe: its memory, where its time goes, the runner-up, and what each choice buys."""
     cluster, chosen, counts = p.cluster, p.chosen, p.params
-    size = f"{model.flavor} ({counts.total / 1e6:.1f}M parameters)"
+    size = f"{model_label(model)} ({counts.total / 1e6:.1f}M parameters)"
     if chosen is None:
         sized = [r for r in p.rows if r.memory is not None]
         best = min(sized, key=lambda r: r.memory.total) if sized else None
@@ -151,6 +167,10 @@ def explain(p: Plan, model: ModelSpec, seq_len: int, memory_safety: float, tie_t
     parts = [f"{size} needs {m.total / GIB:.1f} GiB per device with {_recipe_text(chosen)} (weights "
              f"{m.parameters / GIB:.1f}, grads {m.gradients / GIB:.1f}, optimizer {m.optimizer / GIB:.1f}, "
              f"activations {m.activations / GIB:.1f}, overhead {m.overhead / GIB:.1f}) of {cluster.memory_gb:g} GiB."]
+    if cluster.autocast:
+        parts.append("Memory is priced for bf16 through DeepSpeed's torch_autocast, what the engine runs on GPUs "
+                     "(pretrain.speed.mixed_precision): fp32 weights and gradients; --mixed-precision sections "
+                     "prices its bf16 section.")
     if chosen.cost is None:
         parts.append("No step-time estimate for this device; the simplest recipe that fits is taken.")
     else:

@@ -43,6 +43,16 @@ def candidate_layouts(world_size: int) -> list[tuple[int, int, int]]:
     return [(world_size // (pp * tp), tp, pp) for pp in divisors for tp in divisors if (world_size // pp) % tp == 0]
 
 
+def spec_limit_problems(layout: tuple[int, int, int]) -> list[str]:
+    """Why ParallelSpec's own bounds refuse a (dp, tp, pp), as params validation would (read from its fields)."""
+    problems = []
+    for axis, value in zip(("dp", "tp", "pp"), layout):
+        for bound in ParallelSpec.model_fields[axis].metadata:
+            if (most := getattr(bound, "le", None)) is not None and value > most:
+                problems.append(f"parallel.{axis}: must be ≤ {most} (ParallelSpec), got {value}")
+    return problems
+
+
 def tp_node_problem(tp: int, gpus_per_node: int) -> str | None:
     """Why a tensor group of `tp` cannot stay inside a node, or None."""
     # DeepSpeed's PipeModelDataParallelTopology orders ranks [pipe, data, model]: a tensor group is tp
@@ -110,7 +120,7 @@ def _price(shape: _Shape, cluster: ClusterSpec, layout: tuple[int, int, int], ze
     mem_limit = cluster.memory_gb * GIB
     est = estimate_memory(shape.model, shape.vocab_size, shape.seq_len, micro_batch, cluster.precision, dp, tp,
                           pp, zero, checkpointing, grad_accum, int(cluster.overhead_gb * GIB),
-                          shape.fused_attention, sequence_parallel)
+                          shape.fused_attention, sequence_parallel, cluster.autocast)
     fits = est.total <= mem_limit
     why_not = [] if fits else [f"needs {est.total / GIB:.1f} GiB > {cluster.memory_gb:g} GiB per device"]
     if fits and est.total > MEMORY_SAFETY * mem_limit:
@@ -153,7 +163,7 @@ def _layout_options(model: ModelSpec, cluster: ClusterSpec, seq_len: int, layout
                     global_batch: int | None, fixed: Mapping[str, Any], checkpointing: tuple[str, ...]):
     """(problems, recipe options) of one layout: options are (zero, micro_batch, grad_accum, mode, sp)."""
     dp, tp, pp = layout
-    problems = layout_problems(model, ParallelSpec.model_construct(dp=dp, tp=tp, pp=pp))
+    problems = spec_limit_problems(layout) + layout_problems(model, ParallelSpec.model_construct(dp=dp, tp=tp, pp=pp))
     if p := tp_node_problem(tp, cluster.gpus_per_node):
         problems.append(p)
     splits, why = batch_splits(global_batch, dp, fixed)
@@ -185,6 +195,8 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, vocab_size: int, seq_len: 
     keeps the fixed micro_batch and grad_accum per replica, so the global batch grows with dp (compare by time
     per token). `fixed`: recipe fields (RECIPE_KEYS' names: dp, tp, pp, zero_stage, micro_batch, grad_accum,
     checkpointing as a mode or bool, sequence_parallel) the search must keep."""
+    if global_batch is not None and global_batch < 1:
+        raise ValueError(f"global batch: at least 1 sequence per step, got {global_batch}")
     fixed = dict(fixed or {})
     cfg = ModelConfig.from_spec(model, vocab_size, seq_len)
     r = model.resolved()
@@ -201,8 +213,8 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, vocab_size: int, seq_len: 
         rows += [_price(shape, cluster, layout, *option) for option in options]
     ranked, chosen = rank_rows(rows)
     counts = param_counts(cfg)
-    name = (f"{model.flavor} (layers {r['n_layers']}, d_model {r['d_model']}, heads {r['n_heads']}/"
-            f"{r['n_kv_heads']} kv, vocab {vocab_size}, seq_len {seq_len})")
+    name = (f"{plan_render.model_label(model, detail=False)} (layers {r['n_layers']}, d_model {r['d_model']}, "
+            f"heads {r['n_heads']}/{r['n_kv_heads']} kv, vocab {vocab_size}, seq_len {seq_len})")
     result = Plan(name, counts, cluster, rows, chosen, "", ranked, plan_render.cost_basis(cluster), global_batch,
                   fixed)
     result.why = plan_render.explain(result, model, seq_len, MEMORY_SAFETY, TIE_TOLERANCE)

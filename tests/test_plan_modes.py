@@ -1,0 +1,146 @@
+"""The planner prices the training mode the engine really runs (bf16 through DeepSpeed's torch_autocast on GPUs
+by default: fp32 weights and gradients), and refuses inputs it cannot plan for: a global batch below 1, a
+multi-node cluster without a link between nodes, a layout beyond ParallelSpec's limits."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from pydantic import ValidationError
+
+from specs import load_params
+from specs.pretrain import ModelSpec, ParallelSpec
+from tasks.__main__ import build_parser, cluster_from_args
+from tasks.train.planning.cluster import ClusterSpec
+from tasks.train.planning.plan_memory import GIB, estimate_memory, state_bytes
+from tasks.train.planning.plan_render import finite, plan_dict
+from tasks.train.planning.planner import MEMORY_SAFETY, TIE_TOLERANCE, search
+from tests.conftest import REPO
+
+SEVEN_B = ModelSpec(flavor="1b", n_layers=32, d_model=4096, n_heads=32, n_kv_heads=32, ffn_multiple_of=256,
+                    tie_embeddings=False)
+ARGS = dict(vocab_size=32000, seq_len=2048, micro_batch=1, precision="bf16", tp=1, pp=1,
+            activation_checkpointing=True)
+
+
+def tasks_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tasks", "plan", *args], cwd=REPO, capture_output=True, text=True)
+
+
+def states(zero: int, autocast: bool, dp: int = 8, pp: int = 1, precision: str = "bf16"):
+    m = estimate_memory(SEVEN_B, dp=dp, zero_stage=zero, autocast=autocast,
+                        **{**ARGS, "pp": pp, "precision": precision})
+    return m.parameters, m.gradients, m.optimizer, m.params_on_device
+
+
+@pytest.mark.parametrize("zero, expected", [
+    (0, (4, 4, 8, 1, 1, 1)),       # torch AdamW on the fp32 weights: no master copy
+    (1, (4, 4, 12, 1, 1, 8)),      # the fp32 flat partition is cloned even from fp32 weights
+    (2, (4, 4, 12, 1, 8, 8)),
+    (3, (4, 4, 8, 8, 8, 8)),       # ZeRO-3 steps the fp32 weights' own partition
+])
+def test_torch_autocast_keeps_fp32_weights_and_gradients(zero, expected):
+    w, g, o, *div = expected
+    weights, grads, optim, n = states(zero, autocast=True)
+    assert (weights, grads, optim) == (-(-n * w // div[0]), -(-n * g // div[1]), -(-n * o // div[2]))
+
+
+def test_the_bf16_section_and_fp32_as_deepspeed_holds_them():
+    n = states(0, False)[3]
+    assert states(0, False)[:3] == (2 * n, 2 * n, 12 * n)          # FP16_Optimizer-style fp32 master, m, v
+    assert states(1, False)[:3] == (2 * n, 2 * n, 12 * n // 8)
+    assert states(1, False, precision="fp32")[2] == 12 * n // 8    # the cloned fp32 partition (was 8 bytes)
+    assert states(0, False, precision="fp32")[:3] == (4 * n, 4 * n, 8 * n)
+    # bf16 section with a pipeline and no ZeRO: DeepSpeed's BF16_Optimizer shards the fp32 master over dp and
+    # keeps a bf16 accumulation buffer beside the gradients
+    assert state_bytes("bf16", False, 0, pp=2) == (2, 4, 12, False, False, True)
+    with pytest.raises(ValueError, match="bf16 only"):
+        state_bytes("fp16", True, 0, 1)
+
+
+def test_a_recipe_that_fits_with_bf16_weights_does_not_with_torch_autocast():
+    """7B at ZeRO-1 over 8 × 48 GiB: 2 + 2 + 12/8 bytes per parameter fits inside the margin, the 4 + 4 + 12/8 of
+    the engine's default CUDA mode does not. The old accounting priced every bf16 run as the first."""
+    cluster = ClusterSpec(nodes=1, gpus_per_node=8, memory_gb=48, device="h100-sxm")
+    fixed = {"dp": 8, "tp": 1, "pp": 1, "zero_stage": 1, "micro_batch": 1, "checkpointing": "full"}
+    kw = dict(vocab_size=32000, seq_len=2048, global_batch=64, fixed=fixed)
+    section = search(SEVEN_B, cluster.model_copy(update={"mixed_precision": "sections"}), **kw).chosen
+    assert section is not None and section.within_margin
+    assert cluster.autocast and search(SEVEN_B, cluster, **kw).chosen is None
+    # the activations: under autocast the residual stream, each recomputed block's kept input, is fp32
+    section_kw = {**ARGS, "dp": 8, "zero_stage": 1}
+    a, s = (estimate_memory(SEVEN_B, autocast=x, **section_kw).activations for x in (True, False))
+    assert a > s
+
+
+def test_the_mode_follows_the_engine_resolution_and_the_params():
+    """The planner's `auto` is the engine's: torch_autocast where dsconfig writes it for CUDA ranks."""
+    from specs.batch import BatchGeometry  # noqa: F401  (ds_config's import chain)
+    from tasks.train.parallel.dsconfig import ds_config
+
+    params = load_params(REPO / "params.yaml", ["pretrain.precision=bf16", "parallel.accelerator=cuda"])
+    assert ds_config(params.pretrain, params.parallel)["torch_autocast"]["enabled"]
+    assert ClusterSpec(device="h100-sxm").autocast and not ClusterSpec(device="cpu").autocast
+    assert not ClusterSpec(device="a100", precision="fp16").autocast
+    args = build_parser().parse_args(["plan", "--device", "a100"])
+    assert cluster_from_args(args, params).autocast
+    sections = load_params(REPO / "params.yaml", ["pretrain.precision=bf16",
+                                                 "pretrain.speed.mixed_precision=sections"])
+    assert not cluster_from_args(args, sections).autocast
+    forced = build_parser().parse_args(["plan", "--device", "a100", "--mixed-precision", "torch_autocast"])
+    assert cluster_from_args(forced, sections).autocast
+
+
+@pytest.mark.parametrize("batch", ["-8", "0"])
+def test_a_global_batch_below_one_is_refused(batch):
+    proc = tasks_cli("--global-batch", batch)
+    assert proc.returncode == 2 and "--global-batch: must be ≥ 1" in proc.stderr, proc.stderr
+    with pytest.raises(ValueError, match="at least 1 sequence"):
+        search(ModelSpec(), ClusterSpec(), vocab_size=8192, seq_len=256, global_batch=int(batch))
+
+
+def test_several_nodes_need_a_link_between_them():
+    with pytest.raises(ValidationError, match="'none' is for one node, but nodes = 2"):
+        ClusterSpec(nodes=2, inter_node="none")
+    proc = tasks_cli("--nodes", "2", "--inter-node", "none", "--json")
+    assert proc.returncode == 2 and "--inter-node: 'none' is for one node" in proc.stderr
+    assert ClusterSpec(nodes=1, inter_node="none").world_size == 1
+
+
+def test_json_has_no_infinity_or_nan():
+    assert finite({"a": float("inf"), "b": [1.0, float("nan")], "c": "x"}) == {"a": None, "b": [1.0, None],
+                                                                               "c": "x"}
+    p = search(ModelSpec(), ClusterSpec(device="h100-sxm", inter_node="none", gpus_per_node=2), vocab_size=8192,
+               seq_len=256, global_batch=8)
+    json.dumps(plan_dict(p, MEMORY_SAFETY, TIE_TOLERANCE), allow_nan=False)
+    proc = tasks_cli("--json", "--inter-node", "none", "--device", "h100-sxm", "--gpus-per-node", "2")
+    assert proc.returncode == 0, proc.stderr
+    json.loads(proc.stdout, parse_constant=lambda name: pytest.fail(f"JSON has {name}"))
+
+
+def test_the_search_keeps_to_parallel_spec_limits():
+    """4096 nodes × 3 GPUs with a 3-layer model: dp 12288 would be fastest, but params cap dp at 4096."""
+    p = search(ModelSpec(n_layers=3, d_model=512, n_heads=8, n_kv_heads=2),
+               ClusterSpec(nodes=4096, gpus_per_node=3, memory_gb=16, device="v100"), vocab_size=65024,
+               seq_len=4096, global_batch=24576)
+    most = next(m.le for m in ParallelSpec.model_fields["dp"].metadata if hasattr(m, "le"))
+    c = p.chosen
+    assert c is not None and c.dp <= most
+    ParallelSpec(dp=c.dp, tp=c.tp, pp=c.pp, zero_stage=c.zero_stage)   # the recipe loads
+    wide = next(r for r in p.rows if r.dp > most)
+    assert wide.memory is None and f"parallel.dp: must be ≤ {most}" in wide.reasons[0]
+
+
+def test_an_overridden_shape_is_labelled_custom():
+    custom = ModelSpec(flavor="tiny", n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8)
+    p = search(custom, ClusterSpec(gpus_per_node=8, device="h100-sxm"), vocab_size=8192, seq_len=256,
+               global_batch=8)
+    assert p.model_name.startswith("custom shape from tiny (layers 80")
+    assert "custom shape from tiny: n_layers 80, n_heads 64, n_kv_heads 8, d_model 8192" in p.why
+    assert "model tiny (" not in p.why
+    plain = search(ModelSpec(), ClusterSpec(), vocab_size=8192, seq_len=256, global_batch=8)
+    assert plain.model_name.startswith("tiny (") and plain.why.startswith("tiny (")
+    assert GIB == 1 << 30
