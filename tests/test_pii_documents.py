@@ -71,3 +71,33 @@ def test_look_alikes_are_kept(text):
 ])
 def test_cues_and_layouts_found(text, expected):
     assert_scrubbed(text, expected)
+
+
+@pytest.mark.parametrize("text, expected", [
+    # network devices' configurations, pasted whole into forums and tickets
+    ("username vpnuser password 0 Summer2024!vpn", "username vpnuser password 0 <SECRET>"),
+    ("username netops privilege 15 password 7 05017ED3DB8FCFA9539888",
+     "username netops privilege 15 password 7 <SECRET>"),
+    ("enable secret 9 $9$h2FMmQXsnKQeJa$bsXJ3GE.bT//WZeXNYi8RrWV3EM/VBTsqg7xwW1zkCD", "enable secret 9 <SECRET>"),
+    ("snmp-server community c0mmun1ty-RW RW", "snmp-server community <SECRET> RW"),
+    ("snmp-server community public RO", None),                            # the factory default
+    (" ikev1 pre-shared-key Zx8Kq2Lm9Pv4Rt7", " ikev1 pre-shared-key <SECRET>"),
+    ("crypto isakmp key W0EYoQo8xuv2kE#8 address 10.1.1.1", "crypto isakmp key <SECRET> address 10.1.1.1"),
+    ("keep this secret 7 days", None),
+    # CLIs that set a credential by name
+    ("aws configure set aws_secret_access_key Vp7y36ZgpWjwKEZNsMv4sBgCOW8eW7xOV4YOqFeX",
+     "aws configure set aws_secret_access_key <SECRET>"),
+    ("aws configure set region us-east-1", None),
+    ("npm config set //registry.npmjs.org/:_authToken npm_Ab3dEf5gHi7jKl9mNo1pQr3sTu5vWx7yZa9b",
+     "npm config set //registry.npmjs.org/:_authToken <SECRET>"),
+    # mailing-list archives' `user at domain` where an address stands (not in prose)
+    ("From: hans.vogel at uni-hamburg.de (Hans Vogel)", "From: <EMAIL> (Hans Vogel)"),
+    ("On Mon, Hans Vogel <hans.vogel at uni-hamburg.de> wrote:", "On Mon, Hans Vogel <<EMAIL>> wrote:"),
+    ("Download the tool at github.com (free)", None),
+    # digits of other scripts are read as digits
+    ("Phone: ٠٥٠١٢٣٤٥٦٧", "Phone: <PHONE>"),
+    ("کارت: ۴۱۱۱ ۱۱۱۱ ۱۱۱۱ ۱۱۱۱", "کارت: <CREDIT_CARD>"),
+    ("سنة ٢٠٢٤ و ١٥٠ كيلومتر", None),
+])
+def test_devices_clis_archives_and_digits(text, expected):
+    assert_scrubbed(text, expected)

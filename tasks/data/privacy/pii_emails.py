@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from typing import Callable
 
 from tasks.data.privacy.pii_ids import Anchored
 
@@ -139,8 +140,46 @@ def quoted_local(text: str, at: int, floor: int) -> re.Match[str] | None:
         start = text.find('"', start + 1, at - 1)
     return None
 
+# Mailing-list archives (Mailman's pipermail, MHonArc) write `user at example.org` to dodge harvesters: in a
+# `From:` line, inside `<...>`, or before `wrote:` in a reply's attribution. Elsewhere `x at y.z` is prose as often
+# as not (`the tool at github.com`), so only those places count.
+_MAILMAN_ADDRESS = re.compile(r"[A-Za-z0-9][\w.+-]{0,63} at (?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)+"
+                              r"[A-Za-z]{2,24}(?![\w-])")
+_FROM_LINE = re.compile(r"From:[ \t]{1,2}")
+_WROTE = re.compile(r"[ \t]+wrote:")
+
+
+class MailmanAddresses:
+    """`sub(repl, text)`: each `user at domain.tld` handed to `repl` (`archive_place` tells the archive's). Found
+    from each ` at ` (a literal search; one regex led by lookbehinds for those places cost 130 ms on 1.3 MB of
+    code), its local part read back from there."""
+
+    def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
+        out, last, at = [], 0, text.find(" at ")
+        while at >= 0:
+            start = at
+            while start > last and at - start < 64 and (text[start - 1].isalnum() or text[start - 1] in "._+-"):
+                start -= 1
+            m = _MAILMAN_ADDRESS.match(text, start)
+            if m is not None and m.end() > at + 4:
+                out += (text[last:start], repl(m))
+                last = m.end()
+            at = text.find(" at ", max(at + 4, last))
+        return "".join(out) + text[last:] if out else text
+
+
+def archive_place(m: re.Match[str]) -> bool:
+    """The address stands where an archive writes one (see `_MAILMAN_ADDRESS`'s comment)."""
+    text, start, end = m.string, m.start(), m.end()
+    if text[start - 1:start] == "<":
+        return text[end:end + 1] == ">"
+    line_start = text.rfind("\n", 0, start) + 1
+    return _FROM_LINE.fullmatch(text, line_start, start) is not None or _WROTE.match(text, end) is not None
+
+
 # (kind, pattern, validator, group, hint)
 EMAIL_PASSES = (
     ("email", Anchored(tuple(re.compile(re.escape(at)) for at in _AT_FORMS), _EMAIL, spaces=False, unicode=True,
                        quoted=quoted_local), _email, 0, lambda text: any(at in text for at in _AT_FORMS)),
+    ("email", MailmanAddresses(), archive_place, 0, lambda text: " at " in text),
 )

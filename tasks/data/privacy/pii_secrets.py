@@ -48,6 +48,7 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+from tasks.data.privacy.pii_devices import CONFIG_SETS, DEVICE_SECRETS, config_set_secret, device_secret
 from tasks.data.privacy.pii_foreign import (FOREIGN_API_KEY, FOREIGN_PASSWORD, foreign_api_key, foreign_password,
                                             value_span)
 from tasks.data.privacy.pii_headers import HEADER_DIRECTIVES, CookieValues, directive_credential, directive_span
@@ -383,6 +384,8 @@ SECRET_PASSES: tuple[tuple[re.Pattern[str], Validator | None,
     (_BEARER, lambda m: looks_random(m.group(1)), 1, _hint("Bearer")),
     (_CLI_FLAG, _cli_flag, _value_group, _always),
     (_COMMAND_PASSWORD, _command_password, _value_group, _always),
+    (Gated(DEVICE_SECRETS), device_secret, 1, _always),          # `enable secret 9 $9$...`, `snmp-server ...`
+    (Gated(CONFIG_SETS), config_set_secret, 2, _always),         # `aws configure set aws_secret_access_key ...`
     (_XML_ELEMENT, _xml_element, _value_group, _always),
     (_PROSE_PASSWORD, _prose_password, _value_group, _always),
     *((gated, foreign_password, value_span, _always) for gated in FOREIGN_PASSWORD),    # `mot de passe : ...`

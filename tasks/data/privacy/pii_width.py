@@ -1,5 +1,5 @@
-"""Full-width forms for `tasks.data.privacy.pii`: PII written in full-width digits and letters is found, and the
-text around it keeps its own characters.
+"""Full-width forms for `tasks.data.privacy.pii`: PII written in full-width digits and letters (and in the digits
+of other scripts: `_DIGIT_ZEROS`) is found, and the text around it keeps its own characters.
 
 CJK text often writes numbers, addresses and codes in full-width forms (`電話：０３－１２３４－５６７８`,
 `ｊｏｈｎ＠ｅｘａｍｐｌｅ．ｃｏｍ`), which no ASCII pattern reads; the default normalization (NFC) keeps them,
@@ -16,8 +16,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-_WIDE = re.compile("[\uff01-\uff5e\u3000]")
-_TO_ASCII = {**{code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}, 0x3000: 0x20}
+# Decimal digits of other scripts, read as ASCII digits too: phones and ids written in Arabic-Indic (`٠٥٠١٢٣٤٥٦٧`),
+# Persian (`۰۹۱۲…`), Devanagari (`९८७६…`) or Bengali digits, as Arabic, Persian, Hindi and Bengali pages do.
+_DIGIT_ZEROS = (0x0660, 0x06F0, 0x0966, 0x09E6)
+_WIDE = re.compile("[\uff01-\uff5e\u3000\u0660-\u0669\u06f0-\u06f9\u0966-\u096f\u09e6-\u09ef]")
+_TO_ASCII = {**{code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}, 0x3000: 0x20,
+             **{zero + d: 0x30 + d for zero in _DIGIT_ZEROS for d in range(10)}}
 
 
 def width_view(text: str) -> str | None:

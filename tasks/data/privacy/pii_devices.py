@@ -1,0 +1,68 @@
+"""Credentials that follow no `name = value` syntax, for `tasks.data.privacy.pii_secrets`: network devices'
+configuration lines and the CLIs that set a credential by name (`aws configure set aws_secret_access_key ...`).
+`pii_secrets` runs both lists as `Gated` passes: each pattern is led by its keyword and tried only where it
+occurs (as one alternation led by lookbehinds, they cost 300 ms on 1.3 MB of code, half the scrubbing).
+
+Router and switch configurations are pasted whole into forum posts and tickets: Cisco IOS/ASA/NX-OS write
+`enable secret 9 $9$...`, `username admin privilege 15 password 7 0822455D0A16`, `snmp-server community ...`,
+`crypto isakmp key ... address ...`, `pre-shared-key ...`, `ntp authentication-key 1 md5 ...`, `key-string ...`,
+`tacacs-server key ...` — a keyword, an optional encryption type digit (0 clear, 5/8/9 hashes, 7 a reversible
+encoding: all of them secrets), then the value.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tasks.data.privacy.pii_keyed import is_credential_name
+from tasks.data.privacy.pii_values import is_placeholder, value_ok
+
+_TYPE = r"(?:[0-9][ \t]+)?"     # the encryption type before a device's secret (`password 7 ...`)
+_VALUE = r"([^\s\"'<>]{4,200})"
+
+
+def _keyword(word: str, tail: str) -> tuple[str, str]:
+    """A `Gated` entry: led by `word` (re's fast literal search), no word character or `-` before it."""
+    return word, re.escape(word) + rf"(?<![\w-]{re.escape(word)})" + tail
+
+
+# (gate, pattern) entries for `pii_secrets.Gated`, the value in group 1; the first two are the type-digit forms
+DEVICE_SECRETS = [
+    _keyword("password", r"[ \t]+[05789][ \t]+" + _VALUE),
+    _keyword("secret", r"[ \t]+[05789][ \t]+" + _VALUE),
+    _keyword("snmp-server", r"[ \t]+community[ \t]+" + _VALUE),
+    _keyword("pre-shared-key", r"[ \t]+" + _TYPE + _VALUE),
+    _keyword("key-string", r"[ \t]+" + _TYPE + _VALUE),
+    _keyword("isakmp", r"[ \t]+key[ \t]+" + _TYPE + _VALUE),
+    _keyword("authentication-key", r"[ \t]+\d+[ \t]+md5[ \t]+" + _TYPE + _VALUE),
+    _keyword("tacacs-server", r"[ \t]+key[ \t]+" + _TYPE + _VALUE),
+    _keyword("radius-server", r"[ \t]+key[ \t]+" + _TYPE + _VALUE),
+]
+# SNMP's factory communities are no secret
+_NOT_SECRET = frozenset({"public", "private"})
+
+
+def device_secret(m: re.Match[str]) -> bool:
+    value = m.group(1)
+    if value.lower() in _NOT_SECRET or is_placeholder(value, quoted=True):
+        return False
+    if not m.group().startswith(("password", "secret")):    # a keyword only configurations write
+        return True
+    # after `password`/`secret` and a digit, a word is prose (`keep it secret 7 days`)
+    return not value.isalpha() and not value.isdigit() or len(value) >= 16
+
+
+# `aws configure set [profile.]aws_secret_access_key VALUE`, `npm config set //registry.npmjs.org/:_authToken VALUE`
+# (also yarn's and pnpm's), `git config [--global] credential.password VALUE`, `heroku config:set NAME VALUE`
+_SET_TAIL = r"[ \t]+([\w.:/@-]{2,120})[ \t]+([^\s\"'<>]{6,200})"    # the name in group 1, the value in 2
+CONFIG_SETS = [
+    _keyword("aws", r"[ \t]+configure[ \t]+set" + _SET_TAIL),
+    *(_keyword(tool, r"[ \t]+config[ \t]+set" + _SET_TAIL) for tool in ("npm", "yarn", "pnpm")),
+    _keyword("git", r"[ \t]+config(?:[ \t]+--(?:global|local|system))?" + _SET_TAIL),
+    _keyword("heroku", r"[ \t]+config:set" + _SET_TAIL),
+]
+
+
+def config_set_secret(m: re.Match[str]) -> bool:
+    name = re.split(r"[.:/]", m.group(1))[-1].lstrip("_")
+    return is_credential_name(name) and value_ok(m.group(2), literal=True)
