@@ -101,3 +101,19 @@ def test_cues_and_layouts_found(text, expected):
 ])
 def test_devices_clis_archives_and_digits(text, expected):
     assert_scrubbed(text, expected)
+
+
+@pytest.mark.parametrize("text, expected", [
+    # a label in one HTML cell, its value in the next (admin and profile pages, exported reports)
+    ("<td>Date of birth</td><td>03.04.1987</td>", "<td>Date of birth</td><td><DOB></td>"),
+    ("<td>Password</td><td>Kx8qz2Lp9w</td>", "<td>Password</td><td><SECRET></td>"),
+    ("<td>Phone</td><td>604 123 456</td>", "<td>Phone</td><td><PHONE></td>"),
+    ("<tr><th>Passport</th>\n  <td>C01X00T47</td></tr>", "<tr><th>Passport</th>\n  <td><PASSPORT></td></tr>"),
+    ("<dt>Phone:</dt><dd>+49 30 1234567</dd>", "<dt>Phone:</dt><dd><PHONE></dd>"),
+    ("<TD><b>API key</b></TD><TD>sk_live_4eC39HqLyjWDarjtT1zdp7dc</TD>", "<TD><b>API key</b></TD><TD><SECRET></TD>"),
+    ("<td>Founded</td><td>03.04.1987</td>", None),                  # a date under another label
+    ("<td>Phone</td><td>n/a</td><td>Password</td><td>required</td>", None),
+    ("<td>Version</td><td>1.2.3.4</td>", None),
+])
+def test_label_and_value_in_two_cells(text, expected):
+    assert_scrubbed(text, expected)

@@ -55,6 +55,7 @@ from tasks.data.privacy.pii_ids import ID_PASSES, in_iban_shaped_run
 from tasks.data.privacy.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
 from tasks.data.privacy.pii_width import restore, width_view
 from tasks.data.privacy.pii_national import NATIONAL_PASSES
+from tasks.data.privacy.pii_cells import CELL_PASSES
 from tasks.data.privacy.pii_columns import COLUMN_PASSES
 from tasks.data.privacy.pii_personal import PERSONAL_PASSES
 from tasks.data.privacy.pii_phones import PHONE_PASSES
@@ -294,8 +295,8 @@ _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[st
     *(("secret", pattern, None if valid is None else (lambda m, keep, valid=valid: valid(m)), group, hint)
       for pattern, valid, group, hint in SECRET_PASSES),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
-      for kind, pattern, valid, group, hint in EMAIL_PASSES + PERSONAL_PASSES + COLUMN_PASSES + ID_PASSES +
-      NATIONAL_PASSES),
+      for kind, pattern, valid, group, hint in EMAIL_PASSES + PERSONAL_PASSES + COLUMN_PASSES + CELL_PASSES +
+      ID_PASSES + NATIONAL_PASSES),
     ("credit_card", Chained(_CARD, ",;/|"), lambda m, keep: _card(m), 0, bool),
     ("ipv6", ColonLed(), _ipv6, 0, _hint(":")),
     ("ipv4", _IPV4, _ipv4, 0, _hint(".")),

@@ -46,6 +46,17 @@ def _fold(name: str) -> str:
     return _FIELD_CHARS.sub("", name).lower()
 
 
+def column_kind(name: str) -> str | None:
+    """The kind (`dob`, `passport`) a column or a label of that name holds, or None."""
+    folded = _fold(name).rstrip(":：")
+    return next((kind for kind, names in _NAMES.items() if folded in names), None)
+
+
+def valid_value(kind: str, value: str) -> bool:
+    """`value` reads as a value of `kind` (`dob`: a real date from 1900 on; `passport`: a passport number)."""
+    return _VALID[kind](value)
+
+
 def _fields(line: str, sep: str) -> list[tuple[int, int]]:
     """(start, end) of each field of `line` split at `sep` (a CSV field in double quotes may hold `sep`; a
     Markdown row's outer pipes open and close it), each without its spaces and quotes."""
