@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.dedup_scripts import arguments, judge, merged_pairs, real_keepers  # noqa: E402
 from benchmarks.dedup_scripts import unit_jaccard as scripts_jaccard  # noqa: E402
-from tests.helpers.dedup_variants import COOKIE, NAV, docs_of  # noqa: E402
+from tests.helpers.dedup_variants import COOKIE, NAV, docs_of, hyphen_wrap  # noqa: E402
 
 _MARK = "".join(chr(c) for c in range(0x300, 0x110000) if unicodedata.category(chr(c)) in ("Mn", "Mc"))
 # the truth's unit: word characters and combining marks (stated here, not imported from the shingler)
@@ -140,23 +140,7 @@ def _soft_hyphens(text: str, rng: random.Random) -> str:
 
 def _hyphenated(text: str, rng: random.Random, width: int = 72) -> str:
     """Each paragraph wrapped at `width`, a word crossing the margin split there with a hyphen (`exam-\\nple`)."""
-    out = []
-    for para in text.split("\n\n"):
-        lines, line = [], ""
-        for word in para.split():
-            if line and len(line) + 1 + len(word) > width:
-                room = width - len(line) - 2
-                if word.isalpha() and len(word) >= 6 and room >= 3:
-                    cut = min(room, len(word) - 3)
-                    lines.append(f"{line} {word[:cut]}-")
-                    line = word[cut:]
-                    continue
-                lines.append(line)
-                line = word
-            else:
-                line = f"{line} {word}" if line else word
-        out.append("\n".join([*lines, line]))
-    return "\n\n".join(out)
+    return hyphen_wrap(text, width)
 
 
 def _reordered(text: str, rng: random.Random) -> str:

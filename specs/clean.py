@@ -174,7 +174,10 @@ class DedupSpec(StrictModel):
         "showing fewer than 5 words (a code template, a form, a nav bar: read as its few visible words, any two "
         "such templates shingled alike and were near duplicates). Also reads a markdown "
         "link or image to a URL or path as its text (`[Paris](https://…)` → `Paris`: each URL is ~6 words the "
-        "plain copy lacks); `handlers[key](request)` in code has no such target and is left alone.",
+        "plain copy lacks); `handlers[key](request)` in code has no such target and is left alone. Likewise a "
+        "reference link (`[Paris][1]` and its `[1]: https://…` line), a numbered list's numbers (`1. Mix`, "
+        "`2) Bake`, `1️⃣`: html2text numbers an `<ol>` another extractor bullets) and wiki citation markers "
+        "(`river.[12]`, `[citation needed]`, in a text with one after punctuation; code's `a[12]` is left alone).",
     )
     fold_confusables: bool = Field(
         True, description="Read look-alike letters (Unicode's confusables: Cyrillic `а`, `е`, `о`, `р`, `с`, "
@@ -190,15 +193,19 @@ class DedupSpec(StrictModel):
         "token in nearly every 5-gram. A text with a few numbered lines is left alone."
     )
     fold_hyphenation: bool = Field(
-        True, description="Read a word hyphenated at a line break (`exam-\\nple`: a letter, `-`, the line's end, "
-        "a lower-case letter starting the next line) as one word before shingling where the text spells it whole "
-        "elsewhere: a typeset or OCR'd copy otherwise splits it in two. A compound a wrapper broke at its hyphen "
-        "(`keyword-\\nonly`) is not spelled whole and stays two words, as on one line."
+        True, description="Read a word hyphenated at a line break (`infor-\\nmation`: a letter, `-` or U+2010, "
+        "the line's end, a lower-case letter starting the next line) as one word before shingling: a typeset, "
+        "PDF or OCR'd copy otherwise splits it in two. A compound a wrapper broke at its hyphen stays two words, "
+        "as on one line, where the text shows it is one: written hyphenated elsewhere (`keyword-only`), part of "
+        "a longer compound, a part of another compound, or both halves used as words elsewhere."
     )
     fold_pointing: bool = Field(
         True, description="Drop optional pointing before shingling: Arabic harakat (fatha, kasra, damma, sukun, "
         "shadda, tanwin, …), Hebrew niqqud and cantillation, stress accents on Cyrillic vowels. A copy with or "
-        "without them is the same text, but each mark split its word and no pointed copy was found."
+        "without them is the same text, but each mark split its word and no pointed copy was found. Also the "
+        "spelling variants writers put in or leave out (Lucene's Arabic, Persian and Hindi normalizers, Russian "
+        "search): Arabic tatweel, hamza forms `أ إ آ ٱ` → `ا`, `ى` → `ي`, `ة` → `ه`, Persian `ی ک` → `ي ك`, the "
+        "Devanagari nukta, chandrabindu → anusvara, `ё` → `е`."
     )
     marks_in_words: bool = Field(
         True, description="Read a combining mark (Unicode Mn/Mc: Devanagari, Bengali, Tamil … vowel signs and "
@@ -208,8 +215,8 @@ class DedupSpec(StrictModel):
     )
     fold_invisible: bool = Field(
         True, description="Drop Unicode format characters (category Cf: ZWJ, ZWNJ, bidi marks, …, which "
-        "normalization keeps because they change rendering) before shingling, so one inside a word does not "
-        "split it in two."
+        "normalization keeps because they change rendering) and variation selectors (the VS16 of `❤️`) before "
+        "shingling, so one inside a word does not split it in two, nor one after an emoji make a word of its own."
     )
     fold_unicode: bool = Field(
         True, description="NFKC and casefold before shingling (as the exact-dedup key does): full-width letters, "

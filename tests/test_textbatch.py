@@ -13,14 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from specs.clean import DedupSpec
-from tasks.data.dedup import hashloops, minhash, wordhash
-from tasks.data.dedup.lineprefix import strip_line_prefixes
-from tasks.data.dedup.marks import drop_pointing, join_hyphenated, mark_words
-from tasks.data.dedup.segment import split_unspaced
-from tasks.data.cleanup.lookalikes import fold_confusables, has_look_alikes, look_alike_table
+from tasks.data.dedup import minhash
+from tasks.data.cleanup.lookalikes import has_look_alikes, look_alike_table
 from tasks.data.cleanup.normalize import (TRANSLATION_TABLE, exact_key, format_chars, has_markup, normalize_layout,
                                           normalize_text, shingle_text, simple_chars)
 from tasks.data.cleanup.textbatch import ENTITY, MARKUP, NOT_SIMPLE, Encoded, exact_keys, normalize_encoded, normalize_texts
+from tests.helpers.shingle_definition import assert_compiled_path_is_the_definition
 
 PIECES = ["the", "Word", "ÉTÉ", "été", "naïve", " ", "  ", "\t", "\n", "\n\n\n\n", "\r\n", "\r", "\x00",
           "\x1f", "\x7f", "\x85", "\xa0", "\u3000", "\u2028", "\u200b", "\u200d", "\u00ad", "\ufeff", "’", "“",
@@ -189,17 +187,7 @@ def test_word_shingles_equal_the_regex_words_of_the_folded_texts(raw):
     # timestamp prefixes dropped first where most lines have one (`lineprefix.strip_line_prefixes`), then words
     # hyphenated at line breaks joined; Arabic/Hebrew pointing dropped after the folds, combining marks read as
     # part of their word (`marks`), and look-alike letters read as ASCII last (`lookalikes`)
-    spec, batch = DedupSpec(), [normalize_text(t) for t in raw]
-    encoded = normalize_encoded(raw)
-    exact_keys(encoded)
-    _, hashes, offsets = minhash.signatures_and_shingles(batch, spec, 1, encoded)
-    units, lengths = wordhash.word_hashes([split_unspaced(fold_confusables(drop_pointing(shingle_text(
-        join_hyphenated(strip_line_prefixes(t)), spec.fold_entities, spec.fold_invisible, spec.fold_unicode, False,
-        spec.fold_markup, confusables=False)))) for t in batch], word=mark_words()[1])
-    want, want_offsets = hashloops.ngram_hashes(units, lengths, spec.shingle_size, wordhash.MUL)
-    assert offsets.tolist() == want_offsets.tolist()
-    words = np.repeat(lengths > 0, np.diff(want_offsets))          # (a text without words: a hash of its text)
-    assert np.array_equal(hashes[words], want[words])
+    assert_compiled_path_is_the_definition(raw)
 
 
 def _folded_reference(batch: list[str], spec: DedupSpec):

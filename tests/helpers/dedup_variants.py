@@ -364,3 +364,25 @@ def table(results: Iterable[dict]) -> str:
         lines.append(f"| {r['kind']} | {r['group']} | {r['pairs']} | {r['true']} | {r['found']} | "
                      f"{r['recall']:.3f} | {r['predicted']} | {r['false']} | {r['precision']:.3f} |")
     return "\n".join(lines)
+
+
+def hyphen_wrap(text: str, width: int = 72, hyphen: str = "-") -> str:
+    """Each paragraph wrapped at `width`, a word of 6+ letters crossing the margin split there with `hyphen`
+    (`exam-\\nple`), as typeset, PDF and OCR'd copies are."""
+    out = []
+    for para in text.split("\n\n"):
+        lines, line = [], ""
+        for word in para.split():
+            if line and len(line) + 1 + len(word) > width:
+                room = width - len(line) - 2
+                if word.isalpha() and len(word) >= 6 and room >= 3:
+                    cut = min(room, len(word) - 3)
+                    lines.append(f"{line} {word[:cut]}{hyphen}")
+                    line = word[cut:]
+                    continue
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        out.append("\n".join([*lines, line]))
+    return "\n\n".join(out)

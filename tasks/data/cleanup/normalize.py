@@ -20,8 +20,9 @@ duplicates for deduplication, although `normalize_text` keeps them different.
 
 `shingle_text` folds a document for near dedup's shingles only (what is compared, never what is kept): HTML
 markup read as its visible text (escaped markup, as in an RSS item's body, too), HTML entities decoded (escaped
-up to three times over), invisible format characters (Unicode category Cf,
-ZWJ/ZWNJ included) dropped, NFKC and casefold, look-alike letters read as Latin (`lookalikes`), and
+up to three times over), markdown links, list numbers, reference links and wiki citation markers read as the
+text they mark (`textmarks`), invisible format characters (Unicode category Cf, ZWJ/ZWNJ included) and
+variation selectors dropped, NFKC and casefold, look-alike letters read as Latin (`lookalikes`), and
 for char shingles typographic quotes and dashes as ASCII. Without it a copy whose apostrophes became `&#39;`
 or whose words carry a ZWJ shares almost no word 5-gram with its original, and full-width letters or ligatures
 defeat near dedup as soon as the copy also differs by a footer (exact dedup folds them, but only for otherwise
@@ -38,6 +39,7 @@ from functools import lru_cache
 from typing import Literal
 
 from tasks.data.cleanup.lookalikes import fold_confusables, look_alike_table
+from tasks.data.cleanup.textmarks import fold_markdown_links, fold_marks
 
 NormalForm = Literal["NFC", "NFKC", "none"]
 
@@ -171,6 +173,23 @@ def format_chars() -> tuple[dict[int, None], re.Pattern[str]]:
     return table, re.compile(f"[{bmp}\U00010000-\U0010ffff]")
 
 
+# Variation selectors (Mn, not Cf) draw nothing either: VS16 makes `❤️` an emoji, keycaps are `1️⃣`, the
+# supplement picks an ideograph's glyph. Word shingles read a mark as part of its word, so a selector after an
+# emoji or a digit was a word of its own (a copy adding emoji with VS16: J 0.67, 30 of 44 found).
+VARIATION_SELECTORS = (*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0))
+
+
+@lru_cache(maxsize=1)
+def invisible_chars() -> tuple[dict[int, None], re.Pattern[str]]:
+    """What `shingle_text`'s `invisible` fold drops: the format characters (`format_chars`) and the variation
+    selectors, as a `str.translate` table and a pattern that finds where one may be (any astral character
+    included, as `format_chars`' does)."""
+    table, _ = format_chars()
+    table = {**table, **dict.fromkeys(VARIATION_SELECTORS)}
+    bmp = "".join(re.escape(chr(c)) for c in sorted(table) if c <= 0xFFFF)
+    return table, re.compile(f"[{bmp}\U00010000-\U0010ffff]")
+
+
 def _format_codes() -> list[int]:
     """The code points of category Cf. They live in planes 0, 1 and 14 (planes 2-3 are ideographs, 15-16
     private use, the rest unassigned, in every Unicode version so far; a test compares with a scan of all of
@@ -268,40 +287,28 @@ def has_markup(text: str) -> bool:
     return all(next(found, None) is not None for _ in range(MARKUP_MIN))
 
 
-# A markdown link or image, `[text](target "title")`, whose target is a URL or a path (`https://`, `www.`, `/`,
-# `./`, `../`, `#`, `mailto:`): code's `handlers[key](request)` has no such target and is left alone. Its text
-# may wrap onto a second line (`[the Seine\nriver](https://…)`, as text filled to 80 columns has it: such a copy
-# shared J 0.31 with the same links unwrapped, in the dedup audit), not past a blank line (markdown ends the
-# link there).
-# the target may hold one level of balanced parentheses: Wikipedia's `/wiki/Mercury_(planet)`, every
-# disambiguated title (without them such links stayed whole: a copy with 3 in 70 words was at J 0.63)
-_MD_LINK = re.compile(r"!?\[([^\[\]\n]{0,500}(?:\n[^\[\]\n]{0,500})?)\]"
-                      r"\((?:<?(?:[a-z][a-z0-9+.-]{1,15}://|www\.|\.{0,2}/|#|mailto:)"
-                      r"(?:[^()\s]|\([^()\s]{0,200}\)){0,2000}>?)(?:\s+\"[^\"\n]{0,300}\")?\)", re.I)
-
-
-def markdown_links_in(text: str) -> bool:
-    """Whether `text` holds a markdown link or image to a URL or path (`[text](https://…)`)."""
-    return "](" in text and _MD_LINK.search(text) is not None
-
-
 def shingle_text(text: str, entities: bool = True, invisible: bool = True, unicode: bool = True,
-                 quotes: bool = False, markup: bool = True, confusables: bool = True) -> str:
+                 quotes: bool = False, markup: bool = True, confusables: bool = True, marks: bool = True) -> str:
     """`text` folded for near-dedup shingling (see the module docstring); each fold can be turned off.
     `quotes`: typographic quotes and dashes → ASCII too (`TYPOGRAPHIC`; for char shingles).
     `markup`: a text holding HTML tags (`has_markup`), or only escaped ones (`feed_markup`: an RSS item's body),
     is read as HTML, its visible text kept; a markdown link or image to a URL or path as its text
-    (`[Paris](https://en.wikipedia.org/wiki/Paris)` → `Paris`).
+    (`[Paris](https://en.wikipedia.org/wiki/Paris)` → `Paris`), and so are reference links, numbered-list
+    numbers and wiki citation markers (`textmarks.fold_marks`; `marks` False: the caller knows the text holds
+    none, `textmarks.marked_docs`).
+    `invisible`: format characters (Cf) and variation selectors dropped (`invisible_chars`).
     `confusables`: look-alike letters → the ASCII letters they imitate, in every text (`fold_confusables`)."""
     if markup and entities and "&" in text:
         # an RSS item's body is its page escaped (`&lt;p&gt;&lt;span class="c3"&gt;Hello`): entities decoded only
         # after the markup step, its tags and attributes were words (`p`, `span`, `class`, `c3`), and the dedup
         # audit found 6 % of such copies of a plain text (J 0.57); decoded first, it is read as the page
         text = feed_markup(text)
-    if markup and "](" in text:
+    if markup:
         # each link's URL is ~6 words (`https en wikipedia org wiki paris`) that its plain copy lacks: a copy
-        # with a link in every 20th word shared too few shingles (1 of 20 copies found)
-        text = _MD_LINK.sub(r"\1", text)
+        # with a link in every 20th word shared too few shingles (1 of 20 copies found); list numbers,
+        # reference links and citation markers are a token one extraction writes and another not (`textmarks`)
+        text = fold_markdown_links(text)
+        text = fold_marks(text) if marks else text
     if markup and has_markup(text):
         # resiliparse's plain-text pass (script/style and comments dropped, entities decoded): a copy that kept
         # its `<div class="article-body">` otherwise gains a "word" per tag and attribute and loses its shingles
@@ -316,7 +323,7 @@ def shingle_text(text: str, entities: bool = True, invisible: bool = True, unico
     if text.isascii():          # the common case: no format character, NFKC and casefold are the identity
         return text             # (lowercase: the shingler lowercases ASCII itself)
     if invisible:
-        table, maybe = format_chars()
+        table, maybe = invisible_chars()
         if maybe.search(text) is not None:
             text = text.translate(table)
     if unicode:                 # NFKC_Casefold's recipe (as exact_key): casefold can un-normalize, so NFKC again;

@@ -1,5 +1,5 @@
-"""Combining marks and line-break hyphens as near dedup's word shingles read them (`DedupSpec.marks_in_words`,
-`fold_pointing`, `fold_hyphenation`).
+"""Combining marks, spelling variants and line-break hyphens as near dedup's word shingles read them
+(`DedupSpec.marks_in_words`, `fold_pointing`, `fold_hyphenation`).
 
 - Combining marks (Unicode Mn/Mc) are no `\\w`. In Devanagari, Bengali, Tamil and the other Indic scripts the
   vowel signs and viramas are marks, so `हिन्दी` split into `ह`, `न`, `द`: a 5-gram spanned two written words,
@@ -13,9 +13,21 @@
   them is the same text, yet each mark split its word in two (`كَتَبَ` → `ك`, `ت`, `ب`), and no pointed copy was
   found. `drop_pointing` removes them. Marks that are letters (the Indic vowel signs) are never dropped:
   datatrove's strip-all-marks would make distinct words collide.
-- A word hyphenated at a line break (`exam-\\nple`, hard-wrapped or OCR'd text; a lower-case letter after the
-  break) is read as one word (`join_hyphenated`) where the text spells it whole elsewhere: a compound broken at
-  its hyphen (`left-\\nhand`) is not joined.
+- Spelling variants that writers put in or leave out freely, so that a copy differs from its original in them
+  word after word (a probe of crawl edits: tatweel J 0.21-0.47, hamza 0.29-0.35, final yeh 0.27-0.52, teh
+  marbuta 0.20-0.36, Persian keyboard 0.04, Hindi nukta 0.41-0.75, Russian `ё` 0.71-0.75; none was found), are
+  read as one letter with the pointing (`fold_spelling`, `SPELLING`), the standard folds of search engines
+  (Lucene's Arabic, Persian and Hindi normalizers; Russian engines read `ё` as `е`): Arabic tatweel (kashida,
+  U+0640, which stretches a word for display) dropped; alef with hamza above or below, with madda and alef
+  wasla (`أ إ آ ٱ`) → bare alef `ا`, alef maksura `ى` → yeh `ي`, teh marbuta `ة` → heh `ه`; Persian yeh `ی` and
+  keheh `ک` → Arabic yeh `ي` and kaf `ك` (Persian typed on an Arabic keyboard, and back); Devanagari nukta
+  (U+093C, `ज़` → `ज`, and the precomposed `ऩ ऱ ऴ`) dropped, chandrabindu `ँ` → anusvara `ं`; Russian `ё` → `е`.
+  Distinct texts stay apart: a 5-gram would have to fold onto another text's five words.
+- A word hyphenated at a line break (`exam-\\nple` or with U+2010 HYPHEN, hard-wrapped, typeset or OCR'd text; a
+  lower-case letter after the break) is read as one word (`join_hyphenated`), unless the text shows it is a
+  compound broken at its hyphen (written hyphenated on one line elsewhere, `left-hand`, and the like).
+- Variation selectors (U+FE00-FE0F, U+E0100-E01EF: emoji presentation `❤️`, keycaps `1️⃣`, ideographic
+  variants) are category Mn but join nothing: they are no part of a word (`normalize.shingle_text` drops them).
 """
 
 from __future__ import annotations
@@ -26,6 +38,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from tasks.data.dedup import hashloops
 from tasks.data.dedup.segment import script_table
 
 _POINTS = ("\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06dc"
@@ -35,61 +48,166 @@ _MAYBE_POINTING = re.compile(f"[{_POINTS}\u0301]")     # one class: `re` scans f
 # starts with its literal, which `re` finds by a fast search (a leading lookbehind for the letter before the
 # hyphen made it try every position: 0.47 CPU s for 20,000 documents, ~40 % of their shingles); that letter is
 # asked in Python, at the few matches
-_HYPHEN_BREAK = re.compile(r"-\n[ \t]*(?=([^\W\d_]))")
+_HYPHEN_BREAK = re.compile(r"[-\u2010]\n[ \t]*(?=([^\W\d_]))")
 _WORD = re.compile(r"\w+")
 _LAST_WORD = re.compile(r"\w+$")
+_VARIATION_SELECTORS = (range(0xFE00, 0xFE10), range(0xE0100, 0xE01F0))
+# (variant, canonical form) for `fold_spelling`, in the order it replaces them
+SPELLING: tuple[tuple[str, str], ...] = (
+    ("\u0640", ""),                                                   # tatweel
+    ("\u0623", "\u0627"), ("\u0625", "\u0627"), ("\u0622", "\u0627"), ("\u0671", "\u0627"),   # أ إ آ ٱ → ا
+    ("\u0649", "\u064a"), ("\u0629", "\u0647"),                       # ى → ي, ة → ه
+    ("\u06cc", "\u064a"), ("\u06a9", "\u0643"),                       # Persian ی → ي, ک → ك
+    ("\u093c", ""), ("\u0929", "\u0928"), ("\u0931", "\u0930"), ("\u0934", "\u0933"),   # nukta, ऩ ऱ ऴ
+    ("\u0901", "\u0902"),                                             # chandrabindu → anusvara
+    ("\u0451", "\u0435"), ("\u0401", "\u0415"),                       # ё → е, Ё → Е
+)
 
 
 def drop_pointing(text: str) -> str:
-    """`text` without Arabic harakat, Hebrew niqqud/cantillation and Cyrillic stress accents (itself when ASCII
-    or without any)."""
-    if text.isascii() or _MAYBE_POINTING.search(text) is None:
+    """`text` without Arabic harakat, Hebrew niqqud/cantillation and Cyrillic stress accents, and with the
+    spelling variants of `SPELLING` read as one letter (itself when ASCII or without any)."""
+    if text.isascii():
         return text
-    return _POINTING.sub("", text)
+    if _MAYBE_POINTING.search(text) is not None:
+        text = _POINTING.sub("", text)
+    return fold_spelling(text)
+
+
+def fold_spelling(text: str) -> str:
+    """`text` with every spelling variant of `SPELLING` read as its canonical letter; `text` itself when it holds
+    none (ASCII text is not searched). Each is a C-speed `str.replace`, only for the letters the text holds (~1 ns
+    a character, against ~75-150 for `str.translate`'s dict lookup per character)."""
+    if text.isascii():
+        return text
+    for variant, canonical in SPELLING:
+        if variant in text:
+            text = text.replace(variant, canonical)
+    return text
+
+
+@lru_cache(maxsize=1)
+def spelling_table() -> np.ndarray:
+    """uint8 [65536]: 1 for each character `fold_spelling` replaces (all in the BMP)."""
+    table = np.zeros(0x10000, np.uint8)
+    table[[ord(variant) for variant, _ in SPELLING]] = 1
+    return table
+
+
+def spelling_docs(data: np.ndarray, ends: np.ndarray, docs: np.ndarray) -> list[int]:
+    """Which of the texts `docs` (int64 [k], those holding non-ASCII text, as UTF-8 in `data` with a `\\n` after
+    each, at `ends`) hold a character `fold_spelling` replaces, or an astral ideograph (a superset: the caller's
+    `fold_spelling` leaves those as they are): a compiled scan of their non-ASCII characters
+    (`hashloops.docs_holding`, ~0.5 ns a byte)."""
+    if len(docs) == 0:
+        return []
+    return docs[hashloops.docs_holding(data, ends, docs, spelling_table()) == 1].tolist()
 
 
 def join_hyphenated(text: str) -> str:
-    """`text` with each letter-hyphen-line break-lower-case letter (`exam-\\n  ple`) joined into one word
-    (`example`) where the text spells that word whole elsewhere; `text` itself when it has none.
+    """`text` with each letter-hyphen-line break-lower-case letter (`exam-\\n  ple`; the hyphen `-` or U+2010)
+    joined into one word (`example`), unless the text shows the break is a compound's hyphen; `text` itself when
+    it has no such break.
 
-    The evidence test is what tells a word cut by the typesetter from a compound that a wrapper broke at its
-    hyphen (`keyword-\\nonly`, `left-\\nhand`: Python's `textwrap` breaks there, and on the embedded help
-    texts, code and plays these were most of the breaks); joining those lost 3 of 10,055 true pairs of
-    `benchmarks/dedup_real.py`, whose copies re-wrap them. A capital after the break is a dash that interrupts
-    a speech (`to whose falls-\\nHeaven prosper`), not a word cut in two."""
-    if "-\n" not in text:
+    A word cut by the typesetter and a compound that a wrapper broke at its hyphen (`keyword-\\nonly`: Python's
+    `textwrap` breaks there) look alike, and which one a break is decides whether its copy (re-wrapped, or as
+    one line) shares its shingles. The text itself is the evidence where it has some: the joined word written
+    elsewhere (`notebook`) joins; the compound written on one line (`left-hand`), one part of a longer one
+    (`angle-addr-\\nstart`), a part of it starting or ending another compound (`non-\\nnegative` in a text that
+    says `non-zero`, `left-\\nhand` beside `right-hand`), or both parts written as words elsewhere
+    (`decimal-\\npoint` in a text that says `decimal` and `point`) stays two words. Without evidence either way
+    — in a 200-word document most cut words occur once — the break is joined: hyphenation at the margin cuts
+    many words of a wrapped text (a probe's 72-column copies: 6 of 30 missed at J 0.75-0.80 while only the words
+    spelled elsewhere were joined), and a compound lands at the margin rarely, costing its copy ~5 shingles
+    where it does. Of the probe's 88 cut words one showed such evidence (`por-\\nque`: `por` and `que` are
+    words); of the 291 compounds of `benchmarks/dedup_real.py`'s help texts (re-wrapped by `textwrap`) 140 did
+    and stay two words (4 more spell the joined word elsewhere). A capital after the break is a dash that
+    interrupts a speech (`to whose falls-\\nHeaven prosper`), not a word cut in two."""
+    if "-\n" not in text and "\u2010\n" not in text:
         return text
-    words: set[str] = set()
+    low = ""                                # the text in lower case, made at the first break asked about
 
     def join(m: re.Match[str]) -> str:
+        nonlocal low
         at = m.start()
         if not (at and text[at - 1].isalpha() and m.group(1).islower()):
             return m.group()
         head, tail = _LAST_WORD.search(text, max(0, at - 64), at), _WORD.match(text, m.end())
-        if not words:
-            words.update(_WORD.findall(text.lower()))
-        return "" if head and tail and (head.group() + tail.group()).lower() in words else m.group()
+        if not (head and tail):
+            return m.group()
+        low = low or text.lower()
+        first, second = head.group().lower(), tail.group().lower()
+        if _written(low, first + second):
+            return ""
+        # part of a longer compound (`angle-addr-\nstart`), written hyphenated on one line, a part of another
+        # compound on one line (`non-zero`, `right-hand`), or both parts words elsewhere (the break holds each once)
+        compound = text[head.start() - 1:head.start()] in ("-", "\u2010") \
+            or _written(low, f"{first}-{second}") or _written(low, f"{first}\u2010{second}") \
+            or _in_compound(low, first, second) or _written(low, first, 2) and _written(low, second, 2)
+        return m.group() if compound else ""
     joined = _HYPHEN_BREAK.sub(join, text)
     return text if joined == text else joined
 
 
-def hyphenated_docs(data: np.ndarray, ends: np.ndarray) -> list[int]:
-    """Which texts of a batch (UTF-8 bytes `data`, a `\\n` after each, at `ends`) hold a `-` directly before a
-    line break, after an ASCII letter or a non-ASCII byte: a superset of those `join_hyphenated` changes (numpy
-    passes over the bytes; `--\\n`, ` -\\n` and `x = y -\\n` in code are not asked)."""
-    at = np.flatnonzero((data[1:-1] == 45) & (data[2:] == 10)) + 1
+def _written(text: str, word: str, times: int = 1) -> bool:
+    """Whether `word` occurs in `text` as a whole (no `\\w` character on either side) `times` times or more:
+    `str.find`, which is C-speed, where a set of the text's words and compounds took a regex pass over each text
+    with a break (0.14 CPU s of `benchmarks/dedup_real.py`'s 50,000 documents)."""
+    at = text.find(word)
+    while at >= 0:
+        end = at + len(word)
+        if not (at and (text[at - 1].isalnum() or text[at - 1] == "_")) \
+                and not (end < len(text) and (text[end].isalnum() or text[end] == "_")):
+            times -= 1
+            if not times:
+                return True
+        at = text.find(word, at + 1)
+    return False
+
+
+def _in_compound(text: str, first: str, second: str) -> bool:
+    """Whether `text` writes `first` as the first part of a hyphenated compound on one line (`first-x`), or
+    `second` as the last (`x-second`)."""
+    def word(at: int) -> bool:
+        return 0 <= at < len(text) and (text[at].isalnum() or text[at] == "_")
+    at = text.find(first + "-")
+    while at >= 0:
+        if not word(at - 1) and word(at + len(first) + 1):
+            return True
+        at = text.find(first + "-", at + 1)
+    at = text.find("-" + second)
+    while at >= 0:
+        if word(at - 1) and not word(at + len(second) + 1):
+            return True
+        at = text.find("-" + second, at + 1)
+    return False
+
+
+def hyphenated_docs(data: np.ndarray, ends: np.ndarray, newlines: np.ndarray | None = None) -> list[int]:
+    """Which texts of a batch (UTF-8 bytes `data`, a `\\n` after each, at `ends`; `newlines`: where `data` is
+    `\\n`, when the caller has them) hold a hyphen (`-` or U+2010) directly before a line break, after an ASCII
+    letter or a non-ASCII byte: a superset of those `join_hyphenated` changes (numpy passes over the bytes;
+    `--\\n`, ` -\\n` and `x = y -\\n` in code are not asked)."""
+    at = (np.flatnonzero(data == 10) if newlines is None else newlines) - 1          # the byte before each `\n`
+    at = at[at >= 1]
+    last = data[at]
+    wide = at[(last == 0x90) & (at >= 3)]                 # U+2010 is E2 80 90: its first byte two before
+    wide = wide[(data[wide - 1] == 0x80) & (data[wide - 2] == 0xE2)] - 2
+    at = np.concatenate([at[last == 45], wide[wide >= 1]])
     before = data[at - 1] | np.uint8(0x20)
     at = at[(before >= 0x80) | ((before >= 0x61) & (before <= 0x7A))]
     return sorted(set(np.searchsorted(ends, at).tolist())) if len(at) else []
 
 
 def _marks() -> list[int]:
-    """Code points of category Mn/Mc outside `segment.SCRIPT_RANGES`. They live in planes 0, 1 and 14 (the
+    """Code points of category Mn/Mc outside `segment.SCRIPT_RANGES`, but the variation selectors, which select a
+    glyph and join no word (`❤️`'s U+FE0F was a word of its own). They live in planes 0, 1 and 14 (the
     variation selectors supplement), as the format characters do (`normalize._format_codes`; a test scans every
     plane): reading only those is ~0.05 s once per process instead of ~0.3."""
     table = script_table()
     return [c for plane in (0, 1, 14) for c in range(max(plane << 16, 0x300), (plane + 1) << 16)
-            if unicodedata.category(chr(c)) in ("Mn", "Mc") and not (c < 0x10000 and table[c])]
+            if unicodedata.category(chr(c)) in ("Mn", "Mc") and not (c < 0x10000 and table[c])
+            and not any(c in r for r in _VARIATION_SELECTORS)]
 
 
 @lru_cache(maxsize=1)

@@ -34,11 +34,13 @@ from specs.clean import DedupSpec
 from tasks.data.dedup import hashloops
 from tasks.data.cleanup import textbatch
 from tasks.data.dedup.lineprefix import prefixed_docs, strip_line_prefixes
-from tasks.data.dedup.marks import drop_pointing, hyphenated_docs, join_hyphenated, mark_words
+from tasks.data.dedup.marks import (drop_pointing, fold_spelling, hyphenated_docs, join_hyphenated, mark_words,
+                                    spelling_docs)
 from tasks.data.dedup.segment import split_unspaced, unspaced_docs
 from tasks.data.dedup.lsh import are_duplicates, candidate_pairs, greedy_keepers, s_curve, sorted_unique, spec_banding
 from tasks.data.cleanup.lookalikes import fold_confusables
-from tasks.data.cleanup.normalize import entity_in, format_chars, has_markup, markdown_links_in, shingle_text
+from tasks.data.cleanup.normalize import entity_in, has_markup, invisible_chars, shingle_text
+from tasks.data.cleanup.textmarks import marked_docs, markdown_links_in
 from tasks.data.dedup.wordhash import MUL, POW, WORD, fmix64
 
 __all__ = ["DedupResult", "distinct_runs", "estimated_jaccard", "exact_jaccard_pairs", "jaccard_of_runs",
@@ -67,20 +69,21 @@ def _char_units(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     return fmix64(points.astype(np.uint64) + _CHAR_SALT), np.array([len(x) for x in norms], dtype=np.int64)
 
 
-def _fold(text: str, spec: DedupSpec, folds: tuple[str, str] | None = None) -> str:
+def _fold(text: str, spec: DedupSpec, folds: tuple[str, str] | None = None, marks: bool = True) -> str:
     """`shingle_text` as the spec says; `folds`: (NFKC, NFKC of its casefold) of `text` (`Encoded.folds_of`), which
-    are its result for word shingles when no other fold applies (no markup, entity or format character): the
-    exact keys made them already (two NFKC checks and a casefold a text saved). Look-alike letters are read
-    last, after pointing is dropped: a Cyrillic `о́` read as Latin `o` first keeps its accent, as `ó` does."""
+    are its result for word shingles when no other fold applies (no markup, entity, format character or variation
+    selector), and `marks` False: `text` holds no mark of `textmarks.fold_marks` (the caller's byte scan found
+    none): the exact keys made them already (two NFKC checks and a casefold a text saved). Look-alike letters are
+    read last, after pointing is dropped: a Cyrillic `о́` read as Latin `o` first keeps its accent, as `ó` does."""
     quotes = spec.fold_unicode and spec.shingle == "char"     # only char shingles see punctuation
-    if folds is not None and spec.fold_unicode and not quotes and not (spec.fold_markup and (
+    if folds is not None and not marks and spec.fold_unicode and not quotes and not (spec.fold_markup and (
             has_markup(text) or markdown_links_in(text))) \
             and not (spec.fold_entities and "&" in text and entity_in(text)) \
-            and not (spec.fold_invisible and format_chars()[1].search(text)):
+            and not (spec.fold_invisible and invisible_chars()[1].search(text)):
         folded = folds[1]
     else:
         folded = shingle_text(text, spec.fold_entities, spec.fold_invisible, spec.fold_unicode, quotes,
-                              spec.fold_markup, confusables=False)
+                              spec.fold_markup, confusables=False, marks=marks)
     folded = drop_pointing(folded) if spec.fold_pointing else folded
     return fold_confusables(folded) if spec.fold_confusables else folded
 
@@ -127,18 +130,24 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     # characters is in NFKC: only the texts with a hint (or a character outside the simple ones) are asked
     hints = textbatch.NOT_SIMPLE | textbatch.MARKUP | textbatch.ENTITY
     fold = {k for k in np.flatnonzero(flags & hints).tolist() if _needs_fold(batch, k, spec)}
-    if spec.fold_markup:                    # markdown links: the batch's bytes are searched once for `](`
-        fold |= _markdown_docs(batch)
+    # markdown links, list numbers, citation markers (byte scans; a keycap list is folded for its characters), and
+    # spelling variants (`marks.SPELLING`) in the texts no other fold reads (Arabic letters are simple characters)
+    lines = np.flatnonzero(batch.data == 10) if spec.fold_markup or spec.fold_hyphenation else None   # `\n`s
+    marked = marked_docs(batch.texts, batch.data, batch.ends, lines) if spec.fold_markup else set()
+    fold |= marked
+    rest = np.array(sorted(set(np.flatnonzero(flags & textbatch.NON_ASCII).tolist()) - fold), np.int64)
+    spelled = set(spelling_docs(batch.data, batch.ends, rest) if spec.fold_pointing else [])
     # a text of a script written without spaces is re-spelled with each of its characters a word (`segment`);
     # a text whose lines may start with line numbers or timestamps is checked for them (`lineprefix`)
     # (and one with a `-` before a line break for words hyphenated there, `marks`)
     maybe = set(prefixed_docs(batch.data, batch.ends) if spec.fold_line_prefixes else [])
-    maybe |= set(hyphenated_docs(batch.data, batch.ends) if spec.fold_hyphenation else [])
+    maybe |= set(hyphenated_docs(batch.data, batch.ends, lines) if spec.fold_hyphenation else [])
     stripped = {k: lines for k in sorted(maybe) if (lines := _prefold(batch.texts[k], spec)) is not batch.texts[k]}
-    todo = sorted(fold | stripped.keys() | set(unspaced_docs(batch.texts, batch.data, batch.ends,
-                                                                np.flatnonzero(flags & textbatch.NON_ASCII))))
+    todo = sorted(fold | stripped.keys() | spelled | set(unspaced_docs(
+        batch.texts, batch.data, batch.ends, np.flatnonzero(flags & textbatch.NON_ASCII))))
     if todo:
-        folded = [split_unspaced(_unit_text(batch, k, spec, k in fold, stripped.get(k))) for k in todo]
+        folded = [split_unspaced(_unit_text(batch, k, spec, (k in fold) + (k in marked), stripped.get(k)))
+                  for k in todo]
         flags[todo] = textbatch.flags_of(*textbatch.joined(folded))
         new_data, new_ends = textbatch.joined([_lower_words(text, spec) if flag & textbatch.NOT_SIMPLE else text
                                                for text, flag in zip(folded, flags[todo].tolist())])
@@ -151,12 +160,18 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     return hashloops.word_hashes(data, ends, POW)
 
 
-def _unit_text(batch: textbatch.Encoded, k: int, spec: DedupSpec, fold: bool, stripped: str | None) -> str:
-    """Text k of `batch` folded (when `fold`); `stripped`: the text without its line-number and timestamp prefixes
-    (`lineprefix`; dropped before the folds, which may join lines), None when it has none."""
-    if not fold:
-        return batch.texts[k] if stripped is None else stripped
-    return _fold(batch.texts[k], spec, batch.folds_of(k)) if stripped is None else _fold(stripped, spec)
+def _unit_text(batch: textbatch.Encoded, k: int, spec: DedupSpec, fold: int, stripped: str | None) -> str:
+    """Text k of `batch` folded (when `fold`: 1, or 2 when it holds `textmarks` marks); `stripped`: the text
+    without its line-number and timestamp prefixes (`lineprefix`; dropped before the folds, which may join
+    lines), None when it has none. Of `_fold`, a text not folded (simple characters only) can change only in
+    its spelling variants (`marks.SPELLING`) and the look-alikes these make (`ё` → `е`, read as `e`)."""
+    if fold:                                # (a keycap list is found by its U+20E3, not by the byte scan)
+        if stripped is None and fold == 1 and "\u20e3" not in batch.texts[k]:
+            return _fold(batch.texts[k], spec, batch.folds_of(k), marks=False)
+        return _fold(batch.texts[k] if stripped is None else stripped, spec)
+    text = batch.texts[k] if stripped is None else stripped
+    spelled = fold_spelling(text) if spec.fold_pointing else text
+    return spelled if spelled is text or not spec.fold_confusables else fold_confusables(spelled)
 
 
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
@@ -183,18 +198,6 @@ def word_breaks(marks: bool = False) -> np.ndarray:
     if marks:
         table[mark_words()[0] == 1] = 0
     return table
-
-
-def _markdown_docs(batch: textbatch.Encoded) -> set[int]:
-    """The texts of `batch` holding a markdown link to a URL or path (`normalize.markdown_links_in`): those with
-    a `](` are asked."""
-    data = batch.data
-    close = np.flatnonzero(data[:-1] == 93)                           # `]`, then `(` after it: numpy passes
-    at = close[data[close + 1] == 40]                                 # (a regex or `bytes.find` loop over the
-    if len(at) == 0:                                                  # bytes took 3x as long)
-        return set()
-    docs = set(np.searchsorted(batch.ends, at).tolist())
-    return {k for k in docs if markdown_links_in(batch.texts[k])}
 
 
 def _needs_fold(batch: textbatch.Encoded, k: int, spec: DedupSpec) -> bool:
