@@ -21,22 +21,23 @@ _TYPE = r"(?:[0-9][ \t]+)?"     # the encryption type before a device's secret (
 _VALUE = r"([^\s\"'<>]{4,200})"
 
 
-def _keyword(word: str, tail: str) -> tuple[str, str]:
-    """A `Gated` entry: led by `word` (re's fast literal search), no word character or `-` before it."""
+def keyword_entry(word: str, tail: str) -> tuple[str, str]:
+    """A `pii_secrets.Gated` entry: `word` (re's fast literal search finds it), no word character or `-` before
+    it, then `tail`; gated by `word` itself."""
     return word, re.escape(word) + rf"(?<![\w-]{re.escape(word)})" + tail
 
 
 # (gate, pattern) entries for `pii_secrets.Gated`, the value in group 1; the first two are the type-digit forms
 DEVICE_SECRETS = [
-    _keyword("password", r"[ \t]+[05789][ \t]+" + _VALUE),
-    _keyword("secret", r"[ \t]+[05789][ \t]+" + _VALUE),
-    _keyword("snmp-server", r"[ \t]+community[ \t]+" + _VALUE),
-    _keyword("pre-shared-key", r"[ \t]+" + _TYPE + _VALUE),
-    _keyword("key-string", r"[ \t]+" + _TYPE + _VALUE),
-    _keyword("isakmp", r"[ \t]+key[ \t]+" + _TYPE + _VALUE),
-    _keyword("authentication-key", r"[ \t]+\d+[ \t]+md5[ \t]+" + _TYPE + _VALUE),
-    _keyword("tacacs-server", r"[ \t]+key[ \t]+" + _TYPE + _VALUE),
-    _keyword("radius-server", r"[ \t]+key[ \t]+" + _TYPE + _VALUE),
+    keyword_entry("password", r"[ \t]+[05789][ \t]+" + _VALUE),
+    keyword_entry("secret", r"[ \t]+[05789][ \t]+" + _VALUE),
+    keyword_entry("snmp-server", r"[ \t]+community[ \t]+" + _VALUE),
+    keyword_entry("pre-shared-key", r"[ \t]+" + _TYPE + _VALUE),
+    keyword_entry("key-string", r"[ \t]+" + _TYPE + _VALUE),
+    keyword_entry("isakmp", r"[ \t]+key[ \t]+" + _TYPE + _VALUE),
+    keyword_entry("authentication-key", r"[ \t]+\d+[ \t]+md5[ \t]+" + _TYPE + _VALUE),
+    keyword_entry("tacacs-server", r"[ \t]+key[ \t]+" + _TYPE + _VALUE),
+    keyword_entry("radius-server", r"[ \t]+key[ \t]+" + _TYPE + _VALUE),
 ]
 # SNMP's factory communities are no secret
 _NOT_SECRET = frozenset({"public", "private"})
@@ -56,10 +57,10 @@ def device_secret(m: re.Match[str]) -> bool:
 # (also yarn's and pnpm's), `git config [--global] credential.password VALUE`, `heroku config:set NAME VALUE`
 _SET_TAIL = r"[ \t]+([\w.:/@-]{2,120})[ \t]+([^\s\"'<>]{6,200})"    # the name in group 1, the value in 2
 CONFIG_SETS = [
-    _keyword("aws", r"[ \t]+configure[ \t]+set" + _SET_TAIL),
-    *(_keyword(tool, r"[ \t]+config[ \t]+set" + _SET_TAIL) for tool in ("npm", "yarn", "pnpm")),
-    _keyword("git", r"[ \t]+config(?:[ \t]+--(?:global|local|system))?" + _SET_TAIL),
-    _keyword("heroku", r"[ \t]+config:set" + _SET_TAIL),
+    keyword_entry("aws", r"[ \t]+configure[ \t]+set" + _SET_TAIL),
+    *(keyword_entry(tool, r"[ \t]+config[ \t]+set" + _SET_TAIL) for tool in ("npm", "yarn", "pnpm")),
+    keyword_entry("git", r"[ \t]+config(?:[ \t]+--(?:global|local|system))?" + _SET_TAIL),
+    keyword_entry("heroku", r"[ \t]+config:set" + _SET_TAIL),
 ]
 
 

@@ -48,7 +48,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from tasks.data.privacy.pii_devices import CONFIG_SETS, DEVICE_SECRETS, config_set_secret, device_secret
+from tasks.data.privacy.pii_devices import (CONFIG_SETS, DEVICE_SECRETS, config_set_secret, device_secret,
+                                            keyword_entry)
 from tasks.data.privacy.pii_foreign import (FOREIGN_API_KEY, FOREIGN_PASSWORD, foreign_api_key, foreign_password,
                                             value_span)
 from tasks.data.privacy.pii_headers import HEADER_DIRECTIVES, CookieValues, directive_credential, directive_span
@@ -91,8 +92,7 @@ class Gated:
 def _led_by(literals: str, tail: str, gate: str = "") -> list[tuple[str, str | Gated]]:
     """One pattern per literal: the literal, then "no word character or `-` before it", then the tail; all
     under one shared `gate` when given."""
-    entries: list[tuple[str, str | Gated]] = [
-        (lit, re.escape(lit) + rf"(?<![\w-]{re.escape(lit)}){tail}(?![\w-])") for lit in literals.split()]
+    entries: list[tuple[str, str | Gated]] = [keyword_entry(lit, tail + r"(?![\w-])") for lit in literals.split()]
     return [(gate, Gated(entries))] if gate else entries
 
 
