@@ -60,6 +60,7 @@ from tasks.data.privacy.pii_columns import COLUMN_PASSES
 from tasks.data.privacy.pii_personal import PERSONAL_PASSES
 from tasks.data.privacy.pii_phones import PHONE_PASSES
 from tasks.data.privacy.pii_secrets import SECRET_PASSES
+from tasks.data.privacy.pii_sql import SQL_PASSES
 from tasks.data.privacy.pii_values import remembered_absence
 
 PLACEHOLDERS = {"email": "<EMAIL>", "phone": "<PHONE>", "ipv4": "<IP_ADDRESS>", "ipv6": "<IP_ADDRESS>",
@@ -296,7 +297,7 @@ _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[st
       for pattern, valid, group, hint in SECRET_PASSES),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
       for kind, pattern, valid, group, hint in EMAIL_PASSES + PERSONAL_PASSES + COLUMN_PASSES + CELL_PASSES +
-      ID_PASSES + NATIONAL_PASSES),
+      SQL_PASSES + ID_PASSES + NATIONAL_PASSES),
     ("credit_card", Chained(_CARD, ",;/|"), lambda m, keep: _card(m), 0, bool),
     ("ipv6", ColonLed(), _ipv6, 0, _hint(":")),
     ("ipv4", _IPV4, _ipv4, 0, _hint(".")),

@@ -46,30 +46,35 @@ def cell_kind(label: str, value: str) -> str | None:
     return None
 
 
-class LabelCells:
-    """`sub(repl, text)`: each value cell of `kind` after its label cell (see the module docstring)."""
+class LabelledValues:
+    """`sub(repl, text)`: each value of `kind` among `find(text)`'s (kind, value span) pairs replaced by `repl`."""
 
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
+    def __init__(self, kind: str, find: Callable[[str], list[tuple[str, tuple[int, int]]]]) -> None:
+        self.kind, self.find = kind, find
 
     def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
-        spans = [span for kind, span in _pairs(text) if kind == self.kind]
+        spans = [span for kind, span in self.find(text) if kind == self.kind]
         return replace_spans(text, spans, repl) if spans else text
 
 
-_LAST: list[tuple[str, list[tuple[str, tuple[int, int]]]]] = []
+def last_text_memo(find: Callable[[str], list]) -> Callable[[str], list]:
+    """`find`, answering again for the last text it read: the passes of several kinds read one text in turn (one
+    (text, answer) tuple, swapped whole: another thread may replace it)."""
+    last: list[tuple[str | None, list]] = [(None, [])]
+
+    def remembered(text: str) -> list:
+        seen = last[0]
+        if seen[0] is not text:
+            seen = (text, find(text))
+            last[0] = seen
+        return seen[1]
+    return remembered
 
 
 def _pairs(text: str) -> list[tuple[str, tuple[int, int]]]:
-    """(kind, value span) of each labelled cell of `text`, read once for the four passes (the last text's are
-    kept; read once into a local, as another thread may replace them)."""
-    seen = _LAST[0] if _LAST else None
-    if seen is None or seen[0] is not text:
-        found = [(kind, m.span("value")) for m in _CELL_PAIR.finditer(text)
-                 if (kind := cell_kind(m.group("label"), m.group("value"))) is not None]
-        seen = (text, found)
-        _LAST[:] = [seen]
-    return seen[1]
+    """(kind, value span) of each labelled cell of `text`."""
+    return [(kind, m.span("value")) for m in _CELL_PAIR.finditer(text)
+            if (kind := cell_kind(m.group("label"), m.group("value"))) is not None]
 
 
 def _closes_a_cell(text: str) -> bool:
@@ -77,5 +82,6 @@ def _closes_a_cell(text: str) -> bool:
 
 
 # (kind, pattern, validator, group, hint): `pii`'s pass table
-CELL_PASSES = tuple((kind, LabelCells(kind), lambda m: True, 0, _closes_a_cell)
+_PAIRS = last_text_memo(_pairs)
+CELL_PASSES = tuple((kind, LabelledValues(kind, _PAIRS), lambda m: True, 0, _closes_a_cell)
                     for kind in ("secret", "dob", "passport", "phone"))

@@ -1,5 +1,6 @@
 """Credentials that follow no `name = value` syntax, for `tasks.data.privacy.pii_secrets`: network devices'
-configuration lines and the CLIs that set a credential by name (`aws configure set aws_secret_access_key ...`).
+configuration lines, the CLIs that set a credential by name (`aws configure set aws_secret_access_key ...`) and
+infrastructure code's declared defaults (Terraform's `variable "db_password" {... default = "..."}`).
 `pii_secrets` runs both lists as `Gated` passes: each pattern is led by its keyword and tried only where it
 occurs (as one alternation led by lookbehinds, they cost 300 ms on 1.3 MB of code, half the scrubbing).
 
@@ -67,3 +68,30 @@ CONFIG_SETS = [
 def config_set_secret(m: re.Match[str]) -> bool:
     name = re.split(r"[.:/]", m.group(1))[-1].lstrip("_")
     return is_credential_name(name) and value_ok(m.group(2), literal=True)
+
+
+# A variable declared with its default in infrastructure code, the value a literal under another key than the
+# name: Terraform's `variable "db_password" { type = string  default = "..." }` (HCL; a description, a type or
+# `sensitive = true` may come first) and a CloudFormation template's parameter (`DBPassword:` then, among its
+# keys, `Default: ...`). Names in group `name`, values in group `dq` (HCL's quoted string) or `bare` (YAML's
+# scalar, quoted or not), the groups `pii_foreign.value_span` reads.
+DECLARED_DEFAULTS = [
+    keyword_entry("variable", r'[ \t]+"(?P<name>[\w-]{2,120})"[ \t]*\{(?:[^{}"]|"[^"\n]*"){0,600}?'
+                              r'(?<![\w-])default[ \t]*=[ \t]*"(?P<dq>[^"\n]{4,200})"'),
+    ("Default:", r"(?m)^(?P<indent>[ \t]*)(?P<name>[\w-]{2,120}):[ \t]*\r?\n"
+                 # the parameter's other keys, each with its value on its line (a key opening a mapping of its
+                 # own, `Parameters:` above the parameters, ends the search)
+                 r"(?:(?P=indent)[ \t]+[A-Za-z][\w-]*:[ \t]*[^\s][^\n]*\n){0,8}?"
+                 r"(?P=indent)[ \t]+Default:[ \t]*(?P<q>[\"']?)(?P<bare>[^\s\"'#]{4,200})(?P=q)[ \t]*\r?$"),
+]
+# the declaration marks its value secret, whatever the name: HCL's `sensitive = true`, CloudFormation's `NoEcho`
+_MARKED_SECRET = re.compile(r"(?<![\w-])(?:sensitive[ \t]*=[ \t]*true|NoEcho:[ \t]*[\"']?true)")
+
+
+def declared_default(m: re.Match[str]) -> bool:
+    if not value_ok(m.groupdict().get("dq") or m.group("bare"), quoted=True):
+        return False
+    # HCL may mark the variable after its default: read on to the block's end (`}` at a line's start)
+    block_end = m.string.find("\n}", m.end(), m.end() + 600) if m.group().startswith("variable") else -1
+    declaration = m.string[m.start():block_end if block_end > 0 else m.end()]
+    return is_credential_name(m.group("name")) or _MARKED_SECRET.search(declaration) is not None

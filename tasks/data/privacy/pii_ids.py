@@ -327,6 +327,8 @@ class Anchored:
                 start += 1
             if self.unicode and text[start - 1:start] == "=":
                 start = _bounce_start(text, start, floor)
+            if text[start - 1:start] == "\\" and (escape := _ESCAPE.match(text, start, anchor.start())):
+                start = escape.end()        # the string's escape before the address (`"\njane@…"`, `\u003cjane@…`)
             while self.spelled and (before := _SPELLED_PIECE.search(text, max(last, start - 48), start)):
                 start = before.start()          # `jane dot doe at …`: the local part's pieces before a `dot`
             if self.quoted is not None and text[start - 1:start] == '"' and start == anchor.start():
@@ -340,6 +342,7 @@ class Anchored:
         return "".join(out) + text[last:] if out else text
 
 
+_ESCAPE = re.compile(r"u[0-9A-Fa-f]{4}|x[0-9A-Fa-f]{2}|[ntr]")
 _BOUNCE_LOCAL = re.compile(r"[A-Za-z0-9][A-Za-z0-9._%+=-]*\+[A-Za-z0-9._%+=-]*=|SRS[01]=[A-Za-z0-9._%+=-]*=", re.I)
 
 

@@ -85,7 +85,11 @@ WORDS = tuple(word for base in ("password", "passwd", "passphrase", "pass", "pwd
 # The last word of a credential name, an optional closing quote or bracket (`"password":`, `['password']=`) and
 # markdown bold (`**Password:**`), then `=>`, `:=`, `:` or `=` (not `==`), or the comma between a call's two
 # string arguments (`setRequestHeader("X-Api-Key", "...")`, a header's only), then spaces: the value starts there.
-_ANCHORS = [(word, re.compile(re.escape(word) + r"[\"']?\]?(?:\*\*?|__?)?[ \t]*(?P<sep>=>|:=|[:=]|(?<=[\"']),)"
+# A form's label may qualify its name in parentheses before a colon (`Password (temporary): ...`; a space before
+# the parenthesis and words in it, so a call `password(user):` stays code).
+_QUALIFIER = r"(?:[ \t]+\([A-Za-z][\w .,/-]{0,23}\)(?=[ \t]*:(?!=)))?"
+_ANCHORS = [(word, re.compile(re.escape(word) + _QUALIFIER +
+                              r"[\"']?\]?(?:\*\*?|__?)?[ \t]*(?P<sep>=>|:=|[:=]|(?<=[\"']),)"
                               r"(?:(?<=:)(?:\*\*?|__?))?[ \t]*")) for word in WORDS]   # (markdown after `:` only)
 _YAML_TAG = re.compile(r"!!?[\w/.-]*[ \t]+(?=\S)")        # `password: !!str s3cr3t`: the value follows the tag
 _LINE_START = re.compile(r"[ \t]*(?:export[ \t]+|set[ \t]+|-[ \t]+)?")

@@ -7,10 +7,11 @@ number is anybody's (a log's timestamp, an order, a count).
 - `dob`: a date from 1900 on right after `DOB`, `D.O.B.`, `date of birth`, `birth date`/`birthdate`, `birthday`,
   `born on`, `Born:`, `Geburtsdatum`, `fecha de nacimiento`, `date de naissance`, `né le`, `geboren am`, `nacido el`,
   `生年月日`, `出生日期`, `生日`, `誕生日`, `생년월일` (a `:`, `=`, quotes, `is`/`was`/`是`/`は`, a format hint
-  `(dd/mm/yyyy)` between), written ISO (`1987-03-12`, `1987/03/12`, `1987-03-12T00:00:00`),
+  `(dd/mm/yyyy)` or a short qualifier `(DOB)` between), written ISO (`1987-03-12`, `1987/03/12`, `1987-03-12T00:00:00`),
   day/month/year or month/day/year (`12/03/1987`, `03.12.87`), bare (`19870312`), or with the month's name
   (`12 March 1987`, `12-Mar-1987`, `12th of March, 1987`, `March 12, 1987`, `12 de marzo de 1987`, `12. März
-  1987`, `12 mars 1987`), or in CJK and Korean (`1987年3月12日`, `1987년 3월 12일`). Only the date is replaced
+  1987`, `12 mars 1987`, a form's or an airline's `12MAR1987`/`12MAR87`), or in CJK and Korean (`1987年3月12日`,
+  `1987년 3월 12일`). Only the date is replaced
   (`DOB: <DOB>`). A year alone (`born in 1987`) is no date of birth: it names a cohort, not a person. `born` alone is no cue: it opens an encyclopedia's public figure
   (`Andre Agassi (born April 29, 1970)`, five of the default run's embedded articles), and a date before 1900 is
   history (`Schopenhauer was born on 22 February 1788`).
@@ -42,17 +43,18 @@ _MONTHS = {name: i + 1 for names in (
     for i, name in enumerate(names.split())} | {"sept": 9, "setiembre": 9, "maerz": 3, "fevrier": 2, "aout": 8}
 
 # The cue, then what may stand between it and the date (`DOB: `, `"dob": "`, `date of birth is `, `born on `,
-# `Birthday: `), a form's format hint included (`date of birth (dd/mm/yyyy): `).
+# `Birthday: `), a form's format hint or a short word in parentheses included (`date of birth (dd/mm/yyyy): `,
+# `Date of birth (DOB): `, `Birthday (optional): `): only a date may follow either.
 # (The date may open the next line: a form's label above its field, a PDF's text.)
 # `born on` in French, German and Spanish too (`né le`, `geboren am`, `nacida el`), and the CJK and Korean labels
 # (`生年月日`, `出生日期`, `生日`, `誕生日`, `생년월일`), which need no word boundary: CJK text has no spaces.
 _DOB_CUE = (r"(?:(?i:\b(?:d\.?o\.?b\.?|date[ _-]?of[ _-]?birth|birth[ _-]?date|birthday|born(?:[ ]on\b|(?=[ \t]*[:=]))"
             r"|geburtsdatum|geb\.?-?datum|geb\.|fecha[ _]de[ _]nac(?:imiento|\.)|date[ _]de[ _]naissance"
-            r"|n[ée]e?[ ]le|geboren[ ]a[mn]|geboren[ ]op|nacid[oa][ ]el|data[ _]di[ _]nascita|nat[oa][ ]il"
+            r"|n[ée](?:e|\(e\))?[ ]le|geboren[ ]a[mn]|geboren[ ]op|nacid[oa][ ]el|data[ _]di[ _]nascita|nat[oa][ ]il"
             r"|geboortedatum|data[ _]urodzenia|urodzon[ya]|data[ _]de[ _]nascimento|nascid[oa][ ]em|bday"
             r"|f[øo]dselsdato|f[öo]delsedatum|syntym[äa]aika|do[ğg]um[ _]tarihi))"
             r"|(?i:дата[ _]рождения)|تاريخ[ _]الميلاد|जन्म[ _]?तिथि|出生年月日|出生日期|生年月日|誕生日|生日|생년월일|생일)"
-            r"(?:[ \t]*\((?i:[dmy]{1,4}[-/.][dmy]{1,4}[-/.][dmy]{1,4})\))?"
+            r"(?:[ \t]*\((?i:[dmy]{1,4}[-/.][dmy]{1,4}[-/.][dmy]{1,4}|[^\W\d][\w .,/-]{0,23})\))?"
             r"[\"']?[ \t]*(?:[:=#>：]|is|was|\(|-|是|为|為|は|은|는)?[ \t]*(?:\r?\n[ \t]*)?[\"']?")
 _MONTH_WORD = r"[^\W\d_]{3,12}\.?"
 # A date of birth has no time of day: a datetime at midnight is a date column exported (`1985-03-14T00:00:00`),
@@ -67,6 +69,7 @@ _DATE = (r"(?P<date>"
                   r"|(?P<d5>\d\d?)(?P<s5>[-/])(?P<m5>[^\W\d_]{3,9})(?P=s5)(?P<y5>\d{4})"             # 12-Mar-1987
                   r"|(?P<y6>(?:19|20)\d\d)(?P<m6>[01]\d)(?P<d6>[0-3]\d)"                           # 19870312
                   r"|(?P<y7>\d{4})[ ]?[年년][ ]?(?P<m7>\d\d?)[ ]?[月월][ ]?(?P<d7>\d\d?)[ ]?[日일]"        # 1987年3月12日
+                  r"|(?P<d8>\d\d)(?P<m8>[A-Za-z]{3})(?P<y8>(?:19|20)?\d\d)"                            # 12MAR1987
                   r")")
 _DOB = re.compile(_DOB_CUE + _DATE + r"(?:(?<=[日일])|(?![\w:]|[-/.]\d))")  # a CJK date may run on into its sentence
 _DATE_ONLY = re.compile(_DATE)
@@ -93,10 +96,11 @@ def _dob(m: re.Match[str]) -> bool:
     for k in (6, 7):
         if m.group(f"y{k}"):
             return _valid(int(m.group(f"y{k}")), int(m.group(f"m{k}")), int(m.group(f"d{k}")))
-    month, day, year = next((m.group(f"m{k}"), m.group(f"d{k}"), m.group(f"y{k}")) for k in (3, 4, 5)
+    month, day, year = next((m.group(f"m{k}"), m.group(f"d{k}"), m.group(f"y{k}")) for k in (3, 4, 5, 8)
                             if m.group(f"y{k}"))
     number = _MONTHS.get(month.rstrip(".").lower())
-    return number is not None and _valid(int(year), number, int(day))
+    # a military/airline date's two-digit year (`12MAR78`) is 19xx, as `a/b/yy` is
+    return number is not None and _valid(int(year) + (1900 if len(year) == 2 else 0), number, int(day))
 
 
 def is_birth_date(value: str) -> bool:
@@ -121,8 +125,17 @@ _PASSPORT = re.compile(
     r"|パスポート|여권|护照|護照|جواز[ ]السفر|पासपोर्ट)"
     r"(?i:[ _-]?(?:nummer|number|num|no\.?|nr\.?|n[°º]\.?|n\.|\#|n[uú]mero|num[eé]ro|id|номер))?"
     r"(?:[ ]?(?:番号|번호|号码|號碼|नंबर|संख्या))?"
-    r"[\"']?[ \t]*(?:[:=#>：]|is|was)?[ \t]*[\"']?"
+    r"(?:[ \t]*\([^\W\d][\w .,/-]{0,23}\)(?=[ \t]*[:=#：]))?"      # a qualifier: `Passport (UK): `
+    # the number one level down: `<Passport issuingCountry="USA"><Number>...`, `"passport": {"number": "..."`
+    r"(?:(?:[ \t][\w:-]+=[\"'][^\"'<>\n]{0,40}[\"'])*>[ \t\r\n]*<[\w:]*(?i:number|no|num)>"
+    r"|[\"']?[ \t]*(?:[:=#>：]|is|was)?[ \t]*[\"']?"
+    r"(?:\{[ \t\r\n]*[\"'](?i:number|no|num|id)[\"'][ \t]*:[ \t]*[\"'])?)"
     r"(?P<number>[A-Z0-9]{6,9})(?![\w-]|[.,/]\d)")
+# Russia's and the CIS's passports: a series of 4 digits (often as 2 and 2) and a number of 6
+# (`Паспорт: 45 06 123456`, `паспорт серия 4506 № 123456`), a foreign-travel one 2 and 7 (`загранпаспорт 72 1234567`).
+_PASSPORT_RU = re.compile(
+    r"(?i:(?:загран)?паспорт(?:а|у|е)?(?:[ ]рф)?(?:[ \t]*(?:серия|серии|номер|№|n)\.?)*)[ \t]*[:#]?[ \t]*"
+    r"(?P<number>\d{2}[ ]?\d{2}[ ]?(?:(?i:№|номер|n)[ ]?)?\d{6}|\d{2}[ ]?\d{7})(?![\w-]|[.,/]\d)")
 # ICAO 9303 TD3: line 1 `P`, a type letter or `<`, the issuing state, the name (`<<` between surname and given
 # names); line 2 the number, its check digit, nationality, birth date, sex, expiry, optional data, check digits.
 _LINE2 = r"[A-Z0-9<]{9}\d[A-Z<]{3}\d{7}[MFX<]\d{7}[A-Z0-9<]{14}[0-9<]\d(?![\w<])"
@@ -236,7 +249,7 @@ def _number_span(m: re.Match[str]) -> tuple[int, int]:
 _DOB_GATES = ("dob", "d.o.b", "birth", "born", "geburtsdatum", "geb.", "nacimiento", "naissance", "geboren", "nacid",
               "fecha de nac", "nasc", "nato il", "nata il", "geboortedatum", "urodz", "bday")
 # Cues outside ASCII, found as written (`fold` reads a text with CJK letters as ASCII and `?`)
-_DOB_WRITTEN_GATES = ("né le", "née le", "Né le", "Née le", "出生", "生年月日", "生日", "誕生日", "생년월일", "생일",
+_DOB_WRITTEN_GATES = ("né le", "née le", "Né le", "Née le", "né(e) le", "Né(e) le", "出生", "生年月日", "生日", "誕生日", "생년월일", "생일",
                       "рождения", "Рождения", "РОЖДЕНИЯ", "الميلاد", "जन्म", "fødselsdato", "Fødselsdato",
                       "födelsedatum", "Födelsedatum", "syntymäaika", "Syntymäaika", "doğum tarihi", "Doğum tarihi",
                       "Doğum Tarihi")
@@ -251,6 +264,7 @@ PERSONAL_PASSES = (
     ("passport", Gated(_MRZ, ("<<",), 44, fold=False), _mrz, 0, bool),
     ("passport", Gated(_PASSPORT, _PASSPORT_GATES, 2), _passport, _number_span, bool),
     ("passport", Gated(_PASSPORT, _PASSPORT_WRITTEN_GATES, 2, fold=False), _passport, _number_span, bool),
+    ("passport", Gated(_PASSPORT_RU, ("паспорт", "Паспорт", "ПАСПОРТ"), 8, fold=False), bool, _number_span, bool),
     ("dob", Gated(_DOB, _DOB_GATES, 24), _dob, _date_span, bool),
     ("dob", Gated(_DOB, _DOB_WRITTEN_GATES, 24, fold=False), _dob, _date_span, bool),
 )

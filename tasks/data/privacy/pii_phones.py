@@ -95,6 +95,17 @@ _ZIP4 = re.compile(r"\d{5}-\d{4}")           # a US ZIP+4 code (`02171-2110`), n
 _NOT_CUED = re.compile(r"\d{4}([-./])\d\d?\1\d\d?|\d\d?([-./])\d\d?\2\d{4}|\d{1,3}(?:\.\d{1,3}){3}"
                        r"|(?:19|20)\d\d[ ]?[-/][ ]?(?:19|20)\d\d|(?!\d{4}\.\d{4}$)\d+\.\d+")
 _CODE_GOES_ON = re.compile(r"-[^\W\d_]")
+# A code's label right before an uncued number (`SKU 161-320-6005`, `NDC 08902-228-42`, `Order #054-3372900`,
+# `Meeting ID: 188 7720 8045`, `Numero d'ordine: 054-3372900`, `注文番号：001-5766949`): product, order, ticket and
+# meeting numbers are printed in phones' layouts.
+_CODE_LABEL = re.compile(
+    r"(?i)(?:\b(?:sku|ndc|upc|ean|gtin|asin|mpn|part|item|article|art|order|invoice|ticket|case|ref|reference"
+    r"|tracking|serial|model|meeting|webinar|booking|reservation|confirmation|transaction|txn|batch|lot"
+    r"|bestell|auftrags|rechnungs|artikel|commande|facture|pedido|ordine|ordem|orden|factura|fattura)"
+    r"(?:[ .-]*(?:id|no|nr|number|num|code|nummer|numero|número|n[°º]))?"
+    r"|\b(?:n[uú]mero|nummer)[ ]d(?:[eo]l?[ ]|')?(?:la[ ])?(?:pedido|ordine|ordem|orden|commande|factura|fattura)"
+    r"|注文番号|订单号|訂單號|订单编号|주문번호|商品番号|品番|型番)"
+    r"\.?[ \t]*[:#：]?[ \t]*#?$")
 _YYYYMMDD = re.compile(r"(?:19|20)\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])")
 
 
@@ -166,6 +177,8 @@ def _phone(m: re.Match[str]) -> bool:
     # `SKU 555-123-4567-B`: a code in a phone's unspaced layout goes on with `-` and a letter (a leading `-` is
     # the pattern's look-behind); not asked of a spaced layout, whose last group a shorter match would then expose
     if " " not in m.group() and _CODE_GOES_ON.match(m.string, m.end()):
+        return False
+    if _CODE_LABEL.search(m.string, max(0, m.start() - 32), m.start()):
         return False
     text = _EXTENSION.sub("", m.group())
     digits = re.sub(r"\D", "", text)

@@ -2,7 +2,8 @@
 
 Each pass is `(pattern, validator or None, group to replace (0 = whole match), cheap test that it can match)`;
 `pii.scrub_pii` runs them in this order, before emails and digits (a key may hold an `@` or digit groups):
-- private-key blocks (PEM/OpenSSH/PGP, also with `\\n` escapes inside JSON and without an END line);
+- private-key blocks (`pii_shapes.PEM_PASS`: PEM/OpenSSH/PGP, also with `\\n` escapes inside JSON, without an END line
+  and with a diff's or a quoted mail's prefix on each line);
 - AWS secret access keys (40 characters after their name, the documentation's example key included);
 - vendor token shapes (AWS, GCP, Azure, GitHub, GitLab, Slack, Stripe, Twilio, SendGrid, OpenAI, Anthropic,
   Hugging Face, npm, PyPI, Discord, Telegram, Mailchimp, Shopify, DigitalOcean, Artifactory, SoftLayer URLs,
@@ -48,27 +49,19 @@ from __future__ import annotations
 import re
 from typing import Callable
 
-from tasks.data.privacy.pii_devices import (CONFIG_SETS, DEVICE_SECRETS, config_set_secret, device_secret,
-                                            keyword_entry)
+from tasks.data.privacy.pii_devices import (CONFIG_SETS, DECLARED_DEFAULTS, DEVICE_SECRETS, config_set_secret,
+                                            declared_default, device_secret, keyword_entry)
 from tasks.data.privacy.pii_foreign import (FOREIGN_API_KEY, FOREIGN_PASSWORD, foreign_api_key, foreign_password,
                                             value_span)
 from tasks.data.privacy.pii_headers import HEADER_DIRECTIVES, CookieValues, directive_credential, directive_span
 from tasks.data.privacy.pii_keyed import CREDENTIAL_NAME, KeyedValues, names_no_credential
 from tasks.data.privacy.pii_pairs import NAME_VALUE_PAIRS, POSITIONAL, TABLE_CELLS, positional_credential, positional_span
-from tasks.data.privacy.pii_shapes import SHAPE_PASSES
+from tasks.data.privacy.pii_shapes import PEM_PASS, SHAPE_PASSES
 from tasks.data.privacy.pii_values import (is_placeholder, literal_in, looks_random, masked_after_prefix,
                                            shannon_entropy, trim_end, value_ok)
 
 Validator = Callable[[re.Match[str]], bool]
 
-_NL = r"(?:\r?\n|\\n)"      # a newline, or a `\n` escape inside a JSON string (a service-account file)
-_PEM = re.compile(
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"
-    # `Proc-Type:`/`DEK-Info:` headers, then a blank line
-    rf"(?:{_NL}[ \t]*[A-Za-z-]+: [^\n\\]*)*(?:{_NL}[ \t]*(?={_NL}))?"
-    # Whole lines of base64; without an END line (a pasted fragment) the block ends at the first other line.
-    rf"(?:{_NL}[ \t]*[A-Za-z0-9+/=]+[ \t]*(?={_NL}|$))*"
-    rf"(?:{_NL}[ \t]*-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)?")
 
 class Gated:
     """Patterns run one after another, each only when its gate (a literal, or a regex) occurs in the text.
@@ -243,8 +236,11 @@ _XML_ELEMENT = Gated([      # a literal `<` first (a fast scan), the name ending
 
 
 # A password named in prose: `the password is hunter2x`, `login with password Tr0ub4dor&3` (after `:` or `=` it
-# is `KeyedValues`'). The value needs a digit: `the password is secret` or `password manager` stay prose.
-_PROSE_PASSWORD = Gated([(word, re.escape(word) + rf"(?<![\w]{re.escape(word)})(?:[ \t]+(?:is|was|set to|changed to))?"
+# is `KeyedValues`'). The value needs a digit: `the password is secret` or `password manager` stay prose. A chat's
+# or a ticket's words between: `password reset to x1`, `the password for the shared box is x1`.
+_PROSE_PASSWORD = Gated([(word, re.escape(word) + rf"(?<![\w]{re.escape(word)})"
+                          r"(?:[ \t]+(?:for(?:[ \t]+[^\s]+){1,4}?[ \t]+(?:is|was)|is|was"
+                          r"|(?:set|changed|reset)[ \t]+to))?"
                           r"[ \t]+(?:\"(?P<dq>[^\"\n]{6,64})\"|'(?P<sq>[^'\n]{6,64})'"
                           r"|(?P<bare>[^\s\"'`]{6,64}?)[.,;:!?)]*(?=\s|$))")
                          for word in ("password", "Password", "PASSWORD", "passphrase", "Passphrase", "passcode")])
@@ -373,7 +369,7 @@ def _always(text: str) -> bool:     # a `Gated` pass checks its own gates
 # (pattern, validator, group to replace or a function of the match giving it, cheap test that it can match)
 SECRET_PASSES: tuple[tuple[re.Pattern[str], Validator | None,
                            int | Callable[[re.Match[str]], int | tuple[int, int]], Callable[[str], bool]], ...] = (
-    (_PEM, None, 0, _hint("PRIVATE KEY")),
+    PEM_PASS,
     (_TOKEN_SHAPES, _token_shape, 0, _always),
     (_AWS_SECRET, lambda m: shannon_entropy(m.group(1)) >= 3.5, 1, _hint("ecret", "ECRET")),
     *SHAPE_PASSES,      # password hashes, .pgpass lines, `credentials: user:pass`, presigned URLs' signatures
@@ -386,6 +382,7 @@ SECRET_PASSES: tuple[tuple[re.Pattern[str], Validator | None,
     (_COMMAND_PASSWORD, _command_password, _value_group, _always),
     (Gated(DEVICE_SECRETS), device_secret, 1, _always),          # `enable secret 9 $9$...`, `snmp-server ...`
     (Gated(CONFIG_SETS), config_set_secret, 2, _always),         # `aws configure set aws_secret_access_key ...`
+    (Gated(DECLARED_DEFAULTS), declared_default, value_span, _always),   # `variable "db_password" {default = ...}`
     (_XML_ELEMENT, _xml_element, _value_group, _always),
     (_PROSE_PASSWORD, _prose_password, _value_group, _always),
     *((gated, foreign_password, value_span, _always) for gated in FOREIGN_PASSWORD),    # `mot de passe : ...`

@@ -1,4 +1,5 @@
 """Credentials recognised by their own shape or file format, for `tasks.data.privacy.pii_secrets`' pass table.
+`PEM_PASS` (a private key's PEM block, with the prefix its lines may carry in a diff or a quoted mail) runs first.
 
 `SHAPE_PASSES` has the shape of `SECRET_PASSES`: `(pattern, validator(match) or None, group to replace, cheap
 test that the pass can match)`; each pattern is led by a literal (a fast scan) and runs only when its gate
@@ -160,6 +161,27 @@ def _bare_span(m: re.Match[str]) -> tuple[int, int]:
 def _always(text: str) -> bool:     # each pass checks its own gates
     return True
 
+
+_NL = r"(?:\r?\n|\\n)"      # a newline, or a `\n` escape inside a JSON string (a service-account file)
+_PEM = re.compile(
+    # A block whose lines carry a prefix (a diff's `-`/`+`, a mail's `> `, a comment's `# `/`// `, indentation)
+    # has it on every line: the body is read through it (else only the BEGIN line went, the key stayed).
+    r"(?P<pre>(?<![^\n])[-+>#/;!* \t]{1,6}|)(?P<key>-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)"
+    # `Proc-Type:`/`DEK-Info:` headers, then a blank line
+    rf"(?:{_NL}(?P=pre)[ \t]*[A-Za-z-]+: [^\n\\]*)*(?:{_NL}(?P=pre)[ \t]*(?={_NL}))?"
+    # Whole lines of base64; without an END line (a pasted fragment) the block ends at the first other line.
+    rf"(?:{_NL}(?P=pre)[ \t]*[A-Za-z0-9+/=]+[ \t]*(?={_NL}|$))*"
+    rf"(?:{_NL}(?P=pre)[ \t]*-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----)?")
+
+
+def _pem_span(m: re.Match[str]) -> tuple[int, int]:
+    """From the BEGIN line on: the first line's prefix stays (a diff's line keeps its `-`)."""
+    return m.start("key") - m.start(), m.end() - m.start()
+
+
+# A private key's PEM block (a diff's, a mail's, a YAML value's), run before every other secret pass: a token shape
+# inside its base64 would cut it
+PEM_PASS = (_PEM, None, _pem_span, lambda text: "PRIVATE KEY" in text)
 
 SHAPE_PASSES: tuple[tuple[object, Callable[[re.Match[str]], bool], int | Callable[[re.Match[str]], tuple[int, int]],
                           Callable[[str], bool]], ...] = (

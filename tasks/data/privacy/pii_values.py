@@ -103,7 +103,9 @@ def _connection_run(quote: str) -> re.Pattern[str]:
 
 @lru_cache(maxsize=16)
 def _run_of(stops: str) -> re.Pattern[str]:
-    return re.compile(f"[^\\s{re.escape(stops)}]*")
+    # A `\n`/`\t`/`\r` ends the run: the escape of the string the value sits in (a JSON log's message, an
+    # iCalendar TEXT line), not the value's; `\\` is one escaped backslash and goes on.
+    return re.compile(f"(?:[^\\s\\\\{re.escape(stops)}]|\\\\\\\\|\\\\(?![ntr]))*")
 
 
 def trim_end(text: str, start: int, end: int) -> int:
