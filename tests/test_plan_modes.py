@@ -16,7 +16,7 @@ from specs.pretrain import ModelSpec, ParallelSpec
 from tasks.__main__ import build_parser, cluster_from_args
 from tasks.train.planning.cluster import ClusterSpec
 from tasks.train.planning.plan_memory import GIB, estimate_memory, state_bytes
-from tasks.train.planning.plan_render import finite, plan_dict
+from tasks.train.planning.plan_render import explain, finite, plan_dict
 from tasks.train.planning.planner import MEMORY_SAFETY, TIE_TOLERANCE, search
 from tests.conftest import REPO
 
@@ -144,3 +144,21 @@ def test_an_overridden_shape_is_labelled_custom():
     plain = search(ModelSpec(), ClusterSpec(), vocab_size=8192, seq_len=256, global_batch=8)
     assert plain.model_name.startswith("tiny (") and plain.why.startswith("tiny (")
     assert GIB == 1 << 30
+
+
+def test_a_large_pipeline_bubble_is_warned_with_the_batch_that_shrinks_it():
+    # A 70B shape held to pp=8 on 32 devices with a global batch of 16: m = 16 micro-batches, bubble 7/23 = 30 %
+    llama70 = ModelSpec(flavor="1b", n_layers=80, d_model=8192, n_heads=64, n_kv_heads=8, ffn_hidden=28672,
+                        tie_embeddings=False)
+    cluster = ClusterSpec(nodes=4, gpus_per_node=8, memory_gb=80, device="h100-sxm")
+    p = search(llama70, cluster, vocab_size=32000, seq_len=4096, global_batch=16, fixed={"pp": 8})
+    c = p.chosen
+    assert c.pp == 8 and c.bubble_share > 0.25
+    text = explain(p, llama70, 4096, MEMORY_SAFETY, TIE_TOLERANCE)
+    enough = c.micro_batch * 63 * c.dp
+    assert f"Warning: a {c.bubble_share:.0%} bubble" in text and f"global batch of {enough} sequences" in text
+    # (pp−1)/(m+pp−1) at the batch it names is 10 %
+    assert (c.pp - 1) / (enough // (c.micro_batch * c.dp) + c.pp - 1) == pytest.approx(0.1)
+    calm = search(llama70, cluster, vocab_size=32000, seq_len=4096, global_batch=256, fixed={"pp": 8})
+    assert calm.chosen.bubble_share < 0.25 and "Warning" not in explain(calm, llama70, 4096, MEMORY_SAFETY,
+                                                                         TIE_TOLERANCE)

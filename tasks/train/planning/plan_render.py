@@ -147,6 +147,10 @@ def plan_dict(p: Plan, memory_safety: float, tie_tolerance: float) -> dict:
                    "chosen": chosen, "why": p.why, "candidates": layouts[:len(ranked)], "layouts": layouts})
 
 
+# A pipeline bubble above this share of the step is worth a warning: a quarter of every stage's time idle
+BUBBLE_WARNING = 0.25
+
+
 def _layout(r: PlanRow) -> str:
     return f"dp={r.dp} tp={r.tp} pp={r.pp} ZeRO-{r.zero_stage}"
 
@@ -195,6 +199,12 @@ def explain(p: Plan, model: ModelSpec, seq_len: int, memory_safety: float, tie_t
         parts.append(f"The pipeline cuts {model.resolved()['n_layers']} layers into {chosen.pp} stages; its 1F1B "
                      f"bubble (pp−1)/(m+pp−1) at m = {chosen.grad_accum} micro-batches is "
                      f"{chosen.bubble_share:.0%} of the step. DeepSpeed allows ZeRO ≤ 1 with a pipeline.")
+        if chosen.bubble_share > BUBBLE_WARNING:
+            # (pp−1)/(m+pp−1) ≤ 10 % from m = 9·(pp−1) micro-batches per step on: the global batch that gives them
+            enough = chosen.micro_batch * 9 * (chosen.pp - 1) * chosen.dp
+            parts.append(f"Warning: a {chosen.bubble_share:.0%} bubble idles every stage that long; a global batch "
+                         f"of {enough} sequences (m = {9 * (chosen.pp - 1)}) would bring it to 10 %, or plan "
+                         "without a pipeline (--fix parallel.pp=1) or on fewer devices.")
     elif chosen.tp == 1:
         parts.append("Data parallel is preferred: every rank runs the whole model and only gradients are "
                      "exchanged.")
