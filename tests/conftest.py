@@ -199,6 +199,17 @@ def mix_dir(tmp_path_factory) -> Path:
     return synthetic_mix(tmp_path_factory.mktemp("mix") / "mix", vocab_size=256, seq_len=32)
 
 
+@pytest.fixture(scope="session")
+def tiny_hf_folder(tmp_path_factory) -> Path:
+    """A tiny Llama-shaped Hugging Face checkpoint folder (300-token tokenizer of embedded texts) that the hostile
+    checkpoint tests copy and then break, one way each (tests/test_hf_hostile.py, test_hostile_checkpoints.py)."""
+    from tasks.train.hf.tiny_checkpoint import embedded_texts, make_checkpoint
+
+    folder = tmp_path_factory.mktemp("hf") / "ckpt"
+    make_checkpoint(folder, embedded_texts(20), vocab=300)
+    return folder
+
+
 def drain_prefect_workers(timeout: float = 30.0) -> None:
     """Tests that point Prefect at a server of their own (deployments, the browser test) stop that server when
     done; a log/event worker left bound to it made the next module's `prefect_test_harness` teardown wait forever."""

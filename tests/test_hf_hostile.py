@@ -20,14 +20,11 @@ from tasks.data.mixing.tokenizer import CheckpointTokenizerError, checkpoint_tok
 from tasks.train.hf.hf_families import HFImportError
 from tasks.train.hf.hf_files import check_checkpoint_files
 from tasks.train.hf.hf_import import hf_model_config, load_hf_state, read_slice
-from tasks.train.hf.tiny_checkpoint import embedded_texts, make_checkpoint
 
 
 @pytest.fixture(scope="module")
-def good(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("good") / "ckpt"
-    make_checkpoint(folder, embedded_texts(20), vocab=300)
-    return folder
+def good(tiny_hf_folder) -> Path:
+    return tiny_hf_folder
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import numbers
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -65,6 +66,12 @@ class PackWriter:
     layout entry once it closes."""
 
     def __init__(self, out: Path, split: str, seq_len: int, eos_id: int, dtype: str, shard_sequences: int):
+        # A shard holds n*L + 1 tokens and the next starts L*n further on: with L <= 0 (a checkpoint's
+        # max_position_embeddings of -5 once reached here) or n < 1, `add` wrote empty shards forever. L = 1
+        # leaves no context to learn from (one input token per sequence).
+        for what, value, least in (("seq_len", seq_len, 2), ("shard_sequences", shard_sequences, 1)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+                raise ValueError(f"pack {split}: {what} must be an integer of at least {least}, got {value!r:.40}")
         self.out, self.split, self.L, self.dtype = Path(out), split, seq_len, dtype
         self.per_shard = shard_sequences
         self.eos = np.asarray([eos_id], dtype=dtype)

@@ -251,12 +251,14 @@ def checkpoint_tokenizer(folder: Path) -> tuple[Tokenizer, dict[str, int], str]:
         model_cfg = folder / "config.json"
         eos_id = json.loads(model_cfg.read_text()).get("eos_token_id") if model_cfg.is_file() else None
         eos_id = eos_id[0] if isinstance(eos_id, list) and eos_id else eos_id
-        if not isinstance(eos_id, int):
+        if isinstance(eos_id, bool) or not isinstance(eos_id, int):
             raise CheckpointTokenizerError(f"{cfg_file}: no eos_token (nor eos_token_id in config.json): packed "
                                            "documents need an end token")
-        eos = tok.id_to_token(eos_id)
+        # tokenizers takes ids as u32: -1 or 2**40 raised a bare OverflowError (and no vocabulary holds them)
+        eos = tok.id_to_token(eos_id) if 0 <= eos_id < 1 << 32 else None
         if eos is None:
-            raise CheckpointTokenizerError(f"{model_cfg}: eos_token_id {eos_id} is not a token of {tok_file.name}")
+            raise CheckpointTokenizerError(f"{model_cfg}: eos_token_id {str(eos_id)[:40]} is not a token of "
+                                           f"{tok_file.name}")
         specials[eos] = eos_id
     return tok, specials, eos
 
@@ -264,12 +266,16 @@ def checkpoint_tokenizer(folder: Path) -> tuple[Tokenizer, dict[str, int], str]:
 # What a checkpoint states besides its tokenizer that mix, pretrain and sft must respect: its context length.
 def checkpoint_positions(folder: Path) -> tuple[int | None, str]:
     """(the checkpoint's context length, the words that say where it comes from): config.json's
-    `max_position_embeddings`, else its family's default as transformers reads it (`stated_positions`)."""
-    import json
-
+    `max_position_embeddings`, else its family's default as transformers reads it (`stated_positions`). The file
+    is read and the number checked as pretrain reads them (`hf_files`): `-5` (mix then packed sequences of -5
+    tokens, forever), 2.5 (read as 2), `true` (as 1), `"abc"` or `[4]` is an HFImportError naming the key."""
     from tasks.train.hf.hf_families import stated_positions
+    from tasks.train.hf.hf_files import check_config_int, read_json_object
 
-    return stated_positions(json.loads((Path(folder) / "config.json").read_text()))
+    where = Path(folder) / "config.json"
+    cfg = read_json_object(where, Path(folder))
+    check_config_int(cfg, "max_position_embeddings", where)
+    return stated_positions(cfg)
 
 
 def max_positions(folder: Path) -> int | None:

@@ -38,6 +38,7 @@ from torch import nn
 from specs.architecture import ModelConfig
 from tasks.train.modeling.fused import join_values
 from tasks.train.hf.hf_export import key_map
+from tasks.train.hf.hf_files import float_weight
 from tasks.train.hf.hf_import import missing_weights, weight_files
 from tasks.train.modeling.model import Transformer, name_seed
 from tasks.train.checkpointing.weights import key_order, tensor_files, weights_fingerprint
@@ -144,8 +145,10 @@ class HFSource:
         missing_weights(self.folder, self.files, self.mapping, cfg.tie_embeddings)
 
     def read(self, key: str, dim: int | None, part: int, parts: int) -> torch.Tensor:
+        """As `load_hf_state` reads it: an integer or boolean weight is refused (`float_weight`), not cast to
+        the parameter's float dtype by `load_params` (a bool norm weight became 0.0/1.0 silently)."""
         hf = self.mapping[key]
-        return read_file_slice(self.files[hf], hf, dim, part, parts)
+        return float_weight(self.files[hf], hf, read_file_slice(self.files[hf], hf, dim, part, parts))
 
     def fingerprint(self) -> str:
         """config.json plus the weight files' names and sizes (hashing terabytes of weights at every start would

@@ -56,10 +56,11 @@ def family_value(cfg: dict[str, Any], kind: str, key: str) -> Any:
 def stated_positions(cfg: dict[str, Any]) -> tuple[int | None, str]:
     """(the context length the checkpoint's config.json states, how it states it): its `max_position_embeddings`,
     else — absent or null — its family's class default, which transformers would use (Llama's 2048, Qwen's 32768),
-    said so in the wording an error shows; (None, ...) for a model_type this module does not know."""
+    said so in the wording an error shows; (None, ...) for a model_type this module does not know. The value is
+    expected checked (`hf_files.check_config_int`); an unchecked -5, 2.5 or `true` is never returned as a length."""
     value = cfg.get("max_position_embeddings")
-    if value:
-        return int(value), "max_position_embeddings"
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:  # callers check it first (hf_files)
+        return value, "max_position_embeddings"
     kind = cfg.get("model_type")
     default = DEFAULTS.get(kind, {}).get("max_position_embeddings") if isinstance(kind, str) else None
     how = f"max_position_embeddings (not in the file: {kind}'s default, as transformers reads it)"
@@ -132,6 +133,10 @@ def rope_fields(cfg: dict[str, Any], where: Path, max_positions: int) -> dict[st
                        rope_high_freq_factor=float(params["high_freq_factor"]), rope_original_max_len=original)
     except KeyError as exc:
         raise HFImportError(f"{where}: {kind} rope scaling lacks `{exc.args[0]}`") from None
+    if kind == "llama3" and out["rope_high_freq_factor"] <= out["rope_low_freq_factor"]:
+        # the blend divides by high - low: equal factors gave inf/NaN frequencies (transformers only warns)
+        raise HFImportError(f"{where}: llama3 rope scaling's high_freq_factor ({out['rope_high_freq_factor']}) "
+                            f"must be greater than its low_freq_factor ({out['rope_low_freq_factor']})")
     return out
 
 

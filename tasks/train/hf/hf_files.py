@@ -9,7 +9,11 @@ config.json and weights):
 - a JSON or template file must be under a size cap (a 2 GB config.json was read whole, 1 GB of memory) and parse
   as a JSON object (malformed ones raised bare JSONDecodeError/AttributeError from the reader that met them);
 - config.json's shape numbers must be positive integers within caps (10^12 vocab rows, zero heads, `"lots"`,
-  `true`, 300.5, NaN and infinities were refused late, obscurely or not at all).
+  `true`, 300.5, NaN and infinities were refused late, obscurely or not at all); RoPE's theta, factors and
+  original context positive and finite wherever they are written (`rope_parameters.rope_theta: -5` gave NaN
+  frequencies, a 400-digit theta an OverflowError); its switches real JSON booleans (`"false"` read as true);
+- a number no float can hold or an integer of over 4300 digits (Python's int-parsing limit) is refused naming
+  the file, not raised as a bare OverflowError/ValueError from the line that met it.
 Safetensors headers are the library's to check (header length, offsets, shape overflow: it refuses them
 without allocating); `open_weights` turns its error into one naming the file, and `float_weight` refuses a
 weight stored as integers or booleans (it would be cast to floats silently).
@@ -41,6 +45,13 @@ INT_CAPS = {"vocab_size": 1 << 22, "hidden_size": 1 << 17, "intermediate_size": 
             "max_window_layers": 1 << 12}
 REQUIRED = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
 POSITIVE_FLOATS = ("rms_norm_eps", "rope_theta")
+# RoPE entries that divide or take logs: 0 or a negative one gives inf/NaN frequencies (`factor: 0`), or a math
+# domain error mid-training (yarn's `original_max_position_embeddings: -512`). null means "derived" (yarn's factor).
+POSITIVE_ROPE = ("rope_theta", "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings",
+                 "attention_factor")
+# Switches transformers reads as real booleans: a string "false" is truthy in Python (it was read as true).
+BOOLEANS = ("tie_word_embeddings", "use_sliding_window", "attention_bias", "mlp_bias")
+ROPE_BOOLEANS = ("truncate",)
 
 
 def link_roots(folder: Path) -> list[Path]:
@@ -82,6 +93,10 @@ def read_json_object(path: Path, folder: Path, hook: Any = None) -> dict[str, An
         raise HFImportError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise HFImportError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except HFImportError:  # the hook's own refusal (a key listed twice), already naming the file
+        raise
+    except ValueError as exc:  # an integer of over 4300 digits: Python's int-parsing limit, not JSON's
+        raise HFImportError(f"{path}: a number in it cannot be read ({str(exc)[:80]})") from None
     except RecursionError:
         raise HFImportError(f"{path}: nested too deeply") from None
     if not isinstance(data, dict):
@@ -106,29 +121,63 @@ def check_checkpoint_files(folder: Path) -> None:
 def check_config_numbers(cfg: dict[str, Any], where: Path) -> None:
     """config.json's shape numbers: integers (not booleans, not 300.5) in 1..cap (`max_window_layers` from 0),
     `null` where the family derives them; eps and RoPE theta positive and finite; every number in
-    `rope_scaling`/`rope_parameters` finite."""
-    for key, cap in INT_CAPS.items():
-        value = cfg.get(key)
-        if value is None and key not in REQUIRED:
-            continue
-        low = 0 if key == "max_window_layers" else 1
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= cap:
-            raise HFImportError(f"{where}: `{key}` must be an integer in {low}..{cap}, got {value!r:.60}")
+    `rope_scaling`/`rope_parameters` finite, its theta, factors and original context positive; switches
+    (`tie_word_embeddings`, ...) true, false or null."""
+    for key in INT_CAPS:
+        check_config_int(cfg, key, where)
     for key in POSITIVE_FLOATS:
         value = cfg.get(key)
         if value is not None and not _finite(value, positive=True):
             raise HFImportError(f"{where}: `{key}` must be a positive finite number, got {value!r:.60}")
+    for key in BOOLEANS:
+        if cfg.get(key) is not None and not isinstance(cfg[key], bool):
+            raise HFImportError(f"{where}: `{key}` must be true or false, got {cfg[key]!r:.60}")
     for key in ("rope_scaling", "rope_parameters"):
         section = cfg.get(key)
-        bad = [k for k, v in section.items() if not isinstance(v, (bool, str, type(None), list, dict))
-               and not _finite(v)] if isinstance(section, dict) else []
-        if bad:
-            raise HFImportError(f"{where}: `{key}.{bad[0]}` must be a finite number, got {section[bad[0]]!r:.60}")
+        if isinstance(section, dict):
+            check_rope_numbers(section, f"{where}: `{key}.")
+
+
+def check_config_int(cfg: dict[str, Any], key: str, where: Path) -> int | None:
+    """`cfg[key]` if it is an integer (not a boolean, not 300.5) in 1..`INT_CAPS[key]` (`max_window_layers` from
+    0); None when it is absent or null and the model may derive it. E.g. `max_position_embeddings: -5` is
+    refused here, where mix had packed sequences of -5 tokens forever."""
+    value, cap = cfg.get(key), INT_CAPS[key]
+    if value is None and key not in REQUIRED:
+        return None
+    low = 0 if key == "max_window_layers" else 1
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= cap:
+        raise HFImportError(f"{where}: `{key}` must be an integer in {low}..{cap}, got {value!r:.60}")
+    return value
+
+
+def check_rope_numbers(section: dict[str, Any], what: str) -> None:
+    """A RoPE dict (`what`: "<file>: `rope_parameters." to name an entry): numbers finite, `POSITIVE_ROPE` ones
+    positive (a boolean is not a number there), `truncate` a boolean. A string is left to the reader, which
+    refuses it ("a field cannot be read")."""
+    bad = [k for k, v in section.items() if not isinstance(v, (bool, str, type(None), list, dict))
+           and not _finite(v)]
+    if bad:
+        raise HFImportError(f"{what}{bad[0]}` must be a finite number, got {section[bad[0]]!r:.60}")
+    for k in POSITIVE_ROPE:
+        value = section.get(k)
+        if value is not None and not isinstance(value, str) and not _finite(value, positive=True):
+            raise HFImportError(f"{what}{k}` must be a positive finite number, got {value!r:.60}")
+    for k in ROPE_BOOLEANS:
+        if section.get(k) is not None and not isinstance(section[k], bool):
+            raise HFImportError(f"{what}{k}` must be true or false, got {section[k]!r:.60}")
 
 
 def _finite(value: Any, positive: bool = False) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            and (value > 0 or not positive))
+    """A real number (not a boolean) a float can hold, finite (and > 0 when `positive`): a 400-digit integer is
+    not one (`math.isfinite` raised OverflowError on it)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        number = float(value)
+    except OverflowError:
+        return False
+    return math.isfinite(number) and (number > 0 or not positive)
 
 
 @contextmanager

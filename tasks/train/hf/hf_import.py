@@ -24,8 +24,8 @@ import torch
 
 from specs.architecture import ModelConfig
 from tasks.train.hf.hf_export import key_map
-from tasks.train.hf.hf_files import (check_checkpoint_files, check_config_numbers, float_weight, open_weights,
-                                     read_json_object)
+from tasks.train.hf.hf_files import (check_checkpoint_files, check_config_numbers, checked_file, float_weight,
+                                     open_weights, read_json_object)
 from tasks.train.hf.hf_families import (SUPPORTED, HFImportError, family_value, refuse_unsupported,
                                            rope_fields, sliding_window)
 
@@ -52,8 +52,8 @@ def hf_model_config(folder: Path, seq_len: int | None = None) -> ModelConfig:
     if kind not in SUPPORTED:
         raise HFImportError(f"{where}: model_type `{str(kind)[:60]}` is not supported (supported: "
                             f"{', '.join(SUPPORTED)})")
+    check_config_numbers(cfg, where)  # first: `mlp_bias: "false"` is a string, not the unsupported true
     refuse_unsupported(cfg, kind, where)
-    check_config_numbers(cfg, where)
     try:
         return _model_config(cfg, kind, where, seq_len)
     except (TypeError, ValueError, OverflowError, ZeroDivisionError) as exc:  # a RoPE field of the wrong type
@@ -88,7 +88,7 @@ def weight_files(folder: Path) -> dict[str, Path]:
     if (folder / INDEX).exists():
         return indexed_files(folder)
     if (folder / SINGLE).exists():
-        with open_weights(folder / SINGLE) as f:
+        with open_weights(checked_file(folder / SINGLE, folder)) as f:  # a link out of the folder: refused
             return {name: folder / SINGLE for name in f.keys()}
     pickles = sorted({p.name for pattern in PICKLES for p in folder.glob(pattern)})
     if pickles:
@@ -108,22 +108,42 @@ def _unique_keys(pairs: list[tuple[str, Any]], where: Path) -> dict[str, Any]:
     return seen
 
 
+def shard_file(folder: Path, file: str, where: Path, tensor: str) -> Path:
+    """`folder / file` for an index's `weight_map` entry that is a plain file name (as every published index
+    writes, `model-00001-of-00004.safetensors`): `../elsewhere/w.safetensors`, an absolute path or a sub-folder
+    would make the folder's weights read from outside it, so they are refused naming the index and the tensor.
+    Links are `checked_file`'s to judge when the shard is opened."""
+    if not isinstance(file, str):
+        raise TypeError(f"`{tensor}` maps to {file!r:.60}, not a file name")
+    if file in ("", ".", "..") or Path(file).name != file or "\\" in file:
+        raise HFImportError(f"{where}: `{tensor}` is listed in {file!r:.100}, not a file name in the checkpoint "
+                            f"folder: an index may name only the folder's own shards")
+    return folder / file
+
+
 def indexed_files(folder: Path) -> dict[str, Path]:
     """A sharded checkpoint's tensor -> shard map, as its index states it and the shards' own headers confirm:
     a shard the index lists that is not there, a tensor listed in two shards or stored in two, and a tensor
     listed in a shard that does not hold it are each refused naming the index, the shard and the tensor (the
-    index alone would let the first two fail mid-load and the third pick one copy silently)."""
+    index alone would let the first two fail mid-load and the third pick one copy silently); so is a shard
+    outside the folder (`shard_file`, `checked_file`: `"../elsewhere/w.safetensors"` was read)."""
     where = folder / INDEX
     index = read_json_object(where, folder, hook=lambda pairs: _unique_keys(pairs, where))
     try:
-        listed = {name: folder / file for name, file in index["weight_map"].items()}
+        listed = {name: shard_file(folder, file, where, name) for name, file in index["weight_map"].items()}
     except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as exc:
         raise HFImportError(f"{where}: not a safetensors index with a `weight_map` ({exc!r})") from None
     stored: dict[str, Path] = {}
-    for shard in sorted(set(listed.values())):
-        if not shard.is_file():
-            first = next(name for name, file in listed.items() if file == shard)
+    firsts: dict[Path, str] = {}  # a tensor each shard is listed for, to name in an error
+    for name, shard in listed.items():
+        firsts.setdefault(shard, name)
+    for shard, first in sorted(firsts.items()):
+        if not shard.is_file() and not shard.is_symlink():
             raise HFImportError(f"{where}: lists shard {shard.name} (e.g. for `{first}`), which is not in {folder}")
+        try:
+            checked_file(shard, folder)  # a link out of the folder (whatever its name) is refused unopened
+        except HFImportError as exc:
+            raise HFImportError(f"{where}: lists shard {shard.name} (e.g. for `{first}`): {exc}") from None
         with open_weights(shard) as f:
             for name in f.keys():
                 if name in stored:
