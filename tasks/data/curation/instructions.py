@@ -253,6 +253,7 @@ def _files(src: FilesInstructSource, root: Path) -> Iterator[Conversation | Reje
             shown = path.relative_to(root.resolve()).as_posix()
         except ValueError:
             shown = path.as_posix()
+        shown = valid_unicode(shown)  # a file name that is not UTF-8 (bytes as surrogates): `\xNN`, a writable id
         if listed.refused:
             yield Rejected(f"{src.name}/{shown}", src.name, f"{shown}: {listed.refused}")
             continue
@@ -288,6 +289,10 @@ def _conversations(src: FilesInstructSource, path: Path, shown: str, seen: dict[
                                line[:EXCERPT_CHARS])
                 continue
             key = str(value).strip()
+            if (why := unicode_error(key)) is not None:   # {"uid": "\ud800"}: the id is hashed and written
+                yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: id field "
+                               f"{src.fields.id!r} is {why}", line[:EXCERPT_CHARS])
+                continue
         if f"{src.name}/{key}" in seen:
             yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: duplicate id "
                            f"{key!r} (first at {seen[f'{src.name}/{key}']})", line[:EXCERPT_CHARS])

@@ -34,7 +34,7 @@ from specs.prefer import EmbeddedPreferenceSource, FilesPreferenceSource, Prefer
 from tasks.data.formats.parquet_rows import parquet_rows
 from tasks.data.formats.paths import expand_paths
 from tasks.data.formats.json_lines import PARSE_ISSUES, json_lines
-from tasks.data.records import unicode_error
+from tasks.data.records import unicode_error, valid_unicode
 
 EXCERPT_CHARS = 300
 Messages = list[dict[str, str]]
@@ -167,7 +167,7 @@ def _records(path: Path, shown: str, cap: int, knob: str) -> Iterator[tuple[str,
                                    f"({type(r.error).__name__})"), ""
         elif r.issue == "record_too_large":
             yield where, ReadError(f"record_too_large: row of {r.size:,} bytes > the {cap:,}-byte cap ({knob}); "
-                                   "skipped unread"), ""
+                                   f"skipped unread{r.group_note}"), ""
         else:
             yield where, r.data, json.dumps(r.data, default=str)[:EXCERPT_CHARS]
 
@@ -202,6 +202,7 @@ def file_pairs(src: FilesPreferenceSource, root: Path) -> Iterator[Pair | Unread
             shown = path.relative_to(root.resolve()).as_posix()
         except ValueError:
             shown = path.as_posix()
+        shown = valid_unicode(shown)  # a file name that is not UTF-8 (bytes as surrogates): `\xNN`, a writable id
         if listed.refused or path.suffix not in (".jsonl", ".parquet"):
             why = listed.refused or "not a .jsonl or .parquet file"
             yield Unread(f"{src.name}/{shown}", src.name, f"{shown}: {why}")
@@ -214,6 +215,8 @@ def file_pairs(src: FilesPreferenceSource, root: Path) -> Iterator[Pair | Unread
                 value = obj.get(src.fields.id)
                 if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value).strip():
                     key = str(value).strip()
+                    if (why := unicode_error(key)) is not None:   # {"id": "\ud800"}: ids are hashed and written
+                        parsed = f"id field {src.fields.id!r} is {why}"
                 else:
                     parsed = f"id field {src.fields.id!r} must be a non-empty string or integer"
             if not isinstance(parsed, str) and f"{src.name}/{key}" in seen:

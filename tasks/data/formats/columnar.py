@@ -33,7 +33,7 @@ def read_parquet(path: Path, shown: str, src: FilesSource, root: Path, cap: int)
                       f"{r.group}) could not be read: {r.error.__class__.__name__}: {r.error}")
         elif r.issue == "record_too_large":
             yield Bad(shown, f"row {r.number}", "record_too_large", f"{r.size:,} bytes of text columns > the "
-                      f"{cap:,}-byte cap (ingest.max_record_bytes)")
+                      f"{cap:,}-byte cap (ingest.max_record_bytes){r.group_note}")
         else:
             yield _record(r.data, r.unread, path, shown, f"row {r.number}", src, root)
 

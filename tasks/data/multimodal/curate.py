@@ -1,7 +1,10 @@
 """The checks over a stream of records: per chunk, the per-record filters (decode → bounds → segments →
 speech_rate → caption, each seeing what the earlier ones kept) and the semantic model's batch; then dedup over
 every record that is still kept. A chunk's decoded pixels and samples are released once its fingerprints and
-similarities are taken, so memory holds one chunk of decoded media whatever the corpus size."""
+similarities are taken, so memory holds one chunk of decoded media whatever the corpus size. Inline media bytes
+(WebDataset members, Parquet binaries, base64) are parked on disk as each record arrives (`MediaSpool`, under
+work/multimodal/) and read back by decode, the shard writer and the spot-check: memory holds one record's
+bytes, not the corpus's (nor a chunk's: 256 samples of 100 MB would be 25 GB)."""
 
 from __future__ import annotations
 
@@ -16,10 +19,11 @@ from specs.multimodal import MultimodalSpec
 from tasks.data.filtering.filters import run_filters_batch
 from tasks.data.multimodal import phash
 from tasks.data.multimodal.checks import MediaVerdict, mm_filters
-from tasks.data.multimodal.records import MMBad, MMRecord
+from tasks.data.multimodal.records import MediaSpool, MMBad, MMRecord
 from tasks.data.multimodal.semantic import SemanticCheck
 
 CHUNK = 256
+SPOOL = Path("work") / "multimodal"   # under the project root: where inline media bytes are parked
 FUNNEL = ("read", "decode", "bounds", "segments", "speech_rate", "caption", "semantic", "dedup")
 
 
@@ -64,6 +68,7 @@ def curate(items: Iterable[MMRecord | MMBad], spec: MultimodalSpec, root: Path) 
     outcomes: list[Outcome] = []
     prints: dict[int, Any] = {}
     chunk: list[MMRecord] = []
+    spool = MediaSpool(root / SPOOL)
 
     def flush() -> None:
         base = len(outcomes)
@@ -75,6 +80,7 @@ def curate(items: Iterable[MMRecord | MMBad], spec: MultimodalSpec, root: Path) 
         if isinstance(item, MMBad):
             outcomes.append(Outcome(None, item, "read", item.reason, item.detail))
             continue
+        item.media = spool.park(item.media)   # its bytes on disk now: `media.data` is None
         chunk.append(item)
         if len(chunk) >= CHUNK:
             flush()

@@ -57,6 +57,8 @@ def read_media(rec: MMRecord, root: Path, max_bytes: int) -> bytes:
     a FIFO named as media cannot hang the stage)."""
     if rec.media.data is not None:
         data = rec.media.data
+    elif rec.media.spooled is not None:   # inline bytes the stage parked on disk (records.MediaSpool)
+        data = rec.media.spooled.read(max_bytes + 1)
     else:
         p = Path(rec.media.path)
         try:
@@ -87,12 +89,17 @@ def decode(rec: MMRecord, root: Path, limits: Limits = Limits()) -> Decoded:
 
 
 def decode_image(data: bytes) -> Decoded:
+    """Decode an image in one of the formats the stage writes (IMAGE_EXT: JPEG, PNG, GIF, WebP, BMP, TIFF).
+
+    Pillow is asked for those formats only: left to guess, it also opens DDS, BLP, AVIF, SPIDER, ... whose
+    plugins raise NotImplementedError, BLPFormatError, RuntimeError or AttributeError on a 128-byte file named
+    `.png`, and one such file stopped the stage. Any other failure of the decoder is `media_undecodable` too."""
     from PIL import Image, UnidentifiedImageError
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
-            img = Image.open(io.BytesIO(data))
+            img = Image.open(io.BytesIO(data), formats=list(IMAGE_EXT))
             width, height = img.size
             if width * height > MAX_DECODE_PIXELS:
                 raise MediaError("media_too_large", f"{width}×{height} pixels: not decoded (bomb guard)")
@@ -103,12 +110,14 @@ def decode_image(data: bytes) -> Decoded:
     except MediaError:
         raise
     except UnidentifiedImageError:
-        raise MediaError("media_undecodable", "not an image format Pillow knows") from None
+        raise MediaError("media_undecodable", f"not a {', '.join(IMAGE_EXT)} image") from None
     except (Image.DecompressionBombWarning, Image.DecompressionBombError) as exc:
         raise MediaError("media_too_large", f"not decoded (bomb guard): {exc}") from None
     except (OSError, SyntaxError, ValueError, struct.error, EOFError, ZeroDivisionError) as exc:
         reason = "media_truncated" if "truncated" in str(exc).lower() else "media_undecodable"
         raise MediaError(reason, f"{type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 — a plugin's own error (NotImplementedError, AttributeError, ...)
+        raise MediaError("media_undecodable", f"{type(exc).__name__}: {str(exc)[:300]}") from None
     thumb.thumbnail((THUMB_PX, THUMB_PX))
     return Decoded(format=IMAGE_EXT.get(fmt, fmt.lower() or "bin"), size_bytes=len(data),
                    sha256=hashlib.sha256(data).hexdigest(), width=width, height=height, thumb=thumb)

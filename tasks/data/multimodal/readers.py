@@ -6,8 +6,10 @@ a caption that is missing is not a read error (the `caption` check reports it) a
 A downloaded set is untrusted: a media path (or a transcript beside a clip) must lie, links resolved, inside the
 folders the source names (`Scope.folders`, plus its `media_roots`) — `../../etc/passwd`, `/etc/hostname` or a
 link out is `media_outside` and never opened; a URL is `media_url` (nothing is fetched); a tar member over the
-bounds' `max_bytes` is not read (`file_too_large`), and two members of one sample with the same extension are
-`duplicate_member`, as the `webdataset` package refuses them."""
+bounds' `max_bytes` (a caption or json member over SIDECAR_MAX_BYTES) is not read (`file_too_large`), a member
+no check reads is skipped, and two members of one sample with the same extension are `duplicate_member`, as the
+`webdataset` package refuses them. A string no UTF-8 can hold (a JSON "\\ud800" escape, a tar member name that
+is not UTF-8) in an id, caption, segment or meta value is `invalid_utf8`."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from tasks.data.formats.parquet_rows import parquet_rows
 from tasks.data.formats.paths import display_path, expand_paths, link_roots
 from tasks.data.formats.json_lines import PARSE_ISSUES, json_lines
 from tasks.core.files import finite
+from tasks.data.records import unicode_error
 from tasks.data.multimodal.records import AUDIO_SUFFIXES, MMBad, MMRecord, MediaRef, Segment, kind_of_suffix
 from tasks.data.multimodal.subtitles import parse_cues
 
@@ -101,10 +104,20 @@ def _format_of(path: Path, audio_stems: set[Path]) -> str | None:
 
 
 def _record(src: FilesMMSource, key: str, text: Any, media: MediaRef, origin: str,
-            meta: dict[str, Any]) -> MMRecord:
+            meta: dict[str, Any]) -> MMRecord | MMBad:
+    """The record, or `invalid_utf8` when a string it would write holds a lone surrogate — a JSON "\\ud800"
+    escape in an id, caption, segment or meta value, or a tar member name that is not UTF-8 (`s\\xff.png`):
+    ids are hashed into sample keys and everything is written as UTF-8, so one such row crashed the stage."""
+    text = text if isinstance(text, str) else ""
     # meta is written as JSON in the shards: a NaN/Infinity from a row or a json member is null, as ingest writes it
-    return MMRecord(id=f"{src.name}/{key}", source=src.name, text=text if isinstance(text, str) else "",
-                    lang=src.lang, media=media, origin=origin, meta=finite(meta))
+    meta = finite(meta)
+    fields = {"id": key, "origin": origin, "caption": text, "meta": json.dumps(meta, ensure_ascii=False, default=str),
+              "segments": "".join(seg.text for seg in media.segments)}
+    for what, value in fields.items():
+        if (why := unicode_error(value)) is not None:
+            return MMBad(src.name, origin, "invalid_utf8", f"{what} is {why}")
+    return MMRecord(id=f"{src.name}/{key}", source=src.name, text=text, lang=src.lang, media=media, origin=origin,
+                    meta=meta)
 
 
 def _segments(value: Any) -> tuple[Segment, ...]:
@@ -195,7 +208,7 @@ def read_parquet(path: Path, shown: str, src: FilesMMSource, scope: Scope) -> It
                         f"not be read: {type(r.error).__name__}: {str(r.error)[:300]}")
         elif r.issue == "record_too_large":
             yield MMBad(src.name, where, "record_too_large", f"row of {r.size:,} bytes > the {cap:,}-byte cap "
-                        f"(max_line_bytes of multimodal source {src.name!r}); skipped unread")
+                        f"(max_line_bytes of multimodal source {src.name!r}); skipped unread{r.group_note}")
         else:
             yield _from_row(r.data, path, shown, str(r.number), src, scope)
 
@@ -237,8 +250,10 @@ def read_webdataset(path: Path, shown: str, src: FilesMMSource, scope: Scope) ->
     """Samples of a tar shard: consecutive members sharing a key (the path up to the first dot of the file
     name) form one sample; the media is its first image/audio/video member, the caption the first of
     `caption_keys` (or `caption`/`text` of its json member, which may also hold `segments`). Members are only
-    read into memory, never extracted, so a `../` name reaches no file; a member over `scope.max_bytes` is
-    skipped unread and its sample refused."""
+    read into memory, never extracted, so a `../` name reaches no file; a member over its `member_cap` (the
+    size its tar header declares, which is what reading it would decompress) is skipped unread and its sample
+    refused (`file_too_large`), and a member no check reads is never held (`_unused`). One member is in memory
+    at a time: the stage parks each sample's media on disk (`records.MediaSpool`) as it arrives."""
     with tarfile.open(path, mode="r|*") as tar:
         key, members, faults = None, {}, []
         try:
@@ -252,11 +267,14 @@ def read_webdataset(path: Path, shown: str, src: FilesMMSource, scope: Scope) ->
                     yield _sample(key, members, shown, src, faults)
                     members, faults = {}, []
                 key, ext = k, ext.lower()
+                cap = member_cap(ext, src, scope)
                 if ext in members:
                     faults.append(("duplicate_member", f"{info.name}: a second {ext!r} member in sample {k!r}"))
-                elif info.size > scope.max_bytes:
-                    faults.append(("file_too_large", f"{info.name}: {info.size} bytes > {scope.max_bytes}: not read"))
+                elif info.size > cap:
+                    faults.append(("file_too_large", f"{info.name}: {info.size} bytes > {cap}: not read"))
                     members[ext] = b""
+                elif _unused(ext, members, src):
+                    members[ext] = b""   # its extension is listed (a missing media says what was there), unread
                 else:
                     members[ext] = tar.extractfile(info).read()
         except (tarfile.TarError, EOFError, OSError) as exc:  # a cut shard: what came before it stays
@@ -264,6 +282,25 @@ def read_webdataset(path: Path, shown: str, src: FilesMMSource, scope: Scope) ->
             return
         if key is not None:
             yield _sample(key, members, shown, src, faults)
+
+
+def member_cap(ext: str, src: FilesMMSource, scope: Scope) -> int:
+    """The most bytes a tar member may decompress to and still be read: a media member the bounds'
+    `max_bytes`; a caption or json member SIDECAR_MAX_BYTES, as a transcript beside a clip (a caption over
+    the caption check's `max_chars` is refused anyway, and a gzip shard turns a few KB into any size)."""
+    media = kind_of_suffix(ext.rsplit(".", 1)[-1]) is not None
+    return scope.max_bytes if media or ext not in (*src.caption_keys, "json") else \
+        min(scope.max_bytes, SIDECAR_MAX_BYTES)
+
+
+def _unused(ext: str, members: dict[str, bytes], src: FilesMMSource) -> bool:
+    """True for a member no check reads: the sample's media is its first image/audio/video member and its
+    text the caption keys and json, so a second media file, a `.cls` or a `.npy` is never held."""
+    if ext in src.caption_keys or ext == "json":
+        return False
+    if kind_of_suffix(ext.rsplit(".", 1)[-1]) is None:
+        return True
+    return any(kind_of_suffix(e.rsplit(".", 1)[-1]) is not None for e in members)
 
 
 def _sample(key: str, members: dict[str, bytes], shown: str, src: FilesMMSource,

@@ -173,19 +173,19 @@ def jinja_template(fmt: ChatFormat = DEFAULT_FORMAT) -> str:
 def render_jinja(template: str, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = False,
                  **extra: Any) -> str:
     """Render a chat template the way transformers does (sandboxed, trim_blocks + lstrip_blocks, loopcontrols,
-    `raise_exception`), so export can check the template without importing transformers."""
+    `raise_exception`, `tojson`), so export can check the template without importing transformers. A template is
+    untrusted (it comes with a downloaded checkpoint): the render is bounded in size, work and loop steps by its
+    input (`template_sandbox`), and whatever goes wrong — `raise_exception`, a budget, recursion — is a jinja2
+    TemplateError."""
     from jinja2.exceptions import TemplateError
-    from jinja2.ext import loopcontrols
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from tasks.train.inputs.template_sandbox import render_bounded
 
     def raise_exception(message: str) -> None:
         raise TemplateError(message)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
-    env.globals["raise_exception"] = raise_exception
-    env.filters["tojson"] = lambda x, **kw: json.dumps(x, ensure_ascii=False, **kw)
-    return env.from_string(template).render(messages=list(messages), add_generation_prompt=add_generation_prompt,
-                                            **extra)
+    context = {**extra, "messages": list(messages), "add_generation_prompt": add_generation_prompt}
+    return render_bounded(template, context, raise_exception)
 
 
 # ------------------------------------------------------------------------------------------ growing the model

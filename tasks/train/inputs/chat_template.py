@@ -3,7 +3,10 @@
 A model finetuned from an open checkpoint must see conversations the way it will be prompted after export —
 with the checkpoint's template (Llama 3's `<|start_header_id|>…<|eot_id|>`, ChatML's `<|im_start|>…<|im_end|>`),
 not forgeline's markers. The template is rendered as transformers renders it (`chat.render_jinja`: sandboxed,
-trim_blocks + lstrip_blocks) and the text tokenized with the checkpoint's tokenizer, special tokens parsed.
+trim_blocks + lstrip_blocks) and the text tokenized with the checkpoint's tokenizer, special tokens parsed. The
+template is untrusted code from a download: each render is bounded in size, work and steps by its input
+(`template_sandbox`), and any failure is a TemplateError naming the file (`checkpoint_chat` renders a probe
+conversation first, so a template that cannot render stops SFT before it starts).
 
 The loss mask comes from the template itself, whatever its syntax: for each assistant message i, the text the
 template prints for messages[:i] with the generation prompt is a prefix of its text for messages[:i+1]; the
@@ -26,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+import jinja2
 from tokenizers import Tokenizer
 
 from tasks.train.inputs.chat import check_messages, render_jinja
@@ -52,7 +56,13 @@ class TemplateChat:
     specials: dict[str, str] = field(default_factory=dict)
 
     def text(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = False) -> str:
-        return render_jinja(self.template, messages, add_generation_prompt=add_generation_prompt, **self.specials)
+        """The rendered text; a template that fails on these messages (its `raise_exception`, a syntax error, a
+        render budget of `template_sandbox`) raises TemplateError, a ValueError: SFT reports the record."""
+        try:
+            return render_jinja(self.template, messages, add_generation_prompt=add_generation_prompt,
+                                **self.specials)
+        except jinja2.TemplateError as exc:
+            raise TemplateError(f"the chat template failed: {type(exc).__name__}: {exc}") from None
 
     def spans(self, messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[tuple[int, int]]]:
         """The conversation's text and the character spans of each assistant turn in it."""
@@ -161,7 +171,10 @@ def checkpoint_chat(folder: Path, tok: Tokenizer) -> TemplateChat | None:
     specials = {k: t for k in ("bos_token", "eos_token", "pad_token", "unk_token")
                 if (t := _token_text(config.get(k))) is not None}
     chat = TemplateChat(template, tok, specials)
-    chat.spans(PROBE)  # fails now, naming the template problem, rather than in the middle of SFT
+    try:
+        chat.spans(PROBE)  # fails now, naming the template problem, rather than in the middle of SFT
+    except TemplateError as exc:  # a syntax error, raise_exception, a render budget (template_sandbox), ...
+        raise TemplateError(f"{jinja if jinja.is_file() else cfg_file}: {exc}") from None
     if not chat.stop_ids():
         raise TemplateError(f"{cfg_file}: the chat template's assistant turn has no end token and there is no "
                             "eos_token: generation could not stop")
