@@ -177,7 +177,11 @@ class DedupSpec(StrictModel):
         "plain copy lacks); `handlers[key](request)` in code has no such target and is left alone. Likewise a "
         "reference link (`[Paris][1]` and its `[1]: https://…` line), a numbered list's numbers (`1. Mix`, "
         "`2) Bake`, `1️⃣`: html2text numbers an `<ol>` another extractor bullets) and wiki citation markers "
-        "(`river.[12]`, `[citation needed]`, in a text with one after punctuation; code's `a[12]` is left alone).",
+        "(`river.[12]`, `[citation needed]`, in a text with one after punctuation; code's `a[12]` is left alone), "
+        "BBCode tags a text closes (`[b]…[/b]`, `[url=…]`; code's `a[i]` is left alone), MediaWiki source (in a "
+        "text with a `[[link]]`: `[[Target|label]]` → `label`, `{{templates}}` and `<ref>…</ref>` dropped), "
+        "markdown's `_italic_`/`__bold__` underscores (`snake_case` keeps its `_`) and footnote superscripts after a "
+        "letter (`workers¹`, `<sup>1</sup>`).",
     )
     fold_confusables: bool = Field(
         True, description="Read look-alike letters (Unicode's confusables: Cyrillic `а`, `е`, `о`, `р`, `с`, "
@@ -190,7 +194,9 @@ class DedupSpec(StrictModel):
         "3 or more, the first among them) start with one (`  12  return x`, `2024-03-01 12:00:01,234 INFO …`, "
         "`[12:00:01]`) before shingling: a code "
         "listing copied with its line numbers, or a log logged again at other times, otherwise has a different "
-        "token in nearly every 5-gram. A text with a few numbered lines is left alone."
+        "token in nearly every 5-gram. A text with a few numbered lines is left alone, and so is one whose bare "
+        "numbers do not count up by one or whose clock times (no date) are all at whole minutes: a timetable's "
+        "times (`0612`, `06:12:00`) are its content."
     )
     fold_hyphenation: bool = Field(
         True, description="Read a word hyphenated at a line break (`infor-\\nmation`: a letter, `-` or U+2010, "
@@ -221,7 +227,11 @@ class DedupSpec(StrictModel):
     fold_unicode: bool = Field(
         True, description="NFKC and casefold before shingling (as the exact-dedup key does): full-width letters, "
         "ligatures (`ﬁ`) and `ß`/`SS` then match their plain forms in near dedup too, not only in exact copies; "
-        "with `shingle: char`, typographic quotes and dashes also count as their ASCII forms."
+        "with `shingle: char`, typographic quotes and dashes also count as their ASCII forms. Also reads Latin "
+        "letters without their diacritics (`é` → `e`, `ß` → `ss`, `ø` → `o`; only on a Latin base letter: "
+        "Devanagari, Arabic, Hebrew and Cyrillic marks are left to `fold_pointing`) and the German digraphs "
+        "`ae`/`oe`/`ue` as `a`/`o`/`u` in every text, so an accent-stripped or transliterated copy (`Gebuehren`, "
+        "`Gebuhren`) meets its original (`Gebühren`), and the apostrophe look-alikes `ʼ ʹ ʻ ´` as `'`."
     )
     num_perm: int = Field(128, ge=16, le=1024, description="MinHash permutations.")
     threshold: float = Field(0.8, gt=0, lt=1, description="Jaccard similarity that counts as a near duplicate.")

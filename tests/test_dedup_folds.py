@@ -109,24 +109,32 @@ def real_keepers(texts: list[str], folder) -> dict[int, int]:
     return dict(zip(d.rows.tolist(), d.keeper.tolist()))
 
 
-@pytest.mark.parametrize("name", list(COPIES))
-def test_a_copy_with_the_edit_is_a_near_duplicate(name):
-    original, copy = COPIES[name]
+def assert_near_copy(original: str, copy: str) -> None:
+    """`copy` differs from `original`, its shingles are within the threshold and the in-memory path merges them."""
     assert copy != original and jaccard(original, copy) >= 0.8
     assert dv.groups({"a": original, "b": copy}, CLEAN) == {"a": "a", "b": "a"}
 
 
-def test_every_copy_is_removed_by_the_real_path(tmp_path):
-    originals = list(dict.fromkeys(original for original, _ in COPIES.values()))
-    texts = originals + [copy for _, copy in COPIES.values()]
-    keeper = real_keepers(texts, tmp_path)
+def assert_copies_removed(copies: dict[str, tuple[str, str]], folder: Path) -> None:
+    """Clean's real path keeps every original and removes each copy for its own original."""
+    originals = list(dict.fromkeys(original for original, _ in copies.values()))
+    keeper = real_keepers(originals + [copy for _, copy in copies.values()], folder)
 
     def final(k: int) -> int:
         while k in keeper:
             k = keeper[k]
         return k
     assert not keeper.keys() & set(range(len(originals)))
-    assert [final(len(originals) + n) for n in range(len(COPIES))] == [originals.index(o) for o, _ in COPIES.values()]
+    assert [final(len(originals) + n) for n in range(len(copies))] == [originals.index(o) for o, _ in copies.values()]
+
+
+@pytest.mark.parametrize("name", list(COPIES))
+def test_a_copy_with_the_edit_is_a_near_duplicate(name):
+    assert_near_copy(*COPIES[name])
+
+
+def test_every_copy_is_removed_by_the_real_path(tmp_path):
+    assert_copies_removed(COPIES, tmp_path)
 
 
 def test_without_their_folds_the_copies_were_missed():

@@ -18,6 +18,7 @@ from tasks.data.dedup.lsh import candidate_pairs, choose_banding
 from tasks.data.dedup.minhash import near_duplicates, s_curve, shingle_sets, shingles, signatures
 from tests.helpers.synthetic_corpus import cluster_pairs, exact_jaccard, make_corpus, pair_scores
 from tasks.data.dedup.wordhash import word_hashes
+from tasks.data.dedup.marks import fold_digraphs, fold_latin
 
 REPO = Path(__file__).resolve().parents[1]
 FOX = "The quick brown fox jumps over the lazy dog, again and again."
@@ -117,7 +118,7 @@ def reference_signature(text: str, n: int, a: list[int], b: list[int]) -> list[i
     """One document, plain Python ints: regex words, the multilinear word hash, n-gram polynomial, MinHash."""
     pow_ = [(fmix64_int((k + 0x9E3779B97F4A7C15) & M64) | 1) for k in range(4096)]
     units = [fmix64_int(sum(pow_[k & 4095] * (c + 1) for k, c in enumerate(w.encode())) & M64)
-             for w in re.findall(r"\w+", text.lower())]
+             for w in re.findall(r"\w+", fold_digraphs(fold_latin(text.lower())))]
     windows = [units[s: s + n] for s in range(len(units) - n + 1)] or [units]
     grams = []
     for window in windows:

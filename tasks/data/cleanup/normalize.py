@@ -20,10 +20,12 @@ duplicates for deduplication, although `normalize_text` keeps them different.
 
 `shingle_text` folds a document for near dedup's shingles only (what is compared, never what is kept): HTML
 markup read as its visible text (escaped markup, as in an RSS item's body, too), HTML entities decoded (escaped
-up to three times over), markdown links, list numbers, reference links and wiki citation markers read as the
-text they mark (`textmarks`), invisible format characters (Unicode category Cf, ZWJ/ZWNJ included) and
-variation selectors dropped, NFKC and casefold, look-alike letters read as Latin (`lookalikes`), and
-for char shingles typographic quotes and dashes as ASCII. Without it a copy whose apostrophes became `&#39;`
+up to three times over), markdown links, list numbers, reference links, wiki citation markers, BBCode and
+MediaWiki source, emphasis underscores and footnote superscripts read as the text they mark (`textmarks`),
+apostrophe look-alikes as `'`, invisible format characters (Unicode category Cf, ZWJ/ZWNJ included) and
+variation selectors dropped, NFKC and casefold, Latin letters without their diacritics and German digraphs as
+their vowel (`marks.fold_latin`, `fold_digraphs`), look-alike letters read as Latin (`lookalikes`), and for
+char shingles typographic quotes and dashes as ASCII. Without it a copy whose apostrophes became `&#39;`
 or whose words carry a ZWJ shares almost no word 5-gram with its original, and full-width letters or ligatures
 defeat near dedup as soon as the copy also differs by a footer (exact dedup folds them, but only for otherwise
 identical texts).
@@ -39,7 +41,9 @@ from functools import lru_cache
 from typing import Literal
 
 from tasks.data.cleanup.lookalikes import fold_confusables, look_alike_table
-from tasks.data.cleanup.textmarks import fold_markdown_links, fold_marks
+from tasks.data.cleanup.textmarks import (fold_apostrophes, fold_emphasis, fold_footnotes, fold_html_footnotes,
+                                          fold_markdown_links, fold_marks, fold_source_marks)
+from tasks.data.dedup.marks import fold_digraphs, fold_latin
 
 NormalForm = Literal["NFC", "NFKC", "none"]
 
@@ -294,9 +298,12 @@ def shingle_text(text: str, entities: bool = True, invisible: bool = True, unico
     `markup`: a text holding HTML tags (`has_markup`), or only escaped ones (`feed_markup`: an RSS item's body),
     is read as HTML, its visible text kept; a markdown link or image to a URL or path as its text
     (`[Paris](https://en.wikipedia.org/wiki/Paris)` → `Paris`), and so are reference links, numbered-list
-    numbers and wiki citation markers (`textmarks.fold_marks`; `marks` False: the caller knows the text holds
-    none, `textmarks.marked_docs`).
+    numbers, wiki citation markers, BBCode and MediaWiki source (`textmarks.fold_marks`, `fold_source_marks`;
+    `marks` False: the caller knows the text holds none, `textmarks.marked_docs`), emphasis underscores and
+    footnote superscripts (`fold_emphasis`, `fold_footnotes`; a page's `<sup>` markers before its text is read).
     `invisible`: format characters (Cf) and variation selectors dropped (`invisible_chars`).
+    `unicode`: NFKC and casefold, apostrophe look-alikes as `'`, Latin diacritics and German digraphs
+    (`marks.fold_latin`).
     `confusables`: look-alike letters → the ASCII letters they imitate, in every text (`fold_confusables`)."""
     if markup and entities and "&" in text:
         # an RSS item's body is its page escaped (`&lt;p&gt;&lt;span class="c3"&gt;Hello`): entities decoded only
@@ -308,20 +315,25 @@ def shingle_text(text: str, entities: bool = True, invisible: bool = True, unico
         # with a link in every 20th word shared too few shingles (1 of 20 copies found); list numbers,
         # reference links and citation markers are a token one extraction writes and another not (`textmarks`)
         text = fold_markdown_links(text)
-        text = fold_marks(text) if marks else text
+        text = fold_source_marks(fold_marks(text)) if marks else text
     if markup and has_markup(text):
         # resiliparse's plain-text pass (script/style and comments dropped, entities decoded): a copy that kept
         # its `<div class="article-body">` otherwise gains a "word" per tag and attribute and loses its shingles
         from resiliparse.extract.html2text import extract_plain_text
 
-        visible = extract_plain_text(text, main_content=False, preserve_formatting=False, alt_texts=False)
+        # (a `<sup>1</sup>` footnote marker: the plain text glues it to its word, `river1`)
+        visible = extract_plain_text(fold_html_footnotes(text), main_content=False, preserve_formatting=False,
+                                     alt_texts=False)
         text = visible if mostly_text(visible) else text
     # Entities first: `&rsquo;`, `&nbsp;` decode to non-ASCII characters the later folds then see. Decoding is
     # safe for comparison even in code (both documents of a pair are folded alike; the kept text is untouched).
     if entities and "&" in text and entity_in(text):
         text = _unescaped(text)
+    # before NFKC, which makes `´` a space and a mark and `workers¹` the word `workers1`
+    text = fold_apostrophes(text) if unicode else text
+    text = fold_footnotes(text) if markup else text
     if text.isascii():          # the common case: no format character, NFKC and casefold are the identity
-        return text             # (lowercase: the shingler lowercases ASCII itself)
+        return fold_words(text, unicode, markup)     # (lowercase: the shingler lowercases ASCII itself)
     if invisible:
         table, maybe = invisible_chars()
         if maybe.search(text) is not None:
@@ -330,6 +342,7 @@ def shingle_text(text: str, entities: bool = True, invisible: bool = True, unico
         text = _nfkc(text)      # the quick check (~4× cheaper than normalizing) skips text already in NFKC
     if unicode:
         text = _nfkc(text.casefold())
+    text = fold_words(text, unicode, markup)
     if confusables:             # after NFKC, which folds full-width and mathematical letters, and casefold (`ς`)
         text = fold_confusables(text)
     if quotes:                  # one C-speed scan per character kind (~1 ns a character each); translate's dict
@@ -337,6 +350,17 @@ def shingle_text(text: str, entities: bool = True, invisible: bool = True, unico
             if curly in text:
                 text = text.replace(curly, plain)
     return text
+
+
+def fold_words(text: str, unicode: bool = True, markup: bool = True) -> str:
+    """`shingle_text`'s folds of the words of a text in NFKC (and casefolded, or simple characters only): with
+    `unicode` apostrophe look-alikes as `'` (`textmarks.fold_apostrophes`; `ʼ` is a letter) and Latin letters
+    without their diacritics (`marks.fold_latin`), with `markup` emphasis underscores read as their text
+    (`textmarks.fold_emphasis`), with `unicode` German digraphs as their vowel (`marks.fold_digraphs`). In this
+    order, the one the compiled word path reads them in (`wordfolds`)."""
+    text = fold_latin(fold_apostrophes(text)) if unicode else text
+    text = fold_emphasis(text) if markup else text
+    return fold_digraphs(text) if unicode else text
 
 
 def _nfkc(text: str) -> str:

@@ -14,7 +14,22 @@ another does not, so the copies of one text differed in it throughout:
 - a wiki citation marker right after a word or punctuation (`river.[12]`, `[a]`, `[note 3]`,
   `[citation needed]`, `[edit]`), in a text that has one after punctuation or a `[… needed]` one: a mirror that
   strips them shared J 0.76-0.98 with the page (8 of 11 found). Code's `a[12]` is left alone: it has no marker
-  after punctuation (`.[1]`), and one at a line's start is a reference list's entry, not a marker.
+  after punctuation (`.[1]`), and one at a line's start is a reference list's entry, not a marker;
+- forum and wiki source (`fold_source_marks`): BBCode tags (`[b]`, `[/i]`, `[url=https://…]`, `[quote="Ann"]`,
+  `[*]`) read as nothing where the text closes a tag of that name somewhere (`[/b]`: code's `m[b]` or `a[i]` has
+  no `[/i]`), `[img]…[/img]` with its URL; in MediaWiki source (a `[[link]]` in it) a link reads as its
+  label (`[[Paris (city)|Paris]]` → `Paris`, `[[Seine]]` → `Seine`), templates (`{{cite web|…}}`, nested) and
+  `<ref>…</ref>` footnotes as nothing, `''italic''` and `'''bold'''` as their text. The rendered page shows none
+  of it, and a source copy differed by a URL or a citation every few words (a probe: J 0.54-0.97, 20 of 72 found);
+- emphasis underscores (`fold_emphasis`): markdown's `_italic_` and `__bold__` read as their text, the `_` or
+  `__` opening after no word character and closing before none, on one line (`__init__` too, in every text
+  alike); a `_` inside a word (`snake_case`) or on one side only (`_private`, `a_(b)`) is kept. `_` is a word
+  character, and `_italic_` was a word no plain copy has (J 0.51-0.93, 17 of 36 found);
+- footnote superscripts right after a letter (`workers¹²`, `fold_footnotes`: NFKC made it the word `workers12`;
+  `<sup>1</sup>` in a page, before its text is read, which glued it to the word the same way), and apostrophe
+  look-alikes (`fold_apostrophes`): the modifier letters `ʼ ʹ ʻ` (letters: `donʼt` was one word) and the acute
+  accent `´` (NFKC makes it a space and a combining mark) read as `'` wherever they are (a prime `′` or a backtick
+  is no word character: only char shingles see it, and they read `′` as `'` already, `normalize.TYPOGRAPHIC`).
 """
 
 from __future__ import annotations
@@ -51,6 +66,31 @@ _PUNCT_BYTES = np.zeros(256, np.bool_)           # the last byte of a `_CITING` 
 _PUNCT_BYTES[[ord(c) for c in ".,;:!?"] + [0x9D, 0x99]] = True
 
 
+# BBCode: the tags a forum's editor writes; a tag is dropped only where the text closes a tag of that name
+_BB_NAMES = r"b|i|u|s|quote|code|url|img|color|colour|size|font|center|left|right|list|spoiler|email|\*"
+_BB_CLOSE = re.compile(rf"\[/({_BB_NAMES})\]", re.I)
+_BB_TAG = re.compile(rf"\[/?({_BB_NAMES})(?:=[^\[\]\n]{{0,300}})?\]", re.I)
+_BB_IMAGE = re.compile(r"\[img(?:=[^\[\]\n]{0,300})?\][^\[\]\n]{0,2000}\[/img\]", re.I)
+# MediaWiki: a link (no word character before it, nor a blank after `[[`: numpy's `a[[0, 1]]`, bash's `[[ -f x ]]`)
+# reads as the part after its last `|`; a text is wiki source when it holds such a link (the `[[` first, which
+# `re` finds by a fast search, then the lookbehind)
+_WIKI_LINK = re.compile(r"\[\[(?<!\w\[\[)(?=[^\s\[\]|])(?:[^\[\]\n]{0,300}\|)?([^\[\]|\n]{1,300})\]\]")
+_WIKI_REF = re.compile(r"<ref\b[^<>/]{0,300}>.{0,4000}?</ref\s*>|<ref\b[^<>]{0,300}/>", re.I | re.S)
+_WIKI_TEMPLATE = re.compile(r"\{\{[^{}]{0,4000}\}\}")           # innermost first: `{{a|{{b}}}}` in two rounds
+_WIKI_QUOTES = re.compile(r"'{2,5}")
+TEMPLATE_ROUNDS = 3
+# `_x_` or `__x y__` on one line: the opening run after no word character (a lookbehind after the literal, which
+# `re` then finds by a fast search), a word character but `_` inside each end, the same run closing before none
+EMPHASIS_CHARS = 300           # (`wordfolds.blank_emphasis` reads the same rule in bytes)
+_EMPHASIS = re.compile(rf"(__(?<!\w__)|_(?<!\w_))(?=[^\W_])(.{{0,{EMPHASIS_CHARS}}}?[^\W_])\1(?!\w)")
+# superscript digits (NFKC makes them digits) right after a letter: footnote markers
+_SUPERSCRIPTS = "\u00b9\u00b2\u00b3\u2070\u2074-\u2079"
+_FOOTNOTE = re.compile(rf"(?<=[^\W\d_])[{_SUPERSCRIPTS}]+")
+_SUPERSCRIPT = re.compile(f"[{_SUPERSCRIPTS}]")
+_HTML_FOOTNOTE = re.compile(r"<sup\b[^<>]{0,300}>(?:\s|\[|\]|\d|<a\b[^<>]{0,300}>|</a\s*>){1,40}</sup\s*>", re.I)
+APOSTROPHES = "\u02bc\u02b9\u02bb\u00b4"           # ʼ ʹ ʻ ´: read as `'` wherever they are
+
+
 def markdown_links_in(text: str) -> bool:
     """Whether `text` holds a markdown link or image to a URL or path (`[text](https://…)`)."""
     return "](" in text and _MD_LINK.search(text) is not None
@@ -59,6 +99,65 @@ def markdown_links_in(text: str) -> bool:
 def fold_markdown_links(text: str) -> str:
     """`text` with each markdown link or image to a URL or path read as its text."""
     return _MD_LINK.sub(r"\1", text) if "](" in text else text
+
+
+def source_marks_in(text: str) -> bool:
+    """Whether `fold_source_marks` could change `text` (a closed BBCode tag, or MediaWiki source)."""
+    return "[/" in text and _BB_CLOSE.search(text) is not None or _wiki_source(text)
+
+
+def _wiki_source(text: str) -> bool:
+    return "[[" in text and _WIKI_LINK.search(text) is not None
+
+
+def fold_source_marks(text: str) -> str:
+    """`text` with its BBCode tags and MediaWiki markup read as the page shows them (see the module docstring);
+    `text` itself when it has none."""
+    if "[/" in text:
+        closed = {m.group(1).lower() for m in _BB_CLOSE.finditer(text)}
+        if "list" in closed:
+            closed.add("*")
+        if "img" in closed:
+            text = _BB_IMAGE.sub("", text)
+        if closed:
+            text = _BB_TAG.sub(lambda m: "" if m.group(1).lower() in closed else m.group(), text)
+    if _wiki_source(text):
+        text = _WIKI_REF.sub("", text) if "<" in text else text
+        for _ in range(TEMPLATE_ROUNDS):
+            if "{{" not in text:
+                break
+            text = _WIKI_TEMPLATE.sub("", text)
+        text = _WIKI_QUOTES.sub("", _WIKI_LINK.sub(r"\1", text))
+    return text
+
+
+def fold_emphasis(text: str) -> str:
+    """`text` with `_x_` and `__x__` read as `x` (`__init__` too); `snake_case` and `_private` keep their `_`."""
+    return _EMPHASIS.sub(r"\2", text) if "_" in text else text
+
+
+def footnotes_in(text: str) -> bool:
+    """Whether `text` holds a superscript digit (which `fold_footnotes` drops after a letter, before NFKC)."""
+    return not text.isascii() and _SUPERSCRIPT.search(text) is not None
+
+
+def fold_footnotes(text: str) -> str:
+    """`text` without the superscript digits right after a letter (`workers¹²` → `workers`)."""
+    return _FOOTNOTE.sub("", text) if footnotes_in(text) else text
+
+
+def fold_html_footnotes(page: str) -> str:
+    """An HTML page without its `<sup>` footnote markers (`<sup>3</sup>`, `<sup><a href="#fn3">[3]</a></sup>`)."""
+    return _HTML_FOOTNOTE.sub("", page) if "<sup" in page or "<SUP" in page else page
+
+
+def fold_apostrophes(text: str) -> str:
+    """`text` with `APOSTROPHES` read as `'`."""
+    if not text.isascii():
+        for mark in APOSTROPHES:
+            if mark in text:
+                text = text.replace(mark, "'")
+    return text
 
 
 def _cites(text: str) -> bool:
@@ -92,11 +191,12 @@ def fold_marks(text: str) -> str:
 
 def marked_docs(texts, data: np.ndarray, ends: np.ndarray, newlines: np.ndarray | None = None) -> set[int]:
     """Which texts of a batch (their UTF-8 `data`, a `\\n` after each, at `ends`; `newlines`: where `data` is
-    `\\n`, when the caller has them) hold a markdown link (`markdown_links_in`) or a mark `fold_marks` reads
-    (`marks_in`; a keycap list is not looked for: its characters are folded in any case). numpy passes over the
-    `]` and the line starts find the few texts with a `](`, a `[label]:` starting a line, a number in brackets
-    after punctuation, a `needed]`, `discuss]` or `?]`, or a line starting with a list number, and those are
-    asked (a regex or `bytes.find` loop over the bytes took 3x as long as numpy for the `](`)."""
+    `\\n`, when the caller has them) hold a markdown link (`markdown_links_in`), a mark `fold_marks` reads
+    (`marks_in`; a keycap list is not looked for: its characters are folded in any case) or BBCode or wiki source
+    (`source_marks_in`). numpy passes over the `]` and the line starts find the few texts with a `](`, a
+    `[label]:` starting a line, a number in brackets after punctuation, a `needed]`, `discuss]` or `?]`, a line
+    starting with a list number, a `]]` or a `[/` tag, and those are asked (a regex or `bytes.find` loop over the
+    bytes took 3x as long as numpy for the `](`)."""
     if len(data) == 0:
         return set()
     starts = np.flatnonzero(data == 10) if newlines is None else newlines
@@ -111,7 +211,19 @@ def marked_docs(texts, data: np.ndarray, ends: np.ndarray, newlines: np.ndarray 
         found = {k for k in set(np.searchsorted(ends, links).tolist()) if markdown_links_in(texts[k])}
     listed = _listed(data, starts)
     maybe = set(np.searchsorted(ends, np.concatenate([defined, _cited(data, close), listed])).tolist()) - found
-    return found | {k for k in maybe if marks_in(texts[k])}
+    found |= {k for k in maybe if marks_in(texts[k])}
+    sourced = set(np.searchsorted(ends, np.concatenate([close[after == 93], _tag_closes(data, close)])).tolist())
+    return found | {k for k in sourced - found if source_marks_in(texts[k])}
+
+
+def _tag_closes(data: np.ndarray, close: np.ndarray) -> np.ndarray:
+    """The `]` of `close` that end a closing tag `[/x]` of 1-7 letters or `*` (`[/b]`, `[/spoiler]`)."""
+    found = []
+    for width in range(1, 8):
+        ok = close >= width + 2
+        at = np.where(ok, close - width - 2, 0)                     # the `[`
+        found.append(close[ok & (data[at] == 91) & (data[at + 1] == 47)])
+    return np.concatenate(found)
 
 
 def _digits(values: np.ndarray) -> np.ndarray:

@@ -76,37 +76,46 @@ _WORD_VALUE = np.array([((c | 0x20) if 0x41 <= c <= 0x5A else c) + 1
                         if c >= 0x80 or 0x61 <= (c | 0x20) <= 0x7A or 0x30 <= c <= 0x39 or c == 0x5F else 0
                         for c in range(256)], dtype=np.uint64)
 _WORD_MASK = np.where(_WORD_VALUE != 0, np.uint64(0xFFFFFFFFFFFFFFFF), np.uint64(0))
+# 1 for an `e`/`E`, 2 for the vowel of a German digraph before it (`a o u`, either case): the word loop's
+# `marks.fold_digraphs` (one table read a byte; the loop takes ~1.5x as long as without the digraphs)
+_DIGRAPH = np.array([1 if c in b"eE" else 2 if c in b"aouAOU" else 0 for c in range(256)], dtype=np.uint64)
 
 
 @njit(cache=True)
-def word_hashes(data, doc_ends, pow_):
+def word_hashes(data, doc_ends, pow_, digraphs):
     """fmix64(Σ_k pow_[k & 4095] · (byte_k + 1)) of each maximal run of word bytes, ASCII letters read as lower
     case, and the runs per document.
 
-    data: uint8 bytes of the batch; doc_ends[d]: the position of document d's separator (a non-word byte).
+    data: uint8 bytes of the batch; doc_ends[d]: the position of document d's separator (a non-word byte);
+    digraphs: uint64 [m], 1 where document d's `ae`, `oe`, `ue` are read as `a`, `o`, `u` (an `e` right after one
+    of those vowels is no byte of its word: `marks.fold_digraphs`, for the texts no Python fold read), else 0.
     Returns (uint64 [T], int64 [m]).
     """
     out = np.empty(len(data) // 2 + 2, np.uint64)      # a word needs ≥ 1 byte and a non-word byte after it
     counts = np.zeros(len(doc_ends), np.int64)
     t, lo = _U0, _U0
     for d in range(len(doc_ends)):
-        t0, acc, k, prev = t, _U0, _U0, _U0
+        t0, acc, k, prev, vowel, fold = t, _U0, _U0, _U0, _U0, digraphs[d]
         # Branch-free: a word ends at an unpredictable byte, so every byte stores the running sum and moves
         # `t` on only where a word just ended (the previous byte's mask set, this one's clear), and masks (not
         # multiplies: shorter dependency chain) reset the sum; measured ~1.5× faster than a loop that branches
         # on each byte's class. The mask from a table and the end test from the previous mask (not from `k`)
         # keep the chains to `t` short (~20 % of the loop); every index is unsigned (numba checks a signed one
-        # for a negative value at every access: ~30 % of the loop).
+        # for a negative value at every access: ~30 % of the loop). A digraph's `e` (`skip` all ones) adds no term
+        # and moves no offset, masks again.
         end = np.uint64(doc_ends[d]) + _U1                # the separator ends the document's last word
         i = lo
         while i < end:
             c = data[i]
             value, mask = _WORD_VALUE[c], _WORD_MASK[c]    # value 0 and mask 0: not a word byte
+            kind = _DIGRAPH[c]
+            skip = _U0 - (kind & vowel)                    # all ones for an `e` after a vowel
             out[t] = acc
             t += prev & ~mask & _U1
             prev = mask
-            acc = (acc + pow_[k & _U4095] * value) & mask
-            k = (k + _U1) & mask
+            acc = (acc + pow_[k & _U4095] * (value & ~skip)) & mask
+            k = (k + _U1 + skip) & mask
+            vowel = (kind >> _U1) & fold
             i += _U1
         counts[d] = np.int64(t - t0)
         lo = end
@@ -290,23 +299,39 @@ def text_flags(data, doc_ends, simple, tags_min):
 
 
 @njit(cache=True)
-def blank_non_words(data, doc_ends, docs, breaks):
+def blank_non_words(data, doc_ends, docs, breaks, spelled):
     """Every BMP character of the documents `docs` with `breaks[code]` == 1 (those that are no `\\w`: typographic
-    quotes, dashes, ...; `minhash.word_breaks`) overwritten by spaces, in place: the word loop then splits there,
-    as the regex `\\w+` split does, with no Python per document. Only the documents holding non-ASCII text need
-    it (the others are not read at all). doc_ends[d]: the position of document d's separator, as for
-    `word_hashes`; docs: int64 [k]."""
+    quotes, dashes, ...; `wordfolds.word_breaks`) overwritten by a space, and each with `spelled[code]` != 0 by
+    the one or two ASCII bytes it holds (the first in the low byte: `marks.latin_bytes`, `é` → `e`, `æ` → `ae`), in
+    place: the word loop then splits and reads there as the regex `\\w+` split of the folded text does, with no
+    Python per document. Where a character got shorter the document's next bytes move up, and spaces (no word)
+    fill its end. Only the documents holding non-ASCII text need it (the others are not read at all).
+    doc_ends[d]: the position of document d's separator, as for `word_hashes`; docs: int64 [k]."""
     for d in docs:
         i = doc_ends[d - 1] + 1 if d > 0 else 0
-        while i < doc_ends[d]:
+        w, end = i, doc_ends[d]
+        while i < end:
             if data[i] < 128:
+                data[w] = data[i]
                 i += 1
+                w += 1
                 continue
             code, size = code_point(data, i)
             if code >= 0 and breaks[code] == 1:
+                data[w] = 32
+                w += 1
+            elif code >= 0 and spelled[code] != 0:
+                data[w] = spelled[code] & 0xFF
+                w += 1
+                if spelled[code] > 0xFF:
+                    data[w] = spelled[code] >> 8
+                    w += 1
+            else:
                 for k in range(size):
-                    data[i + k] = 32
+                    data[w + k] = data[i + k]
+                w += size
             i += size
+        data[w:end] = 32
 
 
 @njit(cache=True)

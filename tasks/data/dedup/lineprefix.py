@@ -7,6 +7,13 @@ with lines of 5-10 words nearly every word 5-gram spans one, and no such copy wa
 lines at least, `SHARE` of them prefixed, the first among them (so that a batch is searched by reading each
 text's start only) — the prefixes are dropped before shingling. A text with a few numbered lines (a list, a
 table with a year column) is left alone; so is every text of fewer lines.
+
+The prefixes must also read as a listing's or a log's, not as the text's content (`_is_listing_or_log`): bare
+numbers count the lines (each `SHARE` of the time the previous one + 1: `118`, `119`, `120`), and clock times
+without a date look logged (a fraction of a second, brackets, or seconds that are not all `:00`). A timetable's
+departures (`0612 Central Station`, `06:12:00 Central Station`) are its content: read as prefixes, every
+timetable of one line's stops shingled alike (J 1.0), and a probe's 24 timetables of other trips were merged
+into one (23 removed). A log's timestamps, or times at the minute with a date (`2024-03-01 06:12`), still go.
 """
 
 from __future__ import annotations
@@ -21,20 +28,38 @@ LOOK = 16                   # bytes read at a text's start for its first non-bla
 _DATE_TIME = r"\[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2})?(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?"
 _TIME = r"\[?\d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]?"
 _LINE_NUMBER = r"\d{1,6}[:.|)]?"
-# a prefix ends at a space, a tab or the line's end (`12:30 pm`, `3.14` or `10x` start no prefix)
-_PREFIX = re.compile(rf"^[ \t]*(?:{_DATE_TIME}|{_TIME}|{_LINE_NUMBER})(?=[ \t]|$)", re.M)
+# a prefix ends at a space, a tab or the line's end (`12:30 pm`, `3.14` or `10x` start no prefix); group 1 a
+# clock time without a date, group 2 a bare number
+_PREFIX = re.compile(rf"^[ \t]*(?:{_DATE_TIME}|({_TIME})|({_LINE_NUMBER}))(?=[ \t]|$)", re.M)
+_DIGITS = re.compile(r"\d+")
 
 
 def strip_line_prefixes(text: str) -> str:
     """`text` without the line numbers or timestamps starting its lines, when its first non-blank line starts with
-    one and at least `SHARE` of its `MIN_LINES` or more non-blank lines do; else `text` itself."""
+    one, at least `SHARE` of its `MIN_LINES` or more non-blank lines do, and they read as a listing's line numbers
+    or a log's timestamps (`_is_listing_or_log`); else `text` itself."""
     if _PREFIX.match(text.lstrip()) is None:
         return text
     lines = sum(1 for line in text.split("\n") if line.strip())
     if lines < MIN_LINES:
         return text
-    prefixes = sum(1 for _ in _PREFIX.finditer(text))
-    return _PREFIX.sub("", text) if prefixes >= SHARE * lines else text
+    found = list(_PREFIX.finditer(text))
+    if len(found) < SHARE * lines or not _is_listing_or_log(found):
+        return text
+    return _PREFIX.sub("", text)
+
+
+def _is_listing_or_log(found: list[re.Match[str]]) -> bool:
+    """Whether the prefixes `found` (`_PREFIX` matches, in line order) are line numbers or log timestamps rather
+    than the text's own numbers: bare numbers count up by one (`SHARE` of the steps between them: a listing's
+    lines, blank ones unnumbered now and then), and clock times without a date are not all at whole minutes
+    (`06:12:00`, a timetable's, `[06:12:00]` or `06:12:00,5` a log's). A departure list (`0612`, `0615`, `0619`)
+    or a schedule at the minute is content: its times are what tells one timetable from another."""
+    numbers = [int(_DIGITS.match(m.group(2)).group()) for m in found if m.group(2)]
+    if len(numbers) > 1 and sum(b - a == 1 for a, b in zip(numbers, numbers[1:])) < SHARE * (len(numbers) - 1):
+        return False
+    clocks = [m.group(1) for m in found if m.group(1)]
+    return not clocks or any(c[0] == "[" or not c.endswith(":00") for c in clocks)
 
 
 def prefixed_docs(data: np.ndarray, ends: np.ndarray) -> list[int]:

@@ -39,8 +39,9 @@ from tasks.data.dedup.marks import (drop_pointing, fold_spelling, hyphenated_doc
 from tasks.data.dedup.segment import split_unspaced, unspaced_docs
 from tasks.data.dedup.lsh import are_duplicates, candidate_pairs, greedy_keepers, s_curve, sorted_unique, spec_banding
 from tasks.data.cleanup.lookalikes import fold_confusables
-from tasks.data.cleanup.normalize import entity_in, has_markup, invisible_chars, shingle_text
-from tasks.data.cleanup.textmarks import marked_docs, markdown_links_in
+from tasks.data.cleanup.normalize import entity_in, fold_words, has_markup, invisible_chars, shingle_text
+from tasks.data.cleanup.textmarks import footnotes_in, marked_docs, markdown_links_in
+from tasks.data.dedup.wordfolds import fold_plain
 from tasks.data.dedup.wordhash import MUL, POW, WORD, fmix64
 
 __all__ = ["DedupResult", "distinct_runs", "estimated_jaccard", "exact_jaccard_pairs", "jaccard_of_runs",
@@ -71,16 +72,17 @@ def _char_units(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
 
 def _fold(text: str, spec: DedupSpec, folds: tuple[str, str] | None = None, marks: bool = True) -> str:
     """`shingle_text` as the spec says; `folds`: (NFKC, NFKC of its casefold) of `text` (`Encoded.folds_of`), which
-    are its result for word shingles when no other fold applies (no markup, entity, format character or variation
-    selector), and `marks` False: `text` holds no mark of `textmarks.fold_marks` (the caller's byte scan found
-    none): the exact keys made them already (two NFKC checks and a casefold a text saved). Look-alike letters are
-    read last, after pointing is dropped: a Cyrillic `о́` read as Latin `o` first keeps its accent, as `ó` does."""
+    are its result for word shingles, with `fold_words` read on it, when no other fold applies (no markup, entity,
+    format character, variation selector, footnote superscript or `´`: those are read before NFKC), and `marks`
+    False: `text` holds no mark of `textmarks.fold_marks` (the caller's byte scan found none): the exact keys made
+    them already (two NFKC checks and a casefold a text saved). Look-alike letters are read last, after pointing
+    is dropped: a Cyrillic `о́` read as Latin `o` first keeps its accent, as `ó` does."""
     quotes = spec.fold_unicode and spec.shingle == "char"     # only char shingles see punctuation
     if folds is not None and not marks and spec.fold_unicode and not quotes and not (spec.fold_markup and (
-            has_markup(text) or markdown_links_in(text))) \
+            has_markup(text) or markdown_links_in(text) or footnotes_in(text))) \
             and not (spec.fold_entities and "&" in text and entity_in(text)) \
-            and not (spec.fold_invisible and invisible_chars()[1].search(text)):
-        folded = folds[1]
+            and not (spec.fold_invisible and invisible_chars()[1].search(text)) and "\u00b4" not in text:
+        folded = fold_words(folds[1], True, spec.fold_markup)
     else:
         folded = shingle_text(text, spec.fold_entities, spec.fold_invisible, spec.fold_unicode, quotes,
                               spec.fold_markup, confusables=False, marks=marks)
@@ -123,7 +125,7 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     no Python per word (what a text with one curly quote cost: ~370 µs of 3 KB, against ~15 for ASCII). The
     rest is folded; a folded text whose non-ASCII characters are then all simple (`É` cased, `…` NFKC'd, a page
     read as its text) goes the same way, and so do the others in lower case (`str.lower`, as the regex split
-    reads them), every BMP character that is no `\\w` blanked (`word_breaks`); only a text with an astral
+    reads them), every BMP character that is no `\\w` blanked (`wordfolds.word_breaks`); only a text with an astral
     character is split by the regex."""
     flags = np.array(batch.flags, np.uint8)
     # markup needs tags, an entity an `&` before a letter or `#` (the scan's hints), and a text of simple
@@ -155,21 +157,25 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     else:
         data, ends = batch.data.copy(), batch.ends                                 # a writable copy
     # only text with non-ASCII bytes can hold a non-word character the loop would read as a word byte (ASCII text
-    # is not scanned; for simple characters, `word_breaks` says what `simple_chars` does)
-    hashloops.blank_non_words(data, ends, np.flatnonzero(flags & textbatch.NON_ASCII), word_breaks(spec.marks_in_words))
-    return hashloops.word_hashes(data, ends, POW)
+    # is not scanned; for simple characters, `wordfolds.word_breaks` says what `simple_chars` does); the texts
+    # not folded above read `fold_words`' folds in bytes (`wordfolds`: Latin letters, `ʼ`, `_emphasis_`, digraphs)
+    plain = np.ones(len(ends), np.bool_)
+    plain[todo] = False
+    digraphs = fold_plain(data, ends, np.flatnonzero(flags & textbatch.NON_ASCII), plain, spec)
+    return hashloops.word_hashes(data, ends, POW, digraphs)
 
 
 def _unit_text(batch: textbatch.Encoded, k: int, spec: DedupSpec, fold: int, stripped: str | None) -> str:
     """Text k of `batch` folded (when `fold`: 1, or 2 when it holds `textmarks` marks); `stripped`: the text
     without its line-number and timestamp prefixes (`lineprefix`; dropped before the folds, which may join
     lines), None when it has none. Of `_fold`, a text not folded (simple characters only) can change only in
-    its spelling variants (`marks.SPELLING`) and the look-alikes these make (`ё` → `е`, read as `e`)."""
+    `fold_words`' folds, its spelling variants (`marks.SPELLING`) and the look-alikes these make (`ё` → `е`, read
+    as `e`)."""
     if fold:                                # (a keycap list is found by its U+20E3, not by the byte scan)
         if stripped is None and fold == 1 and "\u20e3" not in batch.texts[k]:
             return _fold(batch.texts[k], spec, batch.folds_of(k), marks=False)
         return _fold(batch.texts[k] if stripped is None else stripped, spec)
-    text = batch.texts[k] if stripped is None else stripped
+    text = fold_words(batch.texts[k] if stripped is None else stripped, spec.fold_unicode, spec.fold_markup)
     spelled = fold_spelling(text) if spec.fold_pointing else text
     return spelled if spelled is text or not spec.fold_confusables else fold_confusables(spelled)
 
@@ -185,19 +191,6 @@ def _lower_words(text: str, spec: DedupSpec) -> str:
     if _ASTRAL.search(low) is None:
         return low
     return " ".join((mark_words()[1] if spec.marks_in_words else WORD).findall(low))
-
-
-@lru_cache(maxsize=2)
-def word_breaks(marks: bool = False) -> np.ndarray:
-    """uint8 [65536]: 1 for each BMP character that is not `\\w` (the regex's own answer, ~10 ms once per
-    process), which `hashloops.blank_non_words` overwrites with spaces; 0 for the others. `marks`: the combining
-    marks that join their word (`marks.mark_words`) are 0 too."""
-    table = np.ones(0x10000, np.uint8)
-    for m in WORD.finditer("".join(map(chr, range(0x10000)))):
-        table[m.start():m.end()] = 0
-    if marks:
-        table[mark_words()[0] == 1] = 0
-    return table
 
 
 def _needs_fold(batch: textbatch.Encoded, k: int, spec: DedupSpec) -> bool:

@@ -73,7 +73,7 @@ def word_hashes(texts: Sequence[str], bytewise: bool = False,
     data = np.frombuffer(raw, dtype=np.uint8)                           # [B + 8]
     doc_ends = np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)) + 1) - 1   # [m] separator positions
     if not bytewise:
-        return hashloops.word_hashes(data, doc_ends, POW)
+        return hashloops.word_hashes(data, doc_ends, POW, np.zeros(len(doc_ends), np.uint64))   # no digraph read
     data = np.where((data >= 65) & (data <= 90), data | np.uint8(0x20), data)       # as the compiled loop reads
     word = _word_bytes(data)
     edge = np.empty(len(data), dtype=bool)                              # starts and ends of words alternate
