@@ -231,7 +231,9 @@ class DedupSpec(StrictModel):
         "letters without their diacritics (`é` → `e`, `ß` → `ss`, `ø` → `o`; only on a Latin base letter: "
         "Devanagari, Arabic, Hebrew and Cyrillic marks are left to `fold_pointing`) and the German digraphs "
         "`ae`/`oe`/`ue` as `a`/`o`/`u` in every text, so an accent-stripped or transliterated copy (`Gebuehren`, "
-        "`Gebuhren`) meets its original (`Gebühren`), and the apostrophe look-alikes `ʼ ʹ ʻ ´` as `'`."
+        "`Gebuhren`) meets its original (`Gebühren`), the apostrophe look-alikes `ʼ ʹ ʻ ´` as `'`, and "
+        "Traditional Chinese characters as their Simplified forms (OpenCC's character dictionaries, "
+        "`tasks/data/dedup/hanfold.py`), so a copy converted between the two scripts meets its original."
     )
     num_perm: int = Field(128, ge=16, le=1024, description="MinHash permutations.")
     threshold: float = Field(0.8, gt=0, lt=1, description="Jaccard similarity that counts as a near duplicate.")

@@ -36,7 +36,7 @@ from tasks.data.cleanup import textbatch
 from tasks.data.dedup.lineprefix import prefixed_docs, strip_line_prefixes
 from tasks.data.dedup.marks import (drop_pointing, fold_spelling, hyphenated_docs, join_hyphenated, mark_words,
                                     spelling_docs)
-from tasks.data.dedup.segment import split_unspaced, unspaced_docs
+from tasks.data.dedup.segment import simplify_unspaced, split_unspaced, unspaced_docs
 from tasks.data.dedup.lsh import are_duplicates, candidate_pairs, greedy_keepers, s_curve, sorted_unique, spec_banding
 from tasks.data.cleanup.lookalikes import fold_confusables
 from tasks.data.cleanup.normalize import entity_in, fold_words, has_markup, invisible_chars, shingle_text
@@ -108,7 +108,8 @@ def _chunk_shingles(texts: Sequence[str], spec: DedupSpec,
     if spec.shingle == "word":
         units, lengths = _word_units(encoded or textbatch.Encoded.of(texts), spec)      # [T], [m]
     else:
-        units, lengths = _char_units([_fold(_prefold(t, spec), spec) for t in texts])
+        units, lengths = _char_units([simplify_unspaced(_fold(_prefold(t, spec), spec), spec.fold_unicode)
+                                      for t in texts])
     hashes, offsets = hashloops.ngram_hashes(units, lengths, spec.shingle_size, MUL)
     for d in np.flatnonzero(lengths == 0).tolist():                     # no units at all: hash the text itself
         hashes[offsets[d]] = _blake64(_fold(texts[d], spec)) >> 32
@@ -148,7 +149,8 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     todo = sorted(fold | stripped.keys() | spelled | set(unspaced_docs(
         batch.texts, batch.data, batch.ends, np.flatnonzero(flags & textbatch.NON_ASCII))))
     if todo:
-        folded = [split_unspaced(_unit_text(batch, k, spec, (k in fold) + (k in marked), stripped.get(k)))
+        folded = [split_unspaced(_unit_text(batch, k, spec, (k in fold) + (k in marked), stripped.get(k)),
+                                 spec.fold_unicode)
                   for k in todo]
         flags[todo] = textbatch.flags_of(*textbatch.joined(folded))
         new_data, new_ends = textbatch.joined([_lower_words(text, spec) if flag & textbatch.NOT_SIMPLE else text
