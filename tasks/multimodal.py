@@ -53,13 +53,19 @@ def _items(spec: MultimodalSpec, paths: StagePaths, notes: list[str]) -> Iterato
             notes += [f"{src.name}: {note}"] if note else []
         else:
             files = src
-        items = read_source(files, root, max(spec.image.max_bytes, spec.audio.max_bytes))
+        items = read_source(files, root, _caps(spec))
         for item in islice(items, src.max_records) if src.max_records else items:
             if isinstance(item, MMRecord) and planted and (kind := _planted_key(item, planted)):
                 item.meta["planted"] = kind
             yield item
     if spec.from_ingest:
         yield from read_ingest_media(paths.input("ingest"))
+
+
+def _caps(spec: MultimodalSpec) -> dict[str, int]:
+    """Each media kind's byte cap (`kind_cap`): the larger of the two, passed for every kind, let an image
+    member of a tar shard be read up to the audio cap."""
+    return {"image": spec.image.max_bytes, "audio": spec.audio.max_bytes}
 
 
 def _unique(items: Iterator[MMRecord | MMBad]) -> Iterator[MMRecord | MMBad]:
@@ -86,7 +92,7 @@ def run(spec: MultimodalSpec, paths: StagePaths) -> StageResult:
     placed = shards.write_shards(kept, out, paths.root, spec.shard_records)
     shards.write_tables(result.outcomes, placed, result.semantic_status, out)
     spot = shards.spotcheck(result.outcomes, out, paths.root, spec.spotcheck_per_stratum, paths.seed,
-                            spec.thumbnail_px, max(spec.image.max_bytes, spec.audio.max_bytes))
+                            spec.thumbnail_px, _caps(spec))
     report = _report(result, notes, len(spot))
     write_json_atomic(out / "report.json", report)
     counts = {"read": len(result.outcomes), "kept": len(kept), "quarantined": len(result.outcomes) - len(kept),

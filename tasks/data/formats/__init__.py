@@ -84,7 +84,7 @@ def _read_one(stream: Stream, path: Path, shown: str, src: FilesSource, root: Pa
         else:
             yield from read_parquet(path, shown, src, root, cap)
     elif fmt == "arrow":
-        yield from read_arrow(stream, path, shown, src, root)
+        yield from read_arrow(stream, path, shown, src, root, cap)
     elif fmt == "warc":
         yield from read_warc(stream, shown, cap)
     else:

@@ -15,7 +15,7 @@ import pyarrow.ipc as ipc
 
 from specs.ingest import FilesSource
 from tasks.data.formats.objects import from_object
-from tasks.data.formats.parquet_rows import decode_rows, parquet_rows
+from tasks.data.formats.parquet_rows import batch_rows, parquet_rows, row_bytes
 from tasks.data.formats.streams import Stream
 from tasks.data.records import Bad, Doc
 
@@ -52,14 +52,17 @@ def _record(obj: dict, unread: dict[str, str] | None, path: Path, shown: str, wh
     return from_object(obj, path, shown, where, src, root, "")
 
 
-def read_arrow(stream: Stream, path: Path, shown: str, src: FilesSource, root: Path) -> Iterator[Doc | Bad]:
-    """An Arrow IPC file (`ARROW1` magic; needs the path) or stream (what `Dataset.save_to_disk` writes)."""
+def read_arrow(stream: Stream, path: Path, shown: str, src: FilesSource, root: Path,
+               cap: int = 1 << 62) -> Iterator[Doc | Bad]:
+    """An Arrow IPC file (`ARROW1` magic; needs the path) or stream (what `Dataset.save_to_disk` writes). Rows
+    are measured before they are decoded (`row_bytes`), as Parquet's are: a row over `cap` is `record_too_large`
+    unread. Arrow had no cap: a 300 MB string (10 KB of zstd) became a document, at 640 MB."""
     if stream.head(6) == ARROW_FILE_MAGIC:
         if stream.compression is not None:
             yield Bad(shown, "", "unsupported_format", f"an Arrow IPC file inside {stream.compression} needs random "
                       "access; decompress it first (the IPC stream format can be read compressed)")
             return
-        yield from _arrow_file(path, shown, src, root)
+        yield from _arrow_file(path, shown, src, root, cap)
         return
     try:
         reader = ipc.open_stream(stream.buf)
@@ -76,15 +79,15 @@ def read_arrow(stream: Stream, path: Path, shown: str, src: FilesSource, root: P
             yield Bad(shown, f"row {row + 1}", "truncated", f"Arrow stream damaged after row {row}: "
                       f"{exc.__class__.__name__}: {exc}; the rest of the file is lost")
             return
-        for obj, unread in zip(*decode_rows(batch)):
+        for item in _batch(batch, row, path, shown, src, root, cap):
             row += 1
-            yield _record(obj, unread, path, shown, f"row {row}", src, root)
+            yield item
     if stream.damage is not None:  # the compressed container broke exactly between two messages
         yield Bad(shown, f"row {row + 1}", "truncated", f"{stream.compression} stream damaged after row {row}: "
                   f"{stream.damage}")
 
 
-def _arrow_file(path: Path, shown: str, src: FilesSource, root: Path) -> Iterator[Doc | Bad]:
+def _arrow_file(path: Path, shown: str, src: FilesSource, root: Path, cap: int) -> Iterator[Doc | Bad]:
     try:
         reader = ipc.open_file(path)
     except (pa.ArrowException, OSError) as exc:
@@ -93,11 +96,21 @@ def _arrow_file(path: Path, shown: str, src: FilesSource, root: Path) -> Iterato
     row = 0
     for i in range(reader.num_record_batches):
         try:
-            objs, unread = decode_rows(reader.get_batch(i))
+            items = list(_batch(reader.get_batch(i), row, path, shown, src, root, cap))
         except (pa.ArrowException, OSError) as exc:
             yield Bad(shown, f"row {row + 1}", "unreadable_file", f"record batch {i} could not be read: {exc}; "
                       "the rest of the file is lost")
             return
-        for obj, bad in zip(objs, unread):
-            row += 1
-            yield _record(obj, bad, path, shown, f"row {row}", src, root)
+        row += len(items)
+        yield from items
+
+
+def _batch(batch: pa.RecordBatch, before: int, path: Path, shown: str, src: FilesSource, root: Path,
+           cap: int) -> Iterator[Doc | Bad]:
+    """The records of one Arrow batch whose first row is row `before` + 1; a row over `cap` is refused unread."""
+    for row, (n, obj, unread) in enumerate(batch_rows(batch, row_bytes(batch), cap), before + 1):
+        if obj is None:
+            yield Bad(shown, f"row {row}", "record_too_large", f"{n:,} bytes of text columns > the {cap:,}-byte cap "
+                      "(ingest.max_record_bytes); not decoded")
+        else:
+            yield _record(obj, unread, path, shown, f"row {row}", src, root)

@@ -7,7 +7,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from tasks.data.records import valid_unicode
 
@@ -24,6 +24,15 @@ def kind_of_suffix(suffix: str) -> str | None:
         if s in suffixes:
             return kind
     return None
+
+
+def kind_cap(caps: int | Mapping[str, int], kind: str | None) -> int:
+    """The most encoded bytes media of `kind` may have: audio by the `audio` cap, any other kind (image, video)
+    by the `image` cap, as decode's `Limits` judge them; a plain int is every kind's cap. The stage passed the
+    larger of the two for every member, so an image in a tar shard was read up to the audio cap (256 MiB)."""
+    if isinstance(caps, int):
+        return caps
+    return caps["audio"] if kind == "audio" else caps["image"]
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import re
 import shutil
 import tarfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from tasks.core.files import atomic_path
 from tasks.data.multimodal.curate import Outcome, similarity_of
 from tasks.data.multimodal.decode import decode_image, read_media
+from tasks.data.multimodal.records import kind_cap
 
 SHARD = "shards/mm-{:06d}.tar"
 QUARANTINE_SCHEMA = pa.schema([
@@ -110,10 +111,11 @@ def _rank(seed: int, item_id: str) -> str:
 
 
 def spotcheck(outcomes: list[Outcome], out: Path, root: Path, per_stratum: int, seed: int,
-              thumb_px: int, max_bytes: int = 256 * 1024 * 1024) -> list[dict[str, Any]]:
+              thumb_px: int, max_bytes: int | Mapping[str, int] = 256 * 1024 * 1024) -> list[dict[str, Any]]:
     """Seeded strata: kept records per media kind, quarantined ones per check. Each item names its thumbnail
     (images, PNG) or clip (audio, the file as read) under `spotcheck/` beside its text; media is re-read as
-    decode reads it (a regular file, at most `max_bytes`), so a quarantined FIFO or device cannot hang it."""
+    decode reads it (a regular file, at most its kind's `max_bytes`: `kind_cap`), so a quarantined FIFO or
+    device cannot hang it."""
     strata: dict[str, list[Outcome]] = {}
     for o in outcomes:
         if o.rec is None:
@@ -125,7 +127,8 @@ def spotcheck(outcomes: list[Outcome], out: Path, root: Path, per_stratum: int, 
         for o in sorted(chosen, key=lambda o: o.id):
             items.append({"id": o.id, "stratum": stratum, "kind": o.rec.media.kind, "source": o.source,
                           "text": o.rec.text, "reason": o.reason, "detail": o.detail, "planted": o.rec.planted,
-                          "media_file": _preview(o, out, root, thumb_px, max_bytes), "similarity": similarity_of(o)})
+                          "media_file": _preview(o, out, root, thumb_px, kind_cap(max_bytes, o.rec.media.kind)),
+                          "similarity": similarity_of(o)})
     with atomic_path(out / "spotcheck.jsonl") as tmp:
         tmp.write_text("".join(json.dumps(i, sort_keys=True, ensure_ascii=False) + "\n" for i in items),
                        encoding="utf-8")
