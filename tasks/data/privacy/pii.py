@@ -8,7 +8,12 @@ a fixed order: secrets (`tasks.data.privacy.pii_secrets`; a key or token may hol
 their cues (`tasks.data.privacy.pii_personal`; their digits would be read as phones or cards), obfuscated emails, IBANs,
 SSNs (US, and the UK's and Canada's numbers, `tasks.data.privacy.pii_ids`; other countries' national identity
 numbers, `tasks.data.privacy.pii_national`: their digit groups would be eaten by the card and phone passes; never
-right after a phone cue, `tasks.data.privacy.pii_cues`), cards, IPv6, IPv4, phones, each on the previous pass's output. Regexes are compiled once and find *candidates*; a callback
+right after a phone cue, `tasks.data.privacy.pii_cues`), cards, IPv6, IPv4, phones, each on the previous pass's output.
+Shapes of layout come first among them: grouped author addresses (`pii_authors`), values under a row of labels
+(`pii_labelrows`), values wrapped onto the next line (`pii_wrapped`), bank account numbers after their label
+(`pii_accounts`); credentials of their own shape (`pii_credentials`) before the other secrets, random tokens of
+rows that name no column (`pii_rows`) after them. A folded calendar or mail header line (`pii_folded`) is
+scrubbed unfolded. Regexes are compiled once and find *candidates*; a callback
 validates each one (Luhn and issuer prefix, `ipaddress`, digit counts, entropy, placeholder and code checks) and
 returns the match unchanged when it is not PII.
 
@@ -50,18 +55,25 @@ from stdnum import ean as stdnum_ean, luhn as stdnum_luhn
 
 from specs.clean import ADDRESS_CLASSES, PII_KINDS
 from tasks.data.privacy.pii_chain import Chained
+from tasks.data.privacy.pii_accounts import ACCOUNT_PASSES
+from tasks.data.privacy.pii_authors import AUTHOR_PASSES
 from tasks.data.privacy.pii_emails import EMAIL_PASSES
+from tasks.data.privacy.pii_folded import fold_view, unfold_restore
 from tasks.data.privacy.pii_ids import ID_PASSES, in_iban_shaped_run
 from tasks.data.privacy.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
 from tasks.data.privacy.pii_width import restore, width_view
+from tasks.data.privacy.pii_labelrows import LABEL_ROW_PASSES
 from tasks.data.privacy.pii_national import NATIONAL_PASSES
 from tasks.data.privacy.pii_cells import CELL_PASSES
 from tasks.data.privacy.pii_columns import COLUMN_PASSES
+from tasks.data.privacy.pii_credentials import CREDENTIAL_PASSES
 from tasks.data.privacy.pii_personal import PERSONAL_PASSES
 from tasks.data.privacy.pii_phones import PHONE_PASSES
+from tasks.data.privacy.pii_rows import ROW_PASSES
 from tasks.data.privacy.pii_secrets import SECRET_PASSES
 from tasks.data.privacy.pii_sql import SQL_PASSES
 from tasks.data.privacy.pii_values import remembered_absence
+from tasks.data.privacy.pii_wrapped import WRAPPED_PASSES
 
 PLACEHOLDERS = {"email": "<EMAIL>", "phone": "<PHONE>", "ipv4": "<IP_ADDRESS>", "ipv6": "<IP_ADDRESS>",
                 "credit_card": "<CREDIT_CARD>", **ID_PLACEHOLDERS, "secret": "<SECRET>", "dob": "<DOB>",
@@ -294,10 +306,10 @@ Group = int | Callable[[re.Match[str]], "int | tuple[int, int]"]
 # function of the match giving a group or a (start, end) span within it), cheap test that the pass can match)
 _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[str], bool]], ...] = (
     *(("secret", pattern, None if valid is None else (lambda m, keep, valid=valid: valid(m)), group, hint)
-      for pattern, valid, group, hint in SECRET_PASSES),
+      for pattern, valid, group, hint in CREDENTIAL_PASSES + SECRET_PASSES + ROW_PASSES),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
-      for kind, pattern, valid, group, hint in EMAIL_PASSES + PERSONAL_PASSES + COLUMN_PASSES + CELL_PASSES +
-      SQL_PASSES + ID_PASSES + NATIONAL_PASSES),
+      for kind, pattern, valid, group, hint in AUTHOR_PASSES + EMAIL_PASSES + PERSONAL_PASSES + COLUMN_PASSES + CELL_PASSES +
+      LABEL_ROW_PASSES + WRAPPED_PASSES + ACCOUNT_PASSES + SQL_PASSES + ID_PASSES + NATIONAL_PASSES),
     ("credit_card", Chained(_CARD, ",;/|"), lambda m, keep: _card(m), 0, bool),
     ("ipv6", ColonLed(), _ipv6, 0, _hint(":")),
     ("ipv4", _IPV4, _ipv4, 0, _hint(".")),
@@ -326,6 +338,17 @@ def scrub_pii(text: str, kinds: Iterable[str] = PII_KINDS,
     if keep - set(ADDRESS_CLASSES):
         raise ValueError(f"unknown address classes {sorted(keep - set(ADDRESS_CLASSES))}; "
                          f"expected some of {', '.join(ADDRESS_CLASSES)}")
+    folded = fold_view(text)        # a folded calendar line or mail header read as the one line it means
+    if folded is not None:
+        scrubbed, counts = _in_width_view(folded[0], wanted, keep)
+        restored = unfold_restore(text, *folded, scrubbed, PLACEHOLDERS.values()) if counts else text
+        if restored is not None:
+            return restored, counts
+    return _in_width_view(text, wanted, keep)
+
+
+def _in_width_view(text: str, wanted: set[str], keep: frozenset[str]) -> tuple[str, dict[str, int]]:
+    """`_rounds` on the text with full-width forms read as ASCII, their own characters kept around placeholders."""
     view = width_view(text)         # full-width digits and letters (`０３－１２３４－５６７８`) read as ASCII
     if view is not None:
         scrubbed, counts = _rounds(view, wanted, keep)

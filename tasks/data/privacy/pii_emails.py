@@ -44,8 +44,10 @@ _SCP_PATH = re.compile(r":(?:[~/]|[\w.-]+/|[\w.-]+\.git\b)")
 # `this@MainActivity.applicationContext`; no TLD is camelCase) and an attribute of `self`/`this`
 # (`X@self.weights`) unless the TLD is a common one (`ann@self.io` is a domain).
 _CAMEL_CASE = re.compile(r"[a-z][A-Z]")
-# A mail's id headers hold `<local@host>` ids a mail server made, nobody's address (cut at a `=` before).
-_ID_HEADER = re.compile(r"(?i)(?:message-id|in-reply-to|references|content-id|x-message-id|resent-message-id)[ \t]*:")
+# A mail's id headers hold `<local@host>` ids a mail server made, nobody's address (cut at a `=` before); so does
+# a calendar's `UID:` property (`UID:0173ae3f-...@cal.acme.io`, RFC 5545 recommends the `@host` form).
+_ID_HEADER = re.compile(r"(?i:message-id|in-reply-to|references|content-id|x-message-id|resent-message-id)[ \t]*:"
+                        r"|UID[:;]")
 
 
 def _header_start(text: str, at: int) -> int:

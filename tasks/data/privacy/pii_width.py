@@ -32,8 +32,21 @@ def width_view(text: str) -> str | None:
 def restore(text: str, view: str, scrubbed: str, placeholders: Iterable[str]) -> str | None:
     """`scrubbed` (the scrubbed `view`) with the kept pieces in `text`'s own characters, or None when the pieces
     cannot be placed in `view` (the result would not be `scrubbed` read as ASCII)."""
+    placed = place_pieces(view, scrubbed, placeholders)
+    if placed is None:
+        return None
+    restored = "".join(piece if isinstance(piece, str) else text[piece[0]:piece[1]] for piece in placed)
+    return restored if restored.translate(_TO_ASCII) == scrubbed else None
+
+
+def place_pieces(view: str, scrubbed: str, placeholders: Iterable[str]) -> list[tuple[int, int] | str] | None:
+    """`scrubbed` (`view` with some spans replaced by placeholders) as its pieces in order: each kept piece as its
+    (start, end) in `view` (the first one always, even empty), each placeholder as itself; None when a kept piece
+    is not found in `view` after the one before it. Shared by the full-width view and the unfolded view
+    (`pii_folded`), which map the kept spans back to the text's own characters each in their own way."""
     pieces = re.split("(" + "|".join(map(re.escape, sorted(set(placeholders), key=len, reverse=True))) + ")", scrubbed)
-    out, at = [], 0                 # pieces: kept, placeholder, kept, ..., kept
+    out: list[tuple[int, int] | str] = []
+    at = 0                          # pieces: kept, placeholder, kept, ..., kept; `at`: view offset read to
     for k in range(0, len(pieces), 2):
         kept = pieces[k]
         if k == 0:
@@ -47,9 +60,8 @@ def restore(text: str, view: str, scrubbed: str, placeholders: Iterable[str]) ->
             continue
         if start < 0 or view[start:start + len(kept)] != kept:
             return None
-        out.append(text[start:start + len(kept)])
+        out.append((start, start + len(kept)))
         at = start + len(kept)
         if k + 1 < len(pieces):
             out.append(pieces[k + 1])
-    restored = "".join(out)
-    return restored if restored.translate(_TO_ASCII) == scrubbed else None
+    return out

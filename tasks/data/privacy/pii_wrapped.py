@@ -1,0 +1,99 @@
+"""Values wrapped onto the next line: an IBAN, a card number or a phone number that a PDF's text extraction or a
+fixed-width layout broke between two digit groups (`IBAN DE34 1425 9415` / `    6060 3072 89`, `Card number:
+4828 9580` / `    2752 5410`, `call us on (212)` / `727-1720`).
+
+Either half alone is too short to be the value, so the passes that read one line keep both (a probe of 10
+statements kept all 30 such values, or replaced a half as something else). At each line break between two digit groups
+the group run ending the line and the one opening the next (after its indentation) are read as one value and
+replaced, line break included, when the whole validates and the first half alone does not:
+- an IBAN by its mod-97 check (`stdnum.iban`), led by its country code;
+- a card by Luhn and a card network's first digit, with a card word before it on its line (`card`, `Karte`,
+  `carte`, `tarjeta`): a table's rows of 4-digit groups pass Luhn one time in ten;
+- a phone of 10 to 15 digits after a phone cue (`pii_cues`), or opening with `+` or a bracketed area code.
+"""
+
+from __future__ import annotations
+
+import re
+
+from stdnum import iban as stdnum_iban, luhn as stdnum_luhn
+
+from tasks.data.privacy.pii_cells import LabelledValues, last_text_memo
+from tasks.data.privacy.pii_cues import phone_cue_before
+
+_BREAK = re.compile(r"\n[ \t]*[0-9A-Z(]")       # led by the newline, a fast scan; the line before is checked
+_ENDS_A_VALUE = re.compile(r"[0-9A-Z)][ \t\r]*$")
+_HEAD = {
+    "iban": re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?:[ ]?[A-Z0-9]{1,4}){0,7}[ \t]*$"),
+    "credit_card": re.compile(r"(?<![\w.-])\d{4}(?:[ -]\d{4}){0,3}[ \t]*$"),
+    "phone": re.compile(r"(?<![\w.+-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,5}\)|\d{1,5})(?:[ .-]\d{1,5}){0,3}[ \t]*$"),
+}
+_TAIL = {
+    "iban": re.compile(r"[ \t]*([A-Z0-9]{1,4}(?:[ ][A-Z0-9]{1,4}){0,7})(?![A-Za-z0-9])"),
+    "credit_card": re.compile(r"[ \t]*(\d{1,4}(?:[ -]\d{1,4}){0,3})(?![\w-]|[.,]\d)"),
+    "phone": re.compile(r"[ \t]*(\d{1,8}(?:[ .-]\d{1,8}){0,3})(?![\w-]|[.,]\d)"),
+}
+_CARD_WORD = re.compile(r"(?i)card|karte|carte|tarjeta|kaart|cart[aã]o")
+_LOOK_BACK = 48         # the longest head: an IBAN's 8 groups
+
+
+def _digits(value: str) -> str:
+    return re.sub(r"\D", "", value)
+
+
+def _valid(kind: str, head: re.Match[str], tail: str) -> bool:
+    """Whether head + tail (a break between them) is a value of the kind, and the head alone none."""
+    first = re.sub(r"\s", "", head.group())
+    whole = first + re.sub(r"\s", "", tail)
+    if kind == "iban":
+        return stdnum_iban.is_valid(whole) and not stdnum_iban.is_valid(first)
+    digits = _digits(whole)
+    if kind == "credit_card":
+        line_start = head.string.rfind("\n", 0, head.start()) + 1
+        return 13 <= len(digits) <= 19 and digits[0] in "3456" and len(set(digits)) > 2 and \
+            stdnum_luhn.is_valid(digits) and _CARD_WORD.search(head.string, line_start, head.start()) is not None
+    if not 10 <= len(digits) <= 15 or len(_digits(first)) >= 10:
+        return False
+    return first[0] in "+(" or phone_cue_before(head, 40) is not None
+
+
+def _tails(kind: str, text: str, at: int) -> list[tuple[int, str]]:
+    """(end, text) of the tail's candidates at `at`: its groups, longest first."""
+    m = _TAIL[kind].match(text, at)
+    if m is None:
+        return []
+    groups = list(re.finditer(r"[A-Z0-9]+" if kind == "iban" else r"\d+", m.group(1)))
+    base = m.start(1)
+    return [(base + g.end(), text[at:base + g.end()]) for g in reversed(groups)]
+
+
+def _wrapped(text: str) -> list[tuple[str, tuple[int, int]]]:
+    """(kind, span) of each wrapped value of `text`."""
+    found: list[tuple[str, tuple[int, int]]] = []
+    last = 0
+    for brk in _BREAK.finditer(text):
+        newline = brk.start()
+        line_start = text.rfind("\n", 0, newline) + 1
+        if _ENDS_A_VALUE.search(text, max(line_start, newline - 8), newline) is None:
+            continue
+        for kind, head_pattern in _HEAD.items():
+            head = head_pattern.search(text, max(line_start, newline - _LOOK_BACK, last), newline)
+            if head is None:
+                continue
+            span = next(((head.start(), end) for end, tail in _tails(kind, text, newline + 1)
+                         if _valid(kind, head, tail)), None)
+            if span is not None:
+                found.append((kind, span))
+                last = span[1]
+                break
+    return found
+
+
+def _has_break(text: str) -> bool:
+    return "\n" in text
+
+
+_FOUND = last_text_memo(_wrapped)
+# (kind, pattern, validator, group, hint): `pii`'s pass table; before the one-line passes, which take a half
+WRAPPED_PASSES = tuple((kind, LabelledValues(kind, _FOUND), lambda m: True, 0, _has_break)
+                       for kind in ("iban", "credit_card", "phone"))
