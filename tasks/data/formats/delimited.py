@@ -23,7 +23,7 @@ from typing import Iterator
 from specs.ingest import FilesSource
 from tasks.data.formats.objects import from_object
 from tasks.data.formats.encodings import text_stream
-from tasks.data.formats.streams import Line, Stream, iter_lines, open_stream
+from tasks.data.formats.streams import RAW, Line, Stream, iter_lines, open_stream
 from tasks.data.records import Bad, Doc
 
 START, UNQUOTED, QUOTED, QUOTE_IN_QUOTED, NEWLINE = range(5)  # csv's own parser states (Modules/_csv.c)
@@ -31,6 +31,10 @@ START, UNQUOTED, QUOTED, QUOTE_IN_QUOTED, NEWLINE = range(5)  # csv's own parser
 # never closes followed by 48 MiB of 2-byte lines (under the cap) held 16.7M of them, 3.7 GB and 74 s. A row is
 # followed to its end unheld (`_QuoteScan`) past this many lines, as it is past the byte cap.
 MAX_ROW_LINES = 1_000_000
+# The most fields a row may split into. Under the byte cap a row still amplifies: a line of 60 M commas made csv
+# build a list of 60 M fields, 630 MB. Real rows have a handful of columns (a long text is one quoted field, its
+# commas inside it); just under the cap a row of 2-byte fields grew a reader by 82 MB.
+MAX_ROW_FIELDS = 1_000_000
 
 
 class _RecordTooLarge(Exception):
@@ -82,6 +86,39 @@ class _QuoteScan:
             self.state = UNQUOTED
 
 
+class FieldCount:
+    """The fields csv's strict QUOTE_MINIMAL parser splits a row into, counted over its raw bytes line by line.
+    Delimiters between quotes are text; a quote opens a field only at the field's start (elsewhere it is text);
+    inside a field, a run of quotes of even length is escaped quotes and an odd one closes it. The work is bytes
+    operations per run of quotes, so a row of 60 M commas is counted at C speed; counting stops past `cap` (a
+    row of 15 M quoted fields took 20 s to count to its end)."""
+
+    def __init__(self, delimiter: bytes, quote: bytes | None, cap: int) -> None:
+        self.delimiter, self.quote, self.cap, self.fields, self.inside = delimiter, quote, cap, 1, False
+        self._runs = re.compile(re.escape(quote) + b"+") if quote else None
+
+    def feed(self, data: bytes) -> None:
+        """Count the fields of the next line of the row (without its newline: no copy of a long line is made)."""
+        at = 0
+        for run in self._runs.finditer(data) if self._runs and self.fields <= self.cap else ():
+            start, end = run.span()
+            if self.inside:  # an odd run closes the field
+                self.inside, at = (end - start) % 2 == 0, end
+                continue
+            self.fields += data.count(self.delimiter, at, start)
+            if self.fields > self.cap:
+                break
+            if start == 0 or data[start - 1:start] == self.delimiter:  # the start of a field (a line's start too)
+                self.inside = (end - start) % 2 == 1  # the first quote opens; pairs after it are escaped quotes
+            at = end
+        if self.fields > self.cap and self.quote:
+            # The row is refused; whether it goes on past this line is guessed from the parity of the quotes left
+            # (exact unless a quote stands inside an unquoted field) instead of walking millions of them.
+            self.inside ^= data.count(self.quote, at) % 2 == 1
+        elif not self.inside:
+            self.fields += data.count(self.delimiter, at)
+
+
 class _Lines:
     """Decoded lines for csv.reader; raises between rows (a class, not a generator, so it can go on after).
 
@@ -95,6 +132,9 @@ class _Lines:
         self.number, self.pulled, self.since_row, self.end = 0, 0, 0, None
         self.bad_bytes: list[int] = []   # line numbers whose bytes were not UTF-8 (decoded as surrogates)
         self.scan: _QuoteScan | None = None  # set while a row over the cap is followed to its end
+        # the row's delimiters once its bytes reach MAX_ROW_FIELDS, and its FieldCount once they do
+        self.delimiters: int | None = None
+        self.counter: FieldCount | None = None
         self.reopened = ExitStack()
 
     def __iter__(self):
@@ -102,6 +142,7 @@ class _Lines:
 
     def start_row(self) -> None:
         self.row, self.since_row, self.row_after = [], 0, self.number
+        self.delimiters, self.counter = None, None
 
     def row_start(self) -> int:
         """The line the row just read began on (blank lines before it were skipped unseen)."""
@@ -115,6 +156,7 @@ class _Lines:
             raise StopIteration
         if line.issue is not None or self.since_row + len(line.data) > self.cap or len(self.row) >= MAX_ROW_LINES:
             raise _RecordTooLarge(line)
+        self._count_fields(line)
         data = line.data.removeprefix(codecs.BOM_UTF8) if not self.row else line.data  # a mark is not a field
         self.row.append(line)
         self.since_row += len(line.data) + 1
@@ -123,6 +165,35 @@ class _Lines:
         except UnicodeDecodeError:
             self.bad_bytes.append(line.number)
             return data.decode("utf-8", "surrogateescape") + "\n"
+
+    def _count_fields(self, line: Line) -> None:
+        """Raise _RecordTooLarge before csv splits the row into more than MAX_ROW_FIELDS fields. A row has at most
+        its delimiters + 1 fields (counted once it has that many bytes); only a row with that many delimiters is
+        counted exactly (`FieldCount`), so a long quoted text full of commas is still read."""
+        if self.since_row + len(line.data) < MAX_ROW_FIELDS:  # fewer bytes than the cap, so fewer delimiters
+            return
+        delimiter = self.dialect["delimiter"].encode()
+        if self.delimiters is None:  # the row just grew past MAX_ROW_FIELDS bytes: its held lines are counted once
+            self.delimiters = sum(held.data.count(delimiter) for held in self.row)
+        self.delimiters += line.data.count(delimiter)
+        if self.delimiters < MAX_ROW_FIELDS:
+            return
+        quoted = self.dialect["quoting"] != csv.QUOTE_NONE
+        if self.counter is None:
+            quote = self.dialect["quotechar"].encode() if quoted else None
+            self.counter = FieldCount(delimiter, quote, MAX_ROW_FIELDS)
+            for held in self.row:  # as csv reads them: without a byte-order mark before a row's first quote
+                self.counter.feed(held.data.removeprefix(codecs.BOM_UTF8))
+        self.counter.feed(line.data.removeprefix(codecs.BOM_UTF8))
+        if self.counter.fields <= MAX_ROW_FIELDS:
+            return
+        if quoted:  # where the row ends is known: finish_long_row follows an open quoted field from here
+            self.scan = _QuoteScan(self.dialect["delimiter"], self.dialect["quotechar"])
+            self.scan.state, self.scan.ended = (QUOTED, False) if self.counter.inside else (START, True)
+            self.scan.opened = line.number
+        raise _RecordTooLarge(Line(line.number, line.data[:RAW], "record_too_large", f"row of "
+                              f"more than {MAX_ROW_FIELDS:,} fields (MAX_ROW_FIELDS) at line {line.number}; refused "
+                              "unparsed"))
 
     def _pull(self) -> Line:
         while True:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from tasks.data.formats.streams import file_lines
+from tasks.data.formats.streams import MAX_JSON_VALUES, RAW, file_lines, json_values_over, too_many_values
 
 PARSE_ISSUES = ("invalid_utf8", "invalid_json")
 
@@ -47,6 +47,9 @@ def json_lines(path: Path, cap: int, knob: str) -> Iterator[JsonLine]:
         raw = line.data.removeprefix(codecs.BOM_UTF8)
         if not raw.strip():
             continue  # blank lines (the usual trailing newline included) are not records
+        if (values := json_values_over(raw, MAX_JSON_VALUES)) is not None:
+            yield JsonLine(line.number, line.data[:RAW], issue="record_too_large", detail=too_many_values(values))
+            continue
         try:
             value = json.loads(raw.decode("utf-8"))
         except UnicodeDecodeError as exc:

@@ -14,7 +14,8 @@ from typing import Iterator
 from specs.ingest import FilesSource
 from tasks.data.formats.objects import from_object
 from tasks.data.formats.encodings import text_stream
-from tasks.data.formats.streams import JSON_BLANK, Stream, iter_lines, read_capped
+from tasks.data.formats.streams import (JSON_BLANK, MAX_JSON_VALUES, RAW, Stream, iter_lines, json_values_over,
+                                        read_capped, too_many_values)
 from tasks.data.records import Bad, Doc
 
 # json.loads(text, strict=False) builds this decoder for every line (a tenth of a small record's read time)
@@ -34,6 +35,10 @@ def read_jsonl(stream: Stream, path: Path, shown: str, src: FilesSource, root: P
         raw = raw.removeprefix(codecs.BOM_UTF8)
         if not raw.strip():
             continue  # blank lines (including the usual trailing newline) are not records
+        if (values := json_values_over(raw, MAX_JSON_VALUES)) is not None:  # parsing it would amplify memory
+            yield Bad(shown, where, "record_too_large", too_many_values(values),
+                      raw[:RAW].decode("utf-8", "backslashreplace"))
+            continue
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
