@@ -64,6 +64,7 @@ from tasks.data.privacy.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
 from tasks.data.privacy.pii_width import restore, width_view
 from tasks.data.privacy.pii_labelrows import LABEL_ROW_PASSES
 from tasks.data.privacy.pii_national import NATIONAL_PASSES
+from tasks.data.privacy.pii_national_more import MORE_NATIONAL_PASSES
 from tasks.data.privacy.pii_cells import CELL_PASSES
 from tasks.data.privacy.pii_columns import COLUMN_PASSES
 from tasks.data.privacy.pii_credentials import CREDENTIAL_PASSES
@@ -309,7 +310,8 @@ _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[st
       for pattern, valid, group, hint in CREDENTIAL_PASSES + SECRET_PASSES + ROW_PASSES),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
       for kind, pattern, valid, group, hint in AUTHOR_PASSES + EMAIL_PASSES + PERSONAL_PASSES + COLUMN_PASSES + CELL_PASSES +
-      LABEL_ROW_PASSES + WRAPPED_PASSES + ACCOUNT_PASSES + SQL_PASSES + ID_PASSES + NATIONAL_PASSES),
+      LABEL_ROW_PASSES + WRAPPED_PASSES + ACCOUNT_PASSES + SQL_PASSES + ID_PASSES + NATIONAL_PASSES +
+      MORE_NATIONAL_PASSES),
     ("credit_card", Chained(_CARD, ",;/|"), lambda m, keep: _card(m), 0, bool),
     ("ipv6", ColonLed(), _ipv6, 0, _hint(":")),
     ("ipv4", _IPV4, _ipv4, 0, _hint(".")),
