@@ -55,7 +55,8 @@ QUARANTINE_REASONS = (
     "wrong_type", "oversized",
     "missing_media", "bad_media", "unreadable_file", "unsupported_format", "duplicate_id",
     "truncated",          # a compressed stream or a file that breaks off: the records before it are kept
-    "record_too_large",   # one line/record over ingest.max_record_bytes, skipped without being held
+    "record_too_large",   # a line/record over ingest.max_record_bytes, or one that would parse to over 1M JSON
+                          # values / CSV fields (streams.MAX_JSON_VALUES, delimited.MAX_ROW_FIELDS): never held
     "bad_row",            # a CSV/TSV row that does not parse or has the wrong number of fields
     "not_html",           # a WARC response whose payload is not HTML (PDF, image, ...)
     "empty_extraction",   # an HTML page with no main text
