@@ -327,3 +327,15 @@ LOOK_ALIKES = [
 def test_control_look_alikes_near_cues_left(text):
     out, counts = scrub_pii(text)
     assert "ssn" not in counts, (text, out, counts)
+
+
+@pytest.mark.parametrize("text, kind", [
+    ("Tfn: 0032 1 304 00 00", "phone"),     # Swedish `Tfn` is a phone's cue, not Australia's TFN
+    ("Tfn: +46 8 123 456 78", "phone"),
+    ("Inn 0800123456 is open", "phone"),    # an English word: a 10-digit run there is no Russian INN
+])
+def test_short_acronym_cues_count_only_in_capitals(text, kind):
+    """`TFN`, `INN`, `PAN`, `FIN`, `NIT`, `IRD`, `IC`, `CC` are ids' cues in capitals only: written otherwise they
+    are words or other cues (a fuzz run drew `Tfn: 0032 1 304 00 00`, replaced as an SSN)."""
+    _, counts = scrub_pii(text)
+    assert counts.get("ssn") is None and counts.get(kind) == 1, (text, counts)

@@ -118,8 +118,10 @@ def credential_like(value: str) -> bool:
     if len(value) < 8 or not any(c.isalpha() for c in value) or not any(c.isdigit() for c in value):
         return False
     low = value.lower()
-    if any(w in low for w in ("your", "example", "changeme", "placeholder", "redacted", "dummy", "xxxx", "****",
-                              "....", "getenv", "environ")):
+    # the scrubber's placeholder words (pii_values): a fuzz run drew `0CHANGE_ME`
+    if any(w in low for w in ("your", "example", "changeme", "change_me", "change-me", "replace-me", "replace_me",
+                              "replaceme", "placeholder", "redacted", "dummy", "xxxx", "****", "....", "getenv",
+                              "environ")):
         return False
     # the interpolations pii_values reads as a template (Ruby's `#{name}` too)
     if re.match(r"\$(?:[({]|[A-Za-z_]\w*$)", value) or \

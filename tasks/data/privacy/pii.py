@@ -68,6 +68,7 @@ from tasks.data.privacy.pii_national_more import MORE_NATIONAL_PASSES
 from tasks.data.privacy.pii_cells import CELL_PASSES
 from tasks.data.privacy.pii_columns import COLUMN_PASSES
 from tasks.data.privacy.pii_credentials import CREDENTIAL_PASSES
+from tasks.data.privacy.pii_devfiles import DEVFILE_PASSES
 from tasks.data.privacy.pii_personal import PERSONAL_PASSES
 from tasks.data.privacy.pii_phones import PHONE_PASSES
 from tasks.data.privacy.pii_rows import ROW_PASSES
@@ -307,7 +308,7 @@ Group = int | Callable[[re.Match[str]], "int | tuple[int, int]"]
 # function of the match giving a group or a (start, end) span within it), cheap test that the pass can match)
 _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[str], bool]], ...] = (
     *(("secret", pattern, None if valid is None else (lambda m, keep, valid=valid: valid(m)), group, hint)
-      for pattern, valid, group, hint in CREDENTIAL_PASSES + SECRET_PASSES + ROW_PASSES),
+      for pattern, valid, group, hint in DEVFILE_PASSES + CREDENTIAL_PASSES + SECRET_PASSES + ROW_PASSES),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
       for kind, pattern, valid, group, hint in AUTHOR_PASSES + EMAIL_PASSES + PERSONAL_PASSES + COLUMN_PASSES + CELL_PASSES +
       LABEL_ROW_PASSES + WRAPPED_PASSES + ACCOUNT_PASSES + SQL_PASSES + ID_PASSES + NATIONAL_PASSES +

@@ -163,24 +163,26 @@ def valid_scheme(scheme: str, number: str) -> bool:
     return valid_as(scheme, number)
 
 
-# Cue → the schemes a number after it may be in; matched whole, in any case.
+# Cue → the schemes a number after it may be in; matched whole, in any case but the short acronyms that are words
+# or other cues in some language (`(?-i:…)`: written in capitals): Swedish `Tfn:` is a phone's cue, `inn`, `pan`,
+# `fin`, `nit` and `cc` are words or mail headers.
 _CUES: dict[str, tuple[str, ...]] = {
     r"снилс|snils|страховой[ ]номер": ("ru.snils",),
-    r"инн(?:[ ]организации)?|inn|идентификационный[ ]номер[ ]налогоплательщика": ("ru.inn",),
-    r"nric|fin|nric/fin": ("sg.nric", "my.nric"),
-    r"mykad|kad[ ]pengenalan|no\.?[ ]?k/p|k/p|i/c|ic": ("my.nric", "sg.nric"),
+    r"инн(?:[ ]организации)?|(?-i:INN)|идентификационный[ ]номер[ ]налогоплательщика": ("ru.inn",),
+    r"nric|(?-i:FIN)|nric/fin": ("sg.nric", "my.nric"),
+    r"mykad|kad[ ]pengenalan|no\.?[ ]?k/p|k/p|(?-i:I/C|IC)": ("my.nric", "sg.nric"),
     r"nik|nomor[ ]induk[ ]kependudukan|e?-?ktp": ("id.nik",),
     r"emirates[ ]id|eid|رقم[ ]الهوية|الهوية[ ]الإماراتية": ("ae.eid", "sa.nid"),
     r"iqama|إقامة|الهوية[ ]الوطنية|saudi[ ]id": ("sa.nid",),
     r"cnic|nicop|شناختی[ ]کارڈ": ("pk.cnic",),
     r"nif|n\.?[ ]?contribuinte|contribuinte": ("pt.nif",),
-    r"cart[aã]o[ ]de[ ]cidad[aã]o|cc": ("pt.cc",),
+    r"cart[aã]o[ ]de[ ]cidad[aã]o|(?-i:CC)": ("pt.cc",),
     r"c[eé]dula(?:[ ]de[ ]identidad(?:[ ]civil)?|[ ]de[ ]ciudadan[ií]a)?|c\.[ ]?i\.?": ("ec.ci", "uy.ci"),
-    r"nit": ("co.nit",),
+    r"(?-i:NIT)": ("co.nit",),
     r"rfc": ("mx.rfc",),
-    r"pan(?:[ ]card)?|permanent[ ]account[ ]number|पैन": ("in_.pan",),
-    r"tfn|tax[ ]file[ ]number": ("au.tfn",),
-    r"ird|inland[ ]revenue": ("nz.ird",),
+    r"(?-i:PAN)(?:[ ]card)?|permanent[ ]account[ ]number|पैन": ("in_.pan",),
+    r"(?-i:TFN)|tax[ ]file[ ]number": ("au.tfn",),
+    r"(?-i:IRD)|inland[ ]revenue": ("nz.ird",),
     r"emšo|emso|jmbg|matična[ ]številka|матични[ ]број|матичен[ ]број": ("si.emso",),
     r"hkid|(?:香港)?身份證(?:號碼)?": ("hk.hkid",),
     r"身分證(?:字號|號碼)?|國民身分證": ("tw.nid",),

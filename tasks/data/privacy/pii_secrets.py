@@ -56,7 +56,7 @@ from tasks.data.privacy.pii_foreign import (FOREIGN_API_KEY, FOREIGN_PASSWORD, f
 from tasks.data.privacy.pii_headers import HEADER_DIRECTIVES, CookieValues, directive_credential, directive_span
 from tasks.data.privacy.pii_keyed import CREDENTIAL_NAME, KeyedValues, names_no_credential
 from tasks.data.privacy.pii_pairs import NAME_VALUE_PAIRS, POSITIONAL, TABLE_CELLS, positional_credential, positional_span
-from tasks.data.privacy.pii_shapes import PEM_PASS, SHAPE_PASSES
+from tasks.data.privacy.pii_shapes import PEM_PASS, SHAPE_PASSES, plain_base64
 from tasks.data.privacy.pii_values import (is_placeholder, literal_in, looks_random, masked_after_prefix,
                                            shannon_entropy, trim_end, value_ok)
 
@@ -355,7 +355,7 @@ def _keyed(m: re.Match[str]) -> bool:
     if not looks_random(m.group(1)) or _KEY_BEFORE.search(m.string, max(0, m.start() - 64), m.start()) is None:
         return False
     name = _NAME_BEFORE.search(m.string, max(0, m.start() - 64), m.start())
-    return name is None or not names_no_credential(name.group(1))     # `X-CSRF-Token`, `Sec-WebSocket-Key`
+    return (name is None or not names_no_credential(name.group(1))) and not plain_base64(m.group(1))  # X-CSRF-Token
 
 
 def _hint(*needles: str) -> Callable[[str], bool]:

@@ -23,10 +23,12 @@ placeholders (`${PGPASS}`, `<password>`), URLs without a signature parameter.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from typing import Callable
 
-from tasks.data.privacy.pii_values import is_placeholder, literal_in, shannon_entropy, value_ok
+from tasks.data.privacy.pii_values import is_placeholder, literal_in, prose_like, shannon_entropy, value_ok
 
 _B64 = r"[./A-Za-z0-9]"
 _STD64 = r"[A-Za-z0-9+/]"
@@ -80,9 +82,10 @@ class PgpassLines:
         return _PGPASS.sub(repl, text) if _PGPASS_GATE.search(text) else text
 
 
-# The file named just before the line (`# ~/.pgpass`, `cat .pgpass`, `pgpass.conf`); not the variables
+# The file named just before the line (`# ~/.pgpass`, `cat .pgpass`, `pgpass.conf`) or its documented header
+# comment (`# hostname:port:database:username:password`); not the variables
 # `PGPASSWORD`, `$PGPASS`, `PGPASSFILE`.
-_PGPASS_NAMED = re.compile(r"\bpgpass\b")
+_PGPASS_NAMED = re.compile(r"\bpgpass\b|hostname:port:database:username:password")
 _IPV4_HOST = re.compile(r"\d{1,3}(?:\.\d{1,3}){3}")
 
 
@@ -191,3 +194,13 @@ SHAPE_PASSES: tuple[tuple[object, Callable[[re.Match[str]], bool], int | Callabl
     (_BOOTSTRAP, lambda m: True, _bare_span, _always),
     (_SIGNED_URL, _signed_url, _bare_span, _always),
 )
+
+
+def plain_base64(value: str) -> bool:
+    """Base64 of prose (`"auth": "SGVsbG8gd29ybGQ..."` decoding to `Hello world, ...`): no login, whose
+    `user:password` has a colon and no run of words."""
+    try:
+        decoded = base64.b64decode(value, validate=True).decode("ascii")
+    except (binascii.Error, ValueError):
+        return False
+    return decoded.isprintable() and ":" not in decoded and prose_like(decoded)

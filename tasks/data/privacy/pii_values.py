@@ -45,7 +45,7 @@ _CODE_START = re.compile(r"[A-Za-z_][\w.]*(?:(?:[(\[][\w.,'\" =:-]*[)\]](?:\.\w+
 CODE_WORDS = frozenset({"none", "null", "nil", "true", "false", "undefined", "lambda", "self", "this", "required",
                         "optional", "string", "str", "bytes", "secret", "password", "token", "changeme", "test",
                         "admin", "hidden", "masked", "redacted", "notset", "empty", "default", "basic", "bearer",
-                        "bot", "apikey", "sso-key", "key"})
+                        "bot", "apikey", "sso-key", "key", "pass"})
 _PLACEHOLDER_WORDS = ("your", "example", "changeme", "change_me", "change-me", "replace-me", "replace_me", "replaceme",
                       "placeholder", "redacted", "dummy", "xxxx", "****", "....", "getenv", "environ")
 # Whole-value templates: `$VAR`, `${VAR}`, `$(cmd)`, `` `cmd` ``, `%s`, `%(pw)s`, `%PW%`, `%{pw}`, `<your-key>`,
