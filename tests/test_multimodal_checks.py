@@ -155,3 +155,37 @@ def test_subtitles_round_trip_and_name_a_bad_line():
     assert parse_cues(format_vtt(segs))[1].end == 3725.004
     with pytest.raises(ValueError, match="line 2"):
         parse_cues("1\n00:00:xx --> 00:00:01,000\nhi\n")
+
+
+@pytest.mark.parametrize("name, pack", [
+    ("shard.tar.gz", lambda b: __import__("gzip").compress(b, mtime=0)),
+    ("shard.tgz", lambda b: __import__("gzip").compress(b, mtime=0)),
+    ("shard.tar.xz", lambda b: __import__("lzma").compress(b)),
+    ("shard.tar.bz2", lambda b: __import__("bz2").compress(b)),
+    ("shard.tar.zst", lambda b: __import__("zstandard").ZstdCompressor().compress(b)),
+])
+def test_compressed_shards_are_read_and_a_cut_between_members_is_truncated(tmp_path, name, pack):
+    """A shard named `.tar.gz`/`.tgz`/`.tar.xz`/`.tar.bz2`/`.tar.zst` was counted as media and skipped without a
+    word (auto format); zstd was not read at all. Cut inside its compressed stream right after a sample, it is
+    `truncated`, not a clean end."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for key in ("a", "b", "c"):
+            for ext, data in (("png", png()), ("txt", f"caption {key}".encode())):
+                info = tarfile.TarInfo(f"{key}.{ext}")
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    whole = pack(buf.getvalue())
+    (tmp_path / "good").mkdir()
+    (tmp_path / "good" / name).write_bytes(whole)
+    got = list(read_source(FilesMMSource(name="s", paths=["good"]), tmp_path))
+    stem = Path(name).stem           # ids keep the name less its last suffix, as for `.tar`
+    assert sorted(g.id for g in got if isinstance(g, MMRecord)) == [f"s/{stem}/{k}" for k in "abc"], got
+    assert all(g.text.startswith("caption ") for g in got)
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / name).write_bytes(whole[:len(whole) * 2 // 3])
+    got = list(read_source(FilesMMSource(name="s", paths=["cut"]), tmp_path))
+    # bz2 and zstd decode nothing of a cut single block: the shard is then unreadable as a whole
+    reasons = ["unreadable_file"] if name.endswith((".bz2", ".zst")) else ["truncated"]
+    assert [g.reason for g in got if isinstance(g, MMBad)] == reasons, got
+    assert f"s/{stem}/c" not in {g.id for g in got if isinstance(g, MMRecord)}

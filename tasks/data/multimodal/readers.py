@@ -30,6 +30,7 @@ from specs.multimodal import FilesMMSource
 from tasks.data.formats.parquet_rows import parquet_rows
 from tasks.data.formats.paths import display_path, expand_paths, link_roots
 from tasks.data.formats.json_lines import PARSE_ISSUES, json_lines
+from tasks.data.formats.streams import inner_suffix, open_stream
 from tasks.core.files import finite
 from tasks.data.records import unicode_error
 from tasks.data.multimodal.records import AUDIO_SUFFIXES, MMBad, MMRecord, MediaRef, Segment, kind_cap, \
@@ -111,7 +112,10 @@ def _format_of(path: Path, audio_stems: set[Path]) -> str | None:
         return "audio" if any(path.with_suffix(s).is_file() for s in SIDECARS) else None
     if suffix in SIDECARS and path.with_suffix("") in audio_stems:
         return None
-    return {".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".tar": "webdataset"}.get(suffix)
+    # by the suffix under a compression's (`shard-0001.tar.gz`, `rows.jsonl.zst`): both readers decompress by the
+    # file's first bytes, and such shards were counted as media and skipped without a word
+    return {".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".tar": "webdataset",
+            ".tgz": "webdataset"}.get(inner_suffix(path))
 
 
 def _record(src: FilesMMSource, key: str, text: Any, media: MediaRef, origin: str,
@@ -265,7 +269,8 @@ def read_webdataset(path: Path, shown: str, src: FilesMMSource, scope: Scope) ->
     size its tar header declares, which is what reading it would decompress) is skipped unread and its sample
     refused (`file_too_large`), and a member no check reads is never held (`_unused`). One member is in memory
     at a time: the stage parks each sample's media on disk (`records.MediaSpool`) as it arrives."""
-    with tarfile.open(path, mode="r|*") as tar:
+    # decompressed by its first bytes as ingest's streams are (gzip, zstd, bz2, xz; zstd fed in bounded pieces)
+    with open_stream(path) as stream, tarfile.open(fileobj=stream.buf, mode="r|") as tar:
         key, members, faults = None, {}, []
         try:
             for info in tar:
@@ -291,8 +296,10 @@ def read_webdataset(path: Path, shown: str, src: FilesMMSource, scope: Scope) ->
                     drain(tar, info)
                 else:
                     members[ext] = tar.extractfile(info).read()
+            if stream.damage:       # the stream broke between members: tarfile saw a clean end
+                raise EOFError(stream.damage)
         except (tarfile.TarError, EOFError, OSError) as exc:  # a cut shard: what came before it stays
-            yield MMBad(src.name, f"{shown}:{key}", "truncated", f"{type(exc).__name__}: {exc}")
+            yield MMBad(src.name, f"{shown}:{key}", "truncated", stream.damage or f"{type(exc).__name__}: {exc}")
             return
         if key is not None:
             yield _sample(key, members, shown, src, faults)
