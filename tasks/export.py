@@ -3,9 +3,10 @@
 The finished model is the preference-tuned one (data/prefer/, the same files as sft's) when the prefer stage trained
 (`prefer.enabled`, the default), else SFT's. Inputs: data/sft/ (`model.safetensors` consolidated fp32 weights,
 `config.json`, `tokenizer.json`, `chat_template.jinja`, `report.json`; from a checkpoint `hf_stated.json`). For the
-model card's lineage it also reads, without declaring them (they are upstream of sft transitively), every earlier
-stage's `data/<stage>/manifest.json` and `metrics/<stage>.json`, `data/review{,_sft,_prefer}/decision.json` (mode
-off: "not reviewed") and `params.yaml`.
+model card's lineage it also reads every earlier stage's `data/<stage>/manifest.json` and `metrics/<stage>.json`,
+`data/review{,_sft,_prefer}/decision.json` (mode off: "not reviewed") and sections of `params.yaml`: declared in the
+stage registry (`lineage`, `quotes_params`, tasks/core/graph.py), so DVC re-runs export whenever the card would
+change, not only when the model does.
 Outputs (data/export/):
   hf/           config.json, generation_config.json, model.safetensors, tokenizer.json, tokenizer_config.json
                 (with the chat template), special_tokens_map.json, README.md (card) — see tasks/train/hf/hf_export.py
@@ -29,6 +30,7 @@ from typing import Any
 
 from specs.export import ExportSpec
 from specs.results import StageResult
+from tasks.core import graph
 from tasks.core.files import write_json_atomic
 from tasks.core.runner import StagePaths
 from tasks.data.mixing.tokenizer import load_tokenizer
@@ -65,7 +67,7 @@ def run(spec: ExportSpec, paths: StagePaths) -> StageResult:
     chat = chat_facts(sft)
     specials = export_specials(spec, chat, sft / "tokenizer.json")
     params = read_params(paths.root / "params.yaml")
-    lineage = lineage_rows(paths.root)
+    lineage = lineage_rows(paths.root, graph.stage(paths.stage).lineage)
 
     out, staging = paths.out / HF_DIR, paths.out / STAGING_DIR
     card = build_card(spec, params, lineage, template, paths.root, paths.input("sft"), specials["eos_token"])

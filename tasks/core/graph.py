@@ -24,6 +24,7 @@ DATA_DIR = "data"
 METRICS_DIR = "metrics"
 RUNS_DIR = "runs"
 REPORTS_DIR = "reports"
+MANIFEST = "manifest.json"  # what tasks/core/runner.py writes in every stage's out folder
 
 # The checkout whose code the stages run: their code deps are computed from the files here (tasks/core/closure.py).
 CODE_ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +50,13 @@ class StageDef:
     # A gate's verdict: the file of its out that the stages after it depend on (DVC dep, manifest input), rather
     # than the whole folder, whose report and manifest also change with knobs that leave the verdict as it was.
     verdict: str | None = None
+    # Stages whose record (manifest, or a gate's verdict) and metrics this stage reads besides its upstream outs
+    # (export's model card lists them with their sha256): DVC deps too, so a rerun that changes any of them
+    # re-runs this stage, even where the model it starts from came out the same.
+    lineage: tuple[str, ...] = field(default=())
+    # Params keys the stage reads raw (not through its spec; the card quotes them): DVC params, so a changed value
+    # re-runs the stage, but not sections of its code closure (it runs none of their spec code).
+    quotes_params: tuple[str, ...] = field(default=())
 
     @property
     def module_name(self) -> str:
@@ -67,6 +75,11 @@ class StageDef:
     def metrics_file(self) -> str:
         return f"{METRICS_DIR}/{self.name}.json"
 
+    @property
+    def record(self) -> str:
+        """The file that stands for the stage's run in a lineage: a gate's verdict, else its manifest."""
+        return f"{self.out_dir}/{self.verdict or MANIFEST}"
+
     def code_deps(self, root: Path = CODE_ROOT) -> list[str]:
         """The files of `root` the stage's process can run, sorted: the import closure of the stage entry, the
         stage's module and spec, and the programs they start (rank workers), plus those modules' data files.
@@ -77,10 +90,13 @@ class StageDef:
 
     def sections(self) -> set[str]:
         """The params sections the stage reads: those of its DVC params, and its own."""
-        return {key.split(".")[0] for key in self.param_keys()} | {self.name}
+        return {key.split(".")[0] for key in self.spec_param_keys()} | {self.name}
+
+    def spec_param_keys(self) -> list[str]:
+        return [self.name, *(["run.seed"] if self.seeded else []), *self.params]
 
     def param_keys(self) -> list[str]:
-        return [self.name, *(["run.seed"] if self.seeded else []), *self.params]
+        return [*self.spec_param_keys(), *self.quotes_params]
 
 
 # Code deps are not declared here: StageDef.code_deps computes them from the imports.
@@ -127,7 +143,12 @@ STAGES: tuple[StageDef, ...] = (
     # so the model card shows the scores and a failed benchmark gate keeps the model unpublished.
     StageDef("benchmark", upstream=("clean", "mix", "pretrain", "sft", "prefer"), seeded=True,
              params=("model.init",)),
-    StageDef("export", upstream=("sft", "review_sft", "benchmark", "prefer", "review_prefer")),
+    # The model card lists every stage's record and headline metrics and quotes params sections (its lineage).
+    StageDef("export", upstream=("sft", "review_sft", "benchmark", "prefer", "review_prefer"),
+             lineage=("ingest", "validate", "clean", "mix", "pretrain", "evaluate", "review", "instruct", "sft",
+                      "benchmark", "prefer_data", "prefer_ref", "prefer"),
+             quotes_params=("model", "pretrain", "sft", "ingest.sources", "instruct.sources", "clean.pii.enabled",
+                            "review.max_kept_pii_fraction", "review_sft.max_kept_pii_fraction")),
 )
 
 STAGE_NAMES = tuple(s.name for s in STAGES)
@@ -152,8 +173,19 @@ def stage(name: str) -> StageDef:
     raise KeyError(f"unknown stage {name!r}; stages are: {', '.join(STAGE_NAMES)}")
 
 
+def lineage_files(s: StageDef) -> list[str]:
+    """What `s` reads of its lineage stages that its upstream deps do not already hold: each one's record and,
+    for a stage that is not a gate, its metrics (tasks/eval/export_card.py `lineage_rows`)."""
+    held = [stage(u).handed_on for u in s.upstream]
+    files = []
+    for name in s.lineage:
+        ls = stage(name)
+        files += [f for f in (ls.record, None if ls.verdict else ls.metrics_file) if f is not None]
+    return [f for f in files if not any(f == h or f.startswith(f"{h}/") for h in held)]
+
+
 def dvc_stage_entry(s: StageDef, root: Path = CODE_ROOT) -> dict[str, Any]:
-    deps = [*s.code_deps(root), *(stage(u).handed_on for u in s.upstream), *s.extra_deps]
+    deps = [*s.code_deps(root), *(stage(u).handed_on for u in s.upstream), *s.extra_deps, *lineage_files(s)]
     return {
         "cmd": f"python -m tasks.core.run {s.name}",
         "deps": deps,

@@ -21,7 +21,7 @@ from tasks.core.executors import stage_session
 from tasks.core.files import check_writable, file_records, sha256_file, write_json_atomic
 from tasks.core.integrity import verify_upstream
 
-MANIFEST = "manifest.json"
+MANIFEST = graph.MANIFEST
 # Libraries whose versions can change a stage's output; recorded in every manifest.
 TRACKED_PACKAGES = (
     "pydantic", "pyarrow", "pandas", "numpy", "great_expectations", "mwparserfromhell", "datasketch",
@@ -131,7 +131,8 @@ def run_stage(name: str, params: Params, root: Path) -> StageResult:
         spec=spec.model_dump(mode="json", by_alias=True),
         spec_hash=spec_hash(spec),
         code=file_records([root / c for c in sdef.code_deps()], root),
-        inputs=upstream_records + file_records([root / d for d in sdef.extra_deps if (root / d).exists()], root),
+        inputs=upstream_records + file_records([root / d for d in (*sdef.extra_deps, *graph.lineage_files(sdef))
+                                                if (root / d).exists()], root),
         outputs=file_records([paths.out], root),
         counts=result.counts,
         packages=package_versions(),

@@ -21,8 +21,6 @@ from tasks.core.runner import MANIFEST
 from tasks.eval.preference_card import card_sections
 from tasks.train.inputs.chat import render_jinja
 
-LINEAGE_STAGES = ("ingest", "validate", "clean", "mix", "pretrain", "evaluate", "review", "instruct", "sft",
-                  "benchmark", "prefer_data", "prefer_ref", "prefer")
 PARAM_SECTIONS = ("model", "pretrain", "sft")
 # A review decision's free text and time: the card's Review section shows them, a lineage cell would not hold them.
 VERDICT_PROSE = ("notes", "time", "sample_sha256")
@@ -72,19 +70,19 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def lineage_rows(root: Path) -> list[dict[str, Any]]:
-    """One row per upstream stage folder present under data/: the record the pipeline carried on from it, its
+def lineage_rows(root: Path, stages: tuple[str, ...]) -> list[dict[str, Any]]:
+    """One row per stage of `stages` (the reading stage's declared lineage, tasks/core/graph.py, so DVC re-runs it
+    when any of these files changes) whose folder is present under data/: the record the pipeline carried on from it, its
     sha256 (None when the stage left none) and headline figures as `key=value` strings. A stage's record is its
     manifest and its headline its metrics' top-level scalars; a gate's are its verdict file (what the stages after
     it depend on: its manifest can change without the model changing, tasks/core/graph.py) and the verdict's short
     scalars."""
     rows = []
-    for name in LINEAGE_STAGES:
-        folder = root / DATA_DIR / name
-        if not folder.is_dir():
+    for name in stages:
+        if not (root / DATA_DIR / name).is_dir():
             continue
         verdict = graph.stage(name).verdict
-        record = folder / (verdict or MANIFEST)
+        record = root / graph.stage(name).record
         figures = _read_json(record) if verdict else _read_json(root / METRICS_DIR / f"{name}.json")
         headline = {k: v for k, v in _scalars(figures, depth=1).items() if k not in VERDICT_PROSE}
         rows.append({"stage": name, "record": record.name,
