@@ -24,6 +24,7 @@ from typing import Callable
 from stdnum import luhn as stdnum_luhn
 
 from tasks.data.privacy.pii_cues import phone_cue_before
+from tasks.data.privacy.pii_cuetable import Gate, cue_index, cued_at, named_cues
 from tasks.data.privacy.pii_national import valid_as
 
 
@@ -200,14 +201,14 @@ _GENERIC = r"national[ _-]id(?:entity|entification)?(?:[ ]card)?|(?:identity|cit
            r"|(?:national|citizen)[ _-](?:identity|identification)"
 _CUE_NAMES = [*_CUES, _GENERIC]
 _CUED = re.compile(
-    r"(?i:(?<![\w-])(?:" + "|".join(f"(?P<c{i}>{cue})" for i, cue in enumerate(_CUE_NAMES)) + r")(?![\w]))"
+    r"(?i:(?<![\w-])(?:" + named_cues(_CUE_NAMES) + r")(?![\w]))"
     r"(?i:[ _-]?(?:number|num|no\.?|nr\.?|n[°º]\.?|\#|n[uú]mero|num[eé]ro|nomor|номер|號碼))?"
     r"\.?[\"'\s:=#>：|(),*-]{0,6}(?:</t[dh]>\s*<t[dh]>)?[ \t]{0,30}(?:(?:is|es|é|adalah)[\"'\s:=#>：|(]{1,4})?"
     r"(?P<number>[A-Z]{0,5}[0-9][0-9A-Z() ./-]{4,22})(?![\w-]|[./:,][0-9])")
 
 
 def _schemes(m: re.Match[str]) -> tuple[str, ...]:
-    named = next(int(name[1:]) for name, value in m.groupdict().items() if name[0] == "c" and value is not None)
+    named = cue_index(m)
     return _STRONG if named == len(_CUES) else _CUES[_CUE_NAMES[named]]
 
 
@@ -249,32 +250,14 @@ _ANCHOR = re.compile(r"[0-9](?=[0-9A-Z() ./-]{4})(?:(?<![\w.+/-][0-9])(?=[0-9A-Z
 # A literal of each cue, lower case: one of them must stand in the 48 characters before the token. The short
 # ones (`ic`, `fin`, `pan`) must stand as words, the others at a word's start: inside `public`, `final` or
 # `span` they would send one token in ten on to `_CUED` (30-odd alternatives at every position: 0.1 ms a try).
-_WORD_GATES = ("ic", "i/c", "k/p", "cc", "fin", "nit", "rfc", "pan", "ird", "nif", "inn", "инн", "eid", "nik", "ktp",
-               "taj", "afm", "kra", "emso", "emšo", "tfn", "cnic", "nric", "jmbg", "hkid", "cccd", "αφμ")
-_START_GATES = ("снилс", "snils", "страховой", "идентификацион", "mykad", "pengenalan", "induk", "e-ktp",
-                "emirates", "iqama", "saudi", "nicop", "contribuinte", "cidad", "cédula", "cedula", "c.i", "c. i",
-                "permanent", "tax file", "inland", "matična", "матичн", "társadalom", "adóazonos", "adoazonos",
-                "α.φ.μ", "căn", "can c", "định", "egyptian", "national", "identity", "citizen")
-_ANY_GATES = ("الهوية", "إقامة", "شناختی", "पैन", "身份證", "身分證", "ประชาชน", "القومي", "قومي")
-# One scan of plain literals (`re` skips in C to a literal's first letter; a lookbehind in front of the
-# alternation would try every position), then the word test in Python on the rare hit.
-_GATE = re.compile("|".join(map(re.escape, sorted(_WORD_GATES + _START_GATES + _ANY_GATES, key=len, reverse=True))))
-_WORDS, _STARTS = frozenset(_WORD_GATES), frozenset(_START_GATES)
-
-
-def gated(before: str) -> bool:
-    """Whether a cue literal stands in `before` (lower case) as a word (`_WORD_GATES`), at a word's start
-    (`_START_GATES`) or anywhere (`_ANY_GATES`: scripts written without spaces)."""
-    for hit in _GATE.finditer(before):
-        lit, lo, hi = hit.group(), hit.start(), hit.end()
-        if lit in _WORDS or lit in _STARTS:
-            if lo > 0 and before[lo - 1].isalnum() or lit in _WORDS and hi < len(before) and before[hi].isalnum():
-                continue
-        return True
-    return False
-
-
-_BACK = 48
+_GATE = Gate(
+    words=("ic", "i/c", "k/p", "cc", "fin", "nit", "rfc", "pan", "ird", "nif", "inn", "инн", "eid", "nik", "ktp",
+           "taj", "afm", "kra", "emso", "emšo", "tfn", "cnic", "nric", "jmbg", "hkid", "cccd", "αφμ"),
+    starts=("снилс", "snils", "страховой", "идентификацион", "mykad", "pengenalan", "induk", "e-ktp",
+            "emirates", "iqama", "saudi", "nicop", "contribuinte", "cidad", "cédula", "cedula", "c.i", "c. i",
+            "permanent", "tax file", "inland", "matična", "матичн", "társadalom", "adóazonos", "adoazonos",
+            "α.φ.μ", "căn", "can c", "định", "egyptian", "national", "identity", "citizen"),
+    anywhere=("الهوية", "إقامة", "شناختی", "पैन", "身份證", "身分證", "ประชาชน", "القومي", "قومي"))
 
 
 class CueLed:
@@ -288,13 +271,8 @@ class CueLed:
                 start -= 1
             if start < last:
                 continue
-            lo = max(last, start - _BACK)
-            if not gated(text[lo:start].lower()):
-                continue
-            m = _CUED.search(text, lo, min(len(text), start + 40))
-            while m is not None and m.start("number") < start:      # an earlier cue's number
-                m = _CUED.search(text, m.start() + 1, min(len(text), start + 40))
-            if m is None or m.start("number") != start or (replaced := repl(m)) == m.group():
+            m = cued_at(_CUED, _GATE, text, start, last)
+            if m is None or (replaced := repl(m)) == m.group():
                 continue
             out += (text[last:m.start()], replaced)
             last = m.end()
