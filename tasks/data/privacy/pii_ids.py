@@ -169,8 +169,8 @@ def _ssn(m: re.Match[str]) -> bool:
 # second; not the unissued BG, GB, KN, NK, NT, TN, ZZ; suffix A-D): spaced in pairs as HMRC prints it anywhere,
 # bare (`QQ123456C`) only after a cue. Canada's Social Insurance Number (`046 454 286`, Luhn, first digit 1-7
 # or 9 by `stdnum.ca.sin`) only after a cue: nine digits alone are anybody's. Both are counted as `ssn`.
-_NINO = re.compile(r"[A-CEGHJ-PR-TW-Z](?<![\w][A-Z])[A-CEGHJ-NPR-TW-Z](?P<sp>[ ]?)\d\d(?P=sp)\d\d(?P=sp)\d\d"
-                   r"(?P=sp)[A-D](?![\w-])", re.ASCII)
+_NINO = re.compile(r"[A-CEGHJ-PR-TW-Z](?<![\w][A-Z])[A-CEGHJ-NPR-TW-Z](?:(?P<sp>[ ]?)\d\d(?P=sp)\d\d(?P=sp)\d\d"
+                   r"(?P=sp)|[ ]\d{6}[ ])[A-Z](?![\w-])", re.ASCII)
 _NINO_PREFIX = "[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z]"
 # Its first digit after the prefix letters (and a space): a digit-led scan, as `CountryLed`'s (led by a capital,
 # `_NINO` would be tried at every capital of the text).
@@ -192,7 +192,8 @@ class PrefixLed:
 
 
 _NINO_UNISSUED = frozenset({"BG", "GB", "KN", "NK", "NT", "TN", "ZZ"})
-_NINO_CUE = re.compile(r"(?i)(?:\bnino|\bni[ ]?(?:no|number|\#)|national[ _-]insurance(?:[ _-]?(?:number|no|\#))?)"
+_NINO_CUE = re.compile(r"(?i)(?:\bnino|\bni[ ]?(?:no|number|\#)|(?:national[ _-]insurance|\bssn|social[ _-]security"
+                       r"|national[ _-]id)(?:[ _-]?(?:number|no|\#))?)"
                        r"\.?[\"']?[ \t]*(?:[:=#]|is|was)?[ \t]*[\"']?$")
 _SIN = re.compile(r"[0-9](?<![\w.+/-][0-9])\d\d(?P<sep>[ -]?)\d{3}(?P=sep)\d{3}(?![\w-]|[./:,]\d)", re.ASCII)
 # A SIN cue, then what may stand between it and the number (`SIN #: `, `Social Insurance Number is `): one
@@ -221,9 +222,10 @@ class CuedSin:
 
 
 def _nino(m: re.Match[str]) -> bool:
-    if m.group()[:2] in _NINO_UNISSUED:
-        return False
-    return bool(m.group("sp")) or _NINO_CUE.search(m.string, max(0, m.start() - 40), m.start()) is not None
+    # After a cue the field says what it is, even an unissued `ZZ … T` (Faker's); bare, only issuable spaced pairs.
+    if _NINO_CUE.search(m.string, max(0, m.start() - 40), m.start()) is not None:
+        return True
+    return m.group()[:2] not in _NINO_UNISSUED and m.group()[-1] in "ABCD" and bool(m.group("sp"))
 
 
 def _sin(m: re.Match[str]) -> bool:

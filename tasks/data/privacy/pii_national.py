@@ -138,10 +138,20 @@ _CUES: dict[str, tuple[str, ...]] = {
     r"ppsn?|personal[ ]public[ ]service": ("ie.pps",),
     r"asmens[ ]kodas": ("lt.asmens",),
 }
-_ALL_SCHEMES = tuple(dict.fromkeys(s for schemes in _CUES.values() for s in schemes))
+# A generic cue takes a number valid in any scheme (and Canada's SIN, which `pii_ids` looks for after its own cues):
+# what a form in English calls the field whatever the country (`SSN: 271085746352196` is a French NIR).
+_ALL_SCHEMES = (*dict.fromkeys(s for schemes in _CUES.values() for s in schemes), "ca.sin")
+SOCIAL_CUES = r"ssn|social[ _-](?:security|insurance)|identity[ _-]number|id[ _-]card"
 _GENERIC = r"national[ _-]id(?:entity|entification)?|(?:personal|identity|citizen)[ _-]id|personal[ _-]number" \
            r"|(?:national|personal|citizen)[ _-](?:identity|identification)"
-_CUE_NAMES = [*_CUES, _GENERIC]
+_CUE_NAMES = [*_CUES, _GENERIC, SOCIAL_CUES]
+# The US SSN's layouts (9 digits, 3-2-4): after `SSN` such a number is judged by the SSA's rules (`pii_ids`) alone,
+# so an invalid SSN (`SSN 666-19-6688 is not issued`) is not taken for a Dutch BSN or Canadian SIN.
+_US_LAYOUT = re.compile(r"\d{3}([ -]?)\d\d\1\d{4}")
+
+
+def us_layout(number: str) -> bool:
+    return _US_LAYOUT.fullmatch(number) is not None
 _CUED = re.compile(
     r"(?i:(?<![\w-])(?:" + named_cues(_CUE_NAMES) + r"))"
     r"(?i:[ _-]?(?:number|num|no\.?|nr\.?|n[°º]\.?|\#|n[uú]mero|num[eé]ro|numarası|nummer|번호|号码|番号))?"
@@ -151,16 +161,18 @@ _CUED = re.compile(
 
 def _cued_schemes(m: re.Match[str]) -> tuple[str, ...]:
     named = cue_index(m)
-    return _ALL_SCHEMES if named == len(_CUES) else _CUES[_CUE_NAMES[named]]
+    return _ALL_SCHEMES if named >= len(_CUES) else _CUES[_CUE_NAMES[named]]
 
 
 def _cued_end(m: re.Match[str]) -> int:
     """The end of the longest prefix of whole groups of the number that is valid in a scheme of its cue (a
     number followed by another group, `PESEL 44051401359 12`), or 0."""
     number, schemes = m.group("number"), _cued_schemes(m)
+    social = cue_index(m) == len(_CUES) + 1
     end = len(number)
     while end > 0:
-        if _distinct(number[:end]) >= 3 and any(valid_as(s, number[:end]) for s in schemes):
+        part = number[:end]
+        if _distinct(part) >= 3 and not (social and us_layout(part)) and any(valid_as(s, part) for s in schemes):
             return end
         end = max(number.rfind(" ", 0, end), 0)
     return 0
@@ -181,7 +193,7 @@ _GATES = ("pesel", "bsn", "burgerservice", "sofi", "cpf", "nir", "secu", "sécu"
           "sv-n", "rijksreg", "national", "insz", "niss", "ahv", "avs", "my number", "identity", "citizen", "ת", "рнокпп",
           "іпн", "инн", "身份", "身分", "주민", "マイナンバー", "個人番号", "आधार",
           "rodn", "r.č", "r. č", "egn", "егн", "kennitala", "kt.", "cuit", "cuil", "sa id", "african", "pps",
-          "personal public", "asmens")
+          "personal public", "asmens", "ssn", "social", "id card", "id-card", "id_card")
 _GATE = Gate(anywhere=_GATES)     # one scan in C, not 60 `in` tests per number
 
 

@@ -25,7 +25,7 @@ from stdnum import luhn as stdnum_luhn
 
 from tasks.data.privacy.pii_cues import phone_cue_before
 from tasks.data.privacy.pii_cuetable import Gate, cue_index, cued_at, named_cues
-from tasks.data.privacy.pii_national import valid_as
+from tasks.data.privacy.pii_national import SOCIAL_CUES, us_layout, valid_as
 
 
 def valid_snils(number: str) -> bool:
@@ -150,7 +150,30 @@ def valid_eg_nid(number: str) -> bool:
     return born <= datetime.date.today()
 
 
+def valid_de_rvnr(number: str) -> bool:
+    """Germany's Rentenversicherungsnummer (the Sozialversicherungsnummer): a 2-digit area, the birth date DDMMYY
+    (day + 50 for a second number), the birth name's initial, a 2-digit serial and a check digit: the 12 digits
+    (the letter as its place in the alphabet, 01-26) weighted 2,1,2,5,7,1,2,1,2,1,2,1, each product's digit sum
+    added, mod 10."""
+    m = re.fullmatch(r"(\d{2})(\d\d)(\d\d)\d\d([A-Z])(\d{2})(\d)", number)
+    if m is None or not 1 <= int(m[2]) % 50 <= 31 or not 1 <= int(m[3]) <= 12:
+        return False
+    digits = number[:8] + f"{ord(m[4]) - 64:02d}" + m[5]
+    total = sum(sum(divmod(int(d) * w, 10)) for d, w in zip(digits, (2, 1, 2, 5, 7, 1, 2, 1, 2, 1, 2, 1)))
+    return total % 10 == int(m[6])
+
+
+# Schemes with no published check, known by their length or layout only (separators removed): taken after
+# their own cue, never a generic one.
+_LAYOUTS = {
+    "ph.sss": r"\d{10}", "ph.gsis": r"\d{11}", "ph.pagibig": r"\d{12}", "ph.philhealth": r"\d{12}",
+    "ph.umid": r"\d{12}", "ph.psn": r"\d{12}|\d{16}", "ng.nin": r"\d{11}", "dz.nin": r"\d{18}",
+    "bd.nid": r"\d{10}|\d{13}|\d{17}", "ve.ci": r"[VE]\d{6,9}", "ar.dni": r"\d{7,8}", "it.cie": r"[A-Z]{2}\d{5}[A-Z]{2}|[A-Z]{2}\d{7}",
+}
+
+
 _OWN: dict[str, Callable[[str], bool]] = {
+    **{scheme: re.compile(layout).fullmatch for scheme, layout in _LAYOUTS.items()}, "de.rvnr": valid_de_rvnr,
     "ru.snils": valid_snils, "sg.nric": valid_nric, "ae.eid": valid_emirates, "sa.nid": valid_saudi,
     "hk.hkid": valid_hkid, "tw.nid": valid_taiwan, "uy.ci": valid_uy_ci, "pt.cc": valid_pt_cc,
     "hu.taj": valid_hu_taj, "hu.tax": valid_hu_tax, "vn.cccd": valid_vn_cccd, "eg.nid": valid_eg_nid,
@@ -178,7 +201,10 @@ _CUES: dict[str, tuple[str, ...]] = {
     r"cnic|nicop|شناختی[ ]کارڈ": ("pk.cnic",),
     r"nif|n\.?[ ]?contribuinte|contribuinte": ("pt.nif",),
     r"cart[aã]o[ ]de[ ]cidad[aã]o|(?-i:CC)": ("pt.cc",),
-    r"c[eé]dula(?:[ ]de[ ]identidad(?:[ ]civil)?|[ ]de[ ]ciudadan[ií]a)?|c\.[ ]?i\.?": ("ec.ci", "uy.ci"),
+    r"c[eé]dula(?:[ ]de[ ]identidad(?:[ ]civil)?|[ ]de[ ]ciudadan[ií]a)?|c\.[ ]?i\.?": ("ec.ci", "uy.ci", "ve.ci"),
+    r"(?-i:DNI)|documento[ ]nacional[ ]de[ ]identidad": ("ar.dni",),
+    # A US ITIN has the SSN's layout in the area the SSA never issues (9XX): after `SSN` it is an invalid SSN.
+    r"itin|individual[ ]taxpayer(?:[ ]identification)?": ("us.itin",),
     r"(?-i:NIT)": ("co.nit",),
     r"rfc": ("mx.rfc",),
     r"(?-i:PAN)(?:[ ]card)?|permanent[ ]account[ ]number|पैन": ("in_.pan",),
@@ -194,22 +220,32 @@ _CUES: dict[str, tuple[str, ...]] = {
     r"αφμ|α\.φ\.μ\.?|afm": ("gr.vat",),
     r"cccd|c[aă]n[ ]c[uư][oớ]c(?:[ ]c[oô]ng[ ]d[aâ]n)?|s[oố][ ]đ[iị]nh[ ]danh(?:[ ]c[aá][ ]nh[aâ]n)?": ("vn.cccd",),
     r"الرقم[ ]القومي|رقم[ ]قومي|egyptian[ ]national[ ]id": ("eg.nid",),
+    r"(?:renten|sozial)?versicherungsnummer|(?-i:RVNR|SVNR)|(?-i:RV|SV)-?(?:nummer|nr)": ("de.rvnr",),
+    r"(?-i:SSS)|social[ ]security[ ]system": ("ph.sss",),
+    r"(?-i:GSIS)(?:[ ]bp)?": ("ph.gsis",),
+    r"pag-?ibig(?:[ ]mid)?|(?-i:HDMF)": ("ph.pagibig",),
+    r"phil-?health|(?-i:PHIC)": ("ph.philhealth",),
+    r"(?-i:UMID|CRN)": ("ph.umid",),
+    r"phil-?sys|(?-i:PSN|PCN)": ("ph.psn",),
+    r"(?-i:NIN)": ("ng.nin", "dz.nin"),
+    r"(?-i:NID)|smart[ ]nid": ("bd.nid",),
+    r"(?-i:CIE)|carta[ ]d['’]identit[àa](?:[ ]elettronica)?|carta[ ]di[ ]identit[àa]": ("it.cie",),
 }
 _STRONG = ("ru.snils", "sg.nric", "my.nric", "id.nik", "ae.eid", "pk.cnic", "pt.cc", "in_.pan", "si.emso",
-           "hk.hkid", "tw.nid")
+           "hk.hkid", "tw.nid", "de.rvnr")
 _GENERIC = r"national[ _-]id(?:entity|entification)?(?:[ ]card)?|(?:identity|citizen)[ _-](?:card|id)" \
            r"|(?:national|citizen)[ _-](?:identity|identification)"
-_CUE_NAMES = [*_CUES, _GENERIC]
+_CUE_NAMES = [*_CUES, _GENERIC, SOCIAL_CUES]
 _CUED = re.compile(
     r"(?i:(?<![\w-])(?:" + named_cues(_CUE_NAMES) + r")(?![\w]))"
     r"(?i:[ _-]?(?:number|num|no\.?|nr\.?|n[°º]\.?|\#|n[uú]mero|num[eé]ro|nomor|номер|號碼))?"
     r"\.?[\"'\s:=#>：|(),*-]{0,6}(?:</t[dh]>\s*<t[dh]>)?[ \t]{0,30}(?:(?:is|es|é|adalah)[\"'\s:=#>：|(]{1,4})?"
-    r"(?P<number>[A-Z]{0,5}[0-9][0-9A-Z() ./-]{4,22})(?![\w-]|[./:,][0-9])")
+    r"(?P<number>(?:[A-Z]-|[A-Z]{0,5})[0-9][0-9A-Z() ./-]{4,22})(?![\w-]|[./:,][0-9])")
 
 
 def _schemes(m: re.Match[str]) -> tuple[str, ...]:
     named = cue_index(m)
-    return _STRONG if named == len(_CUES) else _CUES[_CUE_NAMES[named]]
+    return _STRONG if named >= len(_CUES) else _CUES[_CUE_NAMES[named]]
 
 
 def _cut_points(number: str) -> list[int]:
@@ -229,9 +265,11 @@ def _cued_end(m: re.Match[str]) -> int:
     if phone_cue_before(m, 32) is not None:
         return 0
     number, schemes = m.group("number"), _schemes(m)
+    social = cue_index(m) == len(_CUES) + 1    # after `SSN` a US layout is the SSA's to judge (pii_national)
     for end in _cut_points(number):
         part = number[:end]
-        if len({c for c in part if c.isalnum()}) >= 3 and any(valid_scheme(s, part) for s in schemes):
+        if len({c for c in part if c.isalnum()}) >= 3 and not (social and us_layout(part)) and \
+                any(valid_scheme(s, part) for s in schemes):
             return end
     return 0
 
@@ -246,17 +284,21 @@ def _span(m: re.Match[str]) -> tuple[int, int]:
 # with the digit (every scheme has 7 digits or more): `Order 12345` is not looked at.
 _ANCHOR = re.compile(r"[0-9](?=[0-9A-Z() ./-]{4})(?:(?<![\w.+/-][0-9])(?=[0-9A-Z() ./-]{6})"
                      r"|(?<=(?<![\w.+/-])[A-Z][0-9])|(?<=(?<![\w.+/-])[A-Z]{2}[0-9])|(?<=(?<![\w.+/-])[A-Z]{3}[0-9])"
-                     r"|(?<=(?<![\w.+/-])[A-Z]{4}[0-9])|(?<=(?<![\w.+/-])[A-Z]{5}[0-9]))", re.ASCII)
+                     r"|(?<=(?<![\w.+/-])[A-Z]{4}[0-9])|(?<=(?<![\w.+/-])[A-Z]{5}[0-9])|(?<=(?<![\w.+/-])[A-Z]-[0-9]))",
+                     re.ASCII)
 # A literal of each cue, lower case: one of them must stand in the 48 characters before the token. The short
 # ones (`ic`, `fin`, `pan`) must stand as words, the others at a word's start: inside `public`, `final` or
 # `span` they would send one token in ten on to `_CUED` (30-odd alternatives at every position: 0.1 ms a try).
 _GATE = Gate(
     words=("ic", "i/c", "k/p", "cc", "fin", "nit", "rfc", "pan", "ird", "nif", "inn", "инн", "eid", "nik", "ktp",
-           "taj", "afm", "kra", "emso", "emšo", "tfn", "cnic", "nric", "jmbg", "hkid", "cccd", "αφμ"),
+           "taj", "afm", "kra", "emso", "emšo", "tfn", "cnic", "nric", "jmbg", "hkid", "cccd", "αφμ", "sss", "gsis",
+           "hdmf", "phic", "umid", "crn", "psn", "pcn", "nin", "nid", "cie", "rvnr", "svnr", "ssn", "dni", "itin"),
     starts=("снилс", "snils", "страховой", "идентификацион", "mykad", "pengenalan", "induk", "e-ktp",
             "emirates", "iqama", "saudi", "nicop", "contribuinte", "cidad", "cédula", "cedula", "c.i", "c. i",
             "permanent", "tax file", "inland", "matična", "матичн", "társadalom", "adóazonos", "adoazonos",
-            "α.φ.μ", "căn", "can c", "định", "egyptian", "national", "identity", "citizen"),
+            "α.φ.μ", "căn", "can c", "định", "egyptian", "national", "identity", "citizen", "rentenversicherung",
+            "sozialversicherung", "versicherungsn", "rv-n", "rvn", "sv-n", "pag-ibig", "pagibig", "philhealth",
+            "phil-health", "philsys", "phil-sys", "smart nid", "carta d", "social", "id card", "id-card", "id_card", "documento", "individual"),
     anywhere=("الهوية", "إقامة", "شناختی", "पैन", "身份證", "身分證", "ประชาชน", "القومي", "قومي"))
 
 
@@ -267,6 +309,8 @@ class CueLed:
         out, last = [], 0
         for anchor in _ANCHOR.finditer(text):
             start = anchor.start()
+            if start >= 2 and text[start - 1] == "-" and "A" <= text[start - 2] <= "Z":
+                start -= 2                                     # `V-12345678`: Venezuela's cédula
             while start > anchor.start() - 5 and text[start - 1] in "ABCDEFGHIJKLMNOPQRSTUVWXYZ":
                 start -= 1
             if start < last:
