@@ -112,3 +112,18 @@ def test_control_a_rentenversicherungsnummer_with_a_wrong_check_digit_stays(numb
     text = f"Rentenversicherungsnummer: {wrong}"
     assert scrub_pii(text) == (text, {})
     assert _scrubbed(f"Rentenversicherungsnummer: {number}", number)
+
+
+@pytest.mark.parametrize("text,value", [("Medicare number: 2123 45670 1", "2123 45670 1"),
+                                        ("Medicare card 2123456702", "2123456702"),
+                                        ("MBI: 1EG4-TE5-MK73", "1EG4-TE5-MK73"), ("Medicare: 1EG4TE5MK73", "1EG4TE5MK73")])
+def test_medicare_numbers_after_their_cue_are_scrubbed(text, value):
+    """Australia's Medicare card number (its check digit) and the US Medicare Beneficiary Identifier (its layout)."""
+    assert _scrubbed(text, value)
+
+
+@pytest.mark.parametrize("text", ["Medicare No. 2123456711", "MBI 1EG4-TE5-MK7S", "Medicare covered 2123456701 claims",
+                                  "order 1EG4-TE5-MK73 shipped"])
+def test_control_a_medicare_look_alike_stays(text):
+    """A wrong check digit, an S where MBI allows no S, a cue that is not the field's, no cue."""
+    assert scrub_pii(text) == (text, {})

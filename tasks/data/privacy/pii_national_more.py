@@ -163,17 +163,28 @@ def valid_de_rvnr(number: str) -> bool:
     return total % 10 == int(m[6])
 
 
+def valid_au_medicare(number: str) -> bool:
+    """Australia's Medicare card number: a first digit 2-6, 7 digits and a check digit (the 8 digits weighted
+    1,3,7,9,1,3,7,9, mod 10), then the card's issue number and, optionally, the person's position on the card."""
+    if not re.fullmatch(r"[2-6]\d{8,10}", number):
+        return False
+    return sum(int(d) * w for d, w in zip(number, (1, 3, 7, 9, 1, 3, 7, 9))) % 10 == int(number[8])
+
+
 # Schemes with no published check, known by their length or layout only (separators removed): taken after
 # their own cue, never a generic one.
 _LAYOUTS = {
     "ph.sss": r"\d{10}", "ph.gsis": r"\d{11}", "ph.pagibig": r"\d{12}", "ph.philhealth": r"\d{12}",
     "ph.umid": r"\d{12}", "ph.psn": r"\d{12}|\d{16}", "ng.nin": r"\d{11}", "dz.nin": r"\d{18}",
-    "bd.nid": r"\d{10}|\d{13}|\d{17}", "ve.ci": r"[VE]\d{6,9}", "ar.dni": r"\d{7,8}", "it.cie": r"[A-Z]{2}\d{5}[A-Z]{2}|[A-Z]{2}\d{7}",
+    "bd.nid": r"\d{10}|\d{13}|\d{17}", "ve.ci": r"[VE]\d{6,9}", "ar.dni": r"\d{7,8}",
+    # The US Medicare Beneficiary Identifier: 11 places, each a digit, a letter (never S, L, O, I, B, Z) or either.
+    "us.mbi": r"[1-9][AC-HJKMNP-RT-Y][AC-HJKMNP-RT-Y0-9]\d[AC-HJKMNP-RT-Y][AC-HJKMNP-RT-Y0-9]\d[AC-HJKMNP-RT-Y]{2}\d\d", "it.cie": r"[A-Z]{2}\d{5}[A-Z]{2}|[A-Z]{2}\d{7}",
 }
 
 
 _OWN: dict[str, Callable[[str], bool]] = {
     **{scheme: re.compile(layout).fullmatch for scheme, layout in _LAYOUTS.items()}, "de.rvnr": valid_de_rvnr,
+    "au.medicare": valid_au_medicare,
     "ru.snils": valid_snils, "sg.nric": valid_nric, "ae.eid": valid_emirates, "sa.nid": valid_saudi,
     "hk.hkid": valid_hkid, "tw.nid": valid_taiwan, "uy.ci": valid_uy_ci, "pt.cc": valid_pt_cc,
     "hu.taj": valid_hu_taj, "hu.tax": valid_hu_tax, "vn.cccd": valid_vn_cccd, "eg.nid": valid_eg_nid,
@@ -205,6 +216,8 @@ _CUES: dict[str, tuple[str, ...]] = {
     r"(?-i:DNI)|documento[ ]nacional[ ]de[ ]identidad": ("ar.dni",),
     # A US ITIN has the SSN's layout in the area the SSA never issues (9XX): after `SSN` it is an invalid SSN.
     r"itin|individual[ ]taxpayer(?:[ ]identification)?": ("us.itin",),
+    r"medicare(?:[ ]card)?": ("au.medicare", "us.mbi"),
+    r"(?-i:MBI)|medicare[ ]beneficiary[ ]identifier": ("us.mbi",),
     r"(?-i:NIT)": ("co.nit",),
     r"rfc": ("mx.rfc",),
     r"(?-i:PAN)(?:[ ]card)?|permanent[ ]account[ ]number|पैन": ("in_.pan",),
@@ -292,13 +305,13 @@ _ANCHOR = re.compile(r"[0-9](?=[0-9A-Z() ./-]{4})(?:(?<![\w.+/-][0-9])(?=[0-9A-Z
 _GATE = Gate(
     words=("ic", "i/c", "k/p", "cc", "fin", "nit", "rfc", "pan", "ird", "nif", "inn", "инн", "eid", "nik", "ktp",
            "taj", "afm", "kra", "emso", "emšo", "tfn", "cnic", "nric", "jmbg", "hkid", "cccd", "αφμ", "sss", "gsis",
-           "hdmf", "phic", "umid", "crn", "psn", "pcn", "nin", "nid", "cie", "rvnr", "svnr", "ssn", "dni", "itin"),
+           "hdmf", "phic", "umid", "crn", "psn", "pcn", "nin", "nid", "cie", "rvnr", "svnr", "ssn", "dni", "itin", "mbi"),
     starts=("снилс", "snils", "страховой", "идентификацион", "mykad", "pengenalan", "induk", "e-ktp",
             "emirates", "iqama", "saudi", "nicop", "contribuinte", "cidad", "cédula", "cedula", "c.i", "c. i",
             "permanent", "tax file", "inland", "matična", "матичн", "társadalom", "adóazonos", "adoazonos",
             "α.φ.μ", "căn", "can c", "định", "egyptian", "national", "identity", "citizen", "rentenversicherung",
             "sozialversicherung", "versicherungsn", "rv-n", "rvn", "sv-n", "pag-ibig", "pagibig", "philhealth",
-            "phil-health", "philsys", "phil-sys", "smart nid", "carta d", "social", "id card", "id-card", "id_card", "documento", "individual"),
+            "phil-health", "philsys", "phil-sys", "smart nid", "carta d", "social", "id card", "id-card", "id_card", "documento", "individual", "medicare"),
     anywhere=("الهوية", "إقامة", "شناختی", "पैन", "身份證", "身分證", "ประชาชน", "القومي", "قومي"))
 
 
