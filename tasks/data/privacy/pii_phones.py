@@ -43,6 +43,7 @@ _PHONE = re.compile(r"""(?xa)
     (?:
         (?<=\+)\d{1,3}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]?\d{1,6}){0,5}[ .-]?\d{2,6}   # +44 20 7946 0958
       | (?<=\()\+\d{1,3}\)(?:[ .-]?\(0\))?(?:[ .-]?\d{1,6}){0,5}[ .-]?\d{2,6}   # (+44) 20 7946 0958
+      | (?<=\+)\(\d{1,3}\)(?:[ .-]?\d{1,6}){0,5}[ .-]?\d{2,6}                  # +(370) 42323221
       | (?<=\()\d{3}\)[ ]?\d{3}[ .-]\d{4}                           # (202) 555-0143
       | (?<=\()(?P<br_area>[1-9])[1-9]\)[ ]?9?\d{4}-\d{4}         # (11) 91234-5678 (Brazil)
       | (?<=1)[ .-]?\(\d{3}\)[ ]?\d{3}[ .-]\d{4}                    # 1 (202) 555-0143
@@ -77,7 +78,7 @@ _CUED = re.compile(r"""(?xa)
     [+(0-9](?<![\w+.-].)
     (?=(?:[ ()./-]{0,3}\d){4})
     (?>
-        (?:(?<=\()\+?\d{1,4}(?:[ -]\d{1,4})?\) | (?<=\+)\d+ | (?<=\d)\d*)       # (06 1), (0-612): trunk + area
+        (?:(?<=\()\+?\d{1,4}(?:[ -]\d{1,4})?\) | (?<=\+)\(?\d+\)? | (?<=\d)\d*)   # (06 1), (0-612), +(370)
         # between groups: a dash, a dot (`. `: a full stop), one or two spaces, a slash (`030 / 1234 5678`, German)
         (?:(?:[ ]?-[ ]?|\.|[ ]{1,2}|[ ]?/[ ]?)?\(\d{1,5}\) | (?:[ ]?-[ ]?|\.|[ ]{1,2}|[ ]?/[ ]?)\d+ | (?<=\))\d+)*
         (?:[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6})?
@@ -149,15 +150,16 @@ _WEAK_CUE = re.compile(r"(?i)\b(?:(?:text|sms|gsm|ph|dial|contact)(?:\s+(?:is|wa
 
 def number_list(text: str) -> bool:
     """Digit groups that read as a list of quantities, not one number's parts: two or more years (`1987 1992
-    2001`), three single digits (`1 2 3 4`), decimals (`3.1 3.2`), or groups split by `/` (`850/900/1800`)
-    unless led by a trunk 0 (`0664/12345678`)."""
+    2001`), three single digits (`1 2 3 4`), decimals (`3.1 3.2`), or groups split by `/` (`850/900/1800`,
+    `1920/1080`) unless led by a trunk 0 (`0664/12345678`) or one area code before 6 digits or more (Hungary's
+    `(42)/323-2218`, `65/651 5947`)."""
     groups = re.findall(r"\d+", text)
     if len(groups) < 2:
         return False
     if sum(len(g) == 4 and g[:2] in ("19", "20") for g in groups) >= 2 or sum(len(g) == 1 for g in groups) >= 3:
         return True
     if "/" in text and not text.lstrip("(+").startswith("0"):
-        return True
+        return text.count("/") > 1 or len(re.sub(r"\D", "", text.split("/")[1])) < 6
     return re.search(r"\d\.\d+[ ]+\d+\.\d", text) is not None
 
 
