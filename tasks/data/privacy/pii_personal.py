@@ -130,7 +130,8 @@ _PASSPORT = re.compile(
     r"(?:(?:[ \t][\w:-]+=[\"'][^\"'<>\n]{0,40}[\"'])*>[ \t\r\n]*<[\w:]*(?i:number|no|num)>"
     r"|[\"']?[ \t]*(?:[:=#>：]|is|was)?[ \t]*[\"']?"
     r"(?:\{[ \t\r\n]*[\"'](?i:number|no|num|id)[\"'][ \t]*:[ \t]*[\"'])?)"
-    r"(?P<number>[A-Z0-9]{6,9})(?![\w-]|[.,/]\d)")
+    # or a Russian series and number written after an English or other cue (`Passport No: 4856 280232`)
+    r"(?P<number>\d{2}[ ]?\d{2}[ ]\d{6}|[A-Z0-9]{6,9})(?![\w-]|[.,/]\d)")
 # Russia's and the CIS's passports: a series of 4 digits (often as 2 and 2) and a number of 6
 # (`Паспорт: 45 06 123456`, `паспорт серия 4506 № 123456`), a foreign-travel one 2 and 7 (`загранпаспорт 72 1234567`).
 _PASSPORT_RU = re.compile(
