@@ -48,3 +48,19 @@ def test_faker_russian_passports_after_any_passport_cue_are_scrubbed(cue):
                                   "Passport office 12 34 567890 visitors"])
 def test_control_passport_look_alikes_stay(text):
     assert scrub_pii(text) == (text, {})
+
+
+@pytest.mark.parametrize("value", ["r(5Dr)uO$3", "B(6j$BNpeQ", "hF0Op1b&(x"])
+def test_a_generated_password_with_a_bracket_is_no_call(value):
+    """Faker's `password()` draws symbols from `!@#$%^&*()_+`: a bracket among them read as a call's opening, and
+    1 password in 12 was kept after `password:` (163 → 179 of 200 at seed 3; the rest open with `#`, `&` or `*`,
+    YAML's comment, anchor and alias, and stay)."""
+    for carrier in ("password: {v}", "Password={v}"):
+        out, counts = scrub_pii(carrier.format(v=value))
+        assert value not in out and counts == {"secret": 1}
+
+
+@pytest.mark.parametrize("text", ["password = get_secret(Key2", "password: f(*args", "pwd = md5($Salt1x",
+                                  "password = getpass.getpass('Pass", "password: sha256(Pass1"])
+def test_control_a_call_after_a_password_label_stays(text):
+    assert scrub_pii(text) == (text, {})

@@ -56,6 +56,8 @@ _INTERPOLATION = re.compile(r"\$\{[A-Za-z_][\w.]{2,}\}|\{\{.*?\}\}|%\([A-Za-z_]\
 _YAML_SYNTAX = re.compile(r"[&*][A-Za-z_][\w-]*|![\w!/.-]*|[|>][+-]?\d*|#.*")      # after a colon, unquoted
 _WORDY = re.compile(r"(?=(?:\D*[^\W\d_]){2})\D+")            # two letters or more, no digit
 _OPENS_CODE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*[(\[]|[(\[{`]")
+# A generator's password: both cases, a digit, a symbol not right after a bracket (`f(*args`, `md5($Salt1` are code)
+_GENERATED = re.compile(r"(?=.*[a-z])(?=.*[A-Z])(?=.*\d)(?=.*(?<![(\[{])[!@#%^&*~+=?$])[^'\"`\s]{8,}")
 _PATH = re.compile(r"(?:~|\.{1,2})?(?:/[\w.-]+)+/?|[A-Za-z]:\\[\w.\\ -]*")
 _RANDOM_PART = re.compile(r"^(?=.*\d)(?=.*[A-Z])")
 LIST_KEY = re.compile(r"[,;&][A-Za-z_][\w.-]{0,40}=")      # the next pair of a `k=v,k=v` / `k=v;k=v` list
@@ -263,9 +265,10 @@ def prose_like(value: str) -> bool:
 def code_like(value: str) -> bool:
     """An unquoted value that reads as code: an attribute chain, a call or an index (`getpass.getpass('Pass`: a
     value ends at a space, a call need not close in it), a bracket or backtick opening it, an assignment or an
-    operator."""
-    return _CODE_CHAIN.fullmatch(value) is not None or _CODE_START.match(value) is not None or \
-        _OPENS_CODE.match(value) is not None
+    operator; not a generated password that has a bracket among its symbols (`r(5Dr)uO$3`, `B(6j$BNpeQ`)."""
+    if _CODE_CHAIN.fullmatch(value) is not None or _CODE_START.match(value) is not None:
+        return True
+    return _OPENS_CODE.match(value) is not None and not _GENERATED.fullmatch(value)
 
 
 def value_ok(value: str, quoted: bool = False, yaml: bool = False, literal: bool = False) -> bool:
