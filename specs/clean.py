@@ -198,6 +198,13 @@ class DedupSpec(StrictModel):
         "numbers do not count up by one or whose clock times (no date) are all at whole minutes: a timetable's "
         "times (`0612`, `06:12:00`) are its content."
     )
+    fold_urls: bool = Field(
+        True, description="Drop the tracking and session parameters of a text's URLs (`scheme://…`) before "
+        "shingling: `utm_*`, `fbclid`, `gclid`, `msclkid`, `ref`, `;jsessionid=…`, `sid`, `PHPSESSID`, … "
+        "(`tasks/data/dedup/lineprefix.py`). The same page fetched in another session, whose links each carry a new "
+        "session id, or shared with other click ids, otherwise differs in a few words per URL (a short page with "
+        "a link list: J ~0.6-0.75). Parameters that name content (`?id=42`, `?q=…`, `?page=2`) and fragments stay."
+    )
     fold_hyphenation: bool = Field(
         True, description="Read a word hyphenated at a line break (`infor-\\nmation`: a letter, `-` or U+2010, "
         "the line's end, a lower-case letter starting the next line) as one word before shingling: a typeset, "

@@ -1,6 +1,7 @@
-"""The definition the compiled shingling path must equal: `wordhash.word_hashes` of each text folded by the chain
-of folds, one after another (line prefixes, hyphenation, `shingle_text`, pointing, look-alikes, unspaced
-scripts), then `hashloops.ngram_hashes`. Property tests compare `minhash.signatures_and_shingles` with it."""
+"""The definition the compiled shingling path must equal: `wordhash.word_hashes` of each text folded by the chain of
+folds, one after another (URL tracking parameters, line prefixes, hyphenation, `shingle_text`, pointing,
+look-alikes, unspaced scripts), then `hashloops.ngram_hashes`. Property tests compare
+`minhash.signatures_and_shingles` with it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from tasks.data.cleanup.lookalikes import fold_confusables
 from tasks.data.cleanup.normalize import normalize_text, shingle_text
 from tasks.data.cleanup.textbatch import exact_keys, normalize_encoded
 from tasks.data.dedup import hashloops, minhash, wordhash
-from tasks.data.dedup.lineprefix import strip_line_prefixes
+from tasks.data.dedup.lineprefix import strip_line_prefixes, strip_tracking
 from tasks.data.dedup.marks import drop_pointing, join_hyphenated, mark_words
 from tasks.data.dedup.segment import split_unspaced
 
@@ -24,8 +25,8 @@ def assert_compiled_path_is_the_definition(raw: list[str]) -> None:
     exact_keys(encoded)
     _, hashes, offsets = minhash.signatures_and_shingles(batch, spec, 1, encoded)
     units, lengths = wordhash.word_hashes([split_unspaced(fold_confusables(drop_pointing(shingle_text(
-        join_hyphenated(strip_line_prefixes(t)), spec.fold_entities, spec.fold_invisible, spec.fold_unicode, False,
-        spec.fold_markup, confusables=False)))) for t in batch], word=mark_words()[1])
+        join_hyphenated(strip_line_prefixes(strip_tracking(t))), spec.fold_entities, spec.fold_invisible,
+        spec.fold_unicode, False, spec.fold_markup, confusables=False)))) for t in batch], word=mark_words()[1])
     want, want_offsets = hashloops.ngram_hashes(units, lengths, spec.shingle_size, wordhash.MUL)
     assert offsets.tolist() == want_offsets.tolist()
     words = np.repeat(lengths > 0, np.diff(want_offsets))

@@ -33,7 +33,7 @@ from datasketch import MinHash
 from specs.clean import DedupSpec
 from tasks.data.dedup import hashloops
 from tasks.data.cleanup import textbatch
-from tasks.data.dedup.lineprefix import prefixed_docs, strip_line_prefixes
+from tasks.data.dedup.lineprefix import prefixed_docs, strip_line_prefixes, strip_tracking, url_docs
 from tasks.data.dedup.marks import (drop_pointing, fold_spelling, hyphenated_docs, join_hyphenated, mark_words,
                                     spelling_docs)
 from tasks.data.dedup.segment import simplify_unspaced, split_unspaced, unspaced_docs
@@ -91,8 +91,10 @@ def _fold(text: str, spec: DedupSpec, folds: tuple[str, str] | None = None, mark
 
 
 def _prefold(text: str, spec: DedupSpec) -> str:
-    """`text` without its line-number/timestamp prefixes and with words hyphenated at line breaks joined, as
-    the spec says (`lineprefix`, `marks`): before the folds, which may join lines; `text` itself if unchanged."""
+    """`text` without its URLs' tracking parameters and line-number/timestamp prefixes, words hyphenated at line
+    breaks joined, as the spec says (`lineprefix`, `marks`): before the folds, which may join lines;
+    `text` itself if unchanged."""
+    text = strip_tracking(text) if spec.fold_urls else text
     if spec.fold_line_prefixes:
         text = strip_line_prefixes(text)
     return join_hyphenated(text) if spec.fold_hyphenation else text
@@ -145,6 +147,7 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     # (and one with a `-` before a line break for words hyphenated there, `marks`)
     maybe = set(prefixed_docs(batch.data, batch.ends) if spec.fold_line_prefixes else [])
     maybe |= set(hyphenated_docs(batch.data, batch.ends, lines) if spec.fold_hyphenation else [])
+    maybe |= set(url_docs(batch.data, batch.ends) if spec.fold_urls else [])
     stripped = {k: lines for k in sorted(maybe) if (lines := _prefold(batch.texts[k], spec)) is not batch.texts[k]}
     todo = sorted(fold | stripped.keys() | spelled | set(unspaced_docs(
         batch.texts, batch.data, batch.ends, np.flatnonzero(flags & textbatch.NON_ASCII))))
