@@ -75,7 +75,7 @@ from tasks.data.privacy.pii_rows import ROW_PASSES
 from tasks.data.privacy.pii_secrets import SECRET_PASSES
 from tasks.data.privacy.pii_sql import SQL_PASSES
 from tasks.data.privacy.pii_values import remembered_absence
-from tasks.data.privacy.pii_wrapped import WRAPPED_PASSES
+from tasks.data.privacy.pii_wrapped import WRAPPED_EMAIL_PASSES, WRAPPED_PASSES
 
 PLACEHOLDERS = {"email": "<EMAIL>", "phone": "<PHONE>", "ipv4": "<IP_ADDRESS>", "ipv6": "<IP_ADDRESS>",
                 "credit_card": "<CREDIT_CARD>", **ID_PLACEHOLDERS, "secret": "<SECRET>", "dob": "<DOB>",
@@ -310,9 +310,9 @@ _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[st
     *(("secret", pattern, None if valid is None else (lambda m, keep, valid=valid: valid(m)), group, hint)
       for pattern, valid, group, hint in DEVFILE_PASSES + CREDENTIAL_PASSES + SECRET_PASSES + ROW_PASSES),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
-      for kind, pattern, valid, group, hint in AUTHOR_PASSES + EMAIL_PASSES + PERSONAL_PASSES + COLUMN_PASSES + CELL_PASSES +
-      LABEL_ROW_PASSES + WRAPPED_PASSES + ACCOUNT_PASSES + SQL_PASSES + ID_PASSES + NATIONAL_PASSES +
-      MORE_NATIONAL_PASSES),
+      for kind, pattern, valid, group, hint in AUTHOR_PASSES + WRAPPED_EMAIL_PASSES + EMAIL_PASSES + PERSONAL_PASSES +
+      COLUMN_PASSES + CELL_PASSES + LABEL_ROW_PASSES + WRAPPED_PASSES + ACCOUNT_PASSES + SQL_PASSES + ID_PASSES +
+      NATIONAL_PASSES + MORE_NATIONAL_PASSES),
     ("credit_card", Chained(_CARD, ",;/|"), lambda m, keep: _card(m), 0, bool),
     ("ipv6", ColonLed(), _ipv6, 0, _hint(":")),
     ("ipv4", _IPV4, _ipv4, 0, _hint(".")),

@@ -3,7 +3,11 @@ Erlang cookies, Postgres role verifiers and a token inside a URL-encoded URL.
 
 - A Google app password is 16 lower-case letters, shown as four groups of four (`abcd efgh ijkl mnop`): no digit,
   so the keyed passes, which want one in an unquoted value, keep it. After a password word it is one here when
-  it reads as random letters (few vowels, no common word inside: `mysecretpassword` stays).
+  it reads as random letters (no common word inside: `mysecretpassword` stays; at most one group a common
+  four-letter word, `COMMON4`: `must have more than` stays); unspaced, also few vowels. Google's own mail
+  puts it on a line of its own a few lines below `app password`, with no `:` or `=` before it.
+- ODBC's braced value (`Pwd={a;b}}c};`, `Password={ x=1}`): `}}` is a brace and `;`, `=` and blanks are the
+  value's, up to the closing brace; `pii_values` reads one that opens with a blank or `=` as no value.
 - An Erlang cookie (`erlangCookie:`, `RABBITMQ_ERLANG_COOKIE=`, `echo ... > .erlang.cookie`, `-setcookie`) is a
   login to every node of a cluster, commonly 20 capital letters: no credential word names it.
 - Postgres stores a role's password as `md5` and 32 hex digits (`md5(password || rolname)`) or as a
@@ -18,24 +22,83 @@ import re
 from urllib.parse import unquote
 
 from tasks.data.privacy.pii_keyed import is_credential_name
-from tasks.data.privacy.pii_values import is_placeholder, looks_random
+from tasks.data.privacy.pii_values import code_like, identifier_only, is_placeholder, looks_random
 
 _SEP = r"[\"']?[ \t]*(?:[:=]|=>)[ \t]*[\"']?"
 # (led by a `P` of either case, which `re` scans for in C; a case-insensitive word is tried at every character)
 _APP_PASSWORD = re.compile(r"[Pp](?i:ass(?:word|wd|phrase|wort)?|wd)[\w-]{0,20}" + _SEP +
                            r"(?P<v>[a-z]{4}[ ][a-z]{4}[ ][a-z]{4}[ ][a-z]{4}|[a-z]{16})(?![\w-])")
 _VOWELS = frozenset("aeiou")
+# The commonest English words of four letters (from general English word frequency, not from any probe's
+# phrases): a group of four random letters is one about once in a thousand draws, a phrase's groups are them
+COMMON4 = frozenset("""
+able also area away baby back ball band bank base bear beat been beer bell belt best bike bill bird blow blue boat
+body bone book boot born boss both bowl burn busy cake call calm came camp card care case cash cast cell chat chip
+city club coal coat code cold come cook cool copy core cost crew crop dark data date dawn days dead deal dear debt
+deep deny desk diet dirt disk does done door down draw drew drop drug dual duck duty each earn ease east easy
+edge else even ever evil exam exit face fact fail fair fall fame farm fast fate fear feed feel feet fell felt file
+fill film find fine fire firm fish five flag flat flew flow food foot form fort four free from fuel full fund gain
+game gate gave gear gift girl give glad goal goes gold golf gone good gray grew grey grow hair half hall hand hang
+hard harm hate have head hear heat held hell help here hero hide high hill hint hire hold hole holy home hope host
+hour huge hung hunt hurt idea inch into iron item join joke jump jury just keen keep kept kick kids kill kind king
+kiss knee knew know lack lady laid lake land lane last late lead left lend less life lift like line link list live
+load loan lock logo long look lord lose loss lost loud love luck made mail main make male many mark mass mate meal
+mean meat meet menu mere mild mile milk mind mine miss mode mood moon more most move much must name navy near neck
+need news next nice nine none nose note once only onto open over pace pack page paid pain pair palm park part pass
+past path peak pick pile pink pipe plan play plot plus poem poet pole poll pool poor port pose post pull pure push
+quit race rain rank rare rate read real rear rely rent rest rice rich ride ring rise risk road rock role roll roof
+room root rose rule rush safe said sake sale salt same sand save seat seed seek seem seen self sell send sent ship
+shop shot show shut sick side sign site size skin slip slow snow soft soil sold sole some song soon sort soul spot
+star stay step stop such suit sure take tale talk tall tank tape task team tell tend term test text than that them
+then they thin this thus tide till time tiny told tone took tool tour town tree trip true tune turn twin type unit
+upon used user vast very view vote wage wait wake walk wall want warm warn wash wave ways weak wear week well went
+were west what when whom wide wife wild will wind wine wing wire wise wish with wood word wore work worn wrap yard
+yeah year your zero zone
+""".split())
 # Words a chosen (and documented) password is made of; an app password's 16 letters are drawn at random.
 _WORDS = ("pass", "word", "secret", "admin", "user", "test", "demo", "change", "default", "example", "letmein",
           "qwerty", "dummy", "sample", "hello", "welcome", "abcd", "mail", "login", "root", "guest", "master")
 
 
+# `app password` with the password on a line of its own below it (Google's mail: the cue, a blank line, the
+# four groups indented), or the 16 letters run together
+_APP_PASSWORD_LINE = re.compile(r"[Aa]pp[ -]?[Pp]assword[^\n]{0,60}\n(?:[ \t]*\n){0,2}[ \t]*"
+                                r"(?P<v>[a-z]{4}[ ][a-z]{4}[ ][a-z]{4}[ ][a-z]{4}|[a-z]{16})[ \t]*(?=\n|$)")
+
+
 def _app_password(m: re.Match[str]) -> bool:
-    """Random letters: at most a third vowels (English runs near two fifths; 26 letters drawn at random, a fifth),
-    four groups not all alike, and no common word inside."""
-    letters = m.group("v").replace(" ", "")
-    return sum(c in _VOWELS for c in letters) <= 5 and len(set(letters)) >= 8 and \
-        not any(word in letters for word in _WORDS)
+    """Random letters: four groups not all alike, no common word inside and at most one group a common
+    four-letter word (a group of four random letters is one about once in a thousand; a phrase's are all
+    words). Unspaced, the groups are no word boundaries, so at most a third vowels too (English runs near two
+    fifths; 26 letters drawn at random, a fifth), unless `app password` names it on its line."""
+    value = m.group("v")
+    letters = value.replace(" ", "")
+    if len(set(letters)) < 8 or any(word in letters for word in _WORDS):
+        return False
+    if sum(letters[k:k + 4] in COMMON4 for k in range(0, 16, 4)) > 1:
+        return False
+    if " " in value or sum(c in _VOWELS for c in letters) <= 5:
+        return True
+    text = m.string
+    line = text[text.rfind("\n", 0, m.start()) + 1:text.find("\n", m.end()) % (len(text) + 1)]
+    return _APP_CUE.search(line) is not None or _APP_CUE.match(m.group()) is not None
+
+
+_APP_CUE = re.compile(r"(?i)app[ _-]?password")
+
+
+# ODBC's braced value after a password keyword: `}}` inside is a brace, the first lone `}` closes it (led by a
+# `P` of either case, as `_APP_PASSWORD` is: `={` is common in code, so the pattern runs on much of it). At most
+# 128 characters: unbounded, a line of `;Password={` without a `}` was read to its end from each.
+_BRACED = re.compile(r"[Pp](?<![\w-][Pp])(?i:wd|assword)[ \t]*=[ \t]*\{(?P<v>(?:[^}\n]|\}\}){1,128})\}(?!\})")
+
+
+def _braced(m: re.Match[str]) -> bool:
+    """A value, not an interpolation (`{pw}`, `{0}`, `{config['pw']}`) or a template. The braces quote it, so
+    blanks and `=` are its own (`value_ok` reads a blank as prose)."""
+    inside = m.group("v").strip()
+    return len(inside) >= 4 and not inside.isdigit() and not is_placeholder(inside, quoted=True) and \
+        not identifier_only(inside) and not code_like(inside)
 
 
 _COOKIE_VALUE = r"[\"']?(?P<v>[A-Za-z0-9]{16,255})[\"']?(?![\w-])"
@@ -98,5 +161,9 @@ CREDENTIAL_PASSES = (
      lambda text: "ookie" in text or "OOKIE" in text),
     (_APP_PASSWORD, _app_password, _value_span, lambda text: "ass" in text or "ASS" in text or "wd" in text or
      "WD" in text),
+    (_APP_PASSWORD_LINE, _app_password, _value_span, lambda text: "pp password" in text or "pp Password" in text or
+     "ppPassword" in text or "pp-password" in text),
+    (_BRACED, _braced, _value_span, lambda text: ("={" in text or "= {" in text) and
+     ("wd" in text or "WD" in text or "ord" in text or "ORD" in text)),
     (_ENCODED_PARAM, _encoded_param, _value_span, lambda text: "%3D" in text or "%3d" in text),
 )
