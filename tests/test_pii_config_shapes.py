@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from tasks.data.privacy.pii import scrub_pii
-from tasks.data.privacy.pii_values import enclosing_labels, literal_in, remembered_absence
+from tasks.data.privacy.pii_literals import literal_in, remembered_absence
+from tasks.data.privacy.pii_values import enclosing_labels
 
 
 def _case(text: str, expected: str | None) -> None:

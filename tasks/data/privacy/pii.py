@@ -62,6 +62,7 @@ from tasks.data.privacy.pii_folded import fold_view, unfold_restore
 from tasks.data.privacy.pii_ids import ID_PASSES, in_iban_shaped_run
 from tasks.data.privacy.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
 from tasks.data.privacy.pii_width import restore, width_view
+from tasks.data.privacy.pii_literals import remembered_absence
 from tasks.data.privacy.pii_labelrows import LABEL_ROW_PASSES
 from tasks.data.privacy.pii_national import NATIONAL_PASSES
 from tasks.data.privacy.pii_national_more import MORE_NATIONAL_PASSES
@@ -74,7 +75,6 @@ from tasks.data.privacy.pii_phones import PHONE_PASSES
 from tasks.data.privacy.pii_rows import ROW_PASSES
 from tasks.data.privacy.pii_secrets import SECRET_PASSES
 from tasks.data.privacy.pii_sql import SQL_PASSES
-from tasks.data.privacy.pii_values import remembered_absence
 from tasks.data.privacy.pii_wrapped import WRAPPED_EMAIL_PASSES, WRAPPED_PASSES
 
 PLACEHOLDERS = {"email": "<EMAIL>", "phone": "<PHONE>", "ipv4": "<IP_ADDRESS>", "ipv6": "<IP_ADDRESS>",

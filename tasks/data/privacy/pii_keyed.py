@@ -26,8 +26,9 @@ import re
 import string
 from typing import Callable
 
+from tasks.data.privacy.pii_literals import literal_in
 from tasks.data.privacy.pii_values import (QUOTES, connection_value, enclosing_labels, identifier_only,
-                                           in_connection_string, list_end, literal_in, quoted_value, run_end,
+                                           in_connection_string, list_end, quoted_value, run_end,
                                            span_match, trim_end, value_ok)
 
 # A name that holds a credential: it ends with password/secret/passphrase (or German, Dutch, Portuguese

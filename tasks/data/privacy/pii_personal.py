@@ -28,7 +28,7 @@ import re
 from datetime import date
 from typing import Callable
 
-from tasks.data.privacy.pii_values import folded_in, literal_in
+from tasks.data.privacy.pii_literals import folded_in, literal_in
 
 _MONTHS = {name: i + 1 for names in (
     "january february march april may june july august september october november december",

@@ -57,8 +57,9 @@ from tasks.data.privacy.pii_headers import HEADER_DIRECTIVES, CookieValues, dire
 from tasks.data.privacy.pii_keyed import CREDENTIAL_NAME, KeyedValues, names_no_credential
 from tasks.data.privacy.pii_pairs import NAME_VALUE_PAIRS, POSITIONAL, TABLE_CELLS, positional_credential, positional_span
 from tasks.data.privacy.pii_shapes import PEM_PASS, SHAPE_PASSES, plain_base64
-from tasks.data.privacy.pii_values import (is_placeholder, literal_in, looks_random, masked_after_prefix,
-                                           shannon_entropy, trim_end, value_ok)
+from tasks.data.privacy.pii_literals import literal_in
+from tasks.data.privacy.pii_values import (is_placeholder, looks_random, masked_after_prefix, shannon_entropy,
+                                           trim_end, value_ok)
 
 Validator = Callable[[re.Match[str]], bool]
 

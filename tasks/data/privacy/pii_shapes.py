@@ -28,7 +28,8 @@ import binascii
 import re
 from typing import Callable
 
-from tasks.data.privacy.pii_values import is_placeholder, literal_in, prose_like, shannon_entropy, value_ok
+from tasks.data.privacy.pii_literals import literal_in
+from tasks.data.privacy.pii_values import is_placeholder, prose_like, shannon_entropy, value_ok
 
 _B64 = r"[./A-Za-z0-9]"
 _STD64 = r"[A-Za-z0-9+/]"
