@@ -97,8 +97,8 @@ def _rows(text: str, at: int, header: list[tuple[int, str]]) -> list[tuple[str, 
         if count == 0 and _RULE.fullmatch(line):
             at = end
             continue
-        if not line.strip():
-            break
+        if not line.strip() or _LABEL_HINT.search(line) and _header(line) is not None:
+            break                                   # a blank line, or another header: its own table
         fields = _fields(line, at + 1)
         # as many fields as labels: the n-th under the n-th (a placeholder put in an earlier pass moved the rest)
         whole = len(fields) == len(header)
