@@ -3,8 +3,8 @@ number`, `ID card`), the UK's number under them and Faker's reserved `ZZ … T` 
 and ids with a layout but no published check after their own cue (the Philippines' SSS/GSIS/Pag-IBIG/PhilHealth/
 UMID/PhilSys, Nigeria's and Algeria's NIN, Bangladesh's NID, Italy's CIE, Venezuela's cédula, Argentina's DNI) or
 with a check (Germany's Rentenversicherungsnummer). Values come from Faker, a generator this project did not write
-(`python /tmp/probe_faker_ids/probe.py` ran every locale's id methods under five cues: after `SSN` 1,008 → 2,252 of
-the values in 143 locale/method pairs, under the method's own name 1,094 → 4,706)."""
+(`python benchmarks/pii_faker_locales.py` runs every locale's id methods under five cues: after `SSN` 0.439 → 0.586
+of 8,400 values, under the method's own name 0.449 → 0.879)."""
 
 from __future__ import annotations
 
