@@ -14,8 +14,8 @@ import yaml
 from specs.export import ExportSpec
 from tasks.core import graph
 from tasks.eval import export_card
-from tests.conftest import REPO, make_project
-from tests.test_graph import _placeholder_outputs
+from tests.conftest import REPO
+from tests.test_graph import placeholder_project
 
 TEMPLATE = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}"
 
@@ -88,15 +88,11 @@ def test_every_file_and_param_the_card_reads_is_a_dvc_dep_of_export(tmp_path, mo
 def test_a_rerun_that_changes_only_a_lineage_record_reruns_export(tmp_path, monkeypatch):
     """evaluate re-runs and only its manifest changes (new code, same samples): review re-runs and so does export,
     whose card lists that manifest's sha256; sft, which the gate's unchanged verdict would decide, does not."""
-    root = make_project(tmp_path / "proj")
-    monkeypatch.chdir(root)
-    (root / "dvc.yaml").write_text(graph.dvc_yaml_text())
-    _placeholder_outputs(root)
+    root = placeholder_project(tmp_path, monkeypatch)
     from dvc.repo import Repo
 
     evaluate = graph.stage("evaluate")
     with Repo(str(root)) as repo:
-        repo.commit(None, force=True)
         assert repo.status() == {}
         (root / evaluate.record).write_text('{"stage": "evaluate", "code": "edited"}')
         repo.commit("evaluate", force=True)

@@ -196,6 +196,20 @@ def _placeholder_outputs(root: Path) -> None:
         (root / s.metrics_file).write_text("{}")
 
 
+def placeholder_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project whose dvc.yaml is the graph generated from this code (whether the committed one is current is
+    another test's), every stage's placeholder outputs committed to dvc.lock as if every stage had run."""
+    from dvc.repo import Repo
+
+    root = make_project(tmp_path / "proj")
+    monkeypatch.chdir(root)  # DVC's API resolves a stage's paths from the working directory
+    (root / "dvc.yaml").write_text(graph.dvc_yaml_text())
+    _placeholder_outputs(root)
+    with Repo(str(root)) as repo:
+        repo.commit(None, force=True)
+    return root
+
+
 def _stale_waves(root: Path) -> list[list[str]]:
     """The stages `dvc status` calls stale, wave by wave: each stale stage is treated as re-run (a new output,
     committed to dvc.lock without running the stage), which is what makes the next wave stale."""
@@ -222,15 +236,7 @@ def test_editing_a_module_one_stage_imports_makes_only_it_and_its_downstream_sta
                    if f != f"tasks/{s.module_name}.py" and _downstream(s.name))
     assert picks, "no library file is imported by one stage only"
     _, name, edited = picks[0]
-    root = make_project(tmp_path / "proj")
-    monkeypatch.chdir(root)  # DVC's API resolves a stage's paths from the working directory
-    # The graph as generated from this code (whether the committed dvc.yaml is current is another test's).
-    (root / "dvc.yaml").write_text(graph.dvc_yaml_text())
-    _placeholder_outputs(root)
-    from dvc.repo import Repo
-
-    with Repo(str(root)) as repo:
-        repo.commit(None, force=True)
+    root = placeholder_project(tmp_path, monkeypatch)
     assert _stale_waves(root) == []
     with (root / edited).open("a") as f:
         f.write("# an edit\n")
@@ -245,15 +251,11 @@ def test_a_gate_that_reruns_to_the_same_verdict_leaves_the_stages_after_it_up_to
     changed verdict still re-runs them."""
     gates = [s for s in graph.STAGES if s.verdict]
     assert [s.name for s in gates] == ["validate", "review", "review_sft", "review_prefer"]
-    root = make_project(tmp_path / "proj")
-    monkeypatch.chdir(root)
-    (root / "dvc.yaml").write_text(graph.dvc_yaml_text())
-    _placeholder_outputs(root)
+    root = placeholder_project(tmp_path, monkeypatch)
     from dvc.repo import Repo
 
     validate = graph.stage("validate")
     with Repo(str(root)) as repo:
-        repo.commit(None, force=True)
         (root / validate.out_dir / "out.txt").write_text("validate, re-run: another report, the same verdict")
         repo.commit("validate", force=True)
         assert repo.status() == {}
@@ -270,14 +272,7 @@ def test_editing_the_review_gate_leaves_ingest_to_pretrain_up_to_date(tmp_path, 
     runs_gate = {s.name for s in graph.STAGES if "tasks/eval/review_gate.py" in s.code_deps()}
     assert runs_gate == {s.name for s in graph.STAGES if s.module_name == "review"}  # the gates, nothing else
     upstream_of_review = {"ingest", "validate", "instruct", "clean", "mix", "pretrain"}
-    root = make_project(tmp_path / "proj")
-    monkeypatch.chdir(root)
-    (root / "dvc.yaml").write_text(graph.dvc_yaml_text())
-    _placeholder_outputs(root)
-    from dvc.repo import Repo
-
-    with Repo(str(root)) as repo:
-        repo.commit(None, force=True)
+    root = placeholder_project(tmp_path, monkeypatch)
     with (root / "tasks/eval/review_gate.py").open("a") as f:
         f.write("# an edit\n")
     waves = _stale_waves(root)
