@@ -142,6 +142,12 @@ def _publish(outcome: StageOutcome, root: Path) -> None:
             create_link_artifact(link=a.url, link_text=a.link_text, key=akey, description=a.description)
 
 
+def _write_if_changed(path: Path, text: str, logger: Any) -> None:
+    if path.read_text(encoding="utf-8") != text:
+        write_text_atomic(path, text)
+        logger.info("%s rewritten: its data deps follow params.yaml's sources", path.name)
+
+
 @flow(name="forgeline", log_prints=True)
 def forgeline(
     root: str = ".",
@@ -175,13 +181,16 @@ def forgeline(
     selection = select_stages(order, from_stage, force or [])
     holder = f"flow run {flow_run.name or '?'} ({flow_run.id or 'no id'})"
     with workspace_lock(project, holder, timeout=lock_timeout_s, on_wait=logger.warning):
-        params_file = project / "params.yaml"
-        before = params_file.read_text(encoding="utf-8")
+        params_file, dvc_file = project / "params.yaml", project / "dvc.yaml"
+        before, dvc_before = params_file.read_text(encoding="utf-8"), dvc_file.read_text(encoding="utf-8")
         write_overrides(params_file, dotted)
+        if dotted:  # overridden sources name other files: dvc.yaml lists them as deps (tasks/core/datadeps.py)
+            _write_if_changed(dvc_file, graph.dvc_yaml_text(project), logger)
         # One `dvc status` for the whole walk: a stage up to date now stays so until a stage before it runs.
         stale = stages_not_up_to_date(project, [*selection.skip, *selection.run])
         if any(s in stale for s in selection.skip):
             write_text_atomic(params_file, before)  # refused: leave the workspace as it was
+            write_text_atomic(dvc_file, dvc_before)
             raise StagesNotUpToDate(from_stage or "", {s: stale[s] for s in selection.skip if s in stale})
         logger.info("stages in DVC order: %s", " -> ".join(order)
                     + (f" (from {from_stage}: {', '.join(selection.skip)} up to date, skipped)" if from_stage

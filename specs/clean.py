@@ -294,8 +294,8 @@ class DecontaminationSpec(StrictModel):
     benchmark_files: list[str] = Field(
         default_factory=list, description="Benchmark task files (paths relative to the project root) whose texts "
         "are indexed: `.jsonl` (one item a line: its `text` field, else all its string values) or `.txt` (one "
-        "item a non-blank line). Clean re-runs when this list changes (a DVC param), not when a listed file's contents "
-        "do: run `dvc repro -f clean` after editing one."
+        "item a non-blank line). Each is a DVC dep of clean (tasks/core/datadeps.py): an edited file re-runs clean; "
+        "after changing the list, `python -m tasks graph --write`."
     )
 
 

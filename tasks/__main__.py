@@ -44,7 +44,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
     if args.write:
         from tasks.core.files import write_text_atomic
 
-        write_text_atomic(root / "dvc.yaml", graph.dvc_yaml_text())
+        write_text_atomic(root / "dvc.yaml", graph.dvc_yaml_text(root))
         print(f"wrote {root / 'dvc.yaml'}")
         return 0
     for s in graph.STAGES:

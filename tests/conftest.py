@@ -137,6 +137,10 @@ def make_project(dest: Path, params: dict | None = None, as_given: bool = False)
     # Written out in full (defaults included): DVC tracks the values in the file, not pydantic's defaults.
     data = params if as_given else Params.model_validate(params if params is not None else tiny_params(dest)).dump()
     (dest / "params.yaml").write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True))
+    from tasks.core import graph
+
+    # as `python -m tasks graph --write` in the project: its params' source files are deps (tasks/core/datadeps.py)
+    (dest / "dvc.yaml").write_text(graph.dvc_yaml_text(dest))
     run(["git", "init", "-q"], dest)
     run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "empty"], dest)
     dvc_init(dest)

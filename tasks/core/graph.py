@@ -12,12 +12,14 @@ downstream of them). `check` also refuses a stage whose deps hold another stage'
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tasks.core import datadeps
 from tasks.core.closure import CODE_PACKAGES, PACKAGE_DATA, STAGE_ENTRY, data_files, import_closure
 
 DATA_DIR = "data"
@@ -184,8 +186,16 @@ def lineage_files(s: StageDef) -> list[str]:
     return [f for f in files if not any(f == h or f.startswith(f"{h}/") for h in held)]
 
 
-def dvc_stage_entry(s: StageDef, root: Path = CODE_ROOT) -> dict[str, Any]:
-    deps = [*s.code_deps(root), *(stage(u).handed_on for u in s.upstream), *s.extra_deps, *lineage_files(s)]
+def project_outputs() -> list[str]:
+    """Folders and files the stages write in a project (a user's source may not be hashed as one of them)."""
+    return [DATA_DIR, METRICS_DIR, RUNS_DIR, REPORTS_DIR,
+            *(o for s in STAGES for o in (*s.extra_outs, *s.persist_outs))]
+
+
+def dvc_stage_entry(s: StageDef, root: Path = CODE_ROOT, data_deps: Sequence[str] = ()) -> dict[str, Any]:
+    """`s` as a dvc.yaml stage; `data_deps`: the user files its params name (tasks/core/datadeps.py)."""
+    deps = [*s.code_deps(root), *(stage(u).handed_on for u in s.upstream), *s.extra_deps, *lineage_files(s),
+            *data_deps]
     return {
         "cmd": f"python -m tasks.core.run {s.name}",
         "deps": deps,
@@ -195,24 +205,31 @@ def dvc_stage_entry(s: StageDef, root: Path = CODE_ROOT) -> dict[str, Any]:
     }
 
 
-def dvc_yaml_data(root: Path = CODE_ROOT) -> dict[str, Any]:
-    """dvc.yaml as the registry generates it, with the code deps computed from the files under `root`."""
+def dvc_yaml_data(root: Path = CODE_ROOT, project: Path | None = None) -> dict[str, Any]:
+    """dvc.yaml as the registry generates it, with the code deps computed from the files under `root` and the
+    data deps from `project`'s params.yaml (default: `root`'s)."""
     names = set(STAGE_NAMES)
     plots = [p for p in PLOTS if next(iter(p)).split("_")[0] in names]
-    return {"stages": {s.name: dvc_stage_entry(s, root) for s in STAGES}, **({"plots": plots} if plots else {})}
+    data = datadeps.project_deps(project or root, project_outputs())
+    return {"stages": {s.name: dvc_stage_entry(s, root, data.get(s.name, ())) for s in STAGES},
+            **({"plots": plots} if plots else {})}
 
 
 HEADER = "# Generated from tasks/core/graph.py by `python -m tasks graph --write`; edit the registry, not this file.\n"
 
 
-def dvc_yaml_text() -> str:
-    return HEADER + yaml.safe_dump(dvc_yaml_data(), sort_keys=False, default_flow_style=False)
+def dvc_yaml_text(project: Path | None = None) -> str:
+    """dvc.yaml's text for the project at `project` (default: this checkout): its params name its data deps."""
+    return HEADER + yaml.safe_dump(dvc_yaml_data(project=project), sort_keys=False, default_flow_style=False)
 
 
-def _dep_drift(name: str, have: list[Any], want: list[Any]) -> list[str]:
+def _dep_drift(name: str, have: list[Any], want: list[Any], data: Sequence[str] = ()) -> list[str]:
     """One line per dep that dvc.yaml lists for stage `name` but the registry does not generate, or the reverse
-    (a code dep comes from the stage's import closure, any other from the registry)."""
+    (a code dep comes from the stage's import closure, a data dep from params.yaml, any other from the
+    registry)."""
     def why(dep: Any) -> str:
+        if dep in data:
+            return "params.yaml's sources (files the stage reads)"
         return "its import closure" if str(dep).split("/")[0] in CODE_PACKAGES else "the registry"
 
     missing = [d for d in want if d not in have]
@@ -250,7 +267,8 @@ def check_dvc_yaml(root: Path) -> list[str]:
     if not path.exists():
         return ["dvc.yaml is missing: run `python -m tasks graph --write`"]
     on_disk = yaml.safe_load(path.read_text()) or {}
-    generated = dvc_yaml_data()
+    data = datadeps.project_deps(root, project_outputs())
+    generated = dvc_yaml_data(project=root)
     want, have = generated["stages"], on_disk.get("stages", {})
     problems = []
     for name in sorted(set(want) | set(have)):
@@ -261,7 +279,7 @@ def check_dvc_yaml(root: Path) -> list[str]:
         elif have[name] != want[name]:
             keys = sorted(k for k in set(want[name]) | set(have[name]) if want[name].get(k) != have[name].get(k))
             if "deps" in keys:
-                problems += _dep_drift(name, have[name].get("deps") or [], want[name]["deps"])
+                problems += _dep_drift(name, have[name].get("deps") or [], want[name]["deps"], data.get(name, ()))
             if set(keys) - {"deps"}:
                 problems.append(f"dvc.yaml: stage '{name}' differs from the registry in: "
                                 f"{', '.join(k for k in keys if k != 'deps')}")

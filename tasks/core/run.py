@@ -29,6 +29,19 @@ def _workspace(root: Path, stage: str):
     return workspace_lock(root, f"stage {stage} (`python -m tasks {stage}`)", timeout=0)
 
 
+def _unlisted_data(stage: str, params, root: Path) -> list[str]:
+    """Under `dvc repro` (DVC sets DVC_STAGE for a stage's command): the user files `params` names for `stage`
+    that dvc.yaml does not list as its deps (tasks/core/datadeps.py); outside DVC nothing is tracked, so none."""
+    if not os.environ.get("DVC_STAGE") or not (root / "dvc.yaml").exists():
+        return []
+    import yaml
+
+    from tasks.core import datadeps, graph
+
+    wanted = datadeps.stage_deps(params, stage, root, graph.project_outputs())
+    return datadeps.unlisted(yaml.safe_load((root / "dvc.yaml").read_text()) or {}, stage, wanted) if wanted else []
+
+
 def run(stage: str, root: Path, params_file: str = "params.yaml") -> int:
     """Run `stage` on the project at `root`: 0 when it succeeded, 1 when it failed (its failure is recorded as
     the stage's result, for the flow), 2 when the params are invalid (before any work)."""
@@ -40,6 +53,12 @@ def run(stage: str, root: Path, params_file: str = "params.yaml") -> int:
         params = load_params(root / params_file)
     except ParamsError as exc:
         print(exc, file=sys.stderr)
+        return 2
+    unlisted = _unlisted_data(stage, params, root)
+    if unlisted:
+        print(f"dvc.yaml: stage '{stage}' does not depend on {', '.join(unlisted)}, which params.yaml's sources "
+              f"name: DVC would not re-run it when those files change. Run `python -m tasks graph --write` (and "
+              f"commit dvc.yaml), then `dvc repro` again.", file=sys.stderr)
         return 2
     try:
         with _workspace(root, stage):
