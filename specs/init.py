@@ -23,7 +23,7 @@ from specs.base import StrictModel
 class ModelInitSpec(StrictModel):
     """Start from a seeded random initialisation, or from a local Hugging Face checkpoint folder.
 
-    With `hf`, the folder's `config.json` is the architecture (llama, mistral, qwen2, qwen3), its safetensors
+    With `hf`, the folder's `config.json` is the architecture (llama, mistral, qwen2, qwen3, phi3), its safetensors
     weights the starting point (each rank reads only its own tensor/pipeline slices), and its `tokenizer.json`
     the tokenizer `mix` encodes with (no tokenizer is trained). Pickle checkpoints (`*.bin`, `*.pt`) are refused.
     DVC tracks `path`, not the folder's bytes: treat a checkpoint folder as immutable (a new version, a new

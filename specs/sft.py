@@ -33,9 +33,9 @@ class SFTSpec(TrainLoopSpec):
     dropout: float | None = Field(
         None, ge=0.0, lt=1.0, description="Dropout on attention and MLP outputs while finetuning. null (the "
         "default): 0.1 for a model pretrained here from scratch; none for a Hugging Face checkpoint, whose "
-        "families (llama, mistral, qwen2, qwen3) have no such dropout and whose config.json states "
-        "attention_dropout 0 (specs/init.py: a default never overrides what the checkpoint states). A number "
-        "applies to either.")
+        "families (llama, mistral, qwen2, qwen3, phi3) state attention_dropout 0 (and phi3 resid_pdrop 0: a "
+        "phi3 file stating either above 0 is refused at import, having no exact forgeline counterpart) "
+        "(specs/init.py: a default never overrides what the checkpoint states). A number applies to either.")
     dp: int = Field(1, ge=1, le=4096, description="Data-parallel ranks (the launcher, hostfile and accelerator "
                     "come from `parallel`).")
     tp: int = Field(1, ge=1, le=64, description="Tensor-parallel ranks (heads and MLP split, as in pretraining); "

@@ -254,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     tc = sub.add_parser("tiny-checkpoint", help="write a tiny random Hugging Face checkpoint folder (Llama, "
                         "ChatML template) to try model.init.kind: hf without a download")
     tc.add_argument("folder", help="where to write it, e.g. checkpoints/hf/tiny-llama")
-    tc.add_argument("--family", default="llama", choices=["llama", "mistral", "qwen2", "qwen3"],
+    tc.add_argument("--family", default="llama", choices=["llama", "mistral", "qwen2", "qwen3", "phi3"],
                     help="the architecture (model_type) of the checkpoint (default: llama)")
     tc.add_argument("--no-chat-template", action="store_true",
                     help="leave the chat template out (SFT then uses forgeline's chat markers)")

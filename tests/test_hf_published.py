@@ -1,5 +1,6 @@
 """Published checkpoints' own config.json files (tests/helpers/hf_published.py: Llama 2/3/3.1/3.2, TinyLlama,
-SmolLM2, CodeLlama, Vicuna, DeepSeek-R1-Distill-Llama, Mistral v0.1/v0.3/Nemo, Qwen2, Qwen2.5, Qwen3), scaled down
+SmolLM2, CodeLlama, Vicuna, DeepSeek-R1-Distill-Llama, Mistral v0.1/v0.3/Nemo, Qwen2, Qwen2.5, Qwen3, Phi-3-mini-4k,
+Phi-4), scaled down
 with every key and feature value kept: forgeline reads each field as transformers does and gives its logits within
 2e-5, or refuses the file naming it and the field; export writes a config transformers loads with the same
 logits. The file is written raw (transformers' `save_pretrained` would rewrite it in its own layout)."""
@@ -14,7 +15,7 @@ import pytest
 import torch
 
 from specs.architecture import ModelConfig, param_count
-from tasks.train.hf.hf_families import DEFAULTS
+from tasks.train.hf.hf_families import DEFAULTS, EPS, SUPPORTED
 from tasks.train.hf.hf_import import HFImportError, hf_model_config, load_hf_state
 from tasks.train.modeling.model import Transformer
 from tests.helpers.hf_published import PUBLISHED, VOCAB, scale_down
@@ -46,7 +47,7 @@ def transformers_view(hf: torch.nn.Module) -> dict[str, Any]:
     """The fields forgeline must read as transformers' parsed config holds them."""
     c = hf.config
     types = getattr(c, "layer_types", None) or []
-    window = c.sliding_window if c.model_type == "mistral" else (
+    window = c.sliding_window if c.model_type in ("mistral", "phi3") else (
         c.sliding_window if types and all(t == "sliding_attention" for t in types) else None)
     return {"head_dim": getattr(c, "head_dim", None) or c.hidden_size // c.num_attention_heads,
             "n_kv_heads": c.num_key_value_heads, "tie_embeddings": c.tie_word_embeddings,
@@ -181,12 +182,14 @@ def test_the_defaults_are_the_installed_transformers_class_defaults():
     import transformers
 
     classes = {"llama": transformers.LlamaConfig, "mistral": transformers.MistralConfig,
-               "qwen2": transformers.Qwen2Config, "qwen3": transformers.Qwen3Config}
+               "qwen2": transformers.Qwen2Config, "qwen3": transformers.Qwen3Config, "phi3": transformers.Phi3Config}
+    assert set(classes) == set(DEFAULTS) == set(SUPPORTED)
     for kind, cls in classes.items():
         fields = cls.__dataclass_fields__
         for key, value in DEFAULTS[kind].items():
             assert fields[key].default == value if key in fields else value is None, (kind, key)
-        assert (fields["rms_norm_eps"].default, fields["tie_word_embeddings"].default) == (1e-6, False)
+        eps = DEFAULTS[kind].get("rms_norm_eps", EPS)
+        assert (fields["rms_norm_eps"].default, fields["tie_word_embeddings"].default) == (eps, False)
         assert fields["hidden_act"].default == "silu"
 
 

@@ -128,6 +128,11 @@ ALLOWED: dict[tuple[str, str], tuple[str, Any]] = {
                                       lambda a, b, f: a == "<absent>" and b == pad_of(f)),
     **{("config.json", k): ("read by no transformers model", lambda a, b, f: b == "<absent>")
        for k in ("use_mrope", "rope_interleaved", "is_llama_config")},
+    # Phi-3's files: hub metadata; the remote-code pointer (the export is transformers' own Phi3ForCausalLM and
+    # carries no code files); the original context, read only by longrope, which import refuses
+    **{("config.json", k): ("not part of the model transformers builds from the export",
+                            lambda a, b, f: b == "<absent>")
+       for k in ("_name_or_path", "auto_map", "original_max_position_embeddings")},
     ("tokenizer_config.json", "tokenizer_class"): ("a plain fast tokenizer over the verbatim tokenizer.json",
                                                    lambda a, b, f: b == "PreTrainedTokenizerFast"),
     ("tokenizer_config.json", "errors"): ("read only by the slow byte-level tokenizer",

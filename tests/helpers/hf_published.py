@@ -5,8 +5,11 @@ switches, eos lists, `pretraining_tp` — while shrinking the dims to a model th
 
 Sources: the Qwen2.5-0.5B/1.5B-Instruct and Llama-3.1 rope_scaling files were checked against copies vendored in
 public GitHub repositories (the code search's `"max_window_layers": 21` and `"rope_type": "llama3"` hits), the
-transformers-5 layout of Qwen2.5-1.5B against a saved 5.7.0 file; the rest are written from the published hub
-files as known (values that matter here: model_type, rope, tie, heads, head_dim, window fields, eos ids).
+transformers-5 layout of Qwen2.5-1.5B against a saved 5.7.0 file; Phi-3-mini-4k-instruct against two public
+copies of its file (the code search's `"sliding_window": 2047` hits, identical), phi-4 against one (its
+`"_name_or_path": "microsoft/phi-4"` hit, the transformers 4.47.0 revision: its eos/pad ids may differ in later
+revisions); the rest are written from the published hub files as known (values that matter here: model_type,
+rope, tie, heads, head_dim, window fields, eos ids).
 """
 
 from __future__ import annotations
@@ -56,6 +59,27 @@ _QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "attention_bias": False, "atten
           "rope_scaling": None, "rope_theta": 1000000, "sliding_window": None, "tie_word_embeddings": True,
           "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": True,
           "use_sliding_window": False, "vocab_size": 151936}
+
+_PHI3_MINI = {"_name_or_path": "Phi-3-mini-4k-instruct", "architectures": ["Phi3ForCausalLM"],
+              "attention_bias": False, "attention_dropout": 0.0,
+              "auto_map": {"AutoConfig": "configuration_phi3.Phi3Config",
+                           "AutoModelForCausalLM": "modeling_phi3.Phi3ForCausalLM"},
+              "bos_token_id": 1, "embd_pdrop": 0.0, "eos_token_id": 32000, "hidden_act": "silu",
+              "hidden_size": 3072, "initializer_range": 0.02, "intermediate_size": 8192,
+              "max_position_embeddings": 4096, "model_type": "phi3", "num_attention_heads": 32,
+              "num_hidden_layers": 32, "num_key_value_heads": 32, "original_max_position_embeddings": 4096,
+              "pad_token_id": 32000, "resid_pdrop": 0.0, "rms_norm_eps": 1e-05, "rope_scaling": None,
+              "rope_theta": 10000.0, "sliding_window": 2047, "tie_word_embeddings": False,
+              "torch_dtype": "bfloat16", "transformers_version": "4.40.2", "use_cache": True, "vocab_size": 32064}
+_PHI4 = {"_name_or_path": "microsoft/phi-4", "architectures": ["Phi3ForCausalLM"], "attention_bias": False,
+         "attention_dropout": 0.0, "auto_map": {}, "bos_token_id": 100257, "embd_pdrop": 0.0,
+         "eos_token_id": 100257, "hidden_act": "silu", "hidden_size": 5120, "initializer_range": 0.02,
+         "intermediate_size": 17920, "max_position_embeddings": 16384, "model_type": "phi3",
+         "num_attention_heads": 40, "num_hidden_layers": 40, "num_key_value_heads": 10,
+         "original_max_position_embeddings": 16384, "pad_token_id": 100257, "resid_pdrop": 0.0,
+         "rms_norm_eps": 1e-05, "rope_scaling": None, "rope_theta": 250000, "sliding_window": None,
+         "tie_word_embeddings": False, "torch_dtype": "bfloat16", "transformers_version": "4.47.0",
+         "use_cache": True, "vocab_size": 100352}
 
 
 def _with(base: dict[str, Any], drop: tuple[str, ...] = (), **changes: Any) -> dict[str, Any]:
@@ -122,6 +146,8 @@ PUBLISHED: dict[str, dict[str, Any]] = {
                       num_attention_heads=32, num_hidden_layers=36),
     "Qwen3-8B": _with(_QWEN3, hidden_size=4096, intermediate_size=12288, max_window_layers=36,
                       num_attention_heads=32, num_hidden_layers=36, tie_word_embeddings=False),
+    "Phi-3-mini-4k-instruct": _PHI3_MINI,
+    "phi-4": _PHI4,
 }
 
 LAYERS, VOCAB, HEAD = 3, 128, 16

@@ -10,7 +10,8 @@ the same way tp = pp = 1 does, and from a Hugging Face folder a rank reads only 
 Sources: `RandomSource` (the seeded random init of `tasks/train/modeling/model.py`, generated for the asked slice only),
 `ConsolidatedSource` (a forgeline model folder's consolidated safetensors: SFT's pretrained model, its token
 table grown on the fly by `tasks/train/inputs/chat.py: GrownTableSource`) and `HFSource` (a Hugging Face checkpoint
-folder, via the key map of `tasks/train/hf/hf_export.py`). Neither reads more than the asked slice.
+folder, via the tensor references of `tasks/train/hf/hf_export.py`: a Phi-3 q/k/v or gate/up slice is read from
+its rows of the fused `qkv_proj` / `gate_up_proj`). Neither reads more than the asked slice.
 
 The module may be built on the meta device (shapes only): `load_local` then *materialises* each meta parameter
 from its slice (in the dtype asked for), so a rank never allocates a tensor it does not own — not the full
@@ -37,7 +38,8 @@ from torch import nn
 
 from specs.architecture import ModelConfig
 from tasks.train.modeling.fused import join_values
-from tasks.train.hf.hf_export import key_map
+from tasks.train.hf.hf_export import hf_refs, key_map
+from tasks.train.hf.hf_families import HFImportError
 from tasks.train.hf.hf_files import float_weight
 from tasks.train.hf.hf_import import missing_weights, weight_files
 from tasks.train.modeling.model import Transformer, name_seed
@@ -141,14 +143,22 @@ class HFSource:
     def __init__(self, folder: Path, cfg: ModelConfig):
         self.folder = Path(folder)
         self.mapping = key_map(cfg)
+        self.refs = hf_refs(cfg)
+        self.width = cfg.d_model  # the input width of every fused projection (Phi-3's qkv_proj, gate_up_proj)
         self.files = weight_files(self.folder)  # refuses pickle-only folders by name
         missing_weights(self.folder, self.files, self.mapping, cfg.tie_embeddings)
 
     def read(self, key: str, dim: int | None, part: int, parts: int) -> torch.Tensor:
         """As `load_hf_state` reads it: an integer or boolean weight is refused (`float_weight`), not cast to
-        the parameter's float dtype by `load_params` (a bool norm weight became 0.0/1.0 silently)."""
-        hf = self.mapping[key]
-        return float_weight(self.files[hf], hf, read_file_slice(self.files[hf], hf, dim, part, parts))
+        the parameter's float dtype by `load_params` (a bool norm weight became 0.0/1.0 silently). A part of a
+        fused tensor reads only its rows (its TP share of them), after checking the fused tensor's row count."""
+        ref = self.refs[key]
+        path = self.files[ref.name]
+        if ref.stop is None:
+            return float_weight(path, ref.name, read_file_slice(path, ref.name, dim, part, parts))
+        want = (ref.rows, self.width)
+        return float_weight(path, ref.name, read_fused_part(path, ref.name, want, ref.start, ref.stop, dim, part,
+                                                            parts))
 
     def fingerprint(self) -> str:
         """config.json plus the weight files' names and sizes (hashing terabytes of weights at every start would
@@ -171,6 +181,26 @@ def read_file_slice(path: Path, name: str, dim: int | None, part: int, parts: in
             return piece[:]
         lo, hi = _slice_bounds(shape[dim], part, parts, f"{path}: `{name}`")
         return piece[lo:hi] if dim == 0 else piece[:, lo:hi]
+
+
+def read_fused_part(path: Path, name: str, want: tuple[int, ...], start: int, stop: int, dim: int | None,
+                    part: int, parts: int) -> torch.Tensor:
+    """Rows [start, stop) of fused tensor `name`, or their slice `part` of `parts` along `dim`: memory-mapped, only
+    the slice's bytes read. A tensor not of shape `want` is refused naming it (its parts would be read from the
+    wrong rows)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as f:
+        piece = f.get_slice(name)
+        shape = tuple(piece.get_shape())
+        if shape != tuple(want):
+            raise HFImportError(f"{path}: `{name}` has shape {shape}, config.json implies {tuple(want)} (the fused "
+                                "parts' rows stacked)")
+        if dim is None:
+            return piece[start:stop]
+        lo, hi = _slice_bounds(stop - start if dim == 0 else shape[1], part, parts, f"{path}: `{name}` rows "
+                               f"{start}:{stop}")
+        return piece[start + lo:start + hi] if dim == 0 else piece[start:stop, lo:hi]
 
 
 class ConsolidatedSource:

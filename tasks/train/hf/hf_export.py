@@ -1,4 +1,5 @@
-"""Hugging Face export: forgeline's decoder as a `LlamaForCausalLM` folder, plus tokenizer and model card.
+"""Hugging Face export: forgeline's decoder as a `LlamaForCausalLM` folder (or its imported checkpoint's family),
+plus tokenizer and model card.
 
 forgeline's `Transformer` is architecturally a Llama: RMSNorm (fp32 statistics, weight applied after the cast
 back), RoPE in the rotate-half convention (first half / second half of each head, *not* interleaved pairs),
@@ -16,6 +17,10 @@ interleaved pairs; ours already rotate halves.) `verify_hf` proves this numerica
     layers.{N+1}.weight                 model.norm.weight
     layers.{N+2}.weight (untied only)   lm_head.weight
 
+Phi-3 (`phi3`) stores q/k/v as rows of one `self_attn.qkv_proj` and gate/up as rows of one `mlp.gate_up_proj`
+(`hf_families.FUSED`): `hf_refs` says which rows of which tensor hold each forgeline tensor, import reads those
+rows (a tensor-parallel rank only its share of them) and export concatenates the parts back.
+
 Determinism: every JSON file is key-sorted, the tokenizer files are written by hand (not `save_pretrained`,
 whose output varies across transformers versions), safetensors gets tensors in sorted-name order with fixed
 metadata, and the card carries no timestamps. Same inputs → byte-identical folder.
@@ -31,13 +36,14 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from tasks.core.files import TEMP_MARK, atomic_path, sha256_file, write_json_atomic, write_text_atomic
 from specs.architecture import ModelConfig, param_count
 from tasks.train.hf.hf_card import render_card
+from tasks.train.hf.hf_families import FUSED
 from tasks.train.hf.hf_generation import EndIds, chat_templates, check_end_ids, end_ids, generation_config, stated_ids
 from tasks.train.modeling.model import Transformer, head_index
 
@@ -53,9 +59,44 @@ class ExportMismatch(ValueError):
 
 
 # ------------------------------------------------------------------------------------------------ weights
+class HFRef(NamedTuple):
+    """Where a forgeline tensor lives in a Hugging Face checkpoint: tensor `name`, all of it, or rows
+    [start, stop) of its `rows` when it is one part of a fused tensor (Phi-3's qkv_proj, gate_up_proj)."""
+    name: str
+    start: int = 0
+    stop: int | None = None
+    rows: int | None = None
+
+
 def key_map(cfg: ModelConfig) -> dict[str, str]:
-    """forgeline state-dict key -> HF key (Llama / Mistral / Qwen2 / Qwen3 names: the same modules, plus q/k/v
-    biases and q/k norms where the config has them), for every parameter the config implies."""
+    """forgeline state-dict key -> the HF tensor holding it, for every parameter the config implies (Llama /
+    Mistral / Qwen2 / Qwen3 names: the same modules, plus q/k/v biases and q/k norms where the config has them;
+    Phi-3: several keys map to one fused tensor, `hf_refs` says which rows)."""
+    return {ours: ref.name for ours, ref in hf_refs(cfg).items()}
+
+
+def hf_refs(cfg: ModelConfig) -> dict[str, HFRef]:
+    """forgeline state-dict key -> `HFRef`: the whole tensor of the family's layout, or for a family that fuses
+    projections (`hf_families.FUSED`) the part's row range of the fused tensor."""
+    names = _plain_names(cfg)
+    refs = {ours: HFRef(hf) for ours, hf in names.items()}
+    fused = FUSED.get(cfg.hf_model_type or "")
+    if not fused:
+        return refs
+    shapes, ours_of = _expected_shapes(cfg), {hf: ours for ours, hf in names.items()}
+    for k in range(cfg.n_layers):
+        for whole, parts in fused.items():
+            plain = [f"model.layers.{k}.{part}.weight" for part in parts]
+            total, start = sum(shapes[hf][0] for hf in plain), 0
+            for hf in plain:
+                stop = start + shapes[hf][0]
+                refs[ours_of[hf]] = HFRef(f"model.layers.{k}.{whole}.weight", start, stop, total)
+                start = stop
+    return refs
+
+
+def _plain_names(cfg: ModelConfig) -> dict[str, str]:
+    """forgeline key -> HF key of the unfused (Llama) layout."""
     m = {"layers.0.weight": "model.embed_tokens.weight",
          f"layers.{cfg.n_layers + 1}.weight": "model.norm.weight"}
     for i in range(1, cfg.n_layers + 1):
@@ -74,7 +115,8 @@ def key_map(cfg: ModelConfig) -> dict[str, str]:
 
 
 def _expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
-    """HF key -> shape, so a config/state mismatch fails here with names instead of inside transformers."""
+    """HF key of the unfused layout -> shape, so a config/state mismatch fails here with names instead of inside
+    transformers."""
     d, hd, f, v = cfg.d_model, cfg.head_dim, cfg.ffn_hidden, cfg.vocab_size
     per = {"input_layernorm.weight": (d,), "post_attention_layernorm.weight": (d,),
            "self_attn.q_proj.weight": (cfg.n_heads * hd, d), "self_attn.k_proj.weight": (cfg.n_kv_heads * hd, d),
@@ -94,30 +136,34 @@ def _expected_shapes(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 
 def to_hf_state_dict(state: dict[str, torch.Tensor], cfg: ModelConfig) -> dict[str, torch.Tensor]:
-    """Rename a consolidated forgeline state dict to HF names (fp32, contiguous, unshared).
+    """Rename a consolidated forgeline state dict to HF names (fp32, contiguous, unshared), the parts of a fused
+    tensor (`hf_refs`) concatenated in its row order.
 
     Strict: a missing, unexpected or wrongly shaped tensor raises `KeyError`/`ValueError` naming it. Tensors are
     cloned so none share storage (safetensors refuses shared tensors; a tied head is simply absent, and HF
     re-ties it from `tie_word_embeddings`). Returned in sorted key order.
     """
-    mapping = key_map(cfg)
-    missing = sorted(set(mapping) - set(state))
-    extra = sorted(set(state) - set(mapping))
+    refs, plain = hf_refs(cfg), _plain_names(cfg)
+    missing = sorted(set(refs) - set(state))
+    extra = sorted(set(state) - set(refs))
     if missing or extra:
         raise KeyError(f"state dict does not match the config (tie_embeddings={cfg.tie_embeddings}, "
                        f"n_layers={cfg.n_layers}): missing {missing[:8]}, unexpected {extra[:8]}")
     shapes = _expected_shapes(cfg)
-    out: dict[str, torch.Tensor] = {}
-    for src, dst in sorted(mapping.items(), key=lambda kv: kv[1]):
+    parts: dict[str, list[tuple[int, torch.Tensor]]] = {}
+    for src, ref in refs.items():
         t = state[src]
-        if tuple(t.shape) != shapes[dst]:
-            raise ValueError(f"{src} -> {dst}: shape {tuple(t.shape)}, config implies {shapes[dst]}")
-        out[dst] = t.detach().to("cpu", torch.float32).contiguous().clone()
-    return out
+        if tuple(t.shape) != shapes[plain[src]]:
+            rows = f" rows {ref.start}:{ref.stop}" if ref.stop is not None else ""
+            raise ValueError(f"{src} -> {ref.name}{rows}: shape {tuple(t.shape)}, config implies "
+                             f"{shapes[plain[src]]}")
+        parts.setdefault(ref.name, []).append((ref.start, t.detach().to("cpu", torch.float32)))
+    return {name: torch.cat([t for _, t in sorted(parts[name], key=lambda p: p[0])]).contiguous().clone()
+            for name in sorted(parts)}
 
 
 FAMILIES = {"llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-            "qwen3": "Qwen3ForCausalLM"}
+            "qwen3": "Qwen3ForCausalLM", "phi3": "Phi3ForCausalLM"}
 
 
 def family(cfg: ModelConfig) -> str:
@@ -128,15 +174,16 @@ def family(cfg: ModelConfig) -> str:
     kind = cfg.hf_model_type or ("qwen3" if cfg.qk_norm else "qwen2" if cfg.attn_bias else
                                  "mistral" if cfg.sliding_window else "llama")
     allowed = {"llama": set(), "mistral": {"sliding_window"}, "qwen2": {"attn_bias", "sliding_window"},
-               "qwen3": {"qk_norm", "sliding_window"}}
+               "qwen3": {"qk_norm", "sliding_window"}, "phi3": {"sliding_window"}}
     if kind not in allowed:
         raise ValueError(f"export: model_type {kind!r} is not one of {', '.join(FAMILIES)}")
     used = {name for name, on in (("attn_bias", cfg.attn_bias), ("qk_norm", cfg.qk_norm),
                                   ("sliding_window", cfg.sliding_window)) if on}
     if used - allowed[kind]:
         raise ValueError(f"export: {FAMILIES[kind]} cannot express {', '.join(sorted(used - allowed[kind]))}")
-    if cfg.rope_type != "default" and kind != "llama" and not cfg.hf_model_type:
-        raise ValueError(f"export: {cfg.rope_type} RoPE scaling is exported for llama models only")
+    if cfg.rope_type != "default" and (kind == "phi3" or kind != "llama" and not cfg.hf_model_type):
+        raise ValueError(f"export: {cfg.rope_type} RoPE scaling is exported for llama models only (and for "
+                         "an imported checkpoint's own family other than phi3, whose config takes none)")
     return kind
 
 
@@ -173,6 +220,9 @@ def hf_config(cfg: ModelConfig, *, bos_token_id: int | None = None, eos_token_id
         conf.update(attention_bias=False, mlp_bias=False, pretraining_tp=1)
     elif kind == "mistral":
         conf.update(sliding_window=cfg.sliding_window)
+    elif kind == "phi3":  # dropouts 0 (import refuses others); RoPE and bias keys as Phi3Config reads them
+        conf.update(sliding_window=cfg.sliding_window, resid_pdrop=0.0, embd_pdrop=0.0, attention_bias=False)
+        rope["partial_rotary_factor"] = 1.0
     else:  # qwen2 has q/k/v biases by construction; qwen3's attention_bias would add one to o_proj as well
         sliding = cfg.sliding_window is not None  # a window on every layer: from layer 0 on
         conf.update(use_sliding_window=sliding, sliding_window=cfg.sliding_window,

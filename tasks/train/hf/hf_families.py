@@ -17,6 +17,14 @@ per-family rules this module owns:
   `max_position_embeddings`. default, linear, llama3, yarn and dynamic are taken (dynamic NTK equals plain RoPE
   at positions below `max_position_embeddings`, the only ones forgeline trains at); longrope and others are
   refused.
+- **Phi-3** (`phi3`: Phi-3-mini/medium-4k, Phi-4, Phi-4-reasoning) is Llama's math with q/k/v stored as one
+  `qkv_proj` and gate/up as one `gate_up_proj` (`FUSED`, rows part after part); its class defaults are MHA,
+  eps 1e-5, 4096 positions and no window; a `sliding_window` applies to every layer (as Mistral's). Its
+  config class reads RoPE type `su` and `yarn` as `longrope` (Phi-3-mini-128k, Phi-3.5, Phi-4-mini), refused
+  here, and allows no other scaling. Its `resid_pdrop` (on the attention and MLP outputs) and
+  `attention_dropout` (on the attention weights) have no exact counterpart in forgeline's one `dropout`, which
+  acts on all three: a file stating either nonzero is refused (published ones state 0); `embd_pdrop` is read by
+  no transformers 5 model code and is ignored as there.
 
 Every refusal is an `HFImportError` naming the file and the field.
 """
@@ -27,7 +35,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-SUPPORTED = ("llama", "mistral", "qwen2", "qwen3")
+SUPPORTED = ("llama", "mistral", "qwen2", "qwen3", "phi3")
 DERIVED = None  # the value a key takes when it is derived from others (kv heads = heads, head_dim = hidden/heads)
 # transformers 5's class defaults for the keys a published file may leave out (tests/test_hf_published.py checks
 # them against the installed config classes)
@@ -39,7 +47,19 @@ DEFAULTS: dict[str, dict[str, Any]] = {
               "sliding_window": 4096, "max_window_layers": 28},
     "qwen3": {"num_key_value_heads": 32, "head_dim": 128, "max_position_embeddings": 32768,
               "sliding_window": 4096, "max_window_layers": 28},
+    "phi3": {"num_key_value_heads": DERIVED, "head_dim": DERIVED, "max_position_embeddings": 4096,
+             "sliding_window": None, "rms_norm_eps": 1e-5},
 }
+EPS = 1e-6  # rms_norm_eps of the families whose DEFAULTS do not name one
+# Families storing several projections as one tensor: HF module -> the unfused modules whose rows it stacks, in
+# row order (Phi-3's modeling splits qkv_proj's output at heads·hd and heads·hd + kv·hd, and chunks gate_up_proj's
+# in two, gate first)
+FUSED: dict[str, dict[str, tuple[str, ...]]] = {
+    "phi3": {"self_attn.qkv_proj": ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+             "mlp.gate_up_proj": ("mlp.gate_proj", "mlp.up_proj")},
+}
+PHI3_LONGROPE = ("longrope", "su", "yarn")  # Phi3Config renames the last two to longrope
+PHI3_DROPOUTS = ("resid_pdrop", "attention_dropout")
 ROPE_SUPPORTED = ("default", "linear", "dynamic", "llama3", "yarn")
 SILU = ("silu", "swish")  # transformers' ACT2FN maps both to SiLU
 
@@ -76,11 +96,38 @@ def refuse_unsupported(cfg: dict[str, Any], kind: str, where: Path) -> None:
     if kind in ("llama", "qwen3") and cfg.get("attention_bias"):
         raise HFImportError(f"{where}: attention_bias true is not supported for {kind} (it puts a bias on o_proj "
                             "too; forgeline's attention has q/k/v biases only, as qwen2's)")
+    if kind == "phi3":
+        refuse_phi3(cfg, where)
+
+
+def refuse_phi3(cfg: dict[str, Any], where: Path) -> None:
+    """What Phi3Config reads differently from the other families: RoPE types (only default; longrope under any of
+    its names refused) and the dropouts forgeline cannot reproduce (module docstring)."""
+    key = "rope_scaling" if cfg.get("rope_scaling") else "rope_parameters"  # the 4.x key wins, as in rope_fields
+    params = cfg.get(key) if isinstance(cfg.get(key), dict) else {}
+    kind = params.get("rope_type", params.get("type", "default"))
+    if kind in PHI3_LONGROPE:
+        raise HFImportError(f"{where}: {key}'s rope type `{kind}` is longrope for phi3 (Phi3Config renames su and "
+                            "yarn to it): not supported (Phi-3-mini-128k, Phi-3.5 and Phi-4-mini use it; the 4k "
+                            "Phi-3 models and Phi-4 do not)")
+    if kind != "default":
+        raise HFImportError(f"{where}: {key}'s rope type `{kind}` is not supported for phi3 (transformers' "
+                            "Phi3Config takes default and longrope only)")
+    for key in PHI3_DROPOUTS:
+        value = cfg.get(key, 0.0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1:
+            raise HFImportError(f"{where}: `{key}` must be a number in [0, 1), got {value!r:.60}")
+        if value:
+            raise HFImportError(f"{where}: {key} {value} is not supported: forgeline's one `dropout` acts on the "
+                                "attention weights and on the attention and MLP outputs alike, transformers' Phi-3 "
+                                "drops the weights by attention_dropout and the outputs by resid_pdrop; set both to "
+                                "0 in config.json (as published Phi-3 and Phi-4 files state) and choose "
+                                "`model.dropout` / `sft.dropout` in params.yaml")
 
 
 def sliding_window(cfg: dict[str, Any], kind: str, where: Path) -> int | None:
     """The window every layer uses (None: full attention), as transformers' model of `kind` applies it."""
-    if kind == "mistral":
+    if kind in ("mistral", "phi3"):  # both mask every layer by their window (none when null)
         window = family_value(cfg, kind, "sliding_window")
         return int(window) if window else None
     if kind == "llama":

@@ -1,17 +1,19 @@
 """Hugging Face checkpoints in: `config.json` -> `ModelConfig`, safetensors weights -> the plain model's state dict.
 
 Supported `model_type`s: `llama` (GQA, tied or untied head), `mistral` (sliding window), `qwen2` (q/k/v biases),
-`qwen3` (q/k RMSNorm, explicit `head_dim`), each with RoPE scaling `linear`, `dynamic`, `llama3` or `yarn`; each
-key read as transformers reads that family's file (`hf_families`: class defaults, ignored keys, window and RoPE
-rules).
-Everything else — another model_type, another RoPE scaling, an activation other than SiLU, llama's MLP or
-attention biases, per-layer sliding windows, a pickle checkpoint (`pytorch_model.bin`, refused and never
-unpickled), a missing or misshapen weight — fails before any training with a message naming the file and the
-field or tensor.
+`qwen3` (q/k RMSNorm, explicit `head_dim`), each with RoPE scaling `linear`, `dynamic`, `llama3` or `yarn`; and
+`phi3` (Phi-3-mini/medium-4k, Phi-4: fused `qkv_proj` / `gate_up_proj`, optional sliding window, plain RoPE
+only); each key read as transformers reads that family's file (`hf_families`: class defaults, ignored keys,
+window and RoPE rules).
+Everything else — another model_type, another RoPE scaling (Phi-3's longrope included), an activation other than
+SiLU, llama's MLP or attention biases, per-layer sliding windows, Phi-3 dropouts above 0, a pickle checkpoint
+(`pytorch_model.bin`, refused and never unpickled), a missing or misshapen weight — fails before any training
+with a message naming the file and the field or tensor.
 
 Weights are read tensor by tensor with `safetensors.safe_open` (one file of a sharded checkpoint open at a
 time, only the tensors asked for), in the checkpoint's own dtype; `read_slice` reads a row or column range of
-one tensor without loading the rest — the primitive a tensor-parallel rank uses to read only its share.
+one tensor without loading the rest — the primitive a tensor-parallel rank uses to read only its share. A fused
+Phi-3 tensor is read once and split into forgeline's q/k/v (gate/up) tensors by its rows (`hf_export.hf_refs`).
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from typing import Any, Iterator
 import torch
 
 from specs.architecture import ModelConfig
-from tasks.train.hf.hf_export import key_map
+from tasks.train.hf.hf_export import HFRef, hf_refs, key_map
 from tasks.train.hf.hf_files import (check_checkpoint_files, check_config_numbers, checked_file, float_weight,
                                      open_weights, read_json_object)
-from tasks.train.hf.hf_families import (SUPPORTED, HFImportError, family_value, refuse_unsupported,
+from tasks.train.hf.hf_families import (EPS, SUPPORTED, HFImportError, family_value, refuse_unsupported,
                                            rope_fields, sliding_window)
 
 INDEX = "model.safetensors.index.json"
@@ -76,7 +78,8 @@ def _model_config(cfg: dict[str, Any], kind: str, where: Path, seq_len: int | No
         n_kv_heads=int(family_value(cfg, kind, "num_key_value_heads") or heads), d_model=d,
         ffn_hidden=int(_field(cfg, "intermediate_size", where)),
         tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
-        norm_eps=float(cfg.get("rms_norm_eps") or 1e-6), init_std=float(cfg.get("initializer_range", 0.02)),
+        norm_eps=float(family_value(cfg, kind, "rms_norm_eps") or EPS),
+        init_std=float(cfg.get("initializer_range", 0.02)),
         explicit_head_dim=head_dim if head_dim != d // heads else None, attn_bias=kind == "qwen2",
         qk_norm=kind == "qwen3", sliding_window=sliding_window(cfg, kind, where), hf_model_type=kind, **rope)
 
@@ -160,7 +163,7 @@ def indexed_files(folder: Path) -> dict[str, Path]:
 def missing_weights(folder: Path, files: dict[str, Path], mapping: dict[str, str], tied: bool) -> None:
     """Raise, naming the first, when a weight the config implies is in none of `files`; a missing
     `lm_head.weight` beside `tie_word_embeddings` false says which key would make the checkpoint load."""
-    missing = [hf for hf in mapping.values() if hf not in files]
+    missing = [hf for hf in dict.fromkeys(mapping.values()) if hf not in files]  # a fused tensor named once
     if not missing:
         return
     hint = ""
@@ -192,20 +195,33 @@ def read_slice(folder: Path, name: str, dim: int, start: int, stop: int) -> torc
 
 def load_hf_state(folder: Path, cfg: ModelConfig, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
     """The plain model's state dict from the checkpoint (in `dtype`, default the checkpoint's own), after
-    checking every tensor the config implies is there with the shape it implies."""
+    checking every tensor the config implies is there with the shape it implies (a fused one whole, then split)."""
     from tasks.train.modeling.model import Transformer
 
     with torch.device("meta"):  # the shapes the config implies, without materialising any weight
         shapes = {k: tuple(v.shape) for k, v in Transformer(cfg, 0).state_dict().items()}
-    mapping = key_map(cfg)
+    refs = hf_refs(cfg)
     files = weight_files(folder)
-    missing_weights(folder, files, mapping, cfg.tie_embeddings)
-    inverse = {hf: ours for ours, hf in mapping.items()}
+    missing_weights(folder, files, key_map(cfg), cfg.tie_embeddings)
+    held: dict[str, list[tuple[str, HFRef]]] = {}
+    for ours, ref in refs.items():
+        held.setdefault(ref.name, []).append((ours, ref))
     state: dict[str, torch.Tensor] = {}
-    for hf, tensor in iter_tensors(folder, sorted(inverse)):
-        ours = inverse[hf]
-        if tuple(tensor.shape) != shapes[ours]:
+    for hf, tensor in iter_tensors(folder, sorted(held)):
+        want = hf_shape(held[hf], shapes)
+        if tuple(tensor.shape) != want:
+            fused = f" (rows of {', '.join(o.rsplit('.', 2)[-2] for o, _ in held[hf])} stacked)" \
+                if len(held[hf]) > 1 else ""
             raise HFImportError(f"{files[hf]}: `{hf}` has shape {tuple(tensor.shape)}, config.json implies "
-                                f"{shapes[ours]}")
-        state[ours] = tensor if dtype is None else tensor.to(dtype)
+                                f"{want}{fused}")
+        for ours, ref in held[hf]:
+            part = tensor if ref.stop is None else tensor[ref.start:ref.stop].clone()  # no storage shared by parts
+            state[ours] = part if dtype is None else part.to(dtype)
     return state
+
+
+def hf_shape(held: list[tuple[str, HFRef]], shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
+    """The shape of the HF tensor holding `held` ((our key, ref) pairs): our tensor's, or for a fused one its
+    parts' rows stacked."""
+    (ours, ref), *_ = held
+    return shapes[ours] if ref.rows is None else (ref.rows, *shapes[ours][1:])

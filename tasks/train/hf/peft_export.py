@@ -6,6 +6,12 @@ one fp32 rounding); it is exported as its own HF folder, and PEFT itself builds 
 (`get_peft_model` with the same r, alpha, dropout and target modules, our A and B loaded into its `lora_A` /
 `lora_B`) and writes `adapter_config.json` + `adapter_model.safetensors` with `save_pretrained`. The check that
 matters to a user: `PeftModel.from_pretrained(base, adapter)` gives the merged model's logits.
+
+Phi-3 fuses q/k/v into `qkv_proj` and gate/up into `gate_up_proj`, where forgeline has one adapter per part. One
+LoRA on the fused module is exactly their sum: with the n targeted parts' pairs (A_i [r, in], B_i [rows_i, r]),
+A' = [A_1; ...; A_n] ([n·r, in]) and B' block-diagonal (B_i in part i's rows and columns i·r..(i+1)·r, zero
+rows for an untargeted part), so B'A' stacks the parts' B_i A_i; rank n·r and alpha n·alpha (PEFT's
+`rank_pattern` / `alpha_pattern`) keep the scale alpha / r.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from typing import Any
 import torch
 
 from specs.architecture import ModelConfig
-from tasks.train.hf.hf_export import ExportMismatch, key_map
+from tasks.train.hf.hf_export import ExportMismatch, hf_refs
+from tasks.train.hf.hf_families import FUSED
 from tasks.train.modeling.lora import HF_MODULES
 
 
@@ -35,23 +42,49 @@ def base_weights(merged: dict[str, torch.Tensor], lora: dict[str, torch.Tensor],
     return base
 
 
+def peft_tensors(lora: dict[str, torch.Tensor], cfg: ModelConfig) -> tuple[dict[str, torch.Tensor], dict[str, int]]:
+    """(PEFT's LoRA tensors `<hf module>.lora_A|lora_B.default.weight` for `lora`, parts joined per fused module
+    (module docstring); the number of parts joined, per module name such as `qkv_proj`)."""
+    refs = hf_refs(cfg)
+    groups: dict[str, list[str]] = {}
+    for linear in sorted({linear_of(k) for k in lora}):
+        groups.setdefault(refs[f"{linear}.weight"].name[: -len(".weight")], []).append(linear)
+    out: dict[str, torch.Tensor] = {}
+    joined: dict[str, int] = {}
+    for module, linears in groups.items():
+        first = refs[f"{linears[0]}.weight"]
+        if first.stop is None:  # unfused: the pair as it is
+            a, b = lora[f"{linears[0]}.lora.A"], lora[f"{linears[0]}.lora.B"]
+        else:
+            linears.sort(key=lambda lin: refs[f"{lin}.weight"].start)
+            a = torch.cat([lora[f"{lin}.lora.A"] for lin in linears])  # [n·r, in]
+            r = lora[f"{linears[0]}.lora.A"].shape[0]
+            b = a.new_zeros(first.rows, len(linears) * r)  # [fused rows, n·r]
+            for i, lin in enumerate(linears):
+                ref = refs[f"{lin}.weight"]
+                b[ref.start:ref.stop, i * r:(i + 1) * r] = lora[f"{lin}.lora.B"]
+            joined[module.rsplit(".", 1)[-1]] = len(linears)
+        out[f"base_model.model.{module}.lora_A.default.weight"] = a
+        out[f"base_model.model.{module}.lora_B.default.weight"] = b
+    return out, joined
+
+
 def write_adapter(base_dir: Path, lora: dict[str, torch.Tensor], adapter: dict[str, Any], cfg: ModelConfig,
                   dest: Path) -> None:
     """PEFT's adapter folder for `lora` over the HF model in `base_dir` (written by PEFT's `save_pretrained`)."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
 
+    ours, joined = peft_tensors(lora, cfg)
+    fused_in = {part.rsplit(".", 1)[-1]: whole.rsplit(".", 1)[-1]  # e.g. q_proj -> qkv_proj for phi3
+                for whole, parts in FUSED.get(cfg.hf_model_type or "", {}).items() for part in parts}
+    modules = sorted({fused_in.get(HF_MODULES[t], HF_MODULES[t]) for t in adapter["targets"]})
     model = AutoModelForCausalLM.from_pretrained(base_dir, local_files_only=True, dtype=torch.float32)
-    config = LoraConfig(r=adapter["r"], lora_alpha=adapter["alpha"], lora_dropout=adapter["dropout"],
-                        target_modules=sorted(HF_MODULES[t] for t in adapter["targets"]), bias="none",
-                        task_type="CAUSAL_LM")
+    r, alpha = adapter["r"], adapter["alpha"]
+    config = LoraConfig(r=r, lora_alpha=alpha, lora_dropout=adapter["dropout"], target_modules=modules,
+                        bias="none", task_type="CAUSAL_LM", rank_pattern={m: n * r for m, n in joined.items()},
+                        alpha_pattern={m: n * alpha for m, n in joined.items()})
     peft_model = get_peft_model(model, config)
-    names = key_map(cfg)
-    ours: dict[str, torch.Tensor] = {}
-    for key, value in lora.items():
-        hf_linear = names[f"{linear_of(key)}.weight"][: -len(".weight")]
-        side = "lora_A" if key.endswith(".A") else "lora_B"
-        ours[f"base_model.model.{hf_linear}.{side}.default.weight"] = value
     wanted = {k for k in peft_model.state_dict() if ".lora_" in k}
     if set(ours) != wanted:
         raise ExportMismatch(f"adapter: PEFT expects {len(wanted)} LoRA tensors, SFT wrote {len(ours)} "

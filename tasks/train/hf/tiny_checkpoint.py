@@ -1,8 +1,8 @@
 """A tiny random Hugging Face checkpoint folder, made the way users get one, to try `model.init.kind: hf`.
 
-`python -m tasks tiny-checkpoint <folder> [--family llama|mistral|qwen2|qwen3] [--no-chat-template]`: a 2-layer
-model of that family (GQA, d 64; Mistral with a sliding window, Qwen2 with q/k/v biases, Qwen3 with q/k norms and
-an explicit head_dim) saved by transformers' `save_pretrained`, with a byte-level BPE trained on text of the
+`python -m tasks tiny-checkpoint <folder> [--family llama|mistral|qwen2|qwen3|phi3] [--no-chat-template]`: a
+2-layer model of that family (GQA, d 64; Mistral with a sliding window, Qwen2 with q/k/v biases, Qwen3 with q/k
+norms and an explicit head_dim, Phi-3 with fused qkv/gate-up projections and a sliding window) saved by transformers' `save_pretrained`, with a byte-level BPE trained on text of the
 embedded corpus (`tokenizer.json`) and a `tokenizer_config.json` carrying special tokens and, unless
 --no-chat-template, a ChatML chat template — everything a downloaded Llama/Qwen folder has, in a few MB and a few
 seconds, with no download. Its weights are random: it is for trying the pipeline, not for quality.
@@ -35,7 +35,7 @@ def embedded_texts(limit: int = 100) -> list[str]:
     return texts
 
 
-FAMILIES = ("llama", "mistral", "qwen2", "qwen3")
+FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "phi3")
 
 
 def family_config(family: str, **shape):
@@ -50,6 +50,8 @@ def family_config(family: str, **shape):
         return transformers.Qwen2Config(**shape)
     if family == "qwen3":  # head_dim unlike hidden_size / heads, as Qwen3's published shapes have
         return transformers.Qwen3Config(**shape, head_dim=2 * shape["hidden_size"] // shape["num_attention_heads"])
+    if family == "phi3":  # a window on every layer, as Phi-3-mini-4k's 2047
+        return transformers.Phi3Config(**shape, sliding_window=48)
     raise ValueError(f"family {family!r}: one of {', '.join(FAMILIES)}")
 
 
