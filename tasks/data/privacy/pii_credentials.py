@@ -14,6 +14,9 @@ Erlang cookies, Postgres role verifiers and a token inside a URL-encoded URL.
   `SCRAM-SHA-256$<iterations>:<salt>$<key>:<key>` verifier; either logs in (md5) or is cracked offline.
 - `redirect=https%3A%2F%2Fapp%2Fcb%3Faccess_token%3D...`: a URL passed as a parameter is percent-encoded, its
   `?`, `&` and `=` read `%3F`, `%26` and `%3D`, which no `?token=` pattern reads.
+- A YAML line's password led by `#`, `!`, `&` or `*` (`db_password: #Qw9$z1Lm`): `pii_values` reads YAML's
+  comment, tag, anchor or alias there; a generator's mix of cases and digits after the lead, alone on its line,
+  is a password, unless the text uses it as an anchor or alias (`&pw1X` and `*pw1X`).
 """
 
 from __future__ import annotations
@@ -153,6 +156,42 @@ def _encoded_param(m: re.Match[str]) -> bool:
         value != value.lower() and value != value.upper() or name.lower() in ("password", "pass", "secret")
 
 
+# A YAML line's password led by `#`, `!`, `&` or `*` (`db_password: #Qw9$z1Lm`, `DOCKER_PASSWORD: !PBpfot2A89Q2`,
+# `password: &Qy8jHPJQ`): YAML would read a comment, a tag, an anchor or an alias there, so `pii_values` keeps
+# such a value, but config dumps and generated passwords start with them. Only a value alone on its line (a
+# comment may follow). Led by the colon (a `P`-led name was tried at every `p` of code, 7 ms a MB); the name
+# before it is read from the line's start by `_yaml_led`.
+_YAML_LED = re.compile(r":[ \t]+(?P<v>[#!&*][^\s\"']{7,100})(?=[ \t]+#|[ \t]*(?:\r?\n|$))")
+# How YAML's own names look after `!` (a tag: `!GetAtt`, `!Base64`, `!ImportValue`) or `#` (a word): capitalised
+# words and a number, never a generator's mix of cases and digits
+_WORDS_AND_NUMBER = re.compile(r"(?:[A-Z]?[a-z]+)+\d*|[A-Z]+\d*")
+_LINE_HEAD = re.compile(r"[ \t]*(?:-[ \t]+)?([\"']?)(?P<name>[\w.-]{1,60})\1[ \t]*")
+_PASSWORD_WORD = re.compile(r"(?i)pass|pwd")
+
+
+def _yaml_led(m: re.Match[str]) -> bool:
+    """A generated password: the line opens with a password's name (`db_password`, not `password_hash`: a
+    credential's, `is_credential_name`); after the lead lower case, upper case and a digit, not words and a
+    number, no placeholder (`{{`, `${`, `changeme`), and no anchor or alias that the text uses as one (`&pw1X`
+    with a `*pw1X`)."""
+    text = m.string
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    head = _LINE_HEAD.match(text, line_start, m.start())
+    if head is None or head.end() != m.start():
+        return False
+    name = head.group("name")
+    value = m.group("v")
+    rest, core = value[1:], value.lstrip("#!&*")    # (`!!str` is a tag, `!!lk3HCliy` a password)
+    if not (_PASSWORD_WORD.search(name) and is_credential_name(name)) or len(core) < 6 or \
+            _WORDS_AND_NUMBER.fullmatch(core):
+        return False
+    if value[0] in "&*" and re.search(r"(?<![\w&*])[&*]" + re.escape(rest) + r"(?![\w-])",
+                                      text[:m.start("v")] + text[m.end("v"):]):
+        return False
+    return any(c.islower() for c in core) and any(c.isupper() for c in core) and \
+        any(c.isdigit() for c in core) and not is_placeholder(value, quoted=True)
+
+
 # (pattern, validator, group, hint): `tasks.data.privacy.pii_secrets.SECRET_PASSES`' shape; run before those
 # passes, which would take a piece (`...%3D` up to the first `%`) or leave the value whole
 CREDENTIAL_PASSES = (
@@ -166,4 +205,5 @@ CREDENTIAL_PASSES = (
     (_BRACED, _braced, _value_span, lambda text: ("={" in text or "= {" in text) and
      ("wd" in text or "WD" in text or "ord" in text or "ORD" in text)),
     (_ENCODED_PARAM, _encoded_param, _value_span, lambda text: "%3D" in text or "%3d" in text),
+    (_YAML_LED, _yaml_led, _value_span, lambda text: ": " in text or ":\t" in text),
 )

@@ -6,13 +6,14 @@ Each pass keeps its own table (cue → schemes), number pattern and check; what 
   which schemes to check it in without a second scan);
 - `Gate`: the cheap test that a cue literal stands in the characters before a number (one scan in C of plain
   literals, then a word test in Python on the rare hit), which keeps text without cue words at one digit-led scan;
-- `cued_at`: the cued pattern's match whose number starts exactly at a candidate token.
+- `cued_at`: the cued pattern's match whose number starts exactly at a candidate token;
+- `AnchorLed`: a pass's `sub`, trying `cued_at` only at the tokens its anchor pattern finds.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from typing import Callable, Iterable
 
 BACK = 48  # how far before a number its cue (and the cue's gate literal) may stand
 
@@ -62,3 +63,26 @@ def cued_at(pattern: re.Pattern[str], gate: Gate, text: str, start: int, last: i
     while m is not None and m.start("number") < start:
         m = pattern.search(text, m.start() + 1, end)
     return m if m is not None and m.start("number") == start else None
+
+
+class AnchorLed:
+    """`sub(repl, text)` for a cued pattern, tried only at the tokens `anchor` finds (a number's digits), with a
+    gate literal before them. `lead(text, at)` moves a token's start back over the letters that begin its number
+    (`V-`, `AB `), which the anchor's cheap digit scan does not take; each pass has its own."""
+
+    def __init__(self, anchor: re.Pattern[str], pattern: re.Pattern[str], gate: Gate,
+                 lead: Callable[[str, int], int]):
+        self.anchor, self.pattern, self.gate, self.lead = anchor, pattern, gate, lead
+
+    def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
+        out, last = [], 0
+        for token in self.anchor.finditer(text):
+            start = self.lead(text, token.start())
+            if start < last:
+                continue
+            m = cued_at(self.pattern, self.gate, text, start, last)
+            if m is None or (replaced := repl(m)) == m.group():
+                continue
+            out += (text[last:m.start()], replaced)
+            last = m.end()
+        return "".join(out) + text[last:] if out else text

@@ -93,6 +93,10 @@ _ANCHORS = [(word, re.compile(re.escape(word) + _QUALIFIER +
                               r"[\"']?\]?(?:\*\*?|__?)?[ \t]*(?P<sep>=>|:=|[:=]|(?<=[\"']),)"
                               r"(?:(?<=:)(?:\*\*?|__?))?[ \t]*")) for word in WORDS]   # (markdown after `:` only)
 _YAML_TAG = re.compile(r"!!?[\w/.-]*[ \t]+(?=\S)")        # `password: !!str s3cr3t`: the value follows the tag
+# CloudFormation's intrinsic functions and config loaders' env tags name a value held elsewhere (`!Ref DbPass`,
+# `!ImportValue SharedDbPassword2`, `!ENV DB_PASS`): what follows is a name, not the secret
+_REFERENCE_TAGS = frozenset({"!ref", "!importvalue", "!getatt", "!findinmap", "!select", "!split", "!join", "!sub",
+                             "!if", "!getazs", "!cidr", "!env", "!env_var"})
 _LINE_START = re.compile(r"[ \t]*(?:export[ \t]+|set[ \t]+|-[ \t]+)?")
 _LIST_AFTER = re.compile(r"\s[\w.-]+=")                  # `password=a1b2c3 user=bob`: a log line's pairs
 _COMMENT = re.compile(r"[ \t]#")
@@ -250,6 +254,8 @@ def read_value(m: re.Match[str]) -> tuple[int, int, bool] | None:
         return _line_value(text, m.start("sep") + 1, False, header is not None)
     yaml = ":" in sep and sep != ":="
     if yaml and (tag := _YAML_TAG.match(text, at)):
+        if tag.group().split()[0].lower() in _REFERENCE_TAGS:
+            return None
         at = tag.end()
     if text[at] in "fF" and text[at + 1:at + 2] in ("'", '"'):       # a Python f-string that interpolates
         inside = quoted_value(text, at + 1)                              # (`f"{key}"`): code, no value

@@ -117,7 +117,8 @@ _CUES: dict[str, tuple[str, ...]] = {
     r"cnp|cod[ ]numeric[ ]personal": ("ro.cnp",),
     r"oib": ("hr.oib",),
     r"isikukood": ("ee.ik",),
-    r"amka|αμκα": ("gr.amka",),
+    # (`Α.Μ.Κ.Α.` dotted as Greek forms write an acronym; `ΑΜΚΑ ασφαλισμένου`: "of the insured")
+    r"(?:amka|αμκα|α\.μ\.κ\.α\.?)(?:[ ]ασφαλισμένου)?": ("gr.amka",),
     r"(?:t\.?c\.?[ ])?kimlik(?:[ ]no|[ ]numarası)?|tckn": ("tr.tckimlik",),
     r"steuer-?id|steuer-?identifikationsnummer|idnr": ("de.idnr",),
     r"sozialversicherungsnummer|svnr|sv-nummer|versicherungsnummer": ("at.vnr",),
@@ -189,7 +190,8 @@ def _cued_span(m: re.Match[str]) -> tuple[int, int]:
 
 # A literal of each cue, lower case: one of them must stand in the 48 characters before a number.
 _GATES = ("pesel", "bsn", "burgerservice", "sofi", "cpf", "nir", "secu", "sécu", "insee", "aadha", "person", "dselsn",
-          "cpr", "cnp", "oib", "isikukood", "amka", "αμκα", "kimlik", "tckn", "steuer", "idnr", "versicherungsn", "svnr",
+          "cpr", "cnp", "oib", "isikukood", "amka", "αμκα", "α.μ.κ.α",
+          "kimlik", "tckn", "steuer", "idnr", "versicherungsn", "svnr",
           "sv-n", "rijksreg", "national", "insz", "niss", "ahv", "avs", "my number", "identity", "citizen", "ת", "рнокпп",
           "іпн", "инн", "身份", "身分", "주민", "マイナンバー", "個人番号", "आधार",
           "rodn", "r.č", "r. č", "egn", "егн", "kennitala", "kt.", "cuit", "cuil", "sa id", "african", "pps",

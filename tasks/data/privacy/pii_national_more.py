@@ -24,8 +24,9 @@ from typing import Callable
 from stdnum import luhn as stdnum_luhn
 
 from tasks.data.privacy.pii_cues import phone_cue_before
-from tasks.data.privacy.pii_cuetable import Gate, cue_index, cued_at, named_cues
+from tasks.data.privacy.pii_cuetable import AnchorLed, Gate, cue_index, named_cues
 from tasks.data.privacy.pii_national import SOCIAL_CUES, us_layout, valid_as
+from tasks.data.privacy.pii_national_extra import EXTRA_NATIONAL_PASSES
 
 
 def valid_snils(number: str) -> bool:
@@ -315,25 +316,17 @@ _GATE = Gate(
     anywhere=("الهوية", "إقامة", "شناختی", "पैन", "身份證", "身分證", "ประชาชน", "القومي", "قومي"))
 
 
-class CueLed:
-    """`sub(repl, text)` for `_CUED`, tried only at `_ANCHOR`'s tokens with a gate literal before them."""
-
-    def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
-        out, last = [], 0
-        for anchor in _ANCHOR.finditer(text):
-            start = anchor.start()
-            if start >= 2 and text[start - 1] == "-" and "A" <= text[start - 2] <= "Z":
-                start -= 2                                     # `V-12345678`: Venezuela's cédula
-            while start > anchor.start() - 5 and text[start - 1] in "ABCDEFGHIJKLMNOPQRSTUVWXYZ":
-                start -= 1
-            if start < last:
-                continue
-            m = cued_at(_CUED, _GATE, text, start, last)
-            if m is None or (replaced := repl(m)) == m.group():
-                continue
-            out += (text[last:m.start()], replaced)
-            last = m.end()
-        return "".join(out) + text[last:] if out else text
+def _lead(text: str, at: int) -> int:
+    """Where the number whose digits start at `at` begins: back over `V-` (Venezuela's cédula) and up to 5
+    capitals (`AB` of an id led by letters)."""
+    start = at
+    if start >= 2 and text[start - 1] == "-" and "A" <= text[start - 2] <= "Z":
+        start -= 2                                     # `V-12345678`: Venezuela's cédula
+    while start > max(at - 5, 0) and text[start - 1] in "ABCDEFGHIJKLMNOPQRSTUVWXYZ":
+        start -= 1
+    return start
 
 
-MORE_NATIONAL_PASSES = (("ssn", CueLed(), lambda m: _cued_end(m) > 0, _span, bool),)
+# `pii_national_extra`'s numbers (led by 6 letters or Greek ones, which `_ANCHOR` does not take) run right after.
+MORE_NATIONAL_PASSES = (("ssn", AnchorLed(_ANCHOR, _CUED, _GATE, _lead), lambda m: _cued_end(m) > 0, _span, bool),
+                        *EXTRA_NATIONAL_PASSES)
