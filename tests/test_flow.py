@@ -240,3 +240,27 @@ def test_flow_override_is_written_to_params_and_gate_failure_is_reported(tmp_pat
 
     (failed,) = anyio.run(failed_validate_runs)
     assert failed.run_count == 1
+
+
+def test_a_flow_override_of_a_sources_paths_makes_them_its_deps(tmp_path, prefect_server):
+    """An override pointing a source at other files rewrites dvc.yaml's data deps (tasks/core/datadeps.py): the
+    stage runs under DVC, which would refuse a dvc.yaml without them, and DVC then tracks the new folder."""
+    import json
+
+    import yaml
+
+    from flows.pipeline import forgeline
+
+    project = make_project(tmp_path / "proj")
+    (project / "more").mkdir()
+    row = {"uid": "m1", "body": "The mill by the river grinds grain. " * 8}
+    (project / "more" / "m.jsonl").write_text(json.dumps(row) + "\n")
+    sources = yaml.safe_load((project / "params.yaml").read_text())["ingest"]["sources"]
+    assert sources[2]["paths"] == ["inputs/*.jsonl"]
+    sources[2]["paths"] = ["more/*.jsonl"]
+    forgeline(root=str(project), overrides={"ingest.sources": sources}, until="ingest")
+    deps = yaml.safe_load((project / "dvc.yaml").read_text())["stages"]["ingest"]["deps"]
+    assert "more" in deps and "inputs" not in deps
+    assert "up to date" in run([sys.executable, "-m", "dvc", "status", "ingest"], project).stdout
+    (project / "more" / "n.jsonl").write_text(json.dumps({**row, "uid": "m2"}) + "\n")
+    assert "changed deps" in run([sys.executable, "-m", "dvc", "status", "ingest"], project).stdout
