@@ -1,6 +1,7 @@
 """KV-cache generation (tasks/train/modeling/kv_cache.py, tasks/eval/generate.py): cached logits equal the full forward's
 for every architecture option the model has, greedy tokens equal `transformers.generate` on the exported model
-(llama with llama3 RoPE scaling, mistral with a window shorter than the sequence, qwen2, qwen3), and batched
+(llama with llama3 RoPE scaling, mistral with a window shorter than the sequence, qwen2, qwen3, phi3 with
+its fused projections and a window), and batched
 decoding gives each prompt what it gets alone — also past seq_len, where a row falls back to re-reading its
 window exactly as the uncached loop did."""
 
@@ -32,6 +33,8 @@ FAMILIES = {
     "mistral": replace(BASE, sliding_window=6),             # far shorter than the 40-token sequences below
     "qwen2": replace(BASE, attn_bias=True, tie_embeddings=True),
     "qwen3": replace(BASE, qk_norm=True, explicit_head_dim=16, n_kv_heads=1),
+    # exported as Phi3ForCausalLM (fused qkv_proj / gate_up_proj) with a window shorter than the sequences
+    "phi3": replace(BASE, sliding_window=6, hf_model_type="phi3"),
 }
 GREEDY = SamplingSpec(temperature=0.0, top_k=None, top_p=1.0, max_new_tokens=24)
 
