@@ -106,9 +106,9 @@ def data(tmp_path_factory) -> Path:
     return project
 
 
-# family, chat template in the checkpoint, sft.adapter.kind: each family once, each of the other two choices twice
+# family, chat template in the checkpoint, sft.adapter.kind: each family once, each of the other two choices at least twice
 CHECKPOINTS = [("llama", True, "lora"), ("mistral", False, "none"), ("qwen2", True, "none"),
-               ("qwen3", False, "lora")]
+               ("qwen3", False, "lora"), ("phi3", True, "lora")]  # phi3: its LoRA export fuses q/k/v, gate/up
 
 
 def checkpoint_variant(family: str, template: bool, adapter: str) -> Recipe:
