@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import tasks.data.formats as formats
-from tasks.data.formats.paths import glob_once
+from tasks.core.globs import glob_once
 from tests.helpers.readers import bads, docs, read
 
 SECRET = "AKIA-not-for-training-0451"

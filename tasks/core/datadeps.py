@@ -27,6 +27,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tasks.core.globs import glob_base, glob_once
+
 # Stages whose deps may hold user files, in the registry's order (the others read only upstream outputs).
 READERS = ("ingest", "multimodal", "instruct", "clean", "prefer_data", "benchmark")
 
@@ -63,13 +65,11 @@ def _inside(a: str, b: str) -> bool:
 def dep_paths(pattern: str, project: Path, outs: Sequence[str]) -> list[str]:
     """What DVC should hash for one named path: itself, or a glob's folder before its first wildcard; the
     glob's matched files instead where that folder holds or lies in one of the project's `outs`."""
-    parts = Path(pattern).parts
-    fixed = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))
-    top = os.path.normpath(os.path.join(*parts[:fixed])) if fixed else "."
+    top = os.path.normpath(glob_base(pattern))
     if not any(_inside(top, o) or _inside(o, top) for o in outs):
         return [top]
     base = Path(pattern) if Path(pattern).is_absolute() else project / pattern
-    matched = sorted(glob.glob(str(base), recursive=True)) if fixed < len(parts) else [str(base)]
+    matched = sorted(map(str, glob_once(str(base)))) if glob.has_magic(pattern) else [str(base)]
     rel = [os.path.relpath(m, project) if not Path(pattern).is_absolute() else m for m in matched]
     return [r for r in rel if os.path.isfile(Path(project, r))]
 

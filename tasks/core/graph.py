@@ -205,12 +205,14 @@ def dvc_stage_entry(s: StageDef, root: Path = CODE_ROOT, data_deps: Sequence[str
     }
 
 
-def dvc_yaml_data(root: Path = CODE_ROOT, project: Path | None = None) -> dict[str, Any]:
+def dvc_yaml_data(root: Path = CODE_ROOT, project: Path | None = None,
+                  data: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """dvc.yaml as the registry generates it, with the code deps computed from the files under `root` and the
-    data deps from `project`'s params.yaml (default: `root`'s)."""
+    data deps `data` (default: from `project`'s params.yaml, else `root`'s)."""
     names = set(STAGE_NAMES)
     plots = [p for p in PLOTS if next(iter(p)).split("_")[0] in names]
-    data = datadeps.project_deps(project or root, project_outputs())
+    if data is None:
+        data = datadeps.project_deps(project or root, project_outputs())
     return {"stages": {s.name: dvc_stage_entry(s, root, data.get(s.name, ())) for s in STAGES},
             **({"plots": plots} if plots else {})}
 
@@ -268,7 +270,7 @@ def check_dvc_yaml(root: Path) -> list[str]:
         return ["dvc.yaml is missing: run `python -m tasks graph --write`"]
     on_disk = yaml.safe_load(path.read_text()) or {}
     data = datadeps.project_deps(root, project_outputs())
-    generated = dvc_yaml_data(project=root)
+    generated = dvc_yaml_data(data=data)
     want, have = generated["stages"], on_disk.get("stages", {})
     problems = []
     for name in sorted(set(want) | set(have)):

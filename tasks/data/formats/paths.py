@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import glob
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from tasks.core.globs import glob_base, glob_once
 from tasks.data.records import valid_unicode
 
 log = logging.getLogger("forgeline.ingest")
@@ -63,66 +63,13 @@ def expand_paths(patterns: list[str], root: Path, source: str, symlinks: str = "
     return [item for item in chosen if item not in metadata]
 
 
-def glob_once(pattern: str) -> list[Path]:
-    """`glob.glob(pattern, recursive=True)`, except that a `**` walks each real folder once.
-
-    glob's `**` follows links to folders without noticing a cycle: in a folder holding `a -> .` and `b -> .`,
-    `corpus/**/*.jsonl` listed `corpus/a/b/a/.../x.jsonl` down to the kernel's 40-link limit, 2^40 paths (it
-    never finished). What is below a `**` is matched inside each folder it reaches, so a folder already walked
-    (same device and inode) adds no file: the folders are walked in sorted order and each real one once.
-    """
-    parts = Path(pattern).parts
-    if "**" not in parts:
-        return [Path(m) for m in glob.glob(pattern)]
-    cut = parts.index("**")
-    head, rest = os.path.join(*parts[:cut]), parts[cut + 1:]
-    found: list[Path] = []
-    for top in sorted(glob.glob(head)) if glob.has_magic(head) else [head]:
-        for folder in _folders_once(top):
-            if rest:  # the rest (another `**` included) is matched inside this folder
-                found += glob_once(os.path.join(glob.escape(folder), *rest))
-            else:     # a trailing `**`: every file (and dangling link) in the folder; folders come in their turn
-                found += [Path(folder, e) for e in _entries(folder)
-                          if not e.startswith(".") and not os.path.isdir(os.path.join(folder, e))]
-    return found
-
-
-def _folders_once(top: str) -> list[str]:
-    """`top` and the folders below it that glob's `**` would visit (links to folders followed, hidden names
-    skipped), depth first in sorted order, each real folder (device, inode) once."""
-    seen: set[tuple[int, int]] = set()
-    stack, out = [top], []
-    while stack:
-        folder = stack.pop()
-        try:
-            st = os.stat(folder)
-        except OSError:  # gone, a dangling or looping link
-            continue
-        if (st.st_dev, st.st_ino) in seen or not os.path.isdir(folder):
-            continue
-        seen.add((st.st_dev, st.st_ino))
-        out.append(folder)
-        subs = [os.path.join(folder, e) for e in _entries(folder) if not e.startswith(".")]
-        stack += reversed([s for s in subs if os.path.isdir(s)])
-    return out
-
-
-def _entries(folder: str) -> list[str]:
-    try:
-        return sorted(os.listdir(folder))
-    except OSError:
-        return []
-
-
 def link_roots(base: Path) -> list[Path]:
     """The folders a link found under `base` (a directory or glob) may point into.
 
     That is the folder named (a glob's part before its first wildcard) and, inside a Hugging Face hub cache
     (`<repo>/snapshots/<revision>/...`, files linked to `<repo>/blobs/<sha>`), the repo's cache folder.
     """
-    parts = base.absolute().parts
-    fixed = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))
-    top = Path(*parts[:fixed])
+    top = glob_base(base.absolute())
     roots = [top.resolve()]
     for folder in (top, *top.parents):
         if folder.name == "snapshots" and (folder.parent / "blobs").is_dir():
