@@ -1,14 +1,15 @@
-"""Dates of birth and passport numbers in a table's column that only its header row names.
+"""Dates of birth, passport numbers and German KVNRs in a table's column that only its header row names.
 
-The cued passes (`pii_personal`) take a date or a number right after its label. In a CSV/TSV export, a Markdown
-table or a pipe-separated dump the label stands once, in the header, and each row's value sits under it
-(`customer_id,email,date_of_birth` / `10001,a@b.fr,14/02/1986`): a probe of whole documents found 15 of its 24
-dates of birth that way, all kept. Here a header line naming such a column (`date_of_birth`, `DOB`, `Birth
-date`, `Geburtsdatum`, `fecha_nacimiento`, `passport_no`, ...; case, spaces, `_`, `-`, `.` ignored) is followed
-down its rows — lines split by the header's separator into as many fields — and the field under that column is
-replaced when it reads as the kind's value (`pii_personal.is_birth_date`: a real date from 1900 on;
-`is_passport_number`). The rows end at a blank line or at a line of another shape. A header of one column, or
-a column's name in running prose, is no table.
+The cued passes (`pii_personal`, `pii_national_extra`) take a date or a number right after its label. In a CSV/TSV
+export, a Markdown table or a pipe-separated dump the label stands once, in the header, and each row's value sits
+under it (`customer_id,email,date_of_birth` / `10001,a@b.fr,14/02/1986`): a probe of whole documents found 15 of
+its 24 dates of birth that way, all kept. Here a header line naming such a column (`date_of_birth`, `DOB`, `Birth
+date`, `Geburtsdatum`, `fecha_nacimiento`, `passport_no`, `KVNR`, `Versichertennummer`, ...; case, spaces, `_`,
+`-`, `.` ignored) is followed down its rows — lines split by the header's separator into as many fields — and the
+field under that column is replaced when it reads as the kind's value (`pii_personal.is_birth_date`: a real date
+from 1900 on; `is_passport_number`; `pii_national_extra.is_kvnr`: its GKV check digit, counted as `ssn`). The rows
+end at a blank line or at a line of another shape. A header of one column, or a column's name in running prose, is
+no table.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import bisect
 import re
 from typing import Callable, Iterator
 
+from tasks.data.privacy.pii_national_extra import is_kvnr
 from tasks.data.privacy.pii_personal import gate_hits, is_birth_date, is_passport_number
 from tasks.data.privacy.pii_values import span_match
 
@@ -31,12 +33,17 @@ _NAMES = {
         "passport passportno passportnumber passportnum passportid passportnr reisepass reisepassnummer "
         "passnummer pasaporte numeropasaporte passeport numeropasseport passaporto passaporte paspoort "
         "paspoortnummer paszport numerpaszportu".split()),
+    # Germany's Krankenversichertennummer (its cues in `pii_national_extra`), a national id: `ssn`
+    "ssn": frozenset(
+        "kvnr versichertennummer versichertennr krankenversichertennummer krankenversichertennr "
+        "healthinsurancenumber healthinsuranceno healthinsuranceid".split()),
 }
-_VALID: dict[str, Callable[[str], bool]] = {"dob": is_birth_date, "passport": is_passport_number}
+_VALID: dict[str, Callable[[str], bool]] = {"dob": is_birth_date, "passport": is_passport_number, "ssn": is_kvnr}
 # A word of any header that names one, as the cued passes gate theirs (`gate_hits`: the same literals, so an absent
 # one costs nothing more): ASCII ones in any case, the others as written
 _GATES = ("dob", "birth", "bday", "geburtsdatum", "nacimiento", "naissance", "nasc", "geboortedatum", "urodz",
-          "passport", "reisepass", "pasaporte", "passeport", "passapor", "paspoort", "paszport")
+          "passport", "reisepass", "pasaporte", "passeport", "passapor", "paspoort", "paszport", "kvnr",
+          "versicherten", "insurance")
 _WRITTEN = ("fødselsdato", "Fødselsdato", "födelsedatum", "Födelsedatum", "syntymäaika", "doğum", "Doğum",
             "рождения", "Рождения", "生年月日", "出生日期", "생년월일")
 _SEPARATORS = (",", ";", "\t", "|")
@@ -174,4 +181,5 @@ def _end_of_line(text: str, start: int) -> int:
 COLUMN_PASSES = (
     ("dob", HeaderColumns("dob"), lambda m: True, 0, bool),
     ("passport", HeaderColumns("passport"), lambda m: True, 0, bool),
+    ("ssn", HeaderColumns("ssn"), lambda m: True, 0, bool),
 )

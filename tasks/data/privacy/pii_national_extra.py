@@ -6,7 +6,9 @@ letters (Greece) or have their letters anywhere (Azerbaijan), so they get their 
 Germany's KVNR with them: `pii_national_more` is near its size limit):
 
 - Germany's Krankenversichertennummer (`KVNR`, `Versichertennummer`, `health insurance number`): a letter and 9
-  digits, the last a check digit (the GKV rule, `valid_de_kvnr`).
+  digits, the last a check digit (the GKV rule, `valid_de_kvnr`); written whole, the letter apart or the digits in
+  threes (`A123456780`, `A 123456780`, `A123 456 780`), or in the 20- and 30-character forms of § 290 SGB V
+  (`valid_de_kvnr_whole`). `is_kvnr` reads a table cell under a `KVNR` header (`pii_columns`).
 - Greece's police identity card (`ΑΔΤ`, `Αριθμός Δελτίου Ταυτότητας`, `identity card no.`): two capitals, Greek or
   Latin, and 6 digits (`ΑΒ 123456`). No check digit: its layout, after its own cue.
 - Mexico's clave de elector (`clave de elector`, `credencial para votar`, `INE`): 6 letters, a real YYMMDD birth
@@ -71,7 +73,30 @@ def valid_az_fin(number: str) -> bool:
         any(c.isalpha() for c in number) and len(set(number)) >= 4
 
 
-_VALID: dict[str, Callable[[str], bool]] = {"de.kvnr": valid_de_kvnr, "gr.adt": valid_gr_adt,
+def valid_de_kvnr_whole(number: str) -> bool:
+    """A KVNR without separators: the 10 characters, or the whole number of § 290 SGB V as one field (gematik,
+    GKV): the KVNR, the insurer's 9-digit Institutionskennzeichen and a check digit (20), or with the main insured
+    member's KVNR before that check digit (30: a family member's). The last check digit's rule is not in those
+    descriptions (Faker's de_DE `kvnr()` writes a Luhn-like one), so the KVNRs inside must pass theirs: the same
+    evidence as a 10-character one after its cue."""
+    if re.fullmatch(r"[A-Z]\d{19}", number):
+        return valid_de_kvnr(number[:10])
+    if re.fullmatch(r"[A-Z]\d{18}[A-Z]\d{10}", number):
+        return valid_de_kvnr(number[:10]) and valid_de_kvnr(number[19:29])
+    return valid_de_kvnr(number)
+
+
+# A KVNR as people write it: whole, the letter apart (`A 123456780`), the digits in threes (`A123 456 780`, as the
+# card prints it), or the 20- and 30-character forms. First in `_CUED`'s number: its other layouts would take `A123`.
+_KVNR_WRITTEN = r"[A-Z](?:[ ]?\d{3}[ ]\d{3}[ ]\d{3}|[ ]?\d{9}|\d{18}(?:\d|[A-Z]\d{10}))"
+
+
+def is_kvnr(value: str) -> bool:
+    """`value` (a table cell) is a KVNR in one of its written layouts whose check digits hold."""
+    return re.fullmatch(_KVNR_WRITTEN, value) is not None and valid_de_kvnr_whole(value.replace(" ", ""))
+
+
+_VALID: dict[str, Callable[[str], bool]] = {"de.kvnr": valid_de_kvnr_whole, "gr.adt": valid_gr_adt,
                                             "mx.elector": valid_mx_elector, "az.fin": valid_az_fin}
 
 # Cue → scheme. Matched whole and in any case but the acronyms that are words or other things in capitals only
@@ -93,7 +118,7 @@ _CUED = re.compile(
     r"(?i:[ _-]?(?:number|no\.?|nr\.?|n[°º]\.?|\#|n[uú]mero|nummer)(?!\w|[ ]\d{6}\b))?"
     r"\.?[\"'\s:=#>：|(),*;-]{0,6}(?:</t[dh]>\s*<t[dh]>)?[ \t]{0,30}"
     r"(?:(?i:lautet|ist|is|es|είναι)[\"'\s:=#>：|(]{1,4})?"
-    r"(?P<number>[A-ZΑ-ΡΣ-Ω0-9]{2,18}(?:[ -]\d{6})?)(?![\w-]|[./:,]\d)")
+    r"(?P<number>" + _KVNR_WRITTEN + r"|[A-ZΑ-ΡΣ-Ω0-9]{2,18}(?:[ -]\d{6})?)(?![\w-]|[./:,]\d)")
 
 
 def _number(m: re.Match[str]) -> str:
@@ -114,11 +139,14 @@ def _span(m: re.Match[str]) -> tuple[int, int]:
 _CAPS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZΑΒΓΔΕΖΗΘΙΚΛΜΝΞΟΠΡΣΤΥΦΧΨΩ")
 _FIN = "[0-9A-HJ-NP-Z]"
 # The first digit of a token in one of the layouts (a digit-led scan: `re` skips the rest in C, where a cue- or
-# letter-led pattern was tried at every position: 95 ms a MB of code): a KVNR, an ΑΔΤ (compact or spaced), a
-# clave de elector, a FİN whose first digit is its 1st-7th character (the letters before it counted).
+# letter-led pattern was tried at every position: 95 ms a MB of code): a KVNR (whole, in threes, 20 or 30 long, or
+# its letter apart), an ΑΔΤ (compact or spaced), a clave de elector, a FİN whose first digit is its 1st-7th
+# character (the letters before it counted).
+_KVNR_DIGITS = r"\d\d[ ]\d{3}[ ]\d{3}|\d{8}"
 _ANCHOR = re.compile(
     r"[0-9](?<![0-9a-z_.+/][0-9])"         # (a token's first digit: one test rejects most digits of code)
-    r"(?:(?<=(?<![\w.+/-])[A-Z][0-9])\d{8}(?![\w-])"
+    r"(?:(?<=(?<![\w.+/-])[A-Z][0-9])(?:" + _KVNR_DIGITS + r"|\d{17}(?:\d|[A-Z]\d{10}))(?![\w-])"
+    r"|(?<=(?<![\w.+/-])[A-Z][ ][0-9])(?:" + _KVNR_DIGITS + r")(?![\w-])"
     r"|(?<=(?<![\w.+/-])[A-ZΑ-ΡΣ-Ω]{2}[0-9])\d{5}(?![\w-])"
     r"|(?<=(?<![\w.+/-])[A-ZΑ-ΡΣ-Ω]{2}[ -][0-9])\d{5}(?![\w-])"
     r"|(?<=(?<![\w.+/-])[A-Z]{6}[0-9])\d{7}[HM]\d{3}(?![\w-])"
@@ -130,15 +158,22 @@ _GATE = Gate(words=("kvnr", "ine", "fin", "fi̇n", "pi̇n"),
                      "δελτ", "identity card", "clave", "credencial", "elector", "voter", "fərdi"))
 
 
+# A KVNR's digits after its letter and a space (`A 123456780`, `A 123 456 780`): only then is `A ` its letter.
+_KVNR_SPACED = re.compile(r"\d(?:" + _KVNR_DIGITS + r")(?![\w-])")
+
+
 def _lead(text: str, at: int) -> int:
     """Where the number whose digits start at `at` begins: back over up to 6 capitals (`ABCDEF` of a clave de
-    elector, `F` of a KVNR), or over `AB ` (the ΑΔΤ's letters and a space)."""
+    elector, `F` of a KVNR), over `AB ` (the ΑΔΤ's letters and a space) or over `A ` (a KVNR's letter apart)."""
     start = at
     while start > max(at - 6, 0) and text[start - 1] in _CAPS:
         start -= 1
     if start == at and text[start - 1:start] in (" ", "-") and \
             text[start - 3:start - 1] and all(c in _CAPS for c in text[start - 3:start - 1]):
         start -= 3                                      # `ΑΒ 123456`: the ΑΔΤ's letters and a space
+    elif start == at >= 2 and text[at - 1] == " " and "A" <= text[at - 2] <= "Z" and \
+            (at == 2 or not text[at - 3].isalnum()) and _KVNR_SPACED.match(text, at):
+        start -= 2                                      # `A 123456780`: a KVNR's letter and a space
     return start
 
 
