@@ -269,6 +269,50 @@ class DedupSpec(StrictModel):
         return self
 
 
+class LineDedupSpec(StrictModel):
+    """Corpus-wide repeated-line removal, after document dedup (the paragraph dedup of CCNet and Dolma): a line
+    found in at least `min_docs` of the documents dedup kept is removed from them — site navigation, cookie and
+    share notices, footers, and the body of a copy that document dedup missed because its page chrome differs
+    (a page's article copied under another site's menus). Lines are compared with whitespace collapsed and
+    case folded. A line a document repeats itself is that document's structure (a play's speaker names, a
+    table's rows, code's braces) and is never counted for it; a short repeated line standing alone among the
+    document's own lines (a heading such as `References`, a stage direction) stays (`short_words`). Out of
+    core, on the stage's executor (`tasks/data/dedup/linededup.py`); the report's `lines` field lists the most
+    repeated lines."""
+
+    enabled: bool = Field(False, description="Remove repeated lines (off: the kept texts are dedup's as they are).")
+    min_docs: int = Field(
+        2, ge=2, description="A line in at least this many kept documents is repeated. 2 with `keep_first` is "
+        "Dolma's paragraph dedup (every copy after the first goes); a higher count with `keep_first: false` "
+        "removes only boilerplate, from every document (CCNet's reading)."
+    )
+    keep_first: bool = Field(
+        True, description="The best-ranked document holding a repeated line keeps it (dedup's order: highest "
+        "quality, then id), so a text found in two documents stays once; false removes it from all of them."
+    )
+    short_words: int = Field(
+        3, ge=0, description="A repeated line of at most this many words is removed only next to another removed "
+        "line (the nearest non-blank line before or after it): chrome comes in blocks (a menu's items, a footer "
+        "under a share line), while a heading (`References`, `See also`, `Ingredients`) or a stage direction "
+        "(`[Exit]`) repeated across documents stands alone between a document's own lines. 0 removes short lines "
+        "as any other."
+    )
+    exempt_code: bool = Field(True, description="Leave the documents of sources judged by the `code` quality "
+                              "profile alone (licence headers and imports repeat across files by design).")
+    min_words: int = Field(
+        50, ge=0, description="A document that lost lines and is left with fewer words (whitespace-separated) is "
+        "dropped (reason `repeated_lines`; the ledger keeps its whole text): Gopher's minimum, the prose quality "
+        "rule's, so what is left is as long as a document the quality filter accepts; 0 drops none by length."
+    )
+    max_removed: float = Field(
+        0.8, gt=0, le=1, description="A document that lost at least this share of its characters is dropped too "
+        "(reason `repeated_lines`): what is left of a copy is its page's date or byline, not a text; 1 drops "
+        "only documents that lost everything."
+    )
+    report_top: int = Field(20, ge=0, le=1000, description="The most repeated lines the report lists (text cut "
+                            "at 200 characters, with their document counts).")
+
+
 class DecontaminationSpec(StrictModel):
     """Drop (reason `contaminated`) a pretraining document sharing a word n-gram (lowercase `\\w+` words, so
     case and punctuation never hide an overlap) with a text the model will be judged on: the evaluate stage's
@@ -324,6 +368,8 @@ class CleanSpec(StrictModel):
         return self
     pii: PIISpec = Field(default_factory=PIISpec, description="PII scrubbing.")
     dedup: DedupSpec = Field(default_factory=DedupSpec, description="Exact and near deduplication.")
+    lines: LineDedupSpec = Field(default_factory=LineDedupSpec, description="Repeated-line removal after "
+                                 "document dedup (off by default).")
     shard_records: int = Field(2_000, ge=1, description="Records per output shard.")
     shard_bytes: int = Field(
         128 * 1024 * 1024, ge=1, description="An output shard is also cut once its texts hold this many UTF-8 "

@@ -11,7 +11,9 @@ killed and re-run stage skips them. Then, over all shards, out of core (`tasks.d
 in buckets on disk, the buckets' and verification ranges' tasks on the same executor, memory bounded by
 `clean.memory_gb`): exact dedup on normalized text and MinHash-LSH near dedup, each removed document within the
 threshold of the best document kept for it (no chains), and an audit of that decision's precision and recall
-against brute-force Jaccard on a sample. The outputs are written by tasks on the same executor, from the work
+against brute-force Jaccard on a sample; with `clean.lines`, the lines repeated across the kept documents
+(`tasks.data.dedup.linededup`: menus, notices, footers, a copy's body under other chrome) stay only in the
+best-ranked one. The outputs are written by tasks on the same executor, from the work
 tables (`tasks.data.cleanup.clean_outputs`).
 
 Outputs (data/clean/): `shards/<source>-NNNNN.parquet` (RECORD_SCHEMA), `dropped.parquet` (the ledger: id,
@@ -38,7 +40,7 @@ from tasks.core.runner import MANIFEST, StagePaths
 from tasks.core.shardmap import map_shards
 from tasks.data.cleanup import clean_outputs, cleaning
 from tasks.data.cleanup.filter_steps import DecontaminationStep
-from tasks.data.dedup import dedup_global
+from tasks.data.dedup import dedup_global, linededup
 from tasks.data.filtering.decontaminate import benchmark_file_texts, heldout_texts, keep_indexable
 from tasks.data.validation.verdict import require_validated
 
@@ -75,7 +77,9 @@ def run(job: CleanJob, paths: StagePaths) -> StageResult:
 
     layout = dedup_global.layout_of(work, [s.stem for s in shards])
     dedup_report = dedup_global.deduplicate(layout, spec, paths.seed, paths.executor)
-    counts = clean_outputs.write_outputs(layout, spec, paths.out, dedup_report, decon, paths.executor)
+    lines = (linededup.find_repeats(layout, spec, dedup_report["decisions"], paths.executor)
+             if spec.lines.enabled else None)
+    counts = clean_outputs.write_outputs(layout, spec, paths.out, dedup_report, decon, paths.executor, lines=lines)
     shutil.rmtree(work, ignore_errors=True)  # finished: the work folder has served its purpose
     return StageResult(stage="clean", counts=counts, summary=_summary(counts), table=_table(counts))
 

@@ -127,7 +127,7 @@ def reference(layout: Layout, spec: CleanSpec, out: Path, dedup: dict, ledger_ro
               "dropped_by_reason": {k.split(":", 1)[1]: v for k, v in sorted(totals.items()) if ":" in k},
               "by_source": sources, "pii_replaced": dict(sorted(pii.items())), "dedup": dedup["summary"]}
     write_json_atomic(out / "report.json", {**counts, "dedup_detail": dedup["detail"], "quality_curve": curve,
-                                            "decontamination": {"enabled": False}})
+                                            "decontamination": {"enabled": False}, "lines": {"enabled": False}})
     return {"counts": counts, "groups": groups}
 
 

@@ -1,11 +1,13 @@
 """Clean's output phase as tasks on the stage's executor (module-level functions, each writing only its own
-files, atomically; `tasks.data.cleanup.clean_outputs` plans them and sums their results). No per-row Python: every step
-is an Arrow compute kernel or a numpy operation over a whole work table.
+files, atomically; `tasks.data.cleanup.clean_outputs` plans them and sums their results). No per-row Python (but
+the rewriting of texts that lost repeated lines): every step is an Arrow compute kernel or a numpy operation over
+a whole work table.
 
 - `summarize_table`: one work table with its dedup decisions -> each row kept or dropped with its reason, the
   table's kept row numbers (`kept-<s>.npy`) and their text bytes per source (`bytes-<s>.npz`, the shard plan's),
-  its ledger rows (`ledger-<s>.arrow`, Arrow IPC) and its tallies (per source: in / kept / dropped by reason; and
-  each step's own, `tasks.data.cleanup.steps.Step.tally`).
+  its ledger rows (`ledger-<s>.arrow`, Arrow IPC), with `clean.lines` its kept texts that lost repeated lines
+  (`text-<s>.arrow`: row, text; a document left too short is dropped as `repeated_lines`) and its tallies (per
+  source: in / kept / dropped by reason; and each step's own, `tasks.data.cleanup.steps.Step.tally`).
 - `write_kept`: kept shards `<source>-NNNNN.parquet`, each cut from slices of the tables' kept rows (a shard
   may straddle tables), written as one table of RECORD_SCHEMA: the bytes of `records.write_table` of its rows.
 - `write_ledger`: the ledger parts streamed in table order into ONE dropped.parquet, a row group per
@@ -27,13 +29,14 @@ from specs.clean import CleanSpec
 from tasks.core.files import atomic_path
 from tasks.data.cleanup.cleaning import STEP_KINDS
 from tasks.data.cleanup.steps import WorkTable
-from tasks.data.dedup import dedup_files
+from tasks.data.dedup import dedup_files, linededup
 from tasks.data.records import LEDGER_SCHEMA, RECORD_SCHEMA
 
 SUMMARY_COLUMNS = ["id", "text", "source", "quality", "reason", "detail", "pii_kinds", "pii_counts"]
 # A kept shard's pieces: (table index, first, end) in that table's kept rows of the shard's source
 Piece = tuple[int, int, int]
 KeptShard = tuple[str, int, list[Piece]]  # (source, shard number, pieces in order)
+Lines = tuple[linededup.Repeats, int, int]  # the repeated lines' removals; the table's first and end corpus rows
 
 
 def call(fn: Callable[..., Any], *args: Any) -> Any:
@@ -42,7 +45,8 @@ def call(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def part(scratch: Path, s: int, kind: str) -> Path:
-    return scratch / {"kept": f"kept-{s:06d}.npy", "ledger": f"ledger-{s:06d}.arrow", "bytes": f"bytes-{s:06d}.npz"}[kind]
+    return scratch / {"kept": f"kept-{s:06d}.npy", "ledger": f"ledger-{s:06d}.arrow", "bytes": f"bytes-{s:06d}.npz",
+                      "text": f"text-{s:06d}.arrow"}[kind]
 
 
 def kept_bytes(scratch: Path, s: int, source: str) -> np.ndarray:
@@ -53,10 +57,11 @@ def kept_bytes(scratch: Path, s: int, source: str) -> np.ndarray:
 
 
 def summarize_table(base: Path, scratch: Path, s: int, drops: np.ndarray, near: np.ndarray, sim: np.ndarray,
-                    kept_ids: np.ndarray, spec: CleanSpec) -> dict[str, Any]:
+                    kept_ids: np.ndarray, spec: CleanSpec, lines: Lines | None = None) -> dict[str, Any]:
     """Table `s`: its dedup decisions (`drops`: row numbers in the table, ascending) applied to the rows the
-    filters kept; writes its kept rows' numbers and its ledger part; returns its tallies: the outcomes per
-    source (`_tallies`) and each step's (`steps`, by step class name: `Step.tally`)."""
+    filters kept, then the repeated lines' removals (`lines`: with the table's first and end corpus rows);
+    writes its kept rows' numbers, their rewritten texts and its ledger part; returns its tallies: the outcomes
+    per source (`_tallies`) and each step's (`steps`, by step class name: `Step.tally`)."""
     table = pq.read_table(dedup_files.at(base, ".parquet"), columns=SUMMARY_COLUMNS)
     col = {name: table.column(name).combine_chunks() for name in SUMMARY_COLUMNS}
     n = table.num_rows
@@ -73,14 +78,40 @@ def summarize_table(base: Path, scratch: Path, s: int, drops: np.ndarray, near: 
     detail = pc.replace_with_mask(col["detail"], mask_arr, pa.array(details, pa.string()))
     kept_id = pc.replace_with_mask(pa.nulls(n, pa.string()), mask_arr, pa.array(kept_ids.tolist(), pa.string()))
     kept = pc.is_null(reason).to_numpy(zero_copy_only=False)
+    text, line_tally = col["text"], None
+    part(scratch, s, "text").unlink(missing_ok=True)          # (a killed run's, for the same decisions)
+    if lines is not None:
+        done = _rewrite(col["text"], kept, lines, part(scratch, s, "text"))
+        if done.dropped:
+            mask_arr = pa.array(np.isin(np.arange(n), done.dropped))
+            reason = pc.replace_with_mask(reason, mask_arr, pa.array([linededup.REASON] * len(done.dropped)))
+            detail = pc.replace_with_mask(detail, mask_arr, pa.array(done.details, pa.string()))
+            kept = pc.is_null(reason).to_numpy(zero_copy_only=False)
+        if done.rows:
+            text = pc.replace_with_mask(text, pa.array(np.isin(np.arange(n), done.rows)),
+                                        pa.array(done.texts, pa.string()))
+        line_tally = done.tally
     ledger = pa.Table.from_arrays([col["id"], col["source"], reason, col["quality"], kept_id, detail, col["text"]],
                                   schema=LEDGER_SCHEMA).filter(pa.array(~kept))
     with atomic_path(part(scratch, s, "ledger")) as tmp, pa.OSFile(str(tmp), "wb") as sink, \
             pa.ipc.new_file(sink, LEDGER_SCHEMA) as writer:
         writer.write_table(ledger)
     dedup_files.save_npy(part(scratch, s, "kept"), np.flatnonzero(kept).astype(np.int64))
-    _save_kept_bytes(part(scratch, s, "bytes"), col, kept)
-    return {**_tallies(col, reason, kept, spec), "ledger_rows": ledger.num_rows}
+    _save_kept_bytes(part(scratch, s, "bytes"), {**col, "text": text}, kept)
+    return {**_tallies(col, reason, kept, spec, line_tally), "ledger_rows": ledger.num_rows}
+
+
+def _rewrite(text: pa.Array, kept: np.ndarray, lines: Lines, path: Path) -> linededup.Rewrite:
+    """The table's texts with their repeated lines taken out; the kept ones' new texts saved at `path` (row,
+    text: Arrow IPC), which `write_kept` reads."""
+    repeats, lo, hi = lines
+    by_row = linededup.removals_of(repeats.files, lo, hi)
+    rows = sorted(r for r in by_row if kept[r])          # (entries were made of kept rows only)
+    done = linededup.rewrite(rows, text.take(pa.array(rows, pa.int64())).to_pylist(), by_row, repeats.spec)
+    table = pa.table({"row": pa.array(done.rows, pa.int64()), "text": pa.array(done.texts, pa.string())})
+    with atomic_path(path) as tmp, pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+        w.write_table(table)
+    return done
 
 
 def _save_kept_bytes(path: Path, col: dict[str, pa.Array], kept: np.ndarray) -> None:
@@ -92,7 +123,8 @@ def _save_kept_bytes(path: Path, col: dict[str, pa.Array], kept: np.ndarray) -> 
         np.savez(fh, **{name: size[codes == i] for i, name in enumerate(encoded.dictionary.to_pylist())})
 
 
-def _tallies(col: dict[str, pa.Array], reason: pa.Array, kept: np.ndarray, spec: CleanSpec) -> dict[str, Any]:
+def _tallies(col: dict[str, pa.Array], reason: pa.Array, kept: np.ndarray, spec: CleanSpec,
+             lines: dict[str, int] | None = None) -> dict[str, Any]:
     """Per source: counts by outcome and kept rows; and each kind of step's own tally of the table."""
     encoded = col["source"].dictionary_encode()
     sources, codes = encoded.dictionary.to_pylist(), encoded.indices.to_numpy(zero_copy_only=False)
@@ -102,7 +134,7 @@ def _tallies(col: dict[str, pa.Array], reason: pa.Array, kept: np.ndarray, spec:
     for src, why, k in zip(*(outcome.column(c).to_pylist() for c in ("source", "reason", "count_all"))):
         counts[src]["in"] = counts[src].get("in", 0) + k
         counts[src]["kept" if why is None else f"dropped:{why}"] = k
-    table = WorkTable(col, sources, codes)
+    table = WorkTable(col, sources, codes, lines)
     return {"counts": counts, "kept": dict(zip(sources, np.bincount(codes[kept], minlength=len(sources)).tolist())),
             "steps": {kind.__name__: kind.tally(spec, table) for kind in STEP_KINDS}}
 
@@ -119,7 +151,7 @@ def write_kept(bases: list[Path], scratch: Path, folder: Path, shards: list[Kept
             if t not in loaded:
                 loaded.clear()
                 of_source.clear()
-                loaded[t] = _kept_rows(bases[t], part(scratch, t, "kept"))
+                loaded[t] = _kept_rows(bases[t], scratch, t)
             if (t, source) not in of_source:
                 rows = loaded[t]
                 of_source[(t, source)] = rows.filter(pc.equal(rows.column("source"), source))
@@ -132,9 +164,20 @@ def write_kept(bases: list[Path], scratch: Path, folder: Path, shards: list[Kept
     return written
 
 
-def _kept_rows(base: Path, kept: Path) -> pa.Table:
-    table = pq.read_table(dedup_files.at(base, ".parquet"), columns=RECORD_SCHEMA.names)
-    return table.take(pa.array(np.load(kept, allow_pickle=False)))
+def _kept_rows(base: Path, scratch: Path, s: int) -> pa.Table:
+    """Table `s`'s kept rows, with the texts `summarize_table` rewrote."""
+    rows = np.load(part(scratch, s, "kept"), allow_pickle=False)
+    table = pq.read_table(dedup_files.at(base, ".parquet"), columns=RECORD_SCHEMA.names).take(pa.array(rows))
+    if not part(scratch, s, "text").exists():
+        return table
+    with pa.OSFile(str(part(scratch, s, "text"))) as source:
+        new = pa.ipc.open_file(source).read_all()
+    if not new.num_rows:
+        return table
+    mask = np.isin(rows, new.column("row").to_numpy())          # both ascending: the values land in order
+    text = pc.replace_with_mask(table.column("text").combine_chunks(), pa.array(mask),
+                                new.column("text").combine_chunks())
+    return table.set_column(table.schema.get_field_index("text"), "text", text)
 
 
 def write_ledger(parts: list[Path], path: Path, ledger_rows: int) -> int:

@@ -1,8 +1,9 @@
 """Clean's outputs from the work tables, as tasks on the stage's executor (`tasks.data.cleanup.clean_output_tasks`):
 memory is bounded by about one work table per task, and the stage's process only plans and sums.
 
-1. One task per work table decides each row kept or dropped (its filters' reason, else the dedup decision) and
-   tallies it; it writes the table's kept row numbers and its ledger rows.
+1. One task per work table decides each row kept or dropped (its filters' reason, else the dedup decision, else
+   what the repeated-line removal left of it: `tasks.data.dedup.linededup`, when `clean.lines` is on) and tallies
+   it; it writes the table's kept row numbers, their rewritten texts and its ledger rows.
 2. From the kept counts per (table, source), prefix sums place every kept record at its position in its source;
    the shards `<source>-NNNNN.parquet` (cut every `shard_records` kept rows of a source, in table order, or at
    the row whose text brings the shard to `shard_bytes`: `shard_cuts`) are
@@ -35,6 +36,7 @@ from tasks.data.cleanup.clean_output_tasks import (KeptShard, Piece, call, kept_
                                                    write_kept, write_ledger)
 from tasks.data.dedup.dedup_global import Decisions
 from tasks.data.dedup.dedup_tasks import Layout, read_rows
+from tasks.data.dedup.linededup import Repeats
 from tasks.data.dedup.lsh import sorted_unique
 
 log = logging.getLogger("forgeline.clean")
@@ -43,7 +45,7 @@ SCRATCH = "outputs"
 # report.json's key order, as it always was (reports compare byte for byte across versions): the outcomes, then
 # the steps' fields. What each field holds is its step's (`tasks.data.cleanup.steps.Step.report`).
 LAYOUT = ("in", "kept", "dropped", "dropped_by_reason", "by_source", "pii_replaced", "dedup", "dedup_detail",
-          "quality_curve", "decontamination")
+          "quality_curve", "decontamination", "lines")
 
 
 def keeper_ids(layout: Layout, decisions: Decisions) -> np.ndarray:
@@ -55,9 +57,10 @@ def keeper_ids(layout: Layout, decisions: Decisions) -> np.ndarray:
 
 
 def write_outputs(layout: Layout, spec: CleanSpec, out: Path, dedup: dict[str, Any], decon: dict[str, Any],
-                  executor: ExecutorSpec | None = None, ledger_rows: int = LEDGER_ROWS) -> dict[str, Any]:
-    """Kept shards, the ledger and report.json, written on `executor` (default: this process); returns the
-    counts."""
+                  executor: ExecutorSpec | None = None, ledger_rows: int = LEDGER_ROWS,
+                  lines: Repeats | None = None) -> dict[str, Any]:
+    """Kept shards, the ledger and report.json, written on `executor` (default: this process), the repeated
+    `lines` taken out of the kept texts when given (`linededup.find_repeats`); returns the counts."""
     executor = executor or ExecutorSpec(workers=1)
     t0 = time.perf_counter()
     d: Decisions = dedup["decisions"]
@@ -68,7 +71,8 @@ def write_outputs(layout: Layout, spec: CleanSpec, out: Path, dedup: dict[str, A
     for s in range(len(layout.stems)):
         lo, hi = np.searchsorted(d.rows, [layout.offsets[s], layout.offsets[s + 1]])
         args.append((summarize_table, layout.base(s), scratch, s, d.rows[lo:hi] - layout.offsets[s],
-                     d.near[lo:hi], d.sim[lo:hi], names[lo:hi], spec))
+                     d.near[lo:hi], d.sim[lo:hi], names[lo:hi], spec,
+                     None if lines is None else (lines, layout.offsets[s], layout.offsets[s + 1])))
     tallies = [r["result"] for r in map_shards(call, args, list(layout.stems), executor, "clean outputs")]
     plan = kept_plan([t["kept"] for t in tallies], spec.shard_records, spec.shard_bytes,
                      lambda s, source: kept_bytes(scratch, s, source))
@@ -85,7 +89,8 @@ def write_outputs(layout: Layout, spec: CleanSpec, out: Path, dedup: dict[str, A
     shutil.move(ledger, out / "dropped.parquet")  # a rename: the work folder is on the project's filesystem
     log.info("outputs written in %.1f s (%d tables, %d kept shards)", time.perf_counter() - t0, len(bases),
              sum(len(g) for g in plan))
-    return write_report(tallies, ReportFacts(spec, out, [t["steps"] for t in tallies], dedup, decon))
+    return write_report(tallies, ReportFacts(spec, out, [t["steps"] for t in tallies], dedup, decon,
+                                             None if lines is None else lines.summary))
 
 
 def kept_plan(kept: list[dict[str, int]], size: int, max_bytes: int,

@@ -24,8 +24,8 @@ import pyarrow.parquet as pq
 from specs.clean import CleanSpec
 from tasks.core.files import atomic_path
 from tasks.data.cleanup.filter_steps import DecontaminationStep, FilterStep, LanguageStep, QualityStep, filter_step
-from tasks.data.cleanup.steps import (Batch, DropEmpty, ExactKey, MinHashSignature, Normalize, ScrubPii, Step,
-                                      run_steps)
+from tasks.data.cleanup.steps import (Batch, DropEmpty, ExactKey, MinHashSignature, Normalize, RepeatedLines,
+                                      ScrubPii, Step, run_steps)
 from tasks.data.cleanup.textbatch import Encoded
 from tasks.data.dedup import dedup_audit, minhash
 from tasks.data.filtering import filters
@@ -39,7 +39,7 @@ WORK_SCHEMA = pa.schema(
 
 # Every kind of step, in the order of the pass: the report asks each for its fields, run or not
 STEP_KINDS: tuple[type[Step], ...] = (Normalize, ScrubPii, DropEmpty, FilterStep, QualityStep, LanguageStep,
-                                      DecontaminationStep, ExactKey, MinHashSignature)
+                                      DecontaminationStep, ExactKey, MinHashSignature, RepeatedLines)
 
 
 def shard_steps(spec: CleanSpec, built: list[filters.Filter]) -> list[Step]:

@@ -101,6 +101,7 @@ class WorkTable:
     columns: dict[str, pa.Array]
     sources: list[str]
     codes: np.ndarray
+    lines: dict[str, int] | None = None    # the repeated lines taken out of its texts (`linededup.Rewrite`)
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ class ReportFacts:
     tallies: list[dict[str, Any]]
     dedup: dict[str, Any]
     decontamination: dict[str, Any]
+    lines: dict[str, Any] | None = None     # the repeated lines found corpus-wide (`linededup.Repeats.summary`)
 
     def of(self, kind: type) -> list[Any]:
         """Step `kind`'s tally of every work table."""
@@ -236,6 +238,32 @@ class MinHashSignature(Step):
     @classmethod
     def report(cls, facts: ReportFacts) -> dict[str, Any]:
         return {"dedup": facts.dedup["summary"], "dedup_detail": facts.dedup["detail"]}
+
+
+@dataclass(frozen=True)
+class RepeatedLines(Step):
+    """The output phase's repeated-line removal (`clean.lines`, `tasks.data.dedup.linededup`), after dedup: it
+    runs over the corpus, not in the per-shard pass. Reports `lines`: its settings, the repeated lines found,
+    the lines and characters taken out, the documents changed and dropped, and the most repeated lines."""
+
+    name: ClassVar[str] = "lines"
+
+    @classmethod
+    def tally(cls, spec: CleanSpec, table: WorkTable) -> dict[str, int] | None:
+        return table.lines
+
+    @classmethod
+    def report(cls, facts: ReportFacts) -> dict[str, Any]:
+        spec = facts.spec.lines
+        if not spec.enabled:
+            return {"lines": {"enabled": False}}
+        total: Counter[str] = Counter()
+        for tally in facts.of(cls):
+            total.update(tally or {})
+        summary = facts.lines or {}
+        return {"lines": {"enabled": True, "min_docs": spec.min_docs, "keep_first": spec.keep_first,
+                          "repeated_lines": summary.get("repeated_lines", 0), **dict(sorted(total.items())),
+                          "top": summary.get("top", [])}}
 
 
 def write_dedup_inputs(base: Path, ids: list[str], columns: dict[str, list], spec: DedupSpec, seed: int,

@@ -73,9 +73,9 @@ def deduplicate(layout: Layout, spec: CleanSpec, seed: int, executor: ExecutorSp
     summary: dict[str, Any] = {"exact_dropped": len(exact[0])}
     detail: dict[str, Any] = {}
     near = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64))
+    dedup_files.save_npy(layout.work / RANK, rank)      # (near dedup's tasks and repeated lines' read it)
     if d.near and alive.any():
         dedup_files.save_npy(layout.work / ALIVE, alive.astype(np.uint8))
-        dedup_files.save_npy(layout.work / RANK, rank)
         near, stats = _near(layout, spec, executor, int(alive.sum()))
         sample = _audit(layout, spec, seed, alive, near)
         summary.update({"near_dropped": len(near[0]), **stats, "precision": sample["precision"],
