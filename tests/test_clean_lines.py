@@ -93,14 +93,15 @@ def params(**lines) -> dict:
                       "lines": lines}}
 
 
-def cleaned(root, lines: dict, shard_size: int = 4, workers: int = 1, memory_gb: float | None = None):
+def cleaned(root, lines: dict, shard_size: int = 4, workers: int = 1, memory_gb: float | None = None,
+            executor: dict | None = None):
     rows, body_of = corpus()
     shards = root / "data/ingest/shards"
     shards.mkdir(parents=True)
     for n, start in enumerate(range(0, len(rows), shard_size)):
         write_table(rows[start:start + shard_size], RECORD_SCHEMA, shards / f"mixed-{n:05d}.parquet")
     p = params(**lines)
-    p["run"]["executor"]["workers"] = workers
+    p["run"]["executor"] = executor or {"workers": workers}
     if memory_gb:
         p["clean"]["memory_gb"] = memory_gb
     (root / "params.yaml").write_text(yaml.safe_dump(p))
@@ -171,6 +172,12 @@ def test_tables_executors_and_buckets_do_not_change_the_outputs(default_on, tmp_
     kept, ledger, report, _ = cleaned(tmp_path, {"enabled": True}, shard_size, workers, memory_gb)
     ref_kept, ref_ledger, ref_report, _ = default_on
     assert kept == ref_kept and ledger.keys() == ref_ledger.keys() and report["lines"] == ref_report["lines"]
+
+
+@pytest.mark.slow
+def test_dask_workers_give_the_same_outputs(default_on, tmp_path):
+    kept, ledger, report, _ = cleaned(tmp_path, {"enabled": True}, 3, executor={"kind": "dask", "workers": 2})
+    assert (kept, ledger.keys(), report) == (default_on[0], default_on[1].keys(), default_on[2])
 
 
 def test_a_line_is_keyed_by_its_words_not_its_spacing_or_case():
