@@ -305,9 +305,10 @@ class LineDedupSpec(StrictModel):
         "rule's, so what is left is as long as a document the quality filter accepts; 0 drops none by length."
     )
     max_removed: float = Field(
-        0.8, gt=0, le=1, description="A document that lost at least this share of its characters is dropped too "
-        "(reason `repeated_lines`): what is left of a copy is its page's date or byline, not a text; 1 drops "
-        "only documents that lost everything."
+        1.0, gt=0, le=1, description="A document that lost at least this share of its characters is dropped too "
+        "(reason `repeated_lines`). 1 drops by `min_words` alone (and what was left empty); 0.6-0.8 also drops "
+        "copies that kept an edited paragraph, and short articles under heavy page chrome with them (a site's "
+        "whole menu on every page is most of a short page)."
     )
     report_top: int = Field(20, ge=0, le=1000, description="The most repeated lines the report lists (text cut "
                             "at 200 characters, with their document counts).")

@@ -202,7 +202,7 @@ def test_a_document_left_short_or_mostly_removed_is_dropped():
     assert short.dropped == [0] and "7 words left" in short.details[0]
     long_menu = "\n".join(f"{menu} {k}" for k in range(20))
     hashes = {linededup.key_hash(linededup.line_key(ln)) for ln in long_menu.split("\n")}
-    mostly = linededup.rewrite([3], [f"{long_menu}\n{own}"], {3: hashes}, LineDedupSpec())   # 60 words left
+    mostly = linededup.rewrite([3], [f"{long_menu}\n{own}"], {3: hashes}, LineDedupSpec(max_removed=0.8))  # 60 words
     assert mostly.dropped == [3] and "(82% of its characters)" in mostly.details[0]
     kept = linededup.rewrite([3], [f"{long_menu}\n{own}"], {3: hashes}, LineDedupSpec(max_removed=1))
     assert kept.rows == [3] and kept.texts == [own] and kept.tally["lines_removed"] == 20
