@@ -130,6 +130,26 @@ def run(rows: list[dict], truth: dict, lines: dict) -> dict:
                                        and all(_flat(p) in _flat(kept[k]) for p in paras)), "by reason": dict(report["dropped_by_reason"]), "clean s": seconds}
 
 
+def throughput(texts: list[str]) -> str:
+    """MB/s of one core: the lines step's hashing (`distinct_line_hashes`) beside near dedup's signatures and
+    shingles of the same texts (best of 3 each)."""
+    from specs.clean import DedupSpec
+    from tasks.data.dedup import linededup
+    from tasks.data.dedup.minhash import signatures_and_shingles
+
+    mb = sum(len(t.encode()) for t in texts) / 1e6
+    timings = {}
+    for name, fn in (("line hashes", lambda: [linededup.distinct_line_hashes(t) for t in texts]),
+                     ("MinHash signatures", lambda: signatures_and_shingles(texts, DedupSpec(), 1))):
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t0)
+        timings[name] = mb / best
+    return ", ".join(f"{name} {rate:.1f} MB/s" for name, rate in timings.items()) + f" (one core, {mb:.1f} MB)"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sites", type=int, default=8)
@@ -152,6 +172,7 @@ def main() -> None:
     for name, r in results:
         cells = [f"{r[k]:.1f}" if isinstance(r[k], float) else str(r[k]) for k in keys]
         print(f"| {name} | " + " | ".join(cells) + " |")
+    print("speed:", throughput([r["text"] for r in rows] * 20))
 
 
 if __name__ == "__main__":
