@@ -184,8 +184,8 @@ def test_a_line_is_keyed_by_its_words_not_its_spacing_or_case():
     text = "Home | News\nBody text here\nhome  |  NEWS \n"
     assert len(linededup.distinct_line_hashes(text)) == 1                   # the menu repeats inside: structure
     new, removed = linededup.strip_lines("A\n\nHome | News\n\n\n\nB", {linededup.key_hash("home | news")})
-    assert (new, removed) == ("A\n\n\nB", 1)
-    assert linededup.strip_lines("A\nB", {1}) == ("A\nB", 0)
+    assert (new, removed) == ("A\n\n\nB", ["Home | News"])
+    assert linededup.strip_lines("A\nB", {1}) == ("A\nB", [])
 
 
 def test_spec_bounds():
@@ -211,8 +211,9 @@ def test_a_document_left_short_or_mostly_removed_is_dropped():
 def test_a_short_line_goes_only_beside_another_that_goes():
     gone = {linededup.key_hash(k) for k in ("notes", "home", "news")}
     text = "Own line one.\n\nNotes\n\nOwn line two.\nHome\n\nNews\nOwn line three."
-    assert linededup.strip_lines(text, gone, 3) == ("Own line one.\n\nNotes\n\nOwn line two.\n\nOwn line three.", 2)
-    assert linededup.strip_lines(text, gone, 0)[1] == 3
+    assert linededup.strip_lines(text, gone, 3) == ("Own line one.\n\nNotes\n\nOwn line two.\n\nOwn line three.",
+                                                    ["Home", "News"])
+    assert linededup.strip_lines(text, gone, 0)[1] == ["Notes", "Home", "News"]
 
 
 @given(st.lists(st.sampled_from(["Home", "News", "a b c d", "Own text one", "", "  ", "Own text two here",
@@ -228,7 +229,24 @@ def test_strip_lines_takes_out_only_named_lines_and_keeps_the_order(lines, named
     for ln in left:                                   # what is left is the text's lines, in order
         gone = gone[gone.index(ln) + 1:] if ln in gone else None
         assert gone is not None
-    assert len(before) - len(left) == removed
+    assert len(before) - len(left) == len(removed)
+    assert all(linededup.line_key(ln) in named for ln in removed)
     assert all(linededup.line_key(ln) in named for ln in before if ln not in left)
     if short_words == 0:
         assert not any(linededup.line_key(ln) in named for ln in left)
+
+
+def test_the_lines_taken_out_of_kept_documents_are_written(tmp_path):
+    kept, ledger, _, body_of = cleaned(tmp_path, {"enabled": True})
+    removed = {r["id"]: r for r in pq.read_table(tmp_path / "data/clean/lines_removed.parquet").to_pylist()}
+    assert removed["ledger-1"]["lines"] == [*CHROME["ledger"], *LINKS] and removed["ledger-1"]["source"] == "web"
+    assert removed["play-b"]["lines"][0].startswith("Good my lord")
+    # every kept document but the one holding each line first (gazette-5 ranks first), play-a and the code
+    assert set(removed) == set(kept) - {"gazette-5", "play-a", "code-a", "code-b"}
+    assert "zz-copy" not in removed and "zz-copy" in ledger        # a dropped document is the ledger's, whole
+    for key, row in removed.items():                                 # what is written went, and nothing else
+        assert not any(line in kept[key].split("\n") for line in row["lines"])
+    off = tmp_path / "off"
+    off.mkdir()
+    cleaned(off, {})
+    assert not (off / "data/clean/lines_removed.parquet").exists()

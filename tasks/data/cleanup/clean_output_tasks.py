@@ -11,7 +11,7 @@ a whole work table.
 - `write_kept`: kept shards `<source>-NNNNN.parquet`, each cut from slices of the tables' kept rows (a shard
   may straddle tables), written as one table of RECORD_SCHEMA: the bytes of `records.write_table` of its rows.
 - `write_ledger`: the ledger parts streamed in table order into ONE dropped.parquet, a row group per
-  `ledger_rows` rows.
+  `ledger_rows` rows; `write_removed` likewise the lines `clean.lines` took out of kept documents.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from tasks.data.dedup import dedup_files, linededup
 from tasks.data.records import LEDGER_SCHEMA, RECORD_SCHEMA
 
 SUMMARY_COLUMNS = ["id", "text", "source", "quality", "reason", "detail", "pii_kinds", "pii_counts"]
+REMOVED_SCHEMA = pa.schema([("id", pa.string()), ("source", pa.string()), ("lines", pa.list_(pa.string()))])
 # A kept shard's pieces: (table index, first, end) in that table's kept rows of the shard's source
 Piece = tuple[int, int, int]
 KeptShard = tuple[str, int, list[Piece]]  # (source, shard number, pieces in order)
@@ -81,7 +82,7 @@ def summarize_table(base: Path, scratch: Path, s: int, drops: np.ndarray, near: 
     text, line_tally = col["text"], None
     part(scratch, s, "text").unlink(missing_ok=True)          # (a killed run's, for the same decisions)
     if lines is not None:
-        done = _rewrite(col["text"], kept, lines, part(scratch, s, "text"))
+        done = _rewrite(col, kept, lines, part(scratch, s, "text"))
         if done.dropped:
             mask_arr = pa.array(np.isin(np.arange(n), done.dropped))
             reason = pc.replace_with_mask(reason, mask_arr, pa.array([linededup.REASON] * len(done.dropped)))
@@ -101,14 +102,17 @@ def summarize_table(base: Path, scratch: Path, s: int, drops: np.ndarray, near: 
     return {**_tallies(col, reason, kept, spec, line_tally), "ledger_rows": ledger.num_rows}
 
 
-def _rewrite(text: pa.Array, kept: np.ndarray, lines: Lines, path: Path) -> linededup.Rewrite:
+def _rewrite(col: dict[str, pa.Array], kept: np.ndarray, lines: Lines, path: Path) -> linededup.Rewrite:
     """The table's texts with their repeated lines taken out; the kept ones' new texts saved at `path` (row,
-    text: Arrow IPC), which `write_kept` reads."""
+    text, and the id, source and lines removed for `lines_removed.parquet`: Arrow IPC), which `write_kept` and
+    `write_removed` read."""
     repeats, lo, hi = lines
     by_row = linededup.removals_of(repeats.files, lo, hi)
     rows = sorted(r for r in by_row if kept[r])          # (entries were made of kept rows only)
-    done = linededup.rewrite(rows, text.take(pa.array(rows, pa.int64())).to_pylist(), by_row, repeats.spec)
-    table = pa.table({"row": pa.array(done.rows, pa.int64()), "text": pa.array(done.texts, pa.string())})
+    done = linededup.rewrite(rows, col["text"].take(pa.array(rows, pa.int64())).to_pylist(), by_row, repeats.spec)
+    at = pa.array(done.rows, pa.int64())
+    table = pa.table({"row": at, "text": pa.array(done.texts, pa.string()), "id": col["id"].take(at),
+                      "source": col["source"].take(at), "lines": pa.array(done.removed, pa.list_(pa.string()))})
     with atomic_path(path) as tmp, pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
         w.write_table(table)
     return done
@@ -203,4 +207,18 @@ def write_ledger(parts: list[Path], path: Path, ledger_rows: int) -> int:
                 flush(ledger_rows)
         if count or not written:
             flush(count)
+    return written
+
+
+def write_removed(parts: list[Path], path: Path) -> int:
+    """lines_removed.parquet: per kept document that lost lines, its id, source and the lines taken out (in
+    table order, as the tables' `text` parts hold them; one part in memory at a time). Returns the rows."""
+    written = 0
+    with atomic_path(path) as tmp, pq.ParquetWriter(tmp, REMOVED_SCHEMA, compression="zstd",
+                                                    write_statistics=True) as writer:
+        for p in parts:
+            with pa.OSFile(str(p)) as source:
+                table = pa.ipc.open_file(source).read_all()
+            writer.write_table(table.select(REMOVED_SCHEMA.names).cast(REMOVED_SCHEMA).combine_chunks())
+            written += table.num_rows
     return written

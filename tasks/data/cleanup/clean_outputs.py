@@ -33,7 +33,7 @@ from tasks.core.shardmap import map_shards
 from tasks.data.cleanup.cleaning import STEP_KINDS
 from tasks.data.cleanup.steps import ReportFacts
 from tasks.data.cleanup.clean_output_tasks import (KeptShard, Piece, call, kept_bytes, part, summarize_table,
-                                                   write_kept, write_ledger)
+                                                   write_kept, write_ledger, write_removed)
 from tasks.data.dedup.dedup_global import Decisions
 from tasks.data.dedup.dedup_tasks import Layout, read_rows
 from tasks.data.dedup.linededup import Repeats
@@ -42,6 +42,7 @@ from tasks.data.dedup.lsh import sorted_unique
 log = logging.getLogger("forgeline.clean")
 LEDGER_ROWS = 16_384
 SCRATCH = "outputs"
+REMOVED = "lines_removed.parquet"
 # report.json's key order, as it always was (reports compare byte for byte across versions): the outcomes, then
 # the steps' fields. What each field holds is its step's (`tasks.data.cleanup.steps.Step.report`).
 LAYOUT = ("in", "kept", "dropped", "dropped_by_reason", "by_source", "pii_replaced", "dedup", "dedup_detail",
@@ -82,11 +83,17 @@ def write_outputs(layout: Layout, spec: CleanSpec, out: Path, dedup: dict[str, A
     # leave a ledger in the output folder (nothing of a failed run is published but the kept shards before it).
     ledger = scratch / "dropped.parquet"
     writes = [(write_ledger, [part(scratch, s, "ledger") for s in range(len(bases))], ledger, ledger_rows)]
+    labels = ["ledger"]
+    if lines is not None:          # the lines taken out of kept documents, beside the documents dropped
+        writes.append((write_removed, [part(scratch, s, "text") for s in range(len(bases))],
+                       scratch / REMOVED))
+        labels.append("lines_removed")
     writes += [(write_kept, bases, scratch, out / "shards", group) for group in plan]
     (out / "shards").mkdir(parents=True, exist_ok=True)
-    map_shards(call, writes, ["ledger"] + [f"kept-{g[0][0]}-{g[0][1]:05d}" for g in plan], executor,
-               "clean outputs")
+    map_shards(call, writes, labels + [f"kept-{g[0][0]}-{g[0][1]:05d}" for g in plan], executor, "clean outputs")
     shutil.move(ledger, out / "dropped.parquet")  # a rename: the work folder is on the project's filesystem
+    if lines is not None:
+        shutil.move(scratch / REMOVED, out / REMOVED)
     log.info("outputs written in %.1f s (%d tables, %d kept shards)", time.perf_counter() - t0, len(bases),
              sum(len(g) for g in plan))
     return write_report(tallies, ReportFacts(spec, out, [t["steps"] for t in tallies], dedup, decon,

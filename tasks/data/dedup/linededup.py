@@ -15,8 +15,9 @@ the stage's executor, in memory bounded by `clean.memory_gb`:
    (row, hash) sorted by row; returns the bucket's counts and its most repeated lines.
 3. The output phase reads each table's removals (`removals_of`, a slice of each bucket's file) and rewrites
    those texts (`strip_lines`: a repeated line of at most `short_words` words goes only beside another line
-   that goes — chrome comes in blocks, a heading or a stage direction stands alone); a document left with fewer than `min_words` words, or that lost `max_removed` of
-   its characters, is dropped.
+   that goes — chrome comes in blocks, a heading or a stage direction stands alone); a document left with fewer
+   than `min_words` words, or that lost `max_removed` of its characters, is dropped. The lines taken out of the
+   documents kept are written too (`lines_removed.parquet`), as the ledger holds the documents dropped.
 
 Everything is decided on hashes; the texts change only in the output phase, from the work tables, so a stage
 killed part-way and run again decides the same lines.
@@ -80,10 +81,10 @@ def distinct_line_hashes(text: str) -> list[int]:
     return [key_hash(key) for key, n in seen.items() if n == 1]
 
 
-def strip_lines(text: str, hashes: set[int], short_words: int = 0) -> tuple[str, int]:
+def strip_lines(text: str, hashes: set[int], short_words: int = 0) -> tuple[str, list[str]]:
     """`text` without its lines whose key hashes to one of `hashes` — one of at most `short_words` words only
     when the nearest non-blank line before or after it is one of them too —, its blank lines then normalized as
-    clean's normalization leaves them (`normalize_layout`); and how many lines went."""
+    clean's normalization leaves them (`normalize_layout`); and the lines that went, in order."""
     lines = text.split("\n")
     keys = [line_key(line) for line in lines]
     content = [i for i, key in enumerate(keys) if key]                  # the non-blank lines
@@ -95,8 +96,9 @@ def strip_lines(text: str, hashes: set[int], short_words: int = 0) -> tuple[str,
                          (pos + 1 < len(content) and content[pos + 1] in hit)):
             gone.add(i)
     if not gone:
-        return text, 0
-    return normalize_layout("\n".join(line for i, line in enumerate(lines) if i not in gone)), len(gone)
+        return text, []
+    kept = "\n".join(line for i, line in enumerate(lines) if i not in gone)
+    return normalize_layout(kept), [lines[i] for i in sorted(gone)]
 
 
 def plan_buckets(layout: Layout, spec: CleanSpec, executor: ExecutorSpec) -> int:
@@ -219,6 +221,7 @@ class Rewrite:
 
     rows: list[int] = field(default_factory=list)           # kept, their lines removed; ascending
     texts: list[str] = field(default_factory=list)
+    removed: list[list[str]] = field(default_factory=list)  # the lines taken out of each
     dropped: list[int] = field(default_factory=list)        # too little of their own left; ascending
     details: list[str] = field(default_factory=list)
     tally: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
@@ -229,10 +232,10 @@ def rewrite(rows: list[int], texts: list[str], by_row: dict[int, set[int]], spec
     """The `texts` of `rows` (ascending) with the lines `by_row` names taken out (`strip_lines`)."""
     out = Rewrite()
     for row, text in zip(rows, texts):
-        new, removed = strip_lines(text, by_row[row], spec.short_words)
-        if not removed:
+        new, gone = strip_lines(text, by_row[row], spec.short_words)
+        if not gone:
             continue
-        words, share = len(new.split()), 1 - len(new) / len(text)
+        words, share, removed = len(new.split()), 1 - len(new) / len(text), len(gone)
         out.tally["lines_removed"] += removed
         out.tally["chars_removed"] += len(text) - len(new)
         if words < spec.min_words or share >= spec.max_removed:
@@ -242,5 +245,6 @@ def rewrite(rows: list[int], texts: list[str], by_row: dict[int, set[int]], spec
         else:
             out.rows.append(row)
             out.texts.append(new)
+            out.removed.append(gone)
     out.tally["documents_changed"], out.tally["documents_dropped"] = len(out.rows), len(out.dropped)
     return out
