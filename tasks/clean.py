@@ -17,7 +17,8 @@ best-ranked one. The outputs are written by tasks on the same executor, from the
 tables (`tasks.data.cleanup.clean_outputs`).
 
 Outputs (data/clean/): `shards/<source>-NNNNN.parquet` (RECORD_SCHEMA), `dropped.parquet` (the ledger: id,
-source, reason, score, kept_id, detail, text), `report.json`. Counts are conserved: in = kept + dropped.
+source, reason, score, kept_id, detail, text), `report.json`, with `clean.lines` `lines_removed.parquet` (id,
+source, the lines taken out of a kept document). Counts are conserved: in = kept + dropped.
 """
 
 from __future__ import annotations
