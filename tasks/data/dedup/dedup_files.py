@@ -74,13 +74,7 @@ def write_shard_inputs(base: Path, sigs: np.ndarray, ids: list[str], columns: Ma
     entries = np.empty(keys.size, dtype=ENTRY)
     entries["key"] = keys.ravel()
     entries["row"] = np.repeat(live, bands)
-    bucket = entries["key"] % np.uint64(buckets)
-    if buckets > 1:     # (at most 65,536 buckets: as uint16, numpy's stable sort is a radix sort, ~10x faster)
-        order = np.argsort(bucket.astype(np.uint16) if buckets <= 1 << 16 else bucket, kind="stable")
-        entries, bucket = entries[order], bucket[order]
-    offsets = np.searchsorted(bucket, np.arange(buckets + 1, dtype=np.uint64))
-    save_npy(at(base, ".bands.npy"), entries)
-    save_npy(at(base, ".bands.off.npy"), offsets.astype(np.int64))
+    save_buckets(base, "bands", entries, entries["key"] % np.uint64(buckets), buckets)
     # the 32-hex-digit digests as two little-endian uint64 (one conversion for the whole shard)
     exact = np.frombuffer(bytes.fromhex("".join(columns["exact_key"])), dtype="<u8").reshape(-1, 2)
     save_npy(at(base, ".exact.npy"), exact)
@@ -118,10 +112,22 @@ def row_columns(rows: list[dict]) -> tuple[list[str], dict[str, list]]:
     return [r["id"] for r in rows], {k: [r[k] for r in rows] for k in ("reason", "quality", "exact_key")}
 
 
-def bucket_slice(base: Path, bucket: int) -> np.ndarray:
-    """Bucket `bucket`'s entries of one shard (read through a memory map: only that slice is paged in)."""
-    offsets = np.load(at(base, ".bands.off.npy"))
-    return np.load(at(base, ".bands.npy"), mmap_mode="r")[offsets[bucket]: offsets[bucket + 1]]
+def save_buckets(base: Path, kind: str, entries: np.ndarray, bucket: np.ndarray, buckets: int) -> None:
+    """`entries` grouped by their `bucket` (stable: each bucket keeps their order) as `<base>.<kind>.npy`, with
+    offsets [buckets + 1] as `<base>.<kind>.off.npy`, so bucket k's task reads one slice (`bucket_slice`)."""
+    if buckets > 1:     # (at most 65,536 buckets: as uint16, numpy's stable sort is a radix sort, ~10x faster)
+        order = np.argsort(bucket.astype(np.uint16) if buckets <= 1 << 16 else bucket, kind="stable")
+        entries, bucket = entries[order], bucket[order]
+    offsets = np.searchsorted(bucket, np.arange(buckets + 1, dtype=np.uint64))
+    save_npy(at(base, f".{kind}.npy"), entries)
+    save_npy(at(base, f".{kind}.off.npy"), offsets.astype(np.int64))
+
+
+def bucket_slice(base: Path, bucket: int, kind: str = "bands") -> np.ndarray:
+    """Bucket `bucket`'s entries of one shard (`save_buckets`'s `kind`: band keys, or repeated lines' hashes),
+    read through a memory map: only that slice is paged in."""
+    offsets = np.load(at(base, f".{kind}.off.npy"))
+    return np.load(at(base, f".{kind}.npy"), mmap_mode="r")[offsets[bucket]: offsets[bucket + 1]]
 
 
 def rank_runs(bases: Sequence[Path], offsets: np.ndarray, total: int) -> np.ndarray:

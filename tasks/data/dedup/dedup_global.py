@@ -156,14 +156,19 @@ def _chunk(spec: CleanSpec, runs: int, itemsize: int) -> int:
     return max(4096, int(spec.memory_gb * 2**30 / (4 * max(runs, 1) * (itemsize + 8))))
 
 
-def _mean_text_bytes(layout: Layout) -> float:
-    """Mean uncompressed size of a row's text, from the work tables' Parquet metadata (nothing is read)."""
+def text_bytes(layout: Layout) -> int:
+    """Uncompressed size of all the work tables' texts, from their Parquet metadata (nothing is read)."""
     size = 0
     for s in range(len(layout.stems)):
         meta = pq.ParquetFile(dedup_files.at(layout.base(s), ".parquet")).metadata
         col = meta.schema.names.index("text")
         size += sum(meta.row_group(g).column(col).total_uncompressed_size for g in range(meta.num_row_groups))
-    return max(size / max(layout.total, 1), 256.0)
+    return size
+
+
+def _mean_text_bytes(layout: Layout) -> float:
+    """Mean uncompressed size of a row's text (`text_bytes`)."""
+    return max(text_bytes(layout) / max(layout.total, 1), 256.0)
 
 
 class _Candidates:

@@ -41,7 +41,7 @@ from specs.run import ExecutorSpec
 from tasks.core.shardmap import map_shards
 from tasks.data.cleanup.normalize import normalize_layout
 from tasks.data.dedup import dedup_files
-from tasks.data.dedup.dedup_global import Decisions, task_budget
+from tasks.data.dedup.dedup_global import Decisions, task_budget, text_bytes
 from tasks.data.dedup.dedup_tasks import RANK, Layout, read_rows
 
 ENTRY = np.dtype([("hash", "<u8"), ("row", "<i8")])      # one distinct line of one kept document
@@ -103,13 +103,8 @@ def strip_lines(text: str, hashes: set[int], short_words: int = 0) -> tuple[str,
 
 def plan_buckets(layout: Layout, spec: CleanSpec, executor: ExecutorSpec) -> int:
     """Buckets enough that one bucket task's entries fit its share of the budget, the entries estimated from the
-    work tables' text bytes (Parquet metadata: nothing is read) at one per LINE_BYTES."""
-    size = 0
-    for s in range(len(layout.stems)):
-        meta = pq.ParquetFile(dedup_files.at(layout.base(s), ".parquet")).metadata
-        col = meta.schema.names.index("text")
-        size += sum(meta.row_group(g).column(col).total_uncompressed_size for g in range(meta.num_row_groups))
-    entries = size / LINE_BYTES
+    work tables' text bytes (`dedup_global.text_bytes`: Parquet metadata, nothing is read) at one per LINE_BYTES."""
+    entries = text_bytes(layout) / LINE_BYTES
     return max(1, min(65_536, math.ceil(entries * ENTRY_BYTES / task_budget(spec, executor))))
 
 
@@ -136,23 +131,14 @@ def line_entries(layout: Layout, s: int, drops: np.ndarray, spec: LineDedupSpec,
     entries = np.empty(sum(map(len, hashes)), dtype=ENTRY)
     entries["hash"] = np.fromiter((h for hs in hashes for h in hs), np.uint64, len(entries))
     entries["row"] = np.repeat(rows.astype(np.int64) + layout.offsets[s], [len(h) for h in hashes])
-    bucket = entries["hash"] % np.uint64(buckets)
-    order = np.argsort(bucket, kind="stable")
-    entries, bucket = entries[order], bucket[order]
-    dedup_files.save_npy(dedup_files.at(base, ".lines.npy"), entries)
-    dedup_files.save_npy(dedup_files.at(base, ".lines.off.npy"),
-                         np.searchsorted(bucket, np.arange(buckets + 1, dtype=np.uint64)).astype(np.int64))
+    dedup_files.save_buckets(base, "lines", entries, entries["hash"] % np.uint64(buckets), buckets)
     return len(entries)
 
 
 def bucket_repeats(layout: Layout, bucket: int, spec: LineDedupSpec, out: Path) -> dict[str, Any]:
     """Bucket `bucket`'s repeated lines: the removals (REMOVAL rows, by row) written to `out`; returns the
     counts and the `report_top` most repeated lines of the bucket as (documents, hash, best-ranked row)."""
-    parts = []
-    for s in range(len(layout.stems)):
-        base = layout.base(s)
-        offsets = np.load(dedup_files.at(base, ".lines.off.npy"))
-        parts.append(np.load(dedup_files.at(base, ".lines.npy"), mmap_mode="r")[offsets[bucket]: offsets[bucket + 1]])
+    parts = [dedup_files.bucket_slice(layout.base(s), bucket, "lines") for s in range(len(layout.stems))]
     entries = np.concatenate(parts) if parts else np.zeros(0, ENTRY)
     rank = np.load(layout.work / RANK, mmap_mode="r")
     entries = entries[np.lexsort((np.asarray(rank[entries["row"]]), entries["hash"]))]   # groups, best first
