@@ -83,7 +83,7 @@ def test_a_member_that_is_not_kept_is_skipped_in_pieces_not_10_kb_at_a_time(tmp_
     assert (tmp_path / "src" / "shard.tar").stat().st_size < 1 << 20
     started = time.monotonic()
     items = list(readers.read_source(FilesMMSource(name="u", paths=["src"]), tmp_path))
-    assert time.monotonic() - started < 1.5
+    assert time.monotonic() - started < 6  # 14 s before; ~0.3 s here, slack for a loaded CI machine
     assert [getattr(i, "reason", None) for i in items] == [None] and items[0].media.kind == "image"
 
 

@@ -1,8 +1,8 @@
 """A checkpoint's chat template is untrusted code: rendering it is bounded in size, work and steps
 (tasks/train/inputs/template_sandbox.py). Published templates render byte for byte as the plain sandbox rendered
 them; a template that multiplies a string to gigabytes, recurses, loops forever or pads to a billion characters
-is a TemplateError (chat_template's, naming the file, once it comes from a checkpoint) within a second and a
-few MB, instead of 10.8 GB, a bare RecursionError or a hang."""
+is a TemplateError (chat_template's, naming the file, once it comes from a checkpoint) at its counted budget
+(about 0.1 s) and a few MB, instead of 10.8 GB, a bare RecursionError or a hang."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from tokenizers import Tokenizer, models
 from tasks.train.inputs.chat import jinja_template, render_jinja
 from tasks.train.inputs.chat_template import TemplateChat, checkpoint_chat
 from tasks.train.inputs.chat_template import TemplateError as CheckpointTemplateError
+from tasks.train.inputs.template_sandbox import BoundedSandbox
 from tests.test_chat_template import CHATML, LLAMA3
 
 MISTRAL = ("{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}"
@@ -228,11 +229,28 @@ def test_templates_that_grow_a_value_are_refused_before_it_is_made(template, say
     ("{% set s = 'a' * 1000000 %}{% for i in range(100000) %}{% if 'b' in s %}{% endif %}{% endfor %}",
      "made or read over"),                                                           # 10^11 characters scanned
 ])
-def test_templates_that_loop_without_end_stop_within_a_second(template, says):
+def test_templates_that_loop_without_end_stop_at_their_budget(template, says, monkeypatch):
+    """The stop is the budget, counted: the step case stops at its first step past `max_steps`, the work case
+    before any step budget is spent. The clock bound is only a backstop (each template would run for hours
+    unbounded; about 0.1 s here, 1.5 s on a loaded CI machine), so a slow machine cannot fail it."""
+    seen = []
+    tick = BoundedSandbox.tick
+
+    def counting_tick(self):
+        seen.append(self)
+        tick(self)
+
+    monkeypatch.setattr(BoundedSandbox, "tick", counting_tick)
     start = time.perf_counter()
     with pytest.raises(TemplateError, match=says):
         render_jinja(template, PROBE)
-    assert time.perf_counter() - start < 1.5
+    assert time.perf_counter() - start < 30
+    sandbox = seen[-1]
+    assert len(seen) == sandbox.steps and sandbox.steps <= sandbox.max_steps + 1
+    if says == "loop iterations":
+        assert sandbox.steps == sandbox.max_steps + 1 and sandbox.work <= sandbox.budget
+    else:
+        assert sandbox.work > sandbox.budget and sandbox.steps <= sandbox.max_steps
 
 
 def test_the_budget_grows_with_the_conversation():
