@@ -12,6 +12,7 @@ import zlib
 
 import brotli
 
+from tasks.data.html_limits import without_attribute_floods
 from tests.helpers.readers import bads, docs, read
 from tests.test_readers_formats import ARTICLE, HTTP, warc_record
 
@@ -96,6 +97,22 @@ def test_a_very_deep_dom_skips_the_quadratic_main_content_pass(tmp_path):
     assert [(d.text.strip(), d.meta.get("extraction")) for d in middle] == [
         ("deep text here", "plain (DOM deeper than 512)"), ("shallow text here", None)]
     assert not bads(middle)
+
+
+def test_an_element_with_a_flood_of_attributes_is_parsed_without_them(tmp_path):
+    """One `<div>` with 60,000 distinct attribute names (a 134 KB record gzipped) ran over a minute in the
+    parser (quadratic in their count); its attributes are dropped, its text kept, and the page says so. A tag
+    with many attributes under the limit, or one long quoted value, keeps them (the `alt` below is read)."""
+    flood = b"<html><body><div " + b" ".join(b"a%d=1" % i for i in range(60_000)) + b"><p>flood text</p></div>"
+    rich = (b"<html><body><img alt='" + b"w " * 6000 + b"' src='x.png'><div " +
+            b" ".join(b"d%d=1" % i for i in range(900)) + b"><p>rich text here</p></div></body></html>")
+    middle = between_good_pages(tmp_path, response("http://flood.example/", flood),
+                                response("http://rich.example/", rich))
+    assert [(d.text.split()[-3:], d.meta.get("attributes_dropped")) for d in middle] == [
+        (["flood", "text"], "1 element(s) with over 1,000 attributes"), (["rich", "text", "here"], None)]
+    assert middle[1].text.split().count("w") == 6000    # the image's alt text, one quoted value, was read
+    assert without_attribute_floods(rich.decode()) == (rich.decode(), 0)
+    assert without_attribute_floods(flood.decode())[0] == "<html><body><div><p>flood text</p></div>"
 
 
 def test_quarantine_is_streamed_in_row_groups_and_equals_the_one_shot_file(tmp_path):

@@ -44,6 +44,7 @@ from tasks.data.cleanup.lookalikes import fold_confusables, look_alike_table
 from tasks.data.cleanup.textmarks import (fold_apostrophes, fold_emphasis, fold_footnotes, fold_html_footnotes,
                                           fold_markdown_links, fold_marks, fold_source_marks)
 from tasks.data.dedup.marks import fold_digraphs, fold_latin
+from tasks.data.html_limits import without_attribute_floods
 
 NormalForm = Literal["NFC", "NFKC", "none"]
 
@@ -181,15 +182,19 @@ def format_chars() -> tuple[dict[int, None], re.Pattern[str]]:
 # supplement picks an ideograph's glyph. Word shingles read a mark as part of its word, so a selector after an
 # emoji or a digit was a word of its own (a copy adding emoji with VS16: J 0.67, 30 of 44 found).
 VARIATION_SELECTORS = (*range(0xFE00, 0xFE10), *range(0xE0100, 0xE01F0))
+# Letters Unicode marks default-ignorable (DerivedCoreProperties): the Hangul fillers (U+115F, U+1160, U+3164,
+# U+FFA0, category Lo) and Khmer's inherent vowels (U+17B4/5, Mn) draw nothing in most fonts, and spam puts them
+# inside words to hide a copy (one per word: J 0.01, 0 of 50 copies found).
+IGNORABLE_LETTERS = (0x115F, 0x1160, 0x17B4, 0x17B5, 0x3164, 0xFFA0)
 
 
 @lru_cache(maxsize=1)
 def invisible_chars() -> tuple[dict[int, None], re.Pattern[str]]:
-    """What `shingle_text`'s `invisible` fold drops: the format characters (`format_chars`) and the variation
-    selectors, as a `str.translate` table and a pattern that finds where one may be (any astral character
-    included, as `format_chars`' does)."""
+    """What `shingle_text`'s `invisible` fold drops: the format characters (`format_chars`), the variation
+    selectors and the default-ignorable letters, as a `str.translate` table and a pattern that finds where one
+    may be (any astral character included, as `format_chars`' does)."""
     table, _ = format_chars()
-    table = {**table, **dict.fromkeys(VARIATION_SELECTORS)}
+    table = {**table, **dict.fromkeys(VARIATION_SELECTORS), **dict.fromkeys(IGNORABLE_LETTERS)}
     bmp = "".join(re.escape(chr(c)) for c in sorted(table) if c <= 0xFFFF)
     return table, re.compile(f"[{bmp}\U00010000-\U0010ffff]")
 
@@ -301,7 +306,7 @@ def shingle_text(text: str, entities: bool = True, invisible: bool = True, unico
     numbers, wiki citation markers, BBCode and MediaWiki source (`textmarks.fold_marks`, `fold_source_marks`;
     `marks` False: the caller knows the text holds none, `textmarks.marked_docs`), emphasis underscores and
     footnote superscripts (`fold_emphasis`, `fold_footnotes`; a page's `<sup>` markers before its text is read).
-    `invisible`: format characters (Cf) and variation selectors dropped (`invisible_chars`).
+    `invisible`: format characters (Cf), variation selectors and ignorable letters dropped (`invisible_chars`).
     `unicode`: NFKC and casefold, apostrophe look-alikes as `'`, Latin diacritics and German digraphs
     (`marks.fold_latin`).
     `confusables`: look-alike letters → the ASCII letters they imitate, in every text (`fold_confusables`)."""
@@ -322,8 +327,9 @@ def shingle_text(text: str, entities: bool = True, invisible: bool = True, unico
         from resiliparse.extract.html2text import extract_plain_text
 
         # (a `<sup>1</sup>` footnote marker: the plain text glues it to its word, `river1`)
-        visible = extract_plain_text(fold_html_footnotes(text), main_content=False, preserve_formatting=False,
-                                     alt_texts=False)
+        # (a tag's flood of attributes is dropped first: the parser's time grows with the square of their count)
+        visible = extract_plain_text(fold_html_footnotes(without_attribute_floods(text)[0]), main_content=False,
+                                     preserve_formatting=False, alt_texts=False)
         text = visible if mostly_text(visible) else text
     # Entities first: `&rsquo;`, `&nbsp;` decode to non-ASCII characters the later folds then see. Decoding is
     # safe for comparison even in code (both documents of a pair are folded alike; the kept text is untouched).

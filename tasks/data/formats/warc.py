@@ -22,7 +22,9 @@ cap, is `bad_encoding` / `record_too_large`. Binary bytes (NULs, image/PDF/archi
 whatever type the server claimed. A charset label Python does not know is ignored (the bytes decide, as in
 a browser), never an error that stops the file. A DOM nested deeper than `MAX_DEPTH` (browsers cap it near 512)
 is extracted without the main-content heuristic, whose time grows with the square of the depth (a 40,000-deep
-page took 36 s; 3 M deep never finished), and says so in its `extraction` meta.
+page took 36 s; 3 M deep never finished), and says so in its `extraction` meta; a start tag with more than
+`MAX_ATTRIBUTES` attributes loses them before parsing (`tasks.data.html_limits`), and its `attributes_dropped`
+meta says so.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from resiliparse.parse.html import HTMLTree
 from resiliparse.parse.http import iterate_http_chunks
 
 from tasks.data.formats.streams import REOPENS_MAX, Rewindable, Stream
+from tasks.data.html_limits import MAX_ATTRIBUTES, without_attribute_floods
 from tasks.data.records import Bad, Doc
 
 WARC_MAGIC = b"WARC/"
@@ -279,7 +282,7 @@ def _document(record, body: bytes, shown: str, where: str, cap: int) -> Doc | Ba
         what = ctype or "of unknown type"
         return Bad(shown, where, "not_html", f"payload is {what}{' (binary bytes)' if binary else ''}, not "
                    f"HTML; {meta['url']}", body[:500].decode("utf-8", "replace"))
-    html = _decoded(body, charset)
+    html, stripped = without_attribute_floods(_decoded(body, charset))
     tree = HTMLTree.parse(html)
     deep = html.count("<") > MAX_DEPTH and _deeper_than(tree, MAX_DEPTH)
     text = extract_plain_text(tree, main_content=not deep)
@@ -288,6 +291,8 @@ def _document(record, body: bytes, shown: str, where: str, cap: int) -> Doc | Ba
                    html[:500])
     kind = "response" if record.is_http else "resource"
     extra = {"extraction": f"plain (DOM deeper than {MAX_DEPTH})"} if deep else {}
+    if stripped:
+        extra["attributes_dropped"] = f"{stripped} element(s) with over {MAX_ATTRIBUTES:,} attributes"
     return Doc(key=key, text=text, origin=shown, location=where, meta={**meta, "warc_type": kind, **extra})
 
 
