@@ -153,3 +153,20 @@ def test_glob_once_lists_what_glob_lists_without_loops(tmp_path):
         # the same files (by their real path: `alias/a.jsonl` and `sub/a.jsonl` are one, read once either way)
         want = {Path(p).resolve() for p in glob.glob(full, recursive=True) if os.path.isfile(p)}
         assert {p.resolve() for p in glob_once(full) if p.is_file()} == want, pattern
+
+
+def test_a_fifo_a_link_to_one_and_a_named_one_are_quarantined_unopened(tmp_path, opened):
+    """A FIFO among a source's files was skipped without a record (and one named directly was "matched no
+    files"); opening one would wait for a writer forever. Each is quarantined as `not_a_file`, never opened."""
+    src = tmp_path / "corpus"
+    src.mkdir()
+    (src / "a.jsonl").write_text('{"text": "a page"}\n')
+    os.mkfifo(src / "pipe.jsonl")
+    os.symlink("pipe.jsonl", src / "to_pipe.jsonl")
+    items = read(tmp_path, ["corpus"]) + read(tmp_path, ["corpus/pipe.jsonl"]) + read(tmp_path, ["corpus/to_pipe*"])
+    assert [d.text for d in docs(items)] == ["a page"]
+    refused = [(i.origin, i.reason) for i in items if not isinstance(i, formats.Doc)]
+    # (the folder's FIFO and its link are one file, listed once, as for any file and a link to it)
+    assert refused == [("corpus/pipe.jsonl", "not_a_file")] * 2 + [("corpus/to_pipe.jsonl", "not_a_file")]
+    assert "FIFO" in next(i for i in items if not isinstance(i, formats.Doc)).detail
+    assert [p.name for p in opened] == ["a.jsonl"]

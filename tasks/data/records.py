@@ -63,6 +63,7 @@ QUARANTINE_REASONS = (
     "bad_encoding",       # a WARC payload whose HTTP transfer/content coding does not decode
     "bad_length",         # a WARC record whose Content-Length is not a number or does not end where the next begins
     "link_outside",       # a symbolic link out of the source's folder, not opened (ingest `symlinks: inside`)
+    "not_a_file",         # a FIFO, socket or device among a source's files (or a link to one), not opened
     "abandoned_file",     # the rest of a file after ingest.max_bad_run records in a row were quarantined, unread
 )
 RAW_PREVIEW = 500

@@ -34,7 +34,7 @@ def read_files(src: FilesSource, root: Path, max_record_bytes: int,
         path = listed.path
         shown = display_path(path, root, follow=False)  # already resolved as far as it should be
         if listed.refused is not None:
-            yield Bad(shown, "", "link_outside", listed.refused)
+            yield Bad(shown, "", listed.reason, listed.refused)
             continue
         try:
             with open_stream(path) as stream:

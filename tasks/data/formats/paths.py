@@ -27,7 +27,8 @@ class Listed:
     """One file of a source: its resolved path, or a link's own path (in its resolved folder), and why not read."""
 
     path: Path
-    refused: str | None = None   # set for a link out of the source's folders: quarantined, never opened
+    refused: str | None = None   # set for a link out of the source's folders or a special file: never opened
+    reason: str = "link_outside"  # the quarantine reason a refusal is recorded under
 
 
 def expand_paths(patterns: list[str], root: Path, source: str, symlinks: str = "inside") -> list[Listed]:
@@ -46,13 +47,17 @@ def expand_paths(patterns: list[str], root: Path, source: str, symlinks: str = "
             matches = [p for p in base.rglob("*")]
         else:
             matches = [base] if base.exists() else []
-        # A dangling (or looping) symlink is kept so it is quarantined as unreadable, not skipped silently.
-        files = [m for m in matches if m.is_file() or (m.is_symlink() and not m.exists())]
+        # A dangling (or looping) symlink is kept so it is quarantined as unreadable, and a FIFO, socket or
+        # device (or a link to one) as `not_a_file`, never opened (a FIFO's open waits for a writer): not skipped
+        # silently.
+        files = [m for m in matches if m.is_file() or not m.is_dir()]
         if not files:
             raise FileNotFoundError(f"ingest source '{source}': path {pattern!r} matched no files under {root}")
         roots = None if named or symlinks == "follow" else link_roots(base)
         for m in files:
             target, listed = _listed(m, roots)
+            if m.exists() and not m.is_file() and listed.refused is None:
+                listed = Listed(listed.path, f"a {_special_kind(m)}, not a regular file: not read", "not_a_file")
             if target not in found or listed.path < found[target].path:
                 found[target] = listed
     chosen = sorted(found.values(), key=lambda item: item.path)
@@ -61,6 +66,10 @@ def expand_paths(patterns: list[str], root: Path, source: str, symlinks: str = "
         log.info("ingest source '%s': %d Hugging Face dataset metadata file(s) are not records: %s", source,
                  len(metadata), ", ".join(sorted(item.path.name for item in metadata)))
     return [item for item in chosen if item not in metadata]
+
+
+def _special_kind(path: Path) -> str:
+    return "FIFO" if path.is_fifo() else "socket" if path.is_socket() else "device"
 
 
 def link_roots(base: Path) -> list[Path]:

@@ -89,7 +89,7 @@ def read_source(src: FilesMMSource, root: Path,
     for item in listed:
         path, shown = item.path, display_path(item.path, root)
         if item.refused:
-            yield MMBad(src.name, shown, "link_outside", item.refused)
+            yield MMBad(src.name, shown, item.reason, item.refused)
             continue
         fmt = src.format if src.format != "auto" else _format_of(path, audio_stems)
         if fmt is None:
