@@ -103,3 +103,23 @@ def test_a_zstd_frame_made_with_a_dictionary_says_so(tmp_path):
     items = read(tmp_path, ["d.jsonl.zst"])
     assert bads(items) == [("line 1", "truncated")]
     assert f"needs zstd dictionary {table.dict_id()}" in items[0].detail
+
+
+def test_a_file_growing_while_it_is_read_ends_at_its_size_when_opened(tmp_path, monkeypatch):
+    """A writer appending to a file as fast as ingest read it kept the file going forever (5.7 GB in 45 s): a
+    plain file is read up to the size it had when opened."""
+    import contextlib
+
+    import tasks.data.formats as formats
+    (tmp_path / "g.jsonl").write_text(JSONL, encoding="utf-8")
+    real = formats.open_stream
+
+    @contextlib.contextmanager
+    def growing(p):
+        with real(p) as stream:
+            with open(p, "ab") as f:      # the writer: more rows after the file was opened
+                f.write(b'{"text": "written later"}\n' * 100)
+            yield stream
+    monkeypatch.setattr(formats, "open_stream", growing)
+    items = read(tmp_path, ["g.jsonl"])
+    assert [d.text for d in docs(items)] == [r["text"] for r in ROWS] and bads(items) == []

@@ -116,24 +116,25 @@ def _zstd_cause(exc: Exception, frame_start: bytes) -> str:
 class _Guard(io.RawIOBase):
     """Ends the stream at the first damage and records why, instead of raising from deep inside a reader."""
 
-    def __init__(self, inner) -> None:
+    def __init__(self, inner, limit: int | None = None) -> None:
         # read1, not read: GzipFile.read(n) loops until it has n bytes and drops what it decoded when the
         # stream breaks on the way; read1 returns each decoded piece, so the data before the damage survives.
-        self.inner, self.damage = inner, None
+        self.inner, self.damage, self.left = inner, None, limit     # `left`: bytes still to read, None: all
         self._read = getattr(inner, "read1", inner.read)
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, b) -> int:
-        if self.damage is not None:
+        if self.damage is not None or self.left == 0:
             return 0
         try:
-            data = self._read(len(b))
+            data = self._read(len(b) if self.left is None else min(len(b), self.left))
         except DAMAGE_ERRORS as exc:
             self.damage = f"{exc.__class__.__name__}: {exc}"
             return 0
         b[: len(data)] = data
+        self.left = None if self.left is None else self.left - len(data)
         return len(data)
 
 
@@ -169,9 +170,11 @@ def open_stream(path: Path) -> Iterator[Stream]:
             inner = lzma.LZMAFile(fh)
         else:
             inner = fh
-        guard = _Guard(inner)
         info = os.fstat(fh.fileno())
         size = info.st_size if kind is None and stat.S_ISREG(info.st_mode) else None  # /proc files say 0
+        # a file still being written (a log) is read up to its size when opened: a writer appending as fast as
+        # ingest read kept one file going forever (5.7 GB in 45 s)
+        guard = _Guard(inner, size or None)
         yield Stream(io.BufferedReader(guard, BUFFER), kind, guard, path, size)
 
 
