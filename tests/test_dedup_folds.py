@@ -8,6 +8,7 @@ compiled word path equals the folds' definition on text made of these pieces."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -88,6 +89,8 @@ COPIES = {
     "Hindi without nukta": (HI, HI.replace("\u093c", "")),
     "Hindi chandrabindu as anusvara": (HI, HI.replace("\u0901", "\u0902")),
     "Russian ё as е": (RU, RU.replace("ё", "е")),
+    "Hangul filler inside words": (EN, re.sub(r"[A-Za-z]{4,}", lambda m: m[0][:2] + "\u3164" + m[0][2:], EN)),
+    "halfwidth Hangul filler": (RU, re.sub(r"\w{4,}", lambda m: m[0][:1] + "\uffa0" + m[0][1:], RU)),
 }
 
 
@@ -141,7 +144,9 @@ def test_without_their_folds_the_copies_were_missed():
     off = {"emoji with VS16": None, "numbered list 1.": dict(fold_markup=False),
            "reference links": dict(fold_markup=False), "wiki citation markers": dict(fold_markup=False),
            "hyphenated at line breaks": dict(fold_hyphenation=False), "Arabic hamza left out": dict(fold_pointing=False),
-           "Russian ё as е": dict(fold_pointing=False), "Hindi without nukta": dict(fold_pointing=False)}
+           "Russian ё as е": dict(fold_pointing=False), "Hindi without nukta": dict(fold_pointing=False),
+           "Hangul filler inside words": dict(fold_invisible=False),
+           "halfwidth Hangul filler": dict(fold_invisible=False)}
     for name, update in off.items():
         if update:
             assert jaccard(*COPIES[name], DedupSpec(**update)) < 0.8, name
