@@ -77,6 +77,20 @@ def test_cr_line_ends_and_marks_at_line_starts_in_jsonl(tmp_path):
     assert [d.text for d in read(tmp_path, ["one.jsonl"])] == [text]
 
 
+def test_line_ends_that_turn_from_lf_to_cr_past_the_sniffed_head_keep_every_record(tmp_path):
+    """Two files concatenated, LF for the first 64 KiB then classic-Mac CR: the CR part was one line, and its
+    1,000 records one `invalid_json`. Each is now a record (its location `line N record k`); a CR part that
+    does not parse as records stays one quarantined line."""
+    lf = b"".join(b'{"text": "lf %d"}\n' % i for i in range(4000))
+    cr = b"".join(b'{"text": "cr %d"}\r' % i for i in range(1000))
+    (tmp_path / "m.jsonl").write_bytes(lf + cr + b'{"text": "after"}\n')
+    (tmp_path / "bad.jsonl").write_bytes(lf + b'{"text": "x"}\r{"text": \n')
+    items = read(tmp_path, ["m.jsonl"])
+    assert [d.text for d in items] == [f"lf {i}" for i in range(4000)] + [f"cr {i}" for i in range(1000)] + ["after"]
+    assert {d.location for d in items[4000:4002]} == {"line 4001 record 1", "line 4001 record 2"}
+    assert bads(read(tmp_path, ["bad.jsonl"])) == [("line 4001", "invalid_json")]
+
+
 def test_a_zstd_bomb_is_decoded_in_bounded_pieces(tmp_path):
     """256 MiB of zeros in 8 KB of zstd: the decompressobj returned all of it from one call (515 MiB traced peak,
     55 s); input now goes in 256-byte pieces, each at most 8 MiB of output."""

@@ -1,7 +1,8 @@
 """JSON Lines (one object per line) and plain text / markdown (one document per file), streamed.
 
 Both are read as UTF-8 through `text_stream`: a UTF-16/UTF-32 file (byte-order mark, or unambiguous without
-one) is decoded first, and a JSON Lines file with classic-Mac CR line ends is split at its CRs.
+one) is decoded first, and a JSON Lines file with classic-Mac CR line ends is split at its CRs (also a line
+whose records turn out to be CR-separated further in: `_cr_separated`).
 """
 
 from __future__ import annotations
@@ -52,6 +53,14 @@ def read_jsonl(stream: Stream, path: Path, shown: str, src: FilesSource, root: P
         except (ValueError, RecursionError) as exc:
             # ValueError, not only JSONDecodeError: an integer longer than Python's int_max_str_digits (4300)
             # is valid JSON syntax that json.loads still refuses with a plain ValueError.
+            if (parts := _cr_separated(text)) is not None:
+                for k, (part, obj) in enumerate(parts, 1):
+                    if twice := _mapped_twice(part, src):
+                        yield Bad(shown, f"{where} record {k}", "invalid_json", f"key {twice!r} appears more than "
+                                  "once in the object", part)
+                    else:
+                        yield from_object(obj, path, shown, f"{where} record {k}", src, root, part)
+                continue
             detail = "nesting too deep to parse" if isinstance(exc, RecursionError) else str(exc)
             yield Bad(shown, where, "invalid_json", detail, text)
             continue
@@ -61,6 +70,20 @@ def read_jsonl(stream: Stream, path: Path, shown: str, src: FilesSource, root: P
             yield Bad(shown, where, "invalid_json", f"key {twice!r} appears more than once in the object", text)
             continue
         yield from_object(obj, path, shown, where, src, root, text)
+
+
+def _cr_separated(text: str) -> list[tuple[str, object]] | None:
+    """A line that is records ended by bare CRs, each (text, object), or None. A file whose line ends turn from LF
+    to classic-Mac CR after its first 64 KiB (two files concatenated) is split at LFs only: its CR part was one
+    line, and 1,000 records were one `invalid_json`."""
+    if "\r" not in text.rstrip("\r"):
+        return None
+    parts = [part for part in text.split("\r") if part.strip()]
+    try:
+        objs = [LENIENT_JSON.decode(part) for part in parts]
+    except (ValueError, RecursionError):
+        return None
+    return list(zip(parts, objs)) if all(isinstance(obj, dict) for obj in objs) else None
 
 
 def _mapped_twice(text: str, src: FilesSource) -> str | None:
