@@ -72,6 +72,7 @@ from tasks.data.privacy.pii_credentials import CREDENTIAL_PASSES
 from tasks.data.privacy.pii_devfiles import DEVFILE_PASSES
 from tasks.data.privacy.pii_personal import PERSONAL_PASSES
 from tasks.data.privacy.pii_phones import PHONE_PASSES
+from tasks.data.privacy.pii_plainwords import PLAINWORD_PASSES
 from tasks.data.privacy.pii_rows import ROW_PASSES
 from tasks.data.privacy.pii_secrets import SECRET_PASSES
 from tasks.data.privacy.pii_sql import SQL_PASSES
@@ -86,11 +87,12 @@ PLACEHOLDERS = {"email": "<EMAIL>", "phone": "<PHONE>", "ipv4": "<IP_ADDRESS>", 
 # non-candidate positions in C, which a leading lookbehind prevents (6x faster on digit-led patterns).
 
 # --- cards, addresses, phones ----------------------------------------------------------------------------
-# Bare; in groups of 4 with a shorter last group (12-19 digits: Maestro 4-4-4, Visa 4-4-4-1, Diners 4-4-4-2,
-# Amex 4-4-4-3, 4-4-4-4, 4-4-4-4-3); Amex 4-6-5, Diners 4-6-4. A comma around it is a CSV field's unless it
-# reads as a number's (`1,4111...`, `...1111,50`; not `...1111,04,2026` or `...1111,04/26`: an expiry's fields).
+# Bare; in groups of 4 (spaced, dashed or dotted) with a shorter last group (12-19 digits: Maestro 4-4-4,
+# Visa 4-4-4-1, Diners 4-4-4-2, Amex 4-4-4-3, 4-4-4-4, 4-4-4-4-3); Amex 4-6-5, Diners 4-6-4. A comma around it
+# is a CSV field's unless it reads as a number's (`1,4111...`, `...1111,50`; not `...1111,04,2026` or
+# `...1111,04/26`: an expiry's fields).
 _CARD = re.compile(r"[0-9](?<![\w.+-][0-9])(?<![0-9],[0-9])"
-                   r"(?:\d{11,18}|\d{3}(?P<s>[ -])\d{4}(?P=s)\d{4}(?:(?P=s)\d{4}(?:(?P=s)\d{3}(?!\d))?|(?P=s)\d{1,3})?"
+                   r"(?:\d{11,18}|\d{3}(?P<s>[ .-])\d{4}(?P=s)\d{4}(?:(?P=s)\d{4}(?:(?P=s)\d{3}(?!\d))?|(?P=s)\d{1,3})?"
                    r"|\d{3}([ -])\d{6}\2\d{4,5})"
                    r"(?!\w|[.-]\d|,\d{1,2}(?![\d,/]))", re.ASCII)
 _IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?![\w:]|\.\d)",
@@ -143,6 +145,8 @@ _ADDRESS_CUE = re.compile(r"(?i)(?:\bip(?:v4)?|address(?:es)?|\baddr|\bhosts?|se
                           r"(?:[ \t]+(?:is|was|at|of))?[^\w\n]{0,4}$")
 _VERSION_WORD = re.compile(r"(?i)\b(?:regress\w*|upgrad\w*|downgrad\w*|migrat\w*|updat\w*|bump\w*|versions?|"
                            r"releases?|changed|changes|moved)\b[^\n]{0,30}$")
+# A dashed suffix with a letter makes a version (`5.15.0.105-generic`, `115.0.2.1-1ubuntu1`; not `1.2.3.4-1.2.3.9`)
+_VERSION_SUFFIX = re.compile(r"-[0-9A-Za-z.+~]*[A-Za-z]")
 _ADDRESS_AFTER = re.compile(r":\d{1,5}(?!\d)|/32(?!\d)|[ ]-[ ]\S{1,32}[ ]\[")
 _QUAD = r"(?:\d{1,3}(?:\.\d{1,3}){3}|<IP_ADDRESS>)"
 _ADDRESS_LINE = re.compile(rf"[ \t]*{_QUAD}(?:[ \t]*[,;/]?[ \t]*{_QUAD})*[ \t]*[,;/]?[ \t]*")
@@ -214,7 +218,8 @@ def _ipv4(m: re.Match[str], keep: frozenset[str]) -> bool:
     # `+34.100.100.100` is Spain's `+CC.` phone layout: with a `+` and 10 or more digits the phone pass takes it
     if m.string[m.start() - 1:m.start()] == "+" and sum(c.isdigit() for c in m.group()) >= 10:
         return False
-    if _NOT_AN_ADDRESS_BEFORE.search(m.string, max(0, m.start() - 12), m.start()) is not None:
+    text, start = m.string, m.start()
+    if _NOT_AN_ADDRESS_BEFORE.search(text, max(0, start - 12), start) or _VERSION_SUFFIX.match(text, m.end()):
         return False
     return max(address.packed) > 31 or _address_cued(m)
 
@@ -308,7 +313,8 @@ Group = int | Callable[[re.Match[str]], "int | tuple[int, int]"]
 # function of the match giving a group or a (start, end) span within it), cheap test that the pass can match)
 _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[str], bool]], ...] = (
     *(("secret", pattern, None if valid is None else (lambda m, keep, valid=valid: valid(m)), group, hint)
-      for pattern, valid, group, hint in DEVFILE_PASSES + CREDENTIAL_PASSES + SECRET_PASSES + ROW_PASSES),
+      for pattern, valid, group, hint in DEVFILE_PASSES + CREDENTIAL_PASSES + SECRET_PASSES + PLAINWORD_PASSES +
+                                       ROW_PASSES),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
       for kind, pattern, valid, group, hint in AUTHOR_PASSES + WRAPPED_EMAIL_PASSES + EMAIL_PASSES + PERSONAL_PASSES +
       COLUMN_PASSES + CELL_PASSES + LABEL_ROW_PASSES + WRAPPED_PASSES + ACCOUNT_PASSES + SQL_PASSES + ID_PASSES +

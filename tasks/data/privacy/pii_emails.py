@@ -19,14 +19,15 @@ from tasks.data.privacy.pii_ids import Anchored
 # full-width `＠` that Japanese and Chinese pages write to dodge harvesters, and a URL's `%40`
 # (`mailto:ann%40example.com`).
 # A dot and a TLD stay required (`user@localhost`, `@mentions` are no address).
-# An HTML page's `&#64;`/`&#x40;`/`&commat;` (the `@` as an entity, to dodge harvesters) and a quoted-printable
+# An HTML page's `&#64;`/`&#x40;`/`&commat;` (the `@` as an entity, to dodge harvesters; its dots then
+# may be `&#46;` too) and a quoted-printable
 # mail's `=40` (only where the text is quoted-printable: `_email`) are `@` too, and so are a JSON or JavaScript
 # string's escapes `\u0040` and `\x40`; an apostrophe may be inside the
 # local part (`o'brien@`), so may a `=` in a VERP or SRS bounce address (`bounces+ann=example.org@lists.example.com`,
 # whose local part is the recipient's address: `Anchored` walks back over it only then, not over `?email=`).
 # An ASCII TLD ends before a letter of another script: Chinese, Japanese and Korean glue the next word to it
 # (`请联系zhang.wei@qq.com获取资料`, `kim.minsu@naver.com입니다`); a Latin letter would continue the TLD itself.
-_DOMAIN = (r"(?:[^\W_](?:(?:[^\W_]|-){0,61}[^\W_])?\.)+"
+_DOMAIN = (r"(?:[^\W_](?:(?:[^\W_]|-){0,61}[^\W_])?(?:\.|&\#(?:46|x2[Ee]);))+"
            r"(?:[A-Za-z]{2,24}(?![A-Za-z0-9\u00c0-\u024f-])|(?:[^\W\d_]{2,24}|xn--[A-Za-z0-9-]{1,59})(?![^\W_]|-))")
 _EMAIL = re.compile(r"[^\W](?:[\w.%+'=-]{0,62}[\w%+=-])?(?P<at>[@\uff20]|%40|&\#(?:64|x40);|&commat;|=40|\\u0040|\\x40)"
                     + _DOMAIN)  # `_` after it: markdown italics
@@ -78,7 +79,7 @@ def _not_an_address(m: re.Match[str]) -> bool:
         return True
     if text[max(0, start - 3):start] == "://":    # a URL's user (`https://<key>@o1.ingest.sentry.io/2`): the
         return True                                # URL passes' (a key there is a secret), not an address
-    labels = text[m.end("at"):end].split(".")
+    labels = re.sub(r"&#(?:46|x2[Ee]);", ".", text[m.end("at"):end]).split(".")
     if labels[-1].lower() in _FILE_SUFFIXES:
         return True
     uncommon = labels[-1].lower() not in _COMMON_TLDS     # `ann@example.com(preferred)` is still an address

@@ -27,10 +27,7 @@ and addresses, whose digit passes would otherwise eat an IBAN's or an SSN's digi
   upper-case word `AT`; each dot is bracketed, the upper-case word `DOT` or a literal `.`, and at least one
   dot is obfuscated unless the `at` is bracketed (`ann [at] example.com`); the `AT`-word form needs a `DOT`
   word and a local part with a lower-case letter or a digit (`LOOK AT THE DOT COM BUBBLE` is shouting, not an
-  address). Lower-case words (`ann at example dot com`) are English too ("look at the dot com bubble"): an
-  address right after an email cue (`Email: ann at example dot com`, `write to ann at example.com`), or with a
-  local part no word has and the `dot` word (`jane.doe at gmail dot com`, `jane dot doe at gmail dot com`); a
-  pronoun or article is no local part or domain (`contact us at …`, `… at the dot com`).
+  address). Lower-case words (`ann at example dot com`) are English too: see `_EMAIL_CUE` for when they count.
 """
 
 from __future__ import annotations
@@ -257,15 +254,18 @@ _SPELLED_AT = (re.compile(r"at(?<= at)(?=[ \t])"),)
 _DOT_WORD = re.compile(r"[ \t]DOT[ \t]")
 _OBFUSCATED_DOT = re.compile(rf"{_DOT_BRACKETED}|[ \t]DOT[ \t]")
 # The lower-case word form (`ann at example dot com`) is English too (`look at the dot com bubble`): an address
-# only right after an email cue in its clause (`Email: `, `write to `, `e-mail me at `), or, without one, with a
-# local part no word has (`jane.doe`, `jsmith42`) and the `dot` word (`jane.doe at gmail dot com`); never a
-# pronoun or an article (`contact us at`, `at the dot com`). (`<EMAIL>`, a scrubbed address before, is no cue.)
+# only right after an email cue in its clause (`Email: `, `write to `, `e-mail me at `), or, without one, with the
+# `dot` word and a local part no word has (`jane.doe`, `jsmith42`, `jane dot doe`) or a webmail provider's domain
+# (`jsmith at gmail dot com`); never a pronoun or an article (`contact us at`, `at the dot com`). (`<EMAIL>`, a
+# scrubbed address before, is no cue.)
 _EMAIL_CUE = re.compile(r"(?i:(?<!<)\be-?mail|\bmail[ ]?(?:to|me)\b|\bwrite[ ]to|\breach[ ]me|\bcontact(?:[ ]me)?\b)"
                         r"[^\n.;!?]{0,40}$")
 # Its last label, spelled out: a country's two letters or a generic TLD people write (`meet bob at noon dot sharp`
 # has none)
 _GLUED_TLDS = frozenset("com org net edu de at ch fr es it nl be pl eu info biz io co uk".split())
 _SPELLED_TLDS = frozenset("com org net edu gov mil int io info biz name pro mobi app dev ai co".split())
+_MAIL_PROVIDERS = frozenset("gmail googlemail yahoo ymail hotmail outlook live msn aol icloud proton protonmail gmx "
+                            "posteo yandex qq naver hanmail fastmail zoho tutanota comcast btinternet libero".split())
 _NO_LOCAL = frozenset("me us you him her them it i we they the a an this that our my your his their its".split())
 _SPELLED_DOT = re.compile(r"[ \t]dot[ \t]")
 # An article or possessive right before the local part, or one word before it (`the form at`, `our web form at`)
@@ -384,7 +384,8 @@ def _spelled_out(m: re.Match[str]) -> bool:
         return False                    # `the contact form at example dot com`: a thing's name, not a local part
     if _EMAIL_CUE.search(m.string, max(0, m.start() - 48), m.start()):
         return True                     # (the pattern has the domain's `.` or `dot` already)
-    return _SPELLED_DOT.search(domain) is not None and (_SPELLED_DOT.search(local) is not None or re.fullmatch(
+    return _SPELLED_DOT.search(domain) is not None and (first.lower() in _MAIL_PROVIDERS or
+                                                         _SPELLED_DOT.search(local) is not None or re.fullmatch(
         r"[a-z]+(?:[._+-]?[a-z0-9]+)*", local) is not None and re.search(r"[._+-]|[a-z]\d", local) is not None)
 
 

@@ -52,6 +52,10 @@ _TEMPLATE = re.compile(r"\$" + IDENTIFIER + r"|\$\{[^}]*\}|\$\(.*\)|`[^`]*`|%[sd
                        r"|%\{\w+\}|<[^<>]*>|\{\{?[^{}]*\}?\}|\[[^\[\]]*\]|\([^()]*\)")
 _INTERPOLATION = re.compile(r"\$\{[A-Za-z_][\w.]{2,}\}|\{\{.*?\}\}|%\([A-Za-z_]\w*\)[sd]|#\{[A-Za-z_]\w{2,}\}")
 _YAML_SYNTAX = re.compile(r"[&*][A-Za-z_][\w-]*|![\w!/.-]*|[|>][+-]?\d*|#.*")      # after a colon, unquoted
+# A word and one mark that is syntax or prose, not a password's symbol: a TypeScript field's type or a JavaScript
+# object's variable (`password: string;`, `password: userPassword,`), GraphQL's non-null scalar (`password:
+# String!`), a form's question (`Password: Forgotten?`); letters only (`Tr0ub4dor;` stays a value)
+_WORD_AND_MARK = re.compile(r"[A-Za-z]+[;,?]|(?:String|Int|Float|Boolean|ID)!")
 _WORDY = re.compile(r"(?=(?:\D*[^\W\d_]){2})\D+")            # two letters or more, no digit
 _OPENS_CODE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*[(\[]|[(\[{`]")
 # A generator's password: both cases, a digit, a symbol not right after a bracket (`f(*args`, `md5($Salt1` are code)
@@ -273,7 +277,7 @@ def value_ok(value: str, quoted: bool = False, yaml: bool = False, literal: bool
     """A credential's value as people write them: 6-200 characters, letters plus digits or punctuation; spaces
     only between pieces that are not prose; not a placeholder, a path or a URL (URL credentials have their own
     pass), and unquoted not code (unless `literal`: a URL query's or a flag's value is no expression)."""
-    if len(value) < 6 or len(value) > 200 or is_placeholder(value, quoted, yaml):
+    if len(value) < 6 or len(value) > 200 or is_placeholder(value, quoted, yaml) or _WORD_AND_MARK.fullmatch(value):
         return False
     if any(c.isspace() for c in value) and (prose_like(value) or value != value.strip() or "\n" in value):
         return False
