@@ -237,8 +237,8 @@ def choose_resume(store: CheckpointStore, identity: dict[str, Any], steps: int, 
                              + f". Delete {store.folder} to start over, or restore the previous settings.")
     step = int(manifest["step"])
     if step > steps:
-        return None, 0, [], (f"{stage}: checkpoint {tag} is at step {step}, beyond train.steps = {steps}; "
-                             f"delete {store.folder} to start over or raise train.steps")
+        return None, 0, [], (f"{stage}: checkpoint {tag} is at step {step}, beyond {stage}.steps = {steps}; "
+                             f"delete {store.folder} to start over or raise {stage}.steps")
     removed = store.drop_newer_than(step)
     if removed:
         log.warning("removed unusable newer checkpoint(s): %s", ", ".join(removed))
