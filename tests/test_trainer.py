@@ -106,7 +106,7 @@ def test_resume_choice_and_exact_resume(tmp_path):
     _, _, _, error = choose_resume(store, {"seed": 2}, 6, "fake")
     assert error and "seed: checkpoint has 1, this run has 2" in error and error.startswith("fake: refusing")
     _, _, _, error = choose_resume(store, {"seed": 1}, 3, "fake")
-    assert error and "beyond train.steps = 3" in error
+    assert error and "beyond fake.steps = 3; " in error and "raise fake.steps" in error
     with pytest.raises(ValueError, match="fake: refusing .* seed: checkpoint has 1, this run has 2"):
         CheckpointManager(part / "ckpt").resume({"seed": 2}, 6, "fake")  # what a rank does with that refusal
     resumed, engine, objective, _ = fit(part)                # continues at step 4
