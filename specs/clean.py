@@ -231,6 +231,21 @@ class DedupSpec(StrictModel):
         "normalization keeps because they change rendering) and variation selectors (the VS16 of `❤️`) before "
         "shingling, so one inside a word does not split it in two, nor one after an emoji make a word of its own."
     )
+    fold_escapes: bool = Field(
+        True, description="Read the escapes `\\n`, `\\t`, `\\r` written out as two characters (a text kept as a JSON "
+        "or CSV string literal: `one\\ntwo`) as spaces before word shingling: each glued its letter to the next word "
+        "(`ntwo`), and no such copy of a prose document was found (0 of 60, J median 0.23). Code's `\"\\n\"` reads "
+        "as a space too, in every copy alike (`wordhash.read_escapes`)."
+    )
+    join_contractions: bool = Field(
+        True, description="Read a word split by an apostrophe (`'`, `’`; with `fold_unicode` also `ʼ ʹ ʻ ´`) as one "
+        "word, and a contraction's end (`t`, `s`, `d`, `m`, `ll`, `re`, `ve`) after a word and one space as part of "
+        "it, before word shingling: `don't`, `dont` and `don t` are one word (`wordhash.join_words`). A copy with "
+        "its punctuation stripped (`str.translate` with `string.punctuation` writes `dont`) otherwise changed a "
+        "word at every contraction (23 of 60 prose copies found; 53 with it), and one with punctuation replaced "
+        "by spaces stays found (59 and 58 of 60). Hyphens are left as they are: joining them finds the stripped "
+        "copy's `wellknown` but loses the spaced copy's `well known` (59 and 52)."
+    )
     fold_unicode: bool = Field(
         True, description="NFKC and casefold before shingling (as the exact-dedup key does): full-width letters, "
         "ligatures (`ﬁ`) and `ß`/`SS` then match their plain forms in near dedup too, not only in exact copies; "

@@ -115,10 +115,13 @@ def fmix32_int(h: int) -> int:
 
 
 def reference_signature(text: str, n: int, a: list[int], b: list[int]) -> list[int]:
-    """One document, plain Python ints: regex words, the multilinear word hash, n-gram polynomial, MinHash."""
+    """One document, plain Python ints: regex words (escapes read as spaces, contractions joined: tails first,
+    then apostrophes), the multilinear word hash, n-gram polynomial, MinHash."""
     pow_ = [(fmix64_int((k + 0x9E3779B97F4A7C15) & M64) | 1) for k in range(4096)]
+    folded = re.sub(r"\\[ntr]", "  ", fold_digraphs(fold_latin(text.lower())))
+    folded = re.sub(r"(?<=\w)['\u2019](?=\w)", "", re.sub(r"(?<=\w) (?=(?:t|s|d|m|ll|re|ve)(?!\w))", "", folded))
     units = [fmix64_int(sum(pow_[k & 4095] * (c + 1) for k, c in enumerate(w.encode())) & M64)
-             for w in re.findall(r"\w+", fold_digraphs(fold_latin(text.lower())))]
+             for w in re.findall(r"\w+", folded)]
     windows = [units[s: s + n] for s in range(len(units) - n + 1)] or [units]
     grams = []
     for window in windows:
@@ -135,7 +138,9 @@ def test_batched_signatures_equal_a_per_document_reference():
     # (a word over 4096 bytes wraps the per-offset multipliers), non-ASCII words and a word of 70 bytes.
     texts = ["two words here", "one two three four five", "One, two; three four five six!",
              "x" * 5000 + " tail of five words here " + "y" * 70, "Ünïcode wörds “quoted” here and there again",
-             " ".join(f"w{k % 97}" for k in range(4000)), "a b c d", "é"]
+             " ".join(f"w{k % 97}" for k in range(4000)), "a b c d", "é",
+             "It's a JSON\\nstring: don't you see\\tit? I m sure we ll t'x it s fine",
+             "rock\u2019n\u2019roll isn\u2019t 'quoted' nor d'  s \\\\n \\N x\\"]
     spec = DedupSpec(num_perm=16)
     a, b = (p.tolist() for p in minhash.permutations(16, 3))
     rows = signatures(["", "!!!", *texts], spec, seed=3)

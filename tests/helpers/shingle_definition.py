@@ -1,6 +1,6 @@
 """The definition the compiled shingling path must equal: `wordhash.word_hashes` of each text folded by the chain of
 folds, one after another (URL tracking parameters, line prefixes, hyphenation, `shingle_text`, pointing,
-look-alikes, unspaced scripts), then `hashloops.ngram_hashes`. Property tests compare
+look-alikes, unspaced scripts), escapes and contractions (`wordhash.spell_words`), then `hashloops.ngram_hashes`. Property tests compare
 `minhash.signatures_and_shingles` with it."""
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ def assert_compiled_path_is_the_definition(raw: list[str]) -> None:
     _, hashes, offsets = minhash.signatures_and_shingles(batch, spec, 1, encoded)
     units, lengths = wordhash.word_hashes([split_unspaced(fold_confusables(drop_pointing(shingle_text(
         join_hyphenated(strip_line_prefixes(strip_tracking(t))), spec.fold_entities, spec.fold_invisible,
-        spec.fold_unicode, False, spec.fold_markup, confusables=False)))) for t in batch], word=mark_words()[1])
+        spec.fold_unicode, False, spec.fold_markup, confusables=False)))) for t in batch], word=mark_words()[1],
+        escapes=spec.fold_escapes, joins=spec.join_contractions)
     want, want_offsets = hashloops.ngram_hashes(units, lengths, spec.shingle_size, wordhash.MUL)
     assert offsets.tolist() == want_offsets.tolist()
     words = np.repeat(lengths > 0, np.diff(want_offsets))

@@ -19,13 +19,13 @@ shingles.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from itertools import combinations
 
 import numpy as np
 
-_WORD = re.compile(r"\w+")
+from tasks.data.dedup.wordhash import join_words, read_escapes
+
 _ONSETS = ("", "b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "st", "th",
            "ch", "sh", "tr", "pl", "gr", "br")
 _NUCLEI = ("a", "e", "i", "o", "u", "ea", "ou", "ai")
@@ -69,8 +69,9 @@ def zipf_probabilities(size: int, exponent: float = 1.1, shift: float = 2.7) -> 
 
 
 def word_shingle_set(text: str, n: int = 5) -> set[tuple[str, ...]]:
-    """Exact word n-gram set of a text (same tokenization as the MinHash shingler)."""
-    words = _WORD.findall(text.lower())
+    """Exact word n-gram set of a text (same tokenization as the MinHash shingler: its escapes read and its
+    contractions joined, `wordhash.join_words`)."""
+    words = join_words(read_escapes(text.lower()))
     if len(words) < n:
         return {tuple(words)}
     return set(zip(*(words[k:] for k in range(n))))

@@ -45,7 +45,7 @@ def kernel_cache_dir() -> str:
 numba.config.CACHE_DIR = kernel_cache_dir()
 
 _M32 = np.uint64(0xFFFFFFFF)
-_U0, _U1, _U4095 = np.uint64(0), np.uint64(1), np.uint64(4095)
+_U0, _U1, _U2, _U4095 = np.uint64(0), np.uint64(1), np.uint64(2), np.uint64(4095)
 _U16, _U13, _U33, _U32 = np.uint64(16), np.uint64(13), np.uint64(33), np.uint64(32)
 _F32A, _F32B = np.uint64(0x85EBCA6B), np.uint64(0xC2B2AE35)
 _F64A, _F64B = np.uint64(0xFF51AFD7ED558CCD), np.uint64(0xC4CEB9FE1A85EC53)
@@ -72,13 +72,17 @@ def _fmix32(h):
 # [256] the term's factor of each byte of lowercased UTF-8: for a `\w` byte (ASCII letters, digits, "_", every byte of
 # a multi-byte character) the byte + 1, an ASCII capital read as its lower case; 0 for a byte that ends a word.
 # One table read gives the lower-casing and the factor, and `_WORD_MASK` the word test (all ones in a word).
+# JOIN (0xFF, never a byte of UTF-8) marks a byte deleted in place (`wordfolds`: a contraction's apostrophe, an
+# emphasis underscore): no term, no offset, no word starts or ends there (kind 4; the mask stays the last one)
+JOIN = 0xFF
 _WORD_VALUE = np.array([((c | 0x20) if 0x41 <= c <= 0x5A else c) + 1
-                        if c >= 0x80 or 0x61 <= (c | 0x20) <= 0x7A or 0x30 <= c <= 0x39 or c == 0x5F else 0
-                        for c in range(256)], dtype=np.uint64)
+                        if c != JOIN and (c >= 0x80 or 0x61 <= (c | 0x20) <= 0x7A or 0x30 <= c <= 0x39 or c == 0x5F)
+                        else 0 for c in range(256)], dtype=np.uint64)
 _WORD_MASK = np.where(_WORD_VALUE != 0, np.uint64(0xFFFFFFFFFFFFFFFF), np.uint64(0))
 # 1 for an `e`/`E`, 2 for the vowel of a German digraph before it (`a o u`, either case): the word loop's
-# `marks.fold_digraphs` (one table read a byte; the loop takes ~1.5x as long as without the digraphs)
-_DIGRAPH = np.array([1 if c in b"eE" else 2 if c in b"aouAOU" else 0 for c in range(256)], dtype=np.uint64)
+# `marks.fold_digraphs` (one table read a byte; the loop takes ~1.5x as long as without the digraphs); 4: JOIN
+_DIGRAPH = np.array([1 if c in b"eE" else 2 if c in b"aouAOU" else 4 if c == JOIN else 0 for c in range(256)],
+                    dtype=np.uint64)
 
 
 @njit(cache=True)
@@ -89,6 +93,7 @@ def word_hashes(data, doc_ends, pow_, digraphs):
     data: uint8 bytes of the batch; doc_ends[d]: the position of document d's separator (a non-word byte);
     digraphs: uint64 [m], 1 where document d's `ae`, `oe`, `ue` are read as `a`, `o`, `u` (an `e` right after one
     of those vowels is no byte of its word: `marks.fold_digraphs`, for the texts no Python fold read), else 0.
+    A JOIN byte is read as no byte at all (but no `e` after it is a digraph's).
     Returns (uint64 [T], int64 [m]).
     """
     out = np.empty(len(data) // 2 + 2, np.uint64)      # a word needs ≥ 1 byte and a non-word byte after it
@@ -107,15 +112,16 @@ def word_hashes(data, doc_ends, pow_, digraphs):
         i = lo
         while i < end:
             c = data[i]
-            value, mask = _WORD_VALUE[c], _WORD_MASK[c]    # value 0 and mask 0: not a word byte
             kind = _DIGRAPH[c]
-            skip = _U0 - (kind & vowel)                    # all ones for an `e` after a vowel
+            joined = _U0 - (kind >> _U2)                   # all ones for a JOIN: the mask stays the previous one
+            value, mask = _WORD_VALUE[c], _WORD_MASK[c] | (joined & prev)   # value 0, mask 0: not a word byte
+            skip = _U0 - (kind & vowel) | joined           # all ones for an `e` after a vowel, or a JOIN
             out[t] = acc
             t += prev & ~mask & _U1
             prev = mask
             acc = (acc + pow_[k & _U4095] * (value & ~skip)) & mask
             k = (k + _U1 + skip) & mask
-            vowel = (kind >> _U1) & fold
+            vowel = (kind >> _U1) & fold & _U1             # (0 after a JOIN)
             i += _U1
         counts[d] = np.int64(t - t0)
         lo = end

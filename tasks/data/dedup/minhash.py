@@ -41,8 +41,8 @@ from tasks.data.dedup.lsh import are_duplicates, candidate_pairs, greedy_keepers
 from tasks.data.cleanup.lookalikes import fold_confusables
 from tasks.data.cleanup.normalize import entity_in, fold_words, has_markup, invisible_chars, shingle_text
 from tasks.data.cleanup.textmarks import footnotes_in, marked_docs, markdown_links_in
-from tasks.data.dedup.wordfolds import fold_plain
-from tasks.data.dedup.wordhash import MUL, POW, WORD, fmix64
+from tasks.data.dedup.wordfolds import fold_plain, mark_joins
+from tasks.data.dedup.wordhash import MUL, POW, WORD, fmix64, spell_words
 
 __all__ = ["DedupResult", "distinct_runs", "estimated_jaccard", "exact_jaccard_pairs", "jaccard_of_runs",
            "near_duplicates", "s_curve", "sets_of",
@@ -167,6 +167,8 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     plain = np.ones(len(ends), np.bool_)
     plain[todo] = False
     digraphs = fold_plain(data, ends, np.flatnonzero(flags & textbatch.NON_ASCII), plain, spec)
+    if spec.fold_escapes or spec.join_contractions:    # (after the blanking: `’` is `'` then, `–` a space)
+        mark_joins(data, spec.fold_escapes, spec.join_contractions)
     return hashloops.word_hashes(data, ends, POW, digraphs)
 
 
@@ -191,11 +193,13 @@ _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 def _lower_words(text: str, spec: DedupSpec) -> str:
     """A folded text with non-simple characters as the word loop reads the regex's words in it: in lower case, its
     non-word BMP characters then blanked by `blank_non_words`; one with an astral character (which that loop does
-    not decode) re-spelled as its regex words (~90 µs a 4 KB text; the lower case alone ~5)."""
+    not decode) re-spelled as its regex words (~90 µs a 4 KB text; the lower case alone ~5), escapes read and
+    contractions joined there (`wordhash.spell_words`; one per line: `wordfolds.mark_joins` joins none again)."""
     low = text.lower()
     if _ASTRAL.search(low) is None:
         return low
-    return " ".join((mark_words()[1] if spec.marks_in_words else WORD).findall(low))
+    return spell_words(low, mark_words()[1] if spec.marks_in_words else WORD, spec.fold_escapes,
+                       spec.join_contractions, "\n")
 
 
 def _needs_fold(batch: textbatch.Encoded, k: int, spec: DedupSpec) -> bool:

@@ -7,16 +7,19 @@ texts read them here, in bytes, bit for bit as their folded text would shingle
 (`tests/helpers/shingle_definition.py`), with no Python per text:
 
 - the apostrophe look-alike letters `ʼ ʹ ʻ` (`textmarks.fold_apostrophes` reads them as `'`, which is no word
-  character) are blanked with the characters that are no `\\w` (`word_breaks`);
+  character) are blanked with the characters that are no `\\w` (`word_breaks`), or with `join_contractions`
+  written as `'`, and so is `’` (`_tables`);
 - a Latin letter with diacritics is written as its ASCII spelling (`marks.latin_bytes`: `é` → `e`, `æ` → `ae`)
   by the same compiled pass (`hashloops.blank_non_words`), which already decodes every non-ASCII character
   (one byte for one character, as the text has it: the emphasis rule counts characters);
-- `_x_` and `__x y__` (`textmarks.fold_emphasis`) have their underscores blanked (`blank_emphasis`, compiled,
+- `_x_` and `__x y__` (`textmarks.fold_emphasis`) have their underscores deleted (`blank_emphasis`, compiled,
   over the `_` bytes numpy finds: a quarter of `benchmarks/dedup_real.py`'s texts, its code, hold a `__init__`
   or a `_private`, and sent to the Python folds they tripled the cost of the signatures);
 - `ae`, `oe`, `ue` are read as `a`, `o`, `u` by the word loop itself (`hashloops.word_hashes`' `digraphs`: one
   more table read a byte, ~1.5x the loop's time; a pass that marks or moves the bytes first measured ~2.6x, a
-  regex per text ~12 ns a character).
+  regex per text ~12 ns a character);
+- last, in every text, the escapes `\\n`, `\\t`, `\\r` are read as spaces and contractions joined
+  (`wordhash.read_escapes`, `join_words`: `mark_joins`, a byte deleted in place written as `hashloops.JOIN`).
 """
 
 from __future__ import annotations
@@ -48,9 +51,95 @@ def word_breaks(marks: bool = False, apostrophes: bool = False) -> np.ndarray:
     return table
 
 
-@lru_cache(maxsize=1)
-def _no_spelling() -> np.ndarray:
-    return np.zeros(0x10000, np.uint16)
+@lru_cache(maxsize=8)
+def _tables(marks: bool, unicode: bool, contractions: bool) -> tuple[np.ndarray, np.ndarray]:
+    """`blank_non_words`' tables: `word_breaks`, and the ASCII spellings (`marks.latin_bytes` with `unicode`);
+    with `contractions`, `’` (and with `unicode` the look-alikes `ʼ ʹ ʻ`) spelled `'`, for `mark_joins`."""
+    breaks = word_breaks(marks, unicode)
+    spelled = latin_bytes() if unicode else np.zeros(0x10000, np.uint16)
+    if contractions:
+        codes = [0x2019] + ([ord(c) for c in APOSTROPHES] if unicode else [])
+        breaks, spelled = breaks.copy(), spelled.copy()
+        breaks[codes], spelled[codes] = 0, ord("'")
+    return breaks, spelled
+
+
+_APOSTROPHE, _SPACE, _BACKSLASH = 0x27, 0x20, 0x5C
+# [256] word bytes as the word loop reads them (`hashloops.word_hashes`: ASCII letters, digits, `_`, any byte of a
+# multi-byte character; JOIN none); ESCAPED: the letters of `\n`, `\t`, `\r` (either case,
+# `wordhash.read_escapes`); TAIL1/TAIL2: a contraction's end of one letter, and those of two (`CONTRACTION_TAILS`)
+_WORD = np.array([c != hashloops.JOIN and (c >= 0x80 or chr(c).isalnum() or c == 0x5F) for c in range(256)],
+                 dtype=np.bool_)
+_ESCAPED = np.array([chr(c) in "ntrNTR" for c in range(256)], dtype=np.bool_)
+_TAIL1 = np.array([chr(c) in "tsdmTSDM" for c in range(256)], dtype=np.bool_)
+# RULE: the rule a byte starts (1 a space before a contraction's end, 2 an apostrophe, 4 an escape); NEXT: the
+# rules the byte after it may go on with (a deleted byte, JOIN, any)
+_ESCAPE_RULE, _JOIN_RULES = 4, 3
+_RULE = np.array([1 if c == _SPACE else 2 if c == _APOSTROPHE else 4 if c == _BACKSLASH else 0 for c in range(256)],
+                 dtype=np.uint8)
+_NEXT = np.array([7 if c == hashloops.JOIN else (1 if chr(c) in "tsdmlrvTSDMLRV" else 0) | (2 if _WORD[c] else 0)
+                  | (4 if _ESCAPED[c] else 0) for c in range(256)], dtype=np.uint8)
+_TAILS2 = np.array([(ord("l") << 8) | ord("l"), (ord("r") << 8) | ord("e"), (ord("v") << 8) | ord("e")], np.int64)
+
+
+@njit(cache=True, inline="always")
+def _after(data, i):
+    """The position of the first byte after i that is no JOIN (a deleted byte), or len(data)."""
+    i += 1
+    while i < len(data) and data[i] == hashloops.JOIN:
+        i += 1
+    return i
+
+
+@njit(cache=True, inline="always")
+def _word_before(data, i):
+    """Whether the last byte before i that is no JOIN is a word byte."""
+    i -= 1
+    while i >= 0 and data[i] == hashloops.JOIN:
+        i -= 1
+    return i >= 0 and _WORD[data[i]]
+
+
+@njit(cache=True, inline="always")
+def _ends_tail(data, i):
+    """Whether a contraction's end (`CONTRACTION_TAILS`, any case), then a non-word byte, starts at i."""
+    n = len(data)
+    if i >= n or data[i] >= 0x80:
+        return False
+    j = _after(data, i)
+    if _TAIL1[data[i]] and (j >= n or not _WORD[data[j]]):
+        return True
+    if j >= n or data[j] >= 0x80:
+        return False
+    pair = (np.int64(data[i] | 0x20) << 8) | np.int64(data[j] | 0x20)
+    k = _after(data, j)
+    return (pair == _TAILS2[0] or pair == _TAILS2[1] or pair == _TAILS2[2]) and (k >= n or not _WORD[data[k]])
+
+
+@njit(cache=True)
+def mark_joins(data, escapes, contractions):
+    """`wordhash.read_escapes` and `join_words` in the bytes the word loop reads (UTF-8, non-word characters
+    blanked and emphasis underscores deleted by `fold_plain`; a non-word byte after each text), in place, left to
+    right, JOINs (deleted bytes) skipped: each escape's two bytes become spaces (`escapes`); with `contractions`
+    an apostrophe between two word bytes, and one space after a word byte before a contraction's end, become
+    `hashloops.JOIN`."""
+    n = len(data)
+    rules = (_ESCAPE_RULE if escapes else 0) | (_JOIN_RULES if contractions else 0)
+    for i in range(n - 1 if rules else 0):
+        # a byte a rule starts at, before a byte it may go on with (~0.5 % of text: one predictable branch
+        # a byte; testing the rules in turn, a space in five bytes mispredicted, took ~2 ns a byte)
+        c = data[i]
+        if _RULE[c] & _NEXT[data[i + 1]] & rules == 0:
+            continue
+        if c == _BACKSLASH:
+            j = _after(data, i)
+            if j < n and _ESCAPED[data[j]]:
+                data[i] = _SPACE
+                data[j] = _SPACE
+        elif _word_before(data, i):
+            j = _after(data, i)
+            if (c == _APOSTROPHE and j < n and _WORD[data[j]]) or (c == _SPACE and _ends_tail(data, j)):
+                data[i] = hashloops.JOIN
 
 
 def fold_plain(data: np.ndarray, ends: np.ndarray, non_ascii: np.ndarray, plain: np.ndarray,
@@ -60,8 +149,8 @@ def fold_plain(data: np.ndarray, ends: np.ndarray, non_ascii: np.ndarray, plain:
     those no Python fold read; their characters are simple, `normalize.simple_chars`): Latin letters and the
     apostrophe look-alikes in every text of `non_ascii` (a folded one holds none), emphasis underscores in the
     plain ones. Returns the word loop's `digraphs` (uint64 [n]: 1 for the plain texts)."""
-    spelled = latin_bytes() if spec.fold_unicode else _no_spelling()
-    hashloops.blank_non_words(data, ends, non_ascii, word_breaks(spec.marks_in_words, spec.fold_unicode), spelled)
+    breaks, spelled = _tables(spec.marks_in_words, spec.fold_unicode, spec.join_contractions)
+    hashloops.blank_non_words(data, ends, non_ascii, breaks, spelled)
     if spec.fold_markup:
         at = np.flatnonzero(data == 95)
         if len(at):
@@ -77,8 +166,9 @@ _LETTER = np.array([c >= 0x80 or chr(c).isalnum() for c in range(256)], dtype=np
 @njit(cache=True)
 def blank_emphasis(data, at, limit):
     """`textmarks.fold_emphasis` in bytes, in place: each `_x_` or `__x y__` of the text in `data` (UTF-8, no
-    non-word character left but ASCII ones, `\\n` ends every text) has its underscores overwritten by spaces (where
-    the fold drops them: a space splits the same words, as no word character is beside either run's outer side).
+    non-word character left but ASCII ones, `\\n` ends every text) has its underscores deleted where the fold
+    drops them (overwritten by `hashloops.JOIN`, which the word loop reads as no byte: a space split the same words,
+    but not the same contractions, `_Hamlet_'s`).
     at: int64 [k], the sorted positions of the `_` bytes to read (those of the plain texts). As the regex, left to
     right: a run of one or two `_` after no word character and before a letter or digit opens; the first run of
     the same length after a letter or digit and before no word character, ≤ `limit` + 1 characters on and on the
@@ -99,7 +189,7 @@ def blank_emphasis(data, at, limit):
             chars += 1
             if _LETTER[data[q - 1]] and data[q] == 95 and (width == 1 or data[q + 1] == 95) \
                     and data[q + width] != 95 and not _LETTER[data[q + width]]:
-                data[p:p + width] = 32
-                data[q:q + width] = 32
+                data[p:p + width] = hashloops.JOIN
+                data[q:q + width] = hashloops.JOIN
                 resume = q + width
                 break

@@ -22,6 +22,36 @@ from tasks.data.dedup import hashloops
 
 MUL = np.uint64(0x9E3779B97F4A7C15)   # odd: the n-gram combine g·M + u is order-sensitive and invertible
 WORD = re.compile(r"\w+")       # the units of word shingles (and the regex the compiled split matches)
+# the ends of English contractions, which a copy stripped of punctuation writes joined (`dont`) and one with
+# punctuation replaced by spaces apart (`don t`): `join_words` reads both as the original's `don't`
+CONTRACTION_TAILS = frozenset({"t", "s", "d", "m", "ll", "re", "ve"})
+APOSTROPHE_GAPS = ("'", "\u2019")
+_ESCAPE = re.compile(r"\\[ntrNTR]")     # either case: the word loop reads some texts lowered first
+
+
+def read_escapes(text: str) -> str:
+    """`text` with each escape `\\n`, `\\t`, `\\r` written out as two characters (a JSON or CSV string literal's)
+    read as two spaces: `line one\\nline two` would otherwise shingle `nline` (`DedupSpec.fold_escapes`)."""
+    return _ESCAPE.sub("  ", text) if "\\" in text else text
+
+
+def join_words(text: str, word: re.Pattern[str] = WORD) -> list[str]:
+    """The `word` matches of `text`, two of them one word where only an apostrophe (`'` or `’`) is between them
+    (`don't` → `dont`), and a contraction's end (`CONTRACTION_TAILS`, any case) joined to the word before it where
+    one space, or one non-ASCII character that is no word character, is between them (`don t` → `dont`): the
+    definition of `DedupSpec.join_contractions`, which `wordfolds.mark_joins` reads in bytes."""
+    words: list[str] = []
+    last = 0
+    for m in word.finditer(text):
+        gap, found = text[last:m.start()], m.group()
+        if words and (gap in APOSTROPHE_GAPS or (
+                (gap == " " or (len(gap) == 1 and not gap.isascii()))
+                and found.isascii() and found.lower() in CONTRACTION_TAILS)):
+            words[-1] += found
+        else:
+            words.append(found)
+        last = m.end()
+    return words
 
 
 def fmix64(h: np.ndarray) -> np.ndarray:
@@ -37,12 +67,20 @@ def fmix64(h: np.ndarray) -> np.ndarray:
 POW = fmix64(np.arange(4096, dtype=np.uint64) + MUL) | np.uint64(1)      # [4096] per-offset multipliers
 
 
+def spell_words(text: str, word: re.Pattern[str] = WORD, escapes: bool = False, joins: bool = False,
+                sep: str = " ") -> str:
+    """`text` lowered and re-spelled as its `word` matches separated by `sep`, after `read_escapes` (`escapes`) and
+    as `join_words` joins them (`joins`)."""
+    low = text.lower()
+    low = read_escapes(low) if escapes else low
+    return sep.join(join_words(low, word) if joins else word.findall(low))
+
+
 def _batch_bytes(texts: Sequence[str], word: re.Pattern[str] = WORD) -> tuple[bytes, list[bytes]]:
     # ASCII text is split on its non-word bytes directly; other text is first re-spelled as its `\w+` words
     # joined by spaces, so the byte-level split yields exactly the regex's words either way.
     # (the compiled loop lowercases ASCII letters itself; the byte-wise oracle is given lowered bytes)
-    parts = [t.encode() if t.isascii() else " ".join(word.findall(t.lower())).encode("utf-8", "surrogatepass")
-             for t in texts]
+    parts = [t.encode() if t.isascii() else spell_words(t, word).encode("utf-8", "surrogatepass") for t in texts]
     return b" ".join(parts) + b" " + bytes(8), parts        # one separator after each doc; 8 pad bytes
 
 
@@ -65,10 +103,13 @@ def _bytewise(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.n
     return np.add.reduceat(terms, heads)
 
 
-def word_hashes(texts: Sequence[str], bytewise: bool = False,
-                word: re.Pattern[str] = WORD) -> tuple[np.ndarray, np.ndarray]:
+def word_hashes(texts: Sequence[str], bytewise: bool = False, word: re.Pattern[str] = WORD,
+                escapes: bool = False, joins: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Hashes of the lowercase `\\w+` words (or `word` matches, in non-ASCII text) of several documents: (uint64
-    [T] concatenated, int64 [m] per doc)."""
+    [T] concatenated, int64 [m] per doc); with `escapes` and `joins`, those of `spell_words` (the definitions of
+    `DedupSpec.fold_escapes` and `join_contractions`)."""
+    if escapes or joins:
+        texts = [spell_words(t, word, escapes, joins) for t in texts]
     raw, parts = _batch_bytes(texts, word)
     data = np.frombuffer(raw, dtype=np.uint8)                           # [B + 8]
     doc_ends = np.cumsum(np.fromiter(map(len, parts), np.int64, len(parts)) + 1) - 1   # [m] separator positions
