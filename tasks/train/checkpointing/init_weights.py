@@ -41,7 +41,7 @@ from tasks.train.modeling.fused import join_values
 from tasks.train.hf.hf_export import hf_refs, key_map
 from tasks.train.hf.hf_families import HFImportError
 from tasks.train.hf.hf_files import float_weight
-from tasks.train.hf.hf_import import missing_weights, weight_files
+from tasks.train.hf.hf_import import check_shapes, missing_weights, weight_files
 from tasks.train.modeling.model import Transformer, name_seed
 from tasks.train.checkpointing.weights import key_order, tensor_files, weights_fingerprint
 
@@ -147,6 +147,8 @@ class HFSource:
         self.width = cfg.d_model  # the input width of every fused projection (Phi-3's qkv_proj, gate_up_proj)
         self.files = weight_files(self.folder)  # refuses pickle-only folders by name
         missing_weights(self.folder, self.files, self.mapping, cfg.tie_embeddings)
+        # headers only: a misshapen tensor is named by file and HF name here, not later by forgeline's key
+        check_shapes(cfg, self.files)
 
     def read(self, key: str, dim: int | None, part: int, parts: int) -> torch.Tensor:
         """As `load_hf_state` reads it: an integer or boolean weight is refused (`float_weight`), not cast to

@@ -13,7 +13,8 @@ per-family rules this module owns:
 - **sliding windows** of Qwen2/Qwen3: only when `use_sliding_window` is true, then only on the layers
   `layer_types` marks (by default layers ≥ `max_window_layers`); forgeline takes "no layer" and "every layer".
 - **RoPE**: `rope_scaling` (the 4.x key) wins over `rope_parameters`; `type` is the old name of `rope_type`;
-  `rope_theta` inside the dict wins over the top-level one; llama3's original context defaults to
+  `rope_theta` inside the dict wins over the top-level one; llama3's and yarn's original context is a top-level
+  `original_max_position_embeddings` when the file has one (transformers gives it priority), else the dict's, else
   `max_position_embeddings`. default, linear, llama3, yarn and dynamic are taken (dynamic NTK equals plain RoPE
   at positions below `max_position_embeddings`, the only ones forgeline trains at); longrope and others are
   refused.
@@ -26,7 +27,9 @@ per-family rules this module owns:
   acts on all three: a file stating either nonzero is refused (published ones state 0); `embd_pdrop` is read by
   no transformers 5 model code and is ignored as there.
 
-Every refusal is an `HFImportError` naming the file and the field.
+A `quantization_config` (FP8, GPTQ, AWQ, bitsandbytes: scale tensors forgeline would drop) and an `architectures`
+list naming no `...ForCausalLM` class are refused too. Every refusal is an `HFImportError` naming the file and the
+field.
 """
 
 from __future__ import annotations
@@ -96,8 +99,24 @@ def refuse_unsupported(cfg: dict[str, Any], kind: str, where: Path) -> None:
     if kind in ("llama", "qwen3") and cfg.get("attention_bias"):
         raise HFImportError(f"{where}: attention_bias true is not supported for {kind} (it puts a bias on o_proj "
                             "too; forgeline's attention has q/k/v biases only, as qwen2's)")
+    if cfg.get("quantization_config") is not None:
+        # its weights are integers or 8-bit floats with scale tensors beside them, which forgeline would drop
+        method = cfg["quantization_config"].get("quant_method") if isinstance(cfg["quantization_config"], dict) \
+            else cfg["quantization_config"]
+        raise HFImportError(f"{where}: quantization_config (quant_method `{str(method)[:40]}`) is not supported: "
+                            "forgeline trains full-precision weights; use the unquantized checkpoint")
+    refuse_not_causal(cfg, where)
     if kind == "phi3":
         refuse_phi3(cfg, where)
+
+
+def refuse_not_causal(cfg: dict[str, Any], where: Path) -> None:
+    """Refuse a file whose `architectures` names no `...ForCausalLM` class (a `...ForSequenceClassification` stores
+    a `score.weight` head, not `lm_head.weight`): transformers' AutoModelForCausalLM would give it a random head."""
+    names = cfg.get("architectures")
+    if isinstance(names, list) and names and not any(isinstance(n, str) and n.endswith("ForCausalLM") for n in names):
+        raise HFImportError(f"{where}: architectures {names!r:.120} names no ...ForCausalLM class: not a causal "
+                            "language model (e.g. a classification head), which is all forgeline imports")
 
 
 def refuse_phi3(cfg: dict[str, Any], where: Path) -> None:
@@ -170,7 +189,7 @@ def rope_fields(cfg: dict[str, Any], where: Path, max_positions: int) -> dict[st
                             f"{', '.join(ROPE_SUPPORTED)})")
     if kind == "default":
         return {"rope_theta": theta}
-    original = int(params.get("original_max_position_embeddings") or max_positions)
+    original = int(original_context(cfg, params, kind, where) or max_positions)
     try:
         if kind == "yarn":
             return {"rope_theta": theta, **yarn_fields(params, original, max_positions)}
@@ -185,6 +204,21 @@ def rope_fields(cfg: dict[str, Any], where: Path, max_positions: int) -> dict[st
         raise HFImportError(f"{where}: llama3 rope scaling's high_freq_factor ({out['rope_high_freq_factor']}) "
                             f"must be greater than its low_freq_factor ({out['rope_low_freq_factor']})")
     return out
+
+
+def original_context(cfg: dict[str, Any], params: dict[str, Any], kind: str, where: Path) -> Any:
+    """The pretraining context llama3 / yarn scale from: a top-level `original_max_position_embeddings` wins over
+    the RoPE dict's, as transformers' `standardize_rope_params` gives it priority for these types (it is Phi-3's
+    key, which the other families' configs keep as a plain attribute, so a file may state both); a top-level
+    null is refused (transformers then divides by None)."""
+    key = "original_max_position_embeddings"
+    if kind not in ("llama3", "yarn") or key not in cfg:
+        return params.get(key)
+    value = cfg[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise HFImportError(f"{where}: top-level `{key}` must be a positive integer, got {value!r:.60} "
+                            f"(transformers reads it in place of {kind} rope scaling's own)")
+    return value
 
 
 def yarn_mscale(factor: float, mscale: float = 1.0) -> float:

@@ -16,7 +16,7 @@ config.json and weights):
   the file, not raised as a bare OverflowError/ValueError from the line that met it.
 Safetensors headers are the library's to check (header length, offsets, shape overflow: it refuses them
 without allocating); `open_weights` turns its error into one naming the file, and `float_weight` refuses a
-weight stored as integers or booleans (it would be cast to floats silently).
+weight stored as integers, booleans or float8 (it would be cast to floats silently, scales dropped).
 """
 
 from __future__ import annotations
@@ -194,8 +194,12 @@ def open_weights(path: Path) -> Iterator[Any]:
 
 
 def float_weight(path: Path, name: str, tensor: Any) -> Any:
-    """`tensor` if it holds floating-point values; integer or boolean weights would be cast silently."""
+    """`tensor` if it holds floating-point values of 16 bits or more; integer, boolean and float8 weights would be
+    cast silently."""
     if not tensor.is_floating_point():
         raise HFImportError(f"{path}: `{name}` is stored as {tensor.dtype}, not a floating-point type: a weight "
                             "of this checkpoint cannot be read from it")
+    if tensor.element_size() < 2:  # float8 (and narrower): quantized values whose scale tensors would be dropped
+        raise HFImportError(f"{path}: `{name}` is stored as {tensor.dtype}, a quantized 8-bit float whose scales "
+                            "(e.g. `weight_scale_inv`) forgeline does not apply: use the unquantized checkpoint")
     return tensor

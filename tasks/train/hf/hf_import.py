@@ -6,9 +6,13 @@ Supported `model_type`s: `llama` (GQA, tied or untied head), `mistral` (sliding 
 only); each key read as transformers reads that family's file (`hf_families`: class defaults, ignored keys,
 window and RoPE rules).
 Everything else — another model_type, another RoPE scaling (Phi-3's longrope included), an activation other than
-SiLU, llama's MLP or attention biases, per-layer sliding windows, Phi-3 dropouts above 0, a pickle checkpoint
-(`pytorch_model.bin`, refused and never unpickled), a missing or misshapen weight — fails before any training
-with a message naming the file and the field or tensor.
+SiLU, llama's MLP or attention biases, per-layer sliding windows, Phi-3 dropouts above 0, kv heads not dividing
+the heads, a quantized checkpoint (`quantization_config`, float8 weights), a class other than `...ForCausalLM`,
+a pickle checkpoint (`pytorch_model.bin`, refused and never unpickled), a missing or misshapen weight (on every
+load path: `check_shapes`) — fails before any training with a message naming the file and the field or tensor.
+Where transformers' loader decides, forgeline decides alike: a folder holding model.safetensors and an index
+loads model.safetensors; `tie_word_embeddings: true` beside a stored `lm_head.weight` that differs from the
+embedding is read untied, with that head.
 
 Weights are read tensor by tensor with `safetensors.safe_open` (one file of a sharded checkpoint open at a
 time, only the tensors asked for), in the checkpoint's own dtype; `read_slice` reads a row or column range of
@@ -33,6 +37,7 @@ from tasks.train.hf.hf_families import (EPS, SUPPORTED, HFImportError, family_va
 
 INDEX = "model.safetensors.index.json"
 SINGLE = "model.safetensors"
+HEAD_BLOCK = 1 << 24  # elements of the head and the table compared at a time (64 MiB each in fp32)
 PICKLES = ("*.bin", "*.bin.index.json", "*.pt", "*.pth", "*.ckpt")  # never opened: unpickling can run code
 
 
@@ -56,6 +61,10 @@ def hf_model_config(folder: Path, seq_len: int | None = None) -> ModelConfig:
                             f"{', '.join(SUPPORTED)})")
     check_config_numbers(cfg, where)  # first: `mlp_bias: "false"` is a string, not the unsupported true
     refuse_unsupported(cfg, kind, where)
+    if cfg.get("tie_word_embeddings") and head_stored_apart(Path(folder)):
+        # transformers 5 ties the head to the embedding only when the files store no other head (`tie_weights`
+        # keeps a stored lm_head.weight that differs, warning "we will NOT tie them"): read it as transformers runs it
+        cfg = {**cfg, "tie_word_embeddings": False}
     try:
         return _model_config(cfg, kind, where, seq_len)
     except (TypeError, ValueError, OverflowError, ZeroDivisionError) as exc:  # a RoPE field of the wrong type
@@ -66,6 +75,10 @@ def hf_model_config(folder: Path, seq_len: int | None = None) -> ModelConfig:
 
 def _model_config(cfg: dict[str, Any], kind: str, where: Path, seq_len: int | None) -> ModelConfig:
     d, heads = int(_field(cfg, "hidden_size", where)), int(_field(cfg, "num_attention_heads", where))
+    kv_heads = int(family_value(cfg, kind, "num_key_value_heads") or heads)
+    if heads % kv_heads:  # else no whole number of query heads shares a kv head: a shape error at the first step
+        raise HFImportError(f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads "
+                            f"{kv_heads} (as read for {kind}): grouped-query attention needs it")
     head_dim = int(family_value(cfg, kind, "head_dim") or d // heads)
     positions = int(family_value(cfg, kind, "max_position_embeddings"))
     rope = rope_fields(cfg, where, positions)
@@ -75,7 +88,7 @@ def _model_config(cfg: dict[str, Any], kind: str, where: Path, seq_len: int | No
     return ModelConfig(
         vocab_size=int(_field(cfg, "vocab_size", where)), seq_len=int(seq_len or positions),
         n_layers=int(_field(cfg, "num_hidden_layers", where)), n_heads=heads,
-        n_kv_heads=int(family_value(cfg, kind, "num_key_value_heads") or heads), d_model=d,
+        n_kv_heads=kv_heads, d_model=d,
         ffn_hidden=int(_field(cfg, "intermediate_size", where)),
         tie_embeddings=bool(cfg.get("tie_word_embeddings", False)),
         norm_eps=float(family_value(cfg, kind, "rms_norm_eps") or EPS),
@@ -86,13 +99,15 @@ def _model_config(cfg: dict[str, Any], kind: str, where: Path, seq_len: int | No
 
 def weight_files(folder: Path) -> dict[str, Path]:
     """HF tensor name -> the safetensors file holding it (`indexed_files` for a sharded checkpoint); a folder of
-    pickles only (`pytorch_model.bin`, its shards and index, `*.pt`, `*.pth`) is refused by name, never opened."""
+    pickles only (`pytorch_model.bin`, its shards and index, `*.pt`, `*.pth`) is refused by name, never opened.
+    A folder holding both model.safetensors and an index loads model.safetensors, as transformers does (it looks
+    for the single file first), so forgeline starts from the model transformers would run."""
     folder = Path(folder)
-    if (folder / INDEX).exists():
-        return indexed_files(folder)
     if (folder / SINGLE).exists():
         with open_weights(checked_file(folder / SINGLE, folder)) as f:  # a link out of the folder: refused
             return {name: folder / SINGLE for name in f.keys()}
+    if (folder / INDEX).exists():
+        return indexed_files(folder)
     pickles = sorted({p.name for pattern in PICKLES for p in folder.glob(pattern)})
     if pickles:
         raise HFImportError(f"{folder / pickles[0]}: pickle checkpoints are refused (loading one can run code, and "
@@ -193,31 +208,68 @@ def read_slice(folder: Path, name: str, dim: int, start: int, stop: int) -> torc
         return float_weight(file, name, part[start:stop] if dim == 0 else part[:, start:stop])
 
 
-def load_hf_state(folder: Path, cfg: ModelConfig, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
-    """The plain model's state dict from the checkpoint (in `dtype`, default the checkpoint's own), after
-    checking every tensor the config implies is there with the shape it implies (a fused one whole, then split)."""
+def check_shapes(cfg: ModelConfig, files: dict[str, Path]) -> dict[str, list[tuple[str, HFRef]]]:
+    """Every tensor the config implies (after `missing_weights`) has the shape it implies, read from the files'
+    headers only; a mismatch is refused naming the file and the HF tensor (a fused one with its parts), on
+    every load path (`load_hf_state`, training's `init_weights.HFSource`). Returns HF name -> the (our key, ref)
+    pairs it holds."""
     from tasks.train.modeling.model import Transformer
 
     with torch.device("meta"):  # the shapes the config implies, without materialising any weight
         shapes = {k: tuple(v.shape) for k, v in Transformer(cfg, 0).state_dict().items()}
-    refs = hf_refs(cfg)
+    held: dict[str, list[tuple[str, HFRef]]] = {}
+    for ours, ref in hf_refs(cfg).items():
+        held.setdefault(ref.name, []).append((ours, ref))
+    by_file: dict[Path, list[str]] = {}
+    for hf in sorted(held):
+        by_file.setdefault(files[hf], []).append(hf)
+    for file, names in sorted(by_file.items()):
+        with open_weights(file) as f:
+            for hf in names:
+                got, want = tuple(f.get_slice(hf).get_shape()), hf_shape(held[hf], shapes)
+                if got != want:
+                    fused = f" (rows of {', '.join(o.rsplit('.', 2)[-2] for o, _ in held[hf])} stacked)" \
+                        if len(held[hf]) > 1 else ""
+                    raise HFImportError(f"{file}: `{hf}` has shape {got}, config.json implies {want}{fused}")
+    return held
+
+
+def load_hf_state(folder: Path, cfg: ModelConfig, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
+    """The plain model's state dict from the checkpoint (in `dtype`, default the checkpoint's own), after
+    checking every tensor the config implies is there with the shape it implies (a fused one whole, then split)."""
     files = weight_files(folder)
     missing_weights(folder, files, key_map(cfg), cfg.tie_embeddings)
-    held: dict[str, list[tuple[str, HFRef]]] = {}
-    for ours, ref in refs.items():
-        held.setdefault(ref.name, []).append((ours, ref))
+    held = check_shapes(cfg, files)
     state: dict[str, torch.Tensor] = {}
     for hf, tensor in iter_tensors(folder, sorted(held)):
-        want = hf_shape(held[hf], shapes)
-        if tuple(tensor.shape) != want:
-            fused = f" (rows of {', '.join(o.rsplit('.', 2)[-2] for o, _ in held[hf])} stacked)" \
-                if len(held[hf]) > 1 else ""
-            raise HFImportError(f"{files[hf]}: `{hf}` has shape {tuple(tensor.shape)}, config.json implies "
-                                f"{want}{fused}")
         for ours, ref in held[hf]:
             part = tensor if ref.stop is None else tensor[ref.start:ref.stop].clone()  # no storage shared by parts
             state[ours] = part if dtype is None else part.to(dtype)
     return state
+
+
+def head_stored_apart(folder: Path) -> bool:
+    """Whether the folder's weights hold an `lm_head.weight` whose values differ from `model.embed_tokens.weight`
+    (compared as transformers' `tie_weights` does, exactly, in row blocks so that no whole table is held twice);
+    False when it stores no head or no weights yet (loading them refuses such a folder)."""
+    if not (folder / SINGLE).exists() and not (folder / INDEX).exists():
+        return False
+    files = weight_files(folder)
+    head, table = "lm_head.weight", "model.embed_tokens.weight"
+    if head not in files or table not in files:
+        return False
+    with open_weights(files[head]) as fh, open_weights(files[table]) as ft:
+        a, b = fh.get_slice(head), ft.get_slice(table)
+        shape = tuple(a.get_shape())
+        if shape != tuple(b.get_shape()) or len(shape) != 2:  # not the table's: the shape check names it
+            return True
+        step = max(1, HEAD_BLOCK // max(1, shape[1]))
+        for start in range(0, shape[0], step):
+            x, y = a[start:start + step], b[start:start + step]
+            common = torch.promote_types(x.dtype, y.dtype)
+            if not torch.equal(x.to(common), y.to(common)):
+                return True
+    return False
 
 
 def hf_shape(held: list[tuple[str, HFRef]], shapes: dict[str, tuple[int, ...]]) -> tuple[int, ...]:
