@@ -73,48 +73,93 @@ def parquet_rows(path: Path, cap: int) -> Iterator[ParquetRow]:
     if twice:       # one would silently win (pyarrow's own `read_table` refuses such a file)
         yield ParquetRow(0, None, "unreadable_file", error=ValueError(f"column(s) {twice} appear more than once"))
         return
-    row = 0
-    for group in range(pf.metadata.num_row_groups):
-        start, size = row, pf.metadata.row_group(group).num_rows
-        refused = refused_group(path, pf, group, start, cap)
-        if refused is not None:
-            yield refused
-            row = start + size
-            continue
-        batches = pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[group])
-        while True:
-            try:
-                batch = next(batches, None)
-                sizes = None if batch is None else row_bytes(batch)
-            except Exception as exc:  # a damaged page (bad compression, bad encoding) inside an intact footer
-                # The rest of this row group is lost; one entry stands for it, the other row groups are read.
-                yield ParquetRow(row + 1, None, "unreadable_file", error=exc, last=start + size, group=group)
+    row, group = 0, 0
+    while group < pf.metadata.num_row_groups:
+        run, rows, held = [], 0, 0      # consecutive small groups read by one pyarrow reader (`RUN_ROWS`)
+        while group < pf.metadata.num_row_groups and rows < RUN_ROWS:
+            size = pf.metadata.row_group(group).num_rows
+            refused, pages = refused_group(path, pf, group, row + rows, cap)
+            if refused is None and run and held + pages > BATCH_BYTES:
+                break           # (its pages are read again with the next run: a group this large is rare)
+            if refused is not None:
+                if not run:
+                    yield refused
+                    row, group = row + size, group + 1
                 break
-            if batch is None:
-                break
-            for n, data, unread in batch_rows(batch, sizes, cap):
-                row += 1
+            run.append((group, size))
+            rows, held, group = rows + size, held + pages, group + 1
+        if run:
+            yield from read_run(pf, run, row, cap)
+            row += rows
+
+
+RUN_ROWS = BATCH_ROWS   # row groups are read together until they hold this many rows
+# (one reader for each of 30,000 one-row groups took 37 s: ~1 ms of pyarrow's set-up and of measuring each batch)
+
+
+def read_run(pf: pq.ParquetFile, run: list[tuple[int, int]], first: int, cap: int, skip: int = 0
+             ) -> Iterator[ParquetRow]:
+    """The rows of the row groups `run` ((group, rows) pairs, consecutive, checked by `refused_group`), the first
+    numbered `first` + 1, `skip` of them not yielded. A damaged page (bad compression, bad encoding) inside an
+    intact footer loses the rest of its row group, one `unreadable_file` entry standing for it; the other groups
+    are read: after a failure in a run of several, from the group holding the next row, one at a time."""
+    row, batches = first, pf.iter_batches(batch_size=BATCH_ROWS, row_groups=[g for g, _ in run])
+    while True:
+        try:
+            batch = next_rows(batches)
+            sizes = None if batch is None else row_bytes(batch)
+        except Exception as exc:  # pyarrow raises several types
+            if len(run) == 1:
+                yield ParquetRow(row + 1, None, "unreadable_file", error=exc, last=first + run[0][1], group=run[0][0])
+                return
+            begin = first
+            for k, (group, size) in enumerate(run):
+                if begin + size > row:
+                    yield from read_run(pf, [(group, size)], begin, cap, skip=row - begin if k else row - first)
+                    for later, n in run[k + 1:]:
+                        yield from read_run(pf, [(later, n)], begin + size, cap)
+                        begin += n
+                    return
+                begin += size
+            return
+        if batch is None:
+            return
+        for n, data, unread in batch_rows(batch, sizes, cap):
+            row += 1
+            if row - first > skip:
                 yield ParquetRow(row, None, "record_too_large", size=n) if data is None else \
                     ParquetRow(row, data, unread=unread or None)
-        row = start + size
 
 
-def refused_group(path: Path, pf: pq.ParquetFile, group: int, start: int, cap: int) -> ParquetRow | None:
+def next_rows(batches: Iterator[pa.RecordBatch]) -> pa.RecordBatch | None:
+    """The reader's next batches, up to BATCH_ROWS rows, as one batch; None at its end. (pyarrow gives each row
+    group a batch of its own: a run's one-row groups, measured and decoded one by one, took ~0.3 ms each.)"""
+    got, rows = [], 0
+    while rows < BATCH_ROWS and (batch := next(batches, None)) is not None:
+        got.append(batch)
+        rows += batch.num_rows
+    if len(got) <= 1 or rows == 0:
+        return got[0] if got else None
+    return pa.Table.from_batches(got).combine_chunks().to_batches()[0]
+
+
+def refused_group(path: Path, pf: pq.ParquetFile, group: int, start: int, cap: int) -> tuple[ParquetRow | None, int]:
     """The one entry standing for a row group that is not read (its first row `start` + 1), or None: over the
     cap by its footer (`oversized_group`) or by its page headers (`oversized_page`), or a page header that
-    cannot be decoded (`unreadable_file`, as pyarrow would fail on it too)."""
+    cannot be decoded (`unreadable_file`, as pyarrow would fail on it too); and the bytes its pages hold at once
+    when read (0 when refused)."""
     meta = pf.metadata.row_group(group)
     first, last = start + 1, start + meta.num_rows
     per_row = oversized_group(meta, cap)
     if per_row:
-        return ParquetRow(first, None, "record_too_large", size=per_row, last=last, group=group)
+        return ParquetRow(first, None, "record_too_large", size=per_row, last=last, group=group), 0
     try:
         page, page_size = oversized_page(path, pf, group, cap)
     except (HeaderError, OSError) as exc:
-        return ParquetRow(first, None, "unreadable_file", error=exc, last=last, group=group)
+        return ParquetRow(first, None, "unreadable_file", error=exc, last=last, group=group), 0
     if page:
-        return ParquetRow(first, None, "record_too_large", size=page_size, last=last, group=group, page=page)
-    return None
+        return ParquetRow(first, None, "record_too_large", size=page_size, last=last, group=group, page=page), 0
+    return None, page_size
 
 
 def oversized_group(meta: pq.RowGroupMetaData, cap: int) -> int:
@@ -134,7 +179,7 @@ def oversized_group(meta: pq.RowGroupMetaData, cap: int) -> int:
 
 def oversized_page(path: Path, pf: pq.ParquetFile, group: int, cap: int) -> tuple[str, int]:
     """Why this row group cannot be read within the memory bound, by its pages' own headers (what pyarrow
-    allocates by) and values, and the size that says so; ("", 0) when it can.
+    allocates by) and values, and the size that says so; when it can, "" and the bytes its pages hold at once.
 
     pyarrow decompresses a page whole before any row of it is measured: one 300 MB string among 50 short rows
     (a few KB of zstd) kept the row group's average under the cap in `oversized_group` and was decompressed
@@ -167,7 +212,7 @@ def oversized_page(path: Path, pf: pq.ParquetFile, group: int, cap: int) -> tupl
                 return (f"columns up to {column.path_in_schema!r} hold pages of {together:,} bytes uncompressed "
                         f"that are read at once (each column's dictionary and largest page), over the "
                         f"{bound:,}-byte page bound"), together
-    return "", 0
+    return "", together
 
 
 def page_verdict(handle: BinaryIO, page: Page, column: pq.ColumnChunkMetaData,
