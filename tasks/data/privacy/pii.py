@@ -13,9 +13,8 @@ Shapes of layout come first among them: grouped author addresses (`pii_authors`)
 (`pii_labelrows`), values wrapped onto the next line (`pii_wrapped`), bank account numbers after their label
 (`pii_accounts`); credentials of their own shape (`pii_credentials`) before the other secrets, random tokens of
 rows that name no column (`pii_rows`) after them. A folded calendar or mail header line (`pii_folded`) is
-scrubbed unfolded. Regexes are compiled once and find *candidates*; a callback
-validates each one (Luhn and issuer prefix, `ipaddress`, digit counts, entropy, placeholder and code checks) and
-returns the match unchanged when it is not PII.
+scrubbed unfolded. Regexes are compiled once and find *candidates*; a callback validates each one (Luhn and issuer
+prefix, `ipaddress`, digit counts, entropy, placeholder and code checks) and returns the match unchanged if no PII.
 
 What is deliberately not PII, to keep code and ordinary prose intact:
 - phones: see `tasks.data.privacy.pii_phones` (a cue word or a phone's layout; dates, years, times, prices, version

@@ -16,14 +16,13 @@ from typing import Callable
 
 from tasks.data.privacy.pii_columns import column_kind, valid_value
 from tasks.data.privacy.pii_keyed import is_credential_name
+from tasks.data.privacy.pii_markup import INLINE, INLINE_END
 from tasks.data.privacy.pii_values import replace_spans, value_ok
 
-_INLINE = r"(?:<(?:b|strong|span|label|em|i)\b[^<>]{0,100}>)?"
-_INLINE_END = r"(?:</(?:b|strong|span|label|em|i)>)?"
 _CELL_PAIR = re.compile(
-    r"<(?P<tag>t[dh]|dt)\b[^<>]{0,200}>[ \t]*" + _INLINE + r"(?P<label>[^<>\n]{2,60}?)[ \t]*[:：]?[ \t]*" + _INLINE_END
-    + r"[ \t]*</(?P=tag)>\s{0,40}<(?P<vtag>td|dd)\b[^<>]{0,200}>[ \t]*" + _INLINE
-    + r"(?P<value>[^<>\n]{1,200}?)[ \t]*" + _INLINE_END + r"[ \t]*</(?P=vtag)>", re.IGNORECASE)
+    r"<(?P<tag>t[dh]|dt)\b[^<>]{0,200}>[ \t]*" + INLINE + r"(?P<label>[^<>\n]{2,60}?)[ \t]*[:：]?[ \t]*" + INLINE_END
+    + r"[ \t]*</(?P=tag)>\s{0,40}<(?P<vtag>td|dd)\b[^<>]{0,200}>[ \t]*" + INLINE
+    + r"(?P<value>[^<>\n]{1,200}?)[ \t]*" + INLINE_END + r"[ \t]*</(?P=vtag)>", re.IGNORECASE)
 _CLOSERS = ("</td", "</th", "</dt", "</TD", "</TH", "</DT")
 _PHONE_LABELS = frozenset("phone telephone tel mobile mobilephone cell cellphone phonenumber telephonenumber "
                           "mobilenumber fax telefon telefono teléfono téléphone handy handynummer telefonnummer "

@@ -41,9 +41,10 @@ _QP_HEADER = re.compile(r"(?i)content-transfer-encoding:[ \t]*quoted-printable")
 # `root@server.local:~$`: a `:` and a path after the host; an address before `: `, at a sentence's end or before a
 # combo list's `:hunter2`, no path, stays one) and an `ssh://` URL's login (`git+ssh://git@github.com/org/repo`).
 _SCP_PATH = re.compile(r":(?:[~/]|[\w.-]+/|[\w.-]+\.git\b)")
-# Code: a call (`q@k.transpose(-2, -1)`, Python's matrix product), a camelCase member (Kotlin's labelled `this`,
-# `this@MainActivity.applicationContext`; no TLD is camelCase) and an attribute of `self`/`this`
-# (`X@self.weights`) unless the TLD is a common one (`ann@self.io` is a domain).
+# Code: a call (`q@k.transpose(-2, -1)`, Python's matrix product), a camelCase member (no TLD is camelCase) and an
+# attribute of `self`/`this` (`X@self.weights`) unless the TLD is a common one (`ann@self.io` is a domain). Kotlin's
+# labelled `this`/`super` (`this@MainActivity.context`, `super@Outer.draw`) names a class, capitalised as no domain
+# is written, or a member no common TLD names; `this@kotlinmail.com` is an address.
 _CAMEL_CASE = re.compile(r"[a-z][A-Z]")
 # A mail's id headers hold `<local@host>` ids a mail server made, nobody's address (cut at a `=` before); so does
 # a calendar's `UID:` property (`UID:0173ae3f-...@cal.acme.io`, RFC 5545 recommends the `@host` form).
@@ -83,6 +84,8 @@ def _not_an_address(m: re.Match[str]) -> bool:
     if labels[-1].lower() in _FILE_SUFFIXES:
         return True
     uncommon = labels[-1].lower() not in _COMMON_TLDS     # `ann@example.com(preferred)` is still an address
+    if text[start:m.start("at")] in ("this", "super") and (uncommon or labels[0] != labels[0].lower()):
+        return True                                        # Kotlin's `this@Label.member`
     return _CAMEL_CASE.search(labels[-1]) is not None or \
         uncommon and (text.startswith("(", end) or labels[0] in ("self", "this"))
 

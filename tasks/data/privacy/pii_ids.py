@@ -44,6 +44,7 @@ from stdnum.iso7064 import mod_97_10 as stdnum_mod_97_10
 from stdnum.us import ssn as stdnum_ssn
 
 from tasks.data.privacy.pii_cues import phone_cue_before
+from tasks.data.privacy.pii_markup import CELL_BREAK, EMPHASIS
 
 PLACEHOLDERS = {"iban": "<IBAN>", "ssn": "<SSN>"}
 
@@ -87,8 +88,7 @@ _OTHER_IBANS = {cc: re.compile(bban) for ccs, bban in (
 
 
 def valid_iban(compact: str) -> bool:
-    """A valid IBAN without separators (any case): `stdnum`'s registry and mod-97, or `_OTHER_IBANS`' layout and
-    mod-97."""
+    """A valid IBAN without separators (any case): `stdnum`'s registry, or `_OTHER_IBANS`' layout, and mod-97."""
     compact = compact.upper()
     if (layout := _OTHER_IBANS.get(compact[:2])) is None:
         return stdnum_iban.is_valid(compact, check_country=False)
@@ -97,8 +97,7 @@ def valid_iban(compact: str) -> bool:
 
 @lru_cache(maxsize=4096)
 def _iban_prefix(candidate: str, sep: str) -> int:
-    """Length of the longest prefix of whole groups of `candidate` (separated by `sep`) that is a valid IBAN,
-    or 0."""
+    """Length of the longest prefix of whole groups of `candidate` (separated by `sep`) that is a valid IBAN, or 0."""
     if not 2 <= int(candidate[2:4]) <= 98:  # ISO 13616 issues 02-98 (00, 01 and 99 pass mod-97 as 97, 98, 02)
         return 0
     if not sep:
@@ -147,16 +146,17 @@ _SSN = re.compile(r"[0-9](?<![\w.+/-][0-9])\d\d(?:-\d\d-\d{4}(?![\w-]|[./:]\d)"
                   r"|(?<![0-9][ ][0-9]{3})[ ]\d\d[ ]\d{4}(?![\w-]|[./:,]\d|[ ]\d)"
                   r"|(?P<bare>\d{6})(?![\w-]|[./:,]\d)"
                   r"|(?P<dotted>\.\d\d\.\d{4})(?![\w-]|[./:,]\d))", re.ASCII)
-# A cue right before the bare digits: `SSN: `, `ssn=`, `"ssn": "`, `SS# `, `Social Security Number is `.
-_SSN_CUE = re.compile(r"(?i)(?<![a-z])(?:ssn|ss\#|social[ _-]security)(?:[ _-]?(?:number|num|no\.?|\#))?"
-                      r"[\"']?[ \t]*(?:[:=#]|is|was)?[ \t]*[\"']?$", re.ASCII)
+# A cue right before the bare digits: `SSN: `, `ssn=`, `SS# `, `Social Security Number is `, `**SSN**: `, `| SSN | `.
+_SSN_CUE = re.compile(r"(?i)(?<![a-z])(?:ssn|ss\#|social[ _-]security)(?:[ _-]?(?:number|num|no\.?|\#))?[\"']?"
+                      + EMPHASIS + r"?[ \t]*(?:[:=#]|is|was)?(?:(?<=:)" + EMPHASIS + ")?(?:" + CELL_BREAK
+                      + r")?[ \t]*[\"']?$", re.ASCII)
 
 
 def _ssn(m: re.Match[str]) -> bool:
     # After a phone cue a number is a phone (`Tel: 372 12 3456`, Tajikistan's layout), left to the phone pass.
     if phone_cue_before(m, 32) is not None:
         return False
-    if (m.group("bare") or m.group("dotted")) and _SSN_CUE.search(m.string, max(0, m.start() - 40), m.start()) is None:
+    if (m.group("bare") or m.group("dotted")) and _SSN_CUE.search(m.string, max(0, m.start() - 80), m.start()) is None:
         return False
     return stdnum_ssn.is_valid(re.sub(r"[ .-]", "", m.group()))
 

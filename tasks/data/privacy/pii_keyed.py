@@ -27,6 +27,7 @@ import string
 from typing import Callable
 
 from tasks.data.privacy.pii_literals import literal_in
+from tasks.data.privacy.pii_markup import EMPHASIS
 from tasks.data.privacy.pii_values import (QUOTES, connection_value, enclosing_labels, identifier_only,
                                            in_connection_string, list_end, quoted_value, run_end,
                                            span_match, trim_end, value_ok)
@@ -90,8 +91,8 @@ WORDS = tuple(word for base in ("password", "passwd", "passphrase", "pass", "pwd
 # the parenthesis and words in it, so a call `password(user):` stays code).
 _QUALIFIER = r"(?:[ \t]+\([A-Za-z][\w .,/-]{0,23}\)(?=[ \t]*:(?!=)))?"
 _ANCHORS = [(word, re.compile(re.escape(word) + _QUALIFIER +
-                              r"[\"']?\]?(?:\*\*?|__?)?[ \t]*(?P<sep>=>|:=|[:=]|(?<=[\"']),)"
-                              r"(?:(?<=:)(?:\*\*?|__?))?[ \t]*")) for word in WORDS]   # (markdown after `:` only)
+                              r"[\"']?\]?" + EMPHASIS + r"?[ \t]*(?P<sep>=>|:=|[:=]|(?<=[\"']),)"
+                              r"(?:(?<=:)" + EMPHASIS + r")?[ \t]*")) for word in WORDS]   # (markdown after `:` only)
 _YAML_TAG = re.compile(r"!!?[\w/.-]*[ \t]+(?=\S)")        # `password: !!str s3cr3t`: the value follows the tag
 # CloudFormation's intrinsic functions and config loaders' env tags name a value held elsewhere (`!Ref DbPass`,
 # `!ImportValue SharedDbPassword2`, `!ENV DB_PASS`): what follows is a name, not the secret

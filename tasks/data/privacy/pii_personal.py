@@ -29,6 +29,7 @@ from datetime import date
 from typing import Callable
 
 from tasks.data.privacy.pii_literals import folded_in, literal_in
+from tasks.data.privacy.pii_markup import CELL_BREAK, EMPHASIS
 
 _MONTHS = {name: i + 1 for names in (
     "january february march april may june july august september october november december",
@@ -46,16 +47,23 @@ _MONTHS = {name: i + 1 for names in (
 # `Birthday: `), a form's format hint or a short word in parentheses included (`date of birth (dd/mm/yyyy): `,
 # `Date of birth (DOB): `, `Birthday (optional): `): only a date may follow either.
 # (The date may open the next line: a form's label above its field, a PDF's text.)
+# The label may be Markdown bold (`- **DOB**: `, `**Date of birth:** `, `**birthdate=** `, `**生年月日：**: `) or a
+# table cell, the date in the next (`| DOB | 1985-03-14 |`, `<td>Born</td><td>14.03.1985</td>`): `pii_markup`'s
+# fragments, as the credential names read them (a cue may follow the underscores of `__DOB__`, not a name's:
+# `next_birthday`). `Born` is a label only so: before a `:`/`=` or a cell's end.
+_LABEL_END = "(?:" + EMPHASIS + "?[ \t]*[:=]|" + CELL_BREAK + ")"
 # `born on` in French, German and Spanish too (`né le`, `geboren am`, `nacida el`), and the CJK and Korean labels
 # (`生年月日`, `出生日期`, `生日`, `誕生日`, `생년월일`), which need no word boundary: CJK text has no spaces.
-_DOB_CUE = (r"(?:(?i:\b(?:d\.?o\.?b\.?|date[ _-]?of[ _-]?birth|birth[ _-]?date|birthday|born(?:[ ]on\b|(?=[ \t]*[:=]))"
+_DOB_CUE = (r"(?:(?i:(?:\b|(?<=(?<!\w)_)|(?<=(?<!\w)__))(?:d\.?o\.?b\.?|date[ _-]?of[ _-]?birth|birth[ _-]?date|birthday"
+            r"|born(?:[ ]on\b|(?=" + _LABEL_END + "))"
             r"|geburtsdatum|geb\.?-?datum|geb\.|fecha[ _]de[ _]nac(?:imiento|\.)|date[ _]de[ _]naissance"
             r"|n[ée](?:e|\(e\))?[ ]le|geboren[ ]a[mn]|geboren[ ]op|nacid[oa][ ]el|data[ _]di[ _]nascita|nat[oa][ ]il"
             r"|geboortedatum|data[ _]urodzenia|urodzon[ya]|data[ _]de[ _]nascimento|nascid[oa][ ]em|bday"
             r"|f[øo]dselsdato|f[öo]delsedatum|syntym[äa]aika|do[ğg]um[ _]tarihi))"
             r"|(?i:дата[ _]рождения)|تاريخ[ _]الميلاد|जन्म[ _]?तिथि|出生年月日|出生日期|生年月日|誕生日|生日|생년월일|생일)"
-            r"(?:[ \t]*\((?i:[dmy]{1,4}[-/.][dmy]{1,4}[-/.][dmy]{1,4}|[^\W\d][\w .,/-]{0,23})\))?"
-            r"[\"']?[ \t]*(?:[:=#>：]|is|was|\(|-|是|为|為|は|은|는)?[ \t]*(?:\r?\n[ \t]*)?[\"']?")
+            r"(?:[ \t]*\((?i:[dmy]{1,4}[-/.][dmy]{1,4}[-/.][dmy]{1,4}|[^\W\d][\w .,/-]{0,23})\))?(?:[ \t]*" + EMPHASIS
+            + r")?[\"']?[ \t]*(?:[:=#>：]|is|was|\(|-|是|为|為|は|은|는)?(?:(?<=[:：=])" + EMPHASIS + r"[:：]?)?"
+            r"(?:" + CELL_BREAK + r")?[ \t]*(?:\r?\n[ \t]*)?[\"']?")
 _MONTH_WORD = r"[^\W\d_]{3,12}\.?"
 # A date of birth has no time of day: a datetime at midnight is a date column exported (`1985-03-14T00:00:00`),
 # another time an event's timestamp (`Date of birth: 2024-01-15T10:30:00` is a form's log line).

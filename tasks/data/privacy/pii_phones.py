@@ -65,12 +65,15 @@ _PHONE = re.compile(r"""(?xa)
       | (?<=1)(?P<cn>[3-9])\d(?P<s5>[ -])\d{4}(?P=s5)\d{4}(?![ -]\d)   # 138 0013 8000 (China's mobiles)
       | (?<=\d)\d{9,10}                                           # 01154960930
     )(?:[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6})?           # an extension: x157, ext. 5
-    (?!\w|[.-]?\d)""")
+    (?!\w|[.-]?\d|[\u2010-\u2015\u2212\ufe58\ufe63]\d)          # (a dash then digits: the number goes on)""")
 # The same shape right after a phone and one space: a space-separated list of numbers, whose members the
 # "nothing number-like before it" look-behind would otherwise let through one per round (16 rounds: 16 phones).
 _PHONE_NEXT = re.compile(_PHONE.pattern.replace(r"(?<!\d[ ./-].)", "", 1))
 _EXTENSION = re.compile(r"[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6}$")
 
+# A number never ends before a dash that is no ASCII hyphen and a digit (`(318) 397–2146`, an en dash): the part
+# before it would be replaced and the rest, with any extension, left as it was. (The hyphens that mean `-` are read
+# as `-`, `pii_width`; this keeps a number written with another dash whole.)
 # A run of digit groups for the cued pass. Atomic: every group is taken whole and never given back, so a long
 # row of digits or separators costs one linear scan (the validator decides). The lookahead (four more digits,
 # a few separators apart) drops, in C, the short numbers code is full of.
@@ -83,7 +86,7 @@ _CUED = re.compile(r"""(?xa)
         (?:(?:[ ]?-[ ]?|\.|[ ]{1,2}|[ ]?/[ ]?)?\(\d{1,5}\) | (?:[ ]?-[ ]?|\.|[ ]{1,2}|[ ]?/[ ]?)\d+ | (?<=\))\d+)*
         (?:[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6})?
     )
-    (?!\w)""")
+    (?!\w|[\u2010-\u2015\u2212\ufe58\ufe63]\d)""")
 _NANP = re.compile(r"(?:\+?1\D*)?\(?[2-9]\d\d\D*[2-9]\d\d\D*\d{4}", re.ASCII)
 _ISBN_BEFORE = re.compile(r"(?i)isbn(?:-10)?[\s:#]*$")
 # `AAA-GG-SSSS` is an SSN's layout, no phone's: valid SSNs are gone by now (`pii_ids`), invalid ones

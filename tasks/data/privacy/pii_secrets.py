@@ -311,7 +311,7 @@ _WORDS_AFTER_PREFIX = re.compile(r"[A-Za-z0-9]+[_-](?:[a-z]+_)?(?P<rest>[a-z]+(?
 def _token_shape(m: re.Match[str]) -> bool:
     value = m.group()
     words = _WORDS_AFTER_PREFIX.fullmatch(value)
-    if masked_after_prefix(value):
+    if masked_after_prefix(value, glued=True):
         return False
     if words and (is_placeholder(words["rest"]) or re.search(r"[_-]", words["rest"])):
         return False

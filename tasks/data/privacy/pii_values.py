@@ -250,11 +250,16 @@ def is_placeholder(value: str, quoted: bool = False, yaml: bool = False) -> bool
 
 
 _MASKED_AFTER_PREFIX = re.compile(r"(?:[A-Za-z0-9]{1,12}[_-]){1,2}(?:\.{3,}|…|X{4,}|x{4,}|\*{4,}|#{4,})")
+# A prefix run together with one character repeated to the end (`AKIAXXXXXXXXXXXXXXXX`, `ASIA0000000000000000`):
+# a key shape's fixed length takes the mask whole, and no random key ends in eight equal characters.
+_REPEATED_AFTER_PREFIX = re.compile(r"[A-Za-z0-9]{1,12}?[_.-]?(.)\1{7,}")
 
 
-def masked_after_prefix(value: str) -> bool:
-    """A vendor's prefix and a mask, as documentation writes a key: `sk-...`, `hf_…`, `sk_test_XXXXXXXX`."""
-    return _MASKED_AFTER_PREFIX.fullmatch(value) is not None
+def masked_after_prefix(value: str, glued: bool = False) -> bool:
+    """A vendor's prefix and a mask, as documentation writes a key: `sk-...`, `hf_…`, `sk_test_XXXXXXXX`; with
+    `glued`, also a known key shape's prefix and one repeated character (`AKIAXXXXXXXXXXXXXXXX`)."""
+    return _MASKED_AFTER_PREFIX.fullmatch(value) is not None or \
+        glued and _REPEATED_AFTER_PREFIX.fullmatch(value) is not None
 
 
 def prose_like(value: str) -> bool:

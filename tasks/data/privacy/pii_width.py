@@ -1,5 +1,6 @@
 """Full-width forms for `tasks.data.privacy.pii`: PII written in full-width digits and letters (and in the digits
-of other scripts: `_DIGIT_ZEROS`) is found, and the text around it keeps its own characters.
+of other scripts, `_DIGIT_ZEROS`, or with Unicode's hyphens, `_HYPHENS`) is found, and the text around it keeps its
+own characters.
 
 CJK text often writes numbers, addresses and codes in full-width forms (`電話：０３－１２３４－５６７８`,
 `ｊｏｈｎ＠ｅｘａｍｐｌｅ．ｃｏｍ`), which no ASCII pattern reads; the default normalization (NFC) keeps them,
@@ -17,11 +18,18 @@ import re
 from collections.abc import Iterable
 
 # Decimal digits of other scripts, read as ASCII digits too: phones and ids written in Arabic-Indic (`٠٥٠١٢٣٤٥٦٧`),
-# Persian (`۰۹۱۲…`), Devanagari (`९८७६…`) or Bengali digits, as Arabic, Persian, Hindi and Bengali pages do.
-_DIGIT_ZEROS = (0x0660, 0x06F0, 0x0966, 0x09E6)
-_WIDE = re.compile("[\uff01-\uff5e\u3000\u0660-\u0669\u06f0-\u06f9\u0966-\u096f\u09e6-\u09ef]")
+# Persian (`۰۹۱۲…`), Devanagari (`९८७६…`) or Bengali digits, as Arabic, Persian, Hindi and Bengali pages do; and the
+# mathematical bold, double-struck, sans-serif, sans-serif bold and monospace digits (U+1D7CE-1D7FF), which styled
+# social-media text writes numbers in (`𝟒𝟔𝟔𝟕…`) and NFC keeps (each one code point: offsets stay).
+_DIGIT_ZEROS = (0x0660, 0x06F0, 0x0966, 0x09E6, 0x1D7CE, 0x1D7D8, 0x1D7E2, 0x1D7EC, 0x1D7F6)
+# Hyphens that are `-` in all but line breaking: U+2010 HYPHEN, U+2011 NON-BREAKING HYPHEN (word processors put it
+# in phone numbers and names to keep them on one line) and U+2012 FIGURE DASH (a dash a digit wide, for numbers).
+# Read as text, a pass stopped at them and cut a phone in two, leaking its other half. (Not the en dash: a range's.)
+_HYPHENS = (0x2010, 0x2011, 0x2012)
+_WIDE = re.compile("[\uff01-\uff5e\u3000\u0660-\u0669\u06f0-\u06f9\u0966-\u096f\u09e6-\u09ef\u2010-\u2012"
+                   "\U0001d7ce-\U0001d7ff]")
 _TO_ASCII = {**{code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)}, 0x3000: 0x20,
-             **{zero + d: 0x30 + d for zero in _DIGIT_ZEROS for d in range(10)}}
+             **{zero + d: 0x30 + d for zero in _DIGIT_ZEROS for d in range(10)}, **dict.fromkeys(_HYPHENS, 0x2D)}
 
 
 def width_view(text: str) -> str | None:
