@@ -137,3 +137,15 @@ def test_a_file_growing_while_it_is_read_ends_at_its_size_when_opened(tmp_path, 
     monkeypatch.setattr(formats, "open_stream", growing)
     items = read(tmp_path, ["g.jsonl"])
     assert [d.text for d in docs(items)] == [r["text"] for r in ROWS] and bads(items) == []
+
+
+def test_a_nul_inside_utf16_text_with_a_mark_costs_no_line(tmp_path):
+    """A UTF-16 export with a mark and one U+0000 in a record (a C string's terminator pasted into a field) was
+    not decoded at all (its mark's text held a NUL): every line went to quarantine as invalid UTF-8. The mark
+    decides, the NUL is one odd character among the rest; binary bytes after a mark are still left alone."""
+    rows = [dict(r, text=r["text"] + ("\x00" if r["n"] == 7 else "")) for r in ROWS]
+    (tmp_path / "a.jsonl").write_bytes("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+                                       .replace("\\u0000", "\x00").encode("utf-16"))
+    items = read(tmp_path, ["a.jsonl"])
+    assert not bads(items) and [d.meta["n"] for d in docs(items)] == list(range(40))
+    assert docs(items)[3].text == rows[3]["text"]

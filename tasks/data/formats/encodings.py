@@ -78,7 +78,9 @@ def sniff_encoding(head: bytes) -> tuple[str | None, int]:
     binary file may start with those bytes), with some slack for units that do not decode: they cost a line."""
     for bom, name in BOMS:
         if head.startswith(bom):  # still checked: a binary file may start with these bytes too
-            return (name, len(bom)) if _plain_text(head[len(bom):], name, UNDECODABLE, 10) else (None, 0)
+            # (a NUL counts as one more odd character here: a mark and text around it decide, and refusing the
+            # file sent every line of a UTF-16 export with one NUL in it to quarantine as invalid UTF-8)
+            return (name, len(bom)) if _plain_text(head[len(bom):], name, UNDECODABLE, 10, nul=True) else (None, 0)
     n = len(head) // 4 * 4
     if n < 16 or head.count(0, 0, n) < n // 8:
         return None, 0
@@ -93,12 +95,12 @@ def sniff_encoding(head: bytes) -> tuple[str | None, int]:
     return None, 0
 
 
-def _plain_text(data: bytes, encoding: str, errors: str, per_odd: int) -> bool:
-    """Whether `data` decodes to text with no NUL and at most one character in `per_odd` that is a control,
-    unassigned or (with `errors` UNDECODABLE) undecodable."""
+def _plain_text(data: bytes, encoding: str, errors: str, per_odd: int, nul: bool = False) -> bool:
+    """Whether `data` decodes to text with no NUL (with `nul`, NULs among the odd characters) and at most one
+    character in `per_odd` that is a control, unassigned or (with `errors` UNDECODABLE) undecodable."""
     try:
         text = codecs.getincrementaldecoder(encoding)(errors).decode(data)  # not final: a cut pair at the end
     except UnicodeDecodeError:
         return False
     odd = sum(1 for c in text if not (c.isprintable() or c in "\t\n\r\f\v"))
-    return "\x00" not in text and odd <= len(text) // per_odd
+    return (nul or "\x00" not in text) and odd <= len(text) // per_odd
