@@ -218,7 +218,8 @@ class DedupSpec(StrictModel):
         "without them is the same text, but each mark split its word and no pointed copy was found. Also the "
         "spelling variants writers put in or leave out (Lucene's Arabic, Persian and Hindi normalizers, Russian "
         "search): Arabic tatweel, hamza forms `أ إ آ ٱ` → `ا`, `ى` → `ي`, `ة` → `ه`, Persian `ی ک` → `ي ك`, the "
-        "Devanagari nukta, chandrabindu → anusvara, `ё` → `е`."
+        "Devanagari nukta, chandrabindu → anusvara, `ё` → `е`, Greek tonos and dialytika dropped (`ά` → `α`), and the "
+        "decimal digits of other scripts read as ASCII digits (`٢٠٢٤`, `۱۴۰۳`, `२०२४` → `2024`, …)."
     )
     marks_in_words: bool = Field(
         True, description="Read a combining mark (Unicode Mn/Mc: Devanagari, Bengali, Tamil … vowel signs and "
