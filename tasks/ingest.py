@@ -187,16 +187,8 @@ def _to_row(doc: Doc, src, spec: IngestSpec, root: Path, folders: list[Path] | N
     if len(text) > spec.max_doc_chars:
         return Bad(doc.origin, where, "oversized", f"{len(text)} characters > ingest.max_doc_chars "
                    f"({spec.max_doc_chars})", text), 0
-    missing = [m["path"] for m in doc.media if not _resolve(m["path"], root).is_file()]
-    if missing:
-        return Bad(doc.origin, where, "missing_media", f"referenced file(s) not found: {', '.join(missing)}",
-                   preview), 0
-    outside = [m["path"] for m in doc.media if folders is not None and not any(
-        _resolve(m["path"], root).resolve().is_relative_to(f) for f in folders)]
-    if outside:
-        shown = ", ".join(display_path(f, root) for f in folders or [])
-        return Bad(doc.origin, where, "bad_media", f"media path(s) outside the source's folder ({shown}): "
-                   f"{', '.join(outside)}; not read (a source's `symlinks: follow` allows them)", preview), 0
+    if (bad := _media_problem(doc, root, folders)) is not None:
+        return bad, 0
     meta = meta_json(doc.meta)  # JSON escapes control characters in meta values, so meta needs no stripping
     # The text passed the check above, but a lone surrogate in the id or in another field ("\ud800" in JSON)
     # would still make the shard unwritable: quarantine the record rather than lose the whole source.
@@ -205,6 +197,28 @@ def _to_row(doc: Doc, src, spec: IngestSpec, root: Path, folders: list[Path] | N
             return Bad(doc.origin, where, "invalid_utf8", f"{what} is {why}", preview), 0
     return {"id": f"{src.name}/{key}", "text": text, "source": src.name, "lang": src.lang,
             "origin": doc.full_origin, "meta": meta, "media": doc.media}, removed + removed_from_key
+
+
+def _media_problem(doc: Doc, root: Path, folders: list[Path] | None) -> Bad | None:
+    """Why `doc`'s media references cannot be kept (`missing_media`, `bad_media`), or None."""
+    preview = doc.text if isinstance(doc.text, str) else repr(doc.text)
+    try:
+        missing = [m["path"] for m in doc.media if not _resolve(m["path"], root).is_file()]
+        outside = [] if missing else [m["path"] for m in doc.media if folders is not None and not any(
+            _resolve(m["path"], root).resolve().is_relative_to(f) for f in folders)]
+    except (OSError, RuntimeError) as exc:
+        # The OS refused to look a path up (too long, a link loop, a folder without permission; 3.11's pathlib
+        # raises RuntimeError for ELOOP): that record's media, not a reason to stop the stage.
+        return Bad(doc.origin, doc.location, "bad_media", f"media path cannot be looked up: {type(exc).__name__}: "
+                   f"{getattr(exc, 'strerror', None) or exc}", preview)
+    if missing:
+        return Bad(doc.origin, doc.location, "missing_media", f"referenced file(s) not found: {', '.join(missing)}",
+                   preview)
+    if outside:
+        shown = ", ".join(display_path(f, root) for f in folders or [])
+        return Bad(doc.origin, doc.location, "bad_media", f"media path(s) outside the source's folder ({shown}): "
+                   f"{', '.join(outside)}; not read (a source's `symlinks: follow` allows them)", preview)
+    return None
 
 
 def _resolve(path: str, root: Path) -> Path:

@@ -115,8 +115,15 @@ def media_refs(value: Any, base: Path, root: Path) -> list[dict[str, str]]:
         if (why := unicode_error(ref)) is not None:
             raise ValueError(f"media path is {why}")
         target = Path(ref) if Path(ref).is_absolute() else base / ref
-        refs.append({"kind": kind or MEDIA_KIND_BY_SUFFIX.get(target.suffix.lower(), "file"),
-                     "path": display_path(target, root)})
+        try:
+            shown = display_path(target, root)
+        except (OSError, RuntimeError) as exc:
+            # The OS refused to look the path up (a name over 255 bytes, a folder linking to itself: Python 3.11's
+            # pathlib raises RuntimeError for ELOOP). Raised from here it was the reader's, which wrote one
+            # `unreadable_file` row for the file and lost every later record; it is this record's `bad_media`.
+            raise ValueError(f"media path {ref[:200]!r} cannot be looked up: {type(exc).__name__}: "
+                             f"{getattr(exc, 'strerror', None) or exc}") from None
+        refs.append({"kind": kind or MEDIA_KIND_BY_SUFFIX.get(target.suffix.lower(), "file"), "path": shown})
     return refs
 
 

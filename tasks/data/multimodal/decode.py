@@ -66,14 +66,29 @@ def read_media(rec: MMRecord, root: Path, max_bytes: int) -> bytes:
         except (OSError, ValueError) as exc:  # ValueError: a NUL in the path
             raise MediaError("media_unreadable", f"{type(exc).__name__}: {getattr(exc, 'strerror', None) or exc}") \
                 from None
-        with os.fdopen(fd, "rb") as fh:
-            mode = os.fstat(fd).st_mode
-            if not stat.S_ISREG(mode):
-                raise MediaError("media_unreadable", "not a regular file (a device, FIFO or folder is not read)")
-            data = fh.read(max_bytes + 1)
+        data = _read_regular(fd, max_bytes + 1)
     if len(data) > max_bytes:
         raise MediaError("file_too_large", f"over {max_bytes} bytes: not read further")
     return data
+
+
+def _read_regular(fd: int, limit: int) -> bytes:
+    """At most `limit` bytes of the open descriptor `fd`, which is closed; only a regular file is read.
+
+    The type is checked on the descriptor before `os.fdopen`: a folder's descriptor made fdopen raise
+    IsADirectoryError, no MediaError, and one row naming `img/` stopped the stage (and leaked the descriptor)."""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise MediaError("media_unreadable", "not a regular file (a device, FIFO or folder is not read)")
+        fh = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with fh:
+        try:
+            return fh.read(limit)
+        except OSError as exc:  # an I/O error on this one file is this record's, not the stage's
+            raise MediaError("media_unreadable", f"{type(exc).__name__}: {exc.strerror or exc}") from None
 
 
 def decode(rec: MMRecord, root: Path, limits: Limits = Limits()) -> Decoded:

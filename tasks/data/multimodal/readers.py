@@ -5,7 +5,8 @@ a caption that is missing is not a read error (the `caption` check reports it) a
 
 A downloaded set is untrusted: a media path (or a transcript beside a clip) must lie, links resolved, inside the
 folders the source names (`Scope.folders`, plus its `media_roots`) — `../../etc/passwd`, `/etc/hostname` or a
-link out is `media_outside` and never opened; a URL is `media_url` (nothing is fetched); a tar member over the
+link out is `media_outside` and never opened; a path the OS will not look up (a name over 255 bytes, a link to
+itself) is `media_unreadable`, that row alone; a URL is `media_url` (nothing is fetched); a tar member over the
 bounds' `max_bytes` (a caption or json member over SIDECAR_MAX_BYTES) is not read (`file_too_large`), a member
 no check reads is skipped, and two members of one sample with the same extension are `duplicate_member`, as the
 `webdataset` package refuses them. A string no UTF-8 can hold (a JSON "\\ud800" escape, a tar member name that
@@ -109,13 +110,22 @@ def _format_of(path: Path, audio_stems: set[Path]) -> str | None:
     that rows name, not a record of its own (`format: audio` reads every clip, transcript or not)."""
     suffix = path.suffix.lower()
     if suffix in AUDIO_SUFFIXES:
-        return "audio" if any(path.with_suffix(s).is_file() for s in SIDECARS) else None
+        return "audio" if any(_is_file(path.with_suffix(s)) for s in SIDECARS) else None
     if suffix in SIDECARS and path.with_suffix("") in audio_stems:
         return None
     # by the suffix under a compression's (`shard-0001.tar.gz`, `rows.jsonl.zst`): both readers decompress by the
     # file's first bytes, and such shards were counted as media and skipped without a word
     return {".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".tar": "webdataset",
             ".tgz": "webdataset"}.get(inner_suffix(path))
+
+
+def _is_file(path: Path) -> bool:
+    """`path.is_file()`, False where the OS refuses the name: a 255-byte clip name's `.json` sidecar is 256 bytes
+    (ENAMETOOLONG), and that OSError, raised while choosing a file's reader, stopped the stage."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 def _record(src: FilesMMSource, key: str, text: Any, media: MediaRef, origin: str,
@@ -173,11 +183,18 @@ def _media_of(value: Any, kind: Any, base: Path, scope: Scope, segments: tuple[S
     if "\x00" in value or any(0xD800 <= ord(c) <= 0xDFFF for c in value):
         raise ValueError("media path holds a NUL or a lone surrogate")
     target = Path(value) if Path(value).is_absolute() else base / value
-    if not scope.inside(target):
-        raise Refused("media_outside", f"{value[:200]!r} resolves to {target.resolve()}, outside the source's "
-                      f"folders ({', '.join(map(str, scope.folders))}; add one to `media_roots`): not read")
+    try:
+        if not scope.inside(target):
+            raise Refused("media_outside", f"{value[:200]!r} resolves to {target.resolve()}, outside the source's "
+                          f"folders ({', '.join(map(str, scope.folders))}; add one to `media_roots`): not read")
+        shown = display_path(target, scope.root)
+    except (OSError, RuntimeError) as exc:
+        # The OS will not look the path up (a name over 255 bytes, a link to itself: 3.11's pathlib raises RuntimeError
+        # for ELOOP): this row's media, not its file's; escaping, it lost the file's later rows or stopped the stage.
+        raise Refused("media_unreadable", f"{value[:200]!r}: {type(exc).__name__}: "
+                      f"{getattr(exc, 'strerror', None) or exc}") from None
     kind = kind if isinstance(kind, str) else (kind_of_suffix(target.suffix) or "image")
-    return MediaRef(kind, path=display_path(target, scope.root), segments=segments)
+    return MediaRef(kind, path=shown, segments=segments)
 
 
 def _from_row(obj: Any, path: Path, shown: str, where: str, src: FilesMMSource, scope: Scope) -> MMRecord | MMBad:
@@ -234,7 +251,7 @@ def read_audio(path: Path, shown: str, src: FilesMMSource, scope: Scope) -> Iter
     text, segments, meta = "", (), {}
     for suffix in SIDECARS:
         side = path.with_suffix(suffix)
-        if not side.is_file():
+        if not _is_file(side):
             continue
         if not scope.inside(side):
             yield MMBad(src.name, shown, "media_outside", f"transcript {side.name} links to {side.resolve()}, "
