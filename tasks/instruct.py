@@ -22,14 +22,14 @@ import hashlib
 import json
 import logging
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
-from specs.instruct import InstructJob, InstructSpec
+from specs.instruct import EmbeddedInstructSource, FilesInstructSource, InstructJob, InstructSpec
 from specs.results import StageResult
 from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
@@ -38,6 +38,7 @@ from tasks.data.filtering.decontaminate import EvalIndex
 from tasks.data.filtering.filters import first_drop, run_filters
 from tasks.data.curation.instruct_filters import (FILTER_NAMES, SCORE_WEIGHTS, ScoreFilter, instruct_filters,
                                          quality_score)
+from tasks.data.curation.streaming import LowestN
 from tasks.data.curation.instructions import EXCERPT_CHARS, Conversation, Rejected, Turns, check_format, read_source
 from tasks.data.cleanup.normalize import exact_key
 from tasks.data.records import write_table
@@ -128,29 +129,13 @@ def run(spec: InstructJob, paths: StagePaths) -> StageResult:
 
 def _read_and_filter(cfg: InstructSpec, eval_prompts: list[str], paths: StagePaths,
                      stats: dict[str, Counter], drop: Drop, eval_hits: Counter) -> list[Item]:
-    """Read every source (capped at max_pairs by a seeded hash order) and apply the per-conversation filters."""
+    """Read every source (capped at max_pairs by a seeded hash order) and apply the per-conversation filters as
+    the conversations stream in: only the pool (what passed) is held, never every conversation read."""
     index = EvalIndex(eval_prompts, cfg.decontamination)
     checks = instruct_filters(cfg.filters)
     pool: list[Item] = []
     for src in cfg.sources:
-        convs: list[Conversation] = []
-        seen: set[str] = set()
-        for x in read_source(src, paths.root):
-            if isinstance(x, Conversation) and x.id in seen:  # ids key every later decision: never ambiguous
-                x = Rejected(x.id, x.source, f"{x.origin}: duplicate id {x.id!r}", x.excerpt())
-            if isinstance(x, Rejected):
-                stats[src.name]["read"] += 1
-                drop(x.id, x.source, "parse", x.reason, x.excerpt)
-            else:
-                seen.add(x.id)
-                convs.append(x)
-        stats[src.name]["available"] = len(convs)
-        if src.max_pairs is not None and len(convs) > src.max_pairs:
-            taken = sorted(convs, key=lambda c: (hash_unit("take", paths.seed, c.id), c.id))[: src.max_pairs]
-            convs = sorted(taken, key=lambda c: c.id)
-        stats[src.name]["not_taken"] = stats[src.name]["available"] - len(convs)
-        stats[src.name]["read"] += len(convs)
-        for conv in convs:
+        for conv in _taken(src, paths, stats[src.name], drop):
             turns = check_format(conv.messages, cfg.filters)
             if isinstance(turns, str):
                 drop(conv.id, conv.source, "format", turns, conv.excerpt())
@@ -163,12 +148,44 @@ def _read_and_filter(cfg: InstructSpec, eval_prompts: list[str], paths: StagePat
                         reason = ("decontamination", index.describe(what, hit))
                         eval_hits[hit.eval_index] += 1
                         break
-            item = Item(conv.id, conv.source, turns, quality_score(turns))
-            if reason is not None:
-                drop(conv.id, conv.source, reason[0], reason[1], item.text())
+            if reason is not None:  # not scored: a 50 MB answer dropped for `length` took 19 s to score
+                drop(conv.id, conv.source, reason[0], reason[1], _excerpt(turns))
             else:
-                pool.append(item)
+                pool.append(Item(conv.id, conv.source, turns, quality_score(turns)))
     return pool
+
+
+def _taken(src: EmbeddedInstructSource | FilesInstructSource, paths: StagePaths, c: Counter,
+           drop: Drop) -> Iterator[Conversation]:
+    """The conversations of `src` that enter the funnel, unreadable lines and repeated ids ledgered as `parse`.
+    Without `max_pairs` each is yielded as read; with it the `max_pairs` of lowest hash_unit("take", seed, id)
+    (then id), held in a heap of that size while reading (the others are `not_taken`), yielded by id (in read
+    order when the source holds no more than `max_pairs`, as before)."""
+    seen: set[str] = set()
+    sample: LowestN[Conversation] | None = None if src.max_pairs is None else LowestN(src.max_pairs)
+    for x in read_source(src, paths.root):
+        if isinstance(x, Conversation) and x.id in seen:  # ids key every later decision: never ambiguous
+            x = Rejected(x.id, x.source, f"{x.origin}: duplicate id {x.id!r}", x.excerpt())
+        if isinstance(x, Rejected):
+            c["read"] += 1
+            drop(x.id, x.source, "parse", x.reason, x.excerpt)
+            continue
+        seen.add(x.id)
+        c["available"] += 1
+        if sample is None:
+            c["read"] += 1
+            yield x
+        else:
+            sample.offer((hash_unit("take", paths.seed, x.id), x.id), x)
+    if sample is not None:
+        taken = sample.taken()
+        c["not_taken"], c["read"] = sample.dropped, c["read"] + len(taken)
+        yield from sorted(taken, key=lambda conv: conv.id) if sample.dropped else taken
+
+
+def _excerpt(turns: Turns) -> str:
+    """The start of prompt + "\n" + response (the ledger keeps EXCERPT_CHARS), without joining two huge texts."""
+    return (turns.prompt[:EXCERPT_CHARS] + "\n" + turns.response[:EXCERPT_CHARS])[:EXCERPT_CHARS]
 
 
 def _deduplicate(pool: list[Item], cfg: InstructSpec, seed: int, drop: Drop) -> tuple[list[Item], dict[str, Any]]:

@@ -19,6 +19,8 @@ import json
 import logging
 import time
 from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +28,16 @@ import pyarrow as pa
 import torch
 
 from specs.evaluate import SamplingSpec
-from specs.prefer import EmbeddedPreferenceSource, PreferDataJob
+from specs.prefer import EmbeddedPreferenceSource, FilesPreferenceSource, PreferDataJob
 from specs.results import StageResult
 from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
 from tasks.core.runner import StagePaths
-from tasks.data.filtering.decontaminate import EvalIndex, benchmark_file_texts
-from tasks.data.filtering.filters import first_drop, run_filters
+from tasks.data.filtering.decontaminate import EvalIndex
+from tasks.data.filtering.filters import Filter, first_drop, run_filters
 from tasks.data.curation.preference import Messages, Pair, Unread, embedded_pairs, file_pairs, seeded_unit
-from tasks.data.curation.preference_filters import dedup_prompts, length_bias, pair_filters
+from tasks.data.curation.streaming import LowestN
+from tasks.data.curation.preference_filters import (DecontaminationFilter, benchmark_texts, dedup_prompts,
+                                                    length_bias, pair_filters)
 from tasks.data.records import write_table
 from tasks.eval.approval import require_approval
 from tasks.eval.generate import generate_batch, torch_threads
@@ -74,33 +78,74 @@ def decontamination_index(job: PreferDataJob, root: Path) -> EvalIndex | None:
     if not spec.enabled:
         return None
     texts = [(f"eval prompt #{i}", t) for i, t in enumerate(job.eval_prompts)]
-    for rel in job.data.benchmark_files:
-        texts += benchmark_file_texts(root / rel, rel)
+    for rel in job.data.benchmark_files:  # streamed and checked: a hostile file is refused naming file and line
+        texts += benchmark_texts(root, rel)
     return EvalIndex([t for _, t in texts], spec, names=[n for n, _ in texts])
 
 
-def read_all(job: PreferDataJob, paths: StagePaths, stats: dict[str, Counter], drop: Any) -> list[Pair]:
-    pairs: list[Pair] = []
+@dataclass(frozen=True)
+class Dropped:
+    """A pair a per-pair filter dropped as it was read: what its ledger row needs, not its (maybe 50 MB) text."""
+
+    id: str
+    source: str
+    step: str
+    reason: str
+    excerpt: str
+
+
+def screen(pair: Pair, filters: list[Filter]) -> Pair | Dropped:
+    """`pair`, or its ledger row when one of `filters` drops it (the first drop names the reason)."""
+    hit = first_drop(run_filters(filters, pair))
+    return Dropped(pair.id, pair.source, hit[0], hit[1].reason or "", pair.excerpt()) if hit else pair
+
+
+def file_entries(src: FilesPreferenceSource, paths: StagePaths, c: Counter, drop: Any,
+                 early: list[Filter]) -> Iterator[Pair | Dropped]:
+    """The pairs of a files source that are taken, each already screened by `early` (so an over-long pair is held
+    as its ledger row only), unreadable records ledgered as `parse`. Without `max_pairs` each as read; with it the
+    `max_pairs` of lowest seeded hash (then id), held in a heap of that size while reading, in read order."""
+    sample: LowestN[Pair | Dropped] | None = None if src.max_pairs is None else LowestN(src.max_pairs)
+    for item in file_pairs(src, paths.root):
+        if isinstance(item, Unread):
+            c["read"] += 1
+            drop(item.id, item.source, "parse", item.reason, item.excerpt)
+        elif sample is None:
+            c["read"] += 1
+            yield screen(item, early)
+        else:
+            sample.offer((seeded_unit("take", paths.seed, item.id), item.id), screen(item, early))
+    if sample is not None:
+        taken = sample.taken()
+        c["read"] += len(taken)
+        c["not_taken"] += sample.dropped
+        yield from taken
+
+
+def read_all(job: PreferDataJob, paths: StagePaths, stats: dict[str, Counter], drop: Any,
+             filters: list[Filter]) -> list[Pair]:
+    """Every source's pairs through the per-pair `filters` as they are read: only the kept pairs are held (every
+    pair was held before filtering: 10 pairs of 50 MB took 1.6 GB). The cheap filters (empty, identical, length)
+    run on each pair read; the rest (decontamination) only on the pairs a source's `max_pairs` takes."""
+    early = [f for f in filters if not isinstance(f, DecontaminationFilter)]
+    late = [f for f in filters if isinstance(f, DecontaminationFilter)]
+    kept: list[Pair] = []
     for src in job.data.sources:
         if isinstance(src, EmbeddedPreferenceSource):
             gen = greedy_answers(paths.input("sft"), job.data.generate_batch, src.max_new_tokens)
             made, not_taken = embedded_pairs(src, paths.input("instruct"), paths.seed, gen)
             stats[src.name]["not_taken"] += not_taken
+            stats[src.name]["read"] += len(made)
+            entries: Iterable[Pair | Dropped] = (screen(p, early) for p in made)
         else:
-            made = list(file_pairs(src, paths.root))
-            if src.max_pairs is not None and sum(isinstance(p, Pair) for p in made) > src.max_pairs:
-                ok = sorted((p for p in made if isinstance(p, Pair)),
-                            key=lambda p: (seeded_unit("take", paths.seed, p.id), p.id))
-                taken = {p.id for p in ok[: src.max_pairs]}
-                stats[src.name]["not_taken"] += len(ok) - len(taken)
-                made = [p for p in made if isinstance(p, Unread) or p.id in taken]
-        for item in made:
-            stats[src.name]["read"] += 1
-            if isinstance(item, Unread):
-                drop(item.id, item.source, "parse", item.reason, item.excerpt)
+            entries = file_entries(src, paths, stats[src.name], drop, early)
+        for entry in entries:
+            entry = screen(entry, late) if isinstance(entry, Pair) else entry
+            if isinstance(entry, Dropped):
+                drop(entry.id, entry.source, entry.step, entry.reason, entry.excerpt)
             else:
-                pairs.append(item)
-    return pairs
+                kept.append(entry)
+    return kept
 
 
 def split_heldout(pairs: list[Pair], job: PreferDataJob, seed: int) -> tuple[list[Pair], list[Pair]]:
@@ -123,17 +168,11 @@ def run(job: PreferDataJob, paths: StagePaths) -> StageResult:
         ledger.append({"id": pid, "source": source, "filter": step, "reason": reason, "excerpt": excerpt[:300]})
         stats[source][step] += 1
 
-    t0 = time.perf_counter()
-    pairs = read_all(job, paths, stats, drop) if job.enabled else []
-    read_s = time.perf_counter() - t0
+    # the index first: a benchmark file that cannot be read stops the stage before any pair is read or generated
     filters = pair_filters(job.data.filters, decontamination_index(job, paths.root))
-    kept = []
-    for p in pairs:
-        hit = first_drop(run_filters(filters, p))
-        if hit:
-            drop(p.id, p.source, hit[0], hit[1].reason or "", p.excerpt())
-        else:
-            kept.append(p)
+    t0 = time.perf_counter()
+    kept = read_all(job, paths, stats, drop, filters) if job.enabled else []
+    read_s = time.perf_counter() - t0
     kept, dups, dedup = dedup_prompts(kept, job.data.dedup, paths.seed)
     for p, step, reason in dups:
         drop(p.id, p.source, step, reason, p.excerpt())

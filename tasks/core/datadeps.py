@@ -8,7 +8,8 @@ while dvc.yaml lacks one, and a stage that `dvc repro` starts refuses to run wit
 the command that fixes it.
 
 What each stage reads (`named`): ingest, instruct, prefer_data and multimodal their `kind: files` sources' paths
-(multimodal also ingest's when `from_ingest`: the records' media lie beside them); clean the decontamination
+(multimodal also ingest's when `from_ingest`: the records' media lie beside them; prefer_data also its
+decontamination `benchmark_files`); clean the decontamination
 `benchmark_files` plus the benchmark's downloaded `.jsonl` files it indexes (the job `Params.section` builds);
 benchmark its task files, few-shot files and `include_path` folders. A Hugging Face checkpoint (`model.init.path`)
 is a param, not a dep: hashing hundreds of GB at every status is not worth it for a folder users do not edit.
@@ -46,8 +47,8 @@ def named(params: Any, stage: str) -> list[str]:
         return _file_paths(mm.sources) + (_file_paths(params.ingest.sources) if mm.from_ingest else [])
     if stage == "instruct":
         return _file_paths(params.instruct.sources)
-    if stage == "prefer_data":
-        return _file_paths(params.prefer_data.sources)
+    if stage == "prefer_data":  # its decontamination files too: an edited benchmark changes which pairs survive
+        return _file_paths(params.prefer_data.sources) + list(params.prefer_data.benchmark_files)
     if stage == "clean":  # the job clean receives indexes the benchmark's .jsonl files too (`Params.section`)
         return list(params.section("clean").clean.decontamination.benchmark_files)
     if stage == "benchmark":

@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from specs.instruct import EmbeddedInstructSource, FilesInstructSource, FilterSpec, InstructFieldMap
+from tasks.data.curation.streaming import key_twice
 from tasks.data.embedded import read_embedded
 from tasks.data.formats.paths import expand_paths
 from tasks.data.formats.json_lines import json_lines
@@ -274,6 +275,12 @@ def _conversations(src: FilesInstructSource, path: Path, shown: str, seen: dict[
             label = PARSE_LABELS.get(entry.issue)
             yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: " + (
                 f"{label} ({entry.detail})" if label else f"{entry.issue}: {entry.detail}"), line[:EXCERPT_CHARS])
+            continue
+        f = src.fields
+        if isinstance(obj, dict) and (twice := key_twice(entry.data, (f.messages, f.prompt, f.response, f.system,
+                                                                      f.id))):
+            yield Rejected(f"{src.name}/{where}", src.name, f"line {lineno} of {shown}: invalid JSON (key "
+                           f"{twice!r} appears more than once in the object)", line[:EXCERPT_CHARS])
             continue
         messages = _messages_of(obj, src.fields)
         if isinstance(messages, str):

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from specs.prefer import EmbeddedPreferenceSource, FilesPreferenceSource, PreferenceFieldMap
+from tasks.data.curation.streaming import key_twice
 from tasks.data.formats.parquet_rows import parquet_rows
 from tasks.data.formats.paths import expand_paths
 from tasks.data.formats.json_lines import PARSE_ISSUES, json_lines
@@ -124,7 +125,9 @@ def pair_fields(obj: Any, fields: PreferenceFieldMap) -> tuple[Messages, str, st
         return f"needs both {fields.chosen!r} and {fields.rejected!r}"
     try:
         chosen, rejected = _answer(obj[fields.chosen], "chosen"), _answer(obj[fields.rejected], "rejected")
-        raw = obj.get(fields.prompt, obj.get(fields.messages))
+        # a null prompt is no prompt: `{"prompt": null, "messages": [...]}` takes the messages (it hid them before)
+        raw = obj.get(fields.prompt)
+        raw = obj.get(fields.messages) if raw is None else raw
         if raw is None:  # implicit prompt: the turns both conversations share before their final answer
             if not (isinstance(chosen, list) and isinstance(rejected, list)):
                 return "no prompt field, and chosen/rejected are not whole conversations"
@@ -150,13 +153,15 @@ class ReadError(str):
     """Why a line is not a record (a JSON line holding a bare string is a record of the wrong shape, not this)."""
 
 
-def _records(path: Path, shown: str, cap: int, knob: str) -> Iterator[tuple[str, Any, str]]:
+def _records(path: Path, shown: str, cap: int, knob: str, mapped: tuple[str | None, ...] = ()
+             ) -> Iterator[tuple[str, Any, str]]:
     """(where, parsed object or a ReadError, raw excerpt) per jsonl line / parquet row; a file that cannot be
     opened (a Parquet file cut short has no footer, so none of its rows can be read) is one ReadError. Both are
     streamed: a jsonl file a line at a time (`json_lines`), a Parquet file a batch at a time (`parquet_rows`: a
-    damaged row group is one ReadError); a line or row over `cap` bytes is one ReadError, never held."""
+    damaged row group is one ReadError); a line or row over `cap` bytes is one ReadError, never held; a jsonl
+    object naming one of the `mapped` keys twice is one ReadError (a Parquet file's columns are unique)."""
     if path.suffix != ".parquet":
-        yield from _lines(path, shown, cap, knob)
+        yield from _lines(path, shown, cap, knob, mapped)
         return
     for r in parquet_rows(path, cap):
         where = f"{shown}:row{r.number}"
@@ -172,7 +177,8 @@ def _records(path: Path, shown: str, cap: int, knob: str) -> Iterator[tuple[str,
             yield where, r.data, json.dumps(r.data, default=str)[:EXCERPT_CHARS]
 
 
-def _lines(path: Path, shown: str, cap: int, knob: str) -> Iterator[tuple[str, Any, str]]:
+def _lines(path: Path, shown: str, cap: int, knob: str, mapped: tuple[str | None, ...] = ()
+           ) -> Iterator[tuple[str, Any, str]]:
     try:
         for entry in json_lines(path, cap, knob):
             where, text = f"{shown}:{entry.number}", entry.text[:EXCERPT_CHARS]
@@ -180,6 +186,8 @@ def _lines(path: Path, shown: str, cap: int, knob: str) -> Iterator[tuple[str, A
                 yield where, ReadError(f"invalid JSON or UTF-8 ({type(entry.error).__name__})"), text
             elif entry.issue is not None:
                 yield where, ReadError(f"{entry.issue}: {entry.detail}"), text
+            elif isinstance(entry.value, dict) and (twice := key_twice(entry.data, mapped)):
+                yield where, ReadError(f"invalid JSON: key {twice!r} appears more than once in the object"), text
             else:
                 yield where, entry.value, text
     except OSError as exc:
@@ -208,7 +216,9 @@ def file_pairs(src: FilesPreferenceSource, root: Path) -> Iterator[Pair | Unread
             yield Unread(f"{src.name}/{shown}", src.name, f"{shown}: {why}")
             continue
         knob = f"max_line_bytes of prefer_data source {src.name!r}"
-        for where, obj, excerpt in _records(path, shown, src.max_line_bytes, knob):
+        f = src.fields
+        mapped = (f.prompt, f.messages, f.chosen, f.rejected, f.id)
+        for where, obj, excerpt in _records(path, shown, src.max_line_bytes, knob, mapped):
             parsed = obj if isinstance(obj, ReadError) else pair_fields(obj, src.fields)
             key = where
             if not isinstance(parsed, str) and src.fields.id is not None:

@@ -4,8 +4,9 @@ and the length-bias report.
 Per pair, in order (the first drop names the reason): `empty` (a blank prompt or answer), `identical` (chosen
 equals rejected once whitespace is folded: no preference to learn), `length` (prompt or answer over the caps),
 `decontamination` (prompt or an answer shares word n-grams with an evaluate prompt or a benchmark item: the eval
-would measure memory). Then over all sources: `exact_duplicate` and `near_duplicate` of the *prompt* (the same
-question twice with other answers would weigh it twice; the first pair in source order stays).
+would measure memory; the benchmark files' items are read by `benchmark_texts`, below). Then over all sources:
+`exact_duplicate` and `near_duplicate` of the *prompt* (the same question twice with other answers would weigh it
+twice; the first pair in source order stays).
 
 Length bias: DPO is known to learn "longer is better" when chosen answers are longer (Park et al. 2024), so the
 report gives, per source and rejected kind, the chosen/rejected word-count ratio of means, the median per-pair
@@ -14,9 +15,13 @@ ratio and the share of pairs whose chosen answer is the longer one.
 
 from __future__ import annotations
 
+import json
+import os
+import stat
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, BinaryIO, Sequence
 
 import numpy as np
 
@@ -25,6 +30,7 @@ from specs.prefer import PairFilterSpec
 from tasks.data.dedup import minhash
 from tasks.data.filtering.decontaminate import EvalIndex
 from tasks.data.filtering.filters import Filter, Verdict
+from tasks.data.formats.streams import MAX_JSON_VALUES, json_values_over, too_many_values
 from tasks.data.cleanup.normalize import exact_key
 from tasks.data.curation.preference import Pair
 
@@ -138,3 +144,108 @@ def length_bias(pairs: Sequence[Pair]) -> dict[str, Any]:
         groups["by_kind"][p.kind].append(p)
     return {**_bias(pairs), **{g: {k: _bias(v) for k, v in sorted(members.items())}
                                for g, members in groups.items()}}
+
+
+# ------------------------------------------------------------------------------------------ benchmark files
+# The items of prefer_data's decontamination `benchmark_files` (the texts `DecontaminationFilter`'s index holds),
+# read a line at a time with every refusal naming the file (and the line). A benchmark file is a user's path like
+# any source's, and a hostile one used to stop the stage with a bare traceback naming no file: a line that is not
+# JSON (JSONDecodeError), `[[[...` nested 200k deep (RecursionError), bytes that are not UTF-8
+# (UnicodeDecodeError); a link to /dev/zero was read whole until MemoryError and a FIFO blocked the stage forever
+# (the file was read with `read_text`). What an item is stays the clean stage's rule
+# (tasks/data/filtering/decontaminate.py): `.jsonl` one JSON item a line (its `text` field, else every string in
+# it, nested lists and objects too), `.txt` one item a non-blank line.
+BENCHMARK_KNOB = "prefer_data.benchmark_files"
+# Benchmark sets are small (MMLU's test split is ~8 MB of jsonl) and all of their text is held in the n-gram
+# index anyway: a file past this is a mistake (a corpus named by accident, a device), refused before reading.
+BENCHMARK_MAX_BYTES = 512 << 20
+# One benchmark item is a question with its choices, kilobytes; a line past this is not one.
+BENCHMARK_LINE_BYTES = 16 << 20
+
+
+class BenchmarkFileError(ValueError):
+    """A benchmark file that cannot be read as one (a ValueError: the stage runner reports it without a
+    traceback)."""
+
+
+def _all_strings(value: Any) -> list[str]:
+    """Every string in `value`, depth first in order; a stack, not recursion, so no nesting depth can crash it."""
+    out, stack = [], [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            out.append(v)
+        elif isinstance(v, list):
+            stack.extend(reversed(v))
+        elif isinstance(v, dict):
+            stack.extend(reversed(list(v.values())))
+    return out
+
+
+def _open_regular(path: Path, rel: str) -> BinaryIO:
+    """`path` opened for reading if it is a regular file of at most BENCHMARK_MAX_BYTES. O_NONBLOCK: opening a
+    FIFO for reading otherwise waits for a writer forever; the type is checked on the opened descriptor, so a file
+    swapped after a check cannot slip through."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise BenchmarkFileError(f"{BENCHMARK_KNOB}: {rel}: cannot open it "
+                                 f"({exc.strerror or type(exc).__name__})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise BenchmarkFileError(f"{BENCHMARK_KNOB}: {rel} is not a regular file (a device, FIFO, socket or "
+                                 f"folder); name the benchmark's .jsonl or .txt file")
+    if info.st_size > BENCHMARK_MAX_BYTES:
+        os.close(fd)
+        raise BenchmarkFileError(f"{BENCHMARK_KNOB}: {rel} holds {info.st_size:,} bytes, over the "
+                                 f"{BENCHMARK_MAX_BYTES:,}-byte cap for a benchmark file; name the benchmark's "
+                                 f"own file")
+    os.set_blocking(fd, True)   # a regular file: blocking reads are the ordinary ones
+    return os.fdopen(fd, "rb")
+
+
+def _benchmark_item(raw: bytes, suffix: str, where: str) -> str | None:
+    """The text of one line (None for a blank line), or a BenchmarkFileError naming `where` (file:line)."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BenchmarkFileError(f"{BENCHMARK_KNOB}: {where}: not UTF-8 ({exc.reason} at byte "
+                                 f"{exc.start})") from None
+    if not line.strip():
+        return None
+    if suffix == ".txt":
+        return line
+    if (values := json_values_over(raw, MAX_JSON_VALUES)) is not None:
+        raise BenchmarkFileError(f"{BENCHMARK_KNOB}: {where}: {too_many_values(values)}")
+    try:
+        item = json.loads(line)
+    except RecursionError:
+        raise BenchmarkFileError(f"{BENCHMARK_KNOB}: {where}: invalid JSON (nested too deep)") from None
+    except ValueError as exc:   # JSONDecodeError, and an integer over int_max_str_digits
+        raise BenchmarkFileError(f"{BENCHMARK_KNOB}: {where}: invalid JSON ({exc})"[:500]) from None
+    return item["text"] if isinstance(item, dict) and isinstance(item.get("text"), str) else \
+        "\n".join(_all_strings(item))
+
+
+def benchmark_texts(root: Path, rel: str) -> list[tuple[str, str]]:
+    """(name `rel:line`, text) of each item of the benchmark file `rel` (relative to `root`, or absolute); a
+    BenchmarkFileError naming the file, and the line where there is one, for anything that is not one."""
+    path = root / rel
+    if path.suffix not in (".jsonl", ".txt"):
+        raise BenchmarkFileError(f"{BENCHMARK_KNOB}: {rel} is neither .jsonl nor .txt")
+    out: list[tuple[str, str]] = []
+    read = 0
+    with _open_regular(path, rel) as fh:
+        for number, raw in enumerate(iter(lambda: fh.readline(BENCHMARK_LINE_BYTES + 1), b""), start=1):
+            read += len(raw)
+            if read > BENCHMARK_MAX_BYTES:   # it grew after it was opened: still never read past the cap
+                raise BenchmarkFileError(f"{BENCHMARK_KNOB}: {rel} grew past the {BENCHMARK_MAX_BYTES:,}-byte "
+                                         f"cap while read")
+            if len(raw) > BENCHMARK_LINE_BYTES and not raw.endswith(b"\n"):
+                raise BenchmarkFileError(f"{BENCHMARK_KNOB}: {rel}:{number}: line over the "
+                                         f"{BENCHMARK_LINE_BYTES:,}-byte cap for one benchmark item")
+            text = _benchmark_item(raw.removesuffix(b"\n").removesuffix(b"\r"), path.suffix, f"{rel}:{number}")
+            if text is not None:
+                out.append((f"{rel}:{number}", text))
+    return out
