@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import math
+import os
+import stat
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -131,6 +134,11 @@ class Params(StrictModel):
 # (`2001-13-45` read as a date, `!!int x`, `0x_`) and RecursionError for deep nesting. All are params errors.
 YAML_ERRORS = (yaml.YAMLError, ValueError, RecursionError)
 
+# params.yaml is a few tens of KB; the cap refuses a runaway file (or a link to one) before it is read
+MAX_PARAMS_BYTES = 16 << 20
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that refuses a key given twice in one mapping (PyYAML silently keeps the last one)."""
@@ -147,6 +155,49 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                         None, None, f"duplicate key {key!r}", key_node.start_mark)
                 seen.add((type(key), key))
         return super().construct_mapping(node, deep=deep)
+
+    def construct_huge_int(self, node: yaml.ScalarNode) -> int:
+        """PyYAML's int, where one past Python's 4300-digit conversion limit is refused with its position (its
+        ValueError named no key, only `<document>`)."""
+        try:
+            return self.construct_yaml_int(node)
+        except ValueError:
+            digits = sum(c.isdigit() for c in node.value)
+            raise HugeIntError(None, None, f"an integer of {digits:,} digits: must fit in 64 bits (|n| < 2^63)",
+                               node.start_mark) from None
+
+
+class HugeIntError(yaml.constructor.ConstructorError):
+    """An integer scalar too long for Python to convert; `read_params_file` names its key."""
+
+
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:int", _UniqueKeyLoader.construct_huge_int)
+# no key takes bytes, and pydantic decoded `name: !!binary aGVsbG8=` to 'hello': an unknown tag, refused
+_UniqueKeyLoader.add_constructor("tag:yaml.org,2002:binary", yaml.SafeLoader.construct_undefined)
+
+
+def key_at(text: str, index: int) -> str | None:
+    """The key path of the scalar at character `index` of the YAML `text` (composed, not constructed: aliases are
+    nodes shared, walked once), or None."""
+    try:
+        todo: list[tuple[tuple, yaml.Node]] = [((), yaml.compose(text, Loader=yaml.SafeLoader))]
+    except (yaml.YAMLError, RecursionError):
+        return None
+    seen: set[int] = set()
+    while todo:
+        path, node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.ScalarNode) and node.start_mark.index == index:
+            return ".".join(map(str, path)) or "<root>"
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                name = key.value if isinstance(key, yaml.ScalarNode) else "<key>"
+                todo += [((*path, name), value), ((*path, "<key>"), key)]
+        elif isinstance(node, yaml.SequenceNode):
+            todo += [((*path, i), item) for i, item in enumerate(node.value)]
+    return None
 
 
 def parse_override(item: str) -> tuple[str, Any]:
@@ -197,19 +248,44 @@ def _list_index(node: list, part: str, where: str) -> int:
     return int(part)
 
 
+def read_text_capped(path: Path) -> str:
+    """The file's text, refused unread when it is not a regular file or is over MAX_PARAMS_BYTES: a link to
+    /dev/zero was a MemoryError, a FIFO hung `check` and 300 MB of comments took 1.2 GB."""
+    try:
+        # O_NONBLOCK: opening a FIFO for reading otherwise waits for a writer, before fstat could refuse it
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError as exc:
+        raise ParamsError([f"{path}: file not found"], str(path)) from exc
+    except OSError as exc:  # a permission problem, a link loop
+        raise ParamsError([f"{path}: cannot be read ({exc.strerror or exc})"], str(path)) from None
+    info = os.fstat(fd)   # of what was opened, so the file cannot be swapped after the check
+    if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_PARAMS_BYTES:
+        os.close(fd)
+        kind = next((k for test, k in _KINDS if test(info.st_mode)), "a special file")
+        raise ParamsError([f"{path}: not a regular file ({kind})" if not stat.S_ISREG(info.st_mode) else
+                           f"{path}: {info.st_size:,} bytes, over the {MAX_PARAMS_BYTES:,} allowed"], str(path))
+    with os.fdopen(fd, "rb") as f:
+        raw = f.read(MAX_PARAMS_BYTES + 1)   # a file that grew since fstat is still read no further
+    if len(raw) > MAX_PARAMS_BYTES:
+        raise ParamsError([f"{path}: over the {MAX_PARAMS_BYTES:,} bytes allowed"], str(path))
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParamsError([f"byte {exc.start}: not UTF-8 text ({exc.reason})"], str(path)) from None
+
+
 def read_params_file(path: str | Path) -> dict[str, Any]:
     """Read params.yaml as plain data, turning YAML syntax errors into a ParamsError with a line number."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise ParamsError([f"{path}: file not found"], str(path)) from exc
-    except UnicodeDecodeError as exc:
-        raise ParamsError([f"byte {exc.start}: not UTF-8 text ({exc.reason})"], str(path)) from None
-    except OSError as exc:  # a directory, a permission problem
-        raise ParamsError([f"{path}: cannot be read ({exc.strerror or exc})"], str(path)) from None
+    text = read_text_capped(path)
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)
+    except HugeIntError as exc:
+        mark = exc.problem_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}"
+        key = key_at(text, mark.index)
+        raise ParamsError([f"{key} ({where}): {exc.problem}" if key else f"{where}: {exc.problem}"],
+                          str(path)) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
@@ -221,7 +297,81 @@ def read_params_file(path: str | Path) -> dict[str, Any]:
         data = {}
     if not isinstance(data, dict):
         raise ParamsError([f"<root>: must be a mapping of sections, got {type(data).__name__}"], str(path))
+    dvc_data = dvc_reading(text, path)
+    # an empty file is {} to both: DVC's parse_yaml reads it `or {}`
+    problems = reading_differences(data, {} if dvc_data is None else dvc_data)
+    if problems:
+        raise ParamsError(problems, str(path))
     return data
+
+
+def dvc_reading(text: str, path: Path) -> Any:
+    """The file as DVC reads it (ruamel's safe loader, YAML 1.2, libyaml's parser when installed): what `dvc
+    params diff`, `dvc exp` and the flows' ruamel re-dump see, where specs read YAML 1.1 with PyYAML."""
+    from ruamel.yaml import YAML, YAMLError as DVCYAMLError
+
+    try:
+        return YAML(typ="safe").load(text)
+    except DVCYAMLError as exc:   # DVC stops every command on it ("YAML file structure is corrupted")
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "<document>"
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ParamsError([f"{where}: DVC's YAML reader (ruamel) cannot read it: {problem}"], str(path)) from None
+    except (ValueError, RecursionError) as exc:
+        raise ParamsError([f"<document>: DVC's YAML reader (ruamel) cannot read it ({type(exc).__name__})"],
+                          str(path)) from None
+
+
+def reading_differences(ours: Any, theirs: Any, limit: int = 20) -> list[str]:
+    """Where PyYAML's YAML 1.1 reading and DVC's YAML 1.2 one differ (`010` is 8 or 10, `1:20:00` 4800 or a
+    string, `yes` True or a string): forgeline would validate and train on one value while DVC tracks the other.
+    A number YAML 1.1 reads as a string (`1e-4`, no dot) is set in `ours` to DVC's float: the same number.
+    Each pair of containers is walked once, so an alias bomb costs its nodes, not its expansion."""
+    problems: list[str] = []
+    seen: set[tuple[int, int]] = set()
+    todo: list[tuple[tuple, Any, Any, Any]] = [((), ours, theirs, None)]
+    while todo and len(problems) < limit:
+        path, a, b, parent = todo.pop()
+        where = ".".join(map(str, path)) or "<root>"
+        if isinstance(a, (dict, list)) and type(a) is type(b):
+            if (id(a), id(b)) in seen:
+                continue
+            seen.add((id(a), id(b)))
+        if isinstance(a, dict) and isinstance(b, dict):
+            theirs_by, ours_keys = {(type(k), k): v for k, v in b.items()}, {(type(k), k) for k in a}
+            extra = [k for k in b if (type(k), k) not in ours_keys]
+            for key, value in reversed(a.items()):
+                if (type(key), key) in theirs_by:
+                    todo.append(((*path, key), value, theirs_by[type(key), key], a))
+                else:
+                    other = f"reads key {extra.pop(0)!r}" if extra else "lacks it"
+                    problems.append(f"{where}: YAML 1.1 reads key {_shown(key)}, DVC (YAML 1.2) {other}: quote it "
+                                    "or write the key as DVC reads it")
+        elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            todo.extend(((*path, i), x, y, a) for i, x, y in reversed(list(zip(range(len(a)), a, b))))
+        elif isinstance(a, str) and type(b) is float and _as_float(a) == b:
+            parent[path[-1]] = b
+        elif not _same(a, b):
+            problems.append(f"{where}: YAML 1.1 reads {_shown(a)}, DVC (YAML 1.2) reads {_shown(b)}: quote it or "
+                            "write the value as DVC reads it")
+    return problems
+
+
+def _as_float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    # type first: `1 == True` and `1 == 1.0` in Python, not in a schema; NaN is the one value unequal to itself
+    return type(a) is type(b) and (a == b or (isinstance(a, float) and math.isnan(a) and math.isnan(b)))
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def validate_params(data: dict[str, Any], source: str = "params") -> Params:

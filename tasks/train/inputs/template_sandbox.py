@@ -69,6 +69,9 @@ class BoundedSandbox(ImmutableSandboxedEnvironment):
         self.cap = VALUE_FACTOR * input_chars + VALUE_SLACK
         self.budget, self.max_steps = WORK_FACTOR * self.cap, MAX_STEPS + input_chars
         self.steps = self.work = 0
+        # jinja's `lipsum(n)` builds n paragraphs in Python, out of the budget's sight (n = 10^6 ran past a
+        # minute); no chat template uses it, so it is not offered (a call to it is an undefined-name error)
+        del self.globals["lipsum"]
         self.filters = {name: self._guarded(name, f) for name, f in {**self.filters, "tojson": tojson}.items()}
         self.tests = {name: self._guarded(name, t) for name, t in self.tests.items()}
         # the budget's own filters, which `bound_tree` puts around what the sandbox does not intercept
