@@ -20,15 +20,7 @@ from tasks.core import datadeps, graph
 from tasks.data.curation import preference_filters as pf
 from tasks.data.curation.preference_filters import BenchmarkFileError
 from tests.conftest import tiny_params
-
-OUTS = graph.project_outputs()
-
-
-def params_with(root: Path, **sections) -> Params:
-    raw = tiny_params(root)
-    for key, value in sections.items():
-        raw[key] = {**raw.get(key, {}), **value}
-    return Params.model_validate(raw)
+from tests.test_data_deps import OUTS, params_with
 
 
 def test_prefer_data_benchmark_files_are_its_data_deps(tmp_path):
