@@ -46,7 +46,7 @@ class ReviewSpec(StrictModel):
     )
     max_low_quality_fraction: float = Field(
         0.5, ge=0.0, le=1.0, description="auto: reject when more than this share of generations is flagged "
-        "low_quality (default run: 0.125 pretrain, 0.25 sft)."
+        "low_quality (default run: 0.125 or 0.625 pretrain by the data order, see params.yaml; 0.25 sft)."
     )
     repetition_n: int = Field(3, ge=1, le=16, description="auto: n of the word n-grams the repetition check counts.")
     max_repetition: float | None = Field(
