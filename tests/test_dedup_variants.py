@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import random
+import re
 
 import numpy as np
 import pytest
@@ -34,8 +35,13 @@ def docs():
 
 def brute_jaccard(a: str, b: str, n: int = 5) -> float:
     """Word n-gram Jaccard by a sliding window over `str.split` tokens with punctuation cut away (not the
-    regex tokenizer of the library), on ASCII text where both definitions agree."""
+    regex tokenizer of the library), on ASCII text where both definitions agree: escapes written out (`\\n`) read
+    as spaces, then a contraction's end after one space, then an apostrophe between two word characters, joined
+    (`DedupSpec.fold_escapes`, `join_contractions`)."""
     def grams(text: str) -> set[str]:
+        text = re.sub(r"\\[ntr]", "  ", text, flags=re.I)
+        text = re.sub(r"(?<=\w) (?=(?:t|s|d|m|ll|re|ve)(?!\w))", "", text, flags=re.I)
+        text = re.sub(r"(?<=\w)'(?=\w)", "", text)
         words = "".join(c.lower() if c.isalnum() or c == "_" else " " for c in text).split()
         return {" ".join(words[k:k + n]) for k in range(max(1, len(words) - n + 1))}
     x, y = grams(a), grams(b)
