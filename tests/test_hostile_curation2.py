@@ -23,6 +23,16 @@ from tests.conftest import tiny_params
 from tests.test_data_deps import OUTS, params_with
 
 
+
+def traced_peak(call):
+    """`call()`'s result and the peak of Python allocations while it ran (tracemalloc)."""
+    tracemalloc.start()
+    try:
+        result = call()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
 def test_prefer_data_benchmark_files_are_its_data_deps(tmp_path):
     """Before: only the sources were listed, so editing bench.jsonl never re-ran prefer_data and `check` said ok."""
     params = params_with(
@@ -186,12 +196,7 @@ def test_instruct_holds_only_the_conversations_it_keeps(tmp_path):
     write_rows(tmp_path / "inputs" / "chat.jsonl",
                [chat(f"Question number {i} about rivers?", f"{i} " + "w" * big) for i in range(40)]
                + [chat("How do rivers carve their valleys?")])
-    tracemalloc.start()
-    try:
-        result = run_instruct(tmp_path)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    result, peak = traced_peak(lambda: run_instruct(tmp_path))
     assert result.counts["dropped_by_filter"] == {"length": 40} and result.counts["train"] == 1
     assert peak < 16 * big, peak
 
@@ -221,12 +226,7 @@ def test_prefer_data_holds_only_the_pairs_it_keeps(tmp_path, max_pairs):
     run_prefer(tmp_path / "warm")    # the first run imports and builds what every run shares: not traced
     write_rows(tmp_path / "d" / "pairs.jsonl", pair_rows(40, "w" * big) + [
         {"prompt": "A short question that stays?", "chosen": "A kind answer here.", "rejected": "No."}])
-    tracemalloc.start()
-    try:
-        result = run_prefer(tmp_path, max_pairs)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    result, peak = traced_peak(lambda: run_prefer(tmp_path, max_pairs))
     assert result.counts["dropped_by_filter"] == {"length": 40} and result.counts["train"] == 1
     assert peak < 16 * big, peak
 
