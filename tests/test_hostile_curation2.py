@@ -23,7 +23,6 @@ from tests.conftest import tiny_params
 from tests.test_data_deps import OUTS, params_with
 
 
-
 def traced_peak(call):
     """`call()`'s result and the peak of Python allocations while it ran (tracemalloc)."""
     tracemalloc.start()
