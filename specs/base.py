@@ -18,7 +18,9 @@ class StrictModel(BaseModel):
 
     Numbers must be finite (`.inf`/`.nan` in YAML are rejected: `rope_theta: .inf` would otherwise pass a
     `gt=0` bound), a boolean is not a number (pydantic would read `tp: yes` as 1), and an integer must fit in
-    64 bits (`steps: 1e100` written out passed validation and overflowed later in torch, numpy or Arrow).
+    64 bits (`steps: 1e100` written out passed validation and overflowed later in torch, numpy or Arrow). A
+    quoted number is not a number either (`steps: '200'`: pydantic's lax mode read it as 200 while DVC's params
+    diff and `dvc exp show` carry the string).
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, frozen=False, allow_inf_nan=False)
@@ -32,7 +34,8 @@ class StrictModel(BaseModel):
             bad = [where for key, value in data.items() if (field := _field_named(cls, str(key))) is not None
                    and (where := _bool_as_number(field.annotation, value, str(key))) is not None]
             if bad:
-                raise ValueError("; ".join(f"{where}: input should be a number, not a boolean, got {flag}"
+                raise ValueError("; ".join(f"{where}: input should be a number, not a "
+                                           f"{'boolean' if isinstance(flag, bool) else 'string'}, got {flag!r}"
                                            for where, flag in bad))
         return data
 
@@ -48,12 +51,18 @@ class StrictModel(BaseModel):
         return self
 
 
-def _bool_as_number(annotation: Any, value: Any, where: str) -> tuple[str, bool] | None:
-    """(key path, the bool) of the first bool in `value` standing where `annotation` wants an int/float (also
-    inside lists, tuples and dicts), or None."""
+def _bool_as_number(annotation: Any, value: Any, where: str) -> tuple[str, bool | str] | None:
+    """(key path, the value) of the first bool in `value` standing where `annotation` wants an int/float, or a
+    string where it wants only numbers (also inside lists, tuples and dicts), or None."""
     if isinstance(value, bool):
         arms = typing.get_args(annotation) if _is_union(annotation) else (annotation,)
         return (where, value) if bool not in arms and any(a in (int, float) for a in arms) else None
+    if isinstance(value, str) and _reads_as_number(value):
+        # only where every arm is a number (or None): `int | Literal["auto"]` and `str | int` take strings; a
+        # string that is no number at all keeps pydantic's own message (`input should be a valid integer`)
+        arms = typing.get_args(annotation) if _is_union(annotation) else (annotation,)
+        numbers = [a for a in arms if a is not type(None)]
+        return (where, value) if numbers and all(a in (int, float) for a in numbers) else None
     origin, args = typing.get_origin(annotation), typing.get_args(annotation)
     if _is_union(annotation):
         return next((found for a in args if a is not type(None)
@@ -68,6 +77,14 @@ def _bool_as_number(annotation: Any, value: Any, where: str) -> tuple[str, bool]
     return None
 
 
+def _reads_as_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 INT64_LIMIT = 2**63
 
 
@@ -76,7 +93,8 @@ def _huge_int(value: Any, where: str, seen: set[int]) -> tuple[str, int] | None:
     dicts are walked once each by identity (shared values are not re-walked). Nested sections check themselves
     (each a StrictModel)."""
     if isinstance(value, int) and not isinstance(value, bool):
-        return (where, len(str(abs(value)))) if abs(value) >= INT64_LIMIT else None
+        # digits from the bit length: str() of an int past 4,300 digits raises (a hex literal can be one)
+        return (where, int(abs(value).bit_length() * 0.30102999566398120) + 1) if abs(value) >= INT64_LIMIT else None
     if not isinstance(value, (list, tuple, dict)) or id(value) in seen:
         return None
     seen.add(id(value))
@@ -198,7 +216,10 @@ def describe_errors(exc: ValidationError, model: type[BaseModel] | None = None, 
             reason = err["msg"][0].lower() + err["msg"][1:]
             reason = reason.removeprefix("value error, ")
         # reprlib bounds the work: a YAML alias bomb expands to ~10^8 items that a plain repr would walk.
-        shown = _SHORT_REPR.repr(got)
+        try:
+            shown = _SHORT_REPR.repr(got)
+        except ValueError:  # an int past Python's 4,300-digit str() limit (`seed: 0xfff…`: hex has no limit)
+            shown = f"an integer of {int(got.bit_length() * 0.30102999566398120) + 1:,} digits"
         if len(shown) > 80:
             shown = shown[:77] + "..."
         lines.append(f"{path}: {reason}, got {shown}")

@@ -208,11 +208,19 @@ def parse_override(item: str) -> tuple[str, Any]:
     key = key.strip()
     if not key or any(not part for part in key.split(".")):
         raise ParamsError([f"{item}: empty key in override"], "override")
+    if not raw.strip():
+        return key, ""
     try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
+        value = yaml.load(raw, Loader=_UniqueKeyLoader)  # noqa: S506 — a SafeLoader subclass
     except YAML_ERRORS as exc:
-        raise ParamsError([f"{key}: value is not valid YAML ({exc.__class__.__name__})"], "override") from None
-    return key, value
+        why = getattr(exc, "problem", None) or exc.__class__.__name__  # e.g. "duplicate key 'name'"
+        raise ParamsError([f"{key}: value is not valid YAML ({why})"], "override") from None
+    # `dvc exp run -S` reads a value as YAML 1.2: `seed=010` is 10 there and was 8 here
+    ours = {key: value}
+    problems = reading_differences(ours, {key: dvc_reading(raw, Path(key))})
+    if problems:
+        raise ParamsError(problems, "override")
+    return key, ours[key]
 
 
 def apply_overrides(data: dict[str, Any], overrides: dict[str, Any] | Iterable[str]) -> dict[str, Any]:
