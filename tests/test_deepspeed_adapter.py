@@ -1,4 +1,5 @@
-"""Version contracts of tasks/train/parallel/deepspeed_adapter.py against the installed DeepSpeed.
+"""Version contracts of tasks/train/parallel/deepspeed_adapter.py and deepspeed_optim.py against the installed
+DeepSpeed.
 
 Each test pins what one adapter function relies on, so a DeepSpeed upgrade that changes it fails here by name
 instead of as a silently different loss, an unsafe checkpoint load or a 60 s op build. Where behaviour is cheap to
@@ -24,6 +25,7 @@ from deepspeed.runtime.engine import DeepSpeedEngine
 from deepspeed.runtime.pipe.engine import PipelineEngine
 from deepspeed.runtime.pipe.topology import PipeModelDataParallelTopology
 from tasks.train.parallel import deepspeed_adapter as adapter
+from tasks.train.parallel import deepspeed_optim
 from specs.architecture import ModelConfig
 from tasks.train.inputs.data import loss_sums
 from tasks.train.modeling.model import Block, FinalNorm, Transformer, head_index, lm_loss
@@ -273,7 +275,7 @@ def test_a_set_adam_step_lies_where_torch_puts_it(flags):
     A meta-device parameter stands for a GPU's (any device but the CPU tells the two apart)."""
     p = torch.nn.Parameter(torch.zeros(3, device="meta"))
     ds = SimpleNamespace(optimizer=SimpleNamespace(param_groups=[{"params": [p], **flags}], state={}))
-    adapter.set_training_state(ds, p, torch.zeros(3), [torch.zeros(3), torch.zeros(3)], 5.0)
+    deepspeed_optim.set_training_state(ds, p, torch.zeros(3), [torch.zeros(3), torch.zeros(3)], 5.0)
     step = ds.optimizer.state[p]["step"]
     want = torch.optim.Optimizer._process_value_according_to_param_policy(
         p, torch.tensor(5.0), 0, [{"params": [0], **flags}], "step")
@@ -301,22 +303,22 @@ def test_elastic_state_moves_into_a_fresh_engine(world1, config):
         x, y = batch(s)
         a.backward(a(x, y))
         a.step()
-    assert adapter.adam_step(a) == 2.0
+    assert deepspeed_optim.adam_step(a) == 2.0
     params = list(a.module.parameters())
     if config.get("zero_optimization"):
         with pytest.raises(ValueError, match="not found in optimizer state fragment"):
-            adapter.training_state(a, params[-1], True)  # a norm weight: the second (no-decay) group
-    adapter.link_adam_state(a)
-    saved = [adapter.training_state(a, p, True) for p in params]
+            deepspeed_optim.training_state(a, params[-1], True)  # a norm weight: the second (no-decay) group
+    deepspeed_optim.link_adam_state(a)
+    saved = [deepspeed_optim.training_state(a, p, True) for p in params]
     assert all(float(m[1].abs().sum()) > 0 for _, m in saved)  # real moments, not the zeros of a fresh state
     b = grouped(1)
-    adapter.prime_adam_state(b, 2.0)
+    deepspeed_optim.prime_adam_state(b, 2.0)
     with torch.no_grad():
         for p, (fp32, moments) in zip(b.module.parameters(), saved):
-            adapter.set_training_state(b, p, fp32, moments, 2.0)
-    assert adapter.adam_step(b) == 2.0
+            deepspeed_optim.set_training_state(b, p, fp32, moments, 2.0)
+    assert deepspeed_optim.adam_step(b) == 2.0
     for p, (fp32, moments) in zip(b.module.parameters(), saved):
-        got, got_moments = adapter.training_state(b, p, True)
+        got, got_moments = deepspeed_optim.training_state(b, p, True)
         assert torch.equal(got, fp32) and all(torch.equal(u, v) for u, v in zip(got_moments, moments))
     x, y = batch(2)
     for e in (a, b):

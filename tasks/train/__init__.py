@@ -11,8 +11,8 @@ parallel/        parallelize.py: process groups, build_layout, pipeline_layers, 
                  embedding/head, sequence-parallel norms / attention / SwiGLU); tensor_parallel.py,
                  sequence_parallel.py: the collectives as autograd functions; dsconfig.py: ds_config, the client
                  AdamW and LR schedule; tp_context.py: TPContext, a rank's place in its TP group;
-                 deepspeed_adapter.py: every DeepSpeed internal touched, each with a
-                 version-contract test (tests/test_deepspeed_adapter.py)
+                 deepspeed_adapter.py (+ deepspeed_optim.py, Adam's state for elastic resume): every
+                 DeepSpeed internal touched, each with a version-contract test (tests/test_deepspeed_adapter.py)
 loop/            trainer.py: run_rank(job) and the ONE loop (rank set-up, resume, rollback, checkpoints, eval
                  cadence, telemetry, final weights) for every objective; step.py: train_step, one optimizer step
                  (micro-batches, the guard's judgement before or after the update, accumulation, the grad norm held

@@ -31,7 +31,7 @@ Same layout: DeepSpeed's files are loaded as before (bit-exact). Another layout 
 checkpoint manager's `load`): the engine is built as for a fresh run, then each rank reads exactly its new slices —
 one tensor at a time from the memory-mapped files, joining or cutting old TP slices — and sets them with
 DeepSpeed's `safe_set_full_fp32_param` / `safe_set_full_optimizer_state` (ZeRO 1–3, bf16), or directly into the
-parameter and torch AdamW's state (fp32 without ZeRO); see `tasks/train/parallel/deepspeed_adapter.py` for the
+parameter and torch AdamW's state (fp32 without ZeRO); see `tasks/train/parallel/deepspeed_optim.py` for the
 internals this needs.
 
 The data position: step s's global batch is positions [s·G, (s+1)·G) of the sample stream (tasks/train/inputs/data.py),
@@ -59,8 +59,9 @@ from tasks.train.checkpointing.resume_rules import FOLDER, STATE, saved_layout
 from tasks.train.checkpointing.rng import restore_rng
 from tasks.train.checkpointing.seam import CheckpointEngine
 from tasks.train.modeling.fused import join_values, split_values
-from tasks.train.parallel.deepspeed_adapter import (ADAM_MOMENTS, adam_step, link_adam_state, pipeline_local_layers,
-                                           prime_adam_state, set_training_state, training_state)
+from tasks.train.parallel.deepspeed_adapter import pipeline_local_layers
+from tasks.train.parallel.deepspeed_optim import (ADAM_MOMENTS, adam_step, link_adam_state, prime_adam_state,
+                                                  set_training_state, training_state)
 from tasks.train.parallel.parallelize import Layout, local_layers
 from tasks.train.checkpointing.snapshot import HostBuffers, PendingFile, Writer, digest_file
 from tasks.train.checkpointing.weights import write_shard
