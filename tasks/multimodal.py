@@ -92,7 +92,7 @@ def run(spec: MultimodalSpec, paths: StagePaths) -> StageResult:
     placed = shards.write_shards(kept, out, paths.root, spec.shard_records)
     shards.write_tables(result.outcomes, placed, result.semantic_status, out)
     spot = shards.spotcheck(result.outcomes, out, paths.root, spec.spotcheck_per_stratum, paths.seed,
-                            spec.thumbnail_px, _caps(spec))
+                            spec.thumbnail_px, _caps(spec), spec.image.max_pixels)
     report = _report(result, notes, len(spot))
     write_json_atomic(out / "report.json", report)
     counts = {"read": len(result.outcomes), "kept": len(kept), "quarantined": len(result.outcomes) - len(kept),

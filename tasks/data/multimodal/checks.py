@@ -193,7 +193,7 @@ class CaptionCheck:
 
 def mm_filters(spec: MultimodalSpec, root: Path) -> list[Filter]:
     """The per-record checks in funnel order (decode is always on: the others read what it decoded)."""
-    limits = Limits(spec.image.max_bytes, spec.audio.max_bytes, spec.audio.max_duration_s)
+    limits = Limits(spec.image.max_bytes, spec.audio.max_bytes, spec.audio.max_duration_s, spec.image.max_pixels)
     checks: list[Filter] = [DecodeCheck(root, limits), BoundsCheck(spec.image, spec.audio)]
     if spec.segments.enabled:
         checks.append(SegmentsCheck(spec.segments))

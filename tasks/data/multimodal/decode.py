@@ -6,10 +6,11 @@ decodes as half the audio), so the RIFF chunk sizes are checked against the byte
 that ends early either fails to decode or yields fewer frames than its header declares, and both are caught.
 
 Resources are bounded before they are spent (`Limits`, from the bounds): a file over `max_bytes` is not read
-(`file_too_large`), only a regular file is opened (a FIFO or a device would block or never end), an image over
-Pillow's pixel limit is not decoded (`media_too_large`: a few-KB PNG can declare 30000×30000 pixels of one
-colour), and audio is decoded in blocks and stopped once it passes `max_duration_s` (`audio_too_long`: a FLAC of
-hours of silence is a few KB on disk and gigabytes of samples).
+(`file_too_large`), only a regular file is opened (a FIFO or a device would block or never end), an image whose
+header declares more than the bounds' `max_pixels` is not decoded (`media_too_large`: a few-KB PNG can declare
+30000×30000 pixels of one colour, and an 88-megapixel one passed the old 2²⁸ guard: 760 MB to decode), and
+audio is decoded in blocks and stopped once it passes `max_duration_s` (`audio_too_long`: a FLAC of hours of
+silence is a few KB on disk and gigabytes of samples).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from pathlib import Path
 from tasks.data.multimodal.records import Decoded, MMRecord
 
 THUMB_PX = 256                 # thumbnails for the hash, the similarity model and the spot-check
-MAX_DECODE_PIXELS = 1 << 28    # larger images are not decoded at all (decompression bombs)
+MAX_DECODE_PIXELS = 1 << 28    # hard ceiling on `max_pixels`, whatever the bounds say (decompression bombs)
+DEFAULT_MAX_PIXELS = 50_000_000  # ImageBounds.max_pixels' default (specs/multimodal.py says why)
 MAX_DECODE_SAMPLES = 1 << 27   # decoded audio samples (all channels) held at most: 512 MiB of float32
 AUDIO_BLOCK_SAMPLES = 1 << 20  # samples (all channels) decoded per block
 IMAGE_EXT = {"JPEG": "jpg", "PNG": "png", "GIF": "gif", "WEBP": "webp", "BMP": "bmp", "TIFF": "tiff"}
@@ -44,12 +46,14 @@ class MediaError(Exception):
 
 @dataclass(frozen=True)
 class Limits:
-    """What decoding may spend on one record: encoded bytes per kind (the bounds' `max_bytes`) and seconds of
-    audio (the bounds' `max_duration_s`); past them the record is refused before the work is done."""
+    """What decoding may spend on one record: encoded bytes per kind (the bounds' `max_bytes`), seconds of
+    audio (the bounds' `max_duration_s`) and pixels of an image (the bounds' `max_pixels`, read from the header);
+    past them the record is refused before the work is done."""
 
     image_bytes: int = 32 * 1024 * 1024
     audio_bytes: int = 256 * 1024 * 1024
     audio_seconds: float = 600.0
+    image_pixels: int = DEFAULT_MAX_PIXELS
 
 
 def read_media(rec: MMRecord, root: Path, max_bytes: int) -> bytes:
@@ -97,14 +101,16 @@ def decode(rec: MMRecord, root: Path, limits: Limits = Limits()) -> Decoded:
     if not data:
         raise MediaError("media_empty", "0 bytes")
     if rec.media.kind == "image":
-        return decode_image(data)
+        return decode_image(data, limits.image_pixels)
     if rec.media.kind == "audio":
         return decode_audio(data, limits.audio_seconds)
     raise MediaError("media_unsupported", f"no decoder for {rec.media.kind} (images and audio are checked)")
 
 
-def decode_image(data: bytes) -> Decoded:
-    """Decode an image in one of the formats the stage writes (IMAGE_EXT: JPEG, PNG, GIF, WebP, BMP, TIFF).
+def decode_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Decoded:
+    """Decode an image in one of the formats the stage writes (IMAGE_EXT: JPEG, PNG, GIF, WebP, BMP, TIFF),
+    unless its header declares more than `max_pixels` (at most MAX_DECODE_PIXELS): then `media_too_large`, with
+    nothing decoded.
 
     Pillow is asked for those formats only: left to guess, it also opens DDS, BLP, AVIF, SPIDER, ... whose
     plugins raise NotImplementedError, BLPFormatError, RuntimeError or AttributeError on a 128-byte file named
@@ -113,11 +119,16 @@ def decode_image(data: bytes) -> Decoded:
 
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            # Pillow's warning (past its MAX_IMAGE_PIXELS, ~89 MP) is not the limit: `max_pixels` is, checked
+            # next on the same header, so a raised max_pixels is honoured and every refusal reads alike.
+            # Pillow's own error (past twice its limit) still refuses, as media_too_large below.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             img = Image.open(io.BytesIO(data), formats=list(IMAGE_EXT))
             width, height = img.size
-            if width * height > MAX_DECODE_PIXELS:
-                raise MediaError("media_too_large", f"{width}×{height} pixels: not decoded (bomb guard)")
+            limit = min(max_pixels, MAX_DECODE_PIXELS)
+            if width * height > limit:
+                raise MediaError("media_too_large", f"{width}×{height} = {width * height} pixels > {limit}: "
+                                 "not decoded (image.max_pixels)")
             fmt = img.format or ""
             img.draft("RGB", (THUMB_PX, THUMB_PX))  # JPEG: decode at a reduced scale (all data is still read)
             img.load()

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from tasks.core.files import atomic_path
 from tasks.data.multimodal.curate import Outcome, similarity_of
-from tasks.data.multimodal.decode import decode_image, read_media
+from tasks.data.multimodal.decode import DEFAULT_MAX_PIXELS, decode_image, read_media
 from tasks.data.multimodal.records import kind_cap
 
 SHARD = "shards/mm-{:06d}.tar"
@@ -111,11 +111,13 @@ def _rank(seed: int, item_id: str) -> str:
 
 
 def spotcheck(outcomes: list[Outcome], out: Path, root: Path, per_stratum: int, seed: int,
-              thumb_px: int, max_bytes: int | Mapping[str, int] = 256 * 1024 * 1024) -> list[dict[str, Any]]:
+              thumb_px: int, max_bytes: int | Mapping[str, int] = 256 * 1024 * 1024,
+              max_pixels: int = DEFAULT_MAX_PIXELS) -> list[dict[str, Any]]:
     """Seeded strata: kept records per media kind, quarantined ones per check. Each item names its thumbnail
     (images, PNG) or clip (audio, the file as read) under `spotcheck/` beside its text; media is re-read as
-    decode reads it (a regular file, at most its kind's `max_bytes`: `kind_cap`), so a quarantined FIFO or
-    device cannot hang it."""
+    decode reads it (a regular file, at most its kind's `max_bytes`: `kind_cap`; an image of at most
+    `max_pixels`, the bound the check used: a kept image is always shown), so a quarantined FIFO or device
+    cannot hang it."""
     strata: dict[str, list[Outcome]] = {}
     for o in outcomes:
         if o.rec is None:
@@ -127,7 +129,8 @@ def spotcheck(outcomes: list[Outcome], out: Path, root: Path, per_stratum: int, 
         for o in sorted(chosen, key=lambda o: o.id):
             items.append({"id": o.id, "stratum": stratum, "kind": o.rec.media.kind, "source": o.source,
                           "text": o.rec.text, "reason": o.reason, "detail": o.detail, "planted": o.rec.planted,
-                          "media_file": _preview(o, out, root, thumb_px, kind_cap(max_bytes, o.rec.media.kind)),
+                          "media_file": _preview(o, out, root, thumb_px, kind_cap(max_bytes, o.rec.media.kind),
+                                                 max_pixels),
                           "similarity": similarity_of(o)})
     with atomic_path(out / "spotcheck.jsonl") as tmp:
         tmp.write_text("".join(json.dumps(i, sort_keys=True, ensure_ascii=False) + "\n" for i in items),
@@ -135,7 +138,7 @@ def spotcheck(outcomes: list[Outcome], out: Path, root: Path, per_stratum: int, 
     return items
 
 
-def _preview(o: Outcome, out: Path, root: Path, thumb_px: int, max_bytes: int) -> str | None:
+def _preview(o: Outcome, out: Path, root: Path, thumb_px: int, max_bytes: int, max_pixels: int) -> str | None:
     """A thumbnail or a copy of the clip under out/spotcheck/ (root-relative path), or None when the media
     cannot be shown (unreadable, undecodable: the reason says why)."""
     folder = out / "spotcheck"
@@ -144,7 +147,7 @@ def _preview(o: Outcome, out: Path, root: Path, thumb_px: int, max_bytes: int) -
     try:
         data = read_media(o.rec, root, max_bytes)
         if o.rec.media.kind == "image":
-            thumb = decode_image(data).thumb
+            thumb = decode_image(data, max_pixels).thumb
             thumb.thumbnail((thumb_px, thumb_px))
             target = folder / f"{key}.png"
             with atomic_path(target) as tmp:
