@@ -1,7 +1,8 @@
 """The definition the compiled shingling path must equal: `wordhash.word_hashes` of each text folded by the chain of
-folds, one after another (URL tracking parameters, line prefixes, hyphenation, `shingle_text`, pointing,
-look-alikes, unspaced scripts), escapes and contractions (`wordhash.spell_words`), then `hashloops.ngram_hashes`. Property tests compare
-`minhash.signatures_and_shingles` with it."""
+folds, one after another (QP bodies, subtitles and markup links, `textforms.read_formats`; URL tracking parameters,
+line prefixes, hyphenation, `shingle_text`, pointing, look-alikes, unspaced scripts), escapes and contractions
+(`wordhash.spell_words`), then `hashloops.ngram_hashes`. Property tests compare `minhash.signatures_and_shingles`
+with it."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tasks.data.dedup import hashloops, minhash, wordhash
 from tasks.data.dedup.lineprefix import strip_line_prefixes, strip_tracking
 from tasks.data.dedup.marks import drop_pointing, join_hyphenated, mark_words
 from tasks.data.dedup.segment import split_unspaced
+from tasks.data.dedup.textforms import read_formats
 
 
 def assert_compiled_path_is_the_definition(raw: list[str]) -> None:
@@ -25,7 +27,7 @@ def assert_compiled_path_is_the_definition(raw: list[str]) -> None:
     exact_keys(encoded)
     _, hashes, offsets = minhash.signatures_and_shingles(batch, spec, 1, encoded)
     units, lengths = wordhash.word_hashes([split_unspaced(fold_confusables(drop_pointing(shingle_text(
-        join_hyphenated(strip_line_prefixes(strip_tracking(t))), spec.fold_entities, spec.fold_invisible,
+        join_hyphenated(strip_line_prefixes(strip_tracking(read_formats(t)))), spec.fold_entities, spec.fold_invisible,
         spec.fold_unicode, False, spec.fold_markup, confusables=False)))) for t in batch], word=mark_words()[1],
         escapes=spec.fold_escapes, joins=spec.join_contractions)
     want, want_offsets = hashloops.ngram_hashes(units, lengths, spec.shingle_size, wordhash.MUL)

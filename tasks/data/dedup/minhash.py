@@ -1,7 +1,8 @@
 """MinHash near-duplicate detection: shingles → signatures → LSH candidates → verified clusters.
 
 - `shingles(text, spec)`: sorted distinct 32-bit hashes of word n-grams (lowercase `\\w+` words; each character
-  in scripts written without spaces, `segment`; line-number and timestamp prefixes dropped, `lineprefix`) or
+  in scripts written without spaces, `segment`; line-number and timestamp prefixes dropped, `lineprefix`; QP
+  bodies, subtitles and markup links read as their text first, `textforms`) or
   char n-grams (lowercased, whitespace collapsed) of the text folded by `normalize.shingle_text` (entities
   decoded, format characters dropped, NFKC + casefold; each per `DedupSpec.fold_*`). A document shorter than
   n units is one shingle: its whole (folded) text.
@@ -33,9 +34,9 @@ from datasketch import MinHash
 from specs.clean import DedupSpec
 from tasks.data.dedup import hashloops
 from tasks.data.cleanup import textbatch
-from tasks.data.dedup.lineprefix import prefixed_docs, strip_line_prefixes, strip_tracking, url_docs
-from tasks.data.dedup.marks import (drop_pointing, fold_spelling, hyphenated_docs, join_hyphenated, mark_words,
-                                    spelling_docs)
+from tasks.data.dedup.lineprefix import prefixed_docs, url_docs
+from tasks.data.dedup.marks import drop_pointing, fold_spelling, hyphenated_docs, mark_words, spelling_docs
+from tasks.data.dedup.textforms import format_docs, prefold
 from tasks.data.dedup.segment import simplify_unspaced, split_unspaced, unspaced_docs
 from tasks.data.dedup.lsh import are_duplicates, candidate_pairs, greedy_keepers, s_curve, sorted_unique, spec_banding
 from tasks.data.cleanup.lookalikes import fold_confusables
@@ -90,16 +91,6 @@ def _fold(text: str, spec: DedupSpec, folds: tuple[str, str] | None = None, mark
     return fold_confusables(folded) if spec.fold_confusables else folded
 
 
-def _prefold(text: str, spec: DedupSpec) -> str:
-    """`text` without its URLs' tracking parameters and line-number/timestamp prefixes, words hyphenated at line
-    breaks joined, as the spec says (`lineprefix`, `marks`): before the folds, which may join lines;
-    `text` itself if unchanged."""
-    text = strip_tracking(text) if spec.fold_urls else text
-    if spec.fold_line_prefixes:
-        text = strip_line_prefixes(text)
-    return join_hyphenated(text) if spec.fold_hyphenation else text
-
-
 def _chunk_shingles(texts: Sequence[str], spec: DedupSpec,
                     encoded: textbatch.Encoded | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Shingle hashes of several documents, concatenated: (uint32 [S], int64 offsets [m + 1]).
@@ -110,7 +101,7 @@ def _chunk_shingles(texts: Sequence[str], spec: DedupSpec,
     if spec.shingle == "word":
         units, lengths = _word_units(encoded or textbatch.Encoded.of(texts), spec)      # [T], [m]
     else:
-        units, lengths = _char_units([simplify_unspaced(_fold(_prefold(t, spec), spec), spec.fold_unicode)
+        units, lengths = _char_units([simplify_unspaced(_fold(prefold(t, spec), spec), spec.fold_unicode)
                                       for t in texts])
     hashes, offsets = hashloops.ngram_hashes(units, lengths, spec.shingle_size, MUL)
     for d in np.flatnonzero(lengths == 0).tolist():                     # no units at all: hash the text itself
@@ -119,7 +110,7 @@ def _chunk_shingles(texts: Sequence[str], spec: DedupSpec,
 
 
 def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, np.ndarray]:
-    """Word hashes of the folded texts (`wordhash.word_hashes(split_unspaced(fold(strip_line_prefixes(t))) for t
+    """Word hashes of the folded texts (`wordhash.word_hashes(split_unspaced(fold(textforms.prefold(t))) for t
     in texts)`, bit for bit: `_unit_text`, `segment`).
 
     A text the folds leave as it is up to ASCII case — no markup, no entity, NFKC already, every non-ASCII
@@ -148,7 +139,11 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     maybe = set(prefixed_docs(batch.data, batch.ends) if spec.fold_line_prefixes else [])
     maybe |= set(hyphenated_docs(batch.data, batch.ends, lines) if spec.fold_hyphenation else [])
     maybe |= set(url_docs(batch.data, batch.ends) if spec.fold_urls else [])
-    stripped = {k: lines for k in sorted(maybe) if (lines := _prefold(batch.texts[k], spec)) is not batch.texts[k]}
+    # (a QP body or a link read as its text may hold what any fold reads: these are folded whole, `textforms`)
+    formats = set(format_docs(batch.data, batch.ends, spec))
+    stripped = {k: lines for k in sorted(maybe | formats) if (lines := prefold(batch.texts[k], spec, k in formats))
+                is not batch.texts[k]}
+    fold |= formats & stripped.keys()
     todo = sorted(fold | stripped.keys() | spelled | set(unspaced_docs(
         batch.texts, batch.data, batch.ends, np.flatnonzero(flags & textbatch.NON_ASCII))))
     if todo:

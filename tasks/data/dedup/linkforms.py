@@ -1,0 +1,104 @@
+"""Links of lightweight markups and of text-mode browser dumps, read as their text before shingling
+(`DedupSpec.fold_markup`, as a markdown link is read in `textmarks.fold_markdown_links`; never the kept text).
+
+The same page exported from reStructuredText, AsciiDoc or Org source, or dumped by lynx or w3m, writes each link's
+target beside its text; `\\w+` reads a URL as ~6 words (`https`, `docs`, `python`, `org`, …) the rendered or plain
+copy lacks, and a copy with a link every 30 words shared few 5-grams with its original. Each form reads as what
+the rendered page shows, its text:
+
+- reStructuredText: `` `text <https://…>`_ `` (and the anonymous `` `text <…>`__ ``) → `text`; the hyperlink
+  targets `.. _label: https://…` (a line of their own: the rendered page shows none) are not read, and
+  `` `label`_ `` (and `label_`) reads as `label` where such a target defines it, in a text with a `` `_ ``;
+- AsciiDoc: `https://…[text]`, `link:url[text]`, `mailto:addr[text]` → `text` (a trailing `^`, the new-window
+  mark, and `,key=value` attributes dropped); an empty `[]` shows the URL, and is left as written;
+- Org: `[[target][text]]` → `text` (a bare `[[target]]` shows its target, and is left);
+- lynx/w3m dumps: a `References` list at the text's end (`   12. https://…`, `[12] https://…`, under
+  `Visible links`/`Hidden links` too) is not read, and the inline markers `[12]` of the numbers it lists read as
+  nothing (`[12]text` → `text`). A `[12]` whose number no such list holds (code's `a[12]`, a citation) stays.
+
+Each rule needs its form whole (backticks and `>`_`, a scheme right before `[`, `][` inside `[[ ]]`, a list of
+URLs ending the text), so prose and code without them read as before; `textforms.format_docs` finds the texts a
+rule may change (a byte scan: a `` `_ ``, a `[[`, a `References`, a `[` after `://`, `link:` or `mailto:` and no
+blank) and only those are read here.
+"""
+
+from __future__ import annotations
+
+import re
+
+# `` `text <target>`_ ``: the text may wrap onto a second line (not past a blank one), the target holds no blank
+_RST_LINK = re.compile(r"`((?:[^`<>\n]|\n(?![ \t]*\n)){1,500}?)[ \t\n]*<[^<>`\s]{1,2000}>`__?")
+# `.. _label: target` on a line of its own, the target a URL or path
+_URLISH = r"(?:[a-z][a-z0-9+.-]{1,15}:\S|www\.|\.{0,2}/|#)"
+_RST_TARGET = re.compile(rf"^[ \t]*\.\. _([^:\n`]{{1,100}}|`[^`\n]{{1,100}}`):[ \t]+{_URLISH}\S*[ \t]*(?:\n|\Z)",
+                         re.M | re.I)
+_RST_REF = re.compile(r"`([^`\n]{1,100})`_(?!_)|(?<![\w`])(\w{1,100})_(?!\w)")
+# AsciiDoc: a URL (no blank, bracket, parenthesis or angle bracket: a markdown target `(https://…)` ends at its
+# `)`) or a `link:`/`mailto:` target right before `[text]`. `_ADOC_HEAD` finds each `://`, `link:`, `mailto:` (a
+# literal, which `re` finds by a fast search: a pattern opening with the scheme's class tried every position);
+# `_ADOC_REST` reads on from it, `_SCHEME` back to the scheme's start
+_ADOC_HEAD = re.compile(r"://|link:|mailto:")
+_ADOC_REST = re.compile(r"(?:\+\+[^\s+]{1,2000}\+\+|[^\s\[\]()<>\"]{1,2000})\[([^\[\]\n]{1,500})\]")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{1,15}\Z")
+_NOT_BEFORE = frozenset("(<[/:.+-")        # a markdown or autolink target, or a longer scheme-like word
+_ADOC_ATTRS = re.compile(r"\^$|,\s*\w+=.*$")
+_ORG_LINK = re.compile(r"\[\[(?<!\w\[\[)([^\[\]\n]{1,2000})\]\[([^\[\]\n]{1,500})\]\]")
+# a dump's reference list: `References` (w3m: `References:`), blank lines, then only numbered URLs (lynx
+# `   1. https://…`, w3m `[1] https://…`), `Visible links`/`Hidden links` headings and blank lines to the end
+_REF_LINE = r"[ \t]*(?:\d{1,5}\.|\[\d{1,5}\])[ \t]+[A-Za-z][A-Za-z0-9+.-]{1,15}:\S*[ \t]*"
+_REFERENCES = re.compile(rf"(?:^|\n)[ \t]*References:?[ \t]*\n((?:[ \t]*\n|[ \t]*(?:Visible|Hidden) links:?[ \t]*\n"
+                         rf"|{_REF_LINE}(?:\n|\Z))*{_REF_LINE})\s*\Z")
+_REF_NUMBER = re.compile(r"^[ \t]*\[?(\d{1,5})", re.M)
+_MARKER = re.compile(r"\[(\d{1,5})\]")
+
+
+def read_links(text: str) -> str:
+    """`text` with its reStructuredText, AsciiDoc, Org and lynx/w3m links read as their text (see the module
+    docstring); `text` itself when it has none."""
+    out = _read_rst(text) if "`_" in text else text
+    if "[" in out and ("://" in out or "link:" in out or "mailto:" in out):
+        out = _read_adoc(out)
+    if "[[" in out and "][" in out:
+        out = _ORG_LINK.sub(r"\2", out)
+    out = _read_dump(out) if "References" in out else out
+    return text if out == text else out
+
+
+def _read_rst(text: str) -> str:
+    labels = {m.group(1).strip("`").lower() for m in _RST_TARGET.finditer(text)} if ".. _" in text else set()
+    out = _RST_LINK.sub(r"\1", text) if ">`_" in text else text
+    if labels:
+        out = _RST_TARGET.sub("\n", out)
+        out = _RST_REF.sub(lambda m: (m.group(1) or m.group(2)) if (m.group(1) or m.group(2)).lower() in labels
+                           else m.group(), out)
+    return out
+
+
+def _read_adoc(text: str) -> str:
+    """The text with each AsciiDoc link `target[text]` read as its text (`https://…[x]`, `link:…[x]`, `mailto:…[x]`,
+    no word character or `(<[/:.+-` before it; an empty `[]` shows the URL and stays)."""
+    parts, last, found = [], 0, _ADOC_HEAD.search(text)
+    while found is not None:
+        head, rest = found.start(), found.end()
+        if found.group() == "://":
+            scheme = _SCHEME.search(text, max(0, head - 16), head)
+            head = scheme.start() if scheme else -1
+        m = _ADOC_REST.match(text, rest) if head >= last else None
+        if m and (head == 0 or not (text[head - 1].isalnum() or text[head - 1] in _NOT_BEFORE or
+                                    text[head - 1] == "_")):
+            label = _ADOC_ATTRS.sub("", m.group(1)).strip('"')
+            if label and label[0] != "/":             # `[url]https://…[/url]` is BBCode's, `textmarks` reads it
+                parts += [text[last:head], label]
+                last = m.end()
+        found = _ADOC_HEAD.search(text, max(rest, last))
+    return "".join(parts) + text[last:] if parts else text
+
+
+def _read_dump(text: str) -> str:
+    """The text without a lynx/w3m reference list at its end and the `[N]` markers of the numbers it lists."""
+    found = _REFERENCES.search(text)
+    if found is None:
+        return text
+    listed = {m.group(1) for m in _REF_NUMBER.finditer(found.group(1))}
+    body = text[:found.start()]
+    return _MARKER.sub(lambda m: "" if m.group(1) in listed else m.group(), body)

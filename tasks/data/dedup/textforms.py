@@ -1,0 +1,232 @@
+"""Copies of a text in another container format, read as the text before shingling (`DedupSpec.fold_formats`;
+never the kept text), and the chain of folds read before `normalize.shingle_text` (`prefold`).
+
+- quoted-printable (`read_quoted_printable`): a mail body encodes each `=` as `=3D`, non-ASCII characters as
+  their UTF-8 bytes (`=E2=80=99` for `’`, `=C3=A9` for `é`), and breaks lines longer than 76 characters with a
+  soft break, `=` at a line's end, often inside a word (`informa=\\ntion`). `\\w+` read `3D`, `E2`, `80` as words
+  and split the broken words: a QP copy of a prose document shared few 5-grams with it. A text is read as QP
+  only where every `=` in it starts an escape (`=` and two upper-case hex digits) or a soft break, as an
+  encoder writes them, and it holds an `=3D`, a UTF-8 sequence (`=C3=A9`) or a soft break after 60 characters or
+  more: code's `a = b`, `x=10` or `==`, a config's `key=` line, is left as it is. A run of escapes reads as
+  UTF-8, or as cp1252 where it is none (a Latin-1 body).
+- subtitles (`read_subtitles`): an SRT or WebVTT file of a talk holds its transcript's words between cue numbers
+  and timing lines (`00:00:01,000 --> 00:00:04,000`, `00:01.000 --> 00:04.000 align:start`): a number and ~8
+  digit words every ~10 words, and no copy met its transcript. In a text with a timing line, the timing lines,
+  the cue number (or, in WebVTT, the cue identifier) right above each, WebVTT's header and `NOTE`/`STYLE`/
+  `REGION` blocks and the cue text's tags (`<i>`, `<v Ann>`, `<00:00:01.500>`, `{\\an8}`) are not read.
+
+Both are read first, before the links (`linkforms`, `fold_markup`), URL parameters, line prefixes and hyphenation
+(a QP body's soft breaks join the words a wrapper split, `=3D` in its URLs is their `=`). `format_docs` finds the
+texts a rule may change in one compiled byte scan of the batch; only those are read in Python.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from numba import njit
+
+from specs.clean import DedupSpec
+from tasks.data.dedup import hashloops  # noqa: F401  (sets numba's cache folder before the `@njit` below)
+from tasks.data.dedup.lineprefix import strip_line_prefixes, strip_tracking
+from tasks.data.dedup.linkforms import read_links
+from tasks.data.dedup.marks import join_hyphenated
+
+# --- quoted-printable -----------------------------------------------------------------------------------------
+# what only an encoder writes: `=3D`, a UTF-8 sequence, or a soft break ending a long line (it breaks lines of more
+# than 76 characters: a short `key=` line ending a config's entry is no soft break)
+_QP_SIGN = re.compile(r"=(?:3D|[C-F][0-9A-F]=[89AB][0-9A-F])|^[^\n]{60,}=\r?\n", re.M)
+_QP_VALID = re.compile(r"=(?:[0-9A-F]{2}|\r?\n|\Z)")
+_SOFT_BREAK = re.compile(r"=(?:\r?\n|\Z)")
+_ESCAPES = re.compile(r"(?:=[0-9A-F]{2})+")
+
+
+def quoted_printable(text: str) -> bool:
+    """Whether `text` reads as a quoted-printable body: every `=` an escape or a soft break, and one of them an
+    `=3D`, a UTF-8 sequence or a soft break ending a long line."""
+    return _QP_SIGN.search(text) is not None and len(_QP_VALID.findall(text)) == text.count("=")
+
+
+def _decoded(m: re.Match[str]) -> str:
+    raw = bytes.fromhex(m.group().replace("=", ""))
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("cp1252", "replace")
+
+
+def read_quoted_printable(text: str) -> str:
+    """`text` decoded from quoted-printable (soft breaks joined, escapes read); `text` itself when it is no QP."""
+    if "=" not in text or not quoted_printable(text):
+        return text
+    return _ESCAPES.sub(_decoded, _SOFT_BREAK.sub("", text))
+
+
+# --- subtitles ------------------------------------------------------------------------------------------------
+_STAMP = r"(?:\d{1,3}:)?\d{1,2}:\d{2}[,.]\d{1,3}"
+_TIMING = re.compile(rf"[ \t]*{_STAMP}[ \t]+-->[ \t]+{_STAMP}(?:[ \t][^\n]*)?\r?")
+_CUE_NUMBER = re.compile(r"[ \t]*\d{1,7}[ \t]*\r?")
+_VTT_BLOCK = re.compile(r"(?:NOTE|STYLE|REGION)(?:[ \t]|\r?$)")
+_CUE_TAG = re.compile(r"</?(?:[ibu]|v|c|lang|ruby|rt|font)(?:[ .][^<>\n]{0,200})?>|<\d{1,3}(?::\d{2}){1,2}\.\d{3}>"
+                      r"|\{\\[^{}\n]{1,50}\}", re.I)
+
+
+def read_subtitles(text: str) -> str:
+    """`text` without its cue numbers, timing lines, WebVTT header and blocks and cue tags, where it holds a timing
+    line; else `text` itself."""
+    if "-->" not in text:
+        return text
+    lines = text.split("\n")
+    timing = [i for i, line in enumerate(lines) if "-->" in line and _TIMING.fullmatch(line)]
+    if not timing:
+        return text
+    vtt = lines[0].lstrip("\ufeff \t").startswith("WEBVTT")
+    drop = set(timing) | (_vtt_blocks(lines) if vtt else set())
+    # the line right above a timing line names its cue: SRT's number, WebVTT's optional identifier
+    drop |= {i - 1 for i in timing if i and lines[i - 1].strip() and (vtt or _CUE_NUMBER.fullmatch(lines[i - 1]))}
+    return _CUE_TAG.sub("", "\n".join(line for i, line in enumerate(lines) if i not in drop))
+
+
+def _vtt_blocks(lines: list[str]) -> set[int]:
+    """The lines of a WebVTT file's header (its first block) and of its `NOTE`, `STYLE` and `REGION` blocks."""
+    drop, inside = set(), True
+    for i, line in enumerate(lines):
+        if not line.strip():
+            inside = False
+        elif inside or (not lines[i - 1].strip() and _VTT_BLOCK.match(line)):
+            inside = True
+            drop.add(i)
+    return drop
+
+
+# --- the chain and the scan -----------------------------------------------------------------------------------
+def read_formats(text: str, formats: bool = True, markup: bool = True) -> str:
+    """`text` read as QP and subtitles (`formats`) and its lightweight-markup links (`markup`); `text` itself
+    when none applies."""
+    if formats:
+        text = read_subtitles(read_quoted_printable(text))
+    return read_links(text) if markup else text
+
+
+def prefold(text: str, spec: DedupSpec, formats: bool = True) -> str:
+    """`text` as the folds before `shingle_text` read it, as the spec says: container formats and markup links
+    (`read_formats`; `formats` False: `format_docs` found none), URLs without their tracking parameters, lines
+    without their number or timestamp prefixes, words hyphenated at line breaks joined (`lineprefix`, `marks`):
+    before the folds, which may join lines; `text` itself if unchanged."""
+    text = read_formats(text, spec.fold_formats, spec.fold_markup) if formats else text
+    text = strip_tracking(text) if spec.fold_urls else text
+    text = strip_line_prefixes(text) if spec.fold_line_prefixes else text
+    return join_hyphenated(text) if spec.fold_hyphenation else text
+
+
+QP, SUBTITLES, LINKS = 1, 2, 4
+# the bytes a rule's form ends or starts at, rare in prose and code (`.`, `-`, `:` as triggers cost ~1 ns a byte)
+_TRIGGER = np.zeros(256, np.uint8)
+_TRIGGER[list(b"=>`[R")] = 1
+_HEX = np.zeros(256, np.bool_)
+_HEX[list(b"0123456789ABCDEF")] = True
+_BLANK = np.zeros(256, np.bool_)
+_BLANK[list(b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f")] = True
+_EFERENCES, _LINK, _MAILTO = (np.frombuffer(w, np.uint8) for w in (b"eferences", b"link", b"mailto"))
+
+
+@njit(cache=True, inline="always")
+def _follows(data, i, end, word):
+    """Whether the bytes `word` (lower case) start at i, before `end`, in either case."""
+    if i < 0 or i + len(word) > end:
+        return False
+    for k in range(len(word)):
+        if data[i + k] | 0x20 != word[k]:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _qp_escape(data, i, end):
+    """(whether the `=` at i starts an escape or a soft break, as `_QP_VALID` reads it; whether it starts `_QP_SIGN`,
+    or may: `=3D`, a UTF-8 lead and continuation byte, or any soft break)."""
+    a = data[i + 1] if i + 1 < end else 10
+    if a == 10 or (a == 13 and i + 2 < end and data[i + 2] == 10):
+        return True, i + 1 < end
+    if i + 2 >= end or not _HEX[a] or not _HEX[data[i + 2]]:
+        return False, False
+    sign = (a == 0x33 and data[i + 2] == 0x44) or (0x43 <= a <= 0x46 and i + 5 < end and data[i + 3] == 0x3D
+                                                   and data[i + 4] in (0x38, 0x39, 0x41, 0x42) and _HEX[data[i + 5]])
+    return True, sign
+
+
+@njit(cache=True, inline="always")
+def _link_before(data, i, lo):
+    """Whether the run of bytes before the `[` at i (back to a blank or a bracket) holds a `://`, `link:` or
+    `mailto:`: the `[text]` of an AsciiDoc link (its target holds neither; a `++…++` one's first `[` is found)."""
+    j = i - 1
+    while j >= lo and not _BLANK[data[j]] and data[j] != 91 and data[j] != 93:
+        if data[j] == 58 and ((j + 2 < i and data[j + 1] == 47 and data[j + 2] == 47)
+                              or _follows(data, j - 4, j, _LINK) or _follows(data, j - 6, j, _MAILTO)):
+            return True
+        j -= 1
+    return False
+
+
+@njit(cache=True, inline="always")
+def _references(data, i, lo, end):
+    """Whether the `R` at i starts a line `References` (blanks before, `:` and blanks after) whose next non-blank
+    line starts with a digit, `[`, `V` or `H` (`   1. https://…`, `[1] …`, `Visible links`): a dump's list."""
+    if not _follows(data, i + 1, end, _EFERENCES):
+        return False
+    j = i - 1
+    while j >= lo and (data[j] == 32 or data[j] == 9):
+        j -= 1
+    if j >= lo and data[j] != 10:
+        return False
+    j = i + 10
+    j += 1 if j < end and data[j] == 58 else 0
+    while j < end and (data[j] == 32 or data[j] == 9):
+        j += 1
+    if j >= end or data[j] != 10:
+        return False
+    while j < end and (data[j] == 32 or data[j] == 9 or data[j] == 10):
+        j += 1
+    return j < end and (48 <= data[j] <= 57 or data[j] == 91 or data[j] == 86 or data[j] == 72)
+
+
+@njit(cache=True)
+def format_flags(data, ends):
+    """uint8 [m]: which rules may change each text of a batch (UTF-8 `data`, a `\\n` after each text, at `ends`):
+    QP every `=` an escape and one a sign of QP; SUBTITLES a `-->`; LINKS a `` `_ ``, a `[[`, a `References` line
+    before a list (`_references`), or a `[` after `://`, `link:` or `mailto:` with no blank between. A superset
+    of the texts `read_formats` changes: the exact test of the QP escapes, else the literals each rule needs."""
+    out = np.zeros(len(ends), np.uint8)
+    lo = 0
+    for d in range(len(ends)):
+        f, u, end, valid = 0, np.uint64(lo), ends[d], True
+        stop = np.uint64(end)
+        while u < stop:
+            if _TRIGGER[data[u]] == 0:                 # most bytes: one table read (unsigned: no negative-index test)
+                u += np.uint64(1)
+                continue
+            i = np.int64(u)
+            c, nxt = data[i], data[i + 1] if i + 1 < end else 0
+            if c == 61:
+                escape, sign = _qp_escape(data, i, end)
+                valid &= escape
+                f |= QP if sign else 0
+            elif c == 62:
+                f |= SUBTITLES if i - 2 >= lo and data[i - 1] == 45 and data[i - 2] == 45 else 0
+            elif (c == 96 and nxt == 95) or (c == 91 and (nxt == 91 or _link_before(data, i, lo))):
+                f |= LINKS
+            elif c == 82:
+                f |= LINKS if _references(data, i, lo, end) else 0
+            u += np.uint64(1)
+        out[d] = f if valid else f & ~QP
+        lo = end + 1
+    return out
+
+
+def format_docs(data: np.ndarray, ends: np.ndarray, spec: DedupSpec) -> list[int]:
+    """Which texts of a batch `read_formats` may change, as the spec turns its rules on (a superset)."""
+    rules = (QP | SUBTITLES if spec.fold_formats else 0) | (LINKS if spec.fold_markup else 0)
+    if not rules or len(ends) == 0:
+        return []
+    return np.flatnonzero(format_flags(data, np.asarray(ends, np.int64)) & rules).tolist()
