@@ -50,15 +50,14 @@ import re
 from collections import Counter
 from typing import Callable, Iterable
 
-from stdnum import ean as stdnum_ean, luhn as stdnum_luhn
-
 from specs.clean import ADDRESS_CLASSES, PII_KINDS
+from tasks.data.privacy.pii_cards import card_ok, luhn_ok  # noqa: F401 — luhn_ok is part of this module's API
 from tasks.data.privacy.pii_chain import Chained
 from tasks.data.privacy.pii_accounts import ACCOUNT_PASSES
 from tasks.data.privacy.pii_authors import AUTHOR_PASSES
 from tasks.data.privacy.pii_emails import EMAIL_PASSES
 from tasks.data.privacy.pii_folded import fold_view, unfold_restore
-from tasks.data.privacy.pii_ids import ID_PASSES, in_iban_shaped_run
+from tasks.data.privacy.pii_ids import ID_PASSES
 from tasks.data.privacy.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
 from tasks.data.privacy.pii_width import restore, width_view
 from tasks.data.privacy.pii_literals import remembered_absence
@@ -75,6 +74,7 @@ from tasks.data.privacy.pii_plainwords import PLAINWORD_PASSES
 from tasks.data.privacy.pii_rows import ROW_PASSES
 from tasks.data.privacy.pii_secrets import SECRET_PASSES
 from tasks.data.privacy.pii_sql import SQL_PASSES
+from tasks.data.privacy.pii_tags import tag_restore, tag_view
 from tasks.data.privacy.pii_wrapped import WRAPPED_EMAIL_PASSES, WRAPPED_PASSES
 
 PLACEHOLDERS = {"email": "<EMAIL>", "phone": "<PHONE>", "ipv4": "<IP_ADDRESS>", "ipv6": "<IP_ADDRESS>",
@@ -150,61 +150,6 @@ _ADDRESS_AFTER = re.compile(r":\d{1,5}(?!\d)|/32(?!\d)|[ ]-[ ]\S{1,32}[ ]\[")
 _QUAD = r"(?:\d{1,3}(?:\.\d{1,3}){3}|<IP_ADDRESS>)"
 _ADDRESS_LINE = re.compile(rf"[ \t]*{_QUAD}(?:[ \t]*[,;/]?[ \t]*{_QUAD})*[ \t]*[,;/]?[ \t]*")
 _LIST_LINE_MAX = 400    # (bounded: a line is read once per quad in it)
-
-
-def luhn_ok(digits: str) -> bool:
-    return stdnum_luhn.is_valid(digits)
-
-
-def _issuer_ok(d: str) -> bool:
-    """A plausible issuer prefix for the length: Visa, Mastercard, Amex, Mir, UnionPay (62, 81), Discover, JCB,
-    Maestro, Diners."""
-    n, p2, p3, p4 = len(d), int(d[:2]), int(d[:3]), int(d[:4])
-    if d[0] == "4":
-        return n in (13, 16, 19)
-    if 51 <= p2 <= 55 or 2221 <= p4 <= 2720:
-        return n == 16
-    if p2 in (34, 37):
-        return n == 15
-    if 2200 <= p4 <= 2204:                  # Mir
-        return n == 16
-    if 8100 <= p4 <= 8171:                  # UnionPay's 81 range (Stripe's and Adyen's test cards)
-        return 16 <= n <= 19
-    if p4 in (1800, 2131):                  # JCB's 15-digit cards
-        return n == 15
-    if p4 == 6011 or 644 <= p3 <= 649 or p2 in (62, 65) or p2 == 35:   # Discover, UnionPay, JCB (35xx)
-        return 16 <= n <= 19
-    if p2 == 50 or 56 <= p2 <= 69:          # Maestro (6x prefixes not claimed above)
-        return 12 <= n <= 19
-    return (300 <= p3 <= 305 or p2 in (36, 38, 39)) and 14 <= n <= 19
-
-
-_BARCODE_BEFORE = re.compile(r"(?i)\b(?:ean(?:-?13)?|upc(?:-?a)?|gtin(?:-?1[23])?|barcode|bar code|isbn(?:-?13)?)\b"
-                             r"[^\n\d]{0,12}$")
-
-
-def _card(m: re.Match[str]) -> bool:
-    if in_iban_shaped_run(m):
-        return False
-    digits = re.sub(r"\D", "", m.group())
-    if m.group("s") and _in_number_row(m, len(digits)):
-        return False
-    # A bare 12/13-digit barcode (UPC-A, EAN-13) that Luhn also passes by chance, where the text names it: a
-    # GS1 check alone would also drop a tenth of real 13-digit Visa and 12-digit Maestro numbers.
-    if len(digits) in (12, 13) and m.group().isdigit() and stdnum_ean.is_valid(digits) and \
-            _BARCODE_BEFORE.search(m.string, max(0, m.start() - 24), m.start()):
-        return False
-    return len(set(digits)) > 1 and _issuer_ok(digits) and luhn_ok(digits)
-
-
-def _in_number_row(m: re.Match[str], digits: int) -> bool:
-    """Groups of 4 inside a row of 4-digit groups (a table's numbers): a 4-digit group right before or after the
-    match; two for a 16-digit one (`4111 1111 1111 1111 2025` is a card and a year)."""
-    groups = 1 if digits < 16 else 2
-    sep = re.escape(m.group("s"))
-    after = re.match(rf"(?:{sep}\d{{4}}(?!\d)){{{groups}}}", m.string[m.end():m.end() + 11])
-    before = re.search(rf"(?<![\d.,])(?:\d{{4}}{sep}){{{groups}}}$", m.string[max(0, m.start() - 11):m.start()])
-    return after is not None or before is not None
 
 
 def _ipv4(m: re.Match[str], keep: frozenset[str]) -> bool:
@@ -318,7 +263,7 @@ _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[st
       for kind, pattern, valid, group, hint in AUTHOR_PASSES + WRAPPED_EMAIL_PASSES + EMAIL_PASSES + PERSONAL_PASSES +
       COLUMN_PASSES + CELL_PASSES + LABEL_ROW_PASSES + WRAPPED_PASSES + ACCOUNT_PASSES + SQL_PASSES + ID_PASSES +
       NATIONAL_PASSES + MORE_NATIONAL_PASSES),
-    ("credit_card", Chained(_CARD, ",;/|"), lambda m, keep: _card(m), 0, bool),
+    ("credit_card", Chained(_CARD, ",;/|"), lambda m, keep: card_ok(m), 0, bool),
     ("ipv6", ColonLed(), _ipv6, 0, _hint(":")),
     ("ipv4", _IPV4, _ipv4, 0, _hint(".")),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
@@ -346,6 +291,17 @@ def scrub_pii(text: str, kinds: Iterable[str] = PII_KINDS,
     if keep - set(ADDRESS_CLASSES):
         raise ValueError(f"unknown address classes {sorted(keep - set(ADDRESS_CLASSES))}; "
                          f"expected some of {', '.join(ADDRESS_CLASSES)}")
+    text, counts = _in_folded_view(text, wanted, keep)
+    untagged = tag_view(text)       # a value split by inline HTML tags (`john<span>@</span>example.com`)
+    if untagged is not None:
+        scrubbed, more = _in_width_view(untagged[0], wanted, keep)
+        restored = tag_restore(text, *untagged, scrubbed, PLACEHOLDERS.values()) if more else None
+        if restored is not None:
+            return restored, dict(sorted((Counter(counts) + Counter(more)).items()))
+    return text, counts
+
+
+def _in_folded_view(text: str, wanted: set[str], keep: frozenset[str]) -> tuple[str, dict[str, int]]:
     folded = fold_view(text)        # a folded calendar line or mail header read as the one line it means
     if folded is not None:
         scrubbed, counts = _in_width_view(folded[0], wanted, keep)

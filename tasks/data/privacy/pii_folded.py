@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from tasks.data.privacy.pii_width import place_pieces
+from tasks.data.privacy.pii_width import drop_spans, place_pieces
 
 # A calendar or card object: its folds are dropped between its BEGIN and END lines (to the text's end if cut).
 _CALENDAR = re.compile(r"BEGIN:(?:VCALENDAR|VEVENT|VTODO|VCARD)\r?\n(?:.*?\nEND:(?:VCALENDAR|VCARD)\b|.*)", re.S)
@@ -57,16 +57,7 @@ def fold_view(text: str) -> tuple[str, list[int]] | None:
     if "\n " not in text and "\n\t" not in text:
         return None
     spans = _fold_spans(text)
-    if not spans:
-        return None
-    pieces, offsets, last = [], [], 0
-    for start, end in spans:
-        pieces.append(text[last:start])
-        offsets.extend(range(last, start))
-        last = end
-    pieces.append(text[last:])
-    offsets.extend(range(last, len(text) + 1))
-    return "".join(pieces), offsets
+    return drop_spans(text, spans) if spans else None
 
 
 def unfold_restore(text: str, view: str, offsets: list[int], scrubbed: str,

@@ -73,3 +73,16 @@ def place_pieces(view: str, scrubbed: str, placeholders: Iterable[str]) -> list[
         if k + 1 < len(pieces):
             out.append(pieces[k + 1])
     return out
+
+
+def drop_spans(text: str, spans: list[tuple[int, int]]) -> tuple[str, list[int]]:
+    """`text` without the sorted, disjoint `spans` and the offset in `text` of each character left (one more
+    entry: the text's length). Shared by the unfolded view (`pii_folded`) and the untagged one (`pii_tags`)."""
+    pieces, offsets, last = [], [], 0
+    for start, end in spans:
+        pieces.append(text[last:start])
+        offsets.extend(range(last, start))
+        last = end
+    pieces.append(text[last:])
+    offsets.extend(range(last, len(text) + 1))
+    return "".join(pieces), offsets
