@@ -52,8 +52,9 @@ def test_the_choice_is_no_slower_than_the_published_recipe_by_its_own_model(name
     if pub.within_margin:
         assert p.chosen.cost.s_per_token <= pub.cost.s_per_token * (1 + TIE_TOLERANCE)
     else:
-        # Over the margin only because torch_autocast keeps fp32 weights and gradients (the sources held bf16
-        # weights): in DeepSpeed's bf16 section the published recipe fits.
+        # Over the margin only because torch_autocast keeps fp32 weights and gradients and a bf16 copy of the
+        # weights per micro-batch in flight (the sources held bf16 weights): in DeepSpeed's bf16 section the
+        # published recipe fits.
         assert run.cluster.autocast and run.in_mode("sections").published_row().fits
 
 
@@ -96,18 +97,30 @@ def test_exact_where_the_published_recipe_is_the_clear_optimum():
     c, pub = p.chosen, run.published_row()
     assert (c.tp, c.sequence_parallel, c.checkpointing, c.zero_stage) == (4, True, "off", 1) and c.pp > 1
     assert pub.cost.s_per_token <= c.cost.s_per_token * 1.03
-    # Pythia 12B: GPT-NeoX's tp 4 × dp 64 with ZeRO-1 and no pipeline, at a smaller micro-batch without recompute.
-    _, p = planned("Pythia 12B")
+    # Pythia 12B: GPT-NeoX's tp 4 without recomputation. Its dp 64 × pp 1 with ZeRO-1 was the choice until the
+    # gradient traffic was priced as DeepSpeed sends it under torch_autocast (fp32 at tp > 1: 4.8 GB a step per
+    # rank over 25 GB/s InfiniBand); a 2-stage pipeline halves that, and the published layout is within 3 %.
+    run, p = planned("Pythia 12B")
     c = p.chosen
-    assert (c.dp, c.tp, c.pp, c.zero_stage, c.checkpointing) == (64, 4, 1, 1, "off")
+    assert (c.tp, c.checkpointing) == (4, "off")
+    pub = search(run.model, run.cluster, vocab_size=run.vocab_size, seq_len=run.seq_len,
+                 global_batch=run.global_batch,
+                 fixed={"dp": 64, "tp": 4, "pp": 1, "zero_stage": 1, "checkpointing": "off"}).chosen
+    assert pub.within_margin and pub.cost.s_per_token <= c.cost.s_per_token * 1.03
 
 
 def test_recomputation_only_where_nothing_else_fits():
     """The published 175B runs recomputed every block; the planner drops it where sequence parallelism and a
-    micro-batch of 1–2 fit (its forward again costs a third of the compute), and keeps it for 405B at 8K."""
-    for name in ("GPT-3 175B", "BLOOM 176B", "GPT-NeoX-20B"):
+    micro-batch of 1–2 fit (its forward again costs a third of the compute), and keeps it for 405B at 8K and
+    for BLOOM 176B: under torch_autocast each micro-batch in flight keeps a bf16 copy of its stage's block
+    weights (tests/test_plan_weight_copies.py), and with BLOOM's 250,880-row vocabulary no layout without
+    recomputation stays within the margin (the least needs 70.7 GiB of 80)."""
+    for name in ("GPT-3 175B", "GPT-NeoX-20B"):
         _, p = planned(name)
         assert p.chosen.checkpointing == "off", name
+    _, p = planned("BLOOM 176B")
+    assert p.chosen.checkpointing == "full"
+    assert not any(r.within_margin for r in p.rows if r.checkpointing == "off")
     _, p = planned("Llama 3 405B")
     c = p.chosen
     assert c.checkpointing == "full"

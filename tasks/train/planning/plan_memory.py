@@ -8,6 +8,7 @@ it to skip layouts that cannot fit. All sizes are bytes; GiB (2**30) only when r
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple
 
 from specs.pretrain import ModelSpec
@@ -97,6 +98,20 @@ def state_bytes(precision: str, autocast: bool, zero_stage: int, pp: int) -> Sta
     return StateBytes(w, w, 8 if zero_stage == 3 and w == 4 else 12, zero_stage >= 3, zero_stage >= 2, True)
 
 
+def model_config(model: ModelSpec | ModelConfig, vocab_size: int, seq_len: int) -> ModelConfig:
+    """The architecture a run of `model` trains: its shape keys, or with `model.init.kind: hf` the checkpoint's
+    config.json as pretraining reads it (hf_import.hf_model_config: its vocabulary, layers, widths, heads, tied
+    embeddings; no weights are opened), as the shape keys are refused beside a checkpoint. A ModelConfig is
+    returned as it is (the planner reads the checkpoint once per search, not once per recipe)."""
+    if isinstance(model, ModelConfig):
+        return model
+    if model.init.kind == "hf":
+        from tasks.train.hf.hf_import import hf_model_config  # torch: only when a checkpoint is planned
+
+        return hf_model_config(Path(model.init.path), seq_len=seq_len)
+    return ModelConfig.from_spec(model, vocab_size, seq_len)
+
+
 def block_activation_bytes(seq_len: int, micro_batch: int, d_model: int, n_heads: int, tp: int,
                            act_bytes: int, fused_attention: bool, sequence_parallel: bool = False,
                            stream_bytes: int | None = None) -> int:
@@ -123,6 +138,22 @@ def block_activation_bytes(seq_len: int, micro_batch: int, d_model: int, n_heads
     per_sbh = whole + split / tp + (0.0 if fused_attention else 5 * a * s / (h * tp))
     wider = 2 * s * b * h * max(0, (stream_bytes or act_bytes) - act_bytes) // (tp if split_all else 1)
     return int(s * b * h * per_sbh * act_bytes / 2) + wider
+
+
+def autocast_weight_copy_bytes(block_copy: int, layers: int, recomputed: int, in_flight: int) -> int:
+    """Bytes of the bf16 weight copies torch_autocast holds on a stage of `layers` blocks, `recomputed` of them
+    recomputed in backward, with `in_flight` micro-batches between forward and backward; `block_copy`: one
+    block's matrices and biases per tp rank in bf16 (2 bytes each).
+
+    autocast casts each fp32 weight for its matmul and the matmul saves the cast for backward, so a block run
+    without recomputation keeps a copy per micro-batch in flight (measured 1×–4× for 1–4 in flight, eager and
+    compiled). A recomputed block saves none; its recompute in backward makes its copies again, one block at a
+    time. Priced for compiled blocks, what the engine runs on GPUs (speed.compile auto): eager blocks under
+    recomputation would also keep autocast's cast cache — a copy of every block weight the micro-batch's forward
+    used, alive until that forward leaves autocast — which compiled blocks do not (their casts are graph ops:
+    measured 4 blocks' copies alive at the end of an eager forward of 4 recomputed blocks, none compiled).
+    tests/test_plan_weight_copies.py measures these on the project's Block."""
+    return block_copy * (in_flight * (layers - recomputed) + (1 if recomputed else 0))
 
 
 def loss_implementation(pp: int, vocab_split: int) -> str:
@@ -157,7 +188,7 @@ def loss_activation_bytes(tokens: int, vocab_columns: int, d_model: int, act_byt
     raise ValueError(f"loss implementation: materialised or chunked, got {implementation!r}")
 
 
-def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch: int, precision: str,
+def estimate_memory(model: ModelSpec | ModelConfig, vocab_size: int, seq_len: int, micro_batch: int, precision: str,
                     dp: int, tp: int, pp: int, zero_stage: int, activation_checkpointing: bool | str,
                     grad_accum: int = 1, overhead_bytes: int = 0, fused_attention: bool = True,
                     sequence_parallel: bool = False, autocast: bool = False) -> MemoryEstimate:
@@ -165,8 +196,11 @@ def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch
     in flight, the last the output head and logits); `sequence_parallel` as `block_activation_bytes`;
     `activation_checkpointing` a plan_cost.CHECKPOINTING mode or the params' bool; `autocast`: bf16 through
     DeepSpeed's torch_autocast mode (fp32 weights and residual stream, bf16 matmuls), else `precision`'s
-    section (`state_bytes` counts weights, gradients and optimizer states per mode)."""
-    r, counts = model.resolved(), param_counts(ModelConfig.from_spec(model, vocab_size, seq_len))
+    section (`state_bytes` counts weights, gradients and optimizer states per mode). `model` as `model_config`
+    reads it: a checkpoint's vocabulary replaces `vocab_size`."""
+    cfg = model_config(model, vocab_size, seq_len)
+    counts, vocab_size = param_counts(cfg), cfg.vocab_size
+    r = {"n_layers": cfg.n_layers, "d_model": cfg.d_model, "n_heads": cfg.n_heads}
     # Rajbhandari et al. 2020 (ZeRO), §3.1 and §5, as DeepSpeed implements it: `state_bytes`.
     states = state_bytes(precision, autocast, zero_stage, pp)
     act_bytes = BYTES_PER_PARAM[precision]  # the matmuls' inputs: bf16 under torch_autocast too
@@ -178,13 +212,16 @@ def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch
                                            fused_attention, sequence_parallel, stream_bytes)
     token_split = tp if sequence_parallel else 1  # the residual stream between blocks: T/tp tokens per rank
     block_input = ceil_div(seq_len * micro_batch * r["d_model"] * stream_bytes, token_split)
+    # torch_autocast's bf16 copies of the fp32 block weights (the bf16/fp16 sections' weights are 2 bytes already)
+    block_copy = 2 * ceil_div(counts.block_matrices + counts.block_biases, tp) if autocast else 0
 
     def stage_act(layers: int, in_flight: int) -> int:
         # A recomputed block keeps only its input (2·sbh bytes in 16-bit, Korthikanti §4.1); while it is
         # recomputed in backward, one block's full working set exists on top.
         again = recomputed_blocks(mode, layers)
         kept = in_flight * (again * block_input + (layers - again) * per_block_act)
-        return kept + (per_block_act if again else 0)
+        copies = autocast_weight_copy_bytes(block_copy, layers, again, in_flight) if block_copy else 0
+        return kept + (per_block_act if again else 0) + copies
 
     estimates = []
     stages = [("only", True, True)] if pp == 1 else [("first", True, False), ("last", False, True)]
@@ -200,7 +237,7 @@ def estimate_memory(model: ModelSpec, vocab_size: int, seq_len: int, micro_batch
         if last:
             # Untied: the head lives on the last stage. Tied with a pipeline: the last stage holds its own copy
             # of the table (DeepSpeed TiedLayerSpec all-reduces the two copies' grads).
-            n += counts.final_norm + (table if model.tie_embeddings and pp > 1 else head)
+            n += counts.final_norm + (table if cfg.tie_embeddings and pp > 1 else head)
         # 1F1B (Narayanan et al. 2021, PipeDream-Flush): stage i keeps up to pp − i micro-batches in flight.
         in_flight = min(pp, grad_accum) if first else 1
         estimates.append(MemoryEstimate(

@@ -30,7 +30,10 @@ def cost_basis(cluster: ClusterSpec) -> str:
 
 def model_label(model: ModelSpec, detail: bool = True) -> str:
     """The flavor's name, or — when a shape key overrides it (`--set model.*`), so the shape is no longer the
-    flavor's — `custom shape from <flavor>` and (`detail`) the keys that differ."""
+    flavor's — `custom shape from <flavor>` and (`detail`) the keys that differ; a Hugging Face checkpoint by its
+    folder (its config.json gives the shape, the flavor plays no part)."""
+    if model.init.kind == "hf":
+        return f"checkpoint {model.init.path}"
     base = FLAVORS[model.flavor]
     changed = [f"{k} {v}" for k, v in model.resolved().items() if v != base[k]]
     if model.ffn_hidden is not None or model.ffn_multiple_of != type(model).model_fields["ffn_multiple_of"].default:
@@ -173,8 +176,9 @@ def explain(p: Plan, model: ModelSpec, seq_len: int, memory_safety: float, tie_t
              f"activations {m.activations / GIB:.1f}, overhead {m.overhead / GIB:.1f}) of {cluster.memory_gb:g} GiB."]
     if cluster.autocast:
         parts.append("Memory is priced for bf16 through DeepSpeed's torch_autocast, what the engine runs on GPUs "
-                     "(pretrain.speed.mixed_precision): fp32 weights and gradients; --mixed-precision sections "
-                     "prices its bf16 section.")
+                     "(pretrain.speed.mixed_precision): fp32 weights and gradients, a bf16 copy of the block "
+                     "weights per micro-batch in flight (in activations), fp32 gradient traffic except tp 1's "
+                     "linears under ZeRO; --mixed-precision sections prices its bf16 section.")
     if chosen.cost is None:
         parts.append("No step-time estimate for this device; the simplest recipe that fits is taken.")
     else:
@@ -196,7 +200,7 @@ def explain(p: Plan, model: ModelSpec, seq_len: int, memory_safety: float, tie_t
             parts.append(f"Recomputation (one more forward of each recomputed block) is what fits: without it "
                          f"this layout needs at least {least.memory.total / GIB:.1f} GiB.")
     if chosen.pp > 1:
-        parts.append(f"The pipeline cuts {model.resolved()['n_layers']} layers into {chosen.pp} stages; its 1F1B "
+        parts.append(f"The pipeline cuts {p.params.n_layers} layers into {chosen.pp} stages; its 1F1B "
                      f"bubble (pp−1)/(m+pp−1) at m = {chosen.grad_accum} micro-batches is "
                      f"{chosen.bubble_share:.0%} of the step. DeepSpeed allows ZeRO ≤ 1 with a pipeline.")
         if chosen.bubble_share > BUBBLE_WARNING:

@@ -13,12 +13,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from specs.pretrain import ModelSpec, ParallelSpec, layout_problems
+from specs.pretrain import ModelSpec, ParallelSpec, layout_problems, shape_problems
 from tasks.train.planning.cluster import ClusterSpec
 from specs.architecture import ModelConfig, flops_per_token, param_counts
-from tasks.train.planning.plan_cost import CHECKPOINTING, checkpoint_mode, estimate_step, stage_blocks
+from tasks.train.planning.plan_cost import (CHECKPOINTING, checkpoint_mode, estimate_step, gradient_comm_bytes,
+                                            stage_blocks)
 from tasks.train.planning.plan_memory import (BYTES_PER_PARAM, GIB, MemoryEstimate, block_activation_bytes,
-                                     estimate_memory)
+                                              estimate_memory, model_config)
 from tasks.train.planning import plan_render
 from tasks.train.planning.plan_result import Plan, PlanRow
 
@@ -69,6 +70,10 @@ def validate_layout(model: ModelSpec, parallel: ParallelSpec, world_size: int,
                     gpus_per_node: int | None = None) -> list[str]:
     """Why `parallel` cannot run `model` on `world_size` ranks (empty when it can), each naming the params key."""
     problems = layout_problems(model, parallel)
+    if model.init.kind == "hf":  # the spec cannot see a checkpoint's shape (layout_problems): its config.json can
+        c = model_config(model, 0, 0)
+        problems += shape_problems(c.n_heads, c.n_kv_heads, c.ffn_hidden, c.n_layers, parallel,
+                                   "the checkpoint's intermediate_size")
     if parallel.world_size != world_size:
         problems.append(f"parallel: dp × tp × pp = {parallel.dp} × {parallel.tp} × {parallel.pp} = "
                         f"{parallel.world_size}, but the world size is {world_size}")
@@ -103,7 +108,8 @@ def rank_rows(rows: list[PlanRow]) -> tuple[list[PlanRow], PlanRow | None]:
 class _Shape:
     """What every recipe of one model shares: sizes and FLOPs, computed once per search."""
 
-    model: ModelSpec
+    cfg: ModelConfig                # the shape's keys, or a checkpoint's config.json (plan_memory.model_config)
+    ffn_from: str                   # where the SwiGLU width comes from, for shape_problems' messages
     vocab_size: int
     seq_len: int
     n_layers: int
@@ -111,6 +117,7 @@ class _Shape:
     flops_per_token: int
     head_flops_per_token: int       # the output projection's 6·V·d: the last pipeline stage's extra work
     fused_attention: bool
+    block_linear: int               # one block's linears (matrices and biases): what torch_autocast reduces in bf16
 
 
 def _price(shape: _Shape, cluster: ClusterSpec, layout: tuple[int, int, int], zero: int, micro_batch: int,
@@ -118,16 +125,21 @@ def _price(shape: _Shape, cluster: ClusterSpec, layout: tuple[int, int, int], ze
     """Memory and estimated step time of one recipe."""
     dp, tp, pp = layout
     mem_limit = cluster.memory_gb * GIB
-    est = estimate_memory(shape.model, shape.vocab_size, shape.seq_len, micro_batch, cluster.precision, dp, tp,
+    est = estimate_memory(shape.cfg, shape.vocab_size, shape.seq_len, micro_batch, cluster.precision, dp, tp,
                           pp, zero, checkpointing, grad_accum, int(cluster.overhead_gb * GIB),
                           shape.fused_attention, sequence_parallel, cluster.autocast)
     fits = est.total <= mem_limit
     why_not = [] if fits else [f"needs {est.total / GIB:.1f} GiB > {cluster.memory_gb:g} GiB per device"]
     if fits and est.total > MEMORY_SAFETY * mem_limit:
         why_not.append(f"{est.total / mem_limit:.0%} of the device: above the {MEMORY_SAFETY:.0%} margin")
-    w_bytes = BYTES_PER_PARAM[cluster.precision]
+    w_bytes = BYTES_PER_PARAM[cluster.precision]  # the compute precision of activations
+    blocks = stage_blocks(shape.n_layers, pp)
+    linear = (blocks[-1] if est.stage == "last" else blocks[0]) * -(-shape.block_linear // tp)
+    grad_bytes = gradient_comm_bytes(est.params_on_device, linear, cluster.precision, cluster.autocast, zero, tp)
+    weight_bytes = est.params_on_device * (4 if cluster.autocast else w_bytes)  # fp32 weights under autocast
     cost = estimate_step(cluster, flops_per_token=shape.flops_per_token, n_layers=shape.n_layers,
-                         d_model=shape.d_model, act_bytes=w_bytes, grad_bytes_on_device=est.params_on_device * w_bytes,
+                         d_model=shape.d_model, act_bytes=w_bytes, grad_bytes_on_device=grad_bytes,
+                         weight_bytes_on_device=weight_bytes,
                          dp=dp, tp=tp, pp=pp, zero_stage=zero, micro_batch=micro_batch, seq_len=shape.seq_len,
                          grad_accum=grad_accum, activation_checkpointing=checkpointing,
                          head_flops_per_token=shape.head_flops_per_token, sequence_parallel=sequence_parallel)
@@ -159,20 +171,25 @@ def batch_splits(global_batch: int | None, dp: int, fixed: Mapping[str, Any]) ->
     return pairs, ""
 
 
-def _layout_options(model: ModelSpec, cluster: ClusterSpec, seq_len: int, layout: tuple[int, int, int],
+def _layout_options(shape: _Shape, cluster: ClusterSpec, seq_len: int, layout: tuple[int, int, int],
                     global_batch: int | None, fixed: Mapping[str, Any], checkpointing: tuple[str, ...]):
     """(problems, recipe options) of one layout: options are (zero, micro_batch, grad_accum, mode, sp)."""
     dp, tp, pp = layout
-    problems = spec_limit_problems(layout) + layout_problems(model, ParallelSpec.model_construct(dp=dp, tp=tp, pp=pp))
+    c = shape.cfg
+    problems = spec_limit_problems(layout) + shape_problems(
+        c.n_heads, c.n_kv_heads, c.ffn_hidden, c.n_layers, ParallelSpec.model_construct(dp=dp, tp=tp, pp=pp),
+        shape.ffn_from)
     if p := tp_node_problem(tp, cluster.gpus_per_node):
         problems.append(p)
     splits, why = batch_splits(global_batch, dp, fixed)
     if why:
         problems.append(why)
-    # ZeRO shards over dp (nothing to shard at dp = 1); DeepSpeed allows ZeRO ≤ 1 with a pipeline.
+    # ZeRO shards over dp (nothing to shard at dp = 1, so the search skips it there); DeepSpeed allows ZeRO ≤ 1
+    # with a pipeline. A fixed stage is kept even at dp = 1, where DeepSpeed runs it on one rank: a recipe that
+    # silently changed it would contradict the "fixed:" line above it.
     zeros = [0] if dp == 1 else ([0, 1] if pp > 1 else [0, 1, 2, 3])
     if "zero_stage" in fixed:
-        zeros = [fixed["zero_stage"]] if dp > 1 or fixed["zero_stage"] == 0 else [0]
+        zeros = [fixed["zero_stage"]]
         if pp > 1 and fixed["zero_stage"] > 1:
             problems.append(f"parallel.zero_stage {fixed['zero_stage']}: DeepSpeed allows ZeRO ≤ 1 with a pipeline")
     modes = [checkpoint_mode(fixed["checkpointing"])] if "checkpointing" in fixed else list(checkpointing)
@@ -198,23 +215,25 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, vocab_size: int, seq_len: 
     if global_batch is not None and global_batch < 1:
         raise ValueError(f"global batch: at least 1 sequence per step, got {global_batch}")
     fixed = dict(fixed or {})
-    cfg = ModelConfig.from_spec(model, vocab_size, seq_len)
-    r = model.resolved()
-    shape = _Shape(model, vocab_size, seq_len, r["n_layers"], r["d_model"], flops_per_token(cfg),
-                   6 * vocab_size * r["d_model"], fused_attention)
+    # A checkpoint's shape (and vocabulary: its embedding rows) is its config.json's, read once here.
+    cfg = model_config(model, vocab_size, seq_len)
+    vocab_size, counts = cfg.vocab_size, param_counts(cfg)
+    ffn_from = ("the checkpoint's intermediate_size" if model.init.kind == "hf" else "model.ffn_hidden"
+                if model.ffn_hidden else "model.d_model and model.ffn_multiple_of")
+    shape = _Shape(cfg, ffn_from, vocab_size, seq_len, cfg.n_layers, cfg.d_model, flops_per_token(cfg),
+                   6 * vocab_size * cfg.d_model, fused_attention, counts.block_matrices + counts.block_biases)
     rows: list[PlanRow] = []
     for layout in candidate_layouts(cluster.world_size):
         if any(fixed.get(axis, v) != v for axis, v in zip(("dp", "tp", "pp"), layout)):
             continue
-        problems, options = _layout_options(model, cluster, seq_len, layout, global_batch, fixed, checkpointing)
+        problems, options = _layout_options(shape, cluster, seq_len, layout, global_batch, fixed, checkpointing)
         if problems or not options:
             rows.append(PlanRow(*layout, None, None, False, problems or ["no recipe left by the fixed keys"]))
             continue
         rows += [_price(shape, cluster, layout, *option) for option in options]
     ranked, chosen = rank_rows(rows)
-    counts = param_counts(cfg)
-    name = (f"{plan_render.model_label(model, detail=False)} (layers {r['n_layers']}, d_model {r['d_model']}, "
-            f"heads {r['n_heads']}/{r['n_kv_heads']} kv, vocab {vocab_size}, seq_len {seq_len})")
+    name = (f"{plan_render.model_label(model, detail=False)} (layers {cfg.n_layers}, d_model {cfg.d_model}, "
+            f"heads {cfg.n_heads}/{cfg.n_kv_heads} kv, vocab {vocab_size}, seq_len {seq_len})")
     result = Plan(name, counts, cluster, rows, chosen, "", ranked, plan_render.cost_basis(cluster), global_batch,
                   fixed)
     result.why = plan_render.explain(result, model, seq_len, MEMORY_SAFETY, TIE_TOLERANCE)
