@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from specs import ParamsError, load_params
+from specs import Params, ParamsError, load_params
 from specs.batch import BatchGeometry
 from tasks.core import graph
 
@@ -31,12 +31,35 @@ def cmd_check(args: argparse.Namespace) -> int:
         from specs.params import read_params_file
 
         problems += graph.missing_param_keys(read_params_file(root / args.params))
+        problems += _checkpoint_problems(params, root)
     if problems:
         print("check failed:", *problems, sep="\n  ", file=sys.stderr)
         return 2
     print(f"ok: {args.params} is valid for stages {', '.join(graph.STAGE_NAMES)}; dvc.yaml matches the registry"
           f" (run '{params.run.name}', seed {params.run.seed})")
     return 0
+
+
+def _checkpoint_problems(params: Params, root: Path) -> list[str]:
+    """With `model.init.kind: hf`, what mix and sft would refuse after reading the checkpoint's config.json: a
+    chosen sequence length past its positions. `check` read params only, so `mix.seq_len: 2048` beside a
+    1,024-position checkpoint passed it and stopped mix, whose outputs DVC had already removed."""
+    if params.model.init.kind != "hf":
+        return []
+    from specs.init import user_set
+    from tasks.data.mixing.tokenizer import fit_seq_len, max_positions
+
+    folder = Path(params.model.init.path)
+    folder = folder if folder.is_absolute() else root / folder
+    try:
+        fit_seq_len(params.mix.seq_len, folder, "mix.seq_len", "seq_len" in user_set(params.mix))
+        limit = max_positions(folder)
+    except (ValueError, OSError) as exc:  # HFImportError is a ValueError: a malformed config.json
+        return [str(exc)]
+    if params.sft.seq_len and limit and params.sft.seq_len > limit:
+        return [f"sft.seq_len: {params.sft.seq_len} is longer than the checkpoint's max_position_embeddings {limit}: "
+                f"set sft.seq_len to at most {limit}, or null (pretraining's)"]
+    return []
 
 
 def cmd_graph(args: argparse.Namespace) -> int:

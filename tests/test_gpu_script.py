@@ -114,6 +114,23 @@ def test_only_runs_the_selected_parts_with_the_whole_budget(tmp_path):
     assert [m.split(":")[0] for m in report.missing_rows(tmp_path, {**unselected, "sft": "not run"})] == ["- sft"]
 
 
+def test_a_dry_run_skips_wheels_built_for_another_python(tmp_path):
+    """The README runs prepare_wheels.sh (cp312 for the box) and then the dry run here: setup tried to install
+    those wheels on this python and the table said `setup failed`. A dry run now skips wheels of another tag and
+    says so; a real run still installs them (and fails loudly on a wrong box)."""
+    setup = re.search(r"^setup\(\) \{.*?^\}", RUN_SH, re.M | re.S).group(0)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "requirements.txt").write_text("foo==1.0\n")
+    (wheels / "foo-1.0-cp27-cp27mu-linux_x86_64.whl").write_bytes(b"not a zip")
+    out = {}
+    for dry in (1, 0):
+        harness = f'PY="{sys.executable}"; WHEELS="{wheels}"; SITE="{tmp_path}/site"; DRY={dry}\n{setup}\nsetup\n'
+        out[dry] = subprocess.run(["bash", "-c", harness], capture_output=True, text=True, timeout=120)
+    assert out[1].returncode == 0 and "not for this python" in out[1].stdout, out[1].stdout + out[1].stderr
+    assert out[0].returncode != 0  # a real run installs what was carried: a wheel it cannot install fails setup
+
+
 def test_traced_steps_follow_the_timed_ones_and_stay_out_of_the_timing():
     """StepClock with a trace: the timed span ends at the last timed step, the profiler starts there and stops
     after `trace_steps` more, then the loop is stopped; the report lists the trace with its idle share."""

@@ -219,3 +219,35 @@ def test_params_fragments_outside_recipes_validate_in_the_shipped_params():
         except ParamsError as exc:
             bad.append(f"README line {line}: {exc.problems}")
     assert not bad
+
+
+def test_every_yaml_block_reads_the_same_to_yaml_1_1_and_to_dvc():
+    # a user pastes these into params.yaml, whose reader refuses what PyYAML (1.1) and DVC (1.2) read apart:
+    # the checkpoint recipe's `review: {mode: off}` made `check` fail as pasted, while the recipe test's own
+    # safe_load/safe_dump round trip turned `off` into false and passed
+    from specs.params import dvc_reading, reading_differences
+
+    blocks = re.findall(r"(?m)^([ \t]*)```ya?ml\n(.*?)^\1```", TEXT, re.S)
+    assert len(blocks) >= 7
+    bad = []
+    for indent, body in blocks:
+        text = "\n".join(line[len(indent):] for line in body.splitlines())
+        ours = yaml.safe_load(text)
+        problems = reading_differences(ours, dvc_reading(text, REPO / "README.md"))
+        bad += [f"{text.splitlines()[0]!r}...: {p}" for p in problems]
+    assert not bad
+
+
+def test_the_benchmark_table_is_the_committed_default_runs():
+    # the table said 0.32 / 35,890 after a re-lock had moved metrics/benchmark.json to 0.34 / 40,475
+    import json
+
+    metrics = json.loads((REPO / "metrics" / "benchmark.json").read_text())
+    rows = re.findall(r"(?m)^\| (forgeline_\w+) \| (\w+) \| ([\d.,]+)(?: ± [\d.]+)? \| ([\d.,]+)(?: ± [\d.]+)? \|$",
+                      TEXT)
+    assert len(rows) == 6
+    for task, metric, before, after in rows:
+        for shown, when in ((before, "before"), (after, "after")):
+            value = metrics[when][task][metric]
+            decimals = len(shown.partition(".")[2])
+            assert float(shown.replace(",", "")) == round(value, decimals), (task, metric, when, value)

@@ -128,7 +128,12 @@ part() {
 }
 
 setup() {
-  if compgen -G "$WHEELS/*.whl" > /dev/null; then
+  # prepare_wheels.sh builds for the box's python (PY_VERSION, default 3.12): on another python a dry run uses this
+  # environment's packages instead of failing on a wheel it cannot install; a real run still installs (and fails).
+  local tag; tag=$("$PY" -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")' 2>/dev/null)
+  if (( DRY )) && compgen -G "$WHEELS/*-cp[0-9]*.whl" > /dev/null && ! compgen -G "$WHEELS/*-$tag-*.whl" > /dev/null; then
+    echo "carried wheels are not for this python ($tag): the dry run uses its own packages"
+  elif compgen -G "$WHEELS/*.whl" > /dev/null; then
     # Into a folder put first on PYTHONPATH rather than a --system-site-packages venv: a venv made from a venv's
     # python would lose that venv's torch. --no-deps: exactly the pinned wheels. No pip: a wheel is a zip whose
     # contents are what an install puts in site-packages.
@@ -158,7 +163,7 @@ EOF
 
 export -f setup
 SITE="${GPU_SITE:-${TMPDIR:-/tmp}/forgeline-gpu-site}"
-export PY WHEELS SITE PYTHONUNBUFFERED=1  # unbuffered: a part cut short still leaves its progress in its log
+export PY WHEELS SITE DRY PYTHONUNBUFFERED=1  # unbuffered: a part cut short still leaves its progress in its log
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 compgen -G "$WHEELS/*.whl" > /dev/null && PYTHONPATH="$SITE:$PYTHONPATH"
 part setup bash -c 'setup'

@@ -1,0 +1,35 @@
+"""`python -m tasks check` beside a Hugging Face checkpoint reads its config.json as mix and sft will: a chosen
+sequence length past the checkpoint's positions passed `check` and stopped mix after DVC had removed its outputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def check(folder, *overrides: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tasks", "check", "--set", "model.init.kind=hf",
+                           f"model.init.path={folder}", *overrides], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+@pytest.mark.parametrize("override,key", [("mix.seq_len=2048", "mix.seq_len"), ("sft.seq_len=4096", "sft.seq_len")])
+def test_a_chosen_length_past_the_checkpoints_positions_fails_check(tiny_hf_folder, override, key):
+    limit = json.loads((tiny_hf_folder / "config.json").read_text())["max_position_embeddings"]
+    assert int(override.partition("=")[2]) > limit
+    proc = check(tiny_hf_folder, override)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert f"{key}: {override.partition('=')[2]} is longer than the checkpoint's max_position_embeddings {limit}" \
+        in proc.stderr
+
+
+def test_a_length_that_fits_passes_and_a_missing_checkpoint_is_named(tiny_hf_folder, tmp_path):
+    proc = check(tiny_hf_folder, "mix.seq_len=64")
+    assert proc.returncode == 0, proc.stderr
+    proc = check(tmp_path / "not-downloaded-yet")
+    assert proc.returncode == 2 and "not-downloaded-yet/config.json" in proc.stderr, proc.stderr
