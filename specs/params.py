@@ -215,7 +215,9 @@ def parse_override(item: str) -> tuple[str, Any]:
     except YAML_ERRORS as exc:
         why = getattr(exc, "problem", None) or exc.__class__.__name__  # e.g. "duplicate key 'name'"
         raise ParamsError([f"{key}: value is not valid YAML ({why})"], "override") from None
-    # `dvc exp run -S` reads a value as YAML 1.2: `seed=010` is 10 there and was 8 here
+    # the value is validated here as YAML 1.1 and read back from params.yaml by DVC as YAML 1.2: one the two
+    # read apart (`seed=010`: 8 or 10, `yes`) is ambiguous, refused as in the file (DVC's own `exp run -S` goes
+    # through Hydra's grammar, a third reading: `010` stays a string there)
     ours = {key: value}
     problems = reading_differences(ours, {key: dvc_reading(raw, Path(key))})
     if problems:
@@ -378,6 +380,8 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _shown(value: Any) -> str:
+    if isinstance(value, int) and value.bit_length() > 14_000:  # repr raises past 4,300 digits (0o7…, 1:1:…)
+        return f"an integer of {int(value.bit_length() * 0.30102999566398120) + 1:,} digits"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 

@@ -179,9 +179,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # The params' own global batch unless one is given: the batch is a training hyperparameter, the recipe
     # only how to run it.
     global_batch = args.global_batch if args.global_batch is not None else BatchGeometry.of(train, p).global_batch
-    result = search(params.model, cluster, vocab_size=params.mix.tokenizer.vocab_size, seq_len=params.mix.seq_len,
-                    global_batch=global_batch, fixed=fixed)
-    own = validate_layout(params.model, p, cluster.world_size, cluster.gpus_per_node)
+    try:
+        result = search(params.model, cluster, vocab_size=params.mix.tokenizer.vocab_size,
+                        seq_len=params.mix.seq_len, global_batch=global_batch, fixed=fixed)
+        own = validate_layout(params.model, p, cluster.world_size, cluster.gpus_per_node)
+    except (ValueError, OSError) as exc:  # a checkpoint's config.json (HFImportError): named, not a traceback
+        print(f"plan: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         import json
 

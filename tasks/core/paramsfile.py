@@ -25,6 +25,7 @@ def write_overrides(path: Path, overrides: dict[str, Any]) -> Params:
     yaml.preserve_quotes = True
     doc = yaml.load(path.read_text(encoding="utf-8"))
     for key, value in overrides.items():
+        value = _quoted_if_ambiguous(value)
         node = doc
         parts = key.split(".")
         for part in parts[:-1]:
@@ -38,3 +39,23 @@ def write_overrides(path: Path, overrides: dict[str, Any]) -> Params:
     yaml.dump(doc, out)
     write_text_atomic(path, out.getvalue())
     return params
+
+
+def _quoted_if_ambiguous(value: Any) -> Any:
+    """A string YAML 1.1 would read as something else (`yes`, `on`, `010`, `1:20`) written double-quoted:
+    ruamel's round-trip dump (YAML 1.2) writes `yes` bare, which the next load refuses (PyYAML reads True, DVC
+    'yes'); lists and mappings are walked. Other values as they are."""
+    import yaml as pyyaml
+    from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+
+    if isinstance(value, str):
+        try:
+            plain = pyyaml.safe_load(value) == value
+        except pyyaml.YAMLError:
+            plain = False
+        return value if plain and "\n" not in value else DoubleQuotedScalarString(value)
+    if isinstance(value, list):
+        return [_quoted_if_ambiguous(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _quoted_if_ambiguous(v) for k, v in value.items()}
+    return value
