@@ -56,6 +56,7 @@ from tasks.data.privacy.pii_chain import Chained
 from tasks.data.privacy.pii_accounts import ACCOUNT_PASSES
 from tasks.data.privacy.pii_authors import AUTHOR_PASSES
 from tasks.data.privacy.pii_emails import EMAIL_PASSES
+from tasks.data.privacy.pii_encoded import ENCODED_EMAIL_PASSES
 from tasks.data.privacy.pii_folded import fold_view, unfold_restore
 from tasks.data.privacy.pii_ids import ID_PASSES
 from tasks.data.privacy.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
@@ -260,7 +261,8 @@ _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[st
       for pattern, valid, group, hint in DEVFILE_PASSES + CREDENTIAL_PASSES + SECRET_PASSES + PLAINWORD_PASSES +
                                        ROW_PASSES),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
-      for kind, pattern, valid, group, hint in AUTHOR_PASSES + WRAPPED_EMAIL_PASSES + EMAIL_PASSES + PERSONAL_PASSES +
+      for kind, pattern, valid, group, hint in AUTHOR_PASSES + WRAPPED_EMAIL_PASSES + ENCODED_EMAIL_PASSES + EMAIL_PASSES +
+      PERSONAL_PASSES +
       COLUMN_PASSES + CELL_PASSES + LABEL_ROW_PASSES + WRAPPED_PASSES + ACCOUNT_PASSES + SQL_PASSES + ID_PASSES +
       NATIONAL_PASSES + MORE_NATIONAL_PASSES),
     ("credit_card", Chained(_CARD, ",;/|"), lambda m, keep: card_ok(m), 0, bool),

@@ -54,3 +54,13 @@ def phone_cue_before(m: re.Match[str], window: int) -> str | None:
     return None if cue is None else cue.group()
 
 
+
+
+def placeholder_led(m: re.Match[str], placeholder: str) -> bool:
+    """The match's cue is the word inside a placeholder that an earlier replacement left (`DOB` of `<DOB>`), and
+    something stands between it and the value: the label named the value that is now the placeholder, and what
+    follows is the next field (`DOB <DOB> 2024-01-05 admitted`, `'<SSN>', '1985-03-12'`), not a value of its own.
+    (Glued, `<DOB>1985-03-12</DOB>`, it is an XML element's tag, whose value it does name.)"""
+    start = m.start()
+    return start > 0 and m.string.startswith(placeholder, start - 1) and \
+        m.string[start - 1 + len(placeholder):start + len(placeholder)] in (" ", "\t", ",", ";", "|", "'", '"', "\n")

@@ -183,9 +183,21 @@ def archive_place(m: re.Match[str]) -> bool:
     return _FROM_LINE.fullmatch(text, line_start, start) is not None or _WROTE.match(text, end) is not None
 
 
+# A URL-encoded `=`, `&`, `?` or `:` inside the local part read back from an encoded `%40` is the query's, before
+# the address (`?filter=email%3Dpriyat%40gmail.com`): the address starts after the last one.
+_ENCODED_QUERY_MARK = re.compile(r"(?i)%(?:3D|26|3F|3A)")
+
+
+def _email_span(m: re.Match[str]) -> int | tuple[int, int]:
+    marks = list(_ENCODED_QUERY_MARK.finditer(m.string, m.start(), m.start("at")))
+    if not marks or marks[-1].end() >= m.start("at"):
+        return 0
+    return marks[-1].end() - m.start(), m.end() - m.start()
+
+
 # (kind, pattern, validator, group, hint)
 EMAIL_PASSES = (
     ("email", Anchored(tuple(re.compile(re.escape(at)) for at in _AT_FORMS), _EMAIL, spaces=False, unicode=True,
-                       quoted=quoted_local), _email, 0, lambda text: any(at in text for at in _AT_FORMS)),
+                       quoted=quoted_local), _email, _email_span, lambda text: any(at in text for at in _AT_FORMS)),
     ("email", MailmanAddresses(), archive_place, 0, lambda text: " at " in text),
 )

@@ -28,8 +28,9 @@ from typing import Callable
 
 from stdnum.cn import ric as stdnum_ric
 
-from tasks.data.privacy.pii_cues import phone_cue_before
+from tasks.data.privacy.pii_cues import phone_cue_before, placeholder_led
 from tasks.data.privacy.pii_cuetable import Gate, cue_index, cued_at, named_cues
+from tasks.data.privacy.pii_personal import is_birth_date
 
 _END = r"(?![\w-]|[./:,]\d)"
 # Layouts that are an identity number's own (letters in fixed places, or the scheme's separators), by the
@@ -170,10 +171,15 @@ def _cued_end(m: re.Match[str]) -> int:
     number followed by another group, `PESEL 44051401359 12`), or 0."""
     number, schemes = m.group("number"), _cued_schemes(m)
     social = cue_index(m) == len(_CUES) + 1
+    # a date is no identity number (`SSN: 2019-04-01`; Israel's 8-9 digit check passes one in ten): written with
+    # separators never, bare (`20190401`) not after a placeholder (`<SSN>,20190401`: the row's next field)
+    listed = placeholder_led(m, "<SSN>")
     end = len(number)
     while end > 0:
         part = number[:end]
-        if _distinct(part) >= 3 and not (social and us_layout(part)) and any(valid_as(s, part) for s in schemes):
+        if _distinct(part) >= 3 and not (social and us_layout(part)) and \
+                not ((listed or not part.isdigit()) and is_birth_date(part)) and \
+                any(valid_as(s, part) for s in schemes):
             return end
         end = max(number.rfind(" ", 0, end), 0)
     return 0

@@ -28,6 +28,7 @@ import re
 from datetime import date
 from typing import Callable
 
+from tasks.data.privacy.pii_cues import placeholder_led
 from tasks.data.privacy.pii_literals import folded_in, literal_in
 from tasks.data.privacy.pii_markup import CELL_BREAK, EMPHASIS
 
@@ -111,6 +112,11 @@ def _dob(m: re.Match[str]) -> bool:
     return number is not None and _valid(int(year) + (1900 if len(year) == 2 else 0), number, int(day))
 
 
+def _cued_dob(m: re.Match[str]) -> bool:
+    """`_dob` after a label: only the first date after it is the birth date (`DOB <DOB> 2024-01-05 admitted`)."""
+    return not placeholder_led(m, "<DOB>") and _dob(m)
+
+
 def is_birth_date(value: str) -> bool:
     """`value` is a date as a date of birth is written (the cued pass's layouts), a real one from 1900 on."""
     m = _DATE_ONLY.fullmatch(value)
@@ -160,6 +166,8 @@ def _passport(m: re.Match[str]) -> bool:
     """A digit, or a German serial of letters only: a cue then a word in capitals (`PASSPORT OFFICE`) is no
     number (6 characters or more: no year)."""
     number = m.group("number")
+    if placeholder_led(m, "<PASSPORT>"):    # the label named the number before (`Passport No. <PASSPORT> B2210247`)
+        return False
     return any(c.isdigit() for c in number) or _GERMAN_SERIAL.fullmatch(number) is not None
 
 
@@ -274,6 +282,6 @@ PERSONAL_PASSES = (
     ("passport", Gated(_PASSPORT, _PASSPORT_GATES, 2), _passport, _number_span, bool),
     ("passport", Gated(_PASSPORT, _PASSPORT_WRITTEN_GATES, 2, fold=False), _passport, _number_span, bool),
     ("passport", Gated(_PASSPORT_RU, ("паспорт", "Паспорт", "ПАСПОРТ"), 8, fold=False), bool, _number_span, bool),
-    ("dob", Gated(_DOB, _DOB_GATES, 24), _dob, _date_span, bool),
-    ("dob", Gated(_DOB, _DOB_WRITTEN_GATES, 24, fold=False), _dob, _date_span, bool),
+    ("dob", Gated(_DOB, _DOB_GATES, 24), _cued_dob, _date_span, bool),
+    ("dob", Gated(_DOB, _DOB_WRITTEN_GATES, 24, fold=False), _cued_dob, _date_span, bool),
 )

@@ -81,7 +81,8 @@ _CUED = re.compile(r"""(?xa)
     [+(0-9](?<![\w+.-].)
     (?=(?:[ ()./-]{0,3}\d){4})
     (?>
-        (?:(?<=\()\+?\d{1,4}(?:[ -]\d{1,4})?\) | (?<=\+)\(?\d+\)? | (?<=\d)\d*)   # (06 1), (0-612), +(370)
+        # a `)` closes only its own `(`: in `(tel:+4930886)` or `[Call](tel:+4930886)` it is the link's
+        (?:(?<=\()\+?\d{1,4}(?:[ -]\d{1,4})?\) | (?<=\+)(?:\(\d+\)|\d+) | (?<=\d)\d*)   # (06 1), (0-612), +(370)
         # between groups: a dash, a dot (`. `: a full stop), one or two spaces, a slash (`030 / 1234 5678`, German)
         (?:(?:[ ]?-[ ]?|\.|[ ]{1,2}|[ ]?/[ ]?)?\(\d{1,5}\) | (?:[ ]?-[ ]?|\.|[ ]{1,2}|[ ]?/[ ]?)\d+ | (?<=\))\d+)*
         (?:[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6})?
@@ -280,14 +281,18 @@ def _cued_first(window: str, at: int) -> bool:
 
 # A number in a link: WhatsApp's `wa.me/5511987654321` and `api.whatsapp.com/send?phone=...` (E.164 without its
 # `+`), a query parameter that names a phone (`?phone=`, `&tel=`, `&msisdn=`), and a `+` percent-encoded anywhere
-# in a URL (`?to=%2B4915112345678`): the layouts above need the `+` or separators a URL never has.
+# in a URL (`?to=%2B4915112345678`): the layouts above need the `+` or separators a URL never has. Its groups may
+# be split by an encoded space, `%20` or a form's `+` (`?phone=%2B1%20415%20231%205414`, `q=call+%2B1+415+231+5414`).
 _IN_LINK = re.compile(r"(?i)(?:(?<![\w.-])wa\.me/|api\.whatsapp\.com/send/?\?(?:[\w.%-]+=[^&\s]*&)*phone="
-                      r"|[?&](?:phone|tel|mobile|msisdn|phone_?number)=)(?P<number>(?:%2B|\+)?[1-9]\d{7,14})(?![\w%])"
-                      r"|(?P<encoded>%2B[1-9]\d{7,14})(?!\d)")
+                      r"|[?&](?:phone|tel|mobile|msisdn|phone_?number)=)"
+                      r"(?P<number>(?:%2B|\+)?[1-9]\d{0,14}(?:(?:%20|\+|-)\d{1,14}){0,6})(?![\w%])"
+                      r"|(?P<encoded>%2B[1-9]\d{0,14}(?:(?:%20|\+)\d{1,14}){0,6})(?!\d|%20\d|\+\d)")
+_URL_ENCODINGS = re.compile(r"(?i)%2B|%20")
 
 
 def _link_number(m: re.Match[str]) -> bool:
-    return len(set(re.sub(r"\D", "", m.group(m.lastgroup).replace("%2B", "").replace("%2b", "")))) >= 3
+    digits = re.sub(r"\D", "", _URL_ENCODINGS.sub("", m.group(m.lastgroup)))
+    return 8 <= len(digits) <= 15 and len(set(digits)) >= 3
 
 
 def _link_span(m: re.Match[str]) -> tuple[int, int]:

@@ -6,7 +6,7 @@ After the scrub of the text as it is (attributes such as `href="mailto:..."` are
 once more with its inline tags left out (`tag_view`: the text phrasing elements of HTML, never block elements
 such as `<td>` or `<p>`, whose edges separate values, nor `<sup>`/`<sub>` or code-like ones, whose contents are
 not part of a neighbouring number). A value found only there is replaced from its first character to its last
-in the text; the tags inside it go with it, those around it stay (`tag_restore`), so the markup stays balanced.
+in the text; the tags inside it are kept after the placeholder (`tag_restore`), so the markup is the text's own.
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ def tag_view(text: str) -> tuple[str, list[int]] | None:
 
 def tag_restore(text: str, view: str, offsets: list[int], scrubbed: str,
                 placeholders: Iterable[str]) -> str | None:
-    """`text` with each span `scrubbed` replaced in `view` replaced from its first character to its last (the
-    tags inside it dropped, those at its edges kept); None when the kept pieces cannot be placed."""
+    """`text` with each span `scrubbed` replaced in `view` replaced from its first character to its last, the
+    inline tags inside that range kept after the placeholder (`<b>842</b>-705-0882` → `<b><PHONE></b>`): the
+    markup is exactly the text's, whatever its nesting; None when the kept pieces cannot be placed."""
     placed = place_pieces(view, scrubbed, placeholders)
     if placed is None:
         return None
@@ -57,20 +58,23 @@ def tag_restore(text: str, view: str, offsets: list[int], scrubbed: str,
         if pending:
             first = offsets[kept_end]
             last = offsets[start - 1] + 1 if start > kept_end else first
-            first, last = _balanced(text, first, last, offsets[kept_end - 1] + 1 if kept_end else 0,
-                                    offsets[start])
-            out += [text[pos:first], *pending]
+            out += [text[pos:first], *pending, *_kept_tags(text, first, last)]
             pos, pending = last, []
         kept_end = end
     out.append(text[pos:])
     return "".join(out)
 
 
-def _balanced(text: str, first: int, last: int, before: int, after: int) -> tuple[int, int]:
-    """The replaced range [first, last), widened over the tags right before it (back to `before`) when the tags
-    it drops close more elements than they open, and over those right after it (to `after`) when they open more:
-    `<span>842</span>-705-0882` loses its `<span>` with the `</span>` instead of leaving it unclosed."""
-    inside = [m.group() for m in TAG.finditer(text, first, last) if m.group(1).lower() in INLINE_TAGS - {"wbr"}]
-    closes = sum(tag.startswith("</") for tag in inside)
-    opens = sum(not tag.startswith("</") and not tag.endswith("/>") for tag in inside)
-    return (before if closes > opens else first), (after if opens > closes else last)
+def _kept_tags(text: str, first: int, last: int) -> list[str]:
+    """The inline tags of text[first:last] that still matter once its text is gone: `<wbr>` and an element opened
+    and closed inside with nothing left between (`<b></b>`) drop out; the rest keeps the nesting as it was."""
+    kept: list[tuple[str, str]] = []
+    for m in TAG.finditer(text, first, last):
+        name, tag = m.group(1).lower(), m.group()
+        if name not in INLINE_TAGS or name == "wbr":
+            continue
+        if tag.startswith("</") and kept and kept[-1][0] == name and not kept[-1][1].startswith("</"):
+            kept.pop()
+        else:
+            kept.append((name, tag))
+    return [tag for _, tag in kept]
