@@ -138,3 +138,18 @@ def test_the_spotcheck_shows_a_kept_image_up_to_the_raised_bound(tmp_path):
         shown[bound] = items[0]["media_file"]
     assert shown[50_000_000] is None and shown[61_000_000] is not None
     assert (tmp_path / shown[61_000_000]).stat().st_size > 0
+
+
+def test_a_transparent_image_and_its_flattened_copy_are_one_image():
+    # convert("RGB") kept the colour hidden under alpha 0: a logo and its white-flattened JPEG copy differed by
+    # 255 in the colour signature, and two logos alike on the page but with different hidden colours too
+    from PIL import Image, ImageDraw
+
+    def logo(hidden: tuple[int, int, int]) -> "Image.Image":
+        img = Image.new("RGBA", (200, 150), hidden + (0,))
+        ImageDraw.Draw(img).ellipse((40, 30, 160, 120), fill=(200, 30, 30, 255))
+        return img
+
+    flattened = Image.alpha_composite(Image.new("RGBA", (200, 150), (255, 255, 255, 255)), logo((0, 0, 0)))
+    assert len(removed(encode(logo((0, 0, 0))), encode(flattened.convert("RGB"), "JPEG", quality=85))) == 1
+    assert len(removed(encode(logo((0, 0, 0))), encode(logo((0, 200, 0))))) == 1

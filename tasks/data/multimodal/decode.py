@@ -132,7 +132,7 @@ def decode_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Decoded:
             fmt = img.format or ""
             img.draft("RGB", (THUMB_PX, THUMB_PX))  # JPEG: decode at a reduced scale (all data is still read)
             img.load()
-            thumb = img.convert("RGB")
+            thumb = on_white(img)
     except MediaError:
         raise
     except UnidentifiedImageError:
@@ -147,6 +147,18 @@ def decode_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Decoded:
     thumb.thumbnail((THUMB_PX, THUMB_PX))
     return Decoded(format=IMAGE_EXT.get(fmt, fmt.lower() or "bin"), size_bytes=len(data),
                    sha256=hashlib.sha256(data).hexdigest(), width=width, height=height, thumb=thumb)
+
+
+def on_white(img):
+    """The image as RGB, transparent parts on white as a page shows them: `convert("RGB")` keeps the colour
+    stored under alpha 0, so a transparent logo and its white-flattened JPEG copy (the usual copy) hashed and
+    coloured apart, and two images that look alike with different hidden colours did too."""
+    from PIL import Image
+
+    if img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info):
+        rgba = img.convert("RGBA")
+        return Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba).convert("RGB")
+    return img.convert("RGB")
 
 
 def wav_truncation(data: bytes) -> str | None:
