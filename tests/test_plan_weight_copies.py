@@ -24,6 +24,14 @@ CFG = ModelConfig(vocab_size=256, seq_len=T, n_layers=LAYERS, n_heads=HEADS, n_k
 COPY = 2 * param_counts(CFG).block_matrices   # one block's matrices in bf16
 
 
+@pytest.fixture(autouse=True)
+def torch_linear(monkeypatch):
+    # DeepSpeed's zero.Init swaps torch.nn.functional.linear for ZeRO-3's own autograd function (saving the fp32
+    # weight, no cast) and an earlier test in the same process left it swapped: 0 copies measured in CI. This
+    # measures torch's own linear, what the engine runs outside zero.Init.
+    monkeypatch.setattr(torch.nn.functional, "linear", torch._C._nn.linear)
+
+
 def stack(checkpointing: bool) -> list[Block]:
     torch.manual_seed(0)
     return [Block(CFG, i, 0, checkpointing, fused=True).train() for i in range(LAYERS)]
