@@ -41,8 +41,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def _checkpoint_problems(params: Params, root: Path) -> list[str]:
-    """With `model.init.kind: hf`, what mix and sft would refuse after reading the checkpoint's config.json: a
-    chosen sequence length past its positions. `check` read params only, so `mix.seq_len: 2048` beside a
+    """With `model.init.kind: hf`, what mix, pretrain and sft would refuse after reading the checkpoint's
+    config.json: a shape the importer refuses, a chosen sequence length past its positions. `check` read params only, so `mix.seq_len: 2048` beside a
     1,024-position checkpoint passed it and stopped mix, whose outputs DVC had already removed."""
     if params.model.init.kind != "hf":
         return []
@@ -51,7 +51,10 @@ def _checkpoint_problems(params: Params, root: Path) -> list[str]:
 
     folder = Path(params.model.init.path)
     folder = folder if folder.is_absolute() else root / folder
+    from tasks.train.hf.hf_import import hf_model_config
+
     try:
+        hf_model_config(folder)  # the shape as pretrain reads it (no weights): model_type, heads, sizes
         fit_seq_len(params.mix.seq_len, folder, "mix.seq_len", "seq_len" in user_set(params.mix))
         limit = max_positions(folder)
     except (ValueError, OSError) as exc:  # HFImportError is a ValueError: a malformed config.json

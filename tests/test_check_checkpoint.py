@@ -33,3 +33,17 @@ def test_a_length_that_fits_passes_and_a_missing_checkpoint_is_named(tiny_hf_fol
     assert proc.returncode == 0, proc.stderr
     proc = check(tmp_path / "not-downloaded-yet")
     assert proc.returncode == 2 and "not-downloaded-yet/config.json" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("change,said", [({"model_type": "gpt2"}, "model_type `gpt2` is not supported"),
+                                         ({"num_attention_heads": 5, "num_key_value_heads": 2}, "not a multiple")])
+def test_a_shape_pretrain_would_refuse_fails_check(tiny_hf_folder, tmp_path, change, said):
+    # check passed these and mix ran before pretrain refused the checkpoint (a hostile probe)
+    import shutil
+
+    folder = tmp_path / "ckpt"
+    shutil.copytree(tiny_hf_folder, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, **change}))
+    proc = check(folder)
+    assert proc.returncode == 2 and said in proc.stderr, proc.stderr
