@@ -2,7 +2,9 @@
 block matrix to bf16 for its matmul: the copy is saved for backward, one per micro-batch in flight; a block
 recomputed in backward saves none, but its recompute makes one block's copies again. The planner's term is
 checked against those bytes, measured on the project's Block under torch.autocast("cpu", bfloat16) (a probe
-measured 1×–4× for 1–4 micro-batches in flight on GPU shapes; the planner had priced none)."""
+measured 1×–4× for 1–4 micro-batches in flight on GPU shapes; the planner had priced none). Under ZeRO-3,
+DeepSpeed's own linear (zero3_linear_wrap) runs instead and saves the fp32 parameter, no copy: measured 0, and
+the planner prices none there."""
 
 from __future__ import annotations
 
@@ -117,3 +119,38 @@ def test_estimate_memory_adds_the_copies_under_torch_autocast_only(monkeypatch):
         monkeypatch.undo()
         assert with_copies.activations - without.activations == 2 * (counts.block_matrices // tp) * copies
         assert section.activations == section_without.activations   # the bf16 section's weights are bf16
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_zero3_linear_saves_no_copy_and_the_planner_prices_none(monkeypatch, checkpointing):
+    # ZeRO-3's zero.Init swaps torch.nn.functional.linear for this for the whole process (nn.Linear and
+    # tp_model's Column/RowParallelLinear call F.linear); monkeypatch undoes it after the test.
+    from deepspeed.runtime.zero.linear import zero3_linear_wrap
+
+    monkeypatch.setattr(torch.nn.functional, "linear", zero3_linear_wrap)
+    blocks, saved, outputs, in_flight = stack(checkpointing), [], [], 2
+    with CastsAlive(blocks) as casts:
+        for _ in range(in_flight):
+            x = torch.randn(1, T, D, requires_grad=True)
+            with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t), \
+                    torch.autocast("cpu", dtype=torch.bfloat16):
+                y = x
+                for b in blocks:
+                    y = b(y)
+            outputs.append(y)
+        measured = bf16_copies(blocks, saved)                   # saved for backward: none, either way
+        assert measured == 0
+        assert bf16_copies(blocks, casts.alive()) == 0          # the casts died with their matmuls (no cache)
+        casts.peak = 0
+        outputs[0].sum().backward()
+    # Backward (and a recompute's forward) cast one matrix at a time, freed after its matmul: the largest, w13.
+    assert casts.peak == max(2 * p.numel() for b in blocks for p in b.parameters())
+    mem = dict(vocab_size=256, seq_len=T, micro_batch=1, precision="bf16", dp=1, tp=1, pp=1,
+               activation_checkpointing=checkpointing, autocast=True)
+    # The planner's term per micro-batch in flight (pp 1: one): ZeRO-3 as measured here, ZeRO-2 as torch's
+    # linear measures above (every block's copy; one block's while it is recomputed).
+    for zero_stage, copies in ((3, measured // in_flight), (2, COPY if checkpointing else LAYERS * COPY)):
+        priced = estimate_memory(CFG, zero_stage=zero_stage, **mem).activations
+        monkeypatch.setattr(plan_memory, "autocast_weight_copy_bytes", lambda *a: 0)
+        assert priced - estimate_memory(CFG, zero_stage=zero_stage, **mem).activations == copies
+        monkeypatch.setattr(plan_memory, "autocast_weight_copy_bytes", autocast_weight_copy_bytes)

@@ -152,7 +152,19 @@ def autocast_weight_copy_bytes(block_copy: int, layers: int, recomputed: int, in
     recomputation would also keep autocast's cast cache — a copy of every block weight the micro-batch's forward
     used, alive until that forward leaves autocast — which compiled blocks do not (their casts are graph ops:
     measured 4 blocks' copies alive at the end of an eager forward of 4 recomputed blocks, none compiled).
-    tests/test_plan_weight_copies.py measures these on the project's Block."""
+    tests/test_plan_weight_copies.py measures these on the project's Block.
+
+    ZeRO 0–2 only (`estimate_memory` passes 0 at ZeRO-3): ZeRO-3 replaces torch.nn.functional.linear for the
+    whole process (zero.Init, partition_parameters.py `_enable_mem_efficient_linear`) with
+    zero/linear.py's `zero3_linear_wrap` (DeepSpeed 0.19.8), which every block linear reaches (nn.Linear, and
+    tp_model's Column/RowParallelLinear, call F.linear). Autocast casts inside its autograd Function's forward,
+    where nothing is recorded, and of `weight.t()`, a view, which autocast's cast cache skips; setup_context
+    saves (input, weight, bias) — `weight` the ZeRO-3 parameter itself, not a copy — so no bf16 copy outlives
+    the matmul (measured: 0 bytes with and without recomputation, eager; in backward it casts one matrix at a
+    time, never kept). The saved parameter costs nothing either: after the module's forward DeepSpeed frees its
+    gathered data (partition_parameters.py free_param: `param.data = torch.empty(0)`), so the reference sees
+    an empty tensor, and backward all-gathers it again (`weight.all_gather()` when NOT_AVAILABLE) and
+    re-partitions it after — only the 1/dp partition stays, which `state_bytes` counts."""
     return block_copy * (in_flight * (layers - recomputed) + (1 if recomputed else 0))
 
 
@@ -212,8 +224,10 @@ def estimate_memory(model: ModelSpec | ModelConfig, vocab_size: int, seq_len: in
                                            fused_attention, sequence_parallel, stream_bytes)
     token_split = tp if sequence_parallel else 1  # the residual stream between blocks: T/tp tokens per rank
     block_input = ceil_div(seq_len * micro_batch * r["d_model"] * stream_bytes, token_split)
-    # torch_autocast's bf16 copies of the fp32 block weights (the bf16/fp16 sections' weights are 2 bytes already)
-    block_copy = 2 * ceil_div(counts.block_matrices + counts.block_biases, tp) if autocast else 0
+    # torch_autocast's bf16 copies of the fp32 block weights (the bf16/fp16 sections' weights are 2 bytes already);
+    # none at ZeRO-3, whose linear saves the parameter, not its cast (`autocast_weight_copy_bytes`)
+    saves_copies = autocast and zero_stage < 3
+    block_copy = 2 * ceil_div(counts.block_matrices + counts.block_biases, tp) if saves_copies else 0
 
     def stage_act(layers: int, in_flight: int) -> int:
         # A recomputed block keeps only its input (2·sbh bytes in 16-bit, Korthikanti §4.1); while it is
