@@ -48,10 +48,11 @@ def bf16_copies(blocks: list[Block], tensors) -> int:
     return sum(seen.values())
 
 
-@pytest.mark.parametrize("in_flight", [1, 2, 3])
-def test_without_recomputation_each_micro_batch_in_flight_saves_a_copy(in_flight):
-    blocks, saved, outputs = stack(False), [], []
-    for _ in range(in_flight):     # forwards whose backward has not run yet, as 1F1B's first stage keeps them
+def forwards_in_flight(blocks: list[Block], in_flight: int, saved: list) -> list[torch.Tensor]:
+    """`in_flight` forwards through `blocks` under bf16 autocast whose backward has not run yet (as 1F1B's first
+    stage keeps them), every tensor saved for backward appended to `saved`; their outputs."""
+    outputs = []
+    for _ in range(in_flight):
         x = torch.randn(1, T, D, requires_grad=True)
         with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t), \
                 torch.autocast("cpu", dtype=torch.bfloat16):
@@ -59,6 +60,13 @@ def test_without_recomputation_each_micro_batch_in_flight_saves_a_copy(in_flight
             for b in blocks:
                 y = b(y)
         outputs.append(y)
+    return outputs
+
+
+@pytest.mark.parametrize("in_flight", [1, 2, 3])
+def test_without_recomputation_each_micro_batch_in_flight_saves_a_copy(in_flight):
+    blocks, saved = stack(False), []
+    outputs = forwards_in_flight(blocks, in_flight, saved)  # noqa: F841 — kept alive: their saved tensors count
     measured = bf16_copies(blocks, saved)
     assert measured == in_flight * LAYERS * COPY
     assert autocast_weight_copy_bytes(COPY, LAYERS, 0, in_flight) == measured
@@ -128,16 +136,9 @@ def test_zero3_linear_saves_no_copy_and_the_planner_prices_none(monkeypatch, che
     from deepspeed.runtime.zero.linear import zero3_linear_wrap
 
     monkeypatch.setattr(torch.nn.functional, "linear", zero3_linear_wrap)
-    blocks, saved, outputs, in_flight = stack(checkpointing), [], [], 2
+    blocks, saved, in_flight = stack(checkpointing), [], 2
     with CastsAlive(blocks) as casts:
-        for _ in range(in_flight):
-            x = torch.randn(1, T, D, requires_grad=True)
-            with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t), \
-                    torch.autocast("cpu", dtype=torch.bfloat16):
-                y = x
-                for b in blocks:
-                    y = b(y)
-            outputs.append(y)
+        outputs = forwards_in_flight(blocks, in_flight, saved)
         measured = bf16_copies(blocks, saved)                   # saved for backward: none, either way
         assert measured == 0
         assert bf16_copies(blocks, casts.alive()) == 0          # the casts died with their matmuls (no cache)
