@@ -162,9 +162,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         try:
             return self.construct_yaml_int(node)
         except ValueError:
-            digits = sum(c.isdigit() for c in node.value)
-            raise HugeIntError(None, None, f"an integer of {digits:,} digits: must fit in 64 bits (|n| < 2^63)",
-                               node.start_mark) from None
+            digits = sum(c.isdigit() for c in node.value)  # `!!int x` also lands here: not an integer at all
+            why = (f"an integer of {digits:,} digits: must fit in 64 bits (|n| < 2^63)" if digits > 4000 else
+                   f"tagged !!int but {node.value[:40]!r} is not an integer")
+            raise HugeIntError(None, None, why, node.start_mark) from None
 
 
 class HugeIntError(yaml.constructor.ConstructorError):
@@ -253,7 +254,8 @@ def apply_overrides(data: dict[str, Any], overrides: dict[str, Any] | Iterable[s
 
 
 def _list_index(node: list, part: str, where: str) -> int:
-    if not part.lstrip("-").isdigit() or not -len(node) <= int(part) < len(node):
+    # ASCII digits from 0: `a.-1`, `a.２` were second names of an item (two overrides of it passed together)
+    if not (part.isascii() and part.isdigit()) or not int(part) < len(node):
         raise ParamsError([f"{where}: list index must be 0..{len(node) - 1}, got {part!r}"], "override")
     return int(part)
 

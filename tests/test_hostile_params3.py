@@ -112,3 +112,20 @@ def test_an_aliased_list_is_walked_once(tmp_path):
 
     assert not can_hold_int(dict[str, list[str]]) and can_hold_int(dict[int, str])
     assert can_hold_int(list[int | None]) and not can_hold_int(list[float])
+
+
+@pytest.mark.parametrize("index", ["-1", "-4", "\uff10", "\u0660"])
+def test_a_list_index_is_ascii_digits_from_zero(index):
+    # `ingest.sources.-1` and `ingest.sources.０` were second names of `ingest.sources.3` / `.0`, accepted, so two
+    # overrides of one item passed together and the odd spelling was written into params.yaml
+    with pytest.raises(ParamsError, match=r"list index must be 0\.\.3"):
+        load_params(SHIPPED, [f"ingest.sources.{index}.max_docs=2"])
+    assert load_params(SHIPPED, ["ingest.sources.3.max_docs=2"]).ingest.sources[3].max_docs == 2
+
+
+def test_an_int_tag_on_a_word_says_it_is_not_an_integer(tmp_path):
+    # `!!int x` reached the huge-integer message and read "an integer of 0 digits"
+    path = tmp_path / "params.yaml"
+    path.write_text(SHIPPED.read_text(encoding="utf-8").replace("seed: 1234", "seed: !!int x", 1), encoding="utf-8")
+    with pytest.raises(ParamsError, match=r"run\.seed.*!!int but 'x' is not an integer"):
+        load_params(path)
