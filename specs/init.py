@@ -67,3 +67,12 @@ def checkpoint_conflicts(where: str, spec: BaseModel, keys: Iterable[str], init:
     chosen = user_set(spec)
     return [f"{where}.{key}: {chosen[key]!r} is set here, but with model.init.kind: hf it comes from the "
             f"checkpoint's {decides} ({init.path}): remove the key" for key in sorted(set(keys) & set(chosen))]
+
+
+def sft_seq_len_problem(seq_len: int | None, limit: int | None) -> str | None:
+    """Why a chosen `sft.seq_len` cannot train on a checkpoint of `limit` positions (the rule above: a length it
+    was never trained for is refused, not cut), or None. One wording for `check` and the sft stage."""
+    if not (seq_len and limit and seq_len > limit):
+        return None
+    return (f"sft.seq_len: {seq_len} is longer than the checkpoint's max_position_embeddings {limit}: "
+            f"set sft.seq_len to at most {limit}, or null (pretraining's)")

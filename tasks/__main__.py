@@ -46,7 +46,7 @@ def _checkpoint_problems(params: Params, root: Path) -> list[str]:
     1,024-position checkpoint passed it and stopped mix, whose outputs DVC had already removed."""
     if params.model.init.kind != "hf":
         return []
-    from specs.init import user_set
+    from specs.init import sft_seq_len_problem, user_set
     from tasks.data.mixing.tokenizer import fit_seq_len, max_positions
 
     folder = Path(params.model.init.path)
@@ -59,10 +59,8 @@ def _checkpoint_problems(params: Params, root: Path) -> list[str]:
         limit = max_positions(folder)
     except (ValueError, OSError) as exc:  # HFImportError is a ValueError: a malformed config.json
         return [str(exc)]
-    if params.sft.seq_len and limit and params.sft.seq_len > limit:
-        return [f"sft.seq_len: {params.sft.seq_len} is longer than the checkpoint's max_position_embeddings {limit}: "
-                f"set sft.seq_len to at most {limit}, or null (pretraining's)"]
-    return []
+    problem = sft_seq_len_problem(params.sft.seq_len, limit)
+    return [problem] if problem else []
 
 
 def cmd_graph(args: argparse.Namespace) -> int:

@@ -47,3 +47,16 @@ def test_a_shape_pretrain_would_refuse_fails_check(tiny_hf_folder, tmp_path, cha
     (folder / "config.json").write_text(json.dumps({**config, **change}))
     proc = check(folder)
     assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("seq_len,limit,refused", [
+    (None, 1024, False), (1024, 1024, False), (512, None, False), (1025, 1024, True), (4096, 2048, True)])
+def test_sft_stage_and_check_share_one_seq_len_rule(seq_len, limit, refused):
+    # one wording for `check` and the sft stage (tasks/train/objectives/sft.py raises it); the length is refused,
+    # never cut, when the user chose it past the checkpoint's positions
+    from specs.init import sft_seq_len_problem
+
+    problem = sft_seq_len_problem(seq_len, limit)
+    assert (problem is not None) == refused
+    if refused:
+        assert problem.startswith(f"sft.seq_len: {seq_len} is longer than") and f"at most {limit}" in problem

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 from tokenizers import Tokenizer
 
+from specs.init import sft_seq_len_problem
 from specs.ranks import SFTRun
 from specs.sft import SFTSpec, resolved_dropout
 from tasks.core.files import atomic_path, write_json_atomic, write_text_atomic
@@ -85,9 +86,8 @@ def prepare_data(pretrain_dir: Path, mix_dir: Path, instruct_dir: Path, train: S
     pre = json.loads((pretrain_dir / "config.json").read_text())
     from_checkpoint = pre["model"].get("hf_model_type") is not None  # imported weights (tasks/train/hf/hf_import.py)
     limit = pre["model"].get("max_positions")
-    if train.seq_len and limit and train.seq_len > limit:  # specs/init.py's rule: a chosen length it cannot honour
-        raise ValueError(f"sft.seq_len: {train.seq_len} is longer than the checkpoint's max_position_embeddings "
-                         f"{limit}: set sft.seq_len to at most {limit}, or null (pretraining's)")
+    if problem := sft_seq_len_problem(train.seq_len, limit):  # a chosen length the checkpoint cannot honour
+        raise ValueError(problem)
     base = ModelConfig.from_dict({**pre["model"], "dropout": resolved_dropout(train.dropout, from_checkpoint),
                                   "seq_len": train.seq_len or pre["model"]["seq_len"]})
     # Claimed <|reserved_N|> rows were never inputs in pretraining: start them (and any new rows) at the mean.
