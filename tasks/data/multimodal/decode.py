@@ -32,6 +32,10 @@ MAX_DECODE_PIXELS = 1 << 28    # hard ceiling on `max_pixels`, whatever the boun
 DEFAULT_MAX_PIXELS = 50_000_000  # ImageBounds.max_pixels' default (specs/multimodal.py says why)
 MAX_DECODE_SAMPLES = 1 << 27   # decoded audio samples (all channels) held at most: 512 MiB of float32
 AUDIO_BLOCK_SAMPLES = 1 << 20  # samples (all channels) decoded per block
+# EXIF Orientation -> the Image.Transpose that shows the image upright: PIL.ImageOps.exif_transpose's table, applied
+# here to the thumbnail (exif_transpose loads and transposes the full image, before any bound could be checked)
+EXIF_TRANSPOSE = {2: "FLIP_LEFT_RIGHT", 3: "ROTATE_180", 4: "FLIP_TOP_BOTTOM", 5: "TRANSPOSE", 6: "ROTATE_270",
+                  7: "TRANSVERSE", 8: "ROTATE_90"}
 IMAGE_EXT = {"JPEG": "jpg", "PNG": "png", "GIF": "gif", "WEBP": "webp", "BMP": "bmp", "TIFF": "tiff"}
 AUDIO_EXT = {"WAV": "wav", "WAVEX": "wav", "FLAC": "flac", "OGG": "ogg", "MP3": "mp3"}
 
@@ -110,7 +114,8 @@ def decode(rec: MMRecord, root: Path, limits: Limits = Limits()) -> Decoded:
 def decode_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Decoded:
     """Decode an image in one of the formats the stage writes (IMAGE_EXT: JPEG, PNG, GIF, WebP, BMP, TIFF),
     unless its header declares more than `max_pixels` (at most MAX_DECODE_PIXELS): then `media_too_large`, with
-    nothing decoded.
+    nothing decoded. The thumbnail is 8-bit RGB (`on_white`) turned upright by the EXIF Orientation tag
+    (`orientation`), and width and height are as the image is shown.
 
     Pillow is asked for those formats only: left to guess, it also opens DDS, BLP, AVIF, SPIDER, ... whose
     plugins raise NotImplementedError, BLPFormatError, RuntimeError or AttributeError on a 128-byte file named
@@ -132,6 +137,9 @@ def decode_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Decoded:
             fmt = img.format or ""
             img.draft("RGB", (THUMB_PX, THUMB_PX))  # JPEG: decode at a reduced scale (all data is still read)
             img.load()
+            # after load: a PNG's eXIf chunk may follow its pixels, and Pillow's TIFF plugin turns a TIFF itself
+            # on load (its header size already as shown) and drops the tag, so it is not turned twice
+            turn = orientation(img)
             thumb = on_white(img)
     except MediaError:
         raise
@@ -145,16 +153,52 @@ def decode_image(data: bytes, max_pixels: int = DEFAULT_MAX_PIXELS) -> Decoded:
     except Exception as exc:  # noqa: BLE001 — a plugin's own error (NotImplementedError, AttributeError, ...)
         raise MediaError("media_undecodable", f"{type(exc).__name__}: {str(exc)[:300]}") from None
     thumb.thumbnail((THUMB_PX, THUMB_PX))
+    if turn is not None:
+        thumb = thumb.transpose(getattr(Image.Transpose, turn))
+        if turn in ("TRANSPOSE", "ROTATE_270", "TRANSVERSE", "ROTATE_90"):   # sizes as the image is shown
+            width, height = height, width
     return Decoded(format=IMAGE_EXT.get(fmt, fmt.lower() or "bin"), size_bytes=len(data),
                    sha256=hashlib.sha256(data).hexdigest(), width=width, height=height, thumb=thumb)
+
+
+def orientation(img) -> str | None:
+    """The Image.Transpose name that shows the loaded `img` upright per its EXIF (or XMP) Orientation tag, None
+    when it needs none. A camera stores a portrait photo sideways with the tag, and a page shows it turned: the
+    stored pixels alone made it and its upright copy two images, and the spot-check showed it on its side. An
+    unreadable EXIF block counts as no tag, as browsers treat it: the pixels decoded, so the record is usable
+    (Pillow's "Corrupt EXIF data" warnings are silenced with it: one per hostile file is noise in the stage's log)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            value = img.getexif().get(0x0112)   # 0x0112: ExifTags.Base.Orientation
+    except Exception:  # noqa: BLE001 — Pillow's EXIF parser raises many types on a malformed block
+        return None
+    return EXIF_TRANSPOSE.get(value) if isinstance(value, int) else None
+
+
+def eight_bit(img):
+    """A 16-bit grayscale image (modes I;16*, and I as Pillow reads such PNGs and TIFFs) as 8-bit L, each value's
+    high byte as Pillow keeps for 16-bit RGB PNGs: `convert("RGB")` clipped every value over 255, so a 16-bit
+    scan read almost white and its 8-bit copy was a different image. Mode I is taken as 0–65535 (clipped to it)."""
+    import numpy as np
+    from PIL import Image
+
+    values = np.array(img)   # a writable copy: uint16 for I;16 (either byte order), int32 for I
+    if values.dtype.kind == "i":
+        np.clip(values, 0, 65535, out=values)
+    values >>= 8
+    return Image.fromarray(values.astype(np.uint8))
 
 
 def on_white(img):
     """The image as RGB, transparent parts on white as a page shows them: `convert("RGB")` keeps the colour
     stored under alpha 0, so a transparent logo and its white-flattened JPEG copy (the usual copy) hashed and
-    coloured apart, and two images that look alike with different hidden colours did too."""
+    coloured apart, and two images that look alike with different hidden colours did too. 16-bit grayscale is
+    scaled to 8 bits first (`eight_bit`)."""
     from PIL import Image
 
+    if img.mode == "I" or img.mode.startswith("I;16"):
+        img = eight_bit(img)
     if img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info):
         rgba = img.convert("RGBA")
         return Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba).convert("RGB")

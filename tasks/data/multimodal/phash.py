@@ -11,7 +11,10 @@ The hash is taken on the grayscale thumbnail, so it is blind to colour: every fl
 red square removed a blue one, an 88-MP black PNG any flat image) and so did the same shapes in other colours.
 The signature is the mean RGB of each cell of a COLOUR_GRID × COLOUR_GRID grid over the thumbnail; a pair is a
 duplicate only if no cell's channel differs by more than the tolerance (copies resized and re-encoded as JPEG
-stay well under it: the spec field says what was measured).
+stay well under it: the spec field says what was measured) once a uniform brightness shift is taken out: the
+signatures' mean difference over all cells and channels, at most `brightness_tolerance` either way. A copy
+brightened by 15 differed by 15 in every cell and was kept; a hue turn or a local edit moves that mean little
+and its cells' differences from it stay as large as before.
 
 The decision is `tasks.data.dedup.lsh.greedy_keepers`: best-first (most pixels or the longest clip, ties by id), a
 record not yet removed is kept and removes the undecided ones linked to *it* (no chains).
@@ -86,10 +89,11 @@ def _bucket_links(keys: np.ndarray, rank: np.ndarray, members: np.ndarray, n: in
 
 
 def image_pairs(bits: np.ndarray, idx: np.ndarray, rank: np.ndarray, n: int, max_distance: int,
-                colours: np.ndarray | None = None, tolerance: float = 255.0) -> np.ndarray:
+                colours: np.ndarray | None = None, tolerance: float = 255.0, brightness: float = 0.0) -> np.ndarray:
     """[e, 2] verified pairs (i < j) of records `idx` whose hashes (`bits` rows) are within `max_distance` and,
     given `colours` (rows as `bits`; NaN: unknown, agrees with any), whose colour signatures differ by at most
-    `tolerance` in every cell and channel."""
+    `tolerance` in every cell and channel after the one is shifted by their mean difference, clipped to
+    ±`brightness` (0: no shift, the difference itself is compared)."""
     if len(idx) < 2:
         return np.zeros((0, 2), dtype=np.int64)
     bands = np.array_split(np.arange(bits.shape[1]), min(max_distance + 1, bits.shape[1]))
@@ -107,7 +111,10 @@ def image_pairs(bits: np.ndarray, idx: np.ndarray, rank: np.ndarray, n: int, max
     ok = (dist <= max_distance) & (i != j)
     if colours is not None and len(i):
         # the hash alone cannot tell a red square from a blue one; candidates stay the hash's (bands above)
-        gap = np.nan_to_num(np.abs(colours[pos[i]] - colours[pos[j]]), nan=0.0).max(axis=1)
+        diff = np.nan_to_num(colours[pos[i]] - colours[pos[j]], nan=0.0)
+        # a uniform brightness change moves all 48 values alike; a hue turn or a local edit barely moves their mean
+        shift = np.clip(diff.mean(axis=1), -brightness, brightness)
+        gap = np.abs(diff - shift[:, None]).max(axis=1)
         ok &= gap <= tolerance
     return np.stack([i[ok], j[ok]], axis=1)
 
@@ -133,7 +140,8 @@ def dedup(recs: Sequence[MMRecord], prints: Sequence[ImagePrint | np.ndarray | b
     rank = _rank(recs)
     images = np.array([i for i, p in enumerate(prints) if isinstance(p, (ImagePrint, np.ndarray))], dtype=np.int64)
     bits, colours = _image_rows([prints[i] for i in images], spec.hash_size ** 2)
-    pairs = [image_pairs(bits, images, rank, n, spec.max_distance, colours, spec.colour_tolerance)]
+    pairs = [image_pairs(bits, images, rank, n, spec.max_distance, colours, spec.colour_tolerance,
+                         spec.brightness_tolerance)]
     audio = np.array([i for i, p in enumerate(prints) if isinstance(p, bytes)], dtype=np.int64)
     if len(audio) > 1:
         ids = {d: k for k, d in enumerate(sorted({prints[i] for i in audio}))}
