@@ -80,6 +80,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
 # own world size; every other cluster option takes ClusterSpec's default.
 PLAN_DEFAULTS_FROM_PARAMS = {"precision": "the params' pretrain.precision",
                              "mixed_precision": "the params' pretrain.speed.mixed_precision",
+                             "compile": "the params' pretrain.speed.compile",
                              "gpus_per_node": "the params' world size (dp × tp × pp) / nodes"}
 
 
@@ -129,6 +130,7 @@ def cluster_from_args(args: argparse.Namespace, params):
         precision = "fp32" if given.get("device", ClusterSpec.model_fields["device"].default) == "cpu" else "bf16"
     given.setdefault("precision", precision)
     given.setdefault("mixed_precision", params.pretrain.speed.mixed_precision)  # how bf16 trains: its memory
+    given.setdefault("compile", params.pretrain.speed.compile)  # eager blocks hold more weight copies
     given.setdefault("gpus_per_node", max(1, params.parallel.world_size // max(1, given.get("nodes", 1))))
     try:
         return ClusterSpec(**given)

@@ -162,3 +162,14 @@ def test_a_large_pipeline_bubble_is_warned_with_the_batch_that_shrinks_it():
     calm = search(llama70, cluster, vocab_size=32000, seq_len=4096, global_batch=256, fixed={"pp": 8})
     assert calm.chosen.bubble_share < 0.25 and "Warning" not in explain(calm, llama70, 4096, MEMORY_SAFETY,
                                                                          TIE_TOLERANCE)
+
+
+def test_plan_reads_compile_from_the_params_unless_given():
+    # eager blocks under torch_autocast hold more bf16 weight copies (plan_memory.autocast_weight_copy_bytes):
+    # a run with speed.compile off must be planned eager, as `mixed_precision` is read from the params
+    args = build_parser().parse_args(["plan", "--device", "a100"])
+    eager = load_params(REPO / "params.yaml", ["pretrain.speed.compile='off'"])
+    assert not cluster_from_args(args, eager).compiled
+    assert cluster_from_args(args, load_params(REPO / "params.yaml")).compiled  # auto: compiled on GPUs
+    forced = build_parser().parse_args(["plan", "--device", "a100", "--compile", "on"])
+    assert cluster_from_args(forced, eager).compiled

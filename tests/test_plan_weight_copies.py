@@ -155,3 +155,37 @@ def test_zero3_linear_saves_no_copy_and_the_planner_prices_none(monkeypatch, che
         monkeypatch.setattr(plan_memory, "autocast_weight_copy_bytes", lambda *a: 0)
         assert priced - estimate_memory(CFG, zero_stage=zero_stage, **mem).activations == copies
         monkeypatch.setattr(plan_memory, "autocast_weight_copy_bytes", autocast_weight_copy_bytes)
+
+
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_eager_blocks_keep_the_cast_cache_until_the_forward_ends(checkpointing):
+    """speed.compile off (or auto on CPU ranks): autocast's cache holds every block weight's cast until the
+    forward leaves autocast. Without recomputation those are the very tensors the matmuls saved (nothing more);
+    recomputed blocks saved none, so their copies are extra, measured at the forward's end, and priced so."""
+    blocks, saved = stack(checkpointing), []
+    with CastsAlive(blocks) as casts:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = forwards_in_flight(blocks, 1, saved)[0]
+            cached = bf16_copies(blocks, casts.alive())
+        y.sum().backward()
+    extra = cached - bf16_copies(blocks, saved)   # alive at the forward's end beyond what backward keeps
+    assert extra == (LAYERS * COPY if checkpointing else 0)
+    mem = dict(vocab_size=256, seq_len=T, micro_batch=1, precision="bf16", dp=1, tp=1, pp=1, zero_stage=1,
+               activation_checkpointing=checkpointing, autocast=True)
+    eager, compiled = (estimate_memory(CFG, compiled=c, **mem).activations for c in (False, True))
+    assert eager - compiled == extra
+
+
+def test_the_planner_reads_compile_from_the_cluster():
+    from tasks.train.planning.cluster import ClusterSpec
+
+    assert ClusterSpec(device="h100-sxm").compiled and not ClusterSpec(device="h100-sxm", compile="off").compiled
+    assert not ClusterSpec(device="cpu").compiled and ClusterSpec(device="cpu", compile="on").compiled
+    from tasks.train.planning.planner import search
+
+    model = ModelSpec(flavor="1b", n_layers=8, d_model=1024, n_heads=16, n_kv_heads=16, ffn_multiple_of=256)
+    fixed = {"dp": 8, "tp": 1, "pp": 1, "zero_stage": 1, "micro_batch": 1, "checkpointing": "full"}
+    rows = [search(model, ClusterSpec(gpus_per_node=8, device="h100-sxm", compile=c), vocab_size=32000,
+                   seq_len=2048, global_batch=8, fixed=fixed).chosen for c in ("on", "off")]
+    copy = 2 * param_counts(ModelConfig.from_spec(model, 32000, 2048)).block_matrices
+    assert rows[1].memory.activations - rows[0].memory.activations == 8 * copy   # every recomputed block's

@@ -42,6 +42,10 @@ class ClusterSpec(StrictModel):
         None, gt=0, le=100_000, description="Dense peak TFLOP/s per device in the training precision, for a "
         "device without an entry in telemetry's peak table (a CPU, a new accelerator); given, it replaces the "
         "table's figure in the step-time estimate.")
+    compile: Literal["auto", "on", "off"] = Field(
+        "auto", description="Whether the blocks run compiled, as the engine's pretrain.speed.compile: auto = on "
+        "GPUs, off on --device cpu. Eager blocks under torch_autocast hold more bf16 weight copies "
+        "(tasks/train/planning/plan_memory.py autocast_weight_copy_bytes).")
     overhead_gb: float = Field(
         2.0, ge=0, le=1024, description="Fixed reserve per device in GiB: CUDA context, NCCL and DeepSpeed "
         "communication buckets, allocator fragmentation.")
@@ -64,6 +68,12 @@ class ClusterSpec(StrictModel):
         """Whether bf16 runs as DeepSpeed's torch_autocast mode on these devices, as the engine resolves it
         (SpeedSpec.autocast; a device other than `cpu` is a CUDA rank)."""
         return SpeedSpec(mixed_precision=self.mixed_precision).autocast(self.precision, self.device != "cpu")
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the blocks run compiled on these devices, as the engine resolves `compile`
+        (SpeedSpec.compiles; a device other than `cpu` is a CUDA rank)."""
+        return SpeedSpec(compile=self.compile).compiles(self.device != "cpu")
 
     @property
     def training_mode(self) -> str:

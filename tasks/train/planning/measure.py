@@ -84,7 +84,7 @@ def candidates(model: ModelSpec, train: PretrainSpec, ranks: int, *, vocab_size:
                 p = "bf16" if p == "auto" else p  # auto is bf16 on GPUs
                 est = estimate_memory(model, vocab_size, seq_len, train.micro_batch_size, p, dp, tp, pp, zero,
                                       train.activation_checkpointing, train.grad_accum,
-                                      autocast=train.speed.autocast(p, cuda))
+                                      autocast=train.speed.autocast(p, cuda), compiled=train.speed.compiles(cuda))
                 if est.total > memory_gb * GIB:
                     problems.append(f"needs {est.total / GIB:.1f} GiB > {memory_gb:g} GiB per device")
             m.problem = "; ".join(problems) or None

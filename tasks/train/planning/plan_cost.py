@@ -110,6 +110,7 @@ class StepCost:
     step_s: float
     tokens: int               # tokens per step (BatchGeometry.tokens)
     links: Links
+    tied_comm_s: float = 0.0  # tied embedding's gradient all-reduce between first and last stage: exposed
 
     @property
     def tokens_per_s(self) -> float:
@@ -215,7 +216,7 @@ def estimate_step(cluster: ClusterSpec, *, flops_per_token: int, n_layers: int, 
                   grad_bytes_on_device: int, dp: int, tp: int, pp: int, zero_stage: int, micro_batch: int,
                   seq_len: int, grad_accum: int, activation_checkpointing: bool | str,
                   head_flops_per_token: int = 0, sequence_parallel: bool = False,
-                  weight_bytes_on_device: int | None = None) -> StepCost | None:
+                  weight_bytes_on_device: int | None = None, tied_grad_bytes: int = 0) -> StepCost | None:
     """Seconds per optimizer step of one layout; None when the device has no known peak (CPU, unknown GPU).
 
     `grad_bytes_on_device`: gradient bytes of the fullest stage's parameters on one device before ZeRO
@@ -225,7 +226,9 @@ def estimate_step(cluster: ClusterSpec, *, flops_per_token: int, n_layers: int, 
     output head does (6·V·d); with a pipeline it runs on the last stage, so a stage's time is the larger of the
     first stage's blocks and the last stage's blocks plus the head (DeepSpeed balances blocks, not FLOPs; the
     first `n_layers mod pp` stages hold one block more). The slowest stage paces every slot of the pipe.
-    `activation_checkpointing`: a CHECKPOINTING mode (or the params' bool).
+    `activation_checkpointing`: a CHECKPOINTING mode (or the params' bool). `tied_grad_bytes`: the tied
+    embedding's gradient per rank (plan_memory.tied_gradient_bytes), all-reduced once per step between the
+    first and last stage over the pipeline's link (`tied_all_reduce_s`).
     """
     flops, _ = device_flops(cluster)
     if flops is None:
@@ -248,11 +251,22 @@ def estimate_step(cluster: ClusterSpec, *, flops_per_token: int, n_layers: int, 
     dp_comm, dp_exposed = _gradient_traffic((grad_bytes_on_device, weights), dp, links, zero_stage, m, t_mb,
                                             act_bytes, stage_layers)
     bubble = (pp - 1) * slot            # 1F1B fill and drain: (pp − 1) of the (m + pp − 1) slots of a step
-    step = (m + pp - 1) * slot + dp_exposed
+    tied = tied_all_reduce_s(tied_grad_bytes, links) if pp > 1 else 0.0
+    step = (m + pp - 1) * slot + dp_exposed + tied
     return StepCost(compute_s=m * t_mb, tp_comm_s=m * t_tp, pp_comm_s=m * t_p2p, bubble_s=bubble,
                     dp_comm_s=dp_comm, dp_exposed_s=dp_exposed, step_s=step,
                     tokens=BatchGeometry(micro_batch, grad_accum, dp).tokens(seq_len),
-                    links=links)
+                    links=links, tied_comm_s=tied)
+
+
+def tied_all_reduce_s(nbytes: int, links: Links) -> float:
+    """Seconds of the tied embedding's gradient all-reduce: a 2-rank group (the first and last stage's ranks
+    of one data/tensor coordinate; every coordinate's pair at once) over the pipeline's link. It runs in the
+    schedule's epilogue (deepspeed pipe/schedule.py: ReduceTiedGrads after the last backward, before
+    ReduceGrads and the step), after every micro-batch's work: nothing left to hide it behind."""
+    if nbytes <= 0:
+        return 0.0
+    return ring_all_reduce_s(nbytes, 2, links.pp_bw) + ring_latency_s(2, links.pp)
 
 
 def _slowest_stage_s(flops_per_token: int, head_flops: int, n_layers: int, pp: int, checkpointing: bool | str,
@@ -309,4 +323,6 @@ def describe(cost: StepCost) -> str:
         parts.append(f"pipeline bubble {cost.bubble_s / s:.0%} + sends {cost.pp_comm_s / s:.0%} ({ln.pp})")
     if cost.dp_comm_s:
         parts.append(f"exposed gradient/ZeRO traffic {cost.dp_exposed_s / s:.0%} ({ln.dp})")
+    if cost.tied_comm_s:
+        parts.append(f"tied-embedding all-reduce {cost.tied_comm_s / s:.0%} ({ln.pp})")
     return (f"≈ {s:.3g} s/step, {cost.tokens_per_s:,.0f} tokens/s: " + ", ".join(parts))

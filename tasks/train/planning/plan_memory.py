@@ -114,7 +114,7 @@ def model_config(model: ModelSpec | ModelConfig, vocab_size: int, seq_len: int) 
 
 def block_activation_bytes(seq_len: int, micro_batch: int, d_model: int, n_heads: int, tp: int,
                            act_bytes: int, fused_attention: bool, sequence_parallel: bool = False,
-                           stream_bytes: int | None = None) -> int:
+                           stream_bytes: int | None = None, wide_linear_inputs: bool = False) -> int:
     """Activations one block keeps for backward, per micro-batch.
 
     Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", eq. 2 and
@@ -131,16 +131,36 @@ def block_activation_bytes(seq_len: int, micro_batch: int, d_model: int, n_heads
     `stream_bytes`: bytes per element of the residual stream when it is wider than `act_bytes` — under
     torch_autocast the stream stays fp32 (an fp32 embedding, fp32 + bf16 residual adds) while the matmuls' saved
     inputs are bf16, so the two norms' inputs take 2·sbh·(4 − 2) bytes more than the count above.
+    `wide_linear_inputs`: the q/k/v and gate/up linears save their input (the norms' outputs) in the stream's
+    width too, not a bf16 cast: 2·sbh·(4 − 2) more again (`linear_inputs_stay_wide` says when).
     """
     s, b, h, a = seq_len, micro_batch, d_model, n_heads
     split_all = sequence_parallel and tp > 1
     whole, split = (0, 34) if split_all else (10, 24)
     per_sbh = whole + split / tp + (0.0 if fused_attention else 5 * a * s / (h * tp))
-    wider = 2 * s * b * h * max(0, (stream_bytes or act_bytes) - act_bytes) // (tp if split_all else 1)
+    widened = 4 if wide_linear_inputs else 2  # sbh-sized tensors kept in the stream's width, not act_bytes
+    wider = widened * s * b * h * max(0, (stream_bytes or act_bytes) - act_bytes) // (tp if split_all else 1)
     return int(s * b * h * per_sbh * act_bytes / 2) + wider
 
 
-def autocast_weight_copy_bytes(block_copy: int, layers: int, recomputed: int, in_flight: int) -> int:
+def linear_inputs_stay_wide(autocast: bool, zero_stage: int, sequence_parallel: bool, tp: int,
+                            compiled: bool = True) -> bool:
+    """Whether the q/k/v and gate/up linears save their input — the norms' outputs, fp32 under torch_autocast —
+    as it is rather than autocast's bf16 cast (`block_activation_bytes`'s `wide_linear_inputs`). Torch's
+    F.linear casts the input and its matmul saves the cast. ZeRO-3's `zero3_linear_wrap` (deepspeed 0.19.8
+    runtime/zero/linear.py: no custom_fwd, the cast happens inside the Function's forward, setup_context
+    `ctx.save_for_backward(input, weight, bias)`) saves the fp32 input in eager blocks (measured in
+    tests/test_plan_fp32_inputs.py on the project's Block); a compiled block (one graph: `stage3_fetch: block`
+    puts no hook inside it) is partitioned by AOT autograd, which keeps no fp32 norm output (measured on CPU:
+    it saved less than with torch's linear), so `compiled` blocks are priced as before. Sequence parallelism's
+    `_GatherLinears` (tasks/train/parallel/sequence_parallel.py: `ctx.save_for_backward(x_local, *weights)`,
+    x_local the norm's fp32 output) saves it fp32 compiled or not: it runs eagerly (`autocast_weight_copy_bytes`
+    says why). The attention and MLP outputs' linears get bf16 inputs (outputs of bf16 matmuls) either way."""
+    return autocast and ((zero_stage >= 3 and not compiled) or (sequence_parallel and tp > 1))
+
+
+def autocast_weight_copy_bytes(block_copy: int, layers: int, recomputed: int, in_flight: int,
+                               saved_copy: int | None = None, compiled: bool = True) -> int:
     """Bytes of the bf16 weight copies torch_autocast holds on a stage of `layers` blocks, `recomputed` of them
     recomputed in backward, with `in_flight` micro-batches between forward and backward; `block_copy`: one
     block's matrices and biases per tp rank in bf16 (2 bytes each).
@@ -148,10 +168,9 @@ def autocast_weight_copy_bytes(block_copy: int, layers: int, recomputed: int, in
     autocast casts each fp32 weight for its matmul and the matmul saves the cast for backward, so a block run
     without recomputation keeps a copy per micro-batch in flight (measured 1×–4× for 1–4 in flight, eager and
     compiled). A recomputed block saves none; its recompute in backward makes its copies again, one block at a
-    time. Priced for compiled blocks, what the engine runs on GPUs (speed.compile auto): eager blocks under
-    recomputation would also keep autocast's cast cache — a copy of every block weight the micro-batch's forward
-    used, alive until that forward leaves autocast — which compiled blocks do not (their casts are graph ops:
-    measured 4 blocks' copies alive at the end of an eager forward of 4 recomputed blocks, none compiled).
+    time. Compiled blocks (what the engine runs on GPUs, speed.compile auto) keep no more; eager ones also keep
+    autocast's cast cache (`compiled` below; compiled blocks' casts are graph ops outside it: measured 4
+    blocks' copies alive at the end of an eager forward of 4 recomputed blocks, none compiled).
     tests/test_plan_weight_copies.py measures these on the project's Block.
 
     ZeRO 0–2 only (`estimate_memory` passes 0 at ZeRO-3): ZeRO-3 replaces torch.nn.functional.linear for the
@@ -164,8 +183,43 @@ def autocast_weight_copy_bytes(block_copy: int, layers: int, recomputed: int, in
     time, never kept). The saved parameter costs nothing either: after the module's forward DeepSpeed frees its
     gathered data (partition_parameters.py free_param: `param.data = torch.empty(0)`), so the reference sees
     an empty tensor, and backward all-gathers it again (`weight.all_gather()` when NOT_AVAILABLE) and
-    re-partitions it after — only the 1/dp partition stays, which `state_bytes` counts."""
-    return block_copy * (in_flight * (layers - recomputed) + (1 if recomputed else 0))
+    re-partitions it after — only the 1/dp partition stays, which `state_bytes` counts.
+
+    `saved_copy`: the part of `block_copy` a block's matmuls save (default: all of it). Under sequence
+    parallelism the q/k/v and gate/up matrices go through `_GatherLinears`, whose forward runs without autograd
+    recording and saves the fp32 weights themselves, so only the output linears' (wo, w2) casts are saved.
+    Autocast's cast cache keeps every cast of an fp32 leaf that requires grad (whatever the grad mode) until
+    the forward leaves autocast: one forward's worth, at the end of each forward. Eager blocks (`compiled`
+    False: speed.compile off, or auto on CPU ranks) cache every block's casts; what a block saved is that same
+    tensor, so the cache adds the rest. Compiled blocks cache none of theirs, but `_GatherLinears` runs eagerly
+    inside them (dynamo cannot trace its `async_op=True` all-gather: a graph break), so its casts,
+    `block_copy − saved_copy` per block, recomputed or not, are cached all the same. Measured in
+    tests/test_plan_weight_copies.py (eager, recomputed) and tests/test_plan_sp_copies.py (tp 2 SP block)."""
+    saved = block_copy if saved_copy is None else saved_copy
+    held = saved * (in_flight * (layers - recomputed) + (1 if recomputed else 0))
+    cached = (block_copy - saved) * layers if compiled else block_copy * layers - saved * (layers - recomputed)
+    return held + cached
+
+
+def output_linear_params(cfg: ModelConfig) -> int:
+    """Parameters of one block's output linears: attention's wo (n_heads·head_dim → d) and the MLP's w2
+    (ffn_hidden → d), neither with a bias; the rest of the block's linears make q/k/v and gate/up."""
+    return cfg.n_heads * cfg.head_dim * cfg.d_model + cfg.ffn_hidden * cfg.d_model
+
+
+def tied_gradient_bytes(cfg: ModelConfig, precision: str, autocast: bool, zero_stage: int, tp: int,
+                        pp: int) -> int:
+    """Bytes of the tied embedding's gradient one rank of the first (and last) pipeline stage all-reduces with
+    its partner each step: 0 without tied embeddings or a pipeline. DeepSpeed's PipelineModule keeps a copy of
+    the table on both stages (TiedLayerSpec) and pipe/engine.py `_exec_reduce_tied_grads` all-reduces
+    `weight._hp_grad` under BF16_Optimizer (fp32), else `weight.grad` in the weights' dtype: what
+    `state_bytes` counts as gradients at the ZeRO ≤ 1 a pipeline allows. The table splits by vocabulary rows
+    over tp as `estimate_memory` splits it."""
+    if not cfg.tie_embeddings or pp == 1:
+        return 0
+    vocab_split = tp if cfg.vocab_size % tp == 0 else 1
+    return ceil_div(cfg.vocab_size * cfg.d_model, vocab_split) * state_bytes(precision, autocast, zero_stage,
+                                                                            pp).gradients
 
 
 def loss_implementation(pp: int, vocab_split: int) -> str:
@@ -203,13 +257,14 @@ def loss_activation_bytes(tokens: int, vocab_columns: int, d_model: int, act_byt
 def estimate_memory(model: ModelSpec | ModelConfig, vocab_size: int, seq_len: int, micro_batch: int, precision: str,
                     dp: int, tp: int, pp: int, zero_stage: int, activation_checkpointing: bool | str,
                     grad_accum: int = 1, overhead_bytes: int = 0, fused_attention: bool = True,
-                    sequence_parallel: bool = False, autocast: bool = False) -> MemoryEstimate:
+                    sequence_parallel: bool = False, autocast: bool = False, compiled: bool = True) -> MemoryEstimate:
     """Memory per device of the fullest pipeline stage (the first holds the embedding and the most micro-batches
     in flight, the last the output head and logits); `sequence_parallel` as `block_activation_bytes`;
     `activation_checkpointing` a plan_cost.CHECKPOINTING mode or the params' bool; `autocast`: bf16 through
     DeepSpeed's torch_autocast mode (fp32 weights and residual stream, bf16 matmuls), else `precision`'s
-    section (`state_bytes` counts weights, gradients and optimizer states per mode). `model` as `model_config`
-    reads it: a checkpoint's vocabulary replaces `vocab_size`."""
+    section (`state_bytes` counts weights, gradients and optimizer states per mode); `compiled`: whether the
+    blocks run compiled (`autocast_weight_copy_bytes`). `model` as `model_config` reads it: a checkpoint's
+    vocabulary replaces `vocab_size`."""
     cfg = model_config(model, vocab_size, seq_len)
     counts, vocab_size = param_counts(cfg), cfg.vocab_size
     r = {"n_layers": cfg.n_layers, "d_model": cfg.d_model, "n_heads": cfg.n_heads}
@@ -220,21 +275,26 @@ def estimate_memory(model: ModelSpec | ModelConfig, vocab_size: int, seq_len: in
     mode = checkpoint_mode(activation_checkpointing)
     blocks = stage_blocks(r["n_layers"], pp)
     block = ceil_div(counts.block_matrices + counts.block_biases, tp) + counts.block_norms  # norms replicated
+    wide_inputs = linear_inputs_stay_wide(autocast, zero_stage, sequence_parallel, tp, compiled)
     per_block_act = block_activation_bytes(seq_len, micro_batch, r["d_model"], r["n_heads"], tp, act_bytes,
-                                           fused_attention, sequence_parallel, stream_bytes)
+                                           fused_attention, sequence_parallel, stream_bytes, wide_inputs)
     token_split = tp if sequence_parallel else 1  # the residual stream between blocks: T/tp tokens per rank
     block_input = ceil_div(seq_len * micro_batch * r["d_model"] * stream_bytes, token_split)
     # torch_autocast's bf16 copies of the fp32 block weights (the bf16/fp16 sections' weights are 2 bytes already);
     # none at ZeRO-3, whose linear saves the parameter, not its cast (`autocast_weight_copy_bytes`)
     saves_copies = autocast and zero_stage < 3
     block_copy = 2 * ceil_div(counts.block_matrices + counts.block_biases, tp) if saves_copies else 0
+    # Sequence parallelism: only the output linears (wo, w2) save their cast (`autocast_weight_copy_bytes`)
+    saved_copy = 2 * ceil_div(output_linear_params(cfg), tp) if saves_copies and sequence_parallel and tp > 1 \
+        else block_copy
 
     def stage_act(layers: int, in_flight: int) -> int:
         # A recomputed block keeps only its input (2·sbh bytes in 16-bit, Korthikanti §4.1); while it is
         # recomputed in backward, one block's full working set exists on top.
         again = recomputed_blocks(mode, layers)
         kept = in_flight * (again * block_input + (layers - again) * per_block_act)
-        copies = autocast_weight_copy_bytes(block_copy, layers, again, in_flight) if block_copy else 0
+        copies = autocast_weight_copy_bytes(block_copy, layers, again, in_flight, saved_copy, compiled) \
+            if block_copy else 0
         return kept + (per_block_act if again else 0) + copies
 
     estimates = []

@@ -19,7 +19,7 @@ from specs.architecture import ModelConfig, flops_per_token, param_counts
 from tasks.train.planning.plan_cost import (CHECKPOINTING, checkpoint_mode, estimate_step, gradient_comm_bytes,
                                             stage_blocks)
 from tasks.train.planning.plan_memory import (BYTES_PER_PARAM, GIB, MemoryEstimate, block_activation_bytes,
-                                              estimate_memory, model_config)
+                                              estimate_memory, model_config, tied_gradient_bytes)
 from tasks.train.planning import plan_render
 from tasks.train.planning.plan_result import Plan, PlanRow
 
@@ -127,7 +127,7 @@ def _price(shape: _Shape, cluster: ClusterSpec, layout: tuple[int, int, int], ze
     mem_limit = cluster.memory_gb * GIB
     est = estimate_memory(shape.cfg, shape.vocab_size, shape.seq_len, micro_batch, cluster.precision, dp, tp,
                           pp, zero, checkpointing, grad_accum, int(cluster.overhead_gb * GIB),
-                          shape.fused_attention, sequence_parallel, cluster.autocast)
+                          shape.fused_attention, sequence_parallel, cluster.autocast, cluster.compiled)
     fits = est.total <= mem_limit
     why_not = [] if fits else [f"needs {est.total / GIB:.1f} GiB > {cluster.memory_gb:g} GiB per device"]
     if fits and est.total > MEMORY_SAFETY * mem_limit:
@@ -142,7 +142,9 @@ def _price(shape: _Shape, cluster: ClusterSpec, layout: tuple[int, int, int], ze
                          weight_bytes_on_device=weight_bytes,
                          dp=dp, tp=tp, pp=pp, zero_stage=zero, micro_batch=micro_batch, seq_len=shape.seq_len,
                          grad_accum=grad_accum, activation_checkpointing=checkpointing,
-                         head_flops_per_token=shape.head_flops_per_token, sequence_parallel=sequence_parallel)
+                         head_flops_per_token=shape.head_flops_per_token, sequence_parallel=sequence_parallel,
+                         tied_grad_bytes=tied_gradient_bytes(shape.cfg, cluster.precision, cluster.autocast, zero,
+                                                             tp, pp))
     return PlanRow(dp, tp, pp, zero, est, fits, why_not, cost, within_margin=est.total <= MEMORY_SAFETY * mem_limit,
                    grad_accum=grad_accum, micro_batch=micro_batch, checkpointing=checkpointing,
                    sequence_parallel=sequence_parallel)
