@@ -117,7 +117,8 @@ class DedupSpec(StrictModel):
     fold_formats: bool = Field(
         True, description="Read a quoted-printable mail body decoded (`=3D`, `=E2=80=99`, soft line breaks) and an SRT/"
         "WebVTT file as its cue text (no cue numbers, timing lines, headers or cue tags) before shingling, so either "
-        "copy meets its plain text (`tasks/data/dedup/textforms.py`; only a text whose every `=` is an escape is QP)."
+        "copy meets its plain text (`tasks/data/dedup/textforms.py`; only a text whose every `=` is an escape is QP); "
+        "rolling captions read each line once, and UTF-8 read as cp1252 (`FranÃ§ais`) is read back (`mojibake.py`)."
     )
     fold_unicode: bool = Field(
         True, description="NFKC and casefold before shingling (as the exact-dedup key does): full-width letters, "

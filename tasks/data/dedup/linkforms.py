@@ -9,17 +9,21 @@ the rendered page shows, its text:
 - reStructuredText: `` `text <https://…>`_ `` (and the anonymous `` `text <…>`__ ``) → `text`; the hyperlink
   targets `.. _label: https://…` (a line of their own: the rendered page shows none) are not read, and
   `` `label`_ `` (and `label_`) reads as `label` where such a target defines it, in a text with a `` `_ ``;
-- AsciiDoc: `https://…[text]`, `link:url[text]`, `mailto:addr[text]` → `text` (a trailing `^`, the new-window
-  mark, and `,key=value` attributes dropped); an empty `[]` shows the URL, and is left as written;
+- Sphinx roles: `` :ref:`text <target>` `` → `text`, `` :py:func:`os.path.join` `` and `` :doc:`target` `` → their
+  content (`~a.b.c` → `c`, a leading `!` dropped, as Sphinx renders them): the role's name is no word the rendered
+  page shows, and a docstring with a role every 20 words shared few 5-grams with its rendered copy;
+- AsciiDoc: `https://…[text]`, `link:url[text]`, `mailto:addr[text]`, `xref:target[text]` → `text` (a trailing
+  `^`, the new-window mark, and `,key=value` attributes dropped); an empty `[]` shows the URL, and is left as
+  written; a cross reference `<<id,text>>` → `text` (a bare `<<id>>` shows the section's title, and is left);
 - Org: `[[target][text]]` → `text` (a bare `[[target]]` shows its target, and is left);
 - lynx/w3m dumps: a `References` list at the text's end (`   12. https://…`, `[12] https://…`, under
   `Visible links`/`Hidden links` too) is not read, and the inline markers `[12]` of the numbers it lists read as
   nothing (`[12]text` → `text`). A `[12]` whose number no such list holds (code's `a[12]`, a citation) stays.
 
-Each rule needs its form whole (backticks and `>`_`, a scheme right before `[`, `][` inside `[[ ]]`, a list of
-URLs ending the text), so prose and code without them read as before; `textforms.format_docs` finds the texts a
-rule may change (a byte scan: a `` `_ ``, a `[[`, a `References`, a `[` after `://`, `link:` or `mailto:` and no
-blank) and only those are read here.
+Each rule needs its form whole (backticks and `>`_`, a role's `:name:` before its backticks, a scheme right before
+`[`, `][` inside `[[ ]]`, a list of URLs ending the text), so prose and code without them read as before;
+`textforms.format_docs` finds the texts a rule may change (a byte scan: a `` `_ ``, a `` :` ``, a `[[`, a `>>`, a
+`References`, a `[` after `://`, `link:`, `mailto:` or `xref:` and no blank) and only those are read here.
 """
 
 from __future__ import annotations
@@ -37,11 +41,17 @@ _RST_REF = re.compile(r"`([^`\n]{1,100})`_(?!_)|(?<![\w`])(\w{1,100})_(?!\w)")
 # `)`) or a `link:`/`mailto:` target right before `[text]`. `_ADOC_HEAD` finds each `://`, `link:`, `mailto:` (a
 # literal, which `re` finds by a fast search: a pattern opening with the scheme's class tried every position);
 # `_ADOC_REST` reads on from it, `_SCHEME` back to the scheme's start
-_ADOC_HEAD = re.compile(r"://|link:|mailto:")
+_ADOC_HEAD = re.compile(r"://|link:|mailto:|xref:")
 _ADOC_REST = re.compile(r"(?:\+\+[^\s+]{1,2000}\+\+|[^\s\[\]()<>\"]{1,2000})\[([^\[\]\n]{1,500})\]")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{1,15}\Z")
 _NOT_BEFORE = frozenset("(<[/:.+-")        # a markdown or autolink target, or a longer scheme-like word
 _ADOC_ATTRS = re.compile(r"\^$|,\s*\w+=.*$")
+# `<<id,text>>`: an id (no blank) after no word character or `<`, then its text (C++'s `a << b, c >> d` has blanks)
+_ADOC_XREF = re.compile(r"(?<![\w<])<<([A-Za-z_][\w:./#-]{0,200}),[ \t]*([^<>\n]{1,500}?)>>(?!>)")
+# a Sphinx role `:name:` or `:domain:name:` (after no word character, backtick or colon) and its content, which may
+# wrap onto a second line (not past a blank one); not `` `…`_ ``, a reST link
+_ROLE = re.compile(r"(?<![\w`:]):(?:[A-Za-z][\w+-]{0,30}:){1,2}`((?:[^`\n]|\n(?![ \t]*\n)){1,500}?)`(?!_)")
+_ROLE_TARGET = re.compile(r"(.*?\S)\s*<[^<>]{1,2000}>", re.S)
 _ORG_LINK = re.compile(r"\[\[(?<!\w\[\[)([^\[\]\n]{1,2000})\]\[([^\[\]\n]{1,500})\]\]")
 # a dump's reference list: `References` (w3m: `References:`), blank lines, then only numbered URLs (lynx
 # `   1. https://…`, w3m `[1] https://…`), `Visible links`/`Hidden links` headings and blank lines to the end
@@ -55,13 +65,26 @@ _MARKER = re.compile(r"\[(\d{1,5})\]")
 def read_links(text: str) -> str:
     """`text` with its reStructuredText, AsciiDoc, Org and lynx/w3m links read as their text (see the module
     docstring); `text` itself when it has none."""
-    out = _read_rst(text) if "`_" in text else text
-    if "[" in out and ("://" in out or "link:" in out or "mailto:" in out):
+    out = _ROLE.sub(_role_text, text) if ":`" in text else text
+    out = _read_rst(out) if "`_" in out else out
+    if "[" in out and ("://" in out or "link:" in out or "mailto:" in out or "xref:" in out):
         out = _read_adoc(out)
+    if "<<" in out and ">>" in out:
+        out = _ADOC_XREF.sub(r"\2", out)
     if "[[" in out and "][" in out:
         out = _ORG_LINK.sub(r"\2", out)
     out = _read_dump(out) if "References" in out else out
     return text if out == text else out
+
+
+def _role_text(m: re.Match[str]) -> str:
+    """A Sphinx role's content as Sphinx renders it: `text <target>` as its text, `~a.b.c` as `c`, `!x` as `x`."""
+    content = m.group(1)
+    titled = _ROLE_TARGET.fullmatch(content)
+    if titled:
+        return titled.group(1)
+    content = content[1:] if content.startswith("!") else content
+    return content[1:].rsplit(".", 1)[-1] if content.startswith("~") else content
 
 
 def _read_rst(text: str) -> str:
@@ -76,7 +99,7 @@ def _read_rst(text: str) -> str:
 
 def _read_adoc(text: str) -> str:
     """The text with each AsciiDoc link `target[text]` read as its text (`https://…[x]`, `link:…[x]`, `mailto:…[x]`,
-    no word character or `(<[/:.+-` before it; an empty `[]` shows the URL and stays)."""
+    `xref:…[x]`, no word character or `(<[/:.+-` before it; an empty `[]` shows the URL and stays)."""
     parts, last, found = [], 0, _ADOC_HEAD.search(text)
     while found is not None:
         head, rest = found.start(), found.end()

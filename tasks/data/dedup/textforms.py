@@ -5,17 +5,24 @@ never the kept text), and the chain of folds read before `normalize.shingle_text
   their UTF-8 bytes (`=E2=80=99` for `’`, `=C3=A9` for `é`), and breaks lines longer than 76 characters with a
   soft break, `=` at a line's end, often inside a word (`informa=\\ntion`). `\\w+` read `3D`, `E2`, `80` as words
   and split the broken words: a QP copy of a prose document shared few 5-grams with it. A text is read as QP
-  only where every `=` in it starts an escape (`=` and two upper-case hex digits) or a soft break, as an
-  encoder writes them, and it holds an `=3D`, a UTF-8 sequence (`=C3=A9`) or a soft break after 60 characters or
-  more: code's `a = b`, `x=10` or `==`, a config's `key=` line, is left as it is. A run of escapes reads as
-  UTF-8, or as cp1252 where it is none (a Latin-1 body).
+  only where every `=` in it starts an escape (`=` and two hex digits) or a soft break, as an encoder writes
+  them, and it holds an `=3D`, a UTF-8 sequence (`=C3=A9`, or in lower case `=c3=a9`, as some mailers write the
+  hex) or a soft break after 60 characters or more: code's `a = b`, `x=10` or `==`, a config's `key=` line, is
+  left as it is (and so is a lone `=3d`: lower case, it is no sign). A run of escapes reads as UTF-8, or as
+  cp1252 where it is none (a Latin-1 body).
 - subtitles (`read_subtitles`): an SRT or WebVTT file of a talk holds its transcript's words between cue numbers
   and timing lines (`00:00:01,000 --> 00:00:04,000`, `00:01.000 --> 00:04.000 align:start`): a number and ~8
   digit words every ~10 words, and no copy met its transcript. In a text with a timing line, the timing lines,
   the cue number (or, in WebVTT, the cue identifier) right above each, WebVTT's header and `NOTE`/`STYLE`/
   `REGION` blocks and the cue text's tags (`<i>`, `<v Ann>`, `<00:00:01.500>`, `{\\an8}`) are not read.
+  Rolling captions (YouTube's automatic ones: each cue shows the last cue's line again above its new words, and a
+  10 ms cue between repeats it once more) read each line once (`_unrolled`): read as written, every word stood
+  two or three times in a row and the file shared few 5-grams with its transcript.
 
-Both are read first, before the links (`linkforms`, `fold_markup`), URL parameters, line prefixes and hyphenation
+- mojibake (`mojibake.read_mojibake`): UTF-8 read as cp1252 (`FranÃ§ais`, `Ð¿Ñ€Ð¸Ð²ÐµÑ‚`) read back as UTF-8,
+  after the QP escapes (a body of UTF-8 bytes decoded as cp1252 and encoded again decodes to mojibake).
+
+These are read first, before the links (`linkforms`, `fold_markup`), URL parameters, line prefixes and hyphenation
 (a QP body's soft breaks join the words a wrapper split, `=3D` in its URLs is their `=`). `format_docs` finds the
 texts a rule may change in one compiled byte scan of the batch; only those are read in Python.
 """
@@ -32,14 +39,16 @@ from tasks.data.dedup import hashloops  # noqa: F401  (sets numba's cache folder
 from tasks.data.dedup.lineprefix import strip_line_prefixes, strip_tracking
 from tasks.data.dedup.linkforms import read_links
 from tasks.data.dedup.marks import join_hyphenated
+from tasks.data.dedup.mojibake import read_mojibake
 
 # --- quoted-printable -----------------------------------------------------------------------------------------
 # what only an encoder writes: `=3D`, a UTF-8 sequence, or a soft break ending a long line (it breaks lines of more
-# than 76 characters: a short `key=` line ending a config's entry is no soft break)
-_QP_SIGN = re.compile(r"=(?:3D|[C-F][0-9A-F]=[89AB][0-9A-F])|^[^\n]{60,}=\r?\n", re.M)
-_QP_VALID = re.compile(r"=(?:[0-9A-F]{2}|\r?\n|\Z)")
+# than 76 characters: a short `key=` line ending a config's entry is no soft break). The hex of a UTF-8 sequence may
+# be lower case (`=c3=a9`: mailers differ); a lone `=3d` is not taken for a sign, it is too like code's `x=3d`
+_QP_SIGN = re.compile(r"=(?:3D|[C-Fc-f][0-9A-Fa-f]=[89ABab][0-9A-Fa-f])|^[^\n]{60,}=\r?\n", re.M)
+_QP_VALID = re.compile(r"=(?:[0-9A-Fa-f]{2}|\r?\n|\Z)")
 _SOFT_BREAK = re.compile(r"=(?:\r?\n|\Z)")
-_ESCAPES = re.compile(r"(?:=[0-9A-F]{2})+")
+_ESCAPES = re.compile(r"(?:=[0-9A-Fa-f]{2})+")
 
 
 def quoted_printable(text: str) -> bool:
@@ -85,7 +94,25 @@ def read_subtitles(text: str) -> str:
     drop = set(timing) | (_vtt_blocks(lines) if vtt else set())
     # the line right above a timing line names its cue: SRT's number, WebVTT's optional identifier
     drop |= {i - 1 for i in timing if i and lines[i - 1].strip() and (vtt or _CUE_NUMBER.fullmatch(lines[i - 1]))}
-    return _CUE_TAG.sub("", "\n".join(line for i, line in enumerate(lines) if i not in drop))
+    return _unrolled(_CUE_TAG.sub("", "\n".join(line for i, line in enumerate(lines) if i not in drop)))
+
+
+def _unrolled(text: str) -> str:
+    """The cue text of rolling captions with each line read once: a line equal to the last one read is dropped, and
+    one that starts with it (a roll-up cue growing word by word) reads as its new words. Only where a third or more
+    of the lines repeat or extend the one before (two at least): a chorus or a `No!` said twice in ordinary
+    subtitles stays as written."""
+    said = [" ".join(line.split()) for line in text.split("\n")]
+    said = [line for line in said if line]
+    repeats = sum(b == a or b.startswith(a + " ") for a, b in zip(said, said[1:]))
+    if repeats < 2 or 3 * repeats < len(said):
+        return text
+    out, last = [], ""
+    for line in said:
+        if line != last:
+            out.append(line[len(last) + 1:] if last and line.startswith(last + " ") else line)
+        last = line
+    return "\n".join(out)
 
 
 def _vtt_blocks(lines: list[str]) -> set[int]:
@@ -102,10 +129,10 @@ def _vtt_blocks(lines: list[str]) -> set[int]:
 
 # --- the chain and the scan -----------------------------------------------------------------------------------
 def read_formats(text: str, formats: bool = True, markup: bool = True) -> str:
-    """`text` read as QP and subtitles (`formats`) and its lightweight-markup links (`markup`); `text` itself
-    when none applies."""
+    """`text` read as QP, subtitles and repaired mojibake (`formats`; a QP body may decode to mojibake) and its
+    lightweight-markup links (`markup`); `text` itself when none applies."""
     if formats:
-        text = read_subtitles(read_quoted_printable(text))
+        text = read_mojibake(read_subtitles(read_quoted_printable(text)))
     return read_links(text) if markup else text
 
 
@@ -120,15 +147,17 @@ def prefold(text: str, spec: DedupSpec, formats: bool = True) -> str:
     return join_hyphenated(text) if spec.fold_hyphenation else text
 
 
-QP, SUBTITLES, LINKS = 1, 2, 4
-# the bytes a rule's form ends or starts at, rare in prose and code (`.`, `-`, `:` as triggers cost ~1 ns a byte)
+QP, SUBTITLES, LINKS, MOJIBAKE = 1, 2, 4, 8
+# the bytes a rule's form ends or starts at, rare in prose and code (`.`, `-`, `:` as triggers cost ~1 ns a byte);
+# 0xC3 starts `Ã` and the other lead characters of mojibake (and `é`, `ü`: a few tests more in Latin-script text)
 _TRIGGER = np.zeros(256, np.uint8)
-_TRIGGER[list(b"=>`[R")] = 1
+_TRIGGER[list(b"=>`[R\xc3")] = 1
 _HEX = np.zeros(256, np.bool_)
-_HEX[list(b"0123456789ABCDEF")] = True
+_HEX[list(b"0123456789ABCDEFabcdef")] = True
 _BLANK = np.zeros(256, np.bool_)
 _BLANK[list(b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f")] = True
-_EFERENCES, _LINK, _MAILTO = (np.frombuffer(w, np.uint8) for w in (b"eferences", b"link", b"mailto"))
+_EFERENCES, _LINK, _MAILTO, _XREF = (np.frombuffer(w, np.uint8)
+                                      for w in (b"eferences", b"link", b"mailto", b"xref"))
 
 
 @njit(cache=True, inline="always")
@@ -151,19 +180,32 @@ def _qp_escape(data, i, end):
         return True, i + 1 < end
     if i + 2 >= end or not _HEX[a] or not _HEX[data[i + 2]]:
         return False, False
-    sign = (a == 0x33 and data[i + 2] == 0x44) or (0x43 <= a <= 0x46 and i + 5 < end and data[i + 3] == 0x3D
-                                                   and data[i + 4] in (0x38, 0x39, 0x41, 0x42) and _HEX[data[i + 5]])
+    # (`a | 0x20`: either case of C-F, A, B; `3D` in upper case only, as `_QP_SIGN`)
+    sign = (a == 0x33 and data[i + 2] == 0x44) or (0x63 <= a | 0x20 <= 0x66 and i + 5 < end and data[i + 3] == 0x3D
+                                                   and data[i + 4] | 0x20 in (0x38, 0x39, 0x61, 0x62)
+                                                   and _HEX[data[i + 5]])
     return True, sign
 
 
 @njit(cache=True, inline="always")
+def _mojibake_at(data, i, end):
+    """Whether the `C3` at i starts a lead character of mojibake (`Â`…`ô`, `C3 82`…`C3 B4`) and the next character
+    may be a continuation (U+0080-U+00BF: `C2 xx`; cp1252's `€‚ƒ„…` and the others: `C5`, `C6`, `CB`, `E2`)."""
+    if i + 3 >= end or not 0x82 <= data[i + 1] <= 0xB4:
+        return False
+    c = data[i + 2]
+    return (c == 0xC2 and 0x80 <= data[i + 3] <= 0xBF) or c == 0xC5 or c == 0xC6 or c == 0xCB or c == 0xE2
+
+
+@njit(cache=True, inline="always")
 def _link_before(data, i, lo):
-    """Whether the run of bytes before the `[` at i (back to a blank or a bracket) holds a `://`, `link:` or
-    `mailto:`: the `[text]` of an AsciiDoc link (its target holds neither; a `++…++` one's first `[` is found)."""
+    """Whether the run of bytes before the `[` at i (back to a blank or a bracket) holds a `://`, `link:`, `xref:`
+    or `mailto:`: the `[text]` of an AsciiDoc link (its target holds none; a `++…++` one's first `[` is found)."""
     j = i - 1
     while j >= lo and not _BLANK[data[j]] and data[j] != 91 and data[j] != 93:
         if data[j] == 58 and ((j + 2 < i and data[j + 1] == 47 and data[j + 2] == 47)
-                              or _follows(data, j - 4, j, _LINK) or _follows(data, j - 6, j, _MAILTO)):
+                              or _follows(data, j - 4, j, _LINK) or _follows(data, j - 4, j, _XREF)
+                              or _follows(data, j - 6, j, _MAILTO)):
             return True
         j -= 1
     return False
@@ -194,8 +236,9 @@ def _references(data, i, lo, end):
 @njit(cache=True)
 def format_flags(data, ends):
     """uint8 [m]: which rules may change each text of a batch (UTF-8 `data`, a `\\n` after each text, at `ends`):
-    QP every `=` an escape and one a sign of QP; SUBTITLES a `-->`; LINKS a `` `_ ``, a `[[`, a `References` line
-    before a list (`_references`), or a `[` after `://`, `link:` or `mailto:` with no blank between. A superset
+    QP every `=` an escape and one a sign of QP; SUBTITLES a `-->`; LINKS a `` `_ ``, a `` :` `` (a Sphinx role),
+    a `[[`, a `>>`, a `References` line before a list (`_references`), or a `[` after `://`, `link:`, `xref:` or
+    `mailto:` with no blank between; MOJIBAKE a lead character of mojibake before a continuation. A superset
     of the texts `read_formats` changes: the exact test of the QP escapes, else the literals each rule needs."""
     out = np.zeros(len(ends), np.uint8)
     lo = 0
@@ -213,11 +256,16 @@ def format_flags(data, ends):
                 valid &= escape
                 f |= QP if sign else 0
             elif c == 62:
-                f |= SUBTITLES if i - 2 >= lo and data[i - 1] == 45 and data[i - 2] == 45 else 0
-            elif (c == 96 and nxt == 95) or (c == 91 and (nxt == 91 or _link_before(data, i, lo))):
+                before = data[i - 1] if i > lo else 0
+                f |= SUBTITLES if i - 2 >= lo and before == 45 and data[i - 2] == 45 else 0
+                f |= LINKS if before == 62 else 0                   # `>>`, an AsciiDoc `<<id,text>>`'s end
+            elif (c == 96 and (nxt == 95 or (i > lo and data[i - 1] == 58))) \
+                    or (c == 91 and (nxt == 91 or _link_before(data, i, lo))):
                 f |= LINKS
             elif c == 82:
                 f |= LINKS if _references(data, i, lo, end) else 0
+            elif c == 0xC3:
+                f |= MOJIBAKE if _mojibake_at(data, i, end) else 0
             u += np.uint64(1)
         out[d] = f if valid else f & ~QP
         lo = end + 1
@@ -226,7 +274,7 @@ def format_flags(data, ends):
 
 def format_docs(data: np.ndarray, ends: np.ndarray, spec: DedupSpec) -> list[int]:
     """Which texts of a batch `read_formats` may change, as the spec turns its rules on (a superset)."""
-    rules = (QP | SUBTITLES if spec.fold_formats else 0) | (LINKS if spec.fold_markup else 0)
+    rules = (QP | SUBTITLES | MOJIBAKE if spec.fold_formats else 0) | (LINKS if spec.fold_markup else 0)
     if not rules or len(ends) == 0:
         return []
     return np.flatnonzero(format_flags(data, np.asarray(ends, np.int64)) & rules).tolist()
