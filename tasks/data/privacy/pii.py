@@ -12,9 +12,13 @@ right after a phone cue, `tasks.data.privacy.pii_cues`), cards, IPv6, IPv4, phon
 Shapes of layout come first among them: grouped author addresses (`pii_authors`), values under a row of labels
 (`pii_labelrows`), values wrapped onto the next line (`pii_wrapped`), bank account numbers after their label
 (`pii_accounts`); credentials of their own shape (`pii_credentials`) before the other secrets, random tokens of
-rows that name no column (`pii_rows`) after them. A folded calendar or mail header line (`pii_folded`) is
-scrubbed unfolded. Regexes are compiled once and find *candidates*; a callback validates each one (Luhn and issuer
-prefix, `ipaddress`, digit counts, entropy, placeholder and code checks) and returns the match unchanged if no PII.
+rows that name no column (`pii_rows`) after them, an AWS secret key right after its access key id
+(`pii_pairs_aws`) before them; an SSN-shaped ticket or order number is no SSN (`pii_references`). A folded calendar
+or mail header line (`pii_folded`) is scrubbed unfolded, and a value veiled by how it is written (`&nbsp;` or
+LaTeX's `~` between a phone's groups, an HTML comment inside it, en dashes, a card's `/`, an IBAN's dots, an
+address's `[.]` or `-at-`: `pii_veiled`) as a reader sees it. Regexes are compiled once and find *candidates*; a
+callback validates each one (Luhn and issuer prefix, `ipaddress`, digit counts, entropy, placeholder and code
+checks) and returns the match unchanged if no PII.
 
 What is deliberately not PII, to keep code and ordinary prose intact:
 - phones: see `tasks.data.privacy.pii_phones` (a cue word or a phone's layout; dates, years, times, prices, version
@@ -58,7 +62,7 @@ from tasks.data.privacy.pii_authors import AUTHOR_PASSES
 from tasks.data.privacy.pii_emails import EMAIL_PASSES
 from tasks.data.privacy.pii_encoded import ENCODED_EMAIL_PASSES
 from tasks.data.privacy.pii_folded import fold_view, unfold_restore
-from tasks.data.privacy.pii_ids import ID_PASSES
+from tasks.data.privacy.pii_ids import ID_PASSES as CUED_ID_PASSES
 from tasks.data.privacy.pii_ids import PLACEHOLDERS as ID_PLACEHOLDERS
 from tasks.data.privacy.pii_width import restore, width_view
 from tasks.data.privacy.pii_literals import remembered_absence
@@ -75,9 +79,13 @@ from tasks.data.privacy.pii_plainwords import PLAINWORD_PASSES
 from tasks.data.privacy.pii_rows import ROW_PASSES
 from tasks.data.privacy.pii_secrets import SECRET_PASSES
 from tasks.data.privacy.pii_sql import SQL_PASSES
+from tasks.data.privacy.pii_pairs_aws import AWS_PAIR_PASSES
+from tasks.data.privacy.pii_references import without_references
 from tasks.data.privacy.pii_tags import tag_restore, tag_view
+from tasks.data.privacy.pii_veiled import veiled_restore, veiled_view
 from tasks.data.privacy.pii_wrapped import WRAPPED_EMAIL_PASSES, WRAPPED_PASSES
 
+ID_PASSES = without_references(CUED_ID_PASSES)     # an SSN-shaped ticket or order number is no SSN
 PLACEHOLDERS = {"email": "<EMAIL>", "phone": "<PHONE>", "ipv4": "<IP_ADDRESS>", "ipv6": "<IP_ADDRESS>",
                 "credit_card": "<CREDIT_CARD>", **ID_PLACEHOLDERS, "secret": "<SECRET>", "dob": "<DOB>",
                 "passport": "<PASSPORT>"}
@@ -258,8 +266,8 @@ Group = int | Callable[[re.Match[str]], "int | tuple[int, int]"]
 # function of the match giving a group or a (start, end) span within it), cheap test that the pass can match)
 _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[str], bool]], ...] = (
     *(("secret", pattern, None if valid is None else (lambda m, keep, valid=valid: valid(m)), group, hint)
-      for pattern, valid, group, hint in DEVFILE_PASSES + CREDENTIAL_PASSES + SECRET_PASSES + PLAINWORD_PASSES +
-                                       ROW_PASSES),
+      for pattern, valid, group, hint in AWS_PAIR_PASSES + DEVFILE_PASSES + CREDENTIAL_PASSES + SECRET_PASSES +
+                                       PLAINWORD_PASSES + ROW_PASSES),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
       for kind, pattern, valid, group, hint in AUTHOR_PASSES + WRAPPED_EMAIL_PASSES + ENCODED_EMAIL_PASSES + EMAIL_PASSES +
       PERSONAL_PASSES +
@@ -306,11 +314,24 @@ def scrub_pii(text: str, kinds: Iterable[str] = PII_KINDS,
 def _in_folded_view(text: str, wanted: set[str], keep: frozenset[str]) -> tuple[str, dict[str, int]]:
     folded = fold_view(text)        # a folded calendar line or mail header read as the one line it means
     if folded is not None:
-        scrubbed, counts = _in_width_view(folded[0], wanted, keep)
+        scrubbed, counts = _in_veiled_view(folded[0], wanted, keep)
         restored = unfold_restore(text, *folded, scrubbed, PLACEHOLDERS.values()) if counts else text
         if restored is not None:
             return restored, counts
-    return _in_width_view(text, wanted, keep)
+    return _in_veiled_view(text, wanted, keep)
+
+
+def _in_veiled_view(text: str, wanted: set[str], keep: frozenset[str]) -> tuple[str, dict[str, int]]:
+    """`_in_width_view` on the text as a reader sees it (`pii_veiled`: `&nbsp;` as a space, a comment inside a
+    value dropped, ...), then on the result as written: the view reads values the text hides, and may hide one
+    that the text shows (a comment dropped between a card and a digit), so the second reading takes that."""
+    veiled = veiled_view(text)
+    if veiled is None:
+        return _in_width_view(text, wanted, keep)
+    scrubbed, counts = _in_width_view(veiled[0], wanted, keep)
+    restored = veiled_restore(text, *veiled, scrubbed, PLACEHOLDERS.values()) if counts else None
+    text, more = _in_width_view(text if restored is None else restored, wanted, keep)
+    return text, dict(sorted((Counter(counts if restored is not None else {}) + Counter(more)).items()))
 
 
 def _in_width_view(text: str, wanted: set[str], keep: frozenset[str]) -> tuple[str, dict[str, int]]:

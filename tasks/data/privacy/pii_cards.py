@@ -41,6 +41,14 @@ BARCODE_BEFORE = re.compile(r"(?i)\b(?:ean(?:-?13)?|upc(?:-?a)?|gtin(?:-?1[23])?
                              r"[^\n\d]{0,12}$")
 
 
+# A snowflake id (Discord's, Twitter's: 17-19 digits, a timestamp and counters) after its label or in a status
+# URL: one in ten passes Luhn and an 18/19-digit id may start like a Maestro, Discover or Visa number. Cards of
+# that length are rare, and none is written after an `id` label; 16-digit ids are no snowflakes and are not read.
+SNOWFLAKE_BEFORE = re.compile(r"(?i)(?:\b(?:(?:user|guild|channel|message|msg|server|role|author|account|tweet|"
+                              r"status|emoji|webhook|application|app|thread)[ _-]?)?ids?|\btweets?|\bsnowflake"
+                              r"|/status(?:es)?/)[\"']?[ \t]*[:=#]?[ \t]*[\"']?$")
+
+
 def card_ok(m: re.Match[str]) -> bool:
     """A credit-card candidate (`m` with a separator group `s`) that is a card: not part of an IBAN-shaped run or
     a row of 4-digit groups, not a named barcode, a known issuer's length, Luhn-valid."""
@@ -53,6 +61,9 @@ def card_ok(m: re.Match[str]) -> bool:
     # GS1 check alone would also drop a tenth of real 13-digit Visa and 12-digit Maestro numbers.
     if len(digits) in (12, 13) and m.group().isdigit() and stdnum_ean.is_valid(digits) and \
             BARCODE_BEFORE.search(m.string, max(0, m.start() - 24), m.start()):
+        return False
+    if len(digits) >= 17 and m.group().isdigit() and \
+            SNOWFLAKE_BEFORE.search(m.string, max(0, m.start() - 24), m.start()):
         return False
     return len(set(digits)) > 1 and issuer_ok(digits) and luhn_ok(digits)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from tasks.data.privacy.pii_width import drop_spans, place_pieces
+from tasks.data.privacy.pii_width import drop_spans, offsets_restore
 
 # A calendar or card object: its folds are dropped between its BEGIN and END lines (to the text's end if cut).
 _CALENDAR = re.compile(r"BEGIN:(?:VCALENDAR|VEVENT|VTODO|VCARD)\r?\n(?:.*?\nEND:(?:VCALENDAR|VCARD)\b|.*)", re.S)
@@ -64,16 +64,4 @@ def unfold_restore(text: str, view: str, offsets: list[int], scrubbed: str,
                    placeholders: Iterable[str]) -> str | None:
     """`scrubbed` (the scrubbed `view`) with each kept piece in `text`'s own characters (its folds back in), or
     None when the kept pieces cannot be placed in `view` in order (`pii_width.place_pieces`)."""
-    placed = place_pieces(view, scrubbed, placeholders)
-    if placed is None:
-        return None
-    out, first = [], True
-    for piece in placed:
-        if isinstance(piece, str):
-            out.append(piece)
-            continue
-        # a kept piece takes the folds inside it and right after it (the first, those before it too); a replaced
-        # span, those inside it
-        out.append(text[0 if first else offsets[piece[0]]:offsets[piece[1]]])
-        first = False
-    return "".join(out)
+    return offsets_restore(text, view, offsets, scrubbed, placeholders)  # its folds back in

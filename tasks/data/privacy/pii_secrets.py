@@ -100,7 +100,8 @@ _TOKEN_SHAPES = Gated([
     *_led_by("xoxa- xoxb- xoxp- xoxo- xoxs- xoxr- xoxe-", r"[A-Za-z0-9-]{10,}", "xox"),                         # Slack
     *_led_by("xapp-", r"\d-[A-Za-z0-9-]{10,}"),
     *_led_by("https://hooks.slack.com/services/", r"T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/[A-Za-z0-9_]+"),
-    *_led_by("sk_live_ sk_test_ pk_live_ pk_test_ rk_live_ rk_test_", r"[A-Za-z0-9]{16,}", "k_"),       # Stripe
+    # Stripe; a `pk_` key is public by design, but names a live merchant account and sits by its `sk_`: scrubbed
+    *_led_by("sk_live_ sk_test_ pk_live_ pk_test_ rk_live_ rk_test_", r"[A-Za-z0-9]{16,}", "k_"),
     *_led_by("whsec_", r"[A-Za-z0-9]{24,}"),
     *_led_by("AIza", r"[0-9A-Za-z_-]{35}"), *_led_by("GOCSPX-", r"[A-Za-z0-9_-]{28}"),             # Google
     *_led_by("ya29.", r"[A-Za-z0-9_-]{20,}"),

@@ -86,3 +86,23 @@ def drop_spans(text: str, spans: list[tuple[int, int]]) -> tuple[str, list[int]]
     pieces.append(text[last:])
     offsets.extend(range(last, len(text) + 1))
     return "".join(pieces), offsets
+
+
+def offsets_restore(text: str, view: str, offsets: list[int], scrubbed: str,
+                    placeholders: Iterable[str]) -> str | None:
+    """`scrubbed` (the scrubbed `view`, a view of `text` with `offsets[i]` the offset in `text` of its character i,
+    one more entry: the text's length) with each kept piece in `text`'s own characters, or None when the pieces
+    cannot be placed (`place_pieces`). A kept piece takes the text's characters up to the next piece's (what the
+    view dropped right after it: a fold, a comment); the first takes those before it too; a replaced span, those
+    inside it. Shared by the unfolded view (`pii_folded`) and the veiled one (`pii_veiled`)."""
+    placed = place_pieces(view, scrubbed, placeholders)
+    if placed is None:
+        return None
+    out, first = [], True
+    for piece in placed:
+        if isinstance(piece, str):
+            out.append(piece)
+            continue
+        out.append(text[0 if first else offsets[piece[0]]:offsets[piece[1]]])
+        first = False
+    return "".join(out)
