@@ -164,7 +164,7 @@ def _encoded_param(m: re.Match[str]) -> bool:
 _YAML_LED = re.compile(r":[ \t]+(?P<v>[#!&*][^\s\"']{7,100})(?=[ \t]+#|[ \t]*(?:\r?\n|$))")
 # How YAML's own names look after `!` (a tag: `!GetAtt`, `!Base64`, `!ImportValue`) or `#` (a word): capitalised
 # words and a number, never a generator's mix of cases and digits
-_WORDS_AND_NUMBER = re.compile(r"(?:[A-Z]?[a-z]+)+\d*|[A-Z]+\d*")
+_WORDS_AND_NUMBER = re.compile(r"(?:[A-Z]?[a-z]++)++\d*|[A-Z]+\d*")     # (possessive: `(?:[a-z]+)+` backtracks 2^n)
 _LINE_HEAD = re.compile(r"[ \t]*(?:-[ \t]+)?([\"']?)(?P<name>[\w.-]{1,60})\1[ \t]*")
 _PASSWORD_WORD = re.compile(r"(?i)pass|pwd")
 
