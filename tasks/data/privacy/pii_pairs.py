@@ -297,8 +297,14 @@ class TableCells:
     """`sub(repl, text)`: the value cell of each row whose first cell names a credential (`table_credential`)."""
 
     def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
-        starts = {text.rfind("\n", 0, at) + 1 for at in gate_hits(text, _CELL_WORDS, ())
-                  if _CELL_SEPARATOR.match(text, at)}
+        # The hits come in order, so each stretch of text is searched for a line's start once (searching back
+        # to the line's start for each word was quadratic in a long line of `password|key|token|...`)
+        starts, start, seen = set(), 0, 0
+        for at in gate_hits(text, _CELL_WORDS, ()):
+            if _CELL_SEPARATOR.match(text, at):
+                start = text.rfind("\n", seen, at) + 1 or start
+                seen = at
+                starts.add(start)
         spans = []
         for start in sorted(starts):
             m = _TABLE_ROW.match(text, start)
