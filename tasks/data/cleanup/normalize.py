@@ -98,7 +98,8 @@ def _translation_table() -> dict[int, str | None]:
 
 TRANSLATION_TABLE = _translation_table()
 _TABLE_CHARS = re.compile("[" + "".join(re.escape(chr(c)) for c in sorted(TRANSLATION_TABLE)) + "]")
-_TRAILING_SPACE = re.compile(r"[ \t]+$", re.MULTILINE)
+# tried only where a run starts: `[ \t]+$` ran from each space of a run not ending a line to its end (quadratic)
+_TRAILING_SPACE = re.compile(r"(?<![ \t])[ \t]+$", re.MULTILINE)
 _MANY_BLANK_LINES = re.compile(r"\n{4,}")          # 4 newlines = 3 blank lines
 
 

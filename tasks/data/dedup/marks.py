@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from functools import lru_cache
 
 import numpy as np
@@ -62,6 +63,7 @@ _MAYBE_POINTING = re.compile(f"[{_POINTS}\u0301]")     # one class: `re` scans f
 # hyphen made it try every position: 0.47 CPU s for 20,000 documents, ~40 % of their shingles); that letter is
 # asked in Python, at the few matches
 _HYPHEN_BREAK = re.compile(r"[-\u2010]\n[ \t]*(?=([^\W\d_]))")
+_SEARCHED_BREAKS = 8          # `join_hyphenated` searches the text for this many breaks, then indexes its words
 _WORD = re.compile(r"\w+")
 _LAST_WORD = re.compile(r"\w+$")
 _VARIATION_SELECTORS = (range(0xFE00, 0xFE10), range(0xE0100, 0xE01F0))
@@ -242,10 +244,11 @@ def join_hyphenated(text: str) -> str:
     interrupts a speech (`to whose falls-\\nHeaven prosper`), not a word cut in two."""
     if "-\n" not in text and "\u2010\n" not in text:
         return text
-    low = ""                                # the text in lower case, made at the first break asked about
+    low, words, asked = "", None, 0         # the text in lower case and its words, made at the first break asked
+    searched: dict[tuple[str, str, bool], bool] = {}
 
     def join(m: re.Match[str]) -> str:
-        nonlocal low
+        nonlocal low, words, asked
         at = m.start()
         if not (at and text[at - 1].isalpha() and m.group(1).islower()):
             return m.group()
@@ -254,22 +257,62 @@ def join_hyphenated(text: str) -> str:
             return m.group()
         low = low or text.lower()
         first, second = head.group().lower(), tail.group().lower()
-        if _written(low, first + second):
-            return ""
-        # part of a longer compound (`angle-addr-\nstart`), written hyphenated on one line, a part of another
-        # compound on one line (`non-zero`, `right-hand`), or both parts words elsewhere (the break holds each once)
-        compound = text[head.start() - 1:head.start()] in ("-", "\u2010") \
-            or _written(low, f"{first}-{second}") or _written(low, f"{first}\u2010{second}") \
-            or _in_compound(low, first, second) or _written(low, first, 2) and _written(low, second, 2)
-        return m.group() if compound else ""
+        # part of a longer compound (`angle-addr-\nstart`)
+        longer = text[head.start() - 1:head.start()] in ("-", "\u2010")
+        asked += 1
+        # A text's first breaks are searched for (`str.find`, C speed: most texts have one or two, and indexing
+        # their words cost more); past those its words are indexed once, as a search per break is quadratic. A
+        # lower-cased `İ` (`i` and a combining dot) is no `\w` word, which the index cannot look up.
+        if asked <= _SEARCHED_BREAKS or _WORD.fullmatch(first + second) is None:
+            # (each distinct break searched for once: `İ-\nb` repeated was quadratic still)
+            key = (first, second, longer)
+            if key not in searched:
+                searched[key] = _compound_found(low, first, second, longer)
+            return m.group() if searched[key] else ""
+        words = words or _TextWords(low)
+        return m.group() if words.compound(first, second, longer) else ""
     joined = _HYPHEN_BREAK.sub(join, text)
     return text if joined == text else joined
 
 
+class _TextWords:
+    """The words (`\\w` runs) of a lower-cased text, counted, and its one-line compounds of two (`left-hand`), for
+    `join_hyphenated`'s evidence looked up rather than searched for (a `str.find` loop over the text per break:
+    10,000 breaks took 3 s, 20,000 13 s). A word written whole is a whole `\\w` run, so for `\\w` words the
+    answers are exactly `_compound_found`'s."""
+
+    def __init__(self, low: str) -> None:
+        spans = [m.span() for m in _WORD.finditer(low)]
+        words = [low[start:end] for start, end in spans]
+        self.counts = Counter(words)
+        # (word, `-` or U+2010, next word) for each two words with only that hyphen between them
+        self.pairs = {(words[i], low[end], words[i + 1]) for i, (_, end) in enumerate(spans[:-1])
+                      if spans[i + 1][0] == end + 1 and low[end] in "-\u2010"}
+        self.heads = {a for a, hyphen, _ in self.pairs if hyphen == "-"}      # `first-x` (`_in_compound`)
+        self.tails = {b for _, hyphen, b in self.pairs if hyphen == "-"}      # `x-second`
+
+    def compound(self, first: str, second: str, longer: bool) -> bool:
+        """`_compound_found`, for `\\w` words `first` and `second`."""
+        if self.counts[first + second]:
+            return False
+        return longer or (first, "-", second) in self.pairs or (first, "\u2010", second) in self.pairs \
+            or first in self.heads or second in self.tails or self.counts[first] >= 2 and self.counts[second] >= 2
+
+
+def _compound_found(low: str, first: str, second: str, longer: bool) -> bool:
+    """Whether the text (`low`, lower case) shows a break of `first` and `second` is a compound's hyphen: not
+    when it writes the joined word; when the break ends a longer compound (`longer`), the compound is written
+    hyphenated on one line, a part of another compound on one line (`non-zero`, `right-hand`), or both parts
+    words elsewhere (the break holds each once)."""
+    if _written(low, first + second):
+        return False
+    return longer or _written(low, f"{first}-{second}") or _written(low, f"{first}\u2010{second}") \
+        or _in_compound(low, first, second) or _written(low, first, 2) and _written(low, second, 2)
+
+
 def _written(text: str, word: str, times: int = 1) -> bool:
-    """Whether `word` occurs in `text` as a whole (no `\\w` character on either side) `times` times or more:
-    `str.find`, which is C-speed, where a set of the text's words and compounds took a regex pass over each text
-    with a break (0.14 CPU s of `benchmarks/dedup_real.py`'s 50,000 documents)."""
+    """Whether `word` occurs in `text` as a whole (no `\\w` character on either side) `times` times or more, by a
+    `str.find` loop over `text` (a text's first breaks, and the words `_TextWords` cannot look up)."""
     at = text.find(word)
     while at >= 0:
         end = at + len(word)
