@@ -164,7 +164,9 @@ def _encoded_param(m: re.Match[str]) -> bool:
 _YAML_LED = re.compile(r":[ \t]+(?P<v>[#!&*][^\s\"']{7,100})(?=[ \t]+#|[ \t]*(?:\r?\n|$))")
 # How YAML's own names look after `!` (a tag: `!GetAtt`, `!Base64`, `!ImportValue`) or `#` (a word): capitalised
 # words and a number, never a generator's mix of cases and digits
-_WORDS_AND_NUMBER = re.compile(r"(?:[A-Z]?[a-z]++)++\d*|[A-Z]+\d*")     # (possessive: `(?:[a-z]+)+` backtracks 2^n)
+# (`(?:[A-Z]?[a-z]+)+` backtracked 2^n; this is the same language, unambiguous. No possessive quantifiers here or
+# below: CPython 3.11.2's engine gives wrong results for a possessive repeat of alternatives, fixed later in 3.11)
+_WORDS_AND_NUMBER = re.compile(r"[A-Z]?[a-z]+(?:[A-Z][a-z]+)*\d*|[A-Z]+\d*")
 _LINE_HEAD = re.compile(r"[ \t]*(?:-[ \t]+)?([\"']?)(?P<name>[\w.-]{1,60})\1[ \t]*")
 _PASSWORD_WORD = re.compile(r"(?i)pass|pwd")
 

@@ -283,8 +283,10 @@ POSITIONAL = Positional()
 
 
 # A row of two cells, name then value: Markdown's `| DB_PASSWORD | ... |`, CSV's `api_key,...`, TSV's tab
-# (the separator's blanks atomic: a row holds one way to read them, tried again per tab they took n^2 steps)
-_TABLE_ROW = re.compile(r"[ \t]*+(?:\|[ \t]*+)?`?(?P<name>[A-Za-z][\w.-]{1,60})`?(?>[ \t]*(?P<sep>\||,|\t)[ \t]*)"
+# (the separator's blanks read once, atomic by a lookahead and its backreference: tried again per tab they took
+# n^2 steps; `(?>…)` and possessive repeats give wrong results on CPython 3.11.2's engine)
+_TABLE_ROW = re.compile(r"[ \t]*(?:\|[ \t]*)?`?(?P<name>[A-Za-z][\w.-]{1,60})`?"
+                        r"(?=(?P<gap>[ \t]*(?P<sep>\||,|\t)[ \t]*))(?P=gap)"
                         r"`?(?P<value>[^\s|,`]{6,200})`?[ \t]*(?:\||,|\t|\r?$)", re.M)
 # Every credential name holds one of these words (`is_credential_name`): a row is tried only where one, ending
 # a name, is followed by a cell's separator, the words found in any case as the cued passes find their gates

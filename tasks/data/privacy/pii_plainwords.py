@@ -323,7 +323,7 @@ _TABLE_LOGINS = frozenset({"user", "username", "login", "email", "account", "sit
                            "service", "name", "website", "title", "server", "system", "database", "db", "app",
                            "application", "ip", "machine", "wifi", "ssid", "network", "userid", "uid", "device"})
 _ROW_START = re.compile(r"[ \t]*\|")
-_RULE_LINE = re.compile(r"[ \t]*+\|?[ \t]*+:?-{3,}:?[ \t]*+(?:\|[ \t]*+:?-{3,}:?[ \t]*+)+\|?[ \t]*+\r?")  # (*+: no n^2)
+_RULE_LINE = re.compile(r"[ \t]*(?:\|[ \t]*)?:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)+(?:\|[ \t]*)?\r?")  # (no n^2)
 
 
 def _cells(text: str, start: int, end: int) -> list[tuple[int, int]] | None:

@@ -29,8 +29,8 @@ _CREATE = re.compile(rf"(?i:create)[ \t]+(?:(?i:temporary|temp)[ \t]+)?(?i:table
 # One value of a VALUES tuple: a quoted string ('' or \' inside), or anything up to `,`/`)` (a number, NULL, a
 # call with its own parentheses: `NOW()`), then the comma or the tuple's end. A bare value takes a run of spaces
 # whole, and only where no `,`/`)` follows it (the shortest value a lazy `*?` found, without its n^2 retries)
-_VALUE = re.compile(r"\s*+(?:[EeNn]?'(?P<quoted>(?:[^'\\]|''|\\.)*)'|"
-                    r"(?P<bare>[^,()'\s](?:[^,()'\s]++|\([^()]*+\)|\s++(?![,)]))*+))\s*+(?P<end>[,)])", re.S)
+_VALUE = re.compile(r"\s*(?:[EeNn]?'(?P<quoted>(?:[^'\\]|''|\\.)*)'|"
+                    r"(?P<bare>[^,()'\s](?:[^,()'\s]|\([^()]*\)|\s+(?![\s,)]))*))\s*(?P<end>[,)])", re.S)
 # Not columns: a CREATE TABLE body's constraints and indexes
 _NOT_COLUMNS = frozenset("constraint primary unique foreign key index check fulltext spatial exclude".split())
 _MAX_ROWS = 100_000         # a dump's statement is read in one pass; a runaway one is not followed further

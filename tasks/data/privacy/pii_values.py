@@ -33,7 +33,7 @@ QUOTES = "\"'"
 _WHOLE = re.compile(r"(?s).+")  # a match of exactly a span: what the passes' `repl` callbacks take
 _CLOSERS = {")": "(", "]": "[", "}": "{", ">": "<"}
 # How code names things: snake_case, camelCase or UPPER_CASE words, digits only at the end (`api_key2`).
-IDENTIFIER = r"[A-Za-z_][a-z_]*+(?:[A-Z]++[a-z_]*+)*+\d*+"      # (possessive: `(?:[A-Z]+...)*` backtracks 2^n)
+IDENTIFIER = r"[A-Za-z_]+\d*"    # (was `[A-Za-z_][a-z_]*(?:[A-Z]+[a-z_]*)*\d*`: the same strings, 2^n backtracking)
 # Code rather than a value: an attribute chain of identifiers, digits only in the last part (`tokens.refresh_v2`,
 # not `dragon78.y`); a call or an index (`get_pw(user)`, `request.form['pw']`, `str = ""` in a signature).
 _CODE_CHAIN = re.compile(r"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_]*)*\.[A-Za-z_][A-Za-z_]*\d*")
