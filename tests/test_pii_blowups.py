@@ -11,25 +11,11 @@ The small versions' outputs, and the real values in the same shapes, are the old
 
 from __future__ import annotations
 
-import multiprocessing
-
 import pytest
 
 from tasks.data.privacy.pii import scrub_pii
 from tasks.data.privacy.pii_values import identifier_only, is_placeholder
-
-_DEADLINE = 20.0        # seconds; the fixed code takes about 0.2 s for the largest input here
-
-
-def _finishes(call, *args) -> bool:
-    child = multiprocessing.get_context("fork").Process(target=call, args=args, daemon=True)
-    child.start()
-    child.join(_DEADLINE)
-    if child.is_alive():
-        child.kill()
-        child.join()
-        return False
-    return child.exitcode == 0
+from tests.helpers.deadline import run_within
 
 
 def _yaml(lead: str, k: int) -> str:
@@ -47,18 +33,18 @@ _BLANK_RUNS = {
 
 @pytest.mark.parametrize("lead", _YAML_LEADS)
 def test_yaml_led_letter_run_finishes(lead):
-    assert _finishes(scrub_pii, _yaml(lead, 60))
+    run_within(scrub_pii, _yaml(lead, 60))
 
 
 @pytest.mark.parametrize("shape", sorted(_BLANK_RUNS))
 def test_blank_run_finishes(shape):
-    assert _finishes(scrub_pii, _BLANK_RUNS[shape](200_000))
+    run_within(scrub_pii, _BLANK_RUNS[shape](200_000))
 
 
 def test_capital_run_finishes():
-    assert _finishes(identifier_only, "A" * 60 + "!")
-    assert _finishes(is_placeholder, "$" + "A" * 60 + "!")
-    assert _finishes(scrub_pii, "password: $" + "A" * 60 + "!")
+    run_within(identifier_only, "A" * 60 + "!")
+    run_within(is_placeholder, "$" + "A" * 60 + "!")
+    run_within(scrub_pii, "password: $" + "A" * 60 + "!")
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -113,7 +99,7 @@ _CELL_LINES = {"pipe": "password|key|token|", "tab": "password\tkey\ttoken\t", "
 @pytest.mark.parametrize("shape", sorted(_CELL_LINES))
 def test_long_line_of_cell_words_finishes(shape):
     from tasks.data.privacy.pii_pairs import TABLE_CELLS
-    assert _finishes(TABLE_CELLS.sub, lambda m: "<SECRET>", _CELL_LINES[shape] * 256_000)
+    run_within(TABLE_CELLS.sub, lambda m: "<SECRET>", _CELL_LINES[shape] * 256_000)
 
 
 @pytest.mark.parametrize("shape", sorted(_CELL_LINES))

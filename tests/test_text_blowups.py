@@ -9,7 +9,6 @@ The deadline is kept by a forked worker, not a thread: a regex holds the GIL for
 
 from __future__ import annotations
 
-import multiprocessing
 import re
 from unittest import mock
 
@@ -20,15 +19,7 @@ from tasks.data.cleanup.normalize import normalize_layout
 from tasks.data.cleanup.textbatch import normalize_texts
 from tasks.data.dedup import marks
 from tasks.data.dedup.marks import join_hyphenated
-
-DEADLINE_S = 20.0         # generous: each call below takes well under a second
-
-
-def finishes(fn, *args):
-    """`fn(*args)`, run in a forked worker that is killed if it is not done within `DEADLINE_S`
-    (`multiprocessing.TimeoutError` then)."""
-    with multiprocessing.get_context("fork").Pool(1) as pool:
-        return pool.apply_async(fn, args).get(timeout=DEADLINE_S)
+from tests.helpers.deadline import run_within
 
 
 def _word(i: int, letters: str) -> str:
@@ -43,19 +34,19 @@ def _word(i: int, letters: str) -> str:
 
 def test_long_space_run_not_ending_a_line_finishes():
     n = 400_000
-    assert finishes(normalize_layout, "x" + " " * n + "b \n") == "x" + " " * n + "b"
+    assert run_within(normalize_layout, "x" + " " * n + "b \n") == "x" + " " * n + "b"
     # the decomposed `é` sends the batch to `normalize_text` (not the compiled simple-text path)
-    assert finishes(normalize_texts, ["e\u0301" + " \t" * (n // 2) + "b \n"]) == ["\u00e9" + " \t" * (n // 2) + "b"]
+    assert run_within(normalize_texts, ["e\u0301" + " \t" * (n // 2) + "b \n"]) == ["\u00e9" + " \t" * (n // 2) + "b"]
 
 
 def test_many_hyphenated_breaks_finish():
     n = 200_000
     compounds = ("a-\nb " * n)[:n]                   # both parts words elsewhere: every break stays
-    assert finishes(join_hyphenated, compounds) == compounds
+    assert run_within(join_hyphenated, compounds) == compounds
     # first parts of `a`-`m`, second parts of `n`-`z`, each once: no evidence, every break joins
     cut = " ".join(f"{_word(i, 'abcdefghijklm')}-\n{_word(i, 'nopqrstuvwxyz')}" for i in range(n // 12))
     assert len(cut) > n // 2
-    assert finishes(join_hyphenated, cut) == cut.replace("-\n", "")
+    assert run_within(join_hyphenated, cut) == cut.replace("-\n", "")
 
 
 # (input, normalize_layout's output, normalize_texts'), as the code before the fix gave them
