@@ -87,3 +87,30 @@ def test_the_best_first_run_is_the_order_of_minus_quality_then_id(tmp_path, nan)
     assert run == sorted((k for k in range(len(ids)) if reasons[k] is None), key=lambda k: (neg[k], ids[k]))
     if not nan:
         assert run == [8, 2, 6, 0, 4, 3, 7, 1]      # 0.0 and −0.0 tie, and so do two None: by id
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_rows_a_filter_dropped_are_not_shingled_and_the_kept_rows_inputs_are_unchanged(tmp_path, verify):
+    spec = DedupSpec(verify=verify)
+    texts = [f"document {k} tells of the {'harbour' if k % 3 else 'island'} and its {k * 7} boats at dawn"
+             for k in range(12)]
+    reasons = [None if k % 4 else "low_quality" for k in range(12)]
+    ids = [f"d{k:02d}" for k in range(12)]
+    columns = {"text": texts, "reason": reasons, "quality": [k / 10 for k in range(12)],
+               "exact_key": list(map(exact_key, texts))}
+    write_dedup_inputs(tmp_path / "s", ids, columns, spec, 1, 2, signatures=True)
+    write_dedup_inputs(tmp_path / "all", ids, {**columns, "reason": [None] * 12}, spec, 1, 2, signatures=True)
+    live = np.array([k for k in range(12) if reasons[k] is None])
+    shingles, offsets = (np.load(tmp_path / f"s.shingles{x}.npy") for x in ("", ".off"))
+    full, full_offsets = (np.load(tmp_path / f"all.shingles{x}.npy") for x in ("", ".off"))
+    assert np.diff(offsets)[[k for k in range(12) if reasons[k]]].tolist() == [0, 0, 0]     # dropped: nothing
+    assert np.diff(full_offsets).min() > 0
+    for k in live.tolist():
+        assert np.array_equal(shingles[offsets[k]:offsets[k + 1]], full[full_offsets[k]:full_offsets[k + 1]])
+    sigs, full_sigs = np.load(tmp_path / "s.sig.npy"), np.load(tmp_path / "all.sig.npy")
+    dropped = [k for k in range(12) if reasons[k]]
+    assert np.array_equal(sigs[live], full_sigs[live]) and not sigs[dropped].any()
+    # the band keys of the kept rows are those every row would have had
+    bands = np.load(tmp_path / "s.bands.npy")
+    all_bands = np.load(tmp_path / "all.bands.npy")
+    assert sorted(bands.tolist()) == sorted(e for e in all_bands.tolist() if e[1] in set(live.tolist()))

@@ -50,6 +50,18 @@ def test_normalized_batch_is_its_texts_encoded(batch, form):
     assert all((a is b) == (a == b) for a, b in zip(normalized.texts, batch))  # unchanged: the same object
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(texts, min_size=0, max_size=8), st.data())
+def test_a_selection_of_rows_is_those_texts_encoded_with_their_folds(batch, data):
+    encoded = normalize_encoded(batch)
+    exact_keys(encoded)                                   # (fills the folds the shingles reuse)
+    rows = sorted(data.draw(st.sets(st.integers(0, max(len(batch) - 1, 0)), max_size=len(batch))) if batch else [])
+    picked, again = encoded.select(rows), Encoded.of([encoded.texts[k] for k in rows])
+    assert picked.data.tobytes() == again.data.tobytes() and picked.ends.tolist() == again.ends.tolist()
+    assert picked.flags == [encoded.flags[k] for k in rows] and list(picked.texts) == list(again.texts)
+    assert [picked.folds_of(i) for i in range(len(rows))] == [encoded.folds_of(k) for k in rows]
+
+
 def test_a_lone_surrogate_is_encoded_as_surrogatepass_writes_it():
     batch = ["plain", "a\ud800b", "é"]
     assert Encoded.of(batch).data.tobytes() == b"".join(t.encode("utf-8", "surrogatepass") + b"\n" for t in batch)

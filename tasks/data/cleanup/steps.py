@@ -274,12 +274,30 @@ def write_dedup_inputs(base: Path, ids: list[str], columns: dict[str, list], spe
     `signatures`: also the signatures themselves (`<stem>.sig.npy`); by default only when `spec.verify` is off,
     the one case the global phase reads them (it judges candidates by their estimate; verification and the
     audit read the shingles)."""
-    sigs, hashes, offsets = minhash.signatures_and_shingles(columns["text"], spec, seed, encoded)  # [rows, P]
+    sigs, hashes, offsets = _live_signatures(columns, spec, seed, encoded)                          # [rows, P]
     if (not spec.verify) if signatures is None else signatures:
         dedup_files.save_npy(dedup_files.at(base, ".sig.npy"), sigs)
     dedup_files.save_shingles(base, hashes, offsets)
     bands, band_rows = spec_banding(spec)
     dedup_files.write_shard_inputs(base, sigs, ids, columns, bands, band_rows, buckets)
+
+
+def _live_signatures(columns: dict[str, list], spec: DedupSpec, seed: int,
+                     encoded: Encoded | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`minhash.signatures_and_shingles` of the rows no filter dropped; a dropped row gets a zero signature and
+    no shingle. Every reader (band keys, verification, the audit, `.sig.npy`) reads only rows the filters kept,
+    and a crawl's filters drop a third to a half of its rows: their shingling was work for nothing."""
+    texts, n = columns["text"], len(columns["text"])
+    live = [i for i, reason in enumerate(columns["reason"]) if reason is None]
+    if len(live) == n:
+        return minhash.signatures_and_shingles(texts, spec, seed, encoded)
+    part = None if encoded is None else encoded.select(live)
+    found, hashes, found_offsets = minhash.signatures_and_shingles([texts[i] for i in live], spec, seed, part)
+    sigs = np.zeros((n, spec.num_perm), dtype=np.uint32)                     # [rows, P]
+    sigs[live] = found
+    lengths = np.zeros(n, np.int64)
+    lengths[live] = np.diff(found_offsets)
+    return sigs, hashes, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
 
 def run_steps(steps: Sequence[Step], batch: Batch) -> Batch:

@@ -74,6 +74,17 @@ class Encoded:
         return Encoded(self.texts[start:stop], self.data[lo:hi], self.ends[start:stop] - lo, self.flags[start:stop],
                        folds)
 
+    def select(self, rows: Sequence[int]) -> "Encoded":
+        """Texts `rows` (increasing) as a batch of their own: their bytes copied, what is known carried over."""
+        starts = np.concatenate([[0], self.ends[:-1] + 1])[rows]                      # [m]
+        stops = self.ends[rows] + 1                                                   # each with its separator
+        data = np.concatenate([self.data[a:b] for a, b in zip(starts.tolist(), stops.tolist())] or
+                              [np.zeros(0, np.uint8)])
+        index = {k: i for i, k in enumerate(rows)}
+        folds = {index[k]: v for k, v in self._folds.items() if k in index}
+        return Encoded([self.texts[k] for k in rows], data, np.cumsum(stops - starts) - 1,
+                       [self.flags[k] for k in rows], folds)
+
 
 def flags_of(data: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """`hashloops.text_flags` of a batch (uint8 [n])."""
