@@ -132,6 +132,10 @@ def cluster_from_args(args: argparse.Namespace, params):
     given.setdefault("mixed_precision", params.pretrain.speed.mixed_precision)  # how bf16 trains: its memory
     given.setdefault("compile", params.pretrain.speed.compile)  # eager blocks hold more weight copies
     given.setdefault("gpus_per_node", max(1, params.parallel.world_size // max(1, given.get("nodes", 1))))
+    if "memory_gb" not in given and "device" in given:     # an L4 has 24 GB, not the field's default 80
+        from tasks.train.planning.plan_memory import device_memory_gb
+        if (memory := device_memory_gb(given["device"])) is not None:
+            given["memory_gb"] = memory
     try:
         return ClusterSpec(**given)
     except ValidationError as exc:

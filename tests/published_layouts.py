@@ -235,6 +235,7 @@ def table(runs: list[PublishedRun] | None = None) -> str:
             pub_est = "not priced"
         else:
             fit = "" if pub.within_margin else " — over the margin" if pub.fits else " — does not fit"
+            fit += " (bf16 section: torch_autocast is over the margin)" if pub.mixed_precision else ""
             pub_est = (f"{recipe_text(pub)}: {pub.cost.step_s:,.2f} s/step "
                        f"({pub.cost.s_per_token / ch.cost.s_per_token - 1:+.0%} per token), "
                        f"{pub.memory.total / (c.memory_gb * 2**30):.0%} memory{fit}")

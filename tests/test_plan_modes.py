@@ -69,7 +69,13 @@ def test_a_recipe_that_fits_with_bf16_weights_does_not_with_torch_autocast():
     kw = dict(vocab_size=32000, seq_len=2048, global_batch=64, fixed=fixed)
     section = search(SEVEN_B, cluster.model_copy(update={"mixed_precision": "sections"}), **kw).chosen
     assert section is not None and section.within_margin
-    assert cluster.autocast and search(SEVEN_B, cluster, **kw).chosen is None
+    forced = cluster.model_copy(update={"mixed_precision": "torch_autocast"})
+    assert forced.autocast and search(SEVEN_B, forced, **kw).chosen is None
+    # left to the engine (auto), the planner falls back to the section and the recipe names it
+    fallback = search(SEVEN_B, cluster, **kw)
+    assert fallback.chosen.memory.total == section.memory.total and fallback.chosen.within_margin
+    assert fallback.chosen.recipe()["pretrain.speed.mixed_precision"] == "sections"
+    assert "pretrain.speed.mixed_precision=sections" in fallback.why and not fallback.cluster.autocast
     # the activations: under autocast the residual stream, each recomputed block's kept input, is fp32
     section_kw = {**ARGS, "dp": 8, "zero_stage": 1}
     a, s = (estimate_memory(SEVEN_B, autocast=x, **section_kw).activations for x in (True, False))
@@ -173,3 +179,69 @@ def test_plan_reads_compile_from_the_params_unless_given():
     assert cluster_from_args(args, load_params(REPO / "params.yaml")).compiled  # auto: compiled on GPUs
     forced = build_parser().parse_args(["plan", "--device", "a100", "--compile", "on"])
     assert cluster_from_args(forced, eager).compiled
+
+
+PYTHIA_6_9B = ["--nodes", "16", "--gpus-per-node", "8", "--memory-gb", "40", "--device", "a100", "--global-batch",
+               "1024", "--set", "model.n_layers=32", "model.d_model=4096", "model.n_heads=32", "model.n_kv_heads=32",
+               "model.tie_embeddings=false", "mix.seq_len=2048", "mix.tokenizer.vocab_size=50432", "parallel.dp=64",
+               "parallel.tp=2", "parallel.pp=1", "parallel.zero_stage=1", "pretrain.micro_batch_size=8",
+               "pretrain.activation_checkpointing=true", "--fix", "parallel.dp", "parallel.tp", "parallel.pp",
+               "parallel.zero_stage", "pretrain.micro_batch_size", "pretrain.activation_checkpointing"]
+
+
+def test_a_published_run_over_the_margin_in_torch_autocast_is_planned_in_the_bf16_section(capsys):
+    """Pythia-6.9B as EleutherAI trained it (GPT-NeoX's pythia-6.9b.yml: 128 A100 40 GB, tp 2, dp 64, ZeRO-1,
+    micro-batch 8, recomputation): 40.2 GiB per device under torch_autocast, so `plan` exited 2 for a run that
+    happened (in fp16 sections). Left on `auto`, the planner falls back to the bf16 section and says so; the
+    recipe it prints loads as params; forcing torch_autocast still refuses."""
+    from tasks.__main__ import main
+    root = ["--root", str(REPO), "plan"]
+    assert main(root + PYTHIA_6_9B + ["--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    chosen = data["chosen"]
+    assert chosen["recipe"]["pretrain.speed.mixed_precision"] == "sections" and chosen["within_margin"]
+    assert "pretrain.speed.mixed_precision=sections" in data["why"] and data["cluster"]["training_mode"] == "bf16"
+    assert "  speed:\n    mixed_precision: sections" in chosen["params_yaml"]
+    params = load_params(REPO / "params.yaml", chosen["set"].split()[1:])
+    assert params.pretrain.speed.mixed_precision == "sections" and params.parallel.tp == 2
+    assert main(root + PYTHIA_6_9B + ["--mixed-precision", "torch_autocast"]) == 2
+    assert "chosen: none fits" in capsys.readouterr().out
+
+
+def test_a_recipe_that_fits_in_torch_autocast_does_not_name_the_mode():
+    """The fallback is only a fallback: a recipe within the margin in the engine's default mode keeps it."""
+    cluster = ClusterSpec(nodes=1, gpus_per_node=8, memory_gb=80, device="h100-sxm")
+    p = search(SEVEN_B, cluster, vocab_size=32000, seq_len=2048, global_batch=64)
+    assert p.chosen.within_margin and p.cluster.autocast and p.chosen.mixed_precision is None
+    assert "pretrain.speed.mixed_precision" not in p.chosen.recipe()
+
+
+def test_fixed_axes_that_miss_the_device_count_are_named(capsys):
+    from tasks.__main__ import main
+    args = ["--root", str(REPO), "plan", "--nodes", "1", "--gpus-per-node", "8", "--device", "a100",
+            "--global-batch", "4", "--set", "model.flavor=1b", "parallel.dp=1", "parallel.tp=4", "parallel.pp=1",
+            "--fix", "parallel.dp", "parallel.tp", "parallel.pp"]
+    assert main(args) == 2
+    out = " ".join(capsys.readouterr().out.split())
+    assert "make dp × tp × pp = 4 devices, but the cluster has 8" in out and "divisibility" not in out
+
+
+def test_a_device_without_bf16_is_pointed_to_fp16():
+    from tasks.train.planning.plan_cost import device_flops
+    flops, why = device_flops(ClusterSpec(device="v100", gpus_per_node=8, memory_gb=32))
+    assert flops is None and "--precision fp16" in why
+    assert device_flops(ClusterSpec(device="v100", precision="fp16"))[0] == 125e12 * 0.5
+    assert "--precision fp16" not in device_flops(ClusterSpec(device="no-such-card"))[1]
+
+
+@pytest.mark.parametrize("device, given, memory", [
+    ("a100-sxm4-40gb", None, 40), ("NVIDIA A100-SXM4-80GB", None, 80), ("a100", None, 80), ("l4", None, 24),
+    ("h200", None, 141), ("Tesla V100-SXM2-16GB", None, 16), ("NVIDIA GH200 480GB", None, 80),
+    ("l4", "20", 20), ("a100-40gb", "80", 80)])
+def test_the_memory_of_a_named_device_is_its_own_unless_given(device, given, memory):
+    """`--device a100-sxm4-40gb` was planned with the field's default 80 GiB: a silent 2x (the name sets the peak
+    only). A size the name states, or the one size the product is sold in, is taken; --memory-gb still wins; a
+    GH200's "480GB" counts its CPU's memory, so none is read from it."""
+    params = load_params(REPO / "params.yaml")
+    args = ["plan", "--device", device] + (["--memory-gb", given] if given else [])
+    assert cluster_from_args(build_parser().parse_args(args), params).memory_gb == memory

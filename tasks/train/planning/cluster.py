@@ -22,7 +22,9 @@ class ClusterSpec(StrictModel):
 
     nodes: int = Field(1, ge=1, le=4096, description="Nodes (hosts).")
     gpus_per_node: int = Field(1, ge=1, le=64, description="Devices per node (GPUs, or CPU ranks on CPU).")
-    memory_gb: float = Field(80.0, gt=0, le=4096, description="Usable memory per device in GiB.")
+    memory_gb: float = Field(80.0, gt=0, le=4096, description="Usable memory per device in GiB. Left out, `plan` takes the size the "
+                             "device's name states (a100-40gb) or its product is sold in (l4: 24, h200: 141; "
+                             "plan_memory.DEVICE_MEMORY_GB), else 80.")
     device: str = Field("cpu", description="Device name, e.g. h100-sxm, a100, l4, cpu (telemetry's peak table).")
     intra_node: Literal["nvlink", "pcie", "shm"] = Field(
         "nvlink", description="Link between devices of a node (tensor-parallel all-reduces, data-parallel "

@@ -187,7 +187,10 @@ def device_flops(cluster: ClusterSpec) -> tuple[float | None, str]:
             "--peak-tflops)")
     try:
         peak = peak_flops(cluster.device, cluster.precision)
-    except UnknownDeviceError:
+    except UnknownDeviceError as error:
+        if canonical_device(cluster.device) is not None and cluster.precision == "bf16":  # a V100: no bf16 units
+            return None, (f"no estimate: {error}; a device without bf16 trains in fp16: plan with --precision "
+                          "fp16 and set pretrain.precision: fp16")
         return None, none
     if peak.flops is None:  # CPU: no meaningful peak
         return None, none

@@ -7,12 +7,14 @@ it to skip layouts that cannot fit. All sizes are bytes; GiB (2**30) only when r
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 from specs.pretrain import ModelSpec
 from specs.architecture import ModelConfig, param_counts
+from tasks.train.loop.telemetry import canonical_device
 from tasks.train.planning.plan_cost import checkpoint_mode, recomputed_blocks, stage_blocks
 
 GIB = 1 << 30
@@ -21,6 +23,26 @@ GIB = 1 << 30
 BYTES_PER_PARAM = {"fp32": 4, "bf16": 2, "fp16": 2}
 # Logits per chunk of the fused chunked loss (tasks/train/modeling/loss.py CHUNK_ELEMENTS: 128 MiB in fp32).
 LOSS_CHUNK_ELEMENTS = 1 << 25
+
+# Memory per device in GB as sold, for the planner when no --memory-gb is given: products sold in one size. A100
+# (40/80), V100 (16/32) and H100 PCIe/SXM (80; 94 NVL) names state their size ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+# read by `device_memory_gb`; "GH200 480GB" counts the CPU's memory too, so no size is read from a GH200's name.
+DEVICE_MEMORY_GB: dict[str, float] = {
+    "h100-sxm": 80, "h100-pcie": 80, "h100-nvl": 94, "h200": 141, "h200-nvl": 141, "l4": 24, "l40s": 48, "a10": 24,
+    "a10g": 24, "rtx-4090": 24, "mi300x": 192, "mi250x": 128,
+}
+_SIZED = ("a100", "v100", "h100-sxm", "h100-pcie")
+
+
+def device_memory_gb(name: str) -> float | None:
+    """Memory of one device named `name`: the size its name states (A100, V100, H100: `a100-40gb`), else the one
+    size its product is sold in (DEVICE_MEMORY_GB), else None (an A100 or V100 without a size, a GH200, unknown)."""
+    key, lowered = canonical_device(name), name.strip().lower()
+    if key is None or "gh200" in lowered:
+        return None
+    if key in _SIZED and (size := re.search(r"(\d+)\s*gb?\b", lowered.replace("-", " "))):
+        return float(size.group(1))
+    return DEVICE_MEMORY_GB.get(key)
 
 
 @dataclass(frozen=True)

@@ -74,16 +74,23 @@ def set_line(row: PlanRow) -> str:
 
 def params_fragment(row: PlanRow) -> str:
     """The chosen recipe as a params.yaml fragment (merge into the file's `parallel` and `pretrain` sections)."""
-    lines: list[str] = []
+    tree: dict[str, Any] = {}
     for key, value in row.recipe().items():
-        section, name = key.split(".")
-        if f"{section}:" not in lines:
-            lines.append(f"{section}:")
-        lines.append(f"  {name}: {_yaml_value(value)}")
-    return "\n".join(lines)
+        *sections, name = key.split(".")
+        node = tree
+        for section in sections:
+            node = node.setdefault(section, {})
+        node[name] = value
+
+    def lines(node: dict[str, Any], depth: int) -> list[str]:
+        return [line for name, value in node.items()
+                for line in ([f"{'  ' * depth}{name}:", *lines(value, depth + 1)] if isinstance(value, dict)
+                             else [f"{'  ' * depth}{name}: {_yaml_value(value)}"])]
+
+    return "\n".join(lines(tree, 0))
 
 
-def _recipe_text(r: PlanRow) -> str:
+def recipe_text(r: PlanRow) -> str:
     sp = ", sequence parallel" if r.sequence_parallel else ""
     return (f"dp={r.dp} tp={r.tp} pp={r.pp} zero_stage={r.zero_stage}, micro_batch {r.micro_batch} × grad_accum "
             f"{r.grad_accum}, checkpointing {r.checkpointing}{sp}")
@@ -123,7 +130,7 @@ def render_plan(p: Plan) -> str:
     if p.chosen is None:
         lines.append("chosen: none fits")
     else:
-        lines += [f"chosen: {_recipe_text(p.chosen)}", "", "paste as overrides:", "  " + set_line(p.chosen), "",
+        lines += [f"chosen: {recipe_text(p.chosen)}", "", "paste as overrides:", "  " + set_line(p.chosen), "",
                   "or into params.yaml:", textwrap.indent(params_fragment(p.chosen), "  "), ""]
     lines += textwrap.wrap("why: " + p.why, width=110)
     return "\n".join(lines)
@@ -158,6 +165,19 @@ def _layout(r: PlanRow) -> str:
     return f"dp={r.dp} tp={r.tp} pp={r.pp} ZeRO-{r.zero_stage}"
 
 
+def _no_layout(p: Plan) -> str:
+    """Why no layout was priced: the fixed axes fit no dp · tp · pp of the cluster's devices, or (the layouts'
+    own reasons in the table) divisibility and the global batch."""
+    axes = {axis: p.fixed[axis] for axis in ("dp", "tp", "pp") if axis in p.fixed}
+    if not p.rows and axes:
+        world, fixed = p.cluster.world_size, " ".join(f"parallel.{k}={v}" for k, v in axes.items())
+        if len(axes) == 3:
+            return (f"the fixed {fixed} make dp × tp × pp = {axes['dp'] * axes['tp'] * axes['pp']} devices, but the "
+                    f"cluster has {world} (nodes × gpus-per-node)")
+        return f"no dp × tp × pp = {world} (nodes × gpus-per-node) has the fixed {fixed}"
+    return "no layout passes the divisibility checks (or the global batch does not divide)"
+
+
 def explain(p: Plan, model: ModelSpec, seq_len: int, memory_safety: float, tie_tolerance: float) -> str:
     """Why this recipe: its memory, where its time goes, the runner-up, and what each choice buys."""
     cluster, chosen, counts = p.cluster, p.chosen, p.params
@@ -165,13 +185,13 @@ def explain(p: Plan, model: ModelSpec, seq_len: int, memory_safety: float, tie_t
     if chosen is None:
         sized = [r for r in p.rows if r.memory is not None]
         best = min(sized, key=lambda r: r.memory.total) if sized else None
-        need = (f"the smallest need is {best.memory.total / GIB:.1f} GiB ({_recipe_text(best)})" if best
-                else "no layout passes the divisibility checks (or the global batch does not divide)")
+        need = (f"the smallest need is {best.memory.total / GIB:.1f} GiB ({recipe_text(best)})" if best
+                else _no_layout(p))
         return (f"No layout or recipe of {size} fits {cluster.world_size} × {cluster.memory_gb:g} GiB: {need}. "
                 "Free a fixed key (--fix), lower seq_len, change the global batch, or plan for more or larger "
                 "devices.")
     m = chosen.memory
-    parts = [f"{size} needs {m.total / GIB:.1f} GiB per device with {_recipe_text(chosen)} (weights "
+    parts = [f"{size} needs {m.total / GIB:.1f} GiB per device with {recipe_text(chosen)} (weights "
              f"{m.parameters / GIB:.1f}, grads {m.gradients / GIB:.1f}, optimizer {m.optimizer / GIB:.1f}, "
              f"activations {m.activations / GIB:.1f}, overhead {m.overhead / GIB:.1f}) of {cluster.memory_gb:g} GiB."]
     if cluster.autocast:
@@ -186,7 +206,7 @@ def explain(p: Plan, model: ModelSpec, seq_len: int, memory_safety: float, tie_t
         other = next((r for r in p.ranked if (r.dp, r.tp, r.pp) != (chosen.dp, chosen.tp, chosen.pp)), None)
         if other is not None and other.cost is not None:
             slower = other.cost.s_per_token / chosen.cost.s_per_token - 1
-            parts.append(f"Best other layout: {_recipe_text(other)}, {slower:+.0%} time per token"
+            parts.append(f"Best other layout: {recipe_text(other)}, {slower:+.0%} time per token"
                          + (" (a tie within the model's precision: the simplest recipe wins)."
                             if slower <= tie_tolerance else "."))
     if not chosen.within_margin:

@@ -19,6 +19,9 @@ RECIPE_KEYS = {"parallel.dp": "dp", "parallel.tp": "tp", "parallel.pp": "pp",
                "pretrain.micro_batch_size": "micro_batch", "pretrain.grad_accum": "grad_accum",
                "pretrain.activation_checkpointing": "checkpointing"}
 
+# the engine's bf16 mode: part of a recipe only when the planner had to leave the engine's default (`search`)
+MIXED_PRECISION_KEY = "pretrain.speed.mixed_precision"
+
 
 @dataclass
 class PlanRow:
@@ -37,6 +40,7 @@ class PlanRow:
     micro_batch: int | None = None  # sequences per micro-batch per replica
     checkpointing: str | None = None  # a plan_cost.CHECKPOINTING mode
     sequence_parallel: bool = False
+    mixed_precision: str | None = None  # set: the recipe names the bf16 mode (the planner's fallback, `search`)
 
     @property
     def bubble_share(self) -> float:
@@ -48,13 +52,16 @@ class PlanRow:
         values = {name: getattr(self, name) for name in RECIPE_KEYS.values()}
         if values["checkpointing"] in ("off", "full"):
             values["checkpointing"] = values["checkpointing"] == "full"
-        return {key: values[name] for key, name in RECIPE_KEYS.items()}
+        recipe = {key: values[name] for key, name in RECIPE_KEYS.items()}
+        if self.mixed_precision is not None:
+            recipe[MIXED_PRECISION_KEY] = self.mixed_precision
+        return recipe
 
     def to_dict(self) -> dict:
         return {"dp": self.dp, "tp": self.tp, "pp": self.pp, "zero_stage": self.zero_stage, "fits": self.fits,
                 "within_margin": self.within_margin, "grad_accum": self.grad_accum,
                 "micro_batch": self.micro_batch, "activation_checkpointing": self.checkpointing,
-                "sequence_parallel": self.sequence_parallel,
+                "sequence_parallel": self.sequence_parallel, "mixed_precision": self.mixed_precision,
                 # the script-facing names: GiB like --memory-gb, seconds per optimizer step
                 "memory_gb_per_device": round(self.memory.total / GIB, 3) if self.memory else None,
                 "step_time_s": round(self.cost.step_s, 6) if self.cost else None,

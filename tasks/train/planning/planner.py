@@ -239,7 +239,36 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, vocab_size: int, seq_len: 
     result = Plan(name, counts, cluster, rows, chosen, "", ranked, plan_render.cost_basis(cluster), global_batch,
                   fixed)
     result.why = plan_render.explain(result, model, seq_len, MEMORY_SAFETY, TIE_TOLERANCE)
-    return result
+    return _bf16_section_fallback(result, model, vocab_size=vocab_size, seq_len=seq_len, global_batch=global_batch,
+                                  fixed=fixed, fused_attention=fused_attention, checkpointing=checkpointing)
+
+
+def _bf16_section_fallback(result: Plan, model: ModelSpec, **search_args: Any) -> Plan:
+    """`result`, or — when the engine's default bf16 mode on GPUs (torch_autocast: fp32 weights and gradients, a
+    bf16 copy of the block weights per micro-batch in flight) fits no recipe within the margin, and the mode is
+    left to the engine (`mixed_precision: auto`) — the plan in DeepSpeed's bf16 section (bf16 weights and
+    gradients, the fp32 master in the optimizer), when it fits better; its recipe then sets the mode.
+
+    Only as a fallback: where both fit, torch_autocast trained faster on a GPU (0.83× against 0.73–0.77× of a
+    plain loop, one H200, issue #29), a per-step cost the model does not price, so its lower gradient traffic is
+    not allowed to choose the section. Published runs need it: Pythia-6.9B on A100 40 GB, Megatron's 530B and 1T
+    with sequence parallelism and no recomputation, all of which ran in a bf16/fp16 section."""
+    cluster = result.cluster
+    if cluster.mixed_precision != "auto" or not cluster.autocast or (result.chosen and result.chosen.within_margin):
+        return result
+    alt = search(model, cluster.model_copy(update={"mixed_precision": "sections"}), **search_args)
+    if alt.chosen is None or not (alt.chosen.within_margin or result.chosen is None):
+        return result
+    for row in alt.rows:
+        row.mixed_precision = "sections"
+    default = (f"{result.chosen.memory.total / GIB:.1f} GiB ({plan_render.recipe_text(result.chosen)})"
+               if result.chosen else "nothing fits at all")
+    alt.why = (f"The engine's default bf16 mode on GPUs (torch_autocast: fp32 weights and gradients, a bf16 copy of "
+               f"the block weights per micro-batch in flight) fits no recipe within the {MEMORY_SAFETY:.0%} margin "
+               f"(best: {default}); DeepSpeed's bf16 section does (bf16 weights and gradients, the fp32 master in "
+               "the optimizer), so the recipe sets pretrain.speed.mixed_precision=sections "
+               "(--mixed-precision torch_autocast keeps the default mode). " + alt.why)
+    return alt
 
 
 def plan(model: ModelSpec, cluster: ClusterSpec, *, vocab_size: int, seq_len: int, micro_batch: int,
