@@ -68,6 +68,12 @@ def cmd_graph(args: argparse.Namespace) -> int:
     if args.write:
         from tasks.core.files import write_text_atomic
 
+        try:        # its data deps come from params.yaml: written from invalid params, they would all be dropped
+            load_params(root / "params.yaml")
+        except ParamsError as exc:
+            print("graph --write: dvc.yaml not written, params.yaml is invalid (its sources name the stages' "
+                  "data deps):", *exc.problems, sep="\n  ", file=sys.stderr)
+            return 2
         write_text_atomic(root / "dvc.yaml", graph.dvc_yaml_text(root))
         print(f"wrote {root / 'dvc.yaml'}")
         return 0

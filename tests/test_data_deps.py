@@ -86,6 +86,13 @@ def test_check_names_a_missing_data_dep_and_graph_write_adds_it(tmp_path):
             "reads) holds") in problems
     assert run([sys.executable, "-m", "tasks", "graph", "--write"], proj).returncode == 0
     assert graph.check_dvc_yaml(proj) == []
+    # params made invalid: `graph --write` said "wrote dvc.yaml" and wrote it without any data dep
+    before = dvc_yaml.read_text()
+    params = proj / "params.yaml"
+    params.write_text(params.read_text() + "\nno_such_section: 1\n")
+    out = run([sys.executable, "-m", "tasks", "graph", "--write"], proj, check=False)
+    assert out.returncode == 2 and "dvc.yaml not written" in out.stderr and "no_such_section" in out.stderr
+    assert dvc_yaml.read_text() == before
 
 
 def _ids(proj: Path) -> set[str]:
