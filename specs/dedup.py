@@ -103,7 +103,9 @@ class DedupSpec(StrictModel):
         True, description="Read the escapes `\\n`, `\\t`, `\\r` written out as two characters (a text kept as a JSON "
         "or CSV string literal: `one\\ntwo`) as spaces before word shingling: each glued its letter to the next word "
         "(`ntwo`), and no such copy of a prose document was found (0 of 60, J median 0.23). Code's `\"\\n\"` reads "
-        "as a space too, in every copy alike (`wordhash.read_escapes`)."
+        "as a space too, in every copy alike (`wordhash.read_escapes`). Also: a backslash before ASCII punctuation "
+        "but `\\` is dropped (a markdown escape, `prompt\\_toolkit`), and a JSON text's `\\uXXXX` escapes are "
+        "decoded, surrogate pairs included (`dedup.jsonescapes`: Python's json.dumps writes `don\\u2019t`)."
     )
     join_contractions: bool = Field(
         True, description="Read a word split by an apostrophe (`'`, `’`; with `fold_unicode` also `ʼ ʹ ʻ ´`) as one "

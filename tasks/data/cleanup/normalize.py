@@ -41,8 +41,9 @@ from functools import lru_cache
 from typing import Literal
 
 from tasks.data.cleanup.lookalikes import fold_confusables, look_alike_table
-from tasks.data.cleanup.textmarks import (fold_apostrophes, fold_emphasis, fold_footnotes, fold_html_footnotes,
-                                          fold_markdown_links, fold_marks, fold_source_marks)
+from tasks.data.cleanup.textmarks import (fold_apostrophes, fold_emphasis, fold_footnotes, fold_fullwidth,
+                                          fold_html_footnotes, fold_markdown_links, fold_marks, fold_source_marks)
+from tasks.data.dedup.feeds import feed_items, is_feed
 from tasks.data.dedup.marks import fold_digraphs, fold_latin
 from tasks.data.html_limits import without_attribute_floods
 
@@ -302,8 +303,9 @@ def shingle_text(text: str, entities: bool = True, invisible: bool = True, unico
     """`text` folded for near-dedup shingling (see the module docstring); each fold can be turned off.
     `quotes`: typographic quotes and dashes → ASCII too (`TYPOGRAPHIC`; for char shingles).
     `markup`: a text holding HTML tags (`has_markup`), or only escaped ones (`feed_markup`: an RSS item's body),
-    is read as HTML, its visible text kept; a markdown link or image to a URL or path as its text
-    (`[Paris](https://en.wikipedia.org/wiki/Paris)` → `Paris`), and so are reference links, numbered-list
+    is read as HTML, its visible text kept (an RSS or Atom file as its items' titles and bodies, `feeds`); a
+    markdown link or image to a URL or path as its text (`[Paris](https://en.wikipedia.org/wiki/Paris)` →
+    `Paris`; full-width, `textmarks.fold_fullwidth`, too), and so are reference links, numbered-list
     numbers, wiki citation markers, BBCode and MediaWiki source (`textmarks.fold_marks`, `fold_source_marks`;
     `marks` False: the caller knows the text holds none, `textmarks.marked_docs`), emphasis underscores and
     footnote superscripts (`fold_emphasis`, `fold_footnotes`; a page's `<sup>` markers before its text is read).
@@ -311,10 +313,12 @@ def shingle_text(text: str, entities: bool = True, invisible: bool = True, unico
     `unicode`: NFKC and casefold, apostrophe look-alikes as `'`, Latin diacritics and German digraphs
     (`marks.fold_latin`).
     `confusables`: look-alike letters → the ASCII letters they imitate, in every text (`fold_confusables`)."""
-    if markup and entities and "&" in text:
-        # an RSS item's body is its page escaped (`&lt;p&gt;&lt;span class="c3"&gt;Hello`): entities decoded only
-        # after the markup step, its tags and attributes were words (`p`, `span`, `class`, `c3`), and the dedup
-        # audit found 6 % of such copies of a plain text (J 0.57); decoded first, it is read as the page
+    text = fold_fullwidth(text) if markup else text     # (a full-width link read as one before the link folds)
+    if markup and "<" in text and is_feed(text) and (entities and entity_in(text) or has_markup(text)):
+        text = feed_items(text)     # a whole feed: its items' HTML, each escaped body decoded once (`feeds`)
+    elif markup and entities and "&" in text:
+        # an RSS item's body is its page escaped (`&lt;p&gt;&lt;span class="c3"&gt;Hello`): decoded after the markup
+        # step, its tags were words (`p`, `span`, `class`; J 0.57); decoded first, it is read as the page
         text = feed_markup(text)
     if markup:
         # each link's URL is ~6 words (`https en wikipedia org wiki paris`) that its plain copy lacks: a copy

@@ -41,7 +41,7 @@ from tasks.data.dedup.segment import simplify_unspaced, split_unspaced, unspaced
 from tasks.data.dedup.lsh import are_duplicates, candidate_pairs, greedy_keepers, s_curve, sorted_unique, spec_banding
 from tasks.data.cleanup.lookalikes import fold_confusables
 from tasks.data.cleanup.normalize import entity_in, fold_words, has_markup, invisible_chars, shingle_text
-from tasks.data.cleanup.textmarks import footnotes_in, marked_docs, markdown_links_in
+from tasks.data.cleanup.textmarks import FULLWIDTH_LINK, footnotes_in, marked_docs, markdown_links_in
 from tasks.data.dedup.wordfolds import fold_plain, mark_joins
 from tasks.data.dedup.wordhash import MUL, POW, WORD, fmix64, spell_words
 
@@ -173,8 +173,8 @@ def _unit_text(batch: textbatch.Encoded, k: int, spec: DedupSpec, fold: int, str
     lines), None when it has none. Of `_fold`, a text not folded (simple characters only) can change only in
     `fold_words`' folds, its spelling variants (`marks.SPELLING`) and the look-alikes these make (`ё` → `е`, read
     as `e`)."""
-    if fold:                                # (a keycap list is found by its U+20E3, not by the byte scan)
-        if stripped is None and fold == 1 and "\u20e3" not in batch.texts[k]:
+    if fold:    # (a keycap list, or a full-width link read in ASCII first, holds marks the byte scan misses)
+        if stripped is None and fold == 1 and "\u20e3" not in batch.texts[k] and FULLWIDTH_LINK not in batch.texts[k]:
             return _fold(batch.texts[k], spec, batch.folds_of(k), marks=False)
         return _fold(batch.texts[k] if stripped is None else stripped, spec)
     text = fold_words(batch.texts[k] if stripped is None else stripped, spec.fold_unicode, spec.fold_markup)

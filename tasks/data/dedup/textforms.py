@@ -36,6 +36,7 @@ from numba import njit
 
 from specs.clean import DedupSpec
 from tasks.data.dedup import hashloops  # noqa: F401  (sets numba's cache folder before the `@njit` below)
+from tasks.data.dedup.jsonescapes import JSON_LOOK, read_json_escapes
 from tasks.data.dedup.lineprefix import strip_line_prefixes, strip_tracking
 from tasks.data.dedup.linkforms import read_links
 from tasks.data.dedup.marks import join_hyphenated
@@ -128,9 +129,11 @@ def _vtt_blocks(lines: list[str]) -> set[int]:
 
 
 # --- the chain and the scan -----------------------------------------------------------------------------------
-def read_formats(text: str, formats: bool = True, markup: bool = True) -> str:
-    """`text` read as QP, subtitles and repaired mojibake (`formats`; a QP body may decode to mojibake) and its
-    lightweight-markup links (`markup`); `text` itself when none applies."""
+def read_formats(text: str, formats: bool = True, markup: bool = True, escapes: bool = True) -> str:
+    """`text` with its `\\uXXXX` escapes decoded (`escapes`, first: they may spell mojibake or markup), read as QP,
+    subtitles and repaired mojibake (`formats`; a QP body may decode to mojibake) and its lightweight-markup links
+    (`markup`); `text` itself when none applies."""
+    text = read_json_escapes(text) if escapes else text
     if formats:
         text = read_mojibake(read_subtitles(read_quoted_printable(text)))
     return read_links(text) if markup else text
@@ -141,23 +144,25 @@ def prefold(text: str, spec: DedupSpec, formats: bool = True) -> str:
     (`read_formats`; `formats` False: `format_docs` found none), URLs without their tracking parameters, lines
     without their number or timestamp prefixes, words hyphenated at line breaks joined (`lineprefix`, `marks`):
     before the folds, which may join lines; `text` itself if unchanged."""
-    text = read_formats(text, spec.fold_formats, spec.fold_markup) if formats else text
+    text = read_formats(text, spec.fold_formats, spec.fold_markup, spec.fold_escapes) if formats else text
     text = strip_tracking(text) if spec.fold_urls else text
     text = strip_line_prefixes(text) if spec.fold_line_prefixes else text
     return join_hyphenated(text) if spec.fold_hyphenation else text
 
 
-QP, SUBTITLES, LINKS, MOJIBAKE = 1, 2, 4, 8
+QP, SUBTITLES, LINKS, MOJIBAKE, ESCAPES = 1, 2, 4, 8, 16
 # the bytes a rule's form ends or starts at, rare in prose and code (`.`, `-`, `:` as triggers cost ~1 ns a byte);
-# 0xC3 starts `Ã` and the other lead characters of mojibake (and `é`, `ü`: a few tests more in Latin-script text)
+# 0xC3 starts `Ã` and the other lead characters of mojibake (and `é`, `ü`: a few tests more in Latin-script text);
+# `(`, `<` and `\` are common in code, but each costs a test of the next byte or two (with them, the scan of
+# `benchmarks/dedup_real.py`'s 20,000 texts took 0.050 CPU s where it took 0.037)
 _TRIGGER = np.zeros(256, np.uint8)
-_TRIGGER[list(b"=>`[R\xc3")] = 1
+_TRIGGER[list(b"=>`[R\xc3\\(<")] = 1
 _HEX = np.zeros(256, np.bool_)
 _HEX[list(b"0123456789ABCDEFabcdef")] = True
 _BLANK = np.zeros(256, np.bool_)
 _BLANK[list(b" \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f")] = True
-_EFERENCES, _LINK, _MAILTO, _XREF = (np.frombuffer(w, np.uint8)
-                                      for w in (b"eferences", b"link", b"mailto", b"xref"))
+_EFERENCES, _LINK, _MAILTO, _XREF, _HTTP, _FTP = (np.frombuffer(w, np.uint8) for w in (
+    b"eferences", b"link", b"mailto", b"xref", b"http", b"ftp:"))
 
 
 @njit(cache=True, inline="always")
@@ -169,6 +174,27 @@ def _follows(data, i, end, word):
         if data[i + k] | 0x20 != word[k]:
             return False
     return True
+
+
+@njit(cache=True, inline="always")
+def _after_word(data, i, lo):
+    """Whether a letter, a digit or a non-ASCII byte ends the text before i, after up to 64 blanks (a superset of
+    `linkforms.inline_urls`' word before a URL)."""
+    j = i - 1
+    while j >= lo and j > i - 64 and _BLANK[data[j]]:
+        j -= 1
+    return j >= lo and (data[j] >= 0x80 or 0x30 <= data[j] <= 0x39 or 0x61 <= data[j] | 0x20 <= 0x7A)
+
+
+@njit(cache=True, inline="always")
+def _json_start(data, lo, end):
+    """Whether a `{`, `[` or `"` (not `\"\"\"`) is the text's first byte after its blanks, in its first `JSON_LOOK`
+    bytes (`jsonescapes.json_text`)."""
+    stop = min(end, lo + JSON_LOOK)
+    while lo < stop and _BLANK[data[lo]]:
+        lo += 1
+    return lo < stop and (data[lo] == 123 or data[lo] == 91 or data[lo] == 34 and not (
+        lo + 2 < end and data[lo + 1] == 34 and data[lo + 2] == 34))
 
 
 @njit(cache=True, inline="always")
@@ -238,7 +264,8 @@ def format_flags(data, ends):
     """uint8 [m]: which rules may change each text of a batch (UTF-8 `data`, a `\\n` after each text, at `ends`):
     QP every `=` an escape and one a sign of QP; SUBTITLES a `-->`; LINKS a `` `_ ``, a `` :` `` (a Sphinx role),
     a `[[`, a `>>`, a `References` line before a list (`_references`), or a `[` after `://`, `link:`, `xref:` or
-    `mailto:` with no blank between; MOJIBAKE a lead character of mojibake before a continuation. A superset
+    `mailto:` with no blank between, a `(` or `<` before `http` or `ftp:`; MOJIBAKE a lead character of mojibake
+    before a continuation; ESCAPES a `\\u` before four hex digits in a text opening a JSON value. A superset
     of the texts `read_formats` changes: the exact test of the QP escapes, else the literals each rule needs."""
     out = np.zeros(len(ends), np.uint8)
     lo = 0
@@ -264,6 +291,13 @@ def format_flags(data, ends):
                 f |= LINKS
             elif c == 82:
                 f |= LINKS if _references(data, i, lo, end) else 0
+            elif c == 40 or c == 60:                  # `(http`, `<ftp:`: a URL written after its link's text
+                f |= LINKS if _after_word(data, i, lo) and (_follows(data, i + 1, end, _HTTP)
+                                                            or _follows(data, i + 1, end, _FTP)) else 0
+            elif c == 92:                             # `\u` and four hex digits, in a JSON text
+                f |= ESCAPES if nxt == 117 and f & ESCAPES == 0 and i + 5 < end and _HEX[data[i + 2]] \
+                    and _HEX[data[i + 3]] and _HEX[data[i + 4]] and _HEX[data[i + 5]] and _json_start(data, lo, end) \
+                    else 0
             elif c == 0xC3:
                 f |= MOJIBAKE if _mojibake_at(data, i, end) else 0
             u += np.uint64(1)
@@ -274,7 +308,8 @@ def format_flags(data, ends):
 
 def format_docs(data: np.ndarray, ends: np.ndarray, spec: DedupSpec) -> list[int]:
     """Which texts of a batch `read_formats` may change, as the spec turns its rules on (a superset)."""
-    rules = (QP | SUBTITLES | MOJIBAKE if spec.fold_formats else 0) | (LINKS if spec.fold_markup else 0)
+    rules = (QP | SUBTITLES | MOJIBAKE if spec.fold_formats else 0) | (LINKS if spec.fold_markup else 0) \
+        | (ESCAPES if spec.fold_escapes else 0)
     if not rules or len(ends) == 0:
         return []
     return np.flatnonzero(format_flags(data, np.asarray(ends, np.int64)) & rules).tolist()

@@ -27,12 +27,22 @@ WORD = re.compile(r"\w+")       # the units of word shingles (and the regex the 
 CONTRACTION_TAILS = frozenset({"t", "s", "d", "m", "ll", "re", "ve"})
 APOSTROPHE_GAPS = ("'", "\u2019")
 _ESCAPE = re.compile(r"\\[ntrNTR]")     # either case: the word loop reads some texts lowered first
+# ASCII punctuation but the backslash itself: CommonMark reads `\\_` as `_`, and Turndown, html2text and pandoc
+# escape every `_ * ` # [` they write (`prompt\\_toolkit`, one word, shingled `prompt` `_toolkit`). A backslash
+# before a backslash stays: `\\\\n` (a JSON string inside a JSON string) is still read as the escape `\\n`
+ESCAPED_PUNCTUATION = "!\"#$%&'()*+,-./:;<=>?@[]^_`{|}~"
+# (and `’`, which the word loop reads as `'` for `join_contractions`)
+_ESCAPED_MARK = re.compile("\\\\(?=[!-/:-@\\[\\]^_`{-~\u2019])")
 
 
 def read_escapes(text: str) -> str:
     """`text` with each escape `\\n`, `\\t`, `\\r` written out as two characters (a JSON or CSV string literal's)
-    read as two spaces: `line one\\nline two` would otherwise shingle `nline` (`DedupSpec.fold_escapes`)."""
-    return _ESCAPE.sub("  ", text) if "\\" in text else text
+    read as two spaces: `line one\\nline two` would otherwise shingle `nline` (`DedupSpec.fold_escapes`); and the
+    backslash before ASCII punctuation but `\\` dropped first (`ESCAPED_PUNCTUATION`: a markdown escape,
+    `snake\\_case` → `snake_case`, `don\\'t` → `don't`; each backslash by the character right after it)."""
+    if "\\" not in text:
+        return text
+    return _ESCAPE.sub("  ", _ESCAPED_MARK.sub("", text))
 
 
 def join_words(text: str, word: re.Pattern[str] = WORD) -> list[str]:

@@ -73,6 +73,8 @@ from tasks.data.privacy.pii_cells import CELL_PASSES
 from tasks.data.privacy.pii_columns import COLUMN_PASSES
 from tasks.data.privacy.pii_credentials import CREDENTIAL_PASSES
 from tasks.data.privacy.pii_devfiles import DEVFILE_PASSES
+from tasks.data.privacy.pii_keyfiles import KEY_FILE_PASSES
+from tasks.data.privacy.pii_passwordtable import PASSWORD_TABLE_PASSES
 from tasks.data.privacy.pii_personal import PERSONAL_PASSES
 from tasks.data.privacy.pii_phones import PHONE_PASSES
 from tasks.data.privacy.pii_plainwords import PLAINWORD_PASSES
@@ -266,8 +268,8 @@ Group = int | Callable[[re.Match[str]], "int | tuple[int, int]"]
 # function of the match giving a group or a (start, end) span within it), cheap test that the pass can match)
 _PASSES: tuple[tuple[str, re.Pattern[str], Validator | None, Group, Callable[[str], bool]], ...] = (
     *(("secret", pattern, None if valid is None else (lambda m, keep, valid=valid: valid(m)), group, hint)
-      for pattern, valid, group, hint in AWS_PAIR_PASSES + DEVFILE_PASSES + CREDENTIAL_PASSES + SECRET_PASSES +
-                                       PLAINWORD_PASSES + ROW_PASSES),
+      for pattern, valid, group, hint in AWS_PAIR_PASSES + DEVFILE_PASSES + KEY_FILE_PASSES + CREDENTIAL_PASSES +
+                                       SECRET_PASSES + PASSWORD_TABLE_PASSES + PLAINWORD_PASSES + ROW_PASSES),
     *((kind, pattern, lambda m, keep, valid=valid: valid(m), group, hint)
       for kind, pattern, valid, group, hint in AUTHOR_PASSES + WRAPPED_EMAIL_PASSES + ENCODED_EMAIL_PASSES + EMAIL_PASSES +
       PERSONAL_PASSES +

@@ -33,12 +33,12 @@ _PHONE_VALUE = re.compile(r"\+?[\d(][\d ()./-]{5,22}\d")
 def cell_kind(label: str, value: str) -> str | None:
     """The kind the value cell holds, given its label cell, or None (not a kind's label, or no such value)."""
     folded = re.sub(r"[\s_.\-]+", "", label).lower().rstrip(":：")
+    if folded in _PHONE_LABELS:     # (first: a phone column's own kind wants bare digits, a cell its layouts too)
+        digits = sum(c.isdigit() for c in value)
+        return "phone" if _PHONE_VALUE.fullmatch(value) and 7 <= digits <= 15 else None
     kind = column_kind(label)
     if kind is not None:
         return kind if valid_value(kind, value) else None
-    if folded in _PHONE_LABELS:
-        digits = sum(c.isdigit() for c in value)
-        return "phone" if _PHONE_VALUE.fullmatch(value) and 7 <= digits <= 15 else None
     name = re.sub(r"\s+", "_", label.strip().rstrip(":："))
     if is_credential_name(name) and any(c.isdigit() for c in value) and value_ok(value, literal=True):
         return "secret"

@@ -1,4 +1,5 @@
-"""Dates of birth, passport numbers and German KVNRs in a table's column that only its header row names.
+"""Dates of birth, passport numbers, German KVNRs and bare phone numbers in a table's column that only its header row
+names.
 
 The cued passes (`pii_personal`, `pii_national_extra`) take a date or a number right after its label. In a CSV/TSV
 export, a Markdown table or a pipe-separated dump the label stands once, in the header, and each row's value sits
@@ -7,7 +8,8 @@ its 24 dates of birth that way, all kept. Here a header line naming such a colum
 date`, `Geburtsdatum`, `fecha_nacimiento`, `passport_no`, `KVNR`, `Versichertennummer`, ...; case, spaces, `_`,
 `-`, `.` ignored) is followed down its rows — lines split by the header's separator into as many fields — and the
 field under that column is replaced when it reads as the kind's value (`pii_personal.is_birth_date`: a real date
-from 1900 on; `is_passport_number`; `pii_national_extra.is_kvnr`: its GKV check digit, counted as `ssn`). The rows
+from 1900 on; `is_passport_number`; `pii_national_extra.is_kvnr`: its GKV check digit, counted as `ssn`; under
+`phone`, `telefon`, `mobile`, `handy`, ...: 7-15 bare digits, which no phone pass takes without a cue). The rows
 end at a blank line or at a line of another shape. A header of one column, or a column's name in running prose, is
 no table.
 """
@@ -15,6 +17,7 @@ no table.
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from typing import Callable, Iterator
 
@@ -37,13 +40,31 @@ _NAMES = {
     "ssn": frozenset(
         "kvnr versichertennummer versichertennr krankenversichertennummer krankenversichertennr "
         "healthinsurancenumber healthinsuranceno healthinsuranceid".split()),
+    # a phone column's bare digits (`name,phone` / `John Carter,4155552671`): no layout, no cue before them
+    "phone": frozenset(
+        "phone phonenumber phoneno phonenr telephone telephonenumber tel telno telnr telnumber telefon telefonnummer "
+        "telefonnr telefono numerotelefono numerodetelefono teléfono téléphone telefone mobile mobilephone "
+        "mobilenumber mobileno mobil mobilnummer mobiltelefon handy handynummer cell cellphone cellular celular "
+        "móvil movil tlf".split()),
 }
-_VALID: dict[str, Callable[[str], bool]] = {"dob": is_birth_date, "passport": is_passport_number, "ssn": is_kvnr}
+_PHONE_DIGITS = re.compile(r"\+?\d{7,15}")
+
+
+def _phone_digits(value: str) -> bool:
+    """7-15 digits (E.164's limit), a `+` before them at most, three distinct digits or more."""
+    return _PHONE_DIGITS.fullmatch(value) is not None and len(set(value.lstrip("+"))) >= 3
+
+
+_VALID: dict[str, Callable[[str], bool]] = {"dob": is_birth_date, "passport": is_passport_number, "ssn": is_kvnr,
+                                            "phone": _phone_digits}
 # A word of any header that names one, as the cued passes gate theirs (`gate_hits`: the same literals, so an absent
 # one costs nothing more): ASCII ones in any case, the others as written
 _GATES = ("dob", "birth", "bday", "geburtsdatum", "nacimiento", "naissance", "nasc", "geboortedatum", "urodz",
           "passport", "reisepass", "pasaporte", "passeport", "passapor", "paspoort", "paszport", "kvnr",
-          "versicherten", "insurance")
+          "versicherten", "insurance",
+          # a phone column's: `tel` (telefon, teléfono, telephone), `phone` (téléphone), ...; each gate is a scan of
+          # the text, so few (`tel` in `hotel`, `cell` in `cancelled` cost a header check of their line)
+          "phone", "tel", "mobil", "handy", "cell")
 _WRITTEN = ("fødselsdato", "Fødselsdato", "födelsedatum", "Födelsedatum", "syntymäaika", "doğum", "Doğum",
             "рождения", "Рождения", "生年月日", "出生日期", "생년월일")
 _SEPARATORS = (",", ";", "\t", "|")
@@ -90,17 +111,30 @@ def _fields(line: str, sep: str) -> list[tuple[int, int]]:
     return spans
 
 
-def _header(line: str) -> tuple[str, list[tuple[str, int]]] | None:
-    """The separator of a header line and the (kind, index) of each column it names; None when it names none."""
+Header = tuple[str, tuple[tuple[str, int], ...], int]
+_MEMO_LINE = 2000       # a longer line is read each time (the memo would hold it)
+
+
+def _header(line: str) -> Header | None:
+    """The separator of a header line, the (kind, index) of each column it names and its width; None when it names
+    none. A header line is read once for the four kinds' passes and their rounds (files concatenated with their
+    headers repeat it too): remembered."""
+    return _remembered_header(line) if len(line) <= _MEMO_LINE else _read_header(line)
+
+
+def _read_header(line: str) -> Header | None:
     for sep in _SEPARATORS:
         if line.count(sep) < 1:
             continue
         spans = _fields(line, sep)
-        named = [(kind, i) for i, (a, b) in enumerate(spans) for kind, names in _NAMES.items()
-                 if _fold(line[a:b]) in names]
+        named = tuple((kind, i) for i, (a, b) in enumerate(spans) for kind, names in _NAMES.items()
+                      if _fold(line[a:b]) in names)
         if named and len(spans) >= 2:
-            return sep, named
+            return sep, named, len(spans)
     return None
+
+
+_remembered_header = functools.lru_cache(maxsize=256)(_read_header)
 
 
 class HeaderColumns:
@@ -120,23 +154,17 @@ class HeaderColumns:
         return "".join(out) + text[last:]
 
     def _values(self, text: str) -> Iterator[tuple[int, int]]:
-        line_end = -1
-        for hit in _hits(text):
-            if hit <= line_end:
-                continue
-            line_start = text.rfind("\n", 0, hit) + 1
-            line_end = _end_of_line(text, line_start)
-            header = _header(text[line_start:line_end])
-            if header is None:
-                continue
-            sep, named = header
+        starts, headers = _header_lines(text)
+        for line_end, (sep, named, width) in headers:
             columns = [i for kind, i in named if kind == self.kind]
             if columns:
-                yield from self._rows(text, line_end, sep, len(_fields(text[line_start:line_end], sep)), columns)
+                yield from self._rows(text, line_end, sep, width, columns, starts)
 
-    def _rows(self, text: str, at: int, sep: str, width: int, columns: list[int]) -> Iterator[tuple[int, int]]:
-        """The values under `columns` in the rows after a header ending at `at` (a Markdown rule line skipped)."""
-        valid, hits = _VALID[self.kind], _hits(text)
+    def _rows(self, text: str, at: int, sep: str, width: int, columns: list[int],
+              starts: list[int]) -> Iterator[tuple[int, int]]:
+        """The values under `columns` in the rows after a header ending at `at` (a Markdown rule line skipped);
+        `starts`: where the text's header lines start."""
+        valid = _VALID[self.kind]
         while at < len(text):
             start = at + 1
             end = _end_of_line(text, start)
@@ -148,8 +176,8 @@ class HeaderColumns:
                 return
             # another header starts another table (files concatenated with their headers): read by its own hit,
             # so a text of n header/row pairs is read once, not n²/2 rows (1,000 pairs: 18 s)
-            k = bisect.bisect_left(hits, start)
-            if k < len(hits) and hits[k] < end and _header(line) is not None:
+            k = bisect.bisect_left(starts, start)
+            if k < len(starts) and starts[k] == start:
                 return
             if not (sep == "|" and set(line.strip()) <= set("|-: ")):
                 for i in columns:
@@ -159,18 +187,32 @@ class HeaderColumns:
             at = end
 
 
-# The last text's gate hits, as one (text, hits) pair swapped whole (safe across threads): the dob pass and the
-# passport pass read the same text, and half of this pass's time was finding them
-_LAST: list[tuple[str | None, list[int]]] = [(None, [])]
+# The last text's header lines (where each starts; its end and header), as one (text, lines) pair swapped whole
+# (safe across threads): the four kinds' passes read the same text, and half of this pass's time was finding them.
+# Found once a text, each line holding a gate word read once (`cell` in `cancelled`, `tel` in `hotel`: code has
+# hundreds, and four passes each reading them cost 12 ms a round on the benchmark's 1.3 MB).
+HeaderLines = tuple[list[int], list[tuple[int, Header]]]
+_LAST: list[tuple[str | None, HeaderLines]] = [(None, ([], []))]
 
 
-def _hits(text: str) -> list[int]:
+def _header_lines(text: str) -> HeaderLines:
     cached = _LAST[0]
     if cached[0] is text:
         return cached[1]
-    hits = gate_hits(text, _GATES, _WRITTEN)
-    _LAST[0] = (text, hits)
-    return hits
+    starts: list[int] = []
+    headers: list[tuple[int, Header]] = []
+    line_end = -1
+    for hit in gate_hits(text, _GATES, _WRITTEN):
+        if hit <= line_end:
+            continue
+        line_start = text.rfind("\n", 0, hit) + 1
+        line_end = _end_of_line(text, line_start)
+        header = _header(text[line_start:line_end])
+        if header is not None:
+            starts.append(line_start)
+            headers.append((line_end, header))
+    _LAST[0] = (text, (starts, headers))
+    return starts, headers
 
 
 def _end_of_line(text: str, start: int) -> int:
@@ -182,4 +224,5 @@ COLUMN_PASSES = (
     ("dob", HeaderColumns("dob"), lambda m: True, 0, bool),
     ("passport", HeaderColumns("passport"), lambda m: True, 0, bool),
     ("ssn", HeaderColumns("ssn"), lambda m: True, 0, bool),
+    ("phone", HeaderColumns("phone"), lambda m: True, 0, bool),
 )

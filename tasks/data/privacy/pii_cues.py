@@ -11,14 +11,15 @@ from __future__ import annotations
 import re
 
 # A phone cue right before the number: `Phone: `, `tel. `, `cell #`, `call me at `, `text me at `, `"mobile": "`,
-# `My phone number is `, `我的电话是`, `手机号`, in a few languages; CJK cues need no word boundary (no spaces around
-# them).
+# `My phone number is `, `Hotline`, `Rufen Sie uns an`, `Zadzwoń`, `我的电话是`, `手机号`, in a few languages;
+# CJK cues need no word boundary (no spaces around them).
 _PHONE_CUE = re.compile(
     r"(?i)(?:\b(?:phone|telephone|tel|telefon|telefono|tel[eé]fono|telefone|t[eé]l[eé]phone|t[eé]l|tlf|tfn|fon"
     r"|cell(?:phone|ular)?|celular|cel|mobile|mobil|mob|m[oó]vil|portable|handy|natel|gsm|fax|ph|whatsapp|sms|msisdn"
     r"|text(?:\s+me)?(?:\s+at)?|dial|call(?:\s+me)?(?:\s+at)?|contact(?:\s+(?:me|us))?(?:\s+(?:at|on))?"
     r"|reach\s+(?:me|us)\s+(?:at|on)|festnetz|fijo|ll[aá]m(?:ame|ar|a|enos)(?:\s+al)?|bizum(?:\s+al)?"
     r"|chiam(?:ami|aci|are)(?:\s+al)?|appel(?:ez|le)(?:-(?:moi|nous))?(?:\s+au)?|erreichbar(?:\s+unter)?"
+    r"|hotline|landline|cellulare|tel[eé]fono\s+de\s+contacto|rufen\s+sie\s+(?:uns|mich)\s+an|zadzwo[nń]"
     r"|телефон|тел|моб)(?:\.?[\s_-]*(?:no|number|num|#|nr|nummer|numero|número|номер|kom|stacj))?"
     r"(?:\s+(?:is|was))?"
     r"|电话|電話|手机|手機|座机|座機|携帯|連絡先|联系方式|전화|휴대폰|[☎📞])"
@@ -30,7 +31,8 @@ _CUE_LAST_WORDS = frozenset(
     "phone telephone tel telefon telefono teléfono telefone téléphone tél tlf tfn fon cell cellphone cellular celular "
     "cel mobile mobil mob móvil movil portable handy natel gsm fax ph whatsapp sms msisdn text dial call me at on us "
     "contact no number num nr nummer numero número номер телефон тел моб is was festnetz fijo al au unter llámame "
-    "llamame llamar llama llámanos bizum chiamami chiamaci chiamare appelez appelle moi nous erreichbar kom stacj"
+    "llamame llamar llama llámanos bizum chiamami chiamaci chiamare appelez appelle moi nous erreichbar kom stacj "
+    "hotline landline cellulare contacto an zadzwoń zadzwon"
     .split())
 _NUMBER_WORDS = ("nummer", "number", "numero", "no", "nr", "num")     # glued to a cue: `Telefonnummer`, `phoneno`
 _CUE_SEPARATORS = frozenset(" \t\n\r\"':=#)]>-：,.")

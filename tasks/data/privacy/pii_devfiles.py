@@ -9,8 +9,8 @@
   password's punctuation, no URL fragment). Only after `?`, `&` or a quote: `f(user=u, password=pw)` is code.
 - A connection string's `;Password=...;` (ADO.NET, ODBC), its value up to the next `;`.
 - `echo "..." | docker login --password-stdin`: the piped word is the password.
-- A CSV with a `password` column (a browser's exported passwords: `name,url,username,password`): that cell of
-  each row below the header with as many cells.
+- A CSV with a `password` column (a browser's exported passwords: `name,url,username,password`; a password
+  manager's `username,password`): that cell of each row below the header with as many cells.
 """
 
 from __future__ import annotations
@@ -76,6 +76,8 @@ _PASSWORD_NAMES = ("password", "passwd", "pwd", "login_password")
 # `return user,password` over a two-cell line of code is no header
 _LOGIN_NAMES = frozenset({"url", "username", "user", "login", "email", "login_uri", "login_username", "name", "title",
                           "website", "origin_url", "httprealm", "user name", "account"})
+# The login columns a two-column export names beside its password (`username,password`, `email,password`)
+_PAIR_LOGINS = frozenset({"username", "user", "login", "email", "account", "user name", "login_username"})
 _CELL = re.compile(r'"(?:[^"\n]|"")*"|[^,\r\n]*')
 _BARE = re.compile(r"[^\r\n]*")
 
@@ -114,7 +116,7 @@ def _headers(text: str) -> list[re.Match[str]]:
 
 
 class PasswordColumn:
-    """`sub(repl, text)`: under a CSV header with a `password` column and a login's (three columns or more),
+    """`sub(repl, text)`: under a CSV header with a `password` column and a login's (two columns or more),
     that cell of each following row with as many cells, up to the first row without, replaced by `repl(match of
     the cell)`."""
 
@@ -132,7 +134,12 @@ class PasswordColumn:
                                                                     len(header.group().rstrip()))]
             column = next((k for k, name in enumerate(names) if name in _PASSWORD_NAMES), None)
             # (`"password` with no closing quote reads as no name)
-            if len(names) < 3 or column is None or not _LOGIN_NAMES.intersection(names):
+            if len(names) < 2 or column is None or not _LOGIN_NAMES.intersection(names):
+                continue
+            # two columns (a password manager's `username,password`): a login's name and the password alone on
+            # the header line, and only cells that read as a password (`return user,password` is code's line)
+            pair = len(names) == 2
+            if pair and not _PAIR_LOGINS.intersection(names):
                 continue
             at = header.end() + 1
             while at < len(text):
@@ -142,7 +149,8 @@ class PasswordColumn:
                 row = _cells(text, at, line_end)
                 if len(row) != len(names):
                     break
-                yield row[column]
+                if not pair or value_ok(text[row[column][0]:row[column][1]].strip(), literal=True):
+                    yield row[column]
                 at = end + 1
 
 

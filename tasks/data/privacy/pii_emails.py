@@ -61,6 +61,7 @@ def _header_start(text: str, at: int) -> int:
             break
         line = text.rfind("\n", 0, line - 1) + 1
     return line
+_USERINFO_AFTER = re.compile(r":(?:<SECRET>|[^\s@/'\"<>]{1,128})@(?=[\w\[])")
 _COMMON_TLDS = frozenset("com org net edu gov mil int io co uk de fr info biz me us ca au jp cn ru".split())
 # File suffixes that are no top-level domain (IANA's list holds none of them): a retina image (`logo@2x.png`,
 # `nav-bg@3x.jpg` in HTML and CSS), a systemd template unit (`wg-quick@wg0.service`, `getty@tty1.service`), a
@@ -78,8 +79,10 @@ def _not_an_address(m: re.Match[str]) -> bool:
         return True
     if _ID_HEADER.match(text, _header_start(text, start)):     # `Message-ID: <CAF7x2=9Kq@mail.gmail.com>`: an id
         return True
-    if text[max(0, start - 3):start] == "://":    # a URL's user (`https://<key>@o1.ingest.sentry.io/2`): the
-        return True                                # URL passes' (a key there is a secret), not an address
+    # a URL's user (`https://<key>@o1.ingest.sentry.io/2`): the URL passes' (a key there is a secret), not an
+    # address; unless a password and the host follow it: then the user is an address (`ftp://ops@acme.io:...@`)
+    if text[max(0, start - 3):start] == "://" and not _USERINFO_AFTER.match(text, end):
+        return True
     labels = re.sub(r"&#(?:46|x2[Ee]);", ".", text[m.end("at"):end]).split(".")
     if labels[-1].lower() in _FILE_SUFFIXES:
         return True

@@ -32,15 +32,15 @@ from tasks.data.privacy.pii_values import (QUOTES, connection_value, enclosing_l
                                            in_connection_string, list_end, quoted_value, run_end,
                                            span_match, trim_end, value_ok)
 
-# A name that holds a credential: it ends with password/secret/passphrase (or German, Dutch, Portuguese
-# password words), or with key/token qualified by what
+# A name that holds a credential: it ends with password/secret/passphrase/passcode (or German, Dutch, Portuguese
+# password words; a meeting's `Passcode`, Zoom's German `Kenncode`), or with key/token qualified by what
 # kind (`api_key`, `accessToken`, `X-Api-Key`, a property's `fs.s3a.secret.key`; not `sort_key`, `next_token`), or
 # is an all-caps `..._TOKEN`, `..._PAT` (a personal access token: R's `GITHUB_PAT`) or `..._SALT` (WordPress's
 # `AUTH_SALT`, Flask-Security's `SECURITY_PASSWORD_SALT`; with them WordPress's `LOGGED_IN_KEY` and `NONCE_KEY`), or a Kubernetes registry Secret's `.dockerconfigjson` /
 # `.dockercfg` (base64 of the registries' `user:password` logins).
 CREDENTIAL_NAME = re.compile(
     r"(?:[A-Za-z0-9]+[_.-]|[A-Za-z][a-z0-9]*(?=[A-Z]))*?"
-    r"(?:(?i:[a-z0-9]*pass(?:word|wd|phrase|wort)|pass|pwd|pw|secret|kennwort|wachtwoord|senha)"
+    r"(?:(?i:[a-z0-9]*pass(?:word|wd|phrase|wort|code)|pass|pwd|pw|secret|kennwort|kenncode|wachtwoord|senha)"
     r"|(?i:api|access|secret|private|auth|client|master|signing|encryption|license|account|app|consumer|"
     r"session|refresh|bearer|bot|service|admin|deploy|personal|webhook|hmac|jwt|oauth|storage|subscription|"
     r"security|application|github|gitlab|hf|npm|slack|discord|telegram|vault|consul|nomad|circle|figma)"
@@ -81,8 +81,9 @@ def names_no_credential(name: str) -> bool:
                 break
     return len(parts) >= 2 and parts[-1] in ("token", "key") and parts[-2] in NOT_CREDENTIAL_QUALIFIERS
 _NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_.-")
-WORDS = tuple(word for base in ("password", "passwd", "passphrase", "pass", "pwd", "pw", "secret", "key", "token",
-                                "passwort", "kennwort", "wachtwoord", "senha", "dockerconfigjson", "dockercfg")
+WORDS = tuple(word for base in ("password", "passwd", "passphrase", "passcode", "pass", "pwd", "pw", "secret", "key",
+                                "token", "passwort", "kennwort", "kenncode", "wachtwoord", "senha", "dockerconfigjson",
+                                "dockercfg")
               for word in (base, base.capitalize(), base.upper())) + ("SALT", "PAT")
 # The last word of a credential name, an optional closing quote or bracket (`"password":`, `['password']=`) and
 # markdown bold (`**Password:**`), then `=>`, `:=`, `:` or `=` (not `==`), or the comma between a call's two

@@ -166,10 +166,18 @@ def _cued_schemes(m: re.Match[str]) -> tuple[str, ...]:
     return _ALL_SCHEMES if named >= len(_CUES) else _CUES[_CUE_NAMES[named]]
 
 
+# "my number" is also how anyone gives a phone (`my number 0176 12345678`, a German mobile whose twelve digits pass
+# the My Number check one time in ten): after the English words only the My Number's own layout, 4-4-4 or bare.
+_MY_NUMBER_CUE = _CUE_NAMES.index(r"my[ ]number")
+_MY_NUMBER_LAYOUT = re.compile(r"\d{4}([ -]?)\d{4}\1\d{4}")
+
+
 def _cued_end(m: re.Match[str]) -> int:
     """The end of the longest prefix of whole groups of the number that is valid in a scheme of its cue (a
     number followed by another group, `PESEL 44051401359 12`), or 0."""
     number, schemes = m.group("number"), _cued_schemes(m)
+    if cue_index(m) == _MY_NUMBER_CUE and _MY_NUMBER_LAYOUT.fullmatch(number) is None:
+        return 0
     social = cue_index(m) == len(_CUES) + 1
     # a date is no identity number (`SSN: 2019-04-01`; Israel's 8-9 digit check passes one in ten): written with
     # separators never, bare (`20190401`) not after a placeholder (`<SSN>,20190401`: the row's next field)

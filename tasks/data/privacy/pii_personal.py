@@ -4,17 +4,17 @@
 test that the pass can match)`. Both kinds are taken only right after their cue: a bare date or a bare 9-digit
 number is anybody's (a log's timestamp, an order, a count).
 
-- `dob`: a date from 1900 on right after `DOB`, `D.O.B.`, `date of birth`, `birth date`/`birthdate`, `birthday`,
-  `born on`, `Born:`, `Geburtsdatum`, `fecha de nacimiento`, `date de naissance`, `né le`, `geboren am`, `nacido el`,
-  `生年月日`, `出生日期`, `生日`, `誕生日`, `생년월일` (a `:`, `=`, quotes, `is`/`was`/`是`/`は`, a format hint
-  `(dd/mm/yyyy)` or a short qualifier `(DOB)` between), written ISO (`1987-03-12`, `1987/03/12`, `1987-03-12T00:00:00`),
-  day/month/year or month/day/year (`12/03/1987`, `03.12.87`), bare (`19870312`), or with the month's name
-  (`12 March 1987`, `12-Mar-1987`, `12th of March, 1987`, `March 12, 1987`, `12 de marzo de 1987`, `12. März
-  1987`, `12 mars 1987`, a form's or an airline's `12MAR1987`/`12MAR87`), or in CJK and Korean (`1987年3月12日`,
-  `1987년 3월 12일`). Only the date is replaced
-  (`DOB: <DOB>`). A year alone (`born in 1987`) is no date of birth: it names a cohort, not a person. `born` alone is no cue: it opens an encyclopedia's public figure
-  (`Andre Agassi (born April 29, 1970)`, five of the default run's embedded articles), and a date before 1900 is
-  history (`Schopenhauer was born on 22 February 1788`).
+- `dob`: a date from 1900 on right after `DOB`, `D.O.B.`, `date of birth`, `birth date`/`birthdate`, `birthday`, `born
+  on`, `Born:`, `Geboren:`, `Geburtstag`, `Geburtsdatum`, `fecha de nacimiento`, `date de naissance`, `né le`,
+  `geboren am`, `nacido el`, `生年月日`, `出生日期`, `生日`, `誕生日`, `생년월일` (a `:`, `=`, quotes, `is`/`was`/`是`/`は`, a format
+  hint `(dd/mm/yyyy)` or a short qualifier `(DOB)` between), written ISO (`1987-03-12`, `1987/03/12`,
+  `1987-03-12T00:00:00`), day/month/year or month/day/year (`12/03/1987`, `03.12.87`), bare (`19870312`), or with the
+  month's name (`12 March 1987`, `12-Mar-1987`, `12th of March, 1987`, `March 12, 1987`, `12 de marzo de 1987`, `12.
+  März 1987`, `12 mars 1987`, `14 Feb 86`, a form's or an airline's `12MAR1987`/`12MAR87`), or in CJK and Korean
+  (`1987年3月12日`, `1987년 3월 12일`). Only the date is replaced (`DOB: <DOB>`). A year alone (`born in 1987`) is no date
+  of birth: it names a cohort, not a person. `born` alone is no cue: it opens an encyclopedia's public figure (`Andre
+  Agassi (born April 29, 1970)`, five of the default run's embedded articles), and a date before 1900 is history
+  (`Schopenhauer was born on 22 February 1788`).
 - `passport`: 6-9 capitals and digits, at least one a digit (or a German serial's 9 letters), as issued (US 9 digits or a letter and 8, UK 9
   digits, Germany's `C01X00T47`, France's `12AB34567`), right after `passport` (`passport no./number/#`),
   `Reisepass(nummer)`, `pasaporte`, `passeport`; and the two lines of a passport's machine-readable zone (ICAO
@@ -56,7 +56,7 @@ _LABEL_END = "(?:" + EMPHASIS + "?[ \t]*[:=]|" + CELL_BREAK + ")"
 # `born on` in French, German and Spanish too (`né le`, `geboren am`, `nacida el`), and the CJK and Korean labels
 # (`生年月日`, `出生日期`, `生日`, `誕生日`, `생년월일`), which need no word boundary: CJK text has no spaces.
 _DOB_CUE = (r"(?:(?i:(?:\b|(?<=(?<!\w)_)|(?<=(?<!\w)__))(?:d\.?o\.?b\.?|date[ _-]?of[ _-]?birth|birth[ _-]?date|birthday"
-            r"|born(?:[ ]on\b|(?=" + _LABEL_END + "))"
+            r"|born(?:[ ]on\b|(?=" + _LABEL_END + "))|geboren(?=" + _LABEL_END + ")|geburtstag"
             r"|geburtsdatum|geb\.?-?datum|geb\.|fecha[ _]de[ _]nac(?:imiento|\.)|date[ _]de[ _]naissance"
             r"|n[ée](?:e|\(e\))?[ ]le|geboren[ ]a[mn]|geboren[ ]op|nacid[oa][ ]el|data[ _]di[ _]nascita|nat[oa][ ]il"
             r"|geboortedatum|data[ _]urodzenia|urodzon[ya]|data[ _]de[ _]nascimento|nascid[oa][ ]em|bday"
@@ -73,7 +73,7 @@ _DATE = (r"(?P<date>"
                   r"(?P<y1>\d{4})(?P<s1>[-/.])(?P<m1>\d\d?)(?P=s1)(?P<d1>\d\d?)" + _MIDNIGHT +      # 1987-03-12
                   r"|(?P<a2>\d\d?)(?P<s2>[-/.])(?P<b2>\d\d?)(?P=s2)(?P<y2>\d{4}|\d\d)"          # 12/03/1987
                   r"|(?P<d3>\d\d?)(?:st|nd|rd|th|\.)?[ ](?:of[ ]|de[ ])?(?P<m3>" + _MONTH_WORD +
-                  r")(?:[ ]de)?,?[ ](?P<y3>\d{4})"                                              # 12 March 1987
+                  r")(?:[ ]de)?,?[ ](?P<y3>\d{4}|\d\d)"                                # 12 March 1987, 12 Mar 87
                   r"|(?P<m4>" + _MONTH_WORD + r")[ ](?P<d4>\d\d?)(?:st|nd|rd|th)?,?[ ](?P<y4>\d{4})"  # March 12, 1987
                   r"|(?P<d5>\d\d?)(?P<s5>[-/])(?P<m5>[^\W\d_]{3,9})(?P=s5)(?P<y5>\d{4})"             # 12-Mar-1987
                   r"|(?P<y6>(?:19|20)\d\d)(?P<m6>[01]\d)(?P<d6>[0-3]\d)"                           # 19870312
@@ -145,7 +145,9 @@ _PASSPORT = re.compile(
     r"|[\"']?[ \t]*(?:[:=#>：]|is|was)?[ \t]*[\"']?"
     r"(?:\{[ \t\r\n]*[\"'](?i:number|no|num|id)[\"'][ \t]*:[ \t]*[\"'])?)"
     # or a Russian series and number written after an English or other cue (`Passport No: 4856 280232`)
-    r"(?P<number>\d{2}[ ]?\d{2}[ ]\d{6}|[A-Z0-9]{6,9})(?![\w-]|[.,/]\d)")
+    # or nine digits in groups, as a form prints them (`Passport number: 925 076 473`, `92507 6473`)
+    r"(?P<number>\d{2}[ ]?\d{2}[ ]\d{6}|\d{3}(?P<grouped>[ -])\d{3}(?P=grouped)\d{3}|\d{5}[ ]\d{4}|[A-Z0-9]{6,9})"
+    r"(?![\w-]|[.,/]\d)")
 # Russia's and the CIS's passports: a series of 4 digits (often as 2 and 2) and a number of 6
 # (`Паспорт: 45 06 123456`, `паспорт серия 4506 № 123456`), a foreign-travel one 2 and 7 (`загранпаспорт 72 1234567`).
 _PASSPORT_RU = re.compile(
@@ -263,8 +265,8 @@ def _number_span(m: re.Match[str]) -> tuple[int, int]:
     return m.start("number") - m.start(), m.end("number") - m.start()
 
 
-_DOB_GATES = ("dob", "d.o.b", "birth", "born", "geburtsdatum", "geb.", "nacimiento", "naissance", "geboren", "nacid",
-              "fecha de nac", "nasc", "nato il", "nata il", "geboortedatum", "urodz", "bday")
+_DOB_GATES = ("dob", "d.o.b", "birth", "born", "geburtsdatum", "geburtstag", "geb.", "nacimiento", "naissance",
+              "geboren", "nacid", "fecha de nac", "nasc", "nato il", "nata il", "geboortedatum", "urodz", "bday")
 # Cues outside ASCII, found as written (`fold` reads a text with CJK letters as ASCII and `?`)
 _DOB_WRITTEN_GATES = ("né le", "née le", "Né le", "Née le", "né(e) le", "Né(e) le", "出生", "生年月日", "生日", "誕生日", "생년월일", "생일",
                       "рождения", "Рождения", "РОЖДЕНИЯ", "الميلاد", "जन्म", "fødselsdato", "Fødselsdato",

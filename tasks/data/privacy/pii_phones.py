@@ -16,12 +16,15 @@ taken their digits.
   NANP digits (`917 555 1234`); India's mobiles in their 5-5 layout
   (`98765 43210`, led by 6-9) and China's in 3-4-4 (`138 0013 8000`, `138-0013-8000`, led by 13-19);
   national numbers led by a trunk `0` with separators (`020 7946 0958`,
-  `(0686)-815726`, `(03).6018.1590`, `0664/12345678`, `08-26 01 81`) or bare (`01154960930`, not digit runs
-  like `0123456789`, zero-padded ids or ISBN-10s); Brazil's `(11) 91234-5678` and `69 0105-3118` (a real
-  two-digit area code, not a page range like `45 1234-1240`); Japan's `24-7109-9987`. Bare digits without a
-  cue or a trunk 0 (`2125550147`, `15526018159`) are left: they cannot be told from ids, counts, timestamps.
-- Rejected whatever the layout: fewer than 3 distinct digits, an SSN's `AAA-GG-SSSS`, a ZIP+4, digit groups
-  inside an IBAN-shaped run.
+  `(0686)-815726`, `(03).6018.1590`, `0664/12345678`, `08-26 01 81`, an area code's own `030/4000 1234`,
+  `011-2345 6789`, `0221 / 98 76 54`) or bare (`01154960930`, not digit runs like `0123456789`, zero-padded
+  ids or ISBN-10s), but not a member of a row of pairs or fours (`pii_phonerows`: a hex dump, a lottery draw);
+  a German direct-dial digit after one led by `+` or `0` (`(030) 901820-0`); Brazil's `(11) 91234-5678` and
+  `69 0105-3118` (a real two-digit area code, not a page range like `45 1234-1240`); Japan's `24-7109-9987`.
+  Bare digits without a cue or a trunk 0 (`2125550147`, `15526018159`) are left: they cannot be told from ids,
+  counts, timestamps.
+- Rejected whatever the layout: ISO 6709 coordinates (`+40.6894-074.0447`), fewer than 3 distinct digits, an
+  SSN's `AAA-GG-SSSS`, a ZIP+4, digit groups inside an IBAN-shaped run.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from stdnum import isbn as stdnum_isbn
 from tasks.data.privacy.pii_chain import Chained
 from tasks.data.privacy.pii_cues import phone_cue_before
 from tasks.data.privacy.pii_ids import in_iban_shaped_run
+from tasks.data.privacy.pii_phonerows import in_number_row
 
 # The first character is consumed, then a two-character lookbehind checks what precedes it: a pattern opening
 # with a character class lets `re` skip non-candidates in C (see pii.py). Backreferences are named: the
@@ -41,7 +45,7 @@ from tasks.data.privacy.pii_ids import in_iban_shaped_run
 _PHONE = re.compile(r"""(?xa)
     [+(0-9](?<![\w+.-].)(?<!\d[ ./-].)     # first character; nothing word-like or number-like before it
     (?:
-        (?<=\+)\d{1,3}(?:[ .-]?\(\d{1,4}\))?(?:[ .-]?\d{1,6}){0,5}[ .-]?\d{2,6}   # +44 20 7946 0958
+        (?<=\+)\d{1,3}(?:[ .-]?\(\d{1,4}\))?(?:(?:[ .-]|[ ]?/[ ]?)?\d{1,6}){0,5}[ .-]?\d{2,6}   # +44 20 7946 0958
       | (?<=\()\+\d{1,3}\)(?:[ .-]?\(0\))?(?:[ .-]?\d{1,6}){0,5}[ .-]?\d{2,6}   # (+44) 20 7946 0958
       | (?<=\+)\(\d{1,3}\)(?:[ .-]?\d{1,6}){0,5}[ .-]?\d{2,6}                  # +(370) 42323221
       | (?<=\()\d{3}\)[ ]?\d{3}[ .-]\d{4}                           # (202) 555-0143
@@ -54,17 +58,19 @@ _PHONE = re.compile(r"""(?xa)
       | (?<=\d)(?P<jp>\d)-\d{4}-\d{4}                             # 24-7109-9987 (Japan)
       | (?<=8)(?P<ru>[ ])(?:\(\d{3}\)|\d{3})[ ]\d{3}               # 8 (495) 123-45-67 (Russia)
         (?:[ -]\d{4}|(?P<s4>[ -])\d\d(?P=s4)\d\d)
-      | (?<=0)0[ ]?[1-9]\d{0,2}(?:[ .-]?\(0\)[ ]?\d{1,6})?(?:[ .-]\d{1,9}){0,5}[ .-]\d{2,9}   # 0033 6 12 34 56 78
+      | (?<=0)0[ ]?[1-9]\d{0,2}(?:[ .-]?\(0\)[ ]?\d{1,6})?       # 0033 6 12 34 56 78, 0049 (0) 89 / 12 34 56
+        (?:(?:[ .-]|[ ]?/[ ]?)\d{1,9}){0,5}[ .-]\d{2,9}
       | (?<=0)(?:11|10|011)[ .-]\d{1,3}(?:[ .-]\d{1,9}){0,5}[ .-]\d{2,9}   # 011 33 1 23 45 67 89 (from the US,
                                                                       # 010 from Japan, 0011 from Australia)
       | (?<=\()0\d{1,4}\)[ .-]?\d{2,8}(?:[ .-]\d{2,8}){0,3}       # (020) 7946 0958, (0686)-815726
       | (?<=0)(?P<se>\d{1,3})-\d{2,3}(?:[ ]\d{2,3}){1,3}          # 08-26 01 81 (Sweden)
+      | (?<=0)\d{1,4}[ ]?[/-][ ]?\d{2,8}(?:[ ]\d{2,8}){1,4}        # 030/4000 1234, 011-2345 6789, 010 - 123 45 67
       | (?<=0)\d{1,4}(?P<s3>[ .-])\d{2,8}(?:(?P=s3)\d{2,8}){0,4}  # 020 7946 0958, 01 23 45 67 89
       | (?<=0)\d{1,4}/\d{5,9}                                     # 0664/12345678 (Austria, Germany)
       | (?<=[6-9])(?P<in>\d{4})[ ]\d{5}(?![ ]\d)                     # 98765 43210 (India's mobiles)
       | (?<=1)(?P<cn>[3-9])\d(?P<s5>[ -])\d{4}(?P=s5)\d{4}(?![ -]\d)   # 138 0013 8000 (China's mobiles)
       | (?<=\d)\d{9,10}                                           # 01154960930
-    )(?:[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6})?           # an extension: x157, ext. 5
+    )(?:[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6}|-\d)?      # an extension: x157, ext. 5, Germany's -0
     (?!\w|[.-]?\d|[\u2010-\u2015\u2212\ufe58\ufe63]\d)          # (a dash then digits: the number goes on)""")
 # The same shape right after a phone and one space: a space-separated list of numbers, whose members the
 # "nothing number-like before it" look-behind would otherwise let through one per round (16 rounds: 16 phones).
@@ -102,15 +108,19 @@ _NOT_CUED = re.compile(r"\d{4}([-./])\d\d?\1\d\d?|\d\d?([-./])\d\d?\2\d{4}|\d{1,
 _CODE_GOES_ON = re.compile(r"-[^\W\d_]")
 # A code's label right before an uncued number (`SKU 161-320-6005`, `NDC 08902-228-42`, `Order #054-3372900`,
 # `Meeting ID: 188 7720 8045`, `Numero d'ordine: 054-3372900`, `注文番号：001-5766949`): product, order, ticket and
-# meeting numbers are printed in phones' layouts.
+# meeting numbers are printed in phones' layouts, one or a list (`Items 0123 4567 8901`).
 _CODE_LABEL = re.compile(
     r"(?i)(?:\b(?:sku|ndc|upc|ean|gtin|asin|mpn|part|item|article|art|order|invoice|ticket|case|ref|reference"
     r"|tracking|serial|model|meeting|webinar|booking|reservation|confirmation|transaction|txn|batch|lot"
-    r"|bestell|auftrags|rechnungs|artikel|commande|facture|pedido|ordine|ordem|orden|factura|fattura)"
+    r"|bestell|auftrags|rechnungs|artikel|commande|facture|pedido|ordine|ordem|orden|factura|fattura)s?"
     r"(?:[ .-]*(?:id|no|nr|number|num|code|nummer|numero|número|n[°º]))?"
     r"|\b(?:n[uú]mero|nummer)[ ]d(?:[eo]l?[ ]|')?(?:la[ ])?(?:pedido|ordine|ordem|orden|commande|factura|fattura)"
     r"|注文番号|订单号|訂單號|订单编号|주문번호|商品番号|品番|型番)"
     r"\.?[ \t]*[:#：]?[ \t]*#?$")
+# ISO 6709's latitude and longitude in decimal degrees (`+40.6894-074.0447`, the Statue of Liberty): signed
+# decimals, two digits then three before their points, no `+CC` phone's groups.
+_ISO6709 = re.compile(r"\+\d\d\.\d+[+-]\d{3}\.\d+")
+_DIRECT_DIAL = re.compile(r"\d-\d$")
 _YYYYMMDD = re.compile(r"(?:19|20)\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])")
 
 
@@ -188,12 +198,16 @@ def _phone(m: re.Match[str]) -> bool:
         return False
     text = _EXTENSION.sub("", m.group())
     digits = re.sub(r"\D", "", text)
+    # A German direct-dial digit (`(030) 901820-0`, `+49 89 123456-0`): after a number led by `+` or a trunk 0
+    # whose groups are no dashed layout's (`202-555-0143-1` is a code)
+    if _DIRECT_DIAL.search(text) and ("-" in text[:-2] or not text.lstrip("(").startswith(("+", "0"))):
+        return False
     # E.164's 15 digits count from the country code (`0011 971 50 123 4567` from Australia has 16)
     if not 7 <= len(_without_exit_code(text, digits)) <= 15 or _no_phone_layout(m, text, digits):
         return False
     if text.startswith(("+", "(+")):
         separators = re.sub(r"[\d+]", "", text)
-        if separators == ".":               # +3.140000 is a signed decimal
+        if separators == "." or _ISO6709.fullmatch(text):   # +3.140000 is a signed decimal
             return False
         return len(digits) >= 10 or separators != "" or _short_international(digits)
     if m.group("br") or m.group("br_area"):
@@ -210,7 +224,7 @@ def _phone(m: re.Match[str]) -> bool:
         national = _without_exit_code(text, digits)
         return national[:1] != "0" and (8 <= len(national) <= 15 or _short_international(national))
     if text.startswith(("0", "(0")):
-        return 9 <= len(digits) <= 13
+        return 9 <= len(digits) <= 13 and not in_number_row(m, text)
     if " " in text and "(" not in text:     # `212 555 0147`: three bare groups, real NANP digits only
         return _NANP.fullmatch(text) is not None
     # Dashes, dots or a parenthesised area code are a phone's layout whatever the digits: test, fictional and

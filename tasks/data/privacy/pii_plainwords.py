@@ -15,8 +15,7 @@ not `PASSWORD_HASHER`), a plain value of 6-64 ASCII letters or digits (`plain_pa
   a user name is no secret).
 After any credential name (`SECRET_KEY=...`, `api_token: ...`), a letters-only value of 16-64 that looks
 generated (`generated`: both cases strewn, no words) counts: `looks_random` wants two digits.
-A Markdown table whose header names a password column and a login's (`| Site | Username | Password |`) has the
-cells under it replaced (`pii_columns` and `pii_devfiles.PasswordColumn` read dates and CSV only).
+A Markdown table's password column is `pii_passwordtable`'s.
 What stays: words that describe a password (`required`, `hidden`, `optional`: `_DESCRIPTIONS`, and lower-case
 words with an English ending, `encrypted`, `nullable`), a Capitalised word (an i18n label: `"password":
 "Passwort"`, `Forgotten`), a camelCase or CamelCase name (`SecretStr`, `newPassword`), a value holding a
@@ -35,9 +34,9 @@ from tasks.data.privacy.pii_values import (is_placeholder, quoted_value, replace
                                            value_ok)
 
 PASSWORD_WORDS = frozenset({"password", "passwd", "passphrase", "passcode", "pass", "pwd", "pw", "passwort",
-                            "kennwort", "wachtwoord", "senha"})
-_GLUED = ("password", "passwd", "passphrase", "passcode", "passwort", "kennwort", "wachtwoord")   # `dbpassword`
-_GATES = ("pass", "pw", "kennwort", "wachtwoord", "senha")
+                            "kennwort", "kenncode", "wachtwoord", "senha"})
+_GLUED = ("password", "passwd", "passphrase", "passcode", "passwort", "kennwort", "kenncode", "wachtwoord")
+_GATES = ("pass", "pw", "kennwort", "kenncode", "wachtwoord", "senha")
 # Words written where a password's value would go that say what it is, not what it is (schemas, docs, forms)
 _DESCRIPTIONS = frozenset("""required optional hidden masked secrets string strings integer number numeric boolean
 bytes varchar nullable field input value values undefined default random prompt automatic manual disabled enabled
@@ -126,7 +125,9 @@ def used_as_code(text: str, value: str) -> bool:
 
 _NAME_RUN = re.compile(r"[A-Za-z0-9_.-]{0,64}")
 _SEP = re.compile(r"""(?P<close>["']?)\]?(?:\*\*|__)?[ \t]*(?P<sep>=>|:=|=(?!=)|:(?![:=/]))(?:\*\*|__)?[ \t]*""")
+# (one word may name whose password a label's is: `Meeting passcode: 482913`, `Zoom Password: ...`)
 _LINE_START = re.compile(r"[ \t]*(?:export[ \t]+|set[ \t]+|-[ \t]+)?(?:\*\*|__)?[\"']?")
+_LABEL_START = re.compile(r"[ \t]*[A-Z][a-z]{1,15}[ \t]")
 _PAIR = re.compile(r"[\w.-]+[:=][^\s(){}\[\]]+")
 _HOST_LIKE = re.compile(r"[^\s(){}\[\]]*[\d@:/.][^\s(){}\[\]]*")
 _LOGIN_WORDS = ("user", "username", "login", "usr")
@@ -134,7 +135,7 @@ _LOG_PAIR_BEFORE = re.compile(r"(?:^|[ \t])[\w.-]+=[^\s=]+[ \t]+$")     # `user=
 # After a mid-line value: its line's end, a separator or another pair (a trailing `,`/`;` is trimmed before)
 _FOLLOW = re.compile(r"[,;]?[ \t]*(?:\r?\n|\Z|[/|,;][ \t]|[\w.-]+[ \t]*[:=][ \t]*\S)")
 _PROSE = re.compile(r"[ \t]+(?:is|was)[ \t]+(?:\"(?P<dq>[A-Za-z0-9]{6,64})\"|'(?P<sq>[A-Za-z0-9]{6,64})'"
-                    r"|(?P<bare>[A-Za-z]{6,64}|\d{6,64}))[.!,;)]?(?=[ \t]*(?:\r?\n|\Z)|(?<=[.!,;)])[ \t])")
+                    r"|(?P<bare>[A-Za-z]{6,64}|\d{6,64}))[.!,;)]?(?=[ \t]*(?:\r?\n|\Z|\\[nr])|(?<=[.!,;)])[ \t])")
 _SHORTHAND_WORDS = frozenset({"pass", "pwd", "pw", "password", "passwd"})
 
 
@@ -154,18 +155,22 @@ class PlainPasswords:
                 start -= 1
             while text[start] in ".-":
                 start += 1
+            # a JSON or iCalendar string's `\n` escape before the name (`Join Zoom\nPasscode: 482913`) ends a line
+            escaped = start > 0 and text[start - 1] == "\\" and text[start] in "nrt"
+            start += escaped
             end = _NAME_RUN.match(text, hit).end()
             if end <= done or not password_name(text[start:end]):
                 continue
             done = end
-            found = _after_name(text, start, end)
+            found = _after_name(text, start, end, escaped)
             if found is not None:
                 yield found
 
 
-def _after_name(text: str, start: int, end: int) -> tuple[int, int] | None:
-    """The span of the password after the name text[start:end], or None."""
-    line_start = text.rfind("\n", max(0, start - 400), start) + 1
+def _after_name(text: str, start: int, end: int, escaped: bool = False) -> tuple[int, int] | None:
+    """The span of the password after the name text[start:end] (`escaped`: right after a `\\n` escape, where
+    its line starts and the next escape ends it), or None."""
+    line_start = start if escaped else text.rfind("\n", max(0, start - 400), start) + 1
     if line_start == 0 and start > 400:
         line_start = -1             # a line longer than that before the name: not its start (bounded per name)
     sep = _SEP.match(text, end)
@@ -178,9 +183,12 @@ def _after_name(text: str, start: int, end: int) -> tuple[int, int] | None:
         inside = quoted_value(text, at)
         return inside if inside and plain_password(text[inside[0]:inside[1]], quoted=True) else None
     quoted_name = sep.group("close") != ""
-    if line_start >= 0 and _LINE_START.fullmatch(text, line_start, start):
+    if line_start >= 0 and (_LINE_START.fullmatch(text, line_start, start) or
+                            ":" in sep.group("sep") and _LABEL_START.fullmatch(text, line_start, start)):
         line_end = text.find("\n", at)
         line_end = len(text) if line_end < 0 else line_end
+        if escaped:
+            line_end = _escape_at(text, at, line_end)
         comment = text.find(" #", at, line_end)
         stop = line_end if comment < 0 else comment
         while stop > at and text[stop - 1] in " \t\r":
@@ -202,6 +210,15 @@ def _after_name(text: str, start: int, end: int) -> tuple[int, int] | None:
     log_line = sep.group("sep") == "=" and _LOG_PAIR_BEFORE.search(before)
     plain = plain_password(value, quoted=False) and not _code_name(text, value)
     return (at, stop) if plain and (":" in sep.group("sep") or log_line) else None
+
+
+_LINE_ESCAPE = re.compile(r"\\[nr]")
+
+
+def _escape_at(text: str, at: int, line_end: int) -> int:
+    """Where a `\\n` or `\\r` escape ends the line in a string that escapes its line breaks, or `line_end`."""
+    escape = _LINE_ESCAPE.search(text, at, line_end)
+    return line_end if escape is None else escape.start()
 
 
 def _prose_or_shorthand(text: str, start: int, end: int, line_start: int) -> tuple[int, int] | None:
@@ -315,81 +332,10 @@ def _foreign_plain(m: re.Match[str]) -> bool:
         (value.isdigit() or quoted or separator.group() == "=")
 
 
-# --- a Markdown table with a password column -------------------------------------------------------------------
-_TABLE_PASSWORDS = frozenset({"password", "passwd", "pwd", "pass", "pw", "passphrase", "passcode", "passwort",
-                              "kennwort", "wachtwoord", "senha"})
-# A login's other columns: a header needs one, so a comparison's `| Feature | Password | SSH key |` is no export
-_TABLE_LOGINS = frozenset({"user", "username", "login", "email", "account", "site", "url", "host", "hostname",
-                           "service", "name", "website", "title", "server", "system", "database", "db", "app",
-                           "application", "ip", "machine", "wifi", "ssid", "network", "userid", "uid", "device"})
-_ROW_START = re.compile(r"[ \t]*\|")
-_RULE_LINE = re.compile(r"[ \t]*(?:\|[ \t]*)?:?-{3,}:?[ \t]*(?:\|[ \t]*:?-{3,}:?[ \t]*)+(?:\|[ \t]*)?\r?")  # (no n^2)
-
-
-def _cells(text: str, start: int, end: int) -> list[tuple[int, int]] | None:
-    """The cells of a Markdown row text[start:end] (spans without spaces and backticks), or None for no row."""
-    line = text[start:end].rstrip("\r")
-    body = line.strip()
-    if not body.startswith("|") or not body.endswith("|") or body.count("|") < 3:
-        return None
-    spans, at = [], start + line.find("|") + 1
-    stop = start + line.rfind("|")
-    while at <= stop:
-        nxt = text.find("|", at, stop + 1)
-        a, b = at, nxt
-        while a < b and text[a] in " \t`":
-            a += 1
-        while b > a and text[b - 1] in " \t`":
-            b -= 1
-        spans.append((a, b))
-        at = nxt + 1
-    return spans
-
-
-class PasswordTable:
-    """`sub(repl, text)`: the cells under a Markdown header's password column, while the rows keep its width."""
-
-    def sub(self, repl: Callable[[re.Match[str]], str], text: str) -> str:
-        spans = sorted(set(self._spans(text)))
-        return replace_spans(text, spans, repl) if spans else text
-
-    @staticmethod
-    def _spans(text: str) -> Iterator[tuple[int, int]]:
-        seen = set()
-        for hit in gate_hits(text, ("pass", "pw", "wort", "woord", "senha"), ()):
-            start = text.rfind("\n", max(0, hit - 1000), hit) + 1
-            if start == 0 and hit > 1000 or start in seen or not _ROW_START.match(text, start):
-                continue            # (bounded per word: a line of `pass` words is read once)
-            seen.add(start)
-            end = _line_end(text, start)
-            header = _cells(text, start, end)
-            if header is None or not _RULE_LINE.fullmatch(text, end + 1, _line_end(text, end + 1)):
-                continue
-            names = [re.sub(r"[\s_.*-]+", "", text[a:b]).lower() for a, b in header]
-            column = next((k for k, name in enumerate(names) if name in _TABLE_PASSWORDS), None)
-            if column is None or not _TABLE_LOGINS.intersection(names):
-                continue
-            at = _line_end(text, end + 1) + 1
-            while at < len(text) and (row := _cells(text, at, _line_end(text, at))) and len(row) == len(header):
-                if _RULE_LINE.fullmatch(text, _line_end(text, at) + 1, _line_end(text, _line_end(text, at) + 1)):
-                    break           # another table's header: its rows are its own (read once, not per header)
-                a, b = row[column]
-                value = text[a:b]
-                if value_ok(value, literal=True) or plain_password(value, quoted=True) or \
-                        value.isalpha() and value.istitle() and plain_password(value.lower(), quoted=True):
-                    yield a, b
-                at = _line_end(text, at) + 1
-
-
-def _line_end(text: str, start: int) -> int:
-    end = text.find("\n", start)
-    return len(text) if end < 0 else end
-
-
-# (pattern, validator, group, hint): `tasks.data.privacy.pii_secrets.SECRET_PASSES`' shape; run after those, so a
-# value they took is a placeholder here; each looks for its own gates (`gate_hits`, `Gated`), so the hint is `bool`
+# (pattern, validator, group, hint): `tasks.data.privacy.pii_secrets.SECRET_PASSES`' shape; run after those (and
+# `pii_passwordtable`'s), so a value they took is a placeholder here; each looks for its own gates (`gate_hits`,
+# `Gated`), so the hint is `bool`
 PLAINWORD_PASSES = (
-    (PasswordTable(), None, 0, bool),
     (LoginCues(), None, 0, bool),
     (PlainPasswords(), None, 0, bool),
     *((gated, _foreign_plain, value_span, bool) for gated in FOREIGN_PASSWORD),

@@ -175,6 +175,9 @@ _ORACLE_LOGIN = Gated([
 
 # `scheme://user:PASSWORD@host` (or `redis://:PASSWORD@host`, no user): only the password is replaced.
 _URL_CREDENTIALS = Gated([("://", r"://(?<=[A-Za-z0-9+.-]://)[^\s:/@'\"<>]{0,64}:([^\s@/'\"<>]{1,128})@(?=[\w\[])"),
+                          # an address as the URL's user (`ftp://ops@acme.io:PASSWORD@ftp.acme.io/`, unencoded)
+                          ("://", r"://(?<=[A-Za-z0-9+.-]://)[^\s:/@'\"<>]{1,64}@[^\s:/@'\"<>]{1,64}"
+                                  r":([^\s@/'\"<>]{1,128})@(?=[\w\[])"),
                           # a token as the URL's user: a Sentry DSN's key, `https://ghp_...@github.com/o/r.git`
                           ("://", r"://(?<=[A-Za-z0-9+.-]://)([A-Za-z0-9_~-]{20,128})@(?=[\w\[])"),
                           # Go's MySQL DSN: `user:password@tcp(host:3306)/db` (also `unix(...)`)
@@ -244,7 +247,7 @@ _PROSE_PASSWORD = Gated([(word, re.escape(word) + rf"(?<![\w]{re.escape(word)})"
                           r"(?:[ \t]+(?:for(?:[ \t]+[^\s]+){1,4}?[ \t]+(?:is|was)|is|was"
                           r"|(?:set|changed|reset)[ \t]+to))?"
                           r"[ \t]+(?:\"(?P<dq>[^\"\n]{6,64})\"|'(?P<sq>[^'\n]{6,64})'"
-                          r"|(?P<bare>[^\s\"'`]{6,64}?)[.,;:!?)]*(?=\s|$))")
+                          r"|(?P<bare>[^\s\"'`]{6,64}?)[.,;:!?)]*(?=\s|$|\\[nr]))")
                          for word in ("password", "Password", "PASSWORD", "passphrase", "Passphrase", "passcode")])
 _NOT_A_PASSWORD = re.compile(r"(?i)(?:sha|md|crc|rc|aes|argon|pbkdf|utf|base|oauth|ssl|tls|rsa|des)[-_]?\d+[\w-]*"
                              r"|\d+[+-]?(?:char\w*|digits?|bits?|bytes?|x)?|v\d+(?:\.\d+)*")
@@ -341,7 +344,8 @@ def _url_credentials(m: re.Match[str]) -> bool:
 
 def _authorization(m: re.Match[str]) -> bool:
     value = m.string[m.start(2):trim_end(m.string, m.start(2), m.end(2))]
-    if is_placeholder(value) or re.fullmatch(r"[A-Za-z][a-z]+", value):    # `Authorization: Required`
+    # `Authorization: Required`; SigV4's scheme `AWS4-HMAC-SHA256` (its `Credential=` and `Signature=`: the shapes')
+    if is_placeholder(value) or re.fullmatch(r"[A-Za-z][a-z]+", value) or value.startswith("AWS4-HMAC-"):
         return False
     if m.group(1) is None and (any(c in value for c in "()[]") or _CODE_CHAIN.fullmatch(value)):
         return False                        # `authorization = self.headers.get(...)`: code, not a header

@@ -12,9 +12,10 @@ literal occurs in the text (`pii_values.literal_in`). What they find:
 - a kubeadm bootstrap token (`abcdef.0123456789abcdef`) after `token`;
 - `user:PASSWORD` after a name that holds both (`credentials: u:p`, `basic_auth: "u:p"`, `http_auth=`,
   `--basic-auth u:p`) and HTTPie's `http -a u:p`/`--auth u:p`: only the password;
-- the signature of a presigned URL: AWS SigV4's `X-Amz-Signature=` and session `X-Amz-Security-Token=`, Google
-  Cloud Storage's `X-Goog-Signature=`, and a plain `Signature=` in the same URL as S3's `AWSAccessKeyId=`, GCS's
-  `GoogleAccessId=` or CloudFront's `Key-Pair-Id=`: whoever holds the URL has the access it grants.
+- the signature of a presigned URL: AWS SigV4's `X-Amz-Signature=` (and its `Authorization` header's
+  `Signature=`) and session `X-Amz-Security-Token=`, Google Cloud Storage's `X-Goog-Signature=`, and a plain
+  `Signature=` in the same URL as S3's `AWSAccessKeyId=`, GCS's `GoogleAccessId=` or CloudFront's `Key-Pair-Id=`:
+  whoever holds the URL has the access it grants.
 What stays: a hash's format named in prose (`$2b$` alone, `$6$rounds=5000$` without a hash), `/etc/passwd` and
 `/etc/group` lines (seven and four fields), `host:port` pairs, a token that is not the bootstrap shape,
 `user:group` after `--user` (only HTTPie's `-a` and names that hold a login are read as `user:password`),
@@ -144,11 +145,16 @@ _SIGNED_URL = LiteralGated([
     ("X-Goog-Signature=", r"[?&]X-Goog-Signature=(?P<bare>[0-9a-fA-F]{64,1024})(?![0-9A-Za-z])"),
     ("X-Amz-Security-Token=", r"[?&]X-Amz-Security-Token=(?P<bare>[A-Za-z0-9%+/=_-]{40,4096})(?=[&#\"'\s<>)]|$)"),
     ("Signature=", r"[?&]Signature=(?P<bare>[A-Za-z0-9%+/=_~-]{20,1024})(?=[&#\"'\s<>)]|$)"),
+    # an AWS SigV4 `Authorization` header's `, Signature=<64 hex>` (its `Credential=` key id is the key shapes')
+    ("Signature=", r"Signature=(?<=[ ,]Signature=)(?P<bare>[0-9a-fA-F]{64})(?![0-9A-Za-z])"),
 ])
+_SIGV4 = re.compile(r"AWS4-HMAC-SHA256[ \t]")
 _SIGNER_IN_URL = re.compile(r"[?&](?:AWSAccessKeyId|GoogleAccessId|Key-Pair-Id)=")
 
 
 def _signed_url(m: re.Match[str]) -> bool:
+    if m.group().startswith("Signature="):      # a header's: after its scheme (`Credential=` and `SignedHeaders=`)
+        return _SIGV4.search(m.string, max(0, m.start() - 600), m.start()) is not None
     if not m.group().startswith(("?Signature=", "&Signature=")):
         return True
     text, floor, ceiling = m.string, max(0, m.start() - 2000), min(len(m.string), m.end() + 2000)
