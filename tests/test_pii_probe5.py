@@ -177,6 +177,33 @@ def test_column_passport_and_birth_look_alikes_are_kept(text: str) -> None:
     assert_scrubbed(text, None)
 
 
+@pytest.mark.parametrize("text, expected", [
+    # a national id under a header naming it, valid in its scheme (the cued pass needs its label before it)
+    ("name,ssn\nJohn Carter,536904399", "name,ssn\nJohn Carter,<SSN>"),
+    ("| Name | SSN |\n|---|---|\n| Ann | 536-90-4399 |", "| Name | SSN |\n|---|---|\n| Ann | <SSN> |"),
+    ("x,social security number\na,536904399", "x,social security number\na,<SSN>"),
+    ("imie,nazwisko,pesel\nJan,Kowalski,85031214567", "imie,nazwisko,pesel\nJan,Kowalski,<SSN>"),
+    ("naam;bsn;stad\nJ. de Boer;111222333;Utrecht", "naam;bsn;stad\nJ. de Boer;<SSN>;Utrecht"),
+    ("user,cpf\nana,390.533.447-05", "user,cpf\nana,<SSN>"),
+    ("name,personnummer\nSven,811228-9874", "name,personnummer\nSven,<SSN>"),
+])
+def test_a_national_id_column_is_found(text: str, expected: str) -> None:
+    assert_scrubbed(text, expected)
+
+
+@pytest.mark.parametrize("text", [
+    "name,ssn\nJohn,078051120",              # the SSA's advertised number: invalid by its rules
+    "name,ssn\nA,111111111",                 # one digit repeated
+    "name,ssn\nA,12345",                     # too short for any
+    "id,ssn_policy,count\n1,123456789,3",    # another column's name
+    "naam;bsn\nJ. de Boer;123456789",        # fails the 11-test
+    "imie,pesel\nJan,85031214568",           # wrong check digit
+    "The ssn, the pesel and the bsn are national ids.\n1,2,3",
+])
+def test_national_id_column_look_alikes_are_kept(text: str) -> None:
+    assert_scrubbed(text, None)
+
+
 def test_a_my_number_in_its_own_layout_is_still_one() -> None:     # (as before)
     scrubbed, counts = scrub_pii("My Number: 1234 5678 9018")
     assert (scrubbed, counts) == ("My Number: <SSN>", {"ssn": 1})

@@ -38,7 +38,7 @@ def cell_kind(label: str, value: str) -> str | None:
         return "phone" if _PHONE_VALUE.fullmatch(value) and 7 <= digits <= 15 else None
     kind = column_kind(label)
     if kind is not None:
-        return kind if valid_value(kind, value) else None
+        return kind if valid_value(kind, value, label) else None
     name = re.sub(r"\s+", "_", label.strip().rstrip(":："))
     if is_credential_name(name) and any(c.isdigit() for c in value) and value_ok(value, literal=True):
         return "secret"

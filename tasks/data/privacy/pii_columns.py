@@ -9,7 +9,8 @@ date`, `Geburtsdatum`, `fecha_nacimiento`, `passport_no`, `KVNR`, `Versichertenn
 `-`, `.` ignored) is followed down its rows — lines split by the header's separator into as many fields — and the
 field under that column is replaced when it reads as the kind's value (`pii_personal.is_birth_date`: a real date
 from 1900 on; `is_passport_number`; `pii_national_extra.is_kvnr`: its GKV check digit, counted as `ssn`; under
-`phone`, `telefon`, `mobile`, `handy`, ...: 7-15 bare digits, which no phone pass takes without a cue). The rows
+`phone`, `telefon`, `mobile`, `handy`, ...: 7-15 bare digits, which no phone pass takes without a cue; under a
+national id's name, `ssn`, `pesel`, `bsn`, `cpf`, ... (`NATIONAL_COLUMNS`): a number valid in its scheme). The rows
 end at a blank line or at a line of another shape. A header of one column, or a column's name in running prose, is
 no table.
 """
@@ -21,10 +22,25 @@ import functools
 import re
 from typing import Callable, Iterator
 
+from tasks.data.privacy.pii_national import valid_as
 from tasks.data.privacy.pii_national_extra import is_kvnr
 from tasks.data.privacy.pii_personal import gate_hits, is_birth_date, is_passport_number
 from tasks.data.privacy.pii_values import span_match
 
+# A national id's column (`name,ssn` / `John Carter,536904399`; `imie,nazwisko,pesel`; `naam;bsn`) → the `stdnum`
+# schemes its value must be valid in (`pii_national.valid_as`: check digits, the SSA's area rules), as the cued
+# pass (`pii_national`) reads the same number after its label
+NATIONAL_COLUMNS: dict[str, tuple[str, ...]] = {
+    **dict.fromkeys(("ssn", "socialsecuritynumber", "socialsecurityno", "socialsecurity", "ssnumber"), ("us.ssn",)),
+    **dict.fromkeys(("pesel", "numerpesel"), ("pl.pesel",)),
+    **dict.fromkeys(("bsn", "burgerservicenummer", "sofinummer"), ("nl.bsn",)),
+    "cpf": ("br.cpf",), "nir": ("fr.nir",), "numerosecu": ("fr.nir",), "numerodesecuritesociale": ("fr.nir",),
+    "personnummer": ("se.personnummer", "no.fodselsnummer"), "fodselsnummer": ("no.fodselsnummer",),
+    "fødselsnummer": ("no.fodselsnummer",), "cpr": ("dk.cpr",), "cprnr": ("dk.cpr",), "cnp": ("ro.cnp",),
+    "oib": ("hr.oib",), "isikukood": ("ee.ik",), "amka": ("gr.amka",), "tckn": ("tr.tckimlik",),
+    "tckimlikno": ("tr.tckimlik",), "steuerid": ("de.idnr",), "ahv": ("ch.ssn",), "ahvnr": ("ch.ssn",),
+    "ppsn": ("ie.pps",), "pps": ("ie.pps",), "aadhaar": ("in_.aadhaar",), "aadhar": ("in_.aadhaar",),
+}
 # Column names, folded (lower case, without spaces, `_`, `-`, `.`), per kind
 _NAMES = {
     "dob": frozenset(
@@ -36,10 +52,11 @@ _NAMES = {
         "passport passportno passportnumber passportnum passportid passportnr reisepass reisepassnummer "
         "passnummer pasaporte numeropasaporte passeport numeropasseport passaporto passaporte paspoort "
         "paspoortnummer paszport numerpaszportu".split()),
-    # Germany's Krankenversichertennummer (its cues in `pii_national_extra`), a national id: `ssn`
+    # Germany's Krankenversichertennummer (its cues in `pii_national_extra`) and the national ids of
+    # `NATIONAL_COLUMNS`: `ssn`
     "ssn": frozenset(
         "kvnr versichertennummer versichertennr krankenversichertennummer krankenversichertennr "
-        "healthinsurancenumber healthinsuranceno healthinsuranceid".split()),
+        "healthinsurancenumber healthinsuranceno healthinsuranceid".split()) | frozenset(NATIONAL_COLUMNS),
     # a phone column's bare digits (`name,phone` / `John Carter,4155552671`): no layout, no cue before them
     "phone": frozenset(
         "phone phonenumber phoneno phonenr telephone telephonenumber tel telno telnr telnumber telefon telefonnummer "
@@ -55,8 +72,14 @@ def _phone_digits(value: str) -> bool:
     return _PHONE_DIGITS.fullmatch(value) is not None and len(set(value.lstrip("+"))) >= 3
 
 
+def _national_id(schemes: tuple[str, ...]) -> Callable[[str], bool]:
+    # three distinct digits at least: `111.111.111-11` passes CPF's checks and is nobody's number
+    return lambda value: len(set(value)) >= 3 and any(valid_as(scheme, value) for scheme in schemes)
+
+
 _VALID: dict[str, Callable[[str], bool]] = {"dob": is_birth_date, "passport": is_passport_number, "ssn": is_kvnr,
                                             "phone": _phone_digits}
+_NATIONAL_VALID = {name: _national_id(schemes) for name, schemes in NATIONAL_COLUMNS.items()}
 # A word of any header that names one, as the cued passes gate theirs (`gate_hits`: the same literals, so an absent
 # one costs nothing more): ASCII ones in any case, the others as written
 _GATES = ("dob", "birth", "bday", "geburtsdatum", "nacimiento", "naissance", "nasc", "geboortedatum", "urodz",
@@ -64,7 +87,10 @@ _GATES = ("dob", "birth", "bday", "geburtsdatum", "nacimiento", "naissance", "na
           "versicherten", "insurance",
           # a phone column's: `tel` (telefon, teléfono, telephone), `phone` (téléphone), ...; each gate is a scan of
           # the text, so few (`tel` in `hotel`, `cell` in `cancelled` cost a header check of their line)
-          "phone", "tel", "mobil", "handy", "cell")
+          "phone", "tel", "mobil", "handy", "cell",
+          # a national id's (`NATIONAL_COLUMNS`): most are `pii_national`'s own gates, looked for already
+          "ssn", "social", "pesel", "bsn", "burgerservice", "sofi", "cpf", "nir", "secu", "personn", "dselsn", "cpr",
+          "cnp", "oib", "isikukood", "amka", "tckn", "kimlik", "steuer", "ahv", "ppsn", "aadha")
 _WRITTEN = ("fødselsdato", "Fødselsdato", "födelsedatum", "Födelsedatum", "syntymäaika", "doğum", "Doğum",
             "рождения", "Рождения", "生年月日", "出生日期", "생년월일")
 _SEPARATORS = (",", ";", "\t", "|")
@@ -81,9 +107,15 @@ def column_kind(name: str) -> str | None:
     return next((kind for kind, names in _NAMES.items() if folded in names), None)
 
 
-def valid_value(kind: str, value: str) -> bool:
-    """`value` reads as a value of `kind` (`dob`: a real date from 1900 on; `passport`: a passport number)."""
-    return _VALID[kind](value)
+def validator(kind: str, name: str = "") -> Callable[[str], bool]:
+    """What a value of `kind` under a column or label `name` must read as (`dob`: a real date from 1900 on;
+    `passport`: a passport number; `ssn`: the national id its name says, else a KVNR)."""
+    return _NATIONAL_VALID.get(_fold(name).rstrip(":："), _VALID[kind]) if kind == "ssn" else _VALID[kind]
+
+
+def valid_value(kind: str, value: str, name: str = "") -> bool:
+    """`value` reads as a value of `kind` under a column or label `name` (`validator`)."""
+    return validator(kind, name)(value)
 
 
 def _fields(line: str, sep: str) -> list[tuple[int, int]]:
@@ -111,7 +143,7 @@ def _fields(line: str, sep: str) -> list[tuple[int, int]]:
     return spans
 
 
-Header = tuple[str, tuple[tuple[str, int], ...], int]
+Header = tuple[str, tuple[tuple[str, int, str], ...], int]
 _MEMO_LINE = 2000       # a longer line is read each time (the memo would hold it)
 
 
@@ -127,7 +159,7 @@ def _read_header(line: str) -> Header | None:
         if line.count(sep) < 1:
             continue
         spans = _fields(line, sep)
-        named = tuple((kind, i) for i, (a, b) in enumerate(spans) for kind, names in _NAMES.items()
+        named = tuple((kind, i, _fold(line[a:b])) for i, (a, b) in enumerate(spans) for kind, names in _NAMES.items()
                       if _fold(line[a:b]) in names)
         if named and len(spans) >= 2:
             return sep, named, len(spans)
@@ -156,15 +188,14 @@ class HeaderColumns:
     def _values(self, text: str) -> Iterator[tuple[int, int]]:
         starts, headers = _header_lines(text)
         for line_end, (sep, named, width) in headers:
-            columns = [i for kind, i in named if kind == self.kind]
+            columns = [(i, validator(kind, name)) for kind, i, name in named if kind == self.kind]
             if columns:
                 yield from self._rows(text, line_end, sep, width, columns, starts)
 
-    def _rows(self, text: str, at: int, sep: str, width: int, columns: list[int],
+    def _rows(self, text: str, at: int, sep: str, width: int, columns: list[tuple[int, Callable[[str], bool]]],
               starts: list[int]) -> Iterator[tuple[int, int]]:
-        """The values under `columns` in the rows after a header ending at `at` (a Markdown rule line skipped);
-        `starts`: where the text's header lines start."""
-        valid = _VALID[self.kind]
+        """The values under `columns` (index, validator) in the rows after a header ending at `at` (a Markdown rule
+        line skipped); `starts`: where the text's header lines start."""
         while at < len(text):
             start = at + 1
             end = _end_of_line(text, start)
@@ -180,7 +211,7 @@ class HeaderColumns:
             if k < len(starts) and starts[k] == start:
                 return
             if not (sep == "|" and set(line.strip()) <= set("|-: ")):
-                for i in columns:
+                for i, valid in columns:
                     a, b = spans[i]
                     if b > a and valid(line[a:b]):
                         yield start + a, start + b
