@@ -194,6 +194,7 @@ def test_a_national_id_column_is_found(text: str, expected: str) -> None:
 @pytest.mark.parametrize("text", [
     "name,ssn\nJohn,078051120",              # the SSA's advertised number: invalid by its rules
     "name,ssn\nA,111111111",                 # one digit repeated
+    "user,cpf\nana,111.111.111-11",          # passes CPF's checks, one digit repeated (its separators no digits)
     "name,ssn\nA,12345",                     # too short for any
     "id,ssn_policy,count\n1,123456789,3",    # another column's name
     "naam;bsn\nJ. de Boer;123456789",        # fails the 11-test

@@ -74,7 +74,9 @@ def _phone_digits(value: str) -> bool:
 
 def _national_id(schemes: tuple[str, ...]) -> Callable[[str], bool]:
     # three distinct digits at least: `111.111.111-11` passes CPF's checks and is nobody's number
-    return lambda value: len(set(value)) >= 3 and any(valid_as(scheme, value) for scheme in schemes)
+    # (its digits and letters: `.` and `-` are no digits)
+    return lambda value: len({c for c in value if c.isalnum()}) >= 3 and any(valid_as(scheme, value)
+                                                                       for scheme in schemes)
 
 
 _VALID: dict[str, Callable[[str], bool]] = {"dob": is_birth_date, "passport": is_passport_number, "ssn": is_kvnr,
