@@ -161,3 +161,21 @@ def test_the_formulas():
     assert (m["accuracy"], m["reward_accuracy"]) == (0.5, 0.5)
     # per token pair 1 flips (-1.5 < -1.25): summed log-probs favour the shorter answer
     assert m["accuracy_per_token"] == 0.0 and abs(m["chosen_logp_per_token"] - (-9.0 / 5)) < 1e-12
+
+
+def test_a_reference_off_by_float32_rounding_is_no_preference():
+    """At step 0 the policy is the reference's model; a reference summed in another process can differ in the
+    last bits (once: ≤ 2.4e-4 on sums of a few hundred). That is no preference: reward accuracy stays 0, while a
+    margin a thousand times larger still counts."""
+    rng = np.random.default_rng(0)
+    policy = -rng.uniform(100.0, 600.0, size=(200, 2))                     # summed log-probs of long answers
+    noise = rng.uniform(-1.0, 1.0, size=policy.shape) * 2.4e-4
+    tokens = np.full(policy.shape, 100)
+    m = preference_metrics(policy, policy + noise, tokens, beta=0.1)
+    assert m["reward_accuracy"] == 0.0 and abs(m["margin"]) < 1e-4
+    moved = policy + np.array([0.3, -0.3])                                  # chosen up, rejected down: Δ = 0.6
+    assert preference_metrics(moved, policy + noise, tokens, beta=0.1)["reward_accuracy"] == 1.0
+    assert preference_metrics(policy + np.array([-0.3, 0.3]), policy, tokens, beta=0.1)["reward_accuracy"] == 0.0
+    s = preference_losses(*(torch.tensor(c) for c in (policy[:, 0], policy[:, 1], policy[:, 0] + noise[:, 0],
+                                                      policy[:, 1] + noise[:, 1])), beta=0.1)
+    assert not bool(s.preferred.any()) and bool((s.rounding < 0.1 * 0.6 / 10).all())  # ≪ the margin above

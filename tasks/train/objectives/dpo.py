@@ -110,7 +110,7 @@ class DPOObjective:
                               n[:, 0], n[:, 1])
         loss_sum = s.losses.sum()
         stats = torch.stack([loss_sum.detach(), s.chosen_rewards.sum(), s.rejected_rewards.sum(),
-                             (s.chosen_rewards > s.rejected_rewards).sum().to(logps.dtype),
+                             s.preferred.sum().to(logps.dtype),
                              torch.tensor(float(len(pairs)), dtype=logps.dtype, device=logps.device)])
         return loss_sum, stats
 

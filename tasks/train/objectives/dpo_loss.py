@@ -12,6 +12,11 @@ Implicit rewards r = β·(log π − log π_ref) for each answer; margin r_w −
 0, so the sigmoid loss is ln 2 whatever β and ε are: tests/test_dpo_loss.py holds the packed rows to that.
 Everything is summed over pairs here; the objective divides by the step's pair count (a mean over the global
 batch, what TRL's `.mean()` gives for one batch).
+
+A pair counts as preferred (reward accuracy) only when its margin exceeds the float32 rounding of its four
+log-probs: they are sums over hundreds of tokens, and a reference computed in another process (prefer_ref) can
+differ from the same model's policy in the last bits; a strict `>` then read that noise as a preference at step 0
+(0.35 instead of 0, seen once in a fresh clone).
 """
 
 from __future__ import annotations
@@ -32,6 +37,17 @@ class PairScores:
     losses: torch.Tensor
     chosen_rewards: torch.Tensor
     rejected_rewards: torch.Tensor
+    rounding: torch.Tensor
+    """The size a margin can reach by float32 rounding alone: β · `ROUNDING` · Σ |log-probs| of the pair."""
+
+    @property
+    def preferred(self) -> torch.Tensor:
+        """[P] bool: the chosen answer's reward exceeds the rejected one's by more than rounding."""
+        return (self.chosen_rewards - self.rejected_rewards) > self.rounding
+
+
+ROUNDING = 64 * float(torch.finfo(torch.float32).eps)
+"""Relative float32 rounding of a summed log-prob (≈ 7.6e-6): the one deviation seen was ~1e-6 of the sum."""
 
 
 def preference_losses(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor, ref_chosen: torch.Tensor,
@@ -51,7 +67,9 @@ def preference_losses(policy_chosen: torch.Tensor, policy_rejected: torch.Tensor
         losses = (delta - 1.0 / (2.0 * beta)) ** 2
     else:
         raise ValueError(f"unknown preference loss {kind!r} (sigmoid, ipo)")
-    return PairScores(losses, beta * chosen_ratio.detach(), beta * rejected_ratio.detach())
+    magnitude = (policy_chosen.abs() + policy_rejected.abs() + ref_chosen.abs() + ref_rejected.abs()).detach()
+    return PairScores(losses, beta * chosen_ratio.detach(), beta * rejected_ratio.detach(),
+                      abs(beta) * ROUNDING * magnitude)
 
 
 def preference_metrics(policy: np.ndarray, ref: np.ndarray, tokens: np.ndarray, beta: float, kind: str = "sigmoid",
@@ -68,7 +86,7 @@ def preference_metrics(policy: np.ndarray, ref: np.ndarray, tokens: np.ndarray, 
     return {"pairs": int(len(policy)), "loss": float(s.losses.mean()),
             "reward_chosen": float(s.chosen_rewards.mean()), "reward_rejected": float(s.rejected_rewards.mean()),
             "margin": float((s.chosen_rewards - s.rejected_rewards).mean()),
-            "reward_accuracy": float((s.chosen_rewards > s.rejected_rewards).double().mean()),
+            "reward_accuracy": float(s.preferred.double().mean()),
             "accuracy": mean(policy[:, 0] > policy[:, 1]),
             "accuracy_per_token": mean(per_token[:, 0] > per_token[:, 1]),
             "chosen_logp_per_token": float(policy[:, 0].sum() / max(tokens[:, 0].sum(), 1)),
