@@ -218,6 +218,14 @@ def recipe_text(r: PlanRow | None) -> str:
             f"ckpt {r.checkpointing}{sp}")
 
 
+def section_reason(run: PublishedRun) -> str:
+    """Why the published recipe is priced in the bf16 section (the planner's fallback, planner.search)."""
+    auto = run.in_mode("torch_autocast").published_row()
+    if auto is not None and auto.within_margin:
+        return "faster than torch_autocast, which fits only by recomputing"
+    return "torch_autocast is over the margin"
+
+
 def table(runs: list[PublishedRun] | None = None) -> str:
     """The README's planner-vs-published table (default: these runs and tests/published_configs.py's)."""
     if runs is None:
@@ -235,15 +243,16 @@ def table(runs: list[PublishedRun] | None = None) -> str:
             pub_est = "not priced"
         else:
             fit = "" if pub.within_margin else " — over the margin" if pub.fits else " — does not fit"
-            fit += " (bf16 section: torch_autocast is over the margin)" if pub.mixed_precision else ""
+            fit += f" (bf16 section: {section_reason(run)})" if pub.mixed_precision else ""
             pub_est = (f"{recipe_text(pub)}: {pub.cost.step_s:,.2f} s/step "
                        f"({pub.cost.s_per_token / ch.cost.s_per_token - 1:+.0%} per token), "
                        f"{pub.memory.total / (c.memory_gb * 2**30):.0%} memory{fit}")
         mem = f"{ch.memory.total / (c.memory_gb * 2**30):.0%}" if ch else "-"
         est = f"{ch.cost.step_s:,.2f} | {ch.bubble_share:.0%}" if ch and ch.cost else "- | -"
         shown = run.published_text + (" — refused, runs as:" if run.refused else "")
+        mode = " (bf16 section)" if ch and ch.mixed_precision else ""
         lines.append(f"| {run.name} | {c.nodes} × {c.gpus_per_node} {c.device} {c.memory_gb:g} GiB, "
-                     f"{c.inter_node} | {run.global_batch} | {shown} | {recipe_text(ch)} | {est} | "
+                     f"{c.inter_node} | {run.global_batch} | {shown} | {recipe_text(ch)}{mode} | {est} | "
                      f"{mem} | {pub_est} |")
     return "\n".join(lines)
 

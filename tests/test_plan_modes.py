@@ -17,7 +17,7 @@ from tasks.__main__ import build_parser, cluster_from_args
 from tasks.train.planning.cluster import ClusterSpec
 from tasks.train.planning.plan_memory import GIB, estimate_memory, state_bytes
 from tasks.train.planning.plan_render import explain, finite, plan_dict
-from tasks.train.planning.planner import MEMORY_SAFETY, TIE_TOLERANCE, search
+from tasks.train.planning.planner import MEMORY_SAFETY, SECTION_STEP_COST, TIE_TOLERANCE, search
 from tests.conftest import REPO
 
 SEVEN_B = ModelSpec(flavor="1b", n_layers=32, d_model=4096, n_heads=32, n_kv_heads=32, ffn_multiple_of=256,
@@ -245,3 +245,28 @@ def test_the_memory_of_a_named_device_is_its_own_unless_given(device, given, mem
     params = load_params(REPO / "params.yaml")
     args = ["plan", "--device", device] + (["--memory-gb", given] if given else [])
     assert cluster_from_args(build_parser().parse_args(args), params).memory_gb == memory
+
+
+def test_the_section_replaces_torch_autocast_that_fits_only_by_recomputing_where_it_pays():
+    """Nemotron-4 340B's cluster and batch (768 × 8 H100, 2304 sequences): torch_autocast fits only with every
+    block recomputed (a third more compute); the bf16 section fits without and is estimated ~27 % faster per
+    token, more than its measured per-step cost (SECTION_STEP_COST), so `auto` plans the section and says why.
+    With recomputation fixed both modes recompute, the section gains only its halved gradient traffic (< the
+    step cost), and torch_autocast stays; on a device with no known FLOP/s there is no speed to weigh."""
+    from tests.published_configs import ALL_RUNS
+    run = next(r for r in ALL_RUNS if r.name.startswith("Nemotron-4 340B"))
+    kw = dict(vocab_size=run.vocab_size, seq_len=run.seq_len, global_batch=run.global_batch)
+    auto = search(run.model, run.cluster, **kw)
+    autocast = search(run.model, run.in_mode("torch_autocast").cluster, **kw).chosen
+    assert autocast.within_margin and autocast.checkpointing == "full" and autocast.mixed_precision is None
+    c = auto.chosen
+    assert c.within_margin and c.mixed_precision == "sections" and c.checkpointing == "off"
+    assert c.recipe()["pretrain.speed.mixed_precision"] == "sections"
+    assert c.cost.s_per_token * SECTION_STEP_COST < autocast.cost.s_per_token
+    assert "only by recomputing" in auto.why and "pretrain.speed.mixed_precision=sections" in auto.why
+    full = search(run.model, run.cluster, fixed={"checkpointing": "full"}, **kw).chosen
+    in_section = search(run.model, run.in_mode("sections").cluster, fixed={"checkpointing": "full"}, **kw).chosen
+    assert in_section.cost.s_per_token < full.cost.s_per_token              # faster by the model, but not enough
+    assert full.mixed_precision is None and full.checkpointing == "full"
+    unknown = search(run.model, run.cluster.model_copy(update={"device": "no-such-card"}), **kw).chosen
+    assert unknown.mixed_precision is None

@@ -33,6 +33,10 @@ TIE_TOLERANCE = 0.02
 # a bool: off or every block). "selective" (every other block) is priced by plan_cost/plan_memory but has no
 # params key yet; add it here when the engine grows one.
 ENGINE_CHECKPOINTING = ("off", "full")
+# The bf16 section's engine step against torch_autocast's on the same model (one H200, issue #29: 0.73–0.77× of a
+# plain loop against 0.83×), a cost the step model does not price: the section replaces a torch_autocast recipe
+# that fits only by recomputing only when its estimate is faster by more than the worst of that ratio.
+SECTION_STEP_COST = 0.83 / 0.73
 __all__ = ["BYTES_PER_PARAM", "GIB", "MEMORY_SAFETY", "ClusterSpec", "MemoryEstimate", "Plan", "PlanRow",
            "block_activation_bytes", "candidate_layouts", "estimate_memory", "plan", "search", "stage_blocks",
            "validate_layout"]
@@ -244,31 +248,56 @@ def search(model: ModelSpec, cluster: ClusterSpec, *, vocab_size: int, seq_len: 
 
 
 def _bf16_section_fallback(result: Plan, model: ModelSpec, **search_args: Any) -> Plan:
-    """`result`, or — when the engine's default bf16 mode on GPUs (torch_autocast: fp32 weights and gradients, a
-    bf16 copy of the block weights per micro-batch in flight) fits no recipe within the margin, and the mode is
-    left to the engine (`mixed_precision: auto`) — the plan in DeepSpeed's bf16 section (bf16 weights and
-    gradients, the fp32 master in the optimizer), when it fits better; its recipe then sets the mode.
+    """`result`, or the plan in DeepSpeed's bf16 section (bf16 weights and gradients, the fp32 master in the
+    optimizer) where the mode is left to the engine (`mixed_precision: auto`) and the engine's default bf16 mode
+    on GPUs (torch_autocast: fp32 weights and gradients, a bf16 copy of the block weights per micro-batch in
+    flight) either fits no recipe within the margin (the section's recipe, when it fits better), or fits only by
+    recomputing and the section's recipe is estimated faster even after `SECTION_STEP_COST`. Its recipe then
+    sets the mode.
 
-    Only as a fallback: where both fit, torch_autocast trained faster on a GPU (0.83× against 0.73–0.77× of a
-    plain loop, one H200, issue #29), a per-step cost the model does not price, so its lower gradient traffic is
-    not allowed to choose the section. Published runs need it: Pythia-6.9B on A100 40 GB, Megatron's 530B and 1T
-    with sequence parallelism and no recomputation, all of which ran in a bf16/fp16 section."""
-    cluster = result.cluster
-    if cluster.mixed_precision != "auto" or not cluster.autocast or (result.chosen and result.chosen.within_margin):
+    Only in those cases: where torch_autocast fits without recomputation it trained faster on a GPU (a per-step
+    cost the model does not price), so the section's lower gradient traffic is not allowed to choose it.
+    Published runs need it: Pythia-6.9B on A100 40 GB, Megatron's 530B and 1T with sequence parallelism and no
+    recomputation, all of which ran in a bf16/fp16 section; Nemotron-4 340B and torchtitan's 405B at
+    micro-batch 2, which fit torch_autocast only by recomputing every block (a third more compute)."""
+    cluster, chosen = result.cluster, result.chosen
+    if cluster.mixed_precision != "auto" or not cluster.autocast:
+        return result
+    if chosen and chosen.within_margin and chosen.checkpointing == "off":
         return result
     alt = search(model, cluster.model_copy(update={"mixed_precision": "sections"}), **search_args)
-    if alt.chosen is None or not (alt.chosen.within_margin or result.chosen is None):
+    if alt.chosen is None or not (alt.chosen.within_margin or chosen is None):
+        return result
+    recomputes = chosen is not None and chosen.within_margin
+    if recomputes and not _section_pays(chosen, alt.chosen):
         return result
     for row in alt.rows:
         row.mixed_precision = "sections"
-    default = (f"{result.chosen.memory.total / GIB:.1f} GiB ({plan_render.recipe_text(result.chosen)})"
-               if result.chosen else "nothing fits at all")
+    if recomputes:
+        faster = 1 - alt.chosen.cost.s_per_token / chosen.cost.s_per_token
+        alt.why = (f"The engine's default bf16 mode on GPUs (torch_autocast: fp32 weights and gradients, a bf16 copy "
+                   f"of the block weights per micro-batch in flight) fits within the {MEMORY_SAFETY:.0%} margin "
+                   f"only by recomputing ({plan_render.recipe_text(chosen)}); DeepSpeed's bf16 section (bf16 weights "
+                   f"and gradients, the fp32 master in the optimizer) is estimated {faster:.0%} faster per token, "
+                   f"more than its measured per-step cost ({SECTION_STEP_COST:.2f}×), so the recipe sets "
+                   "pretrain.speed.mixed_precision=sections (--mixed-precision torch_autocast keeps the default "
+                   "mode). " + alt.why)
+        return alt
+    default = (f"{chosen.memory.total / GIB:.1f} GiB ({plan_render.recipe_text(chosen)})"
+               if chosen else "nothing fits at all")
     alt.why = (f"The engine's default bf16 mode on GPUs (torch_autocast: fp32 weights and gradients, a bf16 copy of "
                f"the block weights per micro-batch in flight) fits no recipe within the {MEMORY_SAFETY:.0%} margin "
                f"(best: {default}); DeepSpeed's bf16 section does (bf16 weights and gradients, the fp32 master in "
                "the optimizer), so the recipe sets pretrain.speed.mixed_precision=sections "
                "(--mixed-precision torch_autocast keeps the default mode). " + alt.why)
     return alt
+
+
+def _section_pays(autocast: PlanRow, section: PlanRow) -> bool:
+    """The section's recipe is faster per token than torch_autocast's even with the section's per-step cost."""
+    if autocast.cost is None or section.cost is None:    # no FLOP/s known (CPU, unknown device): no speed to weigh
+        return False
+    return section.cost.s_per_token * SECTION_STEP_COST < autocast.cost.s_per_token
 
 
 def plan(model: ModelSpec, cluster: ClusterSpec, *, vocab_size: int, seq_len: int, micro_batch: int,
