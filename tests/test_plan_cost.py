@@ -7,7 +7,7 @@ import pytest
 
 from tasks.train.planning.plan_cost import (ASSUMED_MFU, ETHERNET_100G_PER_NODE, INFINIBAND_HDR_PER_GPU, checkpoint_mode,
                                    INFINIBAND_NDR_PER_GPU, MAX_OVERLAP, PCIE_GEN4, estimate_step, links_of,
-                                   ring_all_reduce_s)
+                                   ring_all_reduce_s, ring_latency_s, tree_all_reduce_s)
 from tasks.train.planning.planner import ClusterSpec
 
 
@@ -71,8 +71,10 @@ def test_zero_traffic_ratios_and_overlap():
     c = cluster()
     kw = dict(dp=16, tp=1, grad_bytes_on_device=4 * 10**9)     # crosses nodes: HDR 25 GB/s
     # 4 GB of bf16 gradients = 4 buckets of 5e8 elements; each pass (reduce-scatter or all-gather) over 16 ranks
-    # pays 8.4 µs + 15 network steps × 14 µs per bucket. ZeRO-3 gathers per block: 8 collectives per pass.
-    lat = 8.4e-6 + 15 * 14e-6
+    # pays 8.4 µs + 15 ring steps per bucket: the one that crosses to the other node at 14 µs, the 14 inside a
+    # node at NVLink's 3.4 µs (NCCL's ring model). ZeRO-3 gathers per block: 8 collectives per pass. ZeRO-0's
+    # all-reduce could take NCCL's tree, slower here on bandwidth (4 GB at 0.46 × 25 GB/s).
+    lat = 8.4e-6 + 1 * 14e-6 + 14 * 3.4e-6
     allreduce = ring_all_reduce_s(4e9, 16, INFINIBAND_HDR_PER_GPU) + 2 * 4 * lat
     z0, z1, z2, z3 = (step(c, zero_stage=z, **kw) for z in range(4))
     assert z0.dp_comm_s == pytest.approx(allreduce) and z1.dp_comm_s == z0.dp_comm_s
@@ -147,3 +149,36 @@ def test_a_given_peak_prices_a_device_the_table_lacks():
     cpu = ClusterSpec(device="cpu", inter_node="none", intra_node="shm", peak_tflops=0.1)
     est = step(cpu)
     assert est is not None and est.compute_s == pytest.approx(1e9 * 1000 / (0.1e12 * ASSUMED_MFU))
+
+
+def test_a_cross_node_ring_pays_the_network_only_where_it_crosses():
+    """NCCL's ring model (src/graph/tuning.cc): of a gather's n − 1 steps over 8 ranks per node, n_nodes − 1 cross
+    a node at the network's 14 µs and the rest stay on NVLink (3.4 µs); one rank per node: every step crosses."""
+    per_node = links_of(ClusterSpec(nodes=256, gpus_per_node=8, memory_gb=80, device="h100-sxm"), 2048, 1, 1)
+    assert (per_node.dp, per_node.dp_nodes, per_node.intra) == ("infiniband", 256, "nvlink")
+    got = ring_latency_s(2048, per_node.dp, 1, 1, per_node.dp_nodes, per_node.intra)
+    assert got == pytest.approx(8.4e-6 + 255 * 14e-6 + (2047 - 255) * 3.4e-6)
+    alone = links_of(ClusterSpec(nodes=2048, gpus_per_node=1, memory_gb=80, device="h100-sxm"), 2048, 1, 1)
+    assert ring_latency_s(2048, alone.dp, 1, 1, alone.dp_nodes, alone.intra) == pytest.approx(8.4e-6 + 2047 * 14e-6)
+    assert links_of(cluster(), 4, 2, 1).dp_nodes == 1 and links_of(cluster(), 8, 2, 1).dp_nodes == 2  # tp·dp / 8
+    # an all-reduce over 2 nodes: 2·n_nodes of its 2·(n − 1) steps cross (NCCL), never more than there are
+    assert ring_latency_s(16, "infiniband", 2, 1, 2, "nvlink") == pytest.approx(8.4e-6 + 4 * 14e-6 + 26 * 3.4e-6)
+    assert ring_latency_s(2, "infiniband", 2, 1, 2, "nvlink") == pytest.approx(8.4e-6 + 2 * 14e-6)
+
+
+def test_zero0_all_reduce_takes_the_tree_where_nccl_would():
+    """4096 H100s on 512 nodes: a 1 GB bucket's ring all-reduce pays 2 × 8191 steps of latency (~19 ms each
+    pass) on top of its bandwidth; NCCL's tree, 2·(7 + 9) hops of 28 µs at 0.46 of the bandwidth, is faster, and
+    ZeRO-0 (DeepSpeed's all_reduce) is priced by it. ZeRO-1 (reduce-scatter and all-gather, ring only) is not;
+    on 2 nodes the ring wins on bandwidth and ZeRO-0 stays the ring."""
+    big = ClusterSpec(nodes=512, gpus_per_node=8, memory_gb=80, device="h100-sxm")
+    ln = links_of(big, 4096, 1, 1)
+    nbytes = 5e8 * 2
+    ring = ring_all_reduce_s(nbytes, 4096, ln.dp_bw) + 2 * ring_latency_s(4096, ln.dp, 1, 1, 512, "nvlink")
+    tree = tree_all_reduce_s(nbytes, 4096, 512, ln.dp_bw)
+    assert tree == pytest.approx(2 * (7 + 9) * 28e-6 + nbytes / (0.46 * ln.dp_bw))
+    assert tree < 0.6 * ring
+    z0, z1 = (step(big, dp=4096, zero_stage=z, grad_bytes_on_device=int(nbytes)) for z in (0, 1))
+    assert z0.dp_comm_s == pytest.approx(tree) and z1.dp_comm_s == pytest.approx(ring)
+    small = step(cluster(), dp=16, zero_stage=0, grad_bytes_on_device=4 * 10**9)
+    assert small.dp_comm_s < tree_all_reduce_s(4e9, 16, 2, INFINIBAND_HDR_PER_GPU, 4)

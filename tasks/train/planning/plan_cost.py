@@ -10,6 +10,8 @@ named here with its source; none is measured on this machine. Pure Python, no to
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,11 +47,20 @@ ETHERNET_100G_PER_NODE = 12.5e9
 # Latency of a collective, from NCCL's own cost model (src/graph/tuning.cc, Ring algorithm, Simple protocol:
 # what large messages use): a base of 8.4 µs per collective plus, per ring step, 3.4 µs over NVLink, 5.7 µs over
 # PCIe and 14 µs over the network. A ring all-reduce takes 2·(n−1) steps, an all-gather or reduce-scatter n−1:
-# linear in the ranks, so it is what a 2048-way ZeRO-3 gather pays, whatever the bandwidth. Every step of a
-# ring is paced by its slowest hop, so a group that crosses nodes gets the network's figure. CPU ranks (gloo
-# over shared memory) have no NCCL figure: PCIe's stands in (they get no estimate anyway).
+# linear in the ranks, so it is what a 2048-way ZeRO-3 gather pays, whatever the bandwidth. A ring over several
+# nodes pays the network's figure only on the steps that cross a node (NCCL: n_nodes − 1 for a gather or
+# scatter, 2·n_nodes for an all-reduce) and the node's own link's on the rest (before 2026-12-07 every step was
+# priced at the network's: 4× too much latency for a data group with 8 ranks per node). CPU ranks (gloo over
+# shared memory) have no NCCL figure: PCIe's stands in (they get no estimate anyway).
 BASE_LATENCY_S = 8.4e-6
 STEP_LATENCY_S = {"nvlink": 3.4e-6, "pcie": 5.7e-6, "shm": 5.7e-6, "infiniband": 14e-6, "ethernet": 14e-6}
+# NCCL's Tree algorithm (all-reduce only: a chain inside each node, a double binary tree between nodes), Simple
+# protocol: no base, 28 µs per hop inside a node and between nodes, 2·((ranks per node − 1) + log2(nodes)) hops;
+# its bus bandwidth is the ring's × 0.92 and half of it is algorithm bandwidth (the ring's is n/(2(n−1))).
+# NCCL picks whichever of ring and tree its model says is faster per message: trees win where a ring's 2·(n−1)
+# steps dominate (thousands of ranks, small buckets), rings on bandwidth.
+TREE_HOP_LATENCY_S = 28e-6
+TREE_BANDWIDTH_SHARE = 0.92
 # Gradients are reduced in buckets of this many elements (DeepSpeed's default `reduce_bucket_size`, which
 # forgeline's generated config keeps): one collective, one latency, per bucket.
 GRAD_BUCKET_ELEMENTS = 500_000_000
@@ -95,6 +106,8 @@ class Links:
     dp_bw: float
     pp: str
     pp_bw: float
+    dp_nodes: int = 1         # nodes a data-parallel group spans (its ring crosses a node this many times)
+    intra: str = "nvlink"     # the link inside a node (a cross-node ring's other steps)
 
 
 @dataclass(frozen=True)
@@ -151,7 +164,9 @@ def links_of(cluster: ClusterSpec, dp: int, tp: int, pp: int) -> Links:
     tp_link = unused if tp == 1 else intra if tp <= g else inter  # the planner rejects tp > g; still priced
     dp_link = unused if dp == 1 else intra if tp * dp <= g else inter
     pp_link = unused if pp == 1 else intra if cluster.nodes == 1 else inter  # the slowest boundary paces all
-    return Links(tp_link[0], tp_link[1], dp_link[0], dp_link[1], pp_link[0], pp_link[1])
+    dp_nodes = -(-tp * dp // g) if dp > 1 and tp * dp > g else 1            # tp·dp consecutive ranks
+    return Links(tp_link[0], tp_link[1], dp_link[0], dp_link[1], pp_link[0], pp_link[1], dp_nodes,
+                 cluster.intra_node)
 
 
 def stage_blocks(n_layers: int, pp: int) -> list[int]:
@@ -169,12 +184,30 @@ def ring_all_reduce_s(nbytes: float, ranks: int, bandwidth: float) -> float:
     return 2 * (ranks - 1) / ranks * nbytes / bandwidth if bandwidth > 0 else float("inf")
 
 
-def ring_latency_s(ranks: int, link: str, steps_per_rank: int = 2, collectives: float = 1) -> float:
+def ring_latency_s(ranks: int, link: str, steps_per_rank: int = 2, collectives: float = 1, nodes: int = 1,
+                   intra: str = "nvlink") -> float:
     """Latency of `collectives` ring collectives over `ranks` ranks on `link`: each BASE_LATENCY_S plus
-    steps_per_rank·(n−1) ring steps (2 for an all-reduce, 1 for an all-gather or reduce-scatter)."""
+    steps_per_rank·(n−1) ring steps (2 for an all-reduce, 1 for an all-gather or reduce-scatter). Over `nodes`
+    > 1 nodes only the node-crossing steps pay `link`'s figure, the rest `intra`'s (NCCL's ring model)."""
     if ranks <= 1:
         return 0.0
-    return collectives * (BASE_LATENCY_S + steps_per_rank * (ranks - 1) * STEP_LATENCY_S.get(link, 0.0))
+    steps = steps_per_rank * (ranks - 1)
+    if nodes <= 1:
+        return collectives * (BASE_LATENCY_S + steps * STEP_LATENCY_S.get(link, 0.0))
+    crossing = min(steps, 2 * nodes if steps_per_rank == 2 else nodes - 1)
+    return collectives * (BASE_LATENCY_S + crossing * STEP_LATENCY_S.get(link, 0.0)
+                          + (steps - crossing) * STEP_LATENCY_S.get(intra, 0.0))
+
+
+def tree_all_reduce_s(nbytes: float, ranks: int, nodes: int, bandwidth: float, collectives: float = 1) -> float:
+    """Seconds of `collectives` NCCL Tree all-reduces of `nbytes` each over `ranks` ranks on `nodes` nodes
+    (TREE_HOP_LATENCY_S, TREE_BANDWIDTH_SHARE)."""
+    if ranks <= 1 or nbytes <= 0:
+        return 0.0
+    if bandwidth <= 0:
+        return float("inf")
+    hops = 2 * (ranks // max(nodes, 1) - 1 + math.ceil(math.log2(max(nodes, 1))))
+    return collectives * (hops * TREE_HOP_LATENCY_S) + nbytes / (0.5 * TREE_BANDWIDTH_SHARE * bandwidth)
 
 
 def device_flops(cluster: ClusterSpec) -> tuple[float | None, str]:
@@ -301,7 +334,8 @@ def _gradient_traffic(nbytes: tuple[int, int], dp: int, links: Links, zero_stage
     grad_bytes, weight_bytes = nbytes
     # Latency, per pass over the gradients: one collective per bucket; ZeRO-3 gathers and reduces per block.
     buckets = max(1, -(-grad_bytes // (GRAD_BUCKET_ELEMENTS * act_bytes)))
-    latency = ring_latency_s(dp, links.dp, 1, buckets if zero_stage < 3 else max(buckets, stage_layers))
+    latency = ring_latency_s(dp, links.dp, 1, buckets if zero_stage < 3 else max(buckets, stage_layers),
+                             links.dp_nodes, links.intra)
     half = ring_all_reduce_s(grad_bytes, dp, links.dp_bw) / 2 + latency       # one reduce-scatter
     gather = ring_all_reduce_s(weight_bytes, dp, links.dp_bw) / 2 + latency   # one all-gather of the weights
 
@@ -309,7 +343,10 @@ def _gradient_traffic(nbytes: tuple[int, int], dp: int, links: Links, zero_stage
         return max(comm - window, (1 - MAX_OVERLAP) * comm)
 
     if zero_stage <= 1:
-        return 2 * half, exposed(2 * half, BACKWARD_SHARE * t_mb)             # behind the last backward only
+        whole = 2 * half                                  # a ring all-reduce: reduce-scatter, then all-gather
+        if zero_stage == 0:                               # DeepSpeed's all_reduce: NCCL may take its tree
+            whole = min(whole, tree_all_reduce_s(grad_bytes, dp, links.dp_nodes, links.dp_bw, buckets))
+        return whole, exposed(whole, BACKWARD_SHARE * t_mb)                   # behind the last backward only
     if zero_stage == 2:
         return m * half + gather, m * exposed(half, BACKWARD_SHARE * t_mb) + gather  # the final all-gather waits
     per_mb = 2 * gather + half
