@@ -240,6 +240,8 @@ def test_degenerate_runs_are_left_alone(text: str) -> None:
     # web server and proxy directives
     ("proxy_set_header X-Api-Key Kx7fQ2pLm9;", "proxy_set_header X-Api-Key <SECRET>;"),
     ('proxy_set_header Private-Token "Kx7f Q2pLm9";', 'proxy_set_header Private-Token "<SECRET>";'),
+    # quoted, a constant-shaped value is a string, not an environment variable's name (a fuzz run drew it)
+    ('proxy_set_header X-Api-Key "B_123456";', 'proxy_set_header X-Api-Key "<SECRET>";'),
     ('RequestHeader set X-Api-Key "Kx7fQ2pLm9"', 'RequestHeader set X-Api-Key "<SECRET>"'),
     ("Header always set X-Auth-Token 'Kx7fQ2pLm9'", "Header always set X-Auth-Token '<SECRET>'"),
     ("http-request set-header X-Auth-Token abc123def456 if api",
@@ -269,6 +271,7 @@ def test_credentials_in_headers(text: str, expected: str) -> None:
     'parser.add_argument("--client-secret", "--secret")',
     # variables in directives, headers that carry no credential
     "proxy_set_header X-Api-Key $http_x_api_key;", 'RequestHeader set X-Api-Key "%{API_KEY}e"',
+    "proxy_set_header X-Api-Key YOUR_API_KEY_1;", 'proxy_set_header X-Api-Key "YOUR_API_KEY";',
     "add_header X-Request-Id $request_id always;", "http-request set-header X-Forwarded-Proto https",
     "X-CSRF-Token: Kx7fQ2pLm9abcdEFgh12Zz", "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==",
     "X-Idempotency-Key: 8e03978e-40d5-43e8-bc93-6894a57f9324", "X-Page-Token: Kx7fQ2pLm9abcdEFgh12Zz",

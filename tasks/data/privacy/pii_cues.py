@@ -12,7 +12,9 @@ import re
 
 # A phone cue right before the number: `Phone: `, `tel. `, `cell #`, `call me at `, `text me at `, `"mobile": "`,
 # `My phone number is `, `Hotline`, `Rufen Sie uns an`, `Zadzwoń`, `我的电话是`, `手机号`, in a few languages;
-# CJK cues need no word boundary (no spaces around them).
+# CJK cues need no word boundary (no spaces around them). Polish `lub` (or) right after a number gives another
+# (`Tel. 600 123 456 lub 22 123 45 67`: a landline without a trunk 0 has no layout of its own); `my number` is a
+# phone's cue once Japan's My Number pass (which runs first) has not taken its own 4-4-4 layout.
 _PHONE_CUE = re.compile(
     r"(?i)(?:\b(?:phone|telephone|tel|telefon|telefono|tel[eé]fono|telefone|t[eé]l[eé]phone|t[eé]l|tlf|tfn|fon"
     r"|cell(?:phone|ular)?|celular|cel|mobile|mobil|mob|m[oó]vil|portable|handy|natel|gsm|fax|ph|whatsapp|sms|msisdn"
@@ -20,7 +22,8 @@ _PHONE_CUE = re.compile(
     r"|reach\s+(?:me|us)\s+(?:at|on)|festnetz|fijo|ll[aá]m(?:ame|ar|a|enos)(?:\s+al)?|bizum(?:\s+al)?"
     r"|chiam(?:ami|aci|are)(?:\s+al)?|appel(?:ez|le)(?:-(?:moi|nous))?(?:\s+au)?|erreichbar(?:\s+unter)?"
     r"|hotline|landline|cellulare|tel[eé]fono\s+de\s+contacto|rufen\s+sie\s+(?:uns|mich)\s+an|zadzwo[nń]"
-    r"|телефон|тел|моб)(?:\.?[\s_-]*(?:no|number|num|#|nr|nummer|numero|número|номер|kom|stacj))?"
+    r"|telem[oó]vel|my\s+(?:phone\s+|mobile\s+|cell\s+)?number|(?<=\d[ ])lub"
+    r"|телефон|тел|моб)(?:\.?[\s_-]*(?:no|number|num|#|nr|nummer|numero|número|номер|kom(?:[oó]rkowy)?|stacj))?"
     r"(?:\s+(?:is|was))?"
     r"|电话|電話|手机|手機|座机|座機|携帯|連絡先|联系方式|전화|휴대폰|[☎📞])"
     r"(?:号码|號碼|番号|번호)?[是为為号號]?\.?[\s\"':=#)\]>\-：,]{0,4}$")
@@ -32,7 +35,8 @@ _CUE_LAST_WORDS = frozenset(
     "cel mobile mobil mob móvil movil portable handy natel gsm fax ph whatsapp sms msisdn text dial call me at on us "
     "contact no number num nr nummer numero número номер телефон тел моб is was festnetz fijo al au unter llámame "
     "llamame llamar llama llámanos bizum chiamami chiamaci chiamare appelez appelle moi nous erreichbar kom stacj "
-    "hotline landline cellulare contacto an zadzwoń zadzwon"
+    "hotline landline cellulare contacto an zadzwoń zadzwon telemóvel telemovel komórkowy komorkowy "
+    "lub"
     .split())
 _NUMBER_WORDS = ("nummer", "number", "numero", "no", "nr", "num")     # glued to a cue: `Telefonnummer`, `phoneno`
 _CUE_SEPARATORS = frozenset(" \t\n\r\"':=#)]>-：,.")

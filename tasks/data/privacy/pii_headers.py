@@ -54,11 +54,12 @@ class Directives:
 
 
 def directive_credential(m: re.Match[str]) -> bool:
-    """A literal value (no variable) of a header that carries a credential."""
+    """A literal value (no variable) of a header that carries a credential. A quoted one is a string, never an
+    environment variable's name: `"B_123456"` is the key (a fuzz run drew it), bare `YOUR_API_KEY` a placeholder."""
     start, end = directive_span(m)
     value = m.group()[start:end]
     return is_credential_name(m.group("name")) and not _APACHE_VARIABLE.search(value) and \
-        value_ok(value, literal=True)
+        value_ok(value, quoted=m.group("bare") is None, literal=True)
 
 
 def directive_span(m: re.Match[str]) -> tuple[int, int]:

@@ -162,13 +162,13 @@ def _ssn(m: re.Match[str]) -> bool:
 
 
 # --- other countries' social security numbers -------------------------------------------------------------
-# The UK's National Insurance number (`AB 12 34 56 C`: HMRC's prefix letters, never D, F, I, Q, U, V, nor O
-# second; not the unissued BG, GB, KN, NK, NT, TN, ZZ; suffix A-D): spaced in pairs as HMRC prints it anywhere,
-# bare (`QQ123456C`) only after a cue. Canada's Social Insurance Number (`046 454 286`, Luhn, first digit 1-7
-# or 9 by `stdnum.ca.sin`) only after a cue: nine digits alone are anybody's. Both are counted as `ssn`.
-_NINO = re.compile(r"[A-CEGHJ-PR-TW-Z](?<![\w][A-Z])[A-CEGHJ-NPR-TW-Z](?:(?P<sp>[ ]?)\d\d(?P=sp)\d\d(?P=sp)\d\d"
-                   r"(?P=sp)|[ ]\d{6}[ ])[A-Z](?![\w-])", re.ASCII)
-_NINO_PREFIX = "[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z]"
+# The UK's National Insurance number (`AB 12 34 56 C`: HMRC's prefix letters, never D, F, I, Q, U, V, nor O second;
+# not the unissued BG, GB, KN, NK, NT, TN, ZZ; suffix A-D): spaced in pairs anywhere, bare (`AB123456C`) or HMRC's
+# specimen `QQ` (a form filled in with it) only after a cue. Canada's Social Insurance Number (`046 454 286`, Luhn,
+# first digit 1-7 or 9 by `stdnum.ca.sin`) only after a cue: nine digits alone are anybody's. Both count as `ssn`.
+_NINO = re.compile(r"(?:[A-CEGHJ-PR-TW-Z](?<![\w][A-Z])[A-CEGHJ-NPR-TW-Z]|Q(?<![\w]Q)Q)"
+                   r"(?:(?P<sp>[ ]?)\d\d(?P=sp)\d\d(?P=sp)\d\d(?P=sp)|[ ]\d{6}[ ])[A-Z](?![\w-])", re.ASCII)
+_NINO_PREFIX = "(?:[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z]|QQ)"
 # Its first digit after the prefix letters (and a space): a digit-led scan, as `CountryLed`'s (led by a capital,
 # `_NINO` would be tried at every capital of the text).
 _NINO_DIGIT = re.compile(rf"[0-9](?:(?<={_NINO_PREFIX}[0-9])|(?<={_NINO_PREFIX} [0-9]))[0-9]", re.ASCII)
@@ -222,7 +222,7 @@ def _nino(m: re.Match[str]) -> bool:
     # After a cue the field says what it is, even an unissued `ZZ … T` (Faker's); bare, only issuable spaced pairs.
     if _NINO_CUE.search(m.string, max(0, m.start() - 40), m.start()) is not None:
         return True
-    return m.group()[:2] not in _NINO_UNISSUED and m.group()[-1] in "ABCD" and bool(m.group("sp"))
+    return m.group()[:2] not in _NINO_UNISSUED | {"QQ"} and m.group()[-1] in "ABCD" and bool(m.group("sp"))
 
 
 def _sin(m: re.Match[str]) -> bool:

@@ -15,7 +15,7 @@ random digit run is not taken for one.
 - After a cue only: bare digit runs (`PESEL: 44051401359`; 9-18 digits alone are anybody's: ids, counts,
   timestamps): the cue names the scheme (`PESEL`, `BSN`, `CPF`, `NIR`/`sécurité sociale`, `Aadhaar`,
   `personnummer`, `fødselsnummer`, `CPR`, `CNP`, `OIB`, `isikukood`, `AMKA`, `TC kimlik`, `Steuer-ID`,
-  `Sozialversicherungsnummer`, `rijksregisternummer`, `身份证`, `주민등록번호`, `マイナンバー`, `ת.ז`, `РНОКПП`), and
+  `Sozialversicherungsnummer`, `rijksregisternummer`, `NHS`, `身份证`, `주민등록번호`, `マイナンバー`, `ת.ז`, `РНОКПП`), and
   a generic one (`national ID`, `personal ID number`) accepts any scheme's valid number.
 """
 
@@ -139,6 +139,7 @@ _CUES: dict[str, tuple[str, ...]] = {
     r"(?:sa|south[ ]african)[ ]id": ("za.idnr",),
     r"ppsn?|personal[ ]public[ ]service": ("ie.pps",),
     r"asmens[ ]kodas": ("lt.asmens",),
+    r"nhs": ("gb.nhs",),          # England's NHS number (`NHS no. 943 476 5919`, mod 11): a patient's, in 3-3-4
 }
 # A generic cue takes a number valid in any scheme (and Canada's SIN, which `pii_ids` looks for after its own cues):
 # what a form in English calls the field whatever the country (`SSN: 271085746352196` is a French NIR).
@@ -209,7 +210,7 @@ _GATES = ("pesel", "bsn", "burgerservice", "sofi", "cpf", "nir", "secu", "sécu"
           "sv-n", "rijksreg", "national", "insz", "niss", "ahv", "avs", "my number", "identity", "citizen", "ת", "рнокпп",
           "іпн", "инн", "身份", "身分", "주민", "マイナンバー", "個人番号", "आधार",
           "rodn", "r.č", "r. č", "egn", "егн", "kennitala", "kt.", "cuit", "cuil", "sa id", "african", "pps",
-          "personal public", "asmens", "ssn", "social", "id card", "id-card", "id_card")
+          "personal public", "asmens", "nhs", "ssn", "social", "id card", "id-card", "id_card")
 _GATE = Gate(anywhere=_GATES)     # one scan in C, not 60 `in` tests per number
 
 

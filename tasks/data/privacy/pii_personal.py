@@ -12,12 +12,16 @@ number is anybody's (a log's timestamp, an order, a count).
   month's name (`12 March 1987`, `12-Mar-1987`, `12th of March, 1987`, `March 12, 1987`, `12 de marzo de 1987`, `12.
   März 1987`, `12 mars 1987`, `14 Feb 86`, a form's or an airline's `12MAR1987`/`12MAR87`), or in CJK and Korean
   (`1987年3月12日`, `1987년 3월 12일`). Only the date is replaced (`DOB: <DOB>`). A year alone (`born in 1987`) is no date
-  of birth: it names a cohort, not a person. `born` alone is no cue: it opens an encyclopedia's public figure (`Andre
-  Agassi (born April 29, 1970)`, five of the default run's embedded articles), and a date before 1900 is history
-  (`Schopenhauer was born on 22 February 1788`).
+  of birth: it names a cohort, not a person. `born` alone before a date in words is no cue: it opens an
+  encyclopedia's public figure (`Andre Agassi (born April 29, 1970)`, five of the default run's embedded articles);
+  `was born` is (`The patient was born February 14th, 1986`), as is `born` before a date in digits (`(born
+  14/02/1986)`), and a date before 1900 is history (`Schopenhauer was born on 22 February 1788`). Also a date built
+  in code after its cue (`dob=date(1986, 2, 14)`, `dob: date = ...`, `LocalDate.of(...)`, `<birthDate value="...">`)
+  and an HL7 v2 `PID` segment's seventh field (`PID|1||...||DOE^JANE||19860214|F`), whose place is its cue.
 - `passport`: 6-9 capitals and digits, at least one a digit (or a German serial's 9 letters), as issued (US 9 digits or a letter and 8, UK 9
-  digits, Germany's `C01X00T47`, France's `12AB34567`), right after `passport` (`passport no./number/#`),
-  `Reisepass(nummer)`, `pasaporte`, `passeport`; and the two lines of a passport's machine-readable zone (ICAO
+  digits, Germany's `C01X00T47`, France's `12AB34567`; or in groups of 8-9 with a letter, `C01X 00T4 7`, `AB
+  1234567`), right after `passport` (`passport no./number/#`), `Reisepass(nummer)`, `pasaporte`, `passeport`,
+  `pasaport`, `旅券`; and the two lines of a passport's machine-readable zone (ICAO
   9303: `P<` and the name, then the number, nationality, birth date and expiry with their check digits), both
   replaced whole. `passport photo`, `passport office hours 9-17`, `passport 2.0` (a version) stay.
 """
@@ -41,7 +45,8 @@ _MONTHS = {name: i + 1 for names in (
     "gennaio febbraio marzo aprile maggio giugno luglio agosto settembre ottobre novembre dicembre",
     "janeiro fevereiro março abril maio junho julho agosto setembro outubro novembro dezembro",
     "januari februari maart april mei juni juli augustus september oktober november december",
-    "stycznia lutego marca kwietnia maja czerwca lipca sierpnia września października listopada grudnia")
+    "stycznia lutego marca kwietnia maja czerwca lipca sierpnia września października listopada grudnia",
+    "ocak şubat mart nisan mayıs haziran temmuz ağustos eylül ekim kasım aralık")
     for i, name in enumerate(names.split())} | {"sept": 9, "setiembre": 9, "maerz": 3, "fevrier": 2, "aout": 8}
 
 # The cue, then what may stand between it and the date (`DOB: `, `"dob": "`, `date of birth is `, `born on `,
@@ -56,14 +61,18 @@ _LABEL_END = "(?:" + EMPHASIS + "?[ \t]*[:=]|" + CELL_BREAK + ")"
 # `born on` in French, German and Spanish too (`né le`, `geboren am`, `nacida el`), and the CJK and Korean labels
 # (`生年月日`, `出生日期`, `生日`, `誕生日`, `생년월일`), which need no word boundary: CJK text has no spaces.
 _DOB_CUE = (r"(?:(?i:(?:\b|(?<=(?<!\w)_)|(?<=(?<!\w)__))(?:d\.?o\.?b\.?|date[ _-]?of[ _-]?birth|birth[ _-]?date|birthday"
-            r"|born(?:[ ]on\b|(?=" + _LABEL_END + "))|geboren(?=" + _LABEL_END + ")|geburtstag"
-            r"|geburtsdatum|geb\.?-?datum|geb\.|fecha[ _]de[ _]nac(?:imiento|\.)|date[ _]de[ _]naissance"
+            r"|born(?:[ ]on(?:[ ]the)?\b|(?=" + _LABEL_END + "))|geboren(?=" + _LABEL_END + ")|geburtstag"
+            # `was born` before the date (a person's record: `The patient was born February 14th, 1986`), or
+            # `born` before a date in digits: an encyclopedia writes `(born April 29, 1970)` in words
+            r"|(?<=\bwas[ ])born(?=[ ]\w)|born(?=[ ]\d\d?[-/.]\d\d?[-/.]\d)"
+            r"|geburtsdatum|geb\.?-?datum|geb\.|fecha[ _](?:de[ _])?nac(?:imiento|\.)|date[ _]de[ _]naissance"
             r"|n[ée](?:e|\(e\))?[ ]le|geboren[ ]a[mn]|geboren[ ]op|nacid[oa][ ]el|data[ _]di[ _]nascita|nat[oa][ ]il"
             r"|geboortedatum|data[ _]urodzenia|urodzon[ya]|data[ _]de[ _]nascimento|nascid[oa][ ]em|bday"
             r"|f[øo]dselsdato|f[öo]delsedatum|syntym[äa]aika|do[ğg]um[ _]tarihi))"
             r"|(?i:дата[ _]рождения)|تاريخ[ _]الميلاد|जन्म[ _]?तिथि|出生年月日|出生日期|生年月日|誕生日|生日|생년월일|생일)"
             r"(?:[ \t]*\((?i:[dmy]{1,4}[-/.][dmy]{1,4}[-/.][dmy]{1,4}|[^\W\d][\w .,/-]{0,23})\))?(?:[ \t]*" + EMPHASIS
-            + r")?[\"']?[ \t]*(?:[:=#>：]|is|was|\(|-|是|为|為|は|은|는)?(?:(?<=[:：=])" + EMPHASIS + r"[:：]?)?"
+            + r")?[\"']?(?:[ \t]*:[ \t]*(?:date|datetime|str|Date|LocalDate)(?=[ \t]*=)|[ \t]+value(?=[ \t]*=))?"
+            r"[ \t]*(?:[:=#>：]|is|was|\(|-|是|为|為|は|은|는)?(?:(?<=[:：=])" + EMPHASIS + r"[:：]?)?"
             r"(?:" + CELL_BREAK + r")?[ \t]*(?:\r?\n[ \t]*)?[\"']?")
 _MONTH_WORD = r"[^\W\d_]{3,12}\.?"
 # A date of birth has no time of day: a datetime at midnight is a date column exported (`1985-03-14T00:00:00`),
@@ -79,6 +88,8 @@ _DATE = (r"(?P<date>"
                   r"|(?P<y6>(?:19|20)\d\d)(?P<m6>[01]\d)(?P<d6>[0-3]\d)"                           # 19870312
                   r"|(?P<y7>\d{4})[ ]?[年년][ ]?(?P<m7>\d\d?)[ ]?[月월][ ]?(?P<d7>\d\d?)[ ]?[日일]"        # 1987年3月12日
                   r"|(?P<d8>\d\d)(?P<m8>[A-Za-z]{3})(?P<y8>(?:19|20)?\d\d)"                            # 12MAR1987
+                  r"|(?:(?:datetime|dt)\.)?(?:date|datetime|LocalDate\.of|DateTime)"     # date(1987, 3, 12)
+                  r"\((?P<y9>\d{4}),[ ]?(?P<m9>\d\d?),[ ]?(?P<d9>\d\d?)\)"
                   r")")
 _DOB = re.compile(_DOB_CUE + _DATE + r"(?:(?<=[日일])|(?![\w:]|[-/.]\d))")  # a CJK date may run on into its sentence
 _DATE_ONLY = re.compile(_DATE)
@@ -102,7 +113,7 @@ def _dob(m: re.Match[str]) -> bool:
         year = int(m.group("y2")) + (1900 if len(m.group("y2")) == 2 else 0)
         a, b = int(m.group("a2")), int(m.group("b2"))
         return _valid(year, b, a) or _valid(year, a, b)
-    for k in (6, 7):
+    for k in (6, 7, 9):
         if m.group(f"y{k}"):
             return _valid(int(m.group(f"y{k}")), int(m.group(f"m{k}")), int(m.group(f"d{k}")))
     month, day, year = next((m.group(f"m{k}"), m.group(f"d{k}"), m.group(f"y{k}")) for k in (3, 4, 5, 8)
@@ -110,6 +121,18 @@ def _dob(m: re.Match[str]) -> bool:
     number = _MONTHS.get(month.rstrip(".").lower())
     # a military/airline date's two-digit year (`12MAR78`) is 19xx, as `a/b/yy` is
     return number is not None and _valid(int(year) + (1900 if len(year) == 2 else 0), number, int(day))
+
+
+# An HL7 v2 `PID` segment's seventh field is the patient's date (and time) of birth, `YYYYMMDD[HHMM[SS]]`
+# (`PID|1||0048213^^^HOSP^MR||DOE^JANE||19860214|F|...`; segments end in `\r`): the segment's layout is its cue.
+# Led by its literal (a fast scan), the line start checked after it; fields hold no `|`, so each `[^|\r\n]*` stops
+# at its own bar (linear), and a long PID-3 or PID-5 needs no window.
+_HL7_PID = re.compile(r"PID\|(?<![^\r\n]PID\|)(?:[^|\r\n]*\|){6}(?P<date>(?P<y>(?:19|20)\d\d)(?P<mo>[01]\d)(?P<d>[0-3]\d)"
+                      r"(?:\d{4}(?:\d\d)?)?)(?=[|^~\r\n]|\Z)")
+
+
+def _hl7_dob(m: re.Match[str]) -> bool:
+    return _valid(int(m.group("y")), int(m.group("mo")), int(m.group("d")))
 
 
 def _cued_dob(m: re.Match[str]) -> bool:
@@ -135,8 +158,8 @@ def _date_span(m: re.Match[str]) -> tuple[int, int]:
 
 # A passport cue, then the number: 6-9 capitals and digits, not a version (`passport 0.6.0`) or a word.
 _PASSPORT = re.compile(
-    r"(?:(?i:\b(?:passport|reisepass|pasaporte|passeport|passaporto|passaporte|paspoort|paszport(?:u)?|паспорт))"
-    r"|パスポート|여권|护照|護照|جواز[ ]السفر|पासपोर्ट)"
+    r"(?:(?i:\b(?:passport|reisepass|pasaporte?|passeport|passaporto|passaporte|paspoort|paszport(?:u)?|паспорт))"
+    r"|パスポート|旅券|여권|护照|護照|جواز[ ]السفر|पासपोर्ट)"
     r"(?i:[ _-]?(?:nummer|number|num|no\.?|nr\.?|n[°º]\.?|n\.|\#|n[uú]mero|num[eé]ro|id|номер))?"
     r"(?:[ ]?(?:番号|번호|号码|號碼|नंबर|संख्या))?"
     r"(?:[ \t]*\([^\W\d][\w .,/-]{0,23}\)(?=[ \t]*[:=#：]))?"      # a qualifier: `Passport (UK): `
@@ -146,7 +169,9 @@ _PASSPORT = re.compile(
     r"(?:\{[ \t\r\n]*[\"'](?i:number|no|num|id)[\"'][ \t]*:[ \t]*[\"'])?)"
     # or a Russian series and number written after an English or other cue (`Passport No: 4856 280232`)
     # or nine digits in groups, as a form prints them (`Passport number: 925 076 473`, `92507 6473`)
-    r"(?P<number>\d{2}[ ]?\d{2}[ ]\d{6}|\d{3}(?P<grouped>[ -])\d{3}(?P=grouped)\d{3}|\d{5}[ ]\d{4}|[A-Z0-9]{6,9})"
+    # or capitals and digits in groups, each after the first with a digit (`C01X 00T4 7`, `AB 1234567`, `12AB 34567`)
+    r"(?P<number>\d{2}[ ]?\d{2}[ ]\d{6}|\d{3}(?P<grouped>[ -])\d{3}(?P=grouped)\d{3}|\d{5}[ ]\d{4}|[A-Z0-9]{6,9}"
+    r"|[A-Z0-9]{1,5}(?:[ ](?=[A-Z]{0,6}\d)[A-Z0-9]{1,7}){1,2})"
     r"(?![\w-]|[.,/]\d)")
 # Russia's and the CIS's passports: a series of 4 digits (often as 2 and 2) and a number of 6
 # (`Паспорт: 45 06 123456`, `паспорт серия 4506 № 123456`), a foreign-travel one 2 and 7 (`загранпаспорт 72 1234567`).
@@ -170,6 +195,10 @@ def _passport(m: re.Match[str]) -> bool:
     number = m.group("number")
     if placeholder_led(m, "<PASSPORT>"):    # the label named the number before (`Passport No. <PASSPORT> B2210247`)
         return False
+    if " " in number and not number.replace(" ", "").isdigit():
+        # capitals and digits in groups: a whole number of 8-9 (`Passport: UK 2026` is a word and a year)
+        compact = number.replace(" ", "")
+        return 8 <= len(compact) <= 9 and any(c.isdigit() for c in compact) and any(c.isalpha() for c in compact)
     return any(c.isdigit() for c in number) or _GERMAN_SERIAL.fullmatch(number) is not None
 
 
@@ -266,14 +295,15 @@ def _number_span(m: re.Match[str]) -> tuple[int, int]:
 
 
 _DOB_GATES = ("dob", "d.o.b", "birth", "born", "geburtsdatum", "geburtstag", "geb.", "nacimiento", "naissance",
-              "geboren", "nacid", "fecha de nac", "nasc", "nato il", "nata il", "geboortedatum", "urodz", "bday")
+              "geboren", "nacid", "fecha de nac", "fecha nac", "nasc", "nato il", "nata il", "geboortedatum", "urodz",
+              "bday")
 # Cues outside ASCII, found as written (`fold` reads a text with CJK letters as ASCII and `?`)
 _DOB_WRITTEN_GATES = ("né le", "née le", "Né le", "Née le", "né(e) le", "Né(e) le", "出生", "生年月日", "生日", "誕生日", "생년월일", "생일",
                       "рождения", "Рождения", "РОЖДЕНИЯ", "الميلاد", "जन्म", "fødselsdato", "Fødselsdato",
                       "födelsedatum", "Födelsedatum", "syntymäaika", "Syntymäaika", "doğum tarihi", "Doğum tarihi",
                       "Doğum Tarihi")
-_PASSPORT_GATES = ("passport", "reisepass", "pasaporte", "passeport", "passapor", "paspoort", "paszport")
-_PASSPORT_WRITTEN_GATES = ("паспорт", "Паспорт", "ПАСПОРТ", "パスポート", "여권", "护照", "護照", "جواز السفر",
+_PASSPORT_GATES = ("passport", "reisepass", "pasaport", "passeport", "passapor", "paspoort", "paszport")
+_PASSPORT_WRITTEN_GATES = ("паспорт", "Паспорт", "ПАСПОРТ", "パスポート", "旅券", "여권", "护照", "護照", "جواز السفر",
                            "पासपोर्ट")
 
 # (kind, pattern, validator, group (0 or a function of the match giving a span), hint); MRZ first: its line 2
@@ -285,5 +315,6 @@ PERSONAL_PASSES = (
     ("passport", Gated(_PASSPORT, _PASSPORT_WRITTEN_GATES, 2, fold=False), _passport, _number_span, bool),
     ("passport", Gated(_PASSPORT_RU, ("паспорт", "Паспорт", "ПАСПОРТ"), 8, fold=False), bool, _number_span, bool),
     ("dob", Gated(_DOB, _DOB_GATES, 24), _cued_dob, _date_span, bool),
+    ("dob", _HL7_PID, _hl7_dob, _date_span, bool),
     ("dob", Gated(_DOB, _DOB_WRITTEN_GATES, 24, fold=False), _cued_dob, _date_span, bool),
 )

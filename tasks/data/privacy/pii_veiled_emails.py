@@ -8,6 +8,8 @@
   label a mail TLD (`_MAIL_TLDS`; file extensions such as `.py`, `.sh`, `.pl` are left out). A glued `-at-` is
   not read: `eat-at-joes.com` is a domain name. Nor `#` (`jane # example.com` is a comment, a channel, a list),
   nor the German word `ät` unbracketed (an umlaut word's letters; the bracketed `[ät]` is `pii_ids`').
+- A glued `#` for the `@` right after an email label (`E-mail: ana.souza#gmail.com`, `Correo: ana#gmail.com`), before a
+  mail TLD: the label says an address follows, so the `#` is no comment, channel or fragment there.
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ _DOT_WORD = re.compile(r"[ \t]+-dot-[ \t]+|-dot-")
 _BRACKETED_AT = re.compile(r"[@\[({](?:(?<=@)|[ \t]*(?:at|AT|At|@)[ \t]*[\])}])")
 _WORD_AT = re.compile(r"-at-(?<=[ \t]-at-)(?=[ \t])|_at_")
 _BLANKS = re.compile(r"[ \t]{0,8}")
+_HASH_AT = re.compile(r"#(?<=[A-Za-z0-9]#)(?=[A-Za-z0-9])")
+# An email label ending right before the local part (`E-mail: `, `"email": "`, `Correo: `)
+_EMAIL_LABEL = re.compile(r"(?i:\be-?mail|\bcorreo|\bcourriel)[\"']?[ \t]*[:=][ \t]*[\"']?\Z")
 # Mail TLDs: the generic ones people mail to and countries' codes that are no common file extension.
 _MAIL_TLDS = frozenset("com org net edu gov mil info biz name de fr uk nl be ch at se no dk fi ie es it pt pl cz sk "
                        "hu ro gr ru ua jp cn kr tw hk sg in au nz ca us mx br ar cl za".split()) - {"pl"}
@@ -46,7 +51,22 @@ def email_spots(text: str) -> list[Spot]:
     if "-at-" in text or "_at_" in text:
         for at in _WORD_AT.finditer(text):
             spots += _address_spots(text, _at_span(text, at, at.group() == "-at-"), form=at.group())
+    if "#" in text:
+        for at in _HASH_AT.finditer(text):
+            spots += _hash_spots(text, at.start())
     return sorted(spots)
+
+
+def _hash_spots(text: str, at: int) -> list[Spot]:
+    """The `#` read as `@` where an email label stands right before the local part and a mail TLD ends the domain."""
+    window = text[max(0, at - 84):at].lower()       # a substring test first: a glued `#` is mostly a URL's fragment
+    if "mail" not in window and "correo" not in window and "courriel" not in window:
+        return []
+    local = _LOCAL_BEFORE.search(text, max(0, at - 64), at)
+    domain = _DOMAIN.match(text, at + 1)
+    if local is None or domain is None or _EMAIL_LABEL.search(text, max(0, local.start() - 16), local.start()) is None:
+        return []
+    return [(at, at + 1, "@")] if re.split(rf"{_DOT}", domain.group())[-1].lower() in _MAIL_TLDS else []
 
 
 def _at_span(text: str, at: re.Match[str], blanks: bool) -> tuple[int, int]:
