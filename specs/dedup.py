@@ -48,7 +48,9 @@ class DedupSpec(StrictModel):
         "text with a `[[link]]`: `[[Target|label]]` → `label`, `{{templates}}` and `<ref>…</ref>` dropped), "
         "markdown's `_italic_`/`__bold__` underscores (`snake_case` keeps its `_`) and footnote superscripts after a "
         "letter (`workers¹`, `<sup>1</sup>`); reStructuredText, AsciiDoc and Org links, and lynx/w3m `[12]` markers "
-        "with their trailing `References` list, read as their text (`tasks/data/dedup/linkforms.py`).",
+        "with their trailing `References` list, read as their text (`tasks/data/dedup/linkforms.py`), and LaTeX "
+        "source as the text it typesets (command names, `\\cite`/`\\ref`/`\\label` keys and `%` comments dropped; "
+        "`tasks/data/dedup/linkforms.py`).",
     )
     fold_confusables: bool = Field(
         True, description="Read look-alike letters (Unicode's confusables: Cyrillic `а`, `е`, `о`, `р`, `с`, "
@@ -120,7 +122,9 @@ class DedupSpec(StrictModel):
         True, description="Read a quoted-printable mail body decoded (`=3D`, `=E2=80=99`, soft line breaks) and an SRT/"
         "WebVTT file as its cue text (no cue numbers, timing lines, headers or cue tags) before shingling, so either "
         "copy meets its plain text (`tasks/data/dedup/textforms.py`; only a text whose every `=` is an escape is QP); "
-        "rolling captions read each line once, and UTF-8 read as cp1252 (`FranÃ§ais`) is read back (`mojibake.py`)."
+        "rolling captions read each line once, and UTF-8 read as cp1252 (`FranÃ§ais`) is read back (`mojibake.py`), as "
+        "is a whole text of UTF-8 read as cp1251, KOI8-R, cp1250 or Mac Roman (`РїСЂРёРІРµС‚`); a page of two "
+        "columns side by side (`pdftotext -layout`) reads column by column (`lineprefix.py`)."
     )
     fold_unicode: bool = Field(
         True, description="NFKC and casefold before shingling (as the exact-dedup key does): full-width letters, "

@@ -31,11 +31,23 @@ Each rule needs its form whole (backticks and `>`_`, a role's `:name:` before it
 `textforms.format_docs` finds the texts a rule may change (a byte scan: a `` `_ ``, a `` :` ``, a `[[`, a `>>`, a
 `References`, a `[` after `://`, `link:`, `mailto:` or `xref:` and no blank, a `(http`, `<http`, `(ftp:`, `<ftp:`)
 and only those are read here.
+
+LaTeX source (`read_latex`): a paper or a lecture note crawled as its `.tex` source and as its rendered (PDF, HTML)
+text share the words, but `\\w+` reads every command name as a word the rendered copy lacks (`\\emph{word}` →
+`emph`, `word`), and citation and cross-reference keys (`\\cite{knuth84}`, `\\label{sec:intro}`) as more: a source
+with a command every 20 words and a citation in every fifth sentence shared 0.6-0.7 of its 5-grams with its text
+(none of 20 found). In a text that is LaTeX (`latex_text`: it holds `\\documentclass` or `\\begin{document}`, or 3
+or more of the commands prose is typeset with, `\\section{`, `\\emph{`, `\\cite{`, …), the arguments no reader sees
+(keys of `\\cite`, `\\ref`, `\\label`, a package's or class's name, an environment's name, `\\href`'s URL) and `%`
+comments read as nothing, and every other command as its arguments (`\\textbf{word}` → `{word}`; braces are no
+words). Code that writes regexes (`\\d{4}`) or Windows paths holds none of these commands and is left alone.
 """
 
 from __future__ import annotations
 
 import re
+
+import numpy as np
 
 # `` `text <target>`_ ``: the text may wrap onto a second line (not past a blank one), the target holds no blank
 _RST_LINK = re.compile(r"`((?:[^`<>\n]|\n(?![ \t]*\n)){1,500}?)[ \t\n]*<[^<>`\s]{1,2000}>`__?")
@@ -162,3 +174,41 @@ def _read_dump(text: str) -> str:
     listed = {m.group(1) for m in _REF_NUMBER.finditer(found.group(1))}
     body = text[:found.start()]
     return _MARKER.sub(lambda m: "" if m.group(1) in listed else m.group(), body)
+
+
+# --- LaTeX --------------------------------------------------------------------------------------------------
+# commands of typeset prose: 3 in a text (or the document's frame) make it LaTeX
+_LATEX_SIGN = re.compile(r"\\(?:documentclass|begin\{document\})|\\(?:(?:sub)*section|chapter|paragraph|emph"
+                         r"|textbf|textit|texttt|textsc|cite[tp]?|footnote|ref|label|href|item\b)")
+_LATEX_FRAME = re.compile(r"\\(?:documentclass|begin\{document\})")
+_LATEX_BYTES = re.compile(_LATEX_SIGN.pattern.encode())
+# arguments the typeset text does not show: keys, names, a link's URL (an optional `[…]` argument before them)
+_LATEX_HIDDEN = re.compile(r"\\(?:cite[tp]?|[cC]?ref|eqref|pageref|autoref|label|usepackage|documentclass|begin"
+                           r"|end|href|bibliographystyle|bibliography|input|include)\*?"
+                           r"(?:\[[^\]\n]{0,200}\]){0,3}\{[^{}\n]{0,200}\}")
+_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+\*?")
+_LATEX_COMMENT = re.compile(r"(?<!\\)%[^\n]*")
+
+
+def latex_text(text: str) -> bool:
+    """Whether `text` reads as LaTeX source: a document's frame, or 3 or more commands of typeset prose."""
+    if "\\" not in text:
+        return False
+    if _LATEX_FRAME.search(text):
+        return True
+    found = _LATEX_SIGN.finditer(text)
+    return next(found, None) is not None and next(found, None) is not None and next(found, None) is not None
+
+
+def read_latex(text: str) -> str:
+    """`text` as its typeset words where it is LaTeX source (see the module docstring); `text` itself otherwise."""
+    if not latex_text(text):
+        return text
+    return _LATEX_COMMAND.sub(" ", _LATEX_HIDDEN.sub(" ", _LATEX_COMMENT.sub("", text)))
+
+
+def latex_docs(data: np.ndarray, ends: np.ndarray) -> list[int]:
+    """Which texts of a batch (UTF-8 `data`, a `\\n` after each, at `ends`) hold a command `_LATEX_SIGN` names (a
+    superset of those `read_latex` changes): one regex scan of the batch's bytes for `\\` and a command's name."""
+    hits = [m.start() for m in _LATEX_BYTES.finditer(data.tobytes())] if 92 in data else []
+    return sorted(set(np.searchsorted(np.asarray(ends), hits).tolist())) if hits else []

@@ -37,10 +37,10 @@ from numba import njit
 from specs.clean import DedupSpec
 from tasks.data.dedup import hashloops  # noqa: F401  (sets numba's cache folder before the `@njit` below)
 from tasks.data.dedup.jsonescapes import JSON_LOOK, read_json_escapes
-from tasks.data.dedup.lineprefix import strip_line_prefixes, strip_tracking
-from tasks.data.dedup.linkforms import read_links
+from tasks.data.dedup.lineprefix import column_docs, read_columns, strip_line_prefixes, strip_tracking
+from tasks.data.dedup.linkforms import latex_docs, read_latex, read_links
 from tasks.data.dedup.marks import join_hyphenated
-from tasks.data.dedup.mojibake import read_mojibake
+from tasks.data.dedup.mojibake import mojibake_docs, read_mojibake
 
 # --- quoted-printable -----------------------------------------------------------------------------------------
 # what only an encoder writes: `=3D`, a UTF-8 sequence, or a soft break ending a long line (it breaks lines of more
@@ -131,12 +131,14 @@ def _vtt_blocks(lines: list[str]) -> set[int]:
 # --- the chain and the scan -----------------------------------------------------------------------------------
 def read_formats(text: str, formats: bool = True, markup: bool = True, escapes: bool = True) -> str:
     """`text` with its `\\uXXXX` escapes decoded (`escapes`, first: they may spell mojibake or markup), read as QP,
-    subtitles and repaired mojibake (`formats`; a QP body may decode to mojibake) and its lightweight-markup links
-    (`markup`); `text` itself when none applies."""
+    subtitles, repaired mojibake and a two-column page's columns (`formats`; a QP body may decode to mojibake) and
+    its lightweight-markup links and LaTeX commands (`markup`, `linkforms`); `text` itself when none applies."""
     text = read_json_escapes(text) if escapes else text
     if formats:
-        text = read_mojibake(read_subtitles(read_quoted_printable(text)))
-    return read_links(text) if markup else text
+        # (a two-column page is read column by column before the hyphenated words are joined: a cut word's
+        # halves are on two lines of one column)
+        text = read_columns(read_mojibake(read_subtitles(read_quoted_printable(text))))
+    return read_latex(read_links(text)) if markup else text
 
 
 def prefold(text: str, spec: DedupSpec, formats: bool = True) -> str:
@@ -312,4 +314,9 @@ def format_docs(data: np.ndarray, ends: np.ndarray, spec: DedupSpec) -> list[int
         | (ESCAPES if spec.fold_escapes else 0)
     if not rules or len(ends) == 0:
         return []
-    return np.flatnonzero(format_flags(data, np.asarray(ends, np.int64)) & rules).tolist()
+    found = np.flatnonzero(format_flags(data, np.asarray(ends, np.int64)) & rules).tolist()
+    # (the other code pages' mojibake spells letters of Cyrillic or Polish text, a two-column page is runs of spaces
+    # as indented code is, and LaTeX's commands are words after a `\`, as code's escapes are: scans of their own)
+    more = (mojibake_docs(data, ends) + column_docs(data, ends) if spec.fold_formats else []) \
+        + (latex_docs(data, ends) if spec.fold_markup else [])
+    return sorted(set(found) | set(more)) if more else found
