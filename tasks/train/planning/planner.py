@@ -275,21 +275,20 @@ def _bf16_section_fallback(result: Plan, model: ModelSpec, **search_args: Any) -
         row.mixed_precision = "sections"
     if recomputes:
         faster = 1 - alt.chosen.cost.s_per_token / chosen.cost.s_per_token
-        alt.why = (f"The engine's default bf16 mode on GPUs (torch_autocast: fp32 weights and gradients, a bf16 copy "
-                   f"of the block weights per micro-batch in flight) fits within the {MEMORY_SAFETY:.0%} margin "
-                   f"only by recomputing ({plan_render.recipe_text(chosen)}); DeepSpeed's bf16 section (bf16 weights "
-                   f"and gradients, the fp32 master in the optimizer) is estimated {faster:.0%} faster per token, "
-                   f"more than its measured per-step cost ({SECTION_STEP_COST:.2f}×), so the recipe sets "
-                   "pretrain.speed.mixed_precision=sections (--mixed-precision torch_autocast keeps the default "
-                   "mode). " + alt.why)
-        return alt
-    default = (f"{chosen.memory.total / GIB:.1f} GiB ({plan_render.recipe_text(chosen)})"
-               if chosen else "nothing fits at all")
-    alt.why = (f"The engine's default bf16 mode on GPUs (torch_autocast: fp32 weights and gradients, a bf16 copy of "
-               f"the block weights per micro-batch in flight) fits no recipe within the {MEMORY_SAFETY:.0%} margin "
-               f"(best: {default}); DeepSpeed's bf16 section does (bf16 weights and gradients, the fp32 master in "
-               "the optimizer), so the recipe sets pretrain.speed.mixed_precision=sections "
-               "(--mixed-precision torch_autocast keeps the default mode). " + alt.why)
+        reason = (f"fits within the {MEMORY_SAFETY:.0%} margin only by recomputing "
+                  f"({plan_render.recipe_text(chosen)}); DeepSpeed's bf16 section (bf16 weights and gradients, the "
+                  f"fp32 master in the optimizer) is estimated {faster:.0%} faster per token, more than its measured "
+                  "per-step cost "
+                  f"({SECTION_STEP_COST:.2f}×)")
+    else:
+        default = (f"{chosen.memory.total / GIB:.1f} GiB ({plan_render.recipe_text(chosen)})"
+                   if chosen else "nothing fits at all")
+        reason = (f"fits no recipe within the {MEMORY_SAFETY:.0%} margin (best: {default}); DeepSpeed's bf16 section "
+                  "does (bf16 weights and gradients, the fp32 master in the optimizer)")
+    alt.why = ("The engine's default bf16 mode on GPUs (torch_autocast: fp32 weights and gradients, a bf16 copy of the "
+               f"block weights per micro-batch in flight) {reason}, so the recipe sets "
+               "pretrain.speed.mixed_precision=sections (--mixed-precision torch_autocast keeps the default mode). "
+               + alt.why)
     return alt
 
 
