@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from tasks.train.planning.plan_cost import (ASSUMED_MFU, ETHERNET_100G_PER_NODE, INFINIBAND_HDR_PER_GPU, checkpoint_mode,
-                                   INFINIBAND_NDR_PER_GPU, MAX_OVERLAP, PCIE_GEN4, estimate_step, links_of,
-                                   ring_all_reduce_s, ring_latency_s, tree_all_reduce_s)
+                                   HOST_S_PER_BLOCK, INFINIBAND_NDR_PER_GPU, MAX_OVERLAP, PCIE_GEN4, describe,
+                                   estimate_step, links_of, ring_all_reduce_s, ring_latency_s, tree_all_reduce_s)
 from tasks.train.planning.planner import ClusterSpec
 
 
@@ -15,8 +15,9 @@ def cluster(**kw):
     return ClusterSpec(**{"nodes": 2, "gpus_per_node": 8, "memory_gb": 80, "device": "a100", **kw})
 
 
-# A toy shape whose numbers are easy by hand: 1e9 FLOPs per token, 8 layers, d 1000, bf16.
-SHAPE = dict(flops_per_token=10**9, n_layers=8, d_model=1000, act_bytes=2, seq_len=1000, micro_batch=1)
+# A toy shape whose numbers are easy by hand: 1e10 FLOPs per token, 8 layers, d 1000, bf16 (8 ms of A100 work per
+# block and micro-batch: never host-bound, see test_a_small_model_is_paced_by_the_host).
+SHAPE = dict(flops_per_token=10**10, n_layers=8, d_model=1000, act_bytes=2, seq_len=1000, micro_batch=1)
 PEAK_A100 = 312e12 * ASSUMED_MFU
 
 
@@ -49,7 +50,7 @@ def test_links_follow_rank_order_and_network():
 
 def test_compute_tensor_and_pipeline_terms_by_hand():
     c = cluster()
-    t_mb = 1e9 * 1000 / PEAK_A100                          # 1000 tokens × 1e9 FLOPs on one device
+    t_mb = 1e10 * 1000 / PEAK_A100                         # 1000 tokens × 1e10 FLOPs on one device
     plain = step(c)
     assert plain.compute_s == pytest.approx(t_mb) and plain.step_s == pytest.approx(t_mb)
     assert plain.tokens == 1000
@@ -67,30 +68,59 @@ def test_compute_tensor_and_pipeline_terms_by_hand():
     assert pp4.bubble_s / pp4.step_s == pytest.approx(3 / 15)   # (pp−1)/(m+pp−1)
 
 
-def test_zero_traffic_ratios_and_overlap():
+def test_zero_traffic_as_deepspeed_sends_it():
+    """DeepSpeed 0.19.8 under forgeline's config: ZeRO-0 all-reduces once per step after the last backward
+    (exposed); ZeRO-1 all-reduces every bucket (`use_multi_rank_bucket_allreduce`, not a reduce-scatter) after the
+    last backward and all-gathers the updated weights after the step: 3 ring passes, exposed; ZeRO-2 the same
+    all-reduce every micro-batch from its hooks, overlapped with backward (overlap_comm on GPUs), and the gather
+    once; ZeRO-3 gathers twice and reduce-scatters once per micro-batch."""
     c = cluster()
     kw = dict(dp=16, tp=1, grad_bytes_on_device=4 * 10**9)     # crosses nodes: HDR 25 GB/s
     # 4 GB of bf16 gradients = 4 buckets of 5e8 elements; each pass (reduce-scatter or all-gather) over 16 ranks
     # pays 8.4 µs + 15 ring steps per bucket: the one that crosses to the other node at 14 µs, the 14 inside a
-    # node at NVLink's 3.4 µs (NCCL's ring model). ZeRO-3 gathers per block: 8 collectives per pass. ZeRO-0's
-    # all-reduce could take NCCL's tree, slower here on bandwidth (4 GB at 0.46 × 25 GB/s).
+    # node at NVLink's 3.4 µs (NCCL's ring model). ZeRO-3 gathers per block: 8 collectives per pass. The
+    # all-reduces could take NCCL's tree, slower here on bandwidth (4 GB at 0.46 × 25 GB/s).
     lat = 8.4e-6 + 1 * 14e-6 + 14 * 3.4e-6
-    allreduce = ring_all_reduce_s(4e9, 16, INFINIBAND_HDR_PER_GPU) + 2 * 4 * lat
+    ring = ring_all_reduce_s(4e9, 16, INFINIBAND_HDR_PER_GPU)
+    allreduce, gather = ring + 2 * 4 * lat, ring / 2 + 4 * lat
     z0, z1, z2, z3 = (step(c, zero_stage=z, **kw) for z in range(4))
-    assert z0.dp_comm_s == pytest.approx(allreduce) and z1.dp_comm_s == z0.dp_comm_s
-    assert z2.dp_comm_s == pytest.approx(allreduce)                  # reduce-scatter + all-gather at m = 1
-    # + the weights' second all-gather
-    assert z3.dp_comm_s == pytest.approx(1.5 * ring_all_reduce_s(4e9, 16, INFINIBAND_HDR_PER_GPU) + 3 * 8 * lat)
-    # Far more traffic than backward compute: all but the overlapped backward is exposed.
-    backward = 2 / 3 * z0.compute_s
-    assert z0.dp_exposed_s == pytest.approx(allreduce - backward)
+    assert z0.dp_comm_s == pytest.approx(allreduce) and z0.dp_exposed_s == z0.dp_comm_s
+    assert z1.dp_comm_s == pytest.approx(allreduce + gather) and z1.dp_exposed_s == z1.dp_comm_s
+    assert z2.dp_comm_s == pytest.approx(allreduce + gather)         # m = 1: one all-reduce, one gather
+    assert z3.dp_comm_s == pytest.approx(1.5 * ring + 3 * 8 * lat)   # + the weights' second all-gather
+    # ZeRO-2's all-reduce hides behind backward, its gather does not; far more traffic than backward here.
+    backward = 2 / 3 * z2.compute_s
+    assert z2.dp_exposed_s == pytest.approx(allreduce - backward + gather)
     assert z0.step_s == pytest.approx(z0.compute_s + z0.dp_exposed_s)
-    # Tiny traffic: at most MAX_OVERLAP of it hides.
-    small = step(c, zero_stage=0, dp=16, grad_bytes_on_device=10**6)
-    assert small.dp_exposed_s == pytest.approx((1 - MAX_OVERLAP) * small.dp_comm_s)
-    # ZeRO-3 repeats its traffic every micro-batch; ZeRO-0/1 once per step.
+    # Tiny traffic: at most MAX_OVERLAP of ZeRO-2's all-reduce hides; ZeRO-0's none of it.
+    small = [step(c, zero_stage=z, dp=16, grad_bytes_on_device=10**6) for z in (0, 2)]
+    small_gather = ring_all_reduce_s(10**6, 16, INFINIBAND_HDR_PER_GPU) / 2 + lat
+    assert small[1].dp_exposed_s == pytest.approx((1 - MAX_OVERLAP) * (small[1].dp_comm_s - small_gather)
+                                                  + small_gather)
+    assert small[0].dp_exposed_s == small[0].dp_comm_s
+    # ZeRO-2 and ZeRO-3 repeat their traffic every micro-batch (ZeRO-2's gather once); ZeRO-0/1 once per step.
     assert step(c, zero_stage=3, grad_accum=4, **kw).dp_comm_s == pytest.approx(4 * z3.dp_comm_s)
+    assert step(c, zero_stage=2, grad_accum=4, **kw).dp_comm_s == pytest.approx(4 * allreduce + gather)
     assert step(c, zero_stage=1, grad_accum=4, **kw).dp_comm_s == pytest.approx(z1.dp_comm_s)
+
+
+def test_a_small_model_is_paced_by_the_host():
+    """The host queues kernels ahead of the GPU: where its work per block (HOST_S_PER_BLOCK, measured by
+    benchmarks/zero_host_overhead.py) outlasts the GPU's, a micro-batch takes the host's time, longer at the higher
+    ZeRO stages (hooks, gathers and releases around every block); a model with real work per block is not slowed."""
+    c = cluster()
+    small = dict(flops_per_token=10**8, dp=2, grad_bytes_on_device=2 * 10**6)   # 0.08 ms of A100 work per block
+    z0, z3 = (step(c, zero_stage=z, **small) for z in (0, 3))
+    assert z0.compute_s == pytest.approx(1e8 * 1000 / PEAK_A100)                 # the GPU's work is unchanged
+    assert z0.host_bound and z0.host_s == pytest.approx(8 * HOST_S_PER_BLOCK[0])
+    assert z0.step_s == pytest.approx(8 * HOST_S_PER_BLOCK[0] + z0.dp_exposed_s)
+    assert z3.step_s > z0.step_s + 8 * (HOST_S_PER_BLOCK[3] - HOST_S_PER_BLOCK[0]) * 0.99
+    assert "host-bound" in describe(z0)
+    pp2 = step(c, flops_per_token=10**8, pp=2, grad_accum=4)                     # a stage's 4 blocks per slot
+    assert pp2.host_s == pytest.approx(4 * HOST_S_PER_BLOCK[0]) and pp2.host_bound
+    big = step(c, zero_stage=3, dp=2)                                           # 8 ms of GPU work per block
+    assert not big.host_bound and big.step_s == pytest.approx(big.compute_s + big.dp_exposed_s)
+    assert "host-bound" not in describe(big)
 
 
 def test_latency_prices_wide_zero3_gathers():
@@ -99,8 +129,9 @@ def test_latency_prices_wide_zero3_gathers():
     c = ClusterSpec(nodes=2048, gpus_per_node=1, memory_gb=80, device="a100")
     tiny = step(c, dp=2048, zero_stage=3, grad_bytes_on_device=1000)
     assert tiny.dp_comm_s == pytest.approx(3 * 8 * (8.4e-6 + 2047 * 14e-6), rel=1e-3)
+    # ZeRO-1: one bucket's all-reduce (NCCL's tree: 2 · log2(2048) hops of 28 µs) and one ring all-gather
     assert step(c, dp=2048, zero_stage=1, grad_bytes_on_device=1000).dp_comm_s == pytest.approx(
-        2 * (8.4e-6 + 2047 * 14e-6), rel=1e-3)                       # one bucket, one all-reduce per step
+        2 * 11 * 28e-6 + (8.4e-6 + 2047 * 14e-6), rel=1e-3)
 
 
 def test_the_network_matters_only_where_traffic_crosses_nodes():
@@ -121,8 +152,8 @@ def test_the_head_paces_the_last_pipeline_stage():
     """The output head runs on the last stage: with a pipeline the slot is the larger of the first stage's
     blocks and the last stage's blocks plus the head; without one the head is part of the one stage."""
     c = cluster()
-    head = 2 * 10**8                                       # a fifth of the FLOPs per token
-    block = (10**9 - head) / 8
+    head = 2 * 10**9                                       # a fifth of the FLOPs per token
+    block = (10**10 - head) / 8
     flat = step(c, head_flops_per_token=head)
     assert flat.compute_s == step(c).compute_s             # pp 1: the same total
     pp2 = step(c, pp=2, grad_accum=4, head_flops_per_token=head)
@@ -133,7 +164,7 @@ def test_the_head_paces_the_last_pipeline_stage():
 
 def test_selective_recomputes_every_other_block_and_sequence_parallel_regathers():
     c = cluster()
-    t_mb = 1e9 * 1000 / PEAK_A100
+    t_mb = 1e10 * 1000 / PEAK_A100
     sel = step(c, activation_checkpointing="selective")    # 4 of 8 blocks run their forward again
     assert sel.compute_s == pytest.approx(t_mb * (1 + 0.5 / 3))
     assert checkpoint_mode(True) == "full" and checkpoint_mode(False) == "off"
@@ -148,7 +179,7 @@ def test_selective_recomputes_every_other_block_and_sequence_parallel_regathers(
 def test_a_given_peak_prices_a_device_the_table_lacks():
     cpu = ClusterSpec(device="cpu", inter_node="none", intra_node="shm", peak_tflops=0.1)
     est = step(cpu)
-    assert est is not None and est.compute_s == pytest.approx(1e9 * 1000 / (0.1e12 * ASSUMED_MFU))
+    assert est is not None and est.compute_s == pytest.approx(1e10 * 1000 / (0.1e12 * ASSUMED_MFU))
 
 
 def test_a_cross_node_ring_pays_the_network_only_where_it_crosses():
@@ -169,8 +200,8 @@ def test_a_cross_node_ring_pays_the_network_only_where_it_crosses():
 def test_zero0_all_reduce_takes_the_tree_where_nccl_would():
     """4096 H100s on 512 nodes: a 1 GB bucket's ring all-reduce pays 2 × 8191 steps of latency (~19 ms each
     pass) on top of its bandwidth; NCCL's tree, 2·(7 + 9) hops of 28 µs at 0.46 of the bandwidth, is faster, and
-    ZeRO-0 (DeepSpeed's all_reduce) is priced by it. ZeRO-1 (reduce-scatter and all-gather, ring only) is not;
-    on 2 nodes the ring wins on bandwidth and ZeRO-0 stays the ring."""
+    ZeRO-0's and ZeRO-1's all-reduces (DeepSpeed's `all_reduce`) are priced by it, ZeRO-1's all-gather of the
+    weights by the ring (NCCL has no tree for it); on 2 nodes the ring wins on bandwidth and ZeRO-0 stays the ring."""
     big = ClusterSpec(nodes=512, gpus_per_node=8, memory_gb=80, device="h100-sxm")
     ln = links_of(big, 4096, 1, 1)
     nbytes = 5e8 * 2
@@ -179,6 +210,7 @@ def test_zero0_all_reduce_takes_the_tree_where_nccl_would():
     assert tree == pytest.approx(2 * (7 + 9) * 28e-6 + nbytes / (0.46 * ln.dp_bw))
     assert tree < 0.6 * ring
     z0, z1 = (step(big, dp=4096, zero_stage=z, grad_bytes_on_device=int(nbytes)) for z in (0, 1))
-    assert z0.dp_comm_s == pytest.approx(tree) and z1.dp_comm_s == pytest.approx(ring)
+    gather = ring / 2
+    assert z0.dp_comm_s == pytest.approx(tree) and z1.dp_comm_s == pytest.approx(tree + gather)
     small = step(cluster(), dp=16, zero_stage=0, grad_bytes_on_device=4 * 10**9)
     assert small.dp_comm_s < tree_all_reduce_s(4e9, 16, 2, INFINIBAND_HDR_PER_GPU, 4)

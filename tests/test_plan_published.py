@@ -107,14 +107,17 @@ def test_exact_where_the_published_recipe_is_the_clear_optimum():
     # Pythia 12B: GPT-NeoX's dp 64 × tp 4 without recomputation, now with ZeRO-3 at micro-batch 8. Its ZeRO-1
     # at micro-batch 1 was within 3 % of the planner's dp 32 × pp 2 with ZeRO-0 (which halved the fp32 gradient
     # traffic each rank sends over HDR) until ZeRO-3 was priced without bf16 weight copies (its linear saves
-    # none, tests/test_plan_weight_copies.py): ZeRO-3 then fits micro-batch 8, and ZeRO-1 is 6 % behind.
+    # none, tests/test_plan_weight_copies.py): ZeRO-3 then fits micro-batch 8, and ZeRO-1 was 6 % behind; 19 %
+    # since ZeRO-1 is priced as DeepSpeed runs it under forgeline's config (2026-12-08): each bucket all-reduced
+    # and the weights all-gathered after the step, none of it behind compute (GPT-NeoX overlapped its reduce).
     run, p = planned("Pythia 12B")
     c = p.chosen
     assert (c.dp, c.tp, c.pp, c.zero_stage, c.checkpointing) == (64, 4, 1, 3, "off")
     pub = search(run.model, run.cluster, vocab_size=run.vocab_size, seq_len=run.seq_len,
                  global_batch=run.global_batch,
                  fixed={"dp": 64, "tp": 4, "pp": 1, "zero_stage": 1, "checkpointing": "off"}).chosen
-    assert pub.within_margin and pub.cost.s_per_token <= c.cost.s_per_token * 1.06
+    assert pub.within_margin and pub.cost.dp_exposed_s == pub.cost.dp_comm_s
+    assert c.cost.s_per_token * 1.1 < pub.cost.s_per_token <= c.cost.s_per_token * 1.25
 
 
 def test_recomputation_only_where_nothing_else_fits():

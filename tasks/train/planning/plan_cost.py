@@ -5,7 +5,8 @@ long one optimizer step of it takes on the described cluster, so the planner can
 time per token instead of by a fixed preference. It is an analytic model in the spirit of Narayanan et al. 2021
 ("Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", §3): ring collectives at a
 per-link bandwidth, a 1F1B pipeline bubble, gradient traffic partly hidden behind backward. Every constant is
-named here with its source; none is measured on this machine. Pure Python, no torch.
+named here with its source; only the host's per-block time (HOST_S_PER_BLOCK) is measured here. Pure Python, no
+torch.
 """
 
 from __future__ import annotations
@@ -73,6 +74,16 @@ ASSUMED_MFU = 0.5
 # At most this share of a gradient or ZeRO collective hides behind compute (DDP buckets / DeepSpeed
 # overlap_comm): the last bucket starts after the last backward kernel, and NCCL kernels steal SMs from compute.
 MAX_OVERLAP = 0.8
+# Host seconds one block adds to a micro-batch (its forward, backward and share of the optimizer step: Python,
+# autograd, kernel launches, DeepSpeed's hooks), per ZeRO stage: measured by benchmarks/zero_host_overhead.py on
+# this project's 2-core Intel Xeon (AVX-512) CPU, 2026-12-08, the stage's own engine step on one fp32 CPU rank at a
+# negligible width (d_model 64, 8 tokens), the slope between 2 and 10 blocks: 1.49, 1.98, 2.44 and 3.83 ms. The host
+# queues kernels ahead of the GPU, so it paces a micro-batch only when its work takes longer than the GPU's: a
+# small model on a fast GPU (124M on H100s: ~1.2 ms of GPU work per block and micro-batch of 8 × 1024 tokens), and
+# the more so at the higher ZeRO stages, whose gradient hooks (ZeRO-2) and gathers and releases around every block
+# (ZeRO-3) run on the host whatever the width. A CPU's tiny kernels stand in for a GPU's launches: a GPU host's
+# figure is likely lower at ZeRO-0 (one fused AdamW kernel, no CPU arithmetic), the ZeRO machinery's the same Python.
+HOST_S_PER_BLOCK = {0: 1.49e-3, 1: 1.98e-3, 2: 2.44e-3, 3: 3.83e-3}
 # Full activation recomputation runs the forward twice: 4/3 of the model FLOPs (Korthikanti et al. 2022, §5).
 RECOMPUTE_FACTOR = 4 / 3
 BACKWARD_SHARE = 2 / 3   # backward is 4 of the 6·N FLOPs per token
@@ -124,6 +135,8 @@ class StepCost:
     tokens: int               # tokens per step (BatchGeometry.tokens)
     links: Links
     tied_comm_s: float = 0.0  # tied embedding's gradient all-reduce between first and last stage: exposed
+    host_s: float = 0.0       # host work per micro-batch (HOST_S_PER_BLOCK × the slowest stage's blocks)
+    host_bound: bool = False  # the host's work, not the GPU's, paces each micro-batch (a slot is host_s)
 
     @property
     def tokens_per_s(self) -> float:
@@ -282,7 +295,8 @@ def estimate_step(cluster: ClusterSpec, *, flops_per_token: int, n_layers: int, 
     t_tp = per_stage * (ring_all_reduce_s(act, tp, links.tp_bw) + ring_latency_s(tp, links.tp))
     # Each stage boundary sends B·T·d forward and its gradient back, once per micro-batch.
     t_p2p = 2 * (act / links.pp_bw + ring_latency_s(2, links.pp, 1, 1)) if pp > 1 else 0.0
-    slot = t_mb + t_tp + t_p2p
+    host = HOST_S_PER_BLOCK[zero_stage] * stage_layers
+    slot = max(t_mb + t_tp + t_p2p, host)      # the host queues ahead of the GPU: the slower of the two paces
     weights = grad_bytes_on_device if weight_bytes_on_device is None else weight_bytes_on_device
     dp_comm, dp_exposed = _gradient_traffic((grad_bytes_on_device, weights), dp, links, zero_stage, m, t_mb,
                                             act_bytes, stage_layers)
@@ -292,7 +306,7 @@ def estimate_step(cluster: ClusterSpec, *, flops_per_token: int, n_layers: int, 
     return StepCost(compute_s=m * t_mb, tp_comm_s=m * t_tp, pp_comm_s=m * t_p2p, bubble_s=bubble,
                     dp_comm_s=dp_comm, dp_exposed_s=dp_exposed, step_s=step,
                     tokens=BatchGeometry(micro_batch, grad_accum, dp).tokens(seq_len),
-                    links=links, tied_comm_s=tied)
+                    links=links, tied_comm_s=tied, host_s=host, host_bound=host > t_mb + t_tp + t_p2p)
 
 
 def tied_all_reduce_s(nbytes: int, links: Links) -> float:
@@ -324,13 +338,22 @@ def _slowest_stage_s(flops_per_token: int, head_flops: int, n_layers: int, pp: i
 
 def _gradient_traffic(nbytes: tuple[int, int], dp: int, links: Links, zero_stage: int, m: int, t_mb: float,
                       act_bytes: int, stage_layers: int) -> tuple[float, float]:
-    """(gradient/ZeRO seconds on the wire per step, the part not hidden behind compute).
+    """(gradient/ZeRO seconds on the wire per step, the part not hidden behind compute), as DeepSpeed 0.19.8
+    runs forgeline's generated config (`dsconfig.zero_section`: overlap_comm on for ZeRO-3, and for ZeRO-2 on
+    GPUs; DeepSpeed's default `use_multi_rank_bucket_allreduce: true`).
 
-    Rajbhandari et al. 2020 (ZeRO), §7: ZeRO-0/1 all-reduce the gradients once per step (2Ψ); ZeRO-2
-    reduce-scatters them every micro-batch (Ψ) and all-gathers the updated shard once (Ψ); ZeRO-3 all-gathers
-    the weights for forward and again for backward and reduce-scatters the gradients, every micro-batch (3Ψ,
-    i.e. 1.5× plain data parallel at grad_accum 1). `nbytes`: (gradient bytes, weight bytes) of one pass, each
-    in the dtype DeepSpeed sends it (`gradient_comm_bytes`; the gathers move the weights)."""
+    - ZeRO-0: one all-reduce of the gradients per step (2Ψ), after the last backward: the engine's
+      `allreduce_gradients` → `buffered_allreduce_fallback` at the accumulation boundary, no hooks. Exposed.
+    - ZeRO-1: each bucket *all-reduced* (`average_tensor` with use_multi_rank_bucket_allreduce, not the ZeRO
+      paper's reduce-scatter: 2Ψ) in `reduce_gradients` after the last backward (overlap_comm off), then the
+      updated partitions all-gathered after the optimizer step (`all_gather_dp_groups`: Ψ of the weights). 3Ψ,
+      exposed.
+    - ZeRO-2: the same bucket all-reduce from the backward hooks every micro-batch (2Ψ each), overlapped with
+      backward (overlap_comm), and the all-gather once after the step (waits).
+    - ZeRO-3: the weights all-gathered for forward and again for backward and the gradients reduce-scattered,
+      every micro-batch (Rajbhandari et al. 2020, §7: 3Ψ), prefetched behind forward and backward.
+    Every all-reduce is `dist.all_reduce`: NCCL may take its tree. `nbytes`: (gradient bytes, weight bytes) of
+    one pass, each in the dtype DeepSpeed sends it (`gradient_comm_bytes`; the gathers move the weights)."""
     grad_bytes, weight_bytes = nbytes
     # Latency, per pass over the gradients: one collective per bucket; ZeRO-3 gathers and reduces per block.
     buckets = max(1, -(-grad_bytes // (GRAD_BUCKET_ELEMENTS * act_bytes)))
@@ -338,17 +361,17 @@ def _gradient_traffic(nbytes: tuple[int, int], dp: int, links: Links, zero_stage
                              links.dp_nodes, links.intra)
     half = ring_all_reduce_s(grad_bytes, dp, links.dp_bw) / 2 + latency       # one reduce-scatter
     gather = ring_all_reduce_s(weight_bytes, dp, links.dp_bw) / 2 + latency   # one all-gather of the weights
+    whole = min(2 * half, tree_all_reduce_s(grad_bytes, dp, links.dp_nodes, links.dp_bw, buckets))
 
     def exposed(comm: float, window: float) -> float:
         return max(comm - window, (1 - MAX_OVERLAP) * comm)
 
-    if zero_stage <= 1:
-        whole = 2 * half                                  # a ring all-reduce: reduce-scatter, then all-gather
-        if zero_stage == 0:                               # DeepSpeed's all_reduce: NCCL may take its tree
-            whole = min(whole, tree_all_reduce_s(grad_bytes, dp, links.dp_nodes, links.dp_bw, buckets))
-        return whole, exposed(whole, BACKWARD_SHARE * t_mb)                   # behind the last backward only
+    if zero_stage == 0:
+        return whole, whole
+    if zero_stage == 1:
+        return whole + gather, whole + gather
     if zero_stage == 2:
-        return m * half + gather, m * exposed(half, BACKWARD_SHARE * t_mb) + gather  # the final all-gather waits
+        return m * whole + gather, m * exposed(whole, BACKWARD_SHARE * t_mb) + gather
     per_mb = 2 * gather + half
     return m * per_mb, m * exposed(per_mb, t_mb)                              # prefetch hides behind fwd + bwd
 
@@ -357,6 +380,8 @@ def describe(cost: StepCost) -> str:
     """One line: where the step's time goes."""
     s, ln = cost.step_s, cost.links
     parts = [f"compute {cost.compute_s / s:.0%}"]
+    if cost.host_bound:
+        parts.append(f"host-bound: {cost.host_s * 1e3:.3g} ms of host work per micro-batch outlasts the GPU's")
     if cost.tp_comm_s:
         parts.append(f"tp all-reduces {cost.tp_comm_s / s:.0%} ({ln.tp})")
     if cost.pp_comm_s or cost.bubble_s:
