@@ -36,7 +36,7 @@ from tasks.data.dedup import hashloops
 from tasks.data.cleanup import textbatch
 from tasks.data.dedup.lineprefix import prefixed_docs, url_docs
 from tasks.data.dedup.marks import drop_pointing, fold_spelling, hyphenated_docs, mark_words, spelling_docs
-from tasks.data.dedup.textforms import format_docs, prefold
+from tasks.data.dedup.textforms import format_and_edit_docs, prefold
 from tasks.data.dedup.segment import simplify_unspaced, split_unspaced, unspaced_docs
 from tasks.data.dedup.lsh import are_duplicates, candidate_pairs, greedy_keepers, s_curve, sorted_unique, spec_banding
 from tasks.data.cleanup.lookalikes import fold_confusables
@@ -140,7 +140,8 @@ def _word_units(batch: textbatch.Encoded, spec: DedupSpec) -> tuple[np.ndarray, 
     maybe |= set(hyphenated_docs(batch.data, batch.ends, lines) if spec.fold_hyphenation else [])
     maybe |= set(url_docs(batch.data, batch.ends) if spec.fold_urls else [])
     # (a QP body or a link read as its text may hold what any fold reads: these are folded whole, `textforms`)
-    formats = set(format_docs(batch.data, batch.ends, spec))
+    formats, edits = map(set, format_and_edit_docs(batch.data, batch.ends, spec))
+    maybe |= edits                      # (a spaced hyphen, `copyforms`: read as line prefixes are)
     stripped = {k: lines for k in sorted(maybe | formats) if (lines := prefold(batch.texts[k], spec, k in formats))
                 is not batch.texts[k]}
     fold |= formats & stripped.keys()

@@ -36,6 +36,7 @@ from numba import njit
 
 from specs.clean import DedupSpec
 from tasks.data.dedup import hashloops  # noqa: F401  (sets numba's cache folder before the `@njit` below)
+from tasks.data.dedup.copyforms import PERCENT_MIN, read_copyforms, read_edits
 from tasks.data.dedup.jsonescapes import JSON_LOOK, read_json_escapes
 from tasks.data.dedup.lineprefix import column_docs, read_columns, strip_line_prefixes, strip_tracking
 from tasks.data.dedup.linkforms import latex_docs, read_latex, read_links
@@ -131,34 +132,46 @@ def _vtt_blocks(lines: list[str]) -> set[int]:
 # --- the chain and the scan -----------------------------------------------------------------------------------
 def read_formats(text: str, formats: bool = True, markup: bool = True, escapes: bool = True) -> str:
     """`text` with its `\\uXXXX` escapes decoded (`escapes`, first: they may spell mojibake or markup), read as QP,
-    subtitles, repaired mojibake and a two-column page's columns (`formats`; a QP body may decode to mojibake) and
+    subtitles, repaired mojibake, a two-column page's columns and `copyforms`' numbers, dates, URL escapes and
+    markers (`formats`; a QP body may decode to mojibake) and
     its lightweight-markup links and LaTeX commands (`markup`, `linkforms`); `text` itself when none applies."""
     text = read_json_escapes(text) if escapes else text
     if formats:
         # (a two-column page is read column by column before the hyphenated words are joined: a cut word's
         # halves are on two lines of one column)
         text = read_columns(read_mojibake(read_subtitles(read_quoted_printable(text))))
+        # (numbers, dates, URL escapes and markers a copy writes otherwise, `copyforms`: after the columns, whose
+        # lines they may join)
+        text = read_copyforms(text)
     return read_latex(read_links(text)) if markup else text
 
 
 def prefold(text: str, spec: DedupSpec, formats: bool = True) -> str:
     """`text` as the folds before `shingle_text` read it, as the spec says: container formats and markup links
-    (`read_formats`; `formats` False: `format_docs` found none), URLs without their tracking parameters, lines
-    without their number or timestamp prefixes, words hyphenated at line breaks joined (`lineprefix`, `marks`):
-    before the folds, which may join lines; `text` itself if unchanged."""
-    text = read_formats(text, spec.fold_formats, spec.fold_markup, spec.fold_escapes) if formats else text
+    (`read_formats`; `formats` False: `format_and_edit_docs` found none but its edits), URLs without their
+    tracking parameters, lines without their number or timestamp prefixes, words hyphenated at line breaks joined
+    (`lineprefix`, `marks`): before the folds, which may join lines; `text` itself if unchanged."""
+    if formats:
+        text = read_formats(text, spec.fold_formats, spec.fold_markup, spec.fold_escapes)
+    elif spec.fold_formats and read_edits(text) is not text:
+        text = read_formats(text, True, spec.fold_markup, spec.fold_escapes)
     text = strip_tracking(text) if spec.fold_urls else text
     text = strip_line_prefixes(text) if spec.fold_line_prefixes else text
     return join_hyphenated(text) if spec.fold_hyphenation else text
 
 
-QP, SUBTITLES, LINKS, MOJIBAKE, ESCAPES = 1, 2, 4, 8, 16
+QP, SUBTITLES, LINKS, MOJIBAKE, ESCAPES, PERCENT, SPACED = 1, 2, 4, 8, 16, 32, 64
 # the bytes a rule's form ends or starts at, rare in prose and code (`.`, `-`, `:` as triggers cost ~1 ns a byte);
 # 0xC3 starts `Ã` and the other lead characters of mojibake (and `é`, `ü`: a few tests more in Latin-script text);
 # `(`, `<` and `\` are common in code, but each costs a test of the next byte or two (with them, the scan of
 # `benchmarks/dedup_real.py`'s 20,000 texts took 0.050 CPU s where it took 0.037)
 _TRIGGER = np.zeros(256, np.uint8)
 _TRIGGER[list(b"=>`[R\xc3\\(<")] = 1
+# `%` and `-` (`copyforms`: `%20`, a letter's `- ` before a letter): a test of the next byte each (in this scan, not
+# one of their own: a pass over `benchmarks/dedup_real.py`'s 44 MB took ~0.045 s, ~3 % of the signatures)
+_TRIGGER[list(b"%-")] = 1
+_LETTER = np.zeros(256, np.bool_)          # an ASCII letter or a byte of a UTF-8 sequence (a non-ASCII letter)
+_LETTER[list(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz") + list(range(0x80, 0x100))] = True
 _HEX = np.zeros(256, np.bool_)
 _HEX[list(b"0123456789ABCDEFabcdef")] = True
 _BLANK = np.zeros(256, np.bool_)
@@ -272,7 +285,7 @@ def format_flags(data, ends):
     out = np.zeros(len(ends), np.uint8)
     lo = 0
     for d in range(len(ends)):
-        f, u, end, valid = 0, np.uint64(lo), ends[d], True
+        f, u, end, valid, percents = 0, np.uint64(lo), ends[d], True, 0
         stop = np.uint64(end)
         while u < stop:
             if _TRIGGER[data[u]] == 0:                 # most bytes: one table read (unsigned: no negative-index test)
@@ -302,6 +315,11 @@ def format_flags(data, ends):
                     else 0
             elif c == 0xC3:
                 f |= MOJIBAKE if _mojibake_at(data, i, end) else 0
+            elif c == 37:
+                percents += 1 if nxt == 50 and i + 2 < end and data[i + 2] == 48 else 0
+                f |= PERCENT if percents >= PERCENT_MIN else 0
+            elif c == 45 and nxt == 32:
+                f |= SPACED if i > lo and i + 2 < end and _LETTER[data[i - 1]] and _LETTER[data[i + 2]] else 0
             u += np.uint64(1)
         out[d] = f if valid else f & ~QP
         lo = end + 1
@@ -310,13 +328,23 @@ def format_flags(data, ends):
 
 def format_docs(data: np.ndarray, ends: np.ndarray, spec: DedupSpec) -> list[int]:
     """Which texts of a batch `read_formats` may change, as the spec turns its rules on (a superset)."""
-    rules = (QP | SUBTITLES | MOJIBAKE if spec.fold_formats else 0) | (LINKS if spec.fold_markup else 0) \
+    formats, edits = format_and_edit_docs(data, ends, spec)
+    return sorted(set(formats) | set(edits)) if edits else formats
+
+
+def format_and_edit_docs(data: np.ndarray, ends: np.ndarray, spec: DedupSpec) -> tuple[list[int], list[int]]:
+    """`format_docs` in two: the texts a rule but `copyforms.read_edits` may change, and those it may (a letter's
+    `- `; SPACED). Its edits only move characters and make no markup, so `minhash` asks `prefold` for a text only
+    they change as it does for line prefixes, not for a full fold."""
+    rules = (QP | SUBTITLES | MOJIBAKE | PERCENT if spec.fold_formats else 0) | (LINKS if spec.fold_markup else 0) \
         | (ESCAPES if spec.fold_escapes else 0)
     if not rules or len(ends) == 0:
-        return []
-    found = np.flatnonzero(format_flags(data, np.asarray(ends, np.int64)) & rules).tolist()
+        return [], []
+    flags = format_flags(data, np.asarray(ends, np.int64))
+    found = np.flatnonzero(flags & rules).tolist()
     # (the other code pages' mojibake spells letters of Cyrillic or Polish text, a two-column page is runs of spaces
     # as indented code is, and LaTeX's commands are words after a `\`, as code's escapes are: scans of their own)
     more = (mojibake_docs(data, ends) + column_docs(data, ends) if spec.fold_formats else []) \
         + (latex_docs(data, ends) if spec.fold_markup else [])
-    return sorted(set(found) | set(more)) if more else found
+    edits = np.flatnonzero(flags & SPACED).tolist() if spec.fold_formats else []
+    return (sorted(set(found) | set(more)) if more else found), edits

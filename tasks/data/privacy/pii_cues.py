@@ -23,7 +23,12 @@ _PHONE_CUE = re.compile(
     r"|chiam(?:ami|aci|are)(?:\s+al)?|appel(?:ez|le)(?:-(?:moi|nous))?(?:\s+au)?|erreichbar(?:\s+unter)?"
     r"|hotline|landline|cellulare|tel[eé]fono\s+de\s+contacto|rufen\s+sie\s+(?:uns|mich)\s+an|zadzwo[nń]"
     r"|telem[oó]vel|my\s+(?:phone\s+|mobile\s+|cell\s+)?number|(?<=\d[ ])lub"
-    r"|телефон|тел|моб)(?:\.?[\s_-]*(?:no|number|num|#|nr|nummer|numero|número|номер|kom(?:[oó]rkowy)?|stacj))?"
+    # `my number is` in Polish and Spanish, German `Durchwahl` (direct line), Czech `volejte` (call), Danish
+    # and Norwegian `ring (til Mette) på` and English `ring me on`: a name may stand between `ring til` and `på`
+    r"|m[oó]j\s+numer|mi\s+n[uú]mero(?:\s+es)?|durchwahl|(?:za)?volejte"
+    r"|ring(?:\s+til(?:\s+[^\W\d_]{2,20})?)?\s+på|ring\s+til|ring\s+(?:me|us)\s+on"
+    r"|телефон|тел|моб"
+    r"|τηλ(?:έφωνο)?|κινητό)(?:\.?[\s_-]*(?:no|number|num|#|nr|nummer|numero|número|номер|kom(?:[oó]rkowy)?|stacj))?"
     r"(?:\s+(?:is|was))?"
     r"|电话|電話|手机|手機|座机|座機|携帯|連絡先|联系方式|전화|휴대폰|[☎📞])"
     r"(?:号码|號碼|番号|번호)?[是为為号號]?\.?[\s\"':=#)\]>\-：,]{0,4}$")
@@ -36,7 +41,7 @@ _CUE_LAST_WORDS = frozenset(
     "contact no number num nr nummer numero número номер телефон тел моб is was festnetz fijo al au unter llámame "
     "llamame llamar llama llámanos bizum chiamami chiamaci chiamare appelez appelle moi nous erreichbar kom stacj "
     "hotline landline cellulare contacto an zadzwoń zadzwon telemóvel telemovel komórkowy komorkowy "
-    "lub"
+    "lub numer es durchwahl volejte zavolejte på til τηλ τηλέφωνο κινητό"
     .split())
 _NUMBER_WORDS = ("nummer", "number", "numero", "no", "nr", "num")     # glued to a cue: `Telefonnummer`, `phoneno`
 _CUE_SEPARATORS = frozenset(" \t\n\r\"':=#)]>-：,.")

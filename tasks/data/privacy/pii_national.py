@@ -100,8 +100,20 @@ def _shaped(m: re.Match[str]) -> bool:
     if phone_cue_before(m, 32) is not None:
         return False
     number = m.group()
+    named = _named_schemes(m)
     return _distinct(number) >= 3 and any(shape.fullmatch(number) is not None and valid_as(scheme, number)
-                                        for scheme, shape in _EACH_SHAPE.items())
+                                        for scheme, shape in _EACH_SHAPE.items() if named is None or scheme in named)
+
+
+def _named_schemes(m: re.Match[str]) -> tuple[str, ...] | None:
+    """The schemes a country's cue right before the number names (None: no such cue, or a generic one). After
+    `Personnummer:` a number in Sweden's layout that fails Sweden's check is no number, though Finland's
+    henkilötunnus, written alike, may pass (Faker's Swedish numbers change with the day: one in a few hundred,
+    its check digit changed, reads as a Finnish one); the cued pass then judges it by the cue's schemes."""
+    cued = cued_at(_CUED, _GATE, m.string, m.start(), 0)
+    if cued is None or cue_index(cued) >= len(_CUES):
+        return None
+    return _CUES[_CUE_NAMES[cue_index(cued)]]
 
 
 # --- after a cue -----------------------------------------------------------------------------------------
@@ -121,7 +133,8 @@ _CUES: dict[str, tuple[str, ...]] = {
     # (`Α.Μ.Κ.Α.` dotted as Greek forms write an acronym; `ΑΜΚΑ ασφαλισμένου`: "of the insured")
     r"(?:amka|αμκα|α\.μ\.κ\.α\.?)(?:[ ]ασφαλισμένου)?": ("gr.amka",),
     r"(?:t\.?c\.?[ ])?kimlik(?:[ ]no|[ ]numarası)?|tckn": ("tr.tckimlik",),
-    r"steuer-?id|steuer-?identifikationsnummer|idnr": ("de.idnr",),
+    # (a tax office's letter spells it out and groups it 2-3-3-3: `Steuerliche Identifikationsnummer: 86 095 742 719`)
+    r"steuer-?id|steuer-?identifikationsnummer|(?:steuerliche[ ])?identifikationsnummer|idnr": ("de.idnr",),
     r"sozialversicherungsnummer|svnr|sv-nummer|versicherungsnummer": ("at.vnr",),
     r"rijksregisternummer|rijksregister|registre[ ]national|num[eé]ro[ ]national|insz|niss": ("be.nn",),
     r"personas[ ]kods": ("lv.pvn",),
@@ -136,7 +149,9 @@ _CUES: dict[str, tuple[str, ...]] = {
     r"egn|егн": ("bg.egn",),
     r"kennitala|kt\.": ("is_.kennitala",),
     r"cui[tl]": ("ar.cuit",),
-    r"(?:sa|south[ ]african)[ ]id": ("za.idnr",),
+    # South African forms label it `ID No.`/`ID number` (`ID No.: 750822 5100 085`): only a number with its birth
+    # date, citizenship digit and Luhn check is taken after so plain a label
+    r"(?:sa|south[ ]african)[ ]id|id(?=[ ]?(?:no\b|number\b))": ("za.idnr",),
     r"ppsn?|personal[ ]public[ ]service": ("ie.pps",),
     r"asmens[ ]kodas": ("lt.asmens",),
     r"nhs": ("gb.nhs",),          # England's NHS number (`NHS no. 943 476 5919`, mod 11): a patient's, in 3-3-4
@@ -205,7 +220,8 @@ def _cued_span(m: re.Match[str]) -> tuple[int, int]:
 
 # A literal of each cue, lower case: one of them must stand in the 48 characters before a number.
 _GATES = ("pesel", "bsn", "burgerservice", "sofi", "cpf", "nir", "secu", "sécu", "insee", "aadha", "person", "dselsn",
-          "cpr", "cnp", "oib", "isikukood", "amka", "αμκα", "α.μ.κ.α",
+          "cpr", "cnp", "oib", "isikukood",
+          "identifikationsn", "id no", "id number", "amka", "αμκα", "α.μ.κ.α",
           "kimlik", "tckn", "steuer", "idnr", "versicherungsn", "svnr",
           "sv-n", "rijksreg", "national", "insz", "niss", "ahv", "avs", "my number", "identity", "citizen", "ת", "рнокпп",
           "іпн", "инн", "身份", "身分", "주민", "マイナンバー", "個人番号", "आधार",

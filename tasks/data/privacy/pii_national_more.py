@@ -172,6 +172,16 @@ def valid_au_medicare(number: str) -> bool:
     return sum(int(d) * w for d, w in zip(number, (1, 3, 7, 9, 1, 3, 7, 9))) % 10 == int(number[8])
 
 
+def valid_es_nss(number: str) -> bool:
+    """Spain's número de afiliación a la Seguridad Social: a province 01-53 (66 for others), 8 digits and 2 check
+    digits, the province and the number read as one (the number without its leading zeros when under 10^7) mod 97."""
+    m = re.fullmatch(r"(\d\d)(\d{8})(\d\d)", number)
+    if m is None or not (1 <= int(m[1]) <= 53 or m[1] == "66"):
+        return False
+    body = int(m[1]) * (10 ** 7 if int(m[2]) < 10 ** 7 else 10 ** 8) + int(m[2])
+    return body % 97 == int(m[3])
+
+
 # Schemes with no published check, known by their length or layout only (separators removed): taken after
 # their own cue, never a generic one.
 _LAYOUTS = {
@@ -185,7 +195,7 @@ _LAYOUTS = {
 
 _OWN: dict[str, Callable[[str], bool]] = {
     **{scheme: re.compile(layout).fullmatch for scheme, layout in _LAYOUTS.items()}, "de.rvnr": valid_de_rvnr,
-    "au.medicare": valid_au_medicare,
+    "au.medicare": valid_au_medicare, "es.nss": valid_es_nss,
     "ru.snils": valid_snils, "sg.nric": valid_nric, "ae.eid": valid_emirates, "sa.nid": valid_saudi,
     "hk.hkid": valid_hkid, "tw.nid": valid_taiwan, "uy.ci": valid_uy_ci, "pt.cc": valid_pt_cc,
     "hu.taj": valid_hu_taj, "hu.tax": valid_hu_tax, "vn.cccd": valid_vn_cccd, "eg.nid": valid_eg_nid,
@@ -243,6 +253,7 @@ _CUES: dict[str, tuple[str, ...]] = {
     r"phil-?sys|(?-i:PSN|PCN)": ("ph.psn",),
     r"(?-i:NIN)": ("ng.nin", "dz.nin"),
     r"(?-i:NID)|smart[ ]nid": ("bd.nid",),
+    r"(?:n[uú]mero[ ]de[ ])?afiliaci[oó]n(?:[ ]a[ ]la)?[ ]seguridad[ ]social|(?-i:NUSS|NAF)": ("es.nss",),
     r"(?-i:CIE)|carta[ ]d['’]identit[àa](?:[ ]elettronica)?|carta[ ]di[ ]identit[àa]": ("it.cie",),
 }
 _STRONG = ("ru.snils", "sg.nric", "my.nric", "id.nik", "ae.eid", "pk.cnic", "pt.cc", "in_.pan", "si.emso",
@@ -306,13 +317,14 @@ _ANCHOR = re.compile(r"[0-9](?=[0-9A-Z() ./-]{4})(?:(?<![\w.+/-][0-9])(?=[0-9A-Z
 _GATE = Gate(
     words=("ic", "i/c", "k/p", "cc", "fin", "nit", "rfc", "pan", "ird", "nif", "inn", "инн", "eid", "nik", "ktp",
            "taj", "afm", "kra", "emso", "emšo", "tfn", "cnic", "nric", "jmbg", "hkid", "cccd", "αφμ", "sss", "gsis",
-           "hdmf", "phic", "umid", "crn", "psn", "pcn", "nin", "nid", "cie", "rvnr", "svnr", "ssn", "dni", "itin", "mbi"),
+           "hdmf", "phic", "umid", "crn", "psn", "pcn", "nin", "nid", "cie", "nuss", "naf", "rvnr", "svnr", "ssn", "dni", "itin", "mbi"),
     starts=("снилс", "snils", "страховой", "идентификацион", "mykad", "pengenalan", "induk", "e-ktp",
             "emirates", "iqama", "saudi", "nicop", "contribuinte", "cidad", "cédula", "cedula", "c.i", "c. i",
             "permanent", "tax file", "inland", "matična", "матичн", "társadalom", "adóazonos", "adoazonos",
             "α.φ.μ", "căn", "can c", "định", "egyptian", "national", "identity", "citizen", "rentenversicherung",
             "sozialversicherung", "versicherungsn", "rv-n", "rvn", "sv-n", "pag-ibig", "pagibig", "philhealth",
-            "phil-health", "philsys", "phil-sys", "smart nid", "carta d", "social", "id card", "id-card", "id_card", "documento", "individual", "medicare"),
+            "phil-health", "philsys", "phil-sys", "smart nid", "carta d", "social", "id card", "id-card", "id_card", "documento", "individual", "medicare",
+            "afiliaci"),
     anywhere=("الهوية", "إقامة", "شناختی", "पैन", "身份證", "身分證", "ประชาชน", "القومي", "قومي"))
 
 

@@ -46,7 +46,12 @@ _MONTHS = {name: i + 1 for names in (
     "janeiro fevereiro março abril maio junho julho agosto setembro outubro novembro dezembro",
     "januari februari maart april mei juni juli augustus september oktober november december",
     "stycznia lutego marca kwietnia maja czerwca lipca sierpnia września października listopada grudnia",
-    "ocak şubat mart nisan mayıs haziran temmuz ağustos eylül ekim kasım aralık")
+    "ocak şubat mart nisan mayıs haziran temmuz ağustos eylül ekim kasım aralık",
+    "ledna února března dubna května června července srpna září října listopadu prosince",       # Czech
+    "januar februar marts april maj juni juli august september oktober november december",     # Danish
+    "január február március április május június július augusztus szeptember október november december",
+    "ianuarie februarie martie aprilie mai iunie iulie august septembrie octombrie noiembrie decembrie",
+    "januari februari maret april mei juni juli agustus september oktober november desember")  # Indonesian
     for i, name in enumerate(names.split())} | {"sept": 9, "setiembre": 9, "maerz": 3, "fevrier": 2, "aout": 8}
 
 # The cue, then what may stand between it and the date (`DOB: `, `"dob": "`, `date of birth is `, `born on `,
@@ -65,11 +70,18 @@ _DOB_CUE = (r"(?:(?i:(?:\b|(?<=(?<!\w)_)|(?<=(?<!\w)__))(?:d\.?o\.?b\.?|date[ _-
             # `was born` before the date (a person's record: `The patient was born February 14th, 1986`), or
             # `born` before a date in digits: an encyclopedia writes `(born April 29, 1970)` in words
             r"|(?<=\bwas[ ])born(?=[ ]\w)|born(?=[ ]\d\d?[-/.]\d\d?[-/.]\d)"
-            r"|geburtsdatum|geb\.?-?datum|geb\.|fecha[ _](?:de[ _])?nac(?:imiento|\.)|date[ _]de[ _]naissance"
+            r"|geburtsdatum|geb\.?-?datum|geb\.(?:[ ]am(?=[ ]))?|fecha[ _](?:de[ _])?nac(?:imiento|\.)|date[ _]de[ _]naissance"
             r"|n[ée](?:e|\(e\))?[ ]le|geboren[ ]a[mn]|geboren[ ]op|nacid[oa][ ]el|data[ _]di[ _]nascita|nat[oa][ ]il"
             r"|geboortedatum|data[ _]urodzenia|urodzon[ya]|data[ _]de[ _]nascimento|nascid[oa][ ]em|bday"
-            r"|f[øo]dselsdato|f[öo]delsedatum|syntym[äa]aika|do[ğg]um[ _]tarihi))"
-            r"|(?i:дата[ _]рождения)|تاريخ[ _]الميلاد|जन्म[ _]?तिथि|出生年月日|出生日期|生年月日|誕生日|生日|생년월일|생일)"
+            r"|f[øo]dselsdato|f[öo]delsedatum|syntym[äa]aika|do[ğg]um[ _]tarihi"
+            # Czech, Slovak, Croatian/Serbian, Slovenian, Danish/Norwegian/Swedish, Hungarian, Romanian,
+            # Indonesian (`lahir di Bandung, 14 Februari 1986`: the birthplace first), Vietnamese, Swahili
+            r"|datum[ _]narozen[íi]|d[áa]tum[ _]narodenia|narozen[áa]?|datum[ _]ro(?:đ|dj)enja|datum[ _]rojstva"
+            r"|f[øö]dt|f[öo]dd|sz[üu]let[ée]si[ _](?:id[őo]|d[áa]tum)|sz[üu]letett|data[ _]na[șşs]terii"
+            r"|(?:tanggal|tgl\.?)[ _]lahir|lahir(?:[ ]di[ ][^\W\d_]{2,20}(?:[ ][^\W\d_]{2,20})?,)?"
+            r"|ng[àa]y[ _]sinh|tarehe[ _]ya[ _]kuzaliwa))"
+            r"|(?i:дата[ _](?:рождения|народження)|ημερομηνία[ _]γέννησης|ημ\.?[ _]γέννησης)"
+            r"|تاريخ[ _]الميلاد|जन्म[ _]?तिथि|出生年月日|出生日期|生年月日|誕生日|生日|생년월일|생일)"
             r"(?:[ \t]*\((?i:[dmy]{1,4}[-/.][dmy]{1,4}[-/.][dmy]{1,4}|[^\W\d][\w .,/-]{0,23})\))?(?:[ \t]*" + EMPHASIS
             + r")?[\"']?(?:[ \t]*:[ \t]*(?:date|datetime|str|Date|LocalDate)(?=[ \t]*=)|[ \t]+value(?=[ \t]*=))?"
             r"[ \t]*(?:[:=#>：]|is|was|\(|-|是|为|為|は|은|는)?(?:(?<=[:：=])" + EMPHASIS + r"[:：]?)?"
@@ -88,6 +100,9 @@ _DATE = (r"(?P<date>"
                   r"|(?P<y6>(?:19|20)\d\d)(?P<m6>[01]\d)(?P<d6>[0-3]\d)"                           # 19870312
                   r"|(?P<y7>\d{4})[ ]?[年년][ ]?(?P<m7>\d\d?)[ ]?[月월][ ]?(?P<d7>\d\d?)[ ]?[日일]"        # 1987年3月12日
                   r"|(?P<d8>\d\d)(?P<m8>[A-Za-z]{3})(?P<y8>(?:19|20)?\d\d)"                            # 12MAR1987
+                  r"|(?P<d10>\d\d?)\.[ ](?P<m10>\d\d?)\.[ ]?(?P<y10>\d{4})"          # 14. 2. 1986 (Czech, Croatian)
+                  # 1986. február 14. (Hungarian)
+                  r"|(?P<y11>\d{4})\.[ ](?P<m11>" + _MONTH_WORD + r")[ ](?P<d11>\d\d?)\.?"
                   r"|(?:(?:datetime|dt)\.)?(?:date|datetime|LocalDate\.of|DateTime)"     # date(1987, 3, 12)
                   r"\((?P<y9>\d{4}),[ ]?(?P<m9>\d\d?),[ ]?(?P<d9>\d\d?)\)"
                   r")")
@@ -113,10 +128,10 @@ def _dob(m: re.Match[str]) -> bool:
         year = int(m.group("y2")) + (1900 if len(m.group("y2")) == 2 else 0)
         a, b = int(m.group("a2")), int(m.group("b2"))
         return _valid(year, b, a) or _valid(year, a, b)
-    for k in (6, 7, 9):
+    for k in (6, 7, 9, 10):
         if m.group(f"y{k}"):
             return _valid(int(m.group(f"y{k}")), int(m.group(f"m{k}")), int(m.group(f"d{k}")))
-    month, day, year = next((m.group(f"m{k}"), m.group(f"d{k}"), m.group(f"y{k}")) for k in (3, 4, 5, 8)
+    month, day, year = next((m.group(f"m{k}"), m.group(f"d{k}"), m.group(f"y{k}")) for k in (3, 4, 5, 8, 11)
                             if m.group(f"y{k}"))
     number = _MONTHS.get(month.rstrip(".").lower())
     # a military/airline date's two-digit year (`12MAR78`) is 19xx, as `a/b/yy` is
@@ -160,7 +175,8 @@ def _date_span(m: re.Match[str]) -> tuple[int, int]:
 _PASSPORT = re.compile(
     r"(?:(?i:\b(?:passport|reisepass|pasaporte?|passeport|passaporto|passaporte|paspoort|paszport(?:u)?|паспорт))"
     r"|パスポート|旅券|여권|护照|護照|جواز[ ]السفر|पासपोर्ट)"
-    r"(?i:[ _-]?(?:nummer|number|num|no\.?|nr\.?|n[°º]\.?|n\.|\#|n[uú]mero|num[eé]ro|id|номер))?"
+    # (the number word may open a parenthesis: `the defendant's passport (No. 561298437) was surrendered`)
+    r"(?i:(?:[ _-]|[ ]\()?(?:nummer|number|num|no\.?|nr\.?|n[°º]\.?|n\.|\#|n[uú]mero|num[eé]ro|id|номер))?"
     r"(?:[ ]?(?:番号|번호|号码|號碼|नंबर|संख्या))?"
     r"(?:[ \t]*\([^\W\d][\w .,/-]{0,23}\)(?=[ \t]*[:=#：]))?"      # a qualifier: `Passport (UK): `
     # the number one level down: `<Passport issuingCountry="USA"><Number>...`, `"passport": {"number": "..."`
@@ -296,12 +312,14 @@ def _number_span(m: re.Match[str]) -> tuple[int, int]:
 
 _DOB_GATES = ("dob", "d.o.b", "birth", "born", "geburtsdatum", "geburtstag", "geb.", "nacimiento", "naissance",
               "geboren", "nacid", "fecha de nac", "fecha nac", "nasc", "nato il", "nata il", "geboortedatum", "urodz",
-              "bday")
+              "bday", "narozen", "narodenia", "rodjenja", "rojstva", "kuzaliwa", "nasterii", "lahir")
 # Cues outside ASCII, found as written (`fold` reads a text with CJK letters as ASCII and `?`)
 _DOB_WRITTEN_GATES = ("né le", "née le", "Né le", "Née le", "né(e) le", "Né(e) le", "出生", "生年月日", "生日", "誕生日", "생년월일", "생일",
                       "рождения", "Рождения", "РОЖДЕНИЯ", "الميلاد", "जन्म", "fødselsdato", "Fødselsdato",
                       "födelsedatum", "Födelsedatum", "syntymäaika", "Syntymäaika", "doğum tarihi", "Doğum tarihi",
-                      "Doğum Tarihi")
+                      "Doğum Tarihi", "rođenja", "Født", "født", "FØDT", "Född", "född", "Születési", "születési",
+                      "Született", "született", "nașterii", "naşterii", "Ngày sinh", "ngày sinh", "NGÀY SINH",
+                      "Дата народження", "дата народження", "γέννησης", "ΓΈΝΝΗΣΗΣ", "ΓΕΝΝΗΣΗΣ")
 _PASSPORT_GATES = ("passport", "reisepass", "pasaport", "passeport", "passapor", "paspoort", "paszport")
 _PASSPORT_WRITTEN_GATES = ("паспорт", "Паспорт", "ПАСПОРТ", "パスポート", "旅券", "여권", "护照", "護照", "جواز السفر",
                            "पासपोर्ट")

@@ -38,6 +38,7 @@ from tasks.data.privacy.pii_chain import Chained
 from tasks.data.privacy.pii_cues import phone_cue_before
 from tasks.data.privacy.pii_ids import in_iban_shaped_run
 from tasks.data.privacy.pii_phonerows import in_number_row
+from tasks.data.privacy.pii_vanity import VANITY_PASSES
 
 # The first character is consumed, then a two-character lookbehind checks what precedes it: a pattern opening
 # with a character class lets `re` skip non-candidates in C (see pii.py). Backreferences are named: the
@@ -65,17 +66,19 @@ _PHONE = re.compile(r"""(?xa)
       | (?<=\()0\d{1,4}\)[ .-]?\d{2,8}(?:[ .-]\d{2,8}){0,3}       # (020) 7946 0958, (0686)-815726
       | (?<=0)(?P<se>\d{1,3})-\d{2,3}(?:[ ]\d{2,3}){1,3}          # 08-26 01 81 (Sweden)
       | (?<=0)\d{1,4}[ ]?[/-][ ]?\d{2,8}(?:[ ]\d{2,8}){1,4}        # 030/4000 1234, 011-2345 6789, 010 - 123 45 67
+      | (?<=0)(?P<de>\d{1,4})[ ]\d{3,8}-\d{2,5}                 # 089 4140-2217 (a German extension)
       | (?<=0)\d{1,4}(?P<s3>[ .-])\d{2,8}(?:(?P=s3)\d{2,8}){0,4}  # 020 7946 0958, 01 23 45 67 89
       | (?<=0)\d{1,4}/\d{5,9}                                     # 0664/12345678 (Austria, Germany)
       | (?<=[6-9])(?P<in>\d{4})[ ]\d{5}(?![ ]\d)                     # 98765 43210 (India's mobiles)
       | (?<=1)(?P<cn>[3-9])\d(?P<s5>[ -])\d{4}(?P=s5)\d{4}(?![ -]\d)   # 138 0013 8000 (China's mobiles)
       | (?<=\d)\d{9,10}                                           # 01154960930
-    )(?:[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6}|-\d)?      # an extension: x157, ext. 5, Germany's -0
+    # an extension: x157, ext. 5, Ext: 2204, int. 231 (Swiss, Italian), Germany's -0
+    )(?:[ ]?(?:x|[Ee]xt(?:n|ension)?[.:]?|EXT[.:]?|[Ii]nt\.|interno)[ ]?\d{1,6}|-\d)?
     (?!\w|[.-]?\d|[\u2010-\u2015\u2212\ufe58\ufe63]\d)          # (a dash then digits: the number goes on)""")
 # The same shape right after a phone and one space: a space-separated list of numbers, whose members the
 # "nothing number-like before it" look-behind would otherwise let through one per round (16 rounds: 16 phones).
 _PHONE_NEXT = re.compile(_PHONE.pattern.replace(r"(?<!\d[ ./-].)", "", 1))
-_EXTENSION = re.compile(r"[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6}$")
+_EXTENSION = re.compile(r"[ ]?(?:x|[Ee]xt(?:n|ension)?[.:]?|EXT[.:]?|[Ii]nt\.|interno)[ ]?\d{1,6}$")
 
 # A number never ends before a dash that is no ASCII hyphen and a digit (`(318) 397–2146`, an en dash): the part
 # before it would be replaced and the rest, with any extension, left as it was. (The hyphens that mean `-` are read
@@ -91,7 +94,7 @@ _CUED = re.compile(r"""(?xa)
         (?:(?<=\()\+?\d{1,4}(?:[ -]\d{1,4})?\) | (?<=\+)(?:\(\d+\)|\d+) | (?<=\d)\d*)   # (06 1), (0-612), +(370)
         # between groups: a dash, a dot (`. `: a full stop), one or two spaces, a slash (`030 / 1234 5678`, German)
         (?:(?:[ ]?-[ ]?|\.|[ ]{1,2}|[ ]?/[ ]?)?\(\d{1,5}\) | (?:[ ]?-[ ]?|\.|[ ]{1,2}|[ ]?/[ ]?)\d+ | (?<=\))\d+)*
-        (?:[ ]?(?:x|ext\.?|extn\.?|extension)[ ]?\d{1,6})?
+        (?:[ ]?(?:x|[Ee]xt(?:n|ension)?[.:]?|EXT[.:]?|[Ii]nt\.|interno)[ ]?\d{1,6})?
     )
     (?!\w|[\u2010-\u2015\u2212\ufe58\ufe63]\d)""")
 _NANP = re.compile(r"(?:\+?1\D*)?\(?[2-9]\d\d\D*[2-9]\d\d\D*\d{4}", re.ASCII)
@@ -121,6 +124,7 @@ _CODE_LABEL = re.compile(
 # decimals, two digits then three before their points, no `+CC` phone's groups.
 _ISO6709 = re.compile(r"\+\d\d\.\d+[+-]\d{3}\.\d+")
 _DIRECT_DIAL = re.compile(r"\d-\d$")
+_DE_EXTENSION_YEARS = re.compile(r"(?:19|20)\d\d-(?:19|20)?\d\d$")
 _YYYYMMDD = re.compile(r"(?:19|20)\d\d(?:0[1-9]|1[0-2])(?:0[1-9]|[12]\d|3[01])")
 
 
@@ -214,6 +218,8 @@ def _phone(m: re.Match[str]) -> bool:
         return not _page_range(text)
     if m.group("ru") or m.group("jp") or m.group("in") or m.group("cn"):
         return True
+    if m.group("de"):                       # `01 2019-2020`: an issue and its years, not a switchboard
+        return _DE_EXTENSION_YEARS.search(text) is None and 9 <= len(digits) <= 13 and not in_number_row(m, text)
     if m.group("se"):
         return 8 <= len(digits) <= 12
     if text.isdigit():
@@ -322,6 +328,7 @@ def _link_hint(text: str) -> bool:
 # that a cued number is taken whole before the layout pass sees a part of it.
 PHONE_PASSES = (
     ("phone", _IN_LINK, _link_number, _link_span, _link_hint),
+    *VANITY_PASSES,                         # letters for digits: before the digit passes take the area code
     ("phone", Chained(_CUED, "/"), _cued_phone, 0, bool),
     ("phone", Listed(), _phone, 0, bool),
 )

@@ -3,7 +3,8 @@
 A page renders `+1&nbsp;415&nbsp;555&nbsp;2671` and LaTeX `+44~20~7946~0958` as spaced phones, hides an HTML
 comment inside a value against harvesters (`john<!-- x -->@example.com`, `555<!---->-0100`), and people write
 SSNs with a word processor's en dash (`219–57–4232`), a card's groups with `/` or `_` (`Card: 4111/1111/...`),
-an IBAN in dotted groups (`DE89.3704.0044.0532.0130.00`) and obfuscated addresses (`pii_veiled_emails`). The
+an IBAN in dotted groups (`DE89.3704.0044.0532.0130.00`), obfuscated addresses (`pii_veiled_emails`) and a
+scanned form's OCR slips after a value's label (`Tel: O171 234 5678`, `SSN: 412-67- 9083`: `pii_ocr`). The
 passes read none of them. `veiled_view(text)` gives the text with each such spot read as what it means (an
 entity as a space, a comment dropped, a separator as a space or `-`) and, for each of its characters, its
 offset in `text`; `pii.scrub_pii` scrubs that view, `veiled_restore` puts the text's own pieces back around
@@ -18,6 +19,7 @@ import re
 from collections.abc import Iterable
 
 from tasks.data.privacy.pii_ids import valid_iban
+from tasks.data.privacy.pii_ocr import ocr_spots
 from tasks.data.privacy.pii_veiled_emails import email_spots
 from tasks.data.privacy.pii_width import offsets_restore
 
@@ -95,7 +97,8 @@ def _separator_spots(text: str) -> list[Spot]:
 def _spots(text: str) -> list[Spot]:
     """Every spot, in order; one that overlaps an earlier one is left out."""
     kept: list[Spot] = []
-    for spot in sorted(_comment_spots(text) + _space_spots(text) + _separator_spots(text) + email_spots(text)):
+    for spot in sorted(_comment_spots(text) + _space_spots(text) + _separator_spots(text) + email_spots(text) +
+                       ocr_spots(text)):
         if not kept or spot[0] >= kept[-1][1]:
             kept.append(spot)
     return kept

@@ -33,11 +33,13 @@ _HEAD = {
     "phone": re.compile(r"(?<![\w.+-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,5}\)|\d{1,5})(?:[ .-]\d{1,5}){0,3}[ \t]*$"),
 }
 _TAIL = {
-    "iban": re.compile(r"[ \t]*([A-Z0-9]{1,4}(?:[ ][A-Z0-9]{1,4}){0,7})(?![A-Za-z0-9])"),
+    # grouped, or the rest of an unspaced IBAN in one run (`NL44RABO` / `0123456789`)
+    "iban": re.compile(r"[ \t]*([A-Z0-9]{1,4}(?:[ ][A-Z0-9]{1,4}){0,7}|[A-Z0-9]{5,30})(?![A-Za-z0-9])"),
     "credit_card": re.compile(r"[ \t]*(\d{1,4}(?:[ -]\d{1,4}){0,3})(?![\w-]|[.,]\d)"),
     "phone": re.compile(r"[ \t]*(\d{1,8}(?:[ .-]\d{1,8}){0,3})(?![\w-]|[.,]\d)"),
 }
-_CARD_WORD = re.compile(r"(?i)card|karte|carte|tarjeta|kaart|cart[aã]o")
+# (Scandinavian `kort`/`kortnummer`, Polish/Czech `karta`/`karty`, Finnish `kortti` too)
+_CARD_WORD = re.compile(r"(?i)card|karte|carte|tarjeta|kaart|cart[aã]o|kort|kart[ay]")
 _LOOK_BACK = 48         # the longest head: an IBAN's 8 groups
 
 
@@ -54,7 +56,9 @@ def _valid(kind: str, head: re.Match[str], tail: str) -> bool:
     digits = _digits(whole)
     if kind == "credit_card":
         line_start = head.string.rfind("\n", 0, head.start()) + 1
-        return 13 <= len(digits) <= 19 and digits[0] in "3456" and len(set(digits)) > 2 and \
+        # (Mastercard's 2-series, 2221-2720, too)
+        return 13 <= len(digits) <= 19 and (digits[0] in "3456" or 2221 <= int(digits[:4]) <= 2720) and \
+            len(set(digits)) > 2 and \
             stdnum_luhn.is_valid(digits) and _CARD_WORD.search(head.string, line_start, head.start()) is not None
     if not 10 <= len(digits) <= 15 or len(_digits(first)) >= 10:
         return False
@@ -112,18 +116,21 @@ _WRAPPED_EMAIL = re.compile(
     r"(?<![\w.%+'-])(?:" + _LOCAL + r"*[A-Za-z0-9]-\r?\n[ \t]*" + _LOCAL + r"*[A-Za-z0-9_%+-]@"
     r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?" + _TLD +
     r"|" + _LOCAL + r"*[A-Za-z0-9_%+-]@(?:[A-Za-z0-9-]+\.)*[A-Za-z0-9-]*[A-Za-z0-9]-\r?\n[ \t]*"
-    r"[A-Za-z0-9-]*(?:\.[A-Za-z0-9-]+)*" + _TLD + r")")
+    r"[A-Za-z0-9-]*(?:\.[A-Za-z0-9-]+)*" + _TLD +
+    # or broken right after its `@` (`anna.schmidt@` / `uni-heidelberg.de`)
+    r"|" + _LOCAL + r"*[A-Za-z0-9_%+-]@\r?\n[ \t]*(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*"
+    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?" + _TLD + r")")
 _AFTER_REMOTE = re.compile(r":[\w~/]")        # git's `git@host:org/repo`: a host and a path, nobody's address
 _ADDRESS_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._%+'-@")
 _LONGEST = 254          # an address's most characters: how far back from a break its start is looked for
 
 
 def _wrapped_emails(text: str) -> list[tuple[str, tuple[int, int]]]:
-    """(kind, span) of each address broken at a `-` and a line break. Found from each break (`str.find`, each
-    needle's next place kept till passed): the pattern tried at every word of the text cost 3 % of scrubbing
-    code."""
+    """(kind, span) of each address broken at a `-` or after its `@` and a line break. Found from each break
+    (`str.find`, each needle's next place kept till passed): the pattern tried at every word of the text cost 3 %
+    of scrubbing code."""
     found: list[tuple[str, tuple[int, int]]] = []
-    nxt, last = {needle: text.find(needle) for needle in ("-\n", "-\r\n")}, 0
+    nxt, last = {needle: text.find(needle) for needle in ("-\n", "-\r\n", "@\n", "@\r\n")}, 0
     while (breaks := [k for k in nxt.values() if k >= 0]):
         brk = min(breaks)
         start = brk
@@ -141,4 +148,4 @@ def _wrapped_emails(text: str) -> list[tuple[str, tuple[int, int]]]:
 
 # (kind, pattern, validator, group, hint): `pii`'s pass table, before `pii_emails.EMAIL_PASSES`
 WRAPPED_EMAIL_PASSES = (("email", LabelledValues("email", last_text_memo(_wrapped_emails)), lambda m: True, 0,
-                         lambda text: "-\n" in text or "-\r\n" in text),)
+                         lambda text: "-\n" in text or "-\r\n" in text or "@\n" in text or "@\r\n" in text),)
