@@ -132,15 +132,15 @@ def _vtt_blocks(lines: list[str]) -> set[int]:
 # --- the chain and the scan -----------------------------------------------------------------------------------
 def read_formats(text: str, formats: bool = True, markup: bool = True, escapes: bool = True) -> str:
     """`text` with its `\\uXXXX` escapes decoded (`escapes`, first: they may spell mojibake or markup), read as QP,
-    subtitles, repaired mojibake, a two-column page's columns and `copyforms`' numbers, dates, URL escapes and
-    markers (`formats`; a QP body may decode to mojibake) and
+    subtitles, repaired mojibake, a two-column page's columns and `copyforms`' URL escapes and re-flowed
+    hyphenation (`formats`; a QP body may decode to mojibake) and
     its lightweight-markup links and LaTeX commands (`markup`, `linkforms`); `text` itself when none applies."""
     text = read_json_escapes(text) if escapes else text
     if formats:
         # (a two-column page is read column by column before the hyphenated words are joined: a cut word's
         # halves are on two lines of one column)
         text = read_columns(read_mojibake(read_subtitles(read_quoted_printable(text))))
-        # (numbers, dates, URL escapes and markers a copy writes otherwise, `copyforms`: after the columns, whose
+        # (URL escapes and re-flowed hyphenation a copy writes otherwise, `copyforms`: after the columns, whose
         # lines they may join)
         text = read_copyforms(text)
     return read_latex(read_links(text)) if markup else text
