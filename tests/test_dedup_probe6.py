@@ -21,7 +21,8 @@ from tasks.data.dedup.linkforms import read_latex
 from tasks.data.dedup.mojibake import read_mojibake
 from tasks.data.dedup.textforms import format_docs, read_formats
 from specs.clean import DedupSpec
-from tests.helpers.shingle_definition import assert_compiled_path_is_the_definition
+from tests.helpers.shingle_definition import (assert_compiled_path_is_the_definition,
+                                              assert_scan_finds_every_changed_text)
 from tests.test_dedup_folds import RU, assert_copies_removed, assert_near_copy, jaccard
 from tests.test_dedup_probe4 import DE, FR
 from tests.test_dedup_probe5 import OTHER, POST, REGEX_CODE
@@ -151,8 +152,4 @@ def test_word_shingles_equal_the_definition(raw):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(texts, min_size=1, max_size=8))
 def test_the_scan_finds_every_text_the_rules_change(raw):
-    from tasks.data.cleanup import textbatch
-    batch = textbatch.Encoded.of(raw)
-    found = set(format_docs(batch.data, batch.ends, DedupSpec()))
-    for k, text in enumerate(raw):
-        assert k in found or read_formats(text) == text, text
+    assert_scan_finds_every_changed_text(raw)

@@ -53,7 +53,8 @@ from specs.clean import DedupSpec
 from tasks.data.dedup.copyforms import read_copyforms
 from tasks.data.dedup.textforms import format_docs, read_formats
 from tests.helpers import dedup_variants as dv
-from tests.helpers.shingle_definition import assert_compiled_path_is_the_definition
+from tests.helpers.shingle_definition import (assert_compiled_path_is_the_definition,
+                                              assert_scan_finds_every_changed_text)
 from tests.test_dedup_folds import CLEAN, EN, RECIPE, RU, assert_copies_removed, jaccard
 from tests.test_dedup_probe4 import API, DE, FR
 from tests.test_dedup_probe5 import NOTE, OTHER, POST, README, REGEX_CODE, REVIEW
@@ -321,8 +322,4 @@ def test_word_shingles_equal_the_definition(raw):
 @settings(max_examples=200, deadline=None)
 @given(st.lists(texts, min_size=1, max_size=8))
 def test_the_scan_finds_every_text_the_rules_change(raw):
-    from tasks.data.cleanup import textbatch
-    batch = textbatch.Encoded.of(raw)
-    found_docs = set(format_docs(batch.data, batch.ends, DedupSpec()))
-    for k, text in enumerate(raw):
-        assert k in found_docs or read_formats(text) == text, text
+    assert_scan_finds_every_changed_text(raw)

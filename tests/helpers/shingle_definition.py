@@ -11,12 +11,12 @@ import numpy as np
 from specs.clean import DedupSpec
 from tasks.data.cleanup.lookalikes import fold_confusables
 from tasks.data.cleanup.normalize import normalize_text, shingle_text
-from tasks.data.cleanup.textbatch import exact_keys, normalize_encoded
+from tasks.data.cleanup.textbatch import Encoded, exact_keys, normalize_encoded
 from tasks.data.dedup import hashloops, minhash, wordhash
 from tasks.data.dedup.lineprefix import strip_line_prefixes, strip_tracking
 from tasks.data.dedup.marks import drop_pointing, join_hyphenated, mark_words
 from tasks.data.dedup.segment import split_unspaced
-from tasks.data.dedup.textforms import read_formats
+from tasks.data.dedup.textforms import format_docs, read_formats
 
 
 def assert_compiled_path_is_the_definition(raw: list[str]) -> None:
@@ -34,3 +34,11 @@ def assert_compiled_path_is_the_definition(raw: list[str]) -> None:
     assert offsets.tolist() == want_offsets.tolist()
     words = np.repeat(lengths > 0, np.diff(want_offsets))
     assert np.array_equal(hashes[words], want[words])
+
+
+def assert_scan_finds_every_changed_text(raw: list[str]) -> None:
+    """`textforms.format_docs`' byte scan names every text of `raw` that `read_formats` changes (a superset)."""
+    batch = Encoded.of(raw)
+    found = set(format_docs(batch.data, batch.ends, DedupSpec()))
+    for k, text in enumerate(raw):
+        assert k in found or read_formats(text) == text, text
